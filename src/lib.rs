@@ -1,0 +1,23 @@
+//! bully: leader election for small clusters with the Bully algorithm, over QUIC with
+//! mutual TLS, with durable epochs as fencing tokens.
+//!
+//! # Layout
+//! - [`protocol`]: the pure state machine (no I/O, no clock); the simulator drives it.
+//! - [`codec`]: the one place bincode is called; frames with a version and a size cap.
+//! - [`storage`]: sled storage cells, one flushed transaction per change.
+//! - [`history`] / [`checker`]: event records and the I1–I5 invariant checks, shared by
+//!   the simulator, the real-process tests and the chaos runner.
+//! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
+
+pub mod codec;
+pub mod protocol;
+pub mod certs;
+pub mod checker;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod history;
+pub mod node;
+pub mod sim;
+pub mod storage;
+pub mod transport;
