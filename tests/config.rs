@@ -1,0 +1,583 @@
+//! The config layer: the shipped examples load, every invalid config gives one error
+//! naming the file and the field, defaults are applied, and rendered configs load back.
+//!
+//! TLS files are empty placeholders: the config layer only checks that they exist and
+//! are readable; their contents are the transport's business.
+
+use bully::config::{self, ConfigError, HealthConfig, HttpConfig, NodeConfig};
+use bully::protocol::{Preempt, Timing};
+use std::fs;
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+/// A valid config for node 1 of a 3-node cluster, with paths relative to its file.
+const BASE: &str = r#"id = 1
+listen = "127.0.0.1:7001"
+data_dir = "data/node1"
+
+[tls]
+ca = "certs/ca.pem"
+cert = "certs/node-1.pem"
+key = "certs/node-1.key"
+
+[[peers]]
+id = 2
+addr = "127.0.0.1:7002"
+
+[[peers]]
+id = 3
+addr = "127.0.0.1:7003"
+"#;
+
+/// A temp directory holding `certs/` with placeholder files for nodes 1 to 3; configs
+/// are parsed as if they were `node1.toml` in it.
+struct Fixture {
+    dir: TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let certs = dir.path().join("certs");
+        fs::create_dir(&certs).expect("certs dir");
+        let mut names = vec!["ca.pem".to_string()];
+        for id in 1..=3 {
+            names.push(format!("node-{id}.pem"));
+            names.push(format!("node-{id}.key"));
+        }
+        for name in names {
+            fs::write(certs.join(name), "placeholder\n").expect("placeholder file");
+        }
+        Fixture { dir }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    fn origin(&self) -> PathBuf {
+        self.path("node1.toml")
+    }
+
+    fn parse(&self, text: &str) -> Result<NodeConfig, ConfigError> {
+        config::parse(text, &self.origin())
+    }
+
+    /// Parses `text`, which must fail on `field`; checks that the message names the
+    /// file and the field and contains `expected`. Returns the message.
+    fn expect_error(&self, text: &str, field: &str, expected: &str) -> String {
+        let err = match self.parse(text) {
+            Ok(config) => panic!("expected an error on {field}, got {config:?}\n{text}"),
+            Err(err) => err,
+        };
+        let shown = err.to_string();
+        assert_eq!(err.file(), self.origin(), "{shown}");
+        assert_eq!(err.field(), Some(field), "{shown}");
+        assert!(
+            shown.starts_with(&self.origin().display().to_string()),
+            "file missing from: {shown}"
+        );
+        assert!(shown.contains(field), "field missing from: {shown}");
+        assert!(
+            shown.contains(expected),
+            "{expected:?} missing from: {shown}"
+        );
+        assert!(!shown.contains('\n'), "not one line: {shown}");
+        shown
+    }
+}
+
+/// `BASE` with `from` replaced by `to`; panics if `from` is absent, so a test cannot
+/// silently check the unchanged config.
+fn edit(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "{from:?} not in BASE");
+    BASE.replacen(from, to, 1)
+}
+
+/// `BASE` with `extra` added at the end (new tables).
+fn with(extra: &str) -> String {
+    format!("{BASE}\n{extra}")
+}
+
+#[test]
+fn base_config_gets_defaults_and_resolved_paths() {
+    let fx = Fixture::new();
+    let config = fx.parse(BASE).expect("valid");
+    assert_eq!(config.id, 1);
+    assert_eq!(config.listen, "127.0.0.1:7001".parse().unwrap());
+    assert_eq!(config.data_dir, fx.path("data/node1"));
+    assert_eq!(config.tls.ca, fx.path("certs/ca.pem"));
+    assert_eq!(config.tls.cert, fx.path("certs/node-1.pem"));
+    assert_eq!(config.tls.key, fx.path("certs/node-1.key"));
+    assert_eq!(config.preempt, Preempt::Always);
+    assert_eq!(config.timing, Timing::default());
+    assert_eq!(config.hooks.timeout_ms, 5000);
+    assert_eq!(config.hooks.on_elected, None);
+    assert_eq!(config.hooks.on_demoted, None);
+    assert_eq!(config.hooks.on_change, None);
+    assert_eq!(config.health, None);
+    assert_eq!(config.http, None);
+    assert_eq!(config.members(), vec![1, 2, 3]);
+    let peers: Vec<_> = config.peers.iter().map(|p| (p.id, p.addr.port())).collect();
+    assert_eq!(peers, vec![(2, 7002), (3, 7003)]);
+}
+
+#[test]
+fn optional_sections_get_their_defaults() {
+    let fx = Fixture::new();
+    let text = with("[health]\ncommand = \"true\"\n\n[http]\nlisten = \"127.0.0.1:8001\"\n\n[hooks]\non_elected = \"echo hi\"\n\n[timing]\nheartbeat_ms = 50\n");
+    let config = fx.parse(&text).expect("valid");
+    assert_eq!(config.health, Some(HealthConfig::new("true")));
+    let health = config.health.unwrap();
+    assert_eq!(
+        (
+            health.interval_ms,
+            health.timeout_ms,
+            health.rise,
+            health.fall
+        ),
+        (1000, 500, 2, 3)
+    );
+    assert_eq!(
+        config.http,
+        Some(HttpConfig {
+            listen: "127.0.0.1:8001".parse().unwrap()
+        })
+    );
+    assert_eq!(config.hooks.on_elected.as_deref(), Some("echo hi"));
+    assert_eq!(config.hooks.timeout_ms, 5000);
+    assert_eq!(
+        config.timing,
+        Timing {
+            heartbeat_ms: 50,
+            ..Timing::default()
+        }
+    );
+}
+
+#[test]
+fn absolute_paths_are_kept_and_no_peers_is_a_one_node_cluster() {
+    let fx = Fixture::new();
+    let ca = fx.path("certs/ca.pem");
+    let text = format!(
+        "id = 7\nlisten = \"127.0.0.1:7001\"\ndata_dir = \"/var/lib/bully\"\npreempt = \"never\"\n[tls]\nca = {ca:?}\ncert = \"certs/node-1.pem\"\nkey = \"certs/node-1.key\"\n"
+    );
+    let config = fx.parse(&text).expect("valid");
+    assert_eq!(config.data_dir, Path::new("/var/lib/bully"));
+    assert_eq!(config.tls.ca, ca);
+    assert!(config.peers.is_empty());
+    assert_eq!(config.members(), vec![7]);
+    assert_eq!(config.preempt, Preempt::Never);
+}
+
+#[test]
+fn relative_config_path_gives_relative_paths_and_a_certs_hint() {
+    let text = BASE.replace("certs/", "no-such-certs/");
+    let err = config::parse(&text, Path::new("config/node1.toml")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "config/node1.toml: tls.ca: file config/no-such-certs/ca.pem does not exist \
+         (make certs with: bully certs init --dir config/no-such-certs --nodes 1,2,3)"
+    );
+    assert_eq!(err.field(), Some("tls.ca"));
+    assert_eq!(err.file(), Path::new("config/node1.toml"));
+}
+
+#[test]
+fn missing_tls_files_are_named_with_a_hint() {
+    for (field, file) in [
+        ("tls.ca", "ca.pem"),
+        ("tls.cert", "node-1.pem"),
+        ("tls.key", "node-1.key"),
+    ] {
+        let fx = Fixture::new();
+        let missing = fx.path("certs").join(file);
+        fs::remove_file(&missing).unwrap();
+        let hint = format!(
+            "file {} does not exist (make certs with: bully certs init --dir {} --nodes 1,2,3)",
+            missing.display(),
+            fx.path("certs").display()
+        );
+        fx.expect_error(BASE, field, &hint);
+    }
+}
+
+#[test]
+fn tls_path_that_is_a_directory_is_refused() {
+    let fx = Fixture::new();
+    fx.expect_error(
+        &edit("\"certs/node-1.key\"", "\"certs\""),
+        "tls.key",
+        "is not a file",
+    );
+}
+
+#[test]
+fn unreadable_tls_file_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let key = fx.path("certs/node-1.key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o000)).unwrap();
+    if fs::File::open(&key).is_ok() {
+        eprintln!("skipped: this user (root?) can read a mode-000 file");
+        return;
+    }
+    fx.expect_error(BASE, "tls.key", "is not readable");
+}
+
+#[test]
+fn unknown_keys_are_refused_in_every_table() {
+    let fx = Fixture::new();
+    let cases = [
+        (format!("colour = \"blue\"\n{BASE}"), "colour"),
+        (edit("[tls]\n", "[tls]\nchain = \"x\"\n"), "tls.chain"),
+        (with("[timing]\nheartbeat = 50\n"), "timing.heartbeat"),
+        (edit("id = 3\n", "id = 3\nport = 7003\n"), "peers[1].port"),
+        (with("[hooks]\non_elect = \"x\"\n"), "hooks.on_elect"),
+        (
+            with("[health]\ncommand = \"true\"\nretries = 3\n"),
+            "health.retries",
+        ),
+        (
+            with("[http]\nlisten = \"127.0.0.1:8001\"\nport = 1\n"),
+            "http.port",
+        ),
+    ];
+    for (text, field) in cases {
+        let shown = fx.expect_error(&text, field, "unknown field");
+        // toml's position is kept: the error points at a line.
+        assert!(shown.contains(".toml:"), "no line:column in {shown}");
+    }
+}
+
+#[test]
+fn unknown_key_points_at_its_line_and_column() {
+    let fx = Fixture::new();
+    let err = fx
+        .parse(&edit("[tls]\n", "[tls]\nchain = \"x\"\n"))
+        .unwrap_err();
+    assert_eq!(err.position(), Some((6, 1)));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:6:1: tls.chain: unknown field `chain`, expected one of `ca`, `cert`, `key`",
+            fx.origin().display()
+        )
+    );
+}
+
+#[test]
+fn missing_required_keys_are_named() {
+    let fx = Fixture::new();
+    let cases = [
+        (edit("id = 1\n", ""), "id"),
+        (edit("listen = \"127.0.0.1:7001\"\n", ""), "listen"),
+        (edit("data_dir = \"data/node1\"\n", ""), "data_dir"),
+        (edit("key = \"certs/node-1.key\"\n", ""), "tls.key"),
+        (edit("addr = \"127.0.0.1:7003\"\n", ""), "peers[1].addr"),
+        (with("[health]\ninterval_ms = 100\n"), "health.command"),
+        (with("[http]\n"), "http.listen"),
+    ];
+    for (text, field) in cases {
+        fx.expect_error(&text, field, "required key is missing");
+    }
+    let no_tls = BASE.split("[tls]").next().unwrap().to_string();
+    fx.expect_error(&no_tls, "tls", "required key is missing");
+}
+
+#[test]
+fn wrong_types_and_values_are_named() {
+    let fx = Fixture::new();
+    fx.expect_error(
+        &edit("127.0.0.1:7001\"", "localhost:7001\""),
+        "listen",
+        "invalid socket address",
+    );
+    fx.expect_error(
+        &edit("id = 2\n", "id = \"two\"\n"),
+        "peers[0].id",
+        "invalid type",
+    );
+    fx.expect_error(
+        &format!("preempt = \"sometimes\"\n{BASE}"),
+        "preempt",
+        "expected `always` or `never`",
+    );
+    fx.expect_error(
+        &with("[timing]\nheartbeat_ms = -5\n"),
+        "timing.heartbeat_ms",
+        "invalid value",
+    );
+}
+
+#[test]
+fn syntax_errors_keep_line_and_column() {
+    let fx = Fixture::new();
+    let err = fx.parse(&edit("id = 1", "id = = 1")).unwrap_err();
+    assert_eq!(err.position(), Some((1, 6)), "{err}");
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!("{}:1:6: ", fx.origin().display())),
+        "{shown}"
+    );
+    assert!(!shown.contains('\n'), "{shown}");
+}
+
+#[test]
+fn peer_ids_must_be_distinct_and_not_our_own() {
+    let fx = Fixture::new();
+    let shown = fx.expect_error(
+        &edit("id = 3\n", "id = 2\n"),
+        "peers[1].id",
+        "duplicate peer id 2 (also peers[0].id)",
+    );
+    assert_eq!(
+        shown,
+        format!(
+            "{}: peers[1].id: duplicate peer id 2 (also peers[0].id)",
+            fx.origin().display()
+        )
+    );
+    fx.expect_error(
+        &edit("id = 2\n", "id = 1\n"),
+        "peers[0].id",
+        "1 is this node's own id",
+    );
+}
+
+#[test]
+fn id_zero_is_reserved() {
+    let fx = Fixture::new();
+    fx.expect_error(&edit("id = 1\n", "id = 0\n"), "id", "0 is reserved");
+    fx.expect_error(
+        &edit("id = 3\n", "id = 0\n"),
+        "peers[1].id",
+        "0 is reserved",
+    );
+}
+
+#[test]
+fn peer_addresses_must_be_distinct_dialable_and_not_our_own() {
+    let fx = Fixture::new();
+    fx.expect_error(
+        &edit("127.0.0.1:7002", "127.0.0.1:7001"),
+        "peers[0].addr",
+        "127.0.0.1:7001 is this node's own listen address",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7001", "0.0.0.0:7001").replace("127.0.0.1:7003", "127.0.0.1:7001"),
+        "peers[1].addr",
+        "127.0.0.1:7001 reaches this node's own listen address 0.0.0.0:7001",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7003", "127.0.0.1:7002"),
+        "peers[1].addr",
+        "duplicate address 127.0.0.1:7002 (also peers[0].addr)",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7002", "0.0.0.0:7002"),
+        "peers[0].addr",
+        "cannot be dialed",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7002", "127.0.0.1:0"),
+        "peers[0].addr",
+        "cannot be dialed",
+    );
+}
+
+#[test]
+fn invalid_timing_is_refused_with_the_field() {
+    let fx = Fixture::new();
+    let shown = fx.expect_error(
+        &with("[timing]\nheartbeat_ms = 100\nsuspect_after_ms = 200\n"),
+        "timing.suspect_after_ms",
+        "must be more than 2 x timing.heartbeat_ms (100)",
+    );
+    assert_eq!(
+        shown,
+        format!(
+            "{}: timing.suspect_after_ms (200) must be more than 2 x timing.heartbeat_ms (100)",
+            fx.origin().display()
+        )
+    );
+    fx.expect_error(
+        &with("[timing]\nheartbeat_ms = 0\n"),
+        "timing.heartbeat_ms",
+        "at least 1",
+    );
+}
+
+#[test]
+fn hook_and_health_limits_are_checked() {
+    let fx = Fixture::new();
+    fx.expect_error(
+        &with("[hooks]\ntimeout_ms = 0\n"),
+        "hooks.timeout_ms",
+        "must be at least 1",
+    );
+    fx.expect_error(
+        &with("[hooks]\non_demoted = \"  \"\n"),
+        "hooks.on_demoted",
+        "is blank",
+    );
+    fx.expect_error(
+        &with("[health]\ncommand = \"\"\n"),
+        "health.command",
+        "must not be blank",
+    );
+    for key in ["interval_ms", "timeout_ms", "rise", "fall"] {
+        fx.expect_error(
+            &with(&format!("[health]\ncommand = \"true\"\n{key} = 0\n")),
+            &format!("health.{key}"),
+            "must be at least 1",
+        );
+    }
+}
+
+#[test]
+fn empty_paths_are_refused() {
+    let fx = Fixture::new();
+    // Resolved against the config dir, "" would silently mean the config dir itself.
+    fx.expect_error(
+        &edit("\"data/node1\"", "\"\""),
+        "data_dir",
+        "must not be empty",
+    );
+    fx.expect_error(
+        &edit("\"certs/ca.pem\"", "\"\""),
+        "tls.ca",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn load_reads_the_file_and_names_it_when_it_cannot() {
+    let fx = Fixture::new();
+    fs::write(fx.origin(), BASE).unwrap();
+    let config = config::load(&fx.origin()).expect("valid");
+    assert_eq!(config.data_dir, fx.path("data/node1"));
+
+    let missing = fx.path("nope.toml");
+    let err = config::load(&missing).unwrap_err();
+    assert_eq!(err.file(), missing);
+    assert_eq!(err.field(), None);
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}: cannot read config file: ", missing.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn rendered_configs_load_back_unchanged() {
+    let fx = Fixture::new();
+    let plain = fx.parse(BASE).expect("valid");
+    let full = fx
+        .parse(BASE)
+        .map(|mut c| {
+            c.preempt = Preempt::Never;
+            c.timing = Timing::fast();
+            c.hooks.on_change = Some("echo \"$BULLY_COORDINATOR\"".into());
+            c.hooks.timeout_ms = 750;
+            c.health = Some(HealthConfig {
+                fall: 5,
+                ..HealthConfig::new("test -f /tmp/ok")
+            });
+            c.http = Some(HttpConfig {
+                listen: "127.0.0.1:8001".parse().unwrap(),
+            });
+            c
+        })
+        .expect("valid");
+    for original in [plain, full] {
+        let text = config::render(&original).expect("render");
+        // Paths in `original` are absolute, so any origin gives the same config back.
+        let back = config::parse(&text, Path::new("elsewhere/node.toml"))
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, original, "{text}");
+    }
+    let text = config::render(&fx.parse(BASE).unwrap()).unwrap();
+    assert!(!text.contains("health") && !text.contains("http"), "{text}");
+}
+
+/// The shipped examples, copied beside placeholder certs, with every commented-out
+/// `key = value` line and `[table]` header enabled when `uncomment` is set.
+fn load_examples(uncomment: bool) -> Vec<NodeConfig> {
+    let fx = Fixture::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    (1..=3)
+        .map(|n| {
+            let name = format!("node{n}.toml");
+            let mut text = fs::read_to_string(examples.join(&name)).expect("example config");
+            if uncomment {
+                text = text.lines().map(uncommented).collect::<Vec<_>>().join("\n");
+            }
+            let path = fx.path(&name);
+            fs::write(&path, &text).unwrap();
+            let config = config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(config.data_dir, fx.path(&format!("data/node{n}")));
+            assert_eq!(config.tls.cert, fx.path(&format!("certs/node-{n}.pem")));
+            config
+        })
+        .collect()
+}
+
+/// `# key = value` becomes `key = value` and `# [table]` becomes `[table]`; prose
+/// comments stay.
+fn uncommented(line: &str) -> String {
+    if let Some(rest) = line.strip_prefix("# ") {
+        let is_key = rest.split_once(" = ").is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        });
+        if is_key || rest.starts_with('[') {
+            return rest.to_string();
+        }
+    }
+    line.to_string()
+}
+
+#[test]
+fn example_cluster_is_consistent() {
+    let configs = load_examples(false);
+    for (i, config) in configs.iter().enumerate() {
+        let n = i as u64 + 1;
+        assert_eq!(config.id, n);
+        assert_eq!(config.members(), vec![1, 2, 3]);
+        assert_eq!(config.listen.port(), 7000 + n as u16);
+        assert!(config.listen.ip().is_loopback());
+        assert_eq!(config.timing, Timing::default());
+        assert!(config.health.is_none() && config.http.is_none());
+        // Every node dials the others at the addresses they listen on.
+        for peer in &config.peers {
+            assert_eq!(peer.addr, configs[peer.id as usize - 1].listen);
+        }
+    }
+}
+
+#[test]
+fn example_commented_sections_are_valid_and_show_the_defaults() {
+    for (i, config) in load_examples(true).iter().enumerate() {
+        let n = i as u16 + 1;
+        // The commented timing values are the defaults the code applies.
+        assert_eq!(config.timing, Timing::default());
+        assert_eq!(config.preempt, Preempt::Always);
+        assert!(config.hooks.on_elected.is_some());
+        assert!(config.hooks.on_demoted.is_some());
+        assert!(config.hooks.on_change.is_some());
+        assert_eq!(config.hooks.timeout_ms, 5000);
+        let health = config.health.as_ref().expect("[health] example");
+        assert_eq!(
+            HealthConfig {
+                command: String::new(),
+                ..health.clone()
+            },
+            HealthConfig::new("")
+        );
+        let http = config.http.expect("[http] example");
+        assert_eq!(
+            http.listen,
+            format!("127.0.0.1:{}", 8000 + n).parse().unwrap()
+        );
+    }
+}
