@@ -94,7 +94,10 @@ impl StorageError {
             }
             sled::Error::CollectionNotFound(name) => StorageError::corrupt(
                 dir,
-                format!("sled collection {:?} not found", String::from_utf8_lossy(&name)),
+                format!(
+                    "sled collection {:?} not found",
+                    String::from_utf8_lossy(&name)
+                ),
             ),
         }
     }

@@ -41,6 +41,13 @@ pub struct Storage {
     dir: PathBuf,
 }
 
+/// Shows the directory only: sled's own debug output is the whole tree.
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage").field("dir", &self.dir).finish()
+    }
+}
+
 impl Storage {
     /// Opens (creating if needed) the store in `dir`. Fails with `Locked` if another
     /// process or handle holds it, `Corrupt` if sled cannot recover it, `Io` otherwise.
@@ -81,12 +88,8 @@ impl Storage {
                 .map_err(|e| StorageError::from_sled(&self.dir, e))
         };
         let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
-        decode_cells(
-            term.as_deref(),
-            accepted.as_deref(),
-            incarnation.as_deref(),
-        )
-        .map_err(|detail| StorageError::corrupt(&self.dir, detail))
+        decode_cells(term.as_deref(), accepted.as_deref(), incarnation.as_deref())
+            .map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
 
     /// Writes all three cells in one transaction, flushes and fsyncs; returns once a
@@ -139,9 +142,7 @@ impl Storage {
 
 /// Whether `new` moves any cell below what is stored (equal is fine: saves repeat).
 fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
-    new.term < stored.term
-        || new.accepted < stored.accepted
-        || new.incarnation < stored.incarnation
+    new.term < stored.term || new.accepted < stored.accepted || new.incarnation < stored.incarnation
 }
 
 /// Turns the three raw values into cells: all absent is a fresh store; some absent, or

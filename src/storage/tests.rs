@@ -73,7 +73,7 @@ fn repeated_save_of_same_cells_is_accepted() {
 fn second_open_of_a_held_dir_is_locked_with_a_clear_message() {
     let (_tmp, dir) = data_dir();
     let first = Storage::open(&dir).unwrap();
-    let err = Storage::open(&dir).err().expect("second open must fail");
+    let err = Storage::open(&dir).expect_err("second open must fail");
     assert!(matches!(err, StorageError::Locked { .. }), "{err:?}");
     assert_eq!(err.dir(), dir);
     let text = err.to_string();
@@ -101,7 +101,7 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             incarnation: 1,
         },
     ] {
-        let err = storage.save(&older).err().expect("regression refused");
+        let err = storage.save(&older).expect_err("regression refused");
         match &err {
             StorageError::Regression {
                 stored, attempted, ..
@@ -123,12 +123,12 @@ fn undecodable_value_is_corrupt_and_names_the_cell() {
     storage.save(&cells(5, 2, 1)).unwrap();
     // An Option tag of 7 is not a valid Option<Epoch>.
     storage.db.insert(ACCEPTED, &[7u8, 1, 2][..]).unwrap();
-    let err = storage.load().err().expect("load must fail");
+    let err = storage.load().expect_err("load must fail");
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("\"accepted\"") && text.contains(&dir.display().to_string()));
     // Saving over a corrupt store is refused too: the stored epoch is unknown.
-    let err = storage.save(&cells(9, 2, 1)).err().expect("save must fail");
+    let err = storage.save(&cells(9, 2, 1)).expect_err("save must fail");
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err:?}");
 }
 
@@ -140,7 +140,7 @@ fn trailing_bytes_after_a_value_are_corrupt() {
     let mut term = encode_value(&5u64).unwrap();
     term.push(0);
     storage.db.insert(TERM, term).unwrap();
-    let err = storage.load().err().expect("load must fail");
+    let err = storage.load().expect_err("load must fail");
     assert!(err.to_string().contains("\"term\""), "{err}");
 }
 
@@ -150,7 +150,7 @@ fn a_missing_cell_beside_the_others_is_corrupt() {
     let storage = Storage::open(&dir).unwrap();
     storage.save(&cells(5, 2, 1)).unwrap();
     storage.db.remove(INCARNATION).unwrap();
-    let err = storage.load().err().expect("load must fail");
+    let err = storage.load().expect_err("load must fail");
     assert!(
         matches!(&err, StorageError::Corrupt { detail, .. } if detail.contains("\"incarnation\" is missing")),
         "{err:?}"
@@ -161,10 +161,13 @@ fn a_missing_cell_beside_the_others_is_corrupt() {
 fn garbage_config_file_is_corrupt_not_a_panic() {
     let (_tmp, dir) = closed_store_with(cells(5, 2, 1));
     std::fs::write(dir.join("conf"), b"this is not a sled config").unwrap();
-    let err = Storage::open(&dir).err().expect("open must fail");
+    let err = Storage::open(&dir).expect_err("open must fail");
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains(&dir.display().to_string()));
 }
+
+/// A named way to damage a file's bytes.
+type Damage = (&'static str, fn(&mut Vec<u8>));
 
 /// sled 0.34 treats a damaged log entry as the torn tail of a crash: recovery stops
 /// there and keeps the prefix, so garbage in `db` opens as an older (or empty) store.
@@ -179,7 +182,7 @@ fn garbage_in_the_log_never_panics() {
         }
     }
     let pristine = std::fs::read(dir.join("db")).unwrap();
-    let damages: [(&str, fn(&mut Vec<u8>)); 3] = [
+    let damages: [Damage; 3] = [
         ("scrambled", |b| {
             let mut x: u32 = 0x9e37_79b9;
             for byte in b.iter_mut() {
@@ -200,7 +203,10 @@ fn garbage_in_the_log_never_panics() {
         damage(&mut bytes);
         std::fs::write(dir.join("db"), &bytes).unwrap();
         match Storage::open(&dir) {
-            Err(e) => assert!(e.to_string().contains(&dir.display().to_string()), "{name}: {e}"),
+            Err(e) => assert!(
+                e.to_string().contains(&dir.display().to_string()),
+                "{name}: {e}"
+            ),
             Ok(storage) => match storage.load() {
                 Err(e) => assert!(matches!(e, StorageError::Corrupt { .. }), "{name}: {e:?}"),
                 Ok(loaded) => {
@@ -218,7 +224,7 @@ fn a_file_where_the_dir_should_be_is_an_io_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("not-a-dir");
     std::fs::write(&dir, b"x").unwrap();
-    let err = Storage::open(&dir).err().expect("open must fail");
+    let err = Storage::open(&dir).expect_err("open must fail");
     assert!(matches!(err, StorageError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains("not-a-dir"), "{err}");
 }
@@ -227,8 +233,14 @@ fn a_file_where_the_dir_should_be_is_an_io_error_naming_it() {
 fn nested_missing_dirs_are_created() {
     let (_tmp, dir) = data_dir();
     let nested = dir.join("a").join("b");
-    Storage::open(&nested).unwrap().save(&cells(1, 1, 1)).unwrap();
-    assert_eq!(Storage::open(&nested).unwrap().load().unwrap(), cells(1, 1, 1));
+    Storage::open(&nested)
+        .unwrap()
+        .save(&cells(1, 1, 1))
+        .unwrap();
+    assert_eq!(
+        Storage::open(&nested).unwrap().load().unwrap(),
+        cells(1, 1, 1)
+    );
 }
 
 /// The cost of one durable save (transaction + flush + fsyncs). Run in release:
