@@ -11,6 +11,13 @@
 //! A save that would move a cell backwards is refused ([`StorageError::Regression`]).
 //! The machine never asks for that, so it can only come from a bug or a second writer;
 //! a refused save is loud, a silently rewound fencing token is not.
+//!
+//! Known limit: sled 0.34 cannot tell a damaged log entry from the torn tail of a
+//! crash, so garbage written into the `db` file (not by a crash: by a disk fault or a
+//! person) makes recovery stop there and open an older or empty store. A damaged
+//! `conf` file, a value that does not decode or a missing cell is reported as
+//! [`StorageError::Corrupt`]. Catching a rolled-back log would need a second,
+//! independent record of the newest cells; sled gives none.
 
 mod durable;
 mod error;
