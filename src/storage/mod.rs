@@ -1,0 +1,186 @@
+//! The durable storage cells (term, accepted epoch, incarnation) in a sled database.
+//!
+//! The state machine's [`Action::Persist`](crate::protocol::Action) must be durable
+//! before the next action runs (invariant I3), so [`Storage::save`] returns only when:
+//! 1. all three cells are written in ONE sled transaction (a crash never leaves a new
+//!    term beside an old epoch), each under its own key, encoded by [`crate::codec`];
+//! 2. sled has flushed its buffers to the files (`Db::flush`);
+//! 3. the store's files and directory are fsynced ([`durable`]; sled's flush alone
+//!    survives `kill -9` but not a power cut, sled#1452).
+//!
+//! A save that would move a cell backwards is refused ([`StorageError::Regression`]).
+//! The machine never asks for that, so it can only come from a bug or a second writer;
+//! a refused save is loud, a silently rewound fencing token is not.
+//!
+//! Known limit: sled 0.34 cannot tell a damaged log entry from the torn tail of a
+//! crash, so garbage written into the `db` file (not by a crash: by a disk fault or a
+//! person) makes recovery stop there and open an older or empty store. A damaged
+//! `conf` file, a value that does not decode or a missing cell is reported as
+//! [`StorageError::Corrupt`]. Catching a rolled-back log would need a second,
+//! independent record of the newest cells; sled gives none.
+
+mod durable;
+mod error;
+#[cfg(test)]
+mod tests;
+
+pub use error::StorageError;
+
+use crate::codec::{decode_value, encode_value};
+use crate::protocol::Cells;
+use serde::de::DeserializeOwned;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+/// The key of each cell. Separate keys keep each value small and let a future cell be
+/// added without rewriting the others.
+const TERM: &str = "term";
+const ACCEPTED: &str = "accepted";
+const INCARNATION: &str = "incarnation";
+
+/// sled caches pages in memory; three tiny keys need almost none.
+const CACHE_BYTES: u64 = 1 << 20;
+
+/// One node's durable cells. Holding it holds sled's lock on the directory, so a second
+/// node pointed at the same `data_dir` fails with [`StorageError::Locked`].
+pub struct Storage {
+    db: sled::Db,
+    dir: PathBuf,
+}
+
+/// Shows the directory only: sled's own debug output is the whole tree.
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage").field("dir", &self.dir).finish()
+    }
+}
+
+impl Storage {
+    /// Opens (creating if needed) the store in `dir`. Fails with `Locked` if another
+    /// process or handle holds it, `Corrupt` if sled cannot recover it, `Io` otherwise.
+    pub fn open(dir: &Path) -> Result<Storage, StorageError> {
+        durable::create_dir_durably(dir).map_err(|e| StorageError::io(dir, e))?;
+        let config = sled::Config::new().path(dir).cache_capacity(CACHE_BYTES);
+        // sled 0.34 may panic instead of erroring on some damaged files; a node must
+        // report that as corruption, not crash with a backtrace.
+        let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
+            Ok(Ok(db)) => db,
+            Ok(Err(e)) => return Err(StorageError::from_sled(dir, e)),
+            Err(panic) => {
+                return Err(StorageError::corrupt(
+                    dir,
+                    format!("sled panicked while opening: {}", panic_text(&panic)),
+                ))
+            }
+        };
+        // The files sled just created (db, conf, blobs/) must outlive a machine crash.
+        durable::sync_store(dir).map_err(|e| StorageError::io(dir, e))?;
+        Ok(Storage {
+            db,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The directory this store lives in, for log lines.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reads the cells; a fresh store gives `Cells::default()`. A value that does not
+    /// decode, or a cell missing beside the others, is `Corrupt`.
+    pub fn load(&self) -> Result<Cells, StorageError> {
+        let get = |key: &str| {
+            self.db
+                .get(key)
+                .map_err(|e| StorageError::from_sled(&self.dir, e))
+        };
+        let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
+        decode_cells(term.as_deref(), accepted.as_deref(), incarnation.as_deref())
+            .map_err(|detail| StorageError::corrupt(&self.dir, detail))
+    }
+
+    /// Writes all three cells in one transaction, flushes and fsyncs; returns once a
+    /// machine crash can no longer lose them. Refuses a cell older than the stored one.
+    pub fn save(&self, cells: &Cells) -> Result<(), StorageError> {
+        let encode_err =
+            |e| StorageError::corrupt(&self.dir, format!("cannot encode cells {cells:?}: {e}"));
+        let term = encode_value(&cells.term).map_err(encode_err)?;
+        let accepted = encode_value(&cells.accepted).map_err(encode_err)?;
+        let incarnation = encode_value(&cells.incarnation).map_err(encode_err)?;
+
+        // The closure may run again after a conflict: it only reads and overwrites the
+        // same three keys with the same bytes, so a re-run is harmless.
+        let outcome = self.db.transaction(|tx| {
+            let stored = decode_cells(
+                tx.get(TERM)?.as_deref(),
+                tx.get(ACCEPTED)?.as_deref(),
+                tx.get(INCARNATION)?.as_deref(),
+            )
+            .map_err(|detail| {
+                sled::transaction::ConflictableTransactionError::Abort(StorageError::corrupt(
+                    &self.dir, detail,
+                ))
+            })?;
+            if goes_backwards(&stored, cells) {
+                return sled::transaction::abort(StorageError::Regression {
+                    dir: self.dir.clone(),
+                    stored,
+                    attempted: *cells,
+                });
+            }
+            tx.insert(TERM, term.as_slice())?;
+            tx.insert(ACCEPTED, accepted.as_slice())?;
+            tx.insert(INCARNATION, incarnation.as_slice())?;
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => {}
+            Err(sled::transaction::TransactionError::Abort(e)) => return Err(e),
+            Err(sled::transaction::TransactionError::Storage(e)) => {
+                return Err(StorageError::from_sled(&self.dir, e))
+            }
+        }
+        self.db
+            .flush()
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))
+    }
+}
+
+/// Whether `new` moves any cell below what is stored (equal is fine: saves repeat).
+fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
+    new.term < stored.term || new.accepted < stored.accepted || new.incarnation < stored.incarnation
+}
+
+/// Turns the three raw values into cells: all absent is a fresh store; some absent, or
+/// any undecodable, is corruption (saves always write all three together).
+fn decode_cells(
+    term: Option<&[u8]>,
+    accepted: Option<&[u8]>,
+    incarnation: Option<&[u8]>,
+) -> Result<Cells, String> {
+    if term.is_none() && accepted.is_none() && incarnation.is_none() {
+        return Ok(Cells::default());
+    }
+    Ok(Cells {
+        term: decode_cell(TERM, term)?,
+        accepted: decode_cell(ACCEPTED, accepted)?,
+        incarnation: decode_cell(INCARNATION, incarnation)?,
+    })
+}
+
+fn decode_cell<T: DeserializeOwned>(key: &str, bytes: Option<&[u8]>) -> Result<T, String> {
+    let bytes = bytes.ok_or_else(|| format!("cell {key:?} is missing beside the others"))?;
+    decode_value(bytes).map_err(|e| format!("cell {key:?} does not decode: {e}"))
+}
+
+/// The message of a caught panic, whichever payload type it carried.
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
