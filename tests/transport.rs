@@ -426,7 +426,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
     .await
     .unwrap();
     let mut node1 = Node { t: t1, rx: rx1 };
-    let (impostor, _irx) = Transport::start_on(
+    let (impostor, irx) = Transport::start_on(
         config(dir.path(), 2, vec![(1, node1_addr)], Timing::default()),
         impostor_sock,
     )
@@ -442,15 +442,37 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
         })
         .await;
     eprintln!("impostor: {ev:?}");
+    let dropped = node1.t.stats().messages_dropped;
     node1.t.send(3, msg(1));
+    assert_eq!(node1.t.stats().messages_dropped, dropped + 1);
     assert!(!node1.t.connected_peers().contains(&3));
-    // Node 2 is not node 1's peer either: its own connection is refused as unknown.
+
+    // Phase 3: node 2 is not node 1's peer either: its connection is refused as
+    // unknown, and node 2 learns it from the missing hello: it never reports node 1 up.
     node1
         .expect("refusal of unconfigured node-2", WAIT, |e| {
             matches!(e, TransportEvent::Rejected { peer: Some(2), .. })
         })
         .await;
-    impostor.shutdown().await;
+    let mut impostor = Node {
+        t: impostor,
+        rx: irx,
+    };
+    let ev = impostor
+        .expect("node 2 told it is refused", WAIT, |e| {
+            assert!(
+                !matches!(e, TransportEvent::PeerUp(1)),
+                "refused yet PeerUp"
+            );
+            matches!(e, TransportEvent::Rejected { peer: Some(1), .. })
+        })
+        .await;
+    let TransportEvent::Rejected { reason, .. } = ev else {
+        unreachable!()
+    };
+    assert!(reason.contains("not a configured peer"), "{reason}");
+    assert!(impostor.t.connected_peers().is_empty());
+    impostor.t.shutdown().await;
     node1.t.shutdown().await;
 }
 
@@ -800,4 +822,41 @@ async fn measure_latency_and_reconnect() {
         );
         node1.t.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_connections_and_frees_the_port() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    let node2 = nodes.pop().unwrap();
+    let addr2 = node2.addr();
+    let shutting = Instant::now();
+    node2.t.shutdown().await;
+    let took = shutting.elapsed();
+    // Node 1 hears the close at once instead of waiting for the idle timeout.
+    nodes[0]
+        .expect("PeerDown(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(2))
+        })
+        .await;
+    drop(node2);
+    eprintln!("shutdown took {took:?}");
+    // The port can be bound again (by a restarted node) once the handles are gone.
+    let mut rebound = None;
+    for _ in 0..200 {
+        match UdpSocket::bind(addr2) {
+            Ok(s) => {
+                rebound = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    assert!(
+        rebound.is_some(),
+        "port {addr2} still bound 2 s after shutdown"
+    );
+    shutdown(&nodes).await;
 }
