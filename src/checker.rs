@@ -1,1 +1,671 @@
-//! (in progress)
+//! Checks the invariants I1–I5 of DESIGN.md over a history ([`crate::history::Entry`]).
+//!
+//! The same checks judge simulated runs (virtual ms) and real processes (wall-clock
+//! ms, nodes killed without a `Crashed` record: a `Started` record marks the restart).
+//!
+//! - [`Safety`] / [`check_safety`]: I1 fencing, the per-node part of I2, I3 durability
+//!   and I4 recovery. These hold at every instant, whatever the faults.
+//! - [`check_unique_terms`]: the cluster-wide part of I2, only inside quiet windows
+//!   (defined there).
+//! - [`check_convergence`]: I5 after the last fault, given the live set and a deadline
+//!   ([`convergence_deadline`]).
+
+use crate::history::{Entry, Record};
+use crate::protocol::{Epoch, Millis, NodeId, Role, Timing, View};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+/// The invariants of DESIGN.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// I1: accepted and declared epochs strictly increase, across restarts.
+    Fencing,
+    /// I2: no term declared twice by a node; no two nodes declare one term while quiet.
+    Uniqueness,
+    /// I3: an epoch is flushed to the cells before anything reveals it.
+    Durability,
+    /// I4: a restarted node starts as a candidate and never acts on its old role.
+    Recovery,
+    /// I5: after the last fault plus the bound, one coordinator that all live nodes follow.
+    Convergence,
+    /// Not in DESIGN.md: the machine broke its own contract (flagged an honest peer as
+    /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
+    /// simulator, which knows every peer is honest.
+    Protocol,
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Invariant::Fencing => "I1 fencing",
+            Invariant::Uniqueness => "I2 uniqueness",
+            Invariant::Durability => "I3 durability",
+            Invariant::Recovery => "I4 recovery",
+            Invariant::Convergence => "I5 convergence",
+            Invariant::Protocol => "machine contract",
+        })
+    }
+}
+
+/// One broken invariant: which, where, when and why, in words a human can check
+/// against the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub node: NodeId,
+    pub at_ms: Millis,
+    pub explanation: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} violated at {} ms on node {}: {}",
+            self.invariant, self.at_ms, self.node, self.explanation
+        )
+    }
+}
+
+fn violation(invariant: Invariant, entry: &Entry, explanation: String) -> Violation {
+    Violation {
+        invariant,
+        node: entry.node,
+        at_ms: entry.at_ms,
+        explanation,
+    }
+}
+
+fn show(epoch: Option<Epoch>) -> String {
+    epoch.map_or_else(|| "none".to_string(), |e| e.to_string())
+}
+
+/// What the safety checker remembers about one node, across its restarts.
+#[derive(Debug, Default)]
+struct NodeTrack {
+    /// The accepted epoch of the last Persisted record.
+    accepted: Option<Epoch>,
+    /// The term cell of the last Persisted record.
+    term: u64,
+    /// Every epoch ever persisted as accepted (I3: what may be revealed).
+    persisted: HashSet<Epoch>,
+    /// Terms this node declared, with the time (I2).
+    declared: HashMap<u64, Millis>,
+    /// Epochs this node declared before its latest restart (I4).
+    declared_before_restart: HashSet<Epoch>,
+    /// Every epoch this node declared.
+    declared_all: HashSet<Epoch>,
+    /// A Started record was seen and no View since (I4: that View must be Candidate).
+    awaiting_first_view: bool,
+}
+
+/// Incremental checker for I1, the per-node part of I2, I3 and I4. Feed it every entry
+/// in history order; it keeps a little state per node. Useful when a driver wants to
+/// stop at the first violation (the simulator does); [`check_safety`] runs it over a
+/// whole history.
+#[derive(Debug, Default)]
+pub struct Safety {
+    nodes: HashMap<NodeId, NodeTrack>,
+}
+
+impl Safety {
+    /// A checker that has seen nothing yet.
+    pub fn new() -> Safety {
+        Safety::default()
+    }
+
+    /// Checks one entry against what came before it; appends any violation to `out`.
+    pub fn observe(&mut self, entry: &Entry, out: &mut Vec<Violation>) {
+        let track = self.nodes.entry(entry.node).or_default();
+        match &entry.record {
+            Record::Started { .. } => {
+                track.awaiting_first_view = true;
+                track.declared_before_restart = track.declared_all.clone();
+            }
+            Record::Persisted(cells) => {
+                if cells.accepted != track.accepted {
+                    if cells.accepted < track.accepted {
+                        out.push(violation(
+                            Invariant::Fencing,
+                            entry,
+                            format!(
+                                "persisted accepted epoch {} after {}: accepted epochs must rise",
+                                show(cells.accepted),
+                                show(track.accepted)
+                            ),
+                        ));
+                    }
+                    if let Some(epoch) = cells.accepted.filter(|e| e.leader == entry.node) {
+                        if let Some(first) = track.declared.insert(epoch.term, entry.at_ms) {
+                            out.push(violation(
+                                Invariant::Uniqueness,
+                                entry,
+                                format!(
+                                    "declared term {} again (first declared at {first} ms)",
+                                    epoch.term
+                                ),
+                            ));
+                        }
+                        track.declared_all.insert(epoch);
+                    }
+                }
+                if cells.term < track.term {
+                    out.push(violation(
+                        Invariant::Uniqueness,
+                        entry,
+                        format!(
+                            "term cell went back from {} to {}: a later declaration could reuse a term",
+                            track.term, cells.term
+                        ),
+                    ));
+                }
+                if let Some(a) = cells.accepted.filter(|a| a.term > cells.term) {
+                    out.push(violation(
+                        Invariant::Uniqueness,
+                        entry,
+                        format!("term cell {} is below the accepted epoch {a}", cells.term),
+                    ));
+                }
+                track.accepted = cells.accepted;
+                track.term = track.term.max(cells.term);
+                if let Some(a) = cells.accepted {
+                    track.persisted.insert(a);
+                }
+            }
+            Record::View(view) => Self::observe_view(track, entry, view, out),
+            _ => {}
+        }
+    }
+
+    fn observe_view(track: &mut NodeTrack, entry: &Entry, view: &View, out: &mut Vec<Violation>) {
+        if std::mem::take(&mut track.awaiting_first_view) && view.role != Role::Candidate {
+            out.push(violation(
+                Invariant::Recovery,
+                entry,
+                format!(
+                    "first view after a restart is {} {}, not candidate",
+                    view.role,
+                    show(view.epoch)
+                ),
+            ));
+        }
+        let Some(epoch) = view.epoch else {
+            if view.role != Role::Candidate {
+                out.push(violation(
+                    Invariant::Durability,
+                    entry,
+                    format!("{} view without an epoch", view.role),
+                ));
+            }
+            return;
+        };
+        if !track.persisted.contains(&epoch) {
+            out.push(violation(
+                Invariant::Durability,
+                entry,
+                format!("view reveals epoch {epoch}, which was never persisted as accepted"),
+            ));
+        }
+        if Some(epoch) < track.accepted {
+            out.push(violation(
+                Invariant::Fencing,
+                entry,
+                format!(
+                    "view reveals epoch {epoch}, older than the accepted {}",
+                    show(track.accepted)
+                ),
+            ));
+        }
+        if view.role == Role::Coordinator {
+            if epoch.leader != entry.node {
+                out.push(violation(
+                    Invariant::Fencing,
+                    entry,
+                    format!("coordinator of epoch {epoch}, which another node leads"),
+                ));
+            } else if track.declared_before_restart.contains(&epoch) {
+                out.push(violation(
+                    Invariant::Recovery,
+                    entry,
+                    format!("coordinator again for epoch {epoch}, declared before a restart"),
+                ));
+            }
+        }
+    }
+}
+
+/// Runs [`Safety`] over a whole history: I1, the per-node part of I2, I3 and I4.
+pub fn check_safety(entries: &[Entry]) -> Vec<Violation> {
+    let mut safety = Safety::new();
+    let mut out = Vec::new();
+    for entry in entries {
+        safety.observe(entry, &mut out);
+    }
+    out
+}
+
+/// A declaration: a Persisted record whose accepted epoch changed to one the node leads.
+fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
+    let mut last: HashMap<NodeId, Option<Epoch>> = HashMap::new();
+    let mut found = Vec::new();
+    for entry in entries {
+        if let Record::Persisted(cells) = &entry.record {
+            let previous = last.insert(entry.node, cells.accepted).flatten();
+            if let Some(epoch) = cells.accepted {
+                if Some(epoch) != previous && epoch.leader == entry.node {
+                    found.push((entry.at_ms, entry.node, epoch));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Time intervals (inclusive) in which some fault was happening: a point for each
+/// fault record, and the whole span of every pause, partition and lossy period
+/// (open-ended when it never ends).
+fn disturbed_intervals(entries: &[Entry]) -> Vec<(Millis, Millis)> {
+    let mut open: HashMap<(NodeId, bool), Millis> = HashMap::new();
+    let mut spans = Vec::new();
+    for entry in entries.iter().filter(|e| e.record.is_fault()) {
+        let t = entry.at_ms;
+        spans.push((t, t));
+        match entry.record {
+            Record::Paused => {
+                open.entry((entry.node, true)).or_insert(t);
+            }
+            Record::Partitioned { .. } | Record::Lossy { .. } => {
+                open.entry((entry.node, false)).or_insert(t);
+            }
+            // A restart ends a pause too (the paused process was killed).
+            Record::Resumed | Record::Started { .. } | Record::Crashed => {
+                if let Some(start) = open.remove(&(entry.node, true)) {
+                    spans.push((start, t));
+                }
+            }
+            Record::Healed => {
+                if let Some(start) = open.remove(&(entry.node, false)) {
+                    spans.push((start, t));
+                }
+            }
+            _ => {}
+        }
+    }
+    spans.extend(open.into_values().map(|start| (start, Millis::MAX)));
+    spans
+}
+
+/// The cluster-wide part of I2: no two nodes declare the same term while the cluster is
+/// quiet.
+///
+/// Definition: two declarations of one term by different nodes, at `t1 <= t2`, are a
+/// violation only if nothing disturbed the cluster during `[t1 - quiet_ms, t2]`: no
+/// fault record (crash, (re)start, pause, resume, partition, loss, heal, peer-down
+/// notice, eligibility change) in that span and no pause, partition or loss in effect.
+/// Message delays must also stay below T/2 (the simulator's do; a real network's only
+/// usually do, so real-process tests should treat this check as advisory).
+///
+/// Why that is sound, with `quiet_ms` from [`quiet_window_ms`]: a node declares term
+/// `x = seen + 1`. For B to declare x after A did, B must not have heard A's
+/// Coordinator, so (no loss, no restart of B) the two declarations are within one
+/// delay of each other. The lower of the two, L, declared either (a) when its Election,
+/// sent T earlier, got no Answer from the higher one, H — so H was down, ineligible,
+/// paused or cut off at `t1 - T - delay` and came back (a fault record) after that; or
+/// (b) as a coordinator bullied by a still lower coordinator's claim, which needs two
+/// coordinators at once: the leftover of a heal or resume, whose claims cross within
+/// a heartbeat plus a delay. A crash that cuts A's broadcast short happens at or after
+/// `t1`. So every cause lies within `T + heartbeat + 2 delays` before `t1` or later.
+pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation> {
+    let spans = disturbed_intervals(entries);
+    let mut by_term: BTreeMap<u64, Vec<(Millis, NodeId)>> = BTreeMap::new();
+    for (at, node, epoch) in declarations(entries) {
+        by_term.entry(epoch.term).or_default().push((at, node));
+    }
+    let mut out = Vec::new();
+    for (term, claims) in by_term {
+        for (i, &(t1, n1)) in claims.iter().enumerate() {
+            for &(t2, n2) in &claims[i + 1..] {
+                if n1 == n2 {
+                    continue; // the per-node part is checked by `Safety`
+                }
+                let (from, to) = (t1.min(t2).saturating_sub(quiet_ms), t1.max(t2));
+                if spans.iter().all(|&(s, e)| e < from || s > to) {
+                    out.push(Violation {
+                        invariant: Invariant::Uniqueness,
+                        node: n2,
+                        at_ms: t2,
+                        explanation: format!(
+                            "declared term {term}, which node {n1} declared at {t1} ms, with no \
+                             fault since {from} ms"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How long before two same-term declarations the cluster must have been quiet for the
+/// soft part of I2 to apply: `T + heartbeat + 2 x max delay` (see
+/// [`check_unique_terms`] for why).
+pub fn quiet_window_ms(timing: &Timing, max_delay_ms: Millis) -> Millis {
+    timing.answer_timeout_ms + timing.heartbeat_ms + 2 * max_delay_ms
+}
+
+/// Which node the cluster must converge on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leader {
+    /// This node (preempt = always: the highest live eligible ID).
+    Node(NodeId),
+    /// Any one live eligible node, as long as everyone agrees (preempt = never).
+    AnyLive,
+}
+
+/// The I5 expectation: who is live at the end, whom they must follow, and from when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Convergence {
+    /// Nodes running (not crashed, not paused) from the last fault to the end.
+    pub live: Vec<NodeId>,
+    pub leader: Leader,
+    /// From this time to the end of the history the cluster must be converged.
+    pub deadline_ms: Millis,
+}
+
+/// The I5 deadline: `last_fault_ms + timing.convergence_bound_ms()` plus slack for
+/// message delays. Each step of the slowest recovery chain (suspicion, Election,
+/// Answer, re-election after T', Election to a dead node, declaration, Coordinator)
+/// adds at most one one-way delay on top of the timeouts the bound already counts;
+/// eight delays cover that chain with room to spare. Real-process tests pass their own
+/// generous bound for the network (and scheduling) delay.
+pub fn convergence_deadline(
+    last_fault_ms: Millis,
+    timing: &Timing,
+    max_delay_ms: Millis,
+) -> Millis {
+    last_fault_ms + timing.convergence_bound_ms() + 8 * max_delay_ms
+}
+
+/// I5: from `deadline_ms` to the end of the history, every live node follows one
+/// leader (the expected one), which is live, eligible and the only coordinator, and at
+/// the end all live nodes hold the same epoch.
+///
+/// Views are read per node: the node's view at the deadline is its last View record at
+/// or before it; every later View record must satisfy the same rule.
+pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let at = expect.deadline_ms;
+    let fail = |node, at_ms, explanation| Violation {
+        invariant: Invariant::Convergence,
+        node,
+        at_ms,
+        explanation,
+    };
+    // Per live node: its view at the deadline, then every later view.
+    let mut views: BTreeMap<NodeId, Vec<(Millis, View)>> =
+        expect.live.iter().map(|&n| (n, Vec::new())).collect();
+    for entry in entries {
+        if let (Record::View(view), Some(list)) = (&entry.record, views.get_mut(&entry.node)) {
+            if entry.at_ms <= at {
+                list.clear();
+            }
+            list.push((entry.at_ms, *view));
+        }
+    }
+    for (&node, list) in &views {
+        if list.first().map_or(true, |&(t, _)| t > at) {
+            out.push(fail(
+                node,
+                at,
+                "no view published by the deadline".to_string(),
+            ));
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    let leader = match expect.leader {
+        Leader::Node(id) => id,
+        Leader::AnyLive => {
+            let coordinators: Vec<NodeId> = views
+                .iter()
+                .filter(|(_, list)| list[0].1.role == Role::Coordinator)
+                .map(|(&n, _)| n)
+                .collect();
+            match coordinators[..] {
+                [one] => one,
+                _ => {
+                    let node = expect.live.first().copied().unwrap_or_default();
+                    out.push(fail(
+                        node,
+                        at,
+                        format!("live coordinators at the deadline: {coordinators:?}, not one"),
+                    ));
+                    return out;
+                }
+            }
+        }
+    };
+    if !views.contains_key(&leader) {
+        out.push(fail(
+            leader,
+            at,
+            format!(
+                "expected leader {leader} is not in the live set {:?}",
+                expect.live
+            ),
+        ));
+        return out;
+    }
+    for (&node, list) in &views {
+        let bad = list.iter().find(|(_, v)| {
+            if node == leader {
+                v.role != Role::Coordinator || !v.eligible
+            } else {
+                v.role != Role::Follower || v.coordinator() != Some(leader)
+            }
+        });
+        if let Some(&(t, v)) = bad {
+            let wanted = if node == leader {
+                "an eligible coordinator".to_string()
+            } else {
+                format!("following node {leader}")
+            };
+            out.push(fail(
+                node,
+                t.max(at),
+                format!(
+                    "view is {} {} (eligible {}), expected {wanted}",
+                    v.role,
+                    show(v.epoch),
+                    v.eligible
+                ),
+            ));
+        }
+    }
+    if out.is_empty() {
+        let final_epoch = |n: &NodeId| views[n].last().and_then(|&(_, v)| v.epoch);
+        let leader_epoch = final_epoch(&leader);
+        for node in views.keys().filter(|n| final_epoch(n) != leader_epoch) {
+            out.push(fail(
+                *node,
+                at,
+                format!(
+                    "ends on epoch {}, the leader on {}",
+                    show(final_epoch(node)),
+                    show(leader_epoch)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Cells;
+
+    fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
+        Entry {
+            at_ms,
+            node,
+            record,
+        }
+    }
+
+    fn ep(term: u64, leader: NodeId) -> Epoch {
+        Epoch { term, leader }
+    }
+
+    fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
+        Record::Persisted(Cells {
+            term,
+            accepted,
+            incarnation: 1,
+        })
+    }
+
+    fn view(id: NodeId, role: Role, epoch: Option<Epoch>) -> Record {
+        Record::View(View {
+            id,
+            role,
+            epoch,
+            eligible: true,
+            incarnation: 1,
+        })
+    }
+
+    fn kinds(v: &[Violation]) -> Vec<Invariant> {
+        v.iter().map(|v| v.invariant).collect()
+    }
+
+    #[test]
+    fn clean_history_passes() {
+        let h = vec![
+            e(0, 2, Record::Started { incarnation: 1 }),
+            e(0, 2, persisted(0, None)),
+            e(0, 2, view(2, Role::Candidate, None)),
+            e(100, 2, persisted(1, Some(ep(1, 2)))),
+            e(100, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+            e(0, 1, Record::Started { incarnation: 1 }),
+            e(0, 1, view(1, Role::Candidate, None)),
+            e(101, 1, persisted(1, Some(ep(1, 2)))),
+            e(101, 1, view(1, Role::Follower, Some(ep(1, 2)))),
+        ];
+        assert_eq!(check_safety(&h), vec![]);
+        let expect = Convergence {
+            live: vec![1, 2],
+            leader: Leader::Node(2),
+            deadline_ms: 200,
+        };
+        assert_eq!(check_convergence(&h, &expect), vec![]);
+        let any = Convergence {
+            leader: Leader::AnyLive,
+            ..expect
+        };
+        assert_eq!(check_convergence(&h, &any), vec![]);
+    }
+
+    #[test]
+    fn i1_accepted_epoch_going_back() {
+        let h = vec![
+            e(1, 1, persisted(5, Some(ep(5, 3)))),
+            e(2, 1, Record::Started { incarnation: 2 }),
+            e(3, 1, persisted(5, Some(ep(4, 3)))),
+        ];
+        assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Fencing]);
+    }
+
+    #[test]
+    fn i2_same_term_declared_twice_by_one_node() {
+        let h = vec![
+            e(1, 1, persisted(5, Some(ep(5, 1)))),
+            e(2, 1, persisted(6, Some(ep(6, 2)))),
+            e(3, 1, persisted(6, Some(ep(5, 1)))),
+        ];
+        let found = kinds(&check_safety(&h));
+        assert!(found.contains(&Invariant::Uniqueness), "{found:?}");
+        assert!(found.contains(&Invariant::Fencing), "{found:?}");
+    }
+
+    #[test]
+    fn i2_term_cell_going_back() {
+        let h = vec![e(1, 1, persisted(5, None)), e(2, 1, persisted(4, None))];
+        assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Uniqueness]);
+    }
+
+    #[test]
+    fn i2_soft_only_in_quiet_windows() {
+        let h = vec![
+            e(0, 1, Record::Started { incarnation: 1 }),
+            e(0, 2, Record::Started { incarnation: 1 }),
+            e(1000, 1, persisted(3, Some(ep(3, 1)))),
+            e(1010, 2, persisted(3, Some(ep(3, 2)))),
+        ];
+        assert_eq!(
+            kinds(&check_unique_terms(&h, 500)),
+            vec![Invariant::Uniqueness]
+        );
+        assert_eq!(check_unique_terms(&h, 2000), vec![]);
+        let mut paused = h.clone();
+        paused.insert(2, e(10, 1, Record::Paused));
+        assert_eq!(check_unique_terms(&paused, 500), vec![]);
+    }
+
+    #[test]
+    fn i3_view_of_unpersisted_epoch() {
+        let h = vec![e(1, 1, view(1, Role::Follower, Some(ep(1, 2))))];
+        assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Durability]);
+    }
+
+    #[test]
+    fn i4_first_view_after_restart_and_old_coordinator_epoch() {
+        let h = vec![
+            e(1, 1, persisted(1, Some(ep(1, 1)))),
+            e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+            e(2, 1, Record::Started { incarnation: 2 }),
+            e(3, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        ];
+        assert_eq!(
+            kinds(&check_safety(&h)),
+            vec![Invariant::Recovery, Invariant::Recovery]
+        );
+    }
+
+    #[test]
+    fn i5_wrong_leader_two_coordinators_and_late_flap() {
+        let h = vec![
+            e(1, 1, persisted(1, Some(ep(1, 1)))),
+            e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+            e(1, 2, persisted(1, Some(ep(1, 2)))),
+            e(1, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+        ];
+        let expect = Convergence {
+            live: vec![1, 2],
+            leader: Leader::Node(2),
+            deadline_ms: 10,
+        };
+        assert_eq!(
+            kinds(&check_convergence(&h, &expect)),
+            vec![Invariant::Convergence]
+        );
+        let any = Convergence {
+            leader: Leader::AnyLive,
+            ..expect.clone()
+        };
+        assert_eq!(
+            kinds(&check_convergence(&h, &any)),
+            vec![Invariant::Convergence]
+        );
+        let mut fixed = h.clone();
+        fixed.push(e(5, 1, persisted(1, Some(ep(1, 2)))));
+        fixed.push(e(5, 1, view(1, Role::Follower, Some(ep(1, 2)))));
+        assert_eq!(check_convergence(&fixed, &expect), vec![]);
+        fixed.push(e(50, 1, view(1, Role::Candidate, None)));
+        assert_eq!(
+            kinds(&check_convergence(&fixed, &expect)),
+            vec![Invariant::Convergence]
+        );
+    }
+}

@@ -1,1 +1,263 @@
-//! (in progress)
+//! The history record shared by the simulator, the real node's append-only event log
+//! (JSON lines in its data dir) and the chaos runner, so that one checker
+//! ([`crate::checker`]) judges all three.
+//!
+//! Who writes what:
+//! - the node runtime: [`Record::Started`] when the process starts, [`Record::Persisted`]
+//!   after each flushed write of the cells, [`Record::View`] for each published view;
+//! - the simulator and the chaos runner: the faults they inject (crash, pause,
+//!   partition, ...), and the simulator also every message it carries.
+//!
+//! A history is a slice of [`Entry`] in time order; per node, entries must stay in the
+//! order the node wrote them (merge several logs with [`merge`], a stable sort).
+
+use crate::protocol::{Cells, Message, Millis, NodeId, View};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One thing that happened to one node. Fault records are written by whoever injected
+/// the fault (simulator or chaos runner), never by the node itself.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// The process (re)started and runs as this incarnation (the value its first
+    /// persist stores). A Started after earlier records marks a restart, whether or not
+    /// a [`Record::Crashed`] was written (a killed process writes nothing).
+    Started { incarnation: u64 },
+    /// The cells were written and flushed: a crash from here on keeps them.
+    Persisted(Cells),
+    /// The node published this view (to clients, hooks, the event log).
+    View(View),
+    /// The node handed this message to the transport (simulator only).
+    Sent { to: NodeId, msg: Message },
+    /// The node received this message (simulator only).
+    Received { from: NodeId, msg: Message },
+    /// A message to this node was lost: sender or receiver down, cut by a partition, or
+    /// in flight when its sender crashed (simulator only).
+    Lost { from: NodeId, msg: Message },
+    /// The transport reported this peer down (simulator: injected).
+    PeerDown { peer: NodeId },
+    /// A peer broke a protocol rule; the runtime closed its connection.
+    Misbehaved { peer: NodeId, what: String },
+    /// The node's health check changed whether it may lead.
+    EligibilitySet { eligible: bool },
+    /// The process was killed: volatile state lost, cells kept.
+    Crashed,
+    /// The process was stopped (SIGSTOP); its inbox queues and no timer fires.
+    Paused,
+    /// The process continued (SIGCONT).
+    Resumed,
+    /// A partition started: this node can no longer reach these nodes.
+    Partitioned { cut_off: Vec<NodeId> },
+    /// The network started losing this share of the messages to and from this node
+    /// (simulator: a flaky-link fault; ended by [`Record::Healed`]).
+    Lossy { percent: u8 },
+    /// Every partition or lossy link involving this node healed.
+    Healed,
+}
+
+impl Record {
+    /// Whether this record is a disturbance that restarts the I5 convergence clock
+    /// (and ends a fault-free window for the soft part of I2). A (re)start counts:
+    /// the newcomer may take over.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Record::Started { .. }
+                | Record::Crashed
+                | Record::Paused
+                | Record::Resumed
+                | Record::Partitioned { .. }
+                | Record::Lossy { .. }
+                | Record::Healed
+                | Record::PeerDown { .. }
+                | Record::EligibilitySet { .. }
+        )
+    }
+}
+
+/// A record with the time it happened and the node it happened to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Virtual ms in the simulator; wall-clock ms since the Unix epoch for real nodes.
+    pub at_ms: Millis,
+    pub node: NodeId,
+    pub record: Record,
+}
+
+impl Entry {
+    /// One JSON object without a trailing newline: the event-log line format.
+    pub fn to_json_line(&self) -> String {
+        // Serializing plain data with derived impls to a String cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Parses an event log (JSON lines; blank lines skipped). `source` names the file in
+/// error messages, which also give the line number.
+pub fn parse_json_lines(text: &str, source: &str) -> Result<Vec<Entry>, String> {
+    let mut entries = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry = serde_json::from_str(line)
+            .map_err(|e| format!("{source}:{}: bad history entry: {e}", index + 1))?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// Merges the logs of several nodes into one history ordered by time, keeping each
+/// log's own order among equal timestamps (a stable sort).
+pub fn merge(logs: impl IntoIterator<Item = Vec<Entry>>) -> Vec<Entry> {
+    let mut all: Vec<Entry> = logs.into_iter().flatten().collect();
+    all.sort_by_key(|e| e.at_ms);
+    all
+}
+
+/// The time of the last fault record, if any (the start of the I5 clock).
+pub fn last_fault_ms(entries: &[Entry]) -> Option<Millis> {
+    entries
+        .iter()
+        .filter(|e| e.record.is_fault())
+        .map(|e| e.at_ms)
+        .max()
+}
+
+/// Renders the last `count` entries, one per line, for failure messages.
+pub fn tail(entries: &[Entry], count: usize) -> String {
+    let start = entries.len().saturating_sub(count);
+    let mut out = String::new();
+    for entry in &entries[start..] {
+        out.push_str(&entry.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+fn fmt_epoch(epoch: Option<crate::protocol::Epoch>) -> String {
+    epoch.map_or_else(|| "-".to_string(), |e| e.to_string())
+}
+
+fn fmt_msg(msg: &Message) -> String {
+    use crate::protocol::Body;
+    let body = match msg.body {
+        Body::Election { accepted } => format!("Election(accepted {})", fmt_epoch(accepted)),
+        Body::Answer => "Answer".to_string(),
+        Body::Coordinator { epoch } => format!("Coordinator({epoch})"),
+        Body::Heartbeat { epoch } => format!("Heartbeat({epoch})"),
+        Body::Ack { accepted } => format!("Ack(accepted {})", fmt_epoch(accepted)),
+        Body::Probe => "Probe".to_string(),
+        Body::Resign { epoch } => format!("Resign({epoch})"),
+    };
+    format!("{body} term {}", msg.term)
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:>8} ms  n{:<3} ", self.at_ms, self.node)?;
+        match &self.record {
+            Record::Started { incarnation } => write!(f, "STARTED incarnation {incarnation}"),
+            Record::Persisted(c) => write!(
+                f,
+                "persisted term {} accepted {} incarnation {}",
+                c.term,
+                fmt_epoch(c.accepted),
+                c.incarnation
+            ),
+            Record::View(v) => write!(
+                f,
+                "view {} {}{}",
+                v.role,
+                fmt_epoch(v.epoch),
+                if v.eligible { "" } else { " (ineligible)" }
+            ),
+            Record::Sent { to, msg } => write!(f, "-> n{to} {}", fmt_msg(msg)),
+            Record::Received { from, msg } => write!(f, "<- n{from} {}", fmt_msg(msg)),
+            Record::Lost { from, msg } => write!(f, "LOST from n{from} {}", fmt_msg(msg)),
+            Record::PeerDown { peer } => write!(f, "PEER DOWN n{peer}"),
+            Record::Misbehaved { peer, what } => write!(f, "MISBEHAVED n{peer} {what}"),
+            Record::EligibilitySet { eligible } => write!(f, "ELIGIBLE {eligible}"),
+            Record::Crashed => write!(f, "CRASHED"),
+            Record::Paused => write!(f, "PAUSED"),
+            Record::Resumed => write!(f, "RESUMED"),
+            Record::Partitioned { cut_off } => write!(f, "PARTITIONED from {cut_off:?}"),
+            Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),
+            Record::Healed => write!(f, "HEALED"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Body, Epoch, Role};
+
+    #[test]
+    fn json_lines_round_trip() {
+        let epoch = Epoch { term: 3, leader: 2 };
+        let entries = vec![
+            Entry {
+                at_ms: 1,
+                node: 2,
+                record: Record::Started { incarnation: 4 },
+            },
+            Entry {
+                at_ms: 2,
+                node: 2,
+                record: Record::Persisted(Cells {
+                    term: 3,
+                    accepted: Some(epoch),
+                    incarnation: 4,
+                }),
+            },
+            Entry {
+                at_ms: 3,
+                node: 2,
+                record: Record::View(View {
+                    id: 2,
+                    role: Role::Coordinator,
+                    epoch: Some(epoch),
+                    eligible: true,
+                    incarnation: 4,
+                }),
+            },
+            Entry {
+                at_ms: 4,
+                node: 1,
+                record: Record::Received {
+                    from: 2,
+                    msg: Message {
+                        term: 3,
+                        body: Body::Coordinator { epoch },
+                    },
+                },
+            },
+            Entry {
+                at_ms: 5,
+                node: 1,
+                record: Record::Partitioned { cut_off: vec![2] },
+            },
+        ];
+        let text: String = entries.iter().map(|e| e.to_json_line() + "\n").collect();
+        assert_eq!(parse_json_lines(&text, "log").unwrap(), entries);
+    }
+
+    #[test]
+    fn parse_error_names_file_and_line() {
+        let err = parse_json_lines("\n{\"at_ms\":1}\n", "node1/events.jsonl").unwrap_err();
+        assert!(err.starts_with("node1/events.jsonl:2:"), "{err}");
+    }
+
+    #[test]
+    fn merge_keeps_per_log_order_for_equal_times() {
+        let e = |at_ms, node, incarnation| Entry {
+            at_ms,
+            node,
+            record: Record::Started { incarnation },
+        };
+        let merged = merge(vec![vec![e(5, 1, 1), e(5, 1, 2)], vec![e(1, 2, 1)]]);
+        assert_eq!(merged, vec![e(1, 2, 1), e(5, 1, 1), e(5, 1, 2)]);
+    }
+}

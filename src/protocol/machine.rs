@@ -103,7 +103,7 @@ enum State {
     Electing { until: Millis },
     /// A higher node answered; waiting for its Coordinator message.
     Awaiting { until: Millis },
-    /// Not eligible and no coordinator known; asks again at `until`.
+    /// Not eligible (or out of terms) and no coordinator known; asks again at `until`.
     Idle { until: Millis },
     Follower { epoch: Epoch, suspect_at: Millis },
     Coordinator { epoch: Epoch, next_heartbeat: Millis },
@@ -438,8 +438,18 @@ impl Machine {
 
     /// Declares victory at one above the highest term seen: persist, then announce.
     fn declare(&mut self, now: Millis) {
+        // Fix (found by tests/protocol_rules.rs `misbehaviour_term_overflow`): a peer
+        // that sends term u64::MAX made `seen + 1` panic (debug) or wrap to 0, breaking
+        // I1/I2 (release). No term is left above it, so refuse to declare and retry
+        // after T' like an idle node; only a misbehaving peer can cause this.
+        let Some(term) = self.seen.checked_add(1) else {
+            self.state = State::Idle {
+                until: now + self.config.timing.coordinator_timeout_ms,
+            };
+            return;
+        };
         let epoch = Epoch {
-            term: self.seen + 1,
+            term,
             leader: self.config.id,
         };
         debug_assert!(Some(epoch) > self.cells.accepted, "I1: declared epoch must rise");

@@ -1,1 +1,759 @@
-//! (in progress)
+//! Deterministic simulation of a cluster of [`Machine`]s: seeded RNG, virtual clock
+//! in ms, per-link FIFO delivery with random bounded delay, and faults (crash,
+//! restart, pause, partition, peer-down notices, eligibility changes).
+//!
+//! [`Sim`] drives each machine exactly as the runtime does: it runs the actions in
+//! order; `Persist` updates the node's stored cells at once (a flushed write), `Send`
+//! puts the message on the link, `ViewChanged` is recorded. Everything is recorded as
+//! history [`Entry`]s and checked as it happens with [`Safety`] (I1–I4), plus checks
+//! only a simulator can make (what a node sends is durable; cells at a crash hold all
+//! it revealed). [`scenario`] runs random fault scenarios per seed and checks I5.
+//!
+//! Same seed, same run: nothing reads the wall clock or iterates a hash map in an
+//! order that matters.
+
+pub mod scenario;
+
+use crate::checker::{Invariant, Safety, Violation};
+use crate::history::{Entry, Record};
+use crate::protocol::{
+    Action, Body, Cells, Epoch, Event, Machine, MachineConfig, Message, MessageKind, Millis,
+    NodeId, Preempt, Timing, View,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+/// The fixed settings of one simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seeds the delivery delays (faults are the caller's).
+    pub seed: u64,
+    /// Every member; each is a peer of all the others.
+    pub ids: Vec<NodeId>,
+    pub timing: Timing,
+    pub preempt: Preempt,
+    /// One-way delay of every message, drawn uniformly from this inclusive range.
+    /// Keep the maximum below `answer_timeout_ms / 2`, or an Answer can miss T and the
+    /// soft part of I2 no longer applies.
+    pub delay_ms: (Millis, Millis),
+}
+
+/// A point in a node's action stream right after which an armed crash happens: lets
+/// scenarios kill a node "after its Answer but before its Coordinator", or after it
+/// persisted an epoch but before it told anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Right after a `Persist` completed.
+    AfterPersist,
+    /// Right after one message of this kind was sent (to one peer: a broadcast is cut).
+    AfterSend(MessageKind),
+}
+
+/// A message on the wire. Ordered by delivery time, then send order, so the heap
+/// pops the earliest first and each link stays FIFO.
+#[derive(Debug, Clone)]
+struct Flight {
+    at: Millis,
+    seq: u64,
+    from: NodeId,
+    to: NodeId,
+    msg: Message,
+    /// The receiver's life when sent: a message to an earlier life is lost (the
+    /// connection it travelled on died with that process).
+    to_life: u64,
+    /// Sent across a partition (or drawn as lost): lost even if it heals before delivery.
+    cut: bool,
+}
+
+impl PartialEq for Flight {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Flight {}
+impl PartialOrd for Flight {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Flight {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap, we want the earliest.
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// One simulated process and its disk.
+#[derive(Debug, Default)]
+struct SimNode {
+    /// `None` while down (crashed or not started yet).
+    machine: Option<Machine>,
+    /// The stored cells: what survives a crash.
+    disk: Cells,
+    /// The health check's verdict; survives restarts (it is about the host).
+    eligible: bool,
+    paused: bool,
+    /// Events that arrived while paused, handled on resume.
+    inbox: VecDeque<Event>,
+    /// Counts starts; messages to an earlier life are lost.
+    life: u64,
+    /// Highest epoch this node revealed (views and messages) in any life.
+    revealed: Option<Epoch>,
+    /// Highest term this node declared.
+    declared_term: u64,
+    /// The machine stopped advancing its deadline; its timers are no longer fired.
+    stalled: bool,
+}
+
+/// Upper bound on handled events per run, so a message storm fails instead of hanging.
+const MAX_STEPS: u64 = 5_000_000;
+
+/// A simulated cluster. Create it, start nodes, inject faults between
+/// [`Sim::run_until`] calls, then read [`Sim::history`] and [`Sim::violations`].
+pub struct Sim {
+    config: SimConfig,
+    rng: SmallRng,
+    now: Millis,
+    nodes: BTreeMap<NodeId, SimNode>,
+    flights: BinaryHeap<Flight>,
+    seq: u64,
+    /// Latest delivery time scheduled per link (keeps each link FIFO).
+    link_busy: BTreeMap<(NodeId, NodeId), Millis>,
+    /// Partition group of each node; empty when healed.
+    groups: BTreeMap<NodeId, usize>,
+    /// Percent of messages lost at random (0 unless a lossy fault is in effect).
+    loss_percent: u8,
+    armed: Vec<(NodeId, CrashPoint)>,
+    history: Vec<Entry>,
+    sent: BTreeMap<MessageKind, u64>,
+    safety: Safety,
+    violations: Vec<Violation>,
+    /// Index into `history` of the entry at which the first violation was found.
+    first_violation_at: Option<usize>,
+    steps: u64,
+}
+
+impl Sim {
+    /// A cluster with every node down; call [`Sim::start`] for each.
+    pub fn new(config: SimConfig) -> Sim {
+        let nodes = config
+            .ids
+            .iter()
+            .map(|&id| {
+                let node = SimNode {
+                    eligible: true,
+                    ..SimNode::default()
+                };
+                (id, node)
+            })
+            .collect();
+        Sim {
+            rng: SmallRng::seed_from_u64(config.seed),
+            config,
+            now: 0,
+            nodes,
+            flights: BinaryHeap::new(),
+            seq: 0,
+            link_busy: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            loss_percent: 0,
+            armed: Vec::new(),
+            history: Vec::new(),
+            sent: BTreeMap::new(),
+            safety: Safety::new(),
+            violations: Vec::new(),
+            first_violation_at: None,
+            steps: 0,
+        }
+    }
+
+    /// The settings this cluster runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Virtual time in ms.
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    /// Everything recorded so far, in time order.
+    pub fn history(&self) -> &[Entry] {
+        &self.history
+    }
+
+    /// Messages sent so far, by kind (including those later lost).
+    pub fn sent(&self) -> &BTreeMap<MessageKind, u64> {
+        &self.sent
+    }
+
+    /// Violations found so far (I1–I4 and the simulator's own checks).
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// How many history entries existed when the first violation was found.
+    pub fn first_violation_index(&self) -> Option<usize> {
+        self.first_violation_at
+    }
+
+    /// The current view of a running node (paused or not); `None` while it is down.
+    pub fn view(&self, id: NodeId) -> Option<View> {
+        self.nodes.get(&id)?.machine.as_ref().map(Machine::view)
+    }
+
+    /// The stored cells of a node (what a restart loads).
+    pub fn disk(&self, id: NodeId) -> Option<Cells> {
+        self.nodes.get(&id).map(|n| n.disk)
+    }
+
+    /// When a running node's machine next wants a tick.
+    pub fn next_deadline(&self, id: NodeId) -> Option<Millis> {
+        self.nodes
+            .get(&id)?
+            .machine
+            .as_ref()
+            .map(Machine::next_deadline)
+    }
+
+    /// Whether the node is running (not crashed, not yet unstarted).
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.machine.is_some())
+    }
+
+    /// Whether the node is up but paused.
+    pub fn is_paused(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.paused)
+    }
+
+    /// Whether the node's health check lets it lead.
+    pub fn is_eligible(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.eligible)
+    }
+
+    /// Nodes that are up and not paused.
+    pub fn live(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.machine.is_some() && !n.paused)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Starts a node that is down (first start or restart after a crash) from its
+    /// stored cells, as `Machine::start` does in the runtime. Ignored if it is up.
+    pub fn start(&mut self, id: NodeId) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if node.machine.is_some() {
+            return;
+        }
+        node.life += 1;
+        node.stalled = false;
+        let config = MachineConfig {
+            id,
+            peers: self
+                .config
+                .ids
+                .iter()
+                .copied()
+                .filter(|&p| p != id)
+                .collect(),
+            timing: self.config.timing,
+            preempt: self.config.preempt,
+            eligible: node.eligible,
+        };
+        let incarnation = node.disk.incarnation + 1;
+        node.machine = Some(Machine::start(config, node.disk, self.now));
+        self.record(id, Record::Started { incarnation });
+        self.drain(id);
+    }
+
+    /// Kills a node: its machine (volatile state) and inbox are gone, its stored cells
+    /// stay. Of the messages it still has in flight, each link loses a random suffix
+    /// (what the dead process had not yet got onto the wire).
+    pub fn crash(&mut self, id: NodeId) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if node.machine.take().is_none() {
+            return;
+        }
+        node.paused = false;
+        node.inbox.clear();
+        let (disk, revealed, declared) = (node.disk, node.revealed, node.declared_term);
+        self.armed.retain(|&(n, _)| n != id);
+        self.record(id, Record::Crashed);
+        if revealed > disk.accepted || declared > disk.term {
+            self.violate(
+                Invariant::Durability,
+                id,
+                format!(
+                    "crash keeps cells {disk:?}, but the node revealed {revealed:?} and declared term {declared}"
+                ),
+            );
+        }
+        self.lose_unsent_suffix(id);
+    }
+
+    fn lose_unsent_suffix(&mut self, id: NodeId) {
+        let mut flights = std::mem::take(&mut self.flights).into_sorted_vec();
+        flights.reverse(); // earliest first
+        let mut per_link: BTreeMap<NodeId, usize> = BTreeMap::new();
+        for f in flights.iter().filter(|f| f.from == id) {
+            *per_link.entry(f.to).or_default() += 1;
+        }
+        // Keep a random prefix of each link's in-flight messages.
+        let mut keep: BTreeMap<NodeId, usize> = BTreeMap::new();
+        for (&to, &count) in &per_link {
+            keep.insert(to, self.rng.gen_range(0..=count));
+        }
+        let mut lost = Vec::new();
+        for f in flights {
+            match keep.get_mut(&f.to) {
+                Some(k) if f.from == id => {
+                    if *k > 0 {
+                        *k -= 1;
+                        self.flights.push(f);
+                    } else {
+                        lost.push(f);
+                    }
+                }
+                _ => self.flights.push(f),
+            }
+        }
+        for f in lost {
+            self.record(
+                f.to,
+                Record::Lost {
+                    from: f.from,
+                    msg: f.msg,
+                },
+            );
+        }
+    }
+
+    /// Crashes `id` right after it next runs an action matching `point` (see
+    /// [`CrashPoint`]). Stays armed until it fires, the node crashes otherwise, or
+    /// [`Sim::disarm`].
+    pub fn arm_crash(&mut self, id: NodeId, point: CrashPoint) {
+        self.armed.push((id, point));
+    }
+
+    /// Removes every armed crash.
+    pub fn disarm(&mut self) {
+        self.armed.clear();
+    }
+
+    /// Whether any crash is still armed.
+    pub fn is_armed(&self) -> bool {
+        !self.armed.is_empty()
+    }
+
+    /// Stops a running node (SIGSTOP): messages and notices queue, timers wait.
+    pub fn pause(&mut self, id: NodeId) {
+        if self.is_up(id) && !self.is_paused(id) {
+            if let Some(n) = self.nodes.get_mut(&id) {
+                n.paused = true;
+            }
+            self.record(id, Record::Paused);
+        }
+    }
+
+    /// Continues a paused node (SIGCONT). It handles its queue and its overdue timer;
+    /// which comes first is drawn at random, as it is a race in the real runtime.
+    pub fn resume(&mut self, id: NodeId) {
+        if !self.is_paused(id) {
+            return;
+        }
+        let inbox = match self.nodes.get_mut(&id) {
+            Some(n) => {
+                n.paused = false;
+                std::mem::take(&mut n.inbox)
+            }
+            None => return,
+        };
+        self.record(id, Record::Resumed);
+        let tick_first = self.rng.gen_bool(0.5);
+        if tick_first {
+            self.tick_if_due(id);
+        }
+        for event in inbox {
+            if !self.is_up(id) {
+                return; // an armed crash fired
+            }
+            self.feed(id, event);
+        }
+    }
+
+    /// Splits the cluster: messages between different groups are lost (sent across the
+    /// cut, or arriving while it is in effect). Nodes in no group form one more group.
+    pub fn partition(&mut self, groups: &[Vec<NodeId>]) {
+        self.heal();
+        for (i, group) in groups.iter().enumerate() {
+            for &id in group {
+                self.groups.insert(id, i + 1);
+            }
+        }
+        for id in self.config.ids.clone() {
+            self.groups.entry(id).or_insert(0);
+        }
+        for id in self.config.ids.clone() {
+            let cut_off: Vec<NodeId> = self
+                .config
+                .ids
+                .iter()
+                .copied()
+                .filter(|&p| self.groups[&p] != self.groups[&id])
+                .collect();
+            if !cut_off.is_empty() {
+                self.record(id, Record::Partitioned { cut_off });
+            }
+        }
+    }
+
+    /// Makes the network lose `percent` of all messages at random (decided when each
+    /// is sent) until [`Sim::heal`]. The only fault that loses single messages.
+    pub fn set_loss(&mut self, percent: u8) {
+        let percent = percent.min(100);
+        if percent == 0 {
+            return;
+        }
+        self.loss_percent = percent;
+        for id in self.config.ids.clone() {
+            self.record(id, Record::Lossy { percent });
+        }
+    }
+
+    /// Ends any partition and any message loss.
+    pub fn heal(&mut self) {
+        if self.groups.is_empty() && self.loss_percent == 0 {
+            return;
+        }
+        let lossy = self.loss_percent > 0;
+        let ids = self.config.ids.clone();
+        for id in ids {
+            if lossy || self.config.ids.iter().any(|p| !self.connected(id, *p)) {
+                self.record(id, Record::Healed);
+            }
+        }
+        self.groups.clear();
+        self.loss_percent = 0;
+    }
+
+    /// Whether a partition or message loss is in effect.
+    pub fn is_disturbed(&self) -> bool {
+        !self.groups.is_empty() || self.loss_percent > 0
+    }
+
+    fn connected(&self, a: NodeId, b: NodeId) -> bool {
+        self.groups.get(&a) == self.groups.get(&b)
+    }
+
+    /// The transport of `node` reports `peer` down (queued if `node` is paused).
+    pub fn peer_down(&mut self, node: NodeId, peer: NodeId) {
+        if self.is_up(node) {
+            self.record(node, Record::PeerDown { peer });
+            self.deliver_event(node, Event::PeerDown(peer));
+        }
+    }
+
+    /// The health check of `node` passes or fails. Remembered across restarts.
+    pub fn set_eligible(&mut self, node: NodeId, eligible: bool) {
+        let Some(n) = self.nodes.get_mut(&node) else {
+            return;
+        };
+        if n.eligible == eligible {
+            return;
+        }
+        n.eligible = eligible;
+        self.record(node, Record::EligibilitySet { eligible });
+        if self.is_up(node) {
+            self.deliver_event(node, Event::SetEligible(eligible));
+        }
+    }
+
+    /// Runs deliveries and timers in time order up to and including `until`, then sets
+    /// the clock to `until`. At equal times, deliveries go first (in send order), then
+    /// timers (by node ID).
+    pub fn run_until(&mut self, until: Millis) {
+        self.run_while(until, |_| true);
+    }
+
+    /// Like [`Sim::run_until`], but stops early (returning true) as soon as `done`
+    /// holds after a step; the clock then stays at that step's time.
+    pub fn run_until_or(&mut self, until: Millis, mut done: impl FnMut(&Sim) -> bool) -> bool {
+        let mut finished = false;
+        self.run_while(until, |sim| {
+            finished = done(sim);
+            !finished
+        });
+        finished
+    }
+
+    fn run_while(&mut self, until: Millis, mut go_on: impl FnMut(&Sim) -> bool) {
+        loop {
+            if self.steps > MAX_STEPS {
+                if self.steps == MAX_STEPS + 1 {
+                    self.steps += 1;
+                    self.violate(
+                        Invariant::Protocol,
+                        0,
+                        format!("more than {MAX_STEPS} events: a message storm"),
+                    );
+                }
+                break;
+            }
+            let next_flight = self.flights.peek().map(|f| f.at);
+            let next_timer = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| !n.paused && !n.stalled)
+                .filter_map(|(&id, n)| n.machine.as_ref().map(|m| (m.next_deadline(), id)))
+                .min();
+            let take_flight = match (next_flight, next_timer) {
+                (Some(f), Some((t, _))) => f <= t,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let at = if take_flight {
+                next_flight.unwrap_or(until)
+            } else {
+                next_timer.map_or(until, |(t, _)| t)
+            };
+            if at > until {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.steps += 1;
+            if take_flight {
+                if let Some(flight) = self.flights.pop() {
+                    self.land(flight);
+                }
+            } else if let Some((_, id)) = next_timer {
+                self.tick_if_due(id);
+            }
+            if !go_on(self) {
+                return;
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn land(&mut self, f: Flight) {
+        let node = &self.nodes[&f.to];
+        let lost = f.cut
+            || !self.connected(f.from, f.to)
+            || node.machine.is_none()
+            || node.life != f.to_life;
+        if lost {
+            self.record(
+                f.to,
+                Record::Lost {
+                    from: f.from,
+                    msg: f.msg,
+                },
+            );
+            return;
+        }
+        self.deliver_event(
+            f.to,
+            Event::Message {
+                from: f.from,
+                msg: f.msg,
+            },
+        );
+    }
+
+    /// Hands an event to a running node now, or queues it if the node is paused.
+    fn deliver_event(&mut self, id: NodeId, event: Event) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if node.paused {
+            node.inbox.push_back(event);
+        } else {
+            self.feed(id, event);
+        }
+    }
+
+    fn tick_if_due(&mut self, id: NodeId) {
+        let due = self.next_deadline(id).is_some_and(|d| d <= self.now);
+        if !due {
+            return;
+        }
+        self.feed(id, Event::Tick);
+        if let Some(next) = self.next_deadline(id) {
+            if next <= self.now {
+                if let Some(n) = self.nodes.get_mut(&id) {
+                    n.stalled = true;
+                }
+                self.violate(
+                    Invariant::Protocol,
+                    id,
+                    format!(
+                        "after a tick at {} ms the next deadline is {next} ms",
+                        self.now
+                    ),
+                );
+            }
+        }
+    }
+
+    fn feed(&mut self, id: NodeId, event: Event) {
+        if let Event::Message { from, msg } = event {
+            self.record(id, Record::Received { from, msg });
+        }
+        let now = self.now;
+        let Some(machine) = self.nodes.get_mut(&id).and_then(|n| n.machine.as_mut()) else {
+            return;
+        };
+        machine.handle(event, now);
+        self.drain(id);
+    }
+
+    /// Runs a node's pending actions in order, as the runtime does.
+    fn drain(&mut self, id: NodeId) {
+        loop {
+            let action = self
+                .nodes
+                .get_mut(&id)
+                .and_then(|n| n.machine.as_mut())
+                .and_then(Machine::poll_action);
+            let Some(action) = action else {
+                return;
+            };
+            let point = match action {
+                Action::Persist(cells) => {
+                    if let Some(node) = self.nodes.get_mut(&id) {
+                        node.disk = cells;
+                        if let Some(e) = cells.accepted.filter(|e| e.leader == id) {
+                            node.declared_term = node.declared_term.max(e.term);
+                        }
+                    }
+                    self.record(id, Record::Persisted(cells));
+                    CrashPoint::AfterPersist
+                }
+                Action::Send { to, msg } => {
+                    self.check_reveal(id, &msg);
+                    self.send(id, to, msg);
+                    CrashPoint::AfterSend(msg.body.kind())
+                }
+                Action::ViewChanged(view) => {
+                    if let Some(node) = self.nodes.get_mut(&id) {
+                        node.revealed = node.revealed.max(view.epoch);
+                    }
+                    self.record(id, Record::View(view));
+                    continue;
+                }
+                Action::Misbehaved { peer, what } => {
+                    let what = what.to_string();
+                    self.record(
+                        id,
+                        Record::Misbehaved {
+                            peer,
+                            what: what.clone(),
+                        },
+                    );
+                    self.violate(
+                        Invariant::Protocol,
+                        id,
+                        format!("flagged honest peer {peer}: {what}"),
+                    );
+                    continue;
+                }
+            };
+            if let Some(i) = self.armed.iter().position(|&a| a == (id, point)) {
+                self.armed.remove(i);
+                self.crash(id);
+                return;
+            }
+        }
+    }
+
+    /// I3 for messages: an epoch a node puts in a message must already be in its
+    /// stored cells; a claim (Coordinator, Heartbeat, Resign) must be its accepted epoch.
+    fn check_reveal(&mut self, id: NodeId, msg: &Message) {
+        let disk = self.nodes[&id].disk;
+        let (epoch, claim) = match msg.body {
+            Body::Coordinator { epoch } | Body::Heartbeat { epoch } | Body::Resign { epoch } => {
+                (Some(epoch), true)
+            }
+            Body::Election { accepted } | Body::Ack { accepted } => (accepted, false),
+            Body::Answer | Body::Probe => (None, false),
+        };
+        let ok = if claim {
+            epoch == disk.accepted
+        } else {
+            epoch <= disk.accepted
+        };
+        if !ok {
+            self.violate(
+                Invariant::Durability,
+                id,
+                format!(
+                    "sends {:?} revealing {epoch:?}, but its stored accepted epoch is {:?}",
+                    msg.body, disk.accepted
+                ),
+            );
+        }
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.revealed = node.revealed.max(epoch);
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, msg: Message) {
+        *self.sent.entry(msg.body.kind()).or_default() += 1;
+        self.record(from, Record::Sent { to, msg });
+        let Some(to_life) = self.nodes.get(&to).map(|n| n.life) else {
+            return;
+        };
+        let (lo, hi) = self.config.delay_ms;
+        let delay = self.rng.gen_range(lo..=hi.max(lo));
+        let busy = self.link_busy.entry((from, to)).or_default();
+        let at = (self.now + delay).max(*busy);
+        *busy = at;
+        self.seq += 1;
+        let cut = !self.connected(from, to)
+            || (self.loss_percent > 0 && self.rng.gen_range(0..100) < self.loss_percent);
+        self.flights.push(Flight {
+            at,
+            seq: self.seq,
+            from,
+            to,
+            msg,
+            to_life,
+            cut,
+        });
+    }
+
+    fn record(&mut self, node: NodeId, record: Record) {
+        let entry = Entry {
+            at_ms: self.now,
+            node,
+            record,
+        };
+        let before = self.violations.len();
+        self.safety.observe(&entry, &mut self.violations);
+        self.history.push(entry);
+        if self.violations.len() > before && self.first_violation_at.is_none() {
+            self.first_violation_at = Some(self.history.len());
+        }
+    }
+
+    fn violate(&mut self, invariant: Invariant, node: NodeId, explanation: String) {
+        self.violations.push(Violation {
+            invariant,
+            node,
+            at_ms: self.now,
+            explanation,
+        });
+        if self.first_violation_at.is_none() {
+            self.first_violation_at = Some(self.history.len());
+        }
+    }
+}

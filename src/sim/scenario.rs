@@ -1,0 +1,596 @@
+//! Random fault scenarios, one per seed, and their verdict on I1–I5.
+//!
+//! [`run_seed`] builds a cluster from the seed (2–9 nodes, default or fast timing,
+//! sometimes a preempt delay, sometimes `preempt = never`, sometimes an ineligible
+//! node), starts it (all at once: concurrent elections; or staggered), and lets an
+//! adversary inject up to eight faults that look at the cluster's state: crash the
+//! coordinator (with peer-down notices to some, all or none of the others), crash the
+//! would-be winner right after its Answer or in the middle of declaring, restart the
+//! highest node, pause, partition, flip eligibility, report a live coordinator down.
+//! Then every fault ends (heal, resume, sometimes restart the crashed), and the run
+//! goes on for the I5 bound and as long again; I5 must hold from the deadline on.
+
+use super::{CrashPoint, Sim, SimConfig};
+use crate::checker::{
+    check_convergence, check_unique_terms, convergence_deadline, quiet_window_ms, Convergence,
+    Leader, Violation,
+};
+use crate::history::{last_fault_ms, tail, Entry, Record};
+use crate::protocol::{MessageKind, Millis, NodeId, Preempt, Role, Timing};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt::Write as _;
+
+/// How many history entries a failure report shows.
+pub const REPORT_TAIL: usize = 200;
+
+/// The result of one seeded run: everything needed to judge and to debug it.
+pub struct Outcome {
+    pub seed: u64,
+    /// The cluster and settings the seed chose.
+    pub description: String,
+    /// The faults the adversary injected, with their times.
+    pub steps: Vec<String>,
+    pub history: Vec<Entry>,
+    pub violations: Vec<Violation>,
+    /// How many history entries existed when the first safety violation was found.
+    pub first_violation_index: Option<usize>,
+    /// Messages sent, by kind.
+    pub sent: BTreeMap<MessageKind, u64>,
+    pub last_fault_ms: Millis,
+    /// The I5 deadline the run was judged against.
+    pub deadline_ms: Millis,
+    /// From the last fault to the last view change of a live node: how long the
+    /// cluster really took to settle (compare with `deadline_ms - last_fault_ms`).
+    pub settled_after_ms: Millis,
+    /// Which flavour the seed chose, for coverage statistics.
+    pub flavor: Flavor,
+}
+
+/// The settings a seed chose, for the test's coverage summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Flavor {
+    pub nodes: usize,
+    pub fast_timing: bool,
+    pub preempt_delay: bool,
+    pub preempt_never: bool,
+    pub ineligible: bool,
+    pub faults: usize,
+}
+
+impl Outcome {
+    /// No violation of any kind.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The failure message: seed, scenario, violations, the last [`REPORT_TAIL`]
+    /// entries up to the first violation, and how to rerun just this seed.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "SIMULATION FAILED: seed {}", self.seed);
+        let _ = writeln!(out, "scenario: {}", self.description);
+        let _ = writeln!(out, "faults:");
+        for step in &self.steps {
+            let _ = writeln!(out, "  {step}");
+        }
+        let _ = writeln!(
+            out,
+            "last fault at {} ms, I5 deadline {} ms",
+            self.last_fault_ms, self.deadline_ms
+        );
+        let _ = writeln!(out, "violations:");
+        for v in &self.violations {
+            let _ = writeln!(out, "  {v}");
+        }
+        let upto = self.first_violation_index.unwrap_or_else(|| {
+            let at = self.violations.first().map_or(Millis::MAX, |v| v.at_ms);
+            self.history.partition_point(|e| e.at_ms <= at)
+        });
+        let _ = writeln!(
+            out,
+            "last {REPORT_TAIL} history entries up to the first violation:"
+        );
+        out.push_str(&tail(
+            &self.history[..upto.min(self.history.len())],
+            REPORT_TAIL,
+        ));
+        let _ = writeln!(
+            out,
+            "rerun just this seed: SIM_SEED={} cargo test --test simulation -- --nocapture",
+            self.seed
+        );
+        out
+    }
+}
+
+/// Something scheduled for later by the adversary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Todo {
+    Start(NodeId),
+    Resume(NodeId),
+    Heal,
+    PeerDown { node: NodeId, peer: NodeId },
+}
+
+/// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
+/// the simulated cluster and the agenda of scheduled follow-ups.
+struct Adversary {
+    rng: SmallRng,
+    sim: Sim,
+    agenda: BinaryHeap<Reverse<(Millis, u64, Todo)>>,
+    seq: u64,
+    steps: Vec<String>,
+    max_delay: Millis,
+}
+
+impl Adversary {
+    fn schedule(&mut self, at: Millis, todo: Todo) {
+        self.seq += 1;
+        self.agenda.push(Reverse((at, self.seq, todo)));
+    }
+
+    /// Runs the cluster to `until`, carrying out scheduled follow-ups on time.
+    fn run_to(&mut self, until: Millis) {
+        while let Some(&Reverse((at, _, todo))) = self.agenda.peek() {
+            if at > until {
+                break;
+            }
+            self.agenda.pop();
+            self.sim.run_until(at);
+            self.carry_out(todo);
+        }
+        self.sim.run_until(until);
+    }
+
+    fn carry_out(&mut self, todo: Todo) {
+        let now = self.sim.now();
+        match todo {
+            Todo::Start(id) if !self.sim.is_up(id) => {
+                self.note(format!("start n{id}"));
+                self.sim.start(id);
+            }
+            Todo::Resume(id) if self.sim.is_paused(id) => {
+                self.note(format!("resume n{id}"));
+                self.sim.resume(id);
+            }
+            Todo::Heal if self.sim.is_disturbed() => {
+                self.note("heal".to_string());
+                self.sim.heal();
+            }
+            Todo::PeerDown { node, peer } if self.sim.is_up(node) => {
+                self.note(format!("n{node} told n{peer} is down"));
+                self.sim.peer_down(node, peer);
+            }
+            _ => {}
+        }
+        debug_assert_eq!(now, self.sim.now());
+    }
+
+    fn note(&mut self, what: String) {
+        self.steps.push(format!("{:>6} ms  {what}", self.sim.now()));
+    }
+
+    fn ids(&self) -> Vec<NodeId> {
+        self.sim.config().ids.clone()
+    }
+
+    fn up(&self) -> Vec<NodeId> {
+        self.ids()
+            .into_iter()
+            .filter(|&id| self.sim.is_up(id))
+            .collect()
+    }
+
+    fn down(&self) -> Vec<NodeId> {
+        self.ids()
+            .into_iter()
+            .filter(|&id| !self.sim.is_up(id))
+            .collect()
+    }
+
+    /// The node that believes it leads (the highest if several), else the highest up.
+    fn coordinator(&self) -> Option<NodeId> {
+        let up = self.up();
+        up.iter()
+            .rev()
+            .copied()
+            .find(|&id| {
+                self.sim
+                    .view(id)
+                    .is_some_and(|v| v.role == Role::Coordinator)
+            })
+            .or_else(|| up.last().copied())
+    }
+
+    fn pick(&mut self, from: &[NodeId]) -> Option<NodeId> {
+        from.choose(&mut self.rng).copied()
+    }
+
+    /// After a crash, the survivors' transports may notice: none, some, or all at once.
+    fn notices_for(&mut self, dead: NodeId) {
+        let now = self.sim.now();
+        let others: Vec<NodeId> = self.up();
+        match self.rng.gen_range(0..3) {
+            0 => {}
+            1 => {
+                for node in others {
+                    if self.rng.gen_bool(0.4) {
+                        let at = now + self.rng.gen_range(1..=2 * self.max_delay);
+                        self.schedule(at, Todo::PeerDown { node, peer: dead });
+                    }
+                }
+            }
+            _ => {
+                for node in others {
+                    self.schedule(now + 1, Todo::PeerDown { node, peer: dead });
+                }
+            }
+        }
+    }
+
+    fn maybe_restart_later(&mut self, id: NodeId, chance: f64, range: (Millis, Millis)) {
+        if self.rng.gen_bool(chance) {
+            let at = self.sim.now() + self.rng.gen_range(range.0..=range.1);
+            self.schedule(at, Todo::Start(id));
+        }
+    }
+
+    fn crash(&mut self, id: NodeId, why: &str) {
+        self.note(format!("crash n{id} ({why})"));
+        self.sim.crash(id);
+        self.notices_for(id);
+    }
+
+    /// Any crash point: after a persist, or after sending one message of any kind.
+    fn any_point(&mut self) -> CrashPoint {
+        match MessageKind::ALL.choose(&mut self.rng) {
+            Some(&kind) if self.rng.gen_bool(0.8) => CrashPoint::AfterSend(kind),
+            _ => CrashPoint::AfterPersist,
+        }
+    }
+
+    /// One fault, chosen by weight among those that make sense right now.
+    fn inject(&mut self) {
+        let up = self.up();
+        let down = self.down();
+        let roll = self.rng.gen_range(0..100);
+        match roll {
+            0..=19 if !up.is_empty() => {
+                let Some(c) = self.coordinator() else { return };
+                self.crash(c, "coordinator");
+                self.maybe_restart_later(c, 0.6, (50, 2000));
+            }
+            20..=29 if !up.is_empty() => {
+                let Some(n) = self.pick(&up) else { return };
+                self.crash(n, "random");
+                self.maybe_restart_later(n, 0.5, (50, 2000));
+            }
+            30..=44 => {
+                // The would-be winner dies after its Answer (or while declaring).
+                let Some(c) = self.coordinator() else { return };
+                let Some(&heir) = up.iter().rev().find(|&&n| n != c) else {
+                    return;
+                };
+                let point = match self.rng.gen_range(0..6) {
+                    0 | 1 => CrashPoint::AfterSend(MessageKind::Answer),
+                    2 => CrashPoint::AfterSend(MessageKind::Coordinator),
+                    3 => CrashPoint::AfterPersist,
+                    _ => self.any_point(),
+                };
+                self.note(format!("arm crash of n{heir} at {point:?}"));
+                self.sim.arm_crash(heir, point);
+                self.crash(c, "coordinator, heir armed");
+                if let Some(&low) = up.iter().find(|&&n| n != heir && n != c) {
+                    let at = self.sim.now() + 1;
+                    self.schedule(at, Todo::PeerDown { node: low, peer: c });
+                }
+                self.maybe_restart_later(heir, 0.5, (300, 2500));
+                self.maybe_restart_later(c, 0.3, (300, 2500));
+            }
+            45..=59 if !down.is_empty() => {
+                let id = if self.rng.gen_bool(0.6) {
+                    down[down.len() - 1]
+                } else {
+                    self.pick(&down).unwrap_or(down[0])
+                };
+                self.note(format!("restart n{id}"));
+                self.sim.start(id);
+            }
+            60..=64 if !up.is_empty() => {
+                // The highest node crashes and comes back before anyone suspects it.
+                let top = up[up.len() - 1];
+                self.crash(top, "highest, quick restart");
+                let at = self.sim.now() + self.rng.gen_range(1..=200);
+                self.schedule(at, Todo::Start(top));
+            }
+            65..=74 if !up.is_empty() => {
+                let id = if self.rng.gen_bool(0.5) {
+                    self.coordinator()
+                } else {
+                    self.pick(&up)
+                };
+                let Some(id) = id else { return };
+                self.note(format!("pause n{id}"));
+                self.sim.pause(id);
+                let at = self.sim.now() + self.rng.gen_range(20..=1200);
+                self.schedule(at, Todo::Resume(id));
+            }
+            75..=80 => {
+                let mut ids = self.ids();
+                ids.shuffle(&mut self.rng);
+                let parts = if ids.len() > 2 && self.rng.gen_bool(0.2) {
+                    3
+                } else {
+                    2
+                };
+                let mut groups: Vec<Vec<NodeId>> = vec![Vec::new(); parts];
+                for (i, id) in ids.into_iter().enumerate() {
+                    let g = if i < parts {
+                        i
+                    } else {
+                        self.rng.gen_range(0..parts)
+                    };
+                    groups[g].push(id);
+                }
+                groups.iter_mut().for_each(|g| g.sort_unstable());
+                self.note(format!("partition {groups:?}"));
+                self.sim.partition(&groups);
+                let at = self.sim.now() + self.rng.gen_range(50..=2000);
+                self.schedule(at, Todo::Heal);
+            }
+            81..=84 => {
+                let percent = self.rng.gen_range(5..=60);
+                self.note(format!("lose {percent}% of messages"));
+                self.sim.set_loss(percent);
+                let at = self.sim.now() + self.rng.gen_range(50..=2000);
+                self.schedule(at, Todo::Heal);
+            }
+            85..=88 if !up.is_empty() => {
+                let Some(id) = self.pick(&up) else { return };
+                let point = self.any_point();
+                self.note(format!("arm crash of n{id} at {point:?}"));
+                self.sim.arm_crash(id, point);
+                self.maybe_restart_later(id, 0.7, (300, 2500));
+            }
+            89..=92 => {
+                let ineligible: Vec<NodeId> = self
+                    .ids()
+                    .into_iter()
+                    .filter(|&id| !self.sim.is_eligible(id))
+                    .collect();
+                if !ineligible.is_empty() && self.rng.gen_bool(0.5) {
+                    let Some(id) = self.pick(&ineligible) else {
+                        return;
+                    };
+                    self.note(format!("n{id} eligible again"));
+                    self.sim.set_eligible(id, true);
+                } else {
+                    let id = if self.rng.gen_bool(0.5) {
+                        self.coordinator()
+                    } else {
+                        self.pick(&up)
+                    };
+                    let Some(id) = id else { return };
+                    self.note(format!("n{id} ineligible"));
+                    self.sim.set_eligible(id, false);
+                }
+            }
+            93..=99 => {
+                // False suspicion: a follower's transport reports a live coordinator down.
+                let Some(c) = self.coordinator() else { return };
+                let followers: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
+                let Some(f) = self.pick(&followers) else {
+                    return;
+                };
+                self.note(format!("n{f} wrongly told n{c} is down"));
+                self.sim.peer_down(f, c);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends every fault: disarm, heal, resume, run what is scheduled, make sure some
+    /// live node may lead.
+    fn calm_down(&mut self) {
+        self.sim.disarm();
+        while let Some(Reverse((at, _, _))) = self.agenda.peek().copied() {
+            self.run_to(at);
+        }
+        if self.sim.is_disturbed() {
+            self.note("heal".to_string());
+            self.sim.heal();
+        }
+        for id in self.ids() {
+            if self.sim.is_paused(id) {
+                self.note(format!("resume n{id}"));
+                self.sim.resume(id);
+            }
+        }
+        if self.rng.gen_bool(0.3) {
+            for id in self.down() {
+                self.note(format!("restart n{id} (end)"));
+                self.sim.start(id);
+            }
+        }
+        if self.up().is_empty() {
+            let ids = self.ids();
+            let top = ids[ids.len() - 1];
+            self.note(format!("restart n{top} (none left)"));
+            self.sim.start(top);
+        }
+        let up = self.up();
+        if !up.iter().any(|&id| self.sim.is_eligible(id)) {
+            let top = up[up.len() - 1];
+            self.note(format!("n{top} eligible again (none eligible)"));
+            self.sim.set_eligible(top, true);
+        }
+        // A peer-down notice may have been scheduled by the last fault.
+        while let Some(Reverse((at, _, _))) = self.agenda.peek().copied() {
+            self.run_to(at);
+        }
+    }
+}
+
+/// The cluster settings a seed chooses.
+fn choose_cluster(seed: u64, rng: &mut SmallRng) -> (SimConfig, Flavor) {
+    let n = rng.gen_range(2..=9usize);
+    let ids: Vec<NodeId> = if rng.gen_bool(0.7) {
+        (1..=n as NodeId).collect()
+    } else {
+        let mut pool: Vec<NodeId> = (1..=60).collect();
+        pool.shuffle(rng);
+        let mut ids = pool[..n].to_vec();
+        ids.sort_unstable();
+        ids
+    };
+    let roll = rng.gen_range(0..100);
+    let fast = (55..80).contains(&roll) || (roll >= 80 && rng.gen_bool(0.5));
+    let mut timing = if fast {
+        Timing::fast()
+    } else {
+        Timing::default()
+    };
+    if roll >= 80 {
+        timing.preempt_delay_ms = rng.gen_range(20..=400);
+    }
+    let preempt = if rng.gen_bool(0.15) {
+        Preempt::Never
+    } else {
+        Preempt::Always
+    };
+    // Below T/2, so an Answer always makes it within T (DESIGN: delays within bounds).
+    let max_delay = (timing.answer_timeout_ms / 2 - 1).min(20);
+    let flavor = Flavor {
+        nodes: n,
+        fast_timing: fast,
+        preempt_delay: timing.preempt_delay_ms > 0,
+        preempt_never: preempt == Preempt::Never,
+        ineligible: false,
+        faults: 0,
+    };
+    let config = SimConfig {
+        seed,
+        ids,
+        timing,
+        preempt,
+        delay_ms: (1, max_delay),
+    };
+    (config, flavor)
+}
+
+/// Runs the scenario this seed describes and judges it. Deterministic in `seed`.
+pub fn run_seed(seed: u64) -> Outcome {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
+    let (config, mut flavor) = choose_cluster(seed, &mut rng);
+    let description = format!(
+        "nodes {:?}, timing {:?}, preempt {:?}, delay {:?} ms",
+        config.ids, config.timing, config.preempt, config.delay_ms
+    );
+    let timing = config.timing;
+    let preempt = config.preempt;
+    let max_delay = config.delay_ms.1;
+    let mut adv = Adversary {
+        rng,
+        sim: Sim::new(config),
+        agenda: BinaryHeap::new(),
+        seq: 0,
+        steps: Vec::new(),
+        max_delay,
+    };
+    let ids = adv.ids();
+
+    // Sometimes one node fails its health check from the start (config or event).
+    let ineligible_from_start = adv.rng.gen_bool(0.15);
+    let unhealthy = adv.pick(&ids).unwrap_or(ids[0]);
+    let via_event = adv.rng.gen_bool(0.5);
+    if ineligible_from_start && !via_event {
+        adv.note(format!("n{unhealthy} starts ineligible"));
+        adv.sim.set_eligible(unhealthy, false);
+    }
+    // All at once (concurrent elections) or staggered joins.
+    let staggered = adv.rng.gen_bool(0.5);
+    for &id in &ids {
+        let at = if staggered {
+            adv.rng.gen_range(0..=600)
+        } else {
+            0
+        };
+        adv.schedule(at, Todo::Start(id));
+    }
+    adv.run_to(0);
+    if ineligible_from_start && via_event {
+        let at = adv.rng.gen_range(0..=300);
+        adv.run_to(at);
+        adv.note(format!("n{unhealthy} ineligible"));
+        adv.sim.set_eligible(unhealthy, false);
+    }
+    flavor.ineligible = ineligible_from_start;
+
+    let faults = adv.rng.gen_range(0..=8usize);
+    flavor.faults = faults;
+    let mut t = adv.sim.now() + adv.rng.gen_range(200..=1500);
+    for _ in 0..faults {
+        adv.run_to(t);
+        adv.inject();
+        t += if adv.rng.gen_bool(0.3) {
+            adv.rng.gen_range(0..=40)
+        } else {
+            adv.rng.gen_range(50..=1500)
+        };
+    }
+    adv.run_to(t);
+    adv.calm_down();
+
+    let last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
+    let deadline = convergence_deadline(last_fault, &timing, max_delay);
+    adv.run_to(deadline + timing.convergence_bound_ms());
+
+    let live = adv.sim.live();
+    let leader = match preempt {
+        Preempt::Always => live
+            .iter()
+            .rev()
+            .copied()
+            .find(|&id| adv.sim.is_eligible(id))
+            .map_or(Leader::AnyLive, Leader::Node),
+        Preempt::Never => Leader::AnyLive,
+    };
+    let history = adv.sim.history().to_vec();
+    let mut violations = adv.sim.violations().to_vec();
+    violations.extend(check_unique_terms(
+        &history,
+        quiet_window_ms(&timing, max_delay),
+    ));
+    violations.extend(check_convergence(
+        &history,
+        &Convergence {
+            live: live.clone(),
+            leader,
+            deadline_ms: deadline,
+        },
+    ));
+    let settled = history
+        .iter()
+        .filter(|e| matches!(e.record, Record::View(_)) && live.contains(&e.node))
+        .map(|e| e.at_ms)
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(last_fault);
+    Outcome {
+        seed,
+        description,
+        steps: adv.steps,
+        first_violation_index: adv.sim.first_violation_index(),
+        sent: adv.sim.sent().clone(),
+        history,
+        violations,
+        last_fault_ms: last_fault,
+        deadline_ms: deadline,
+        settled_after_ms: settled,
+        flavor,
+    }
+}

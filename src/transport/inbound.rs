@@ -1,0 +1,159 @@
+//! The inbound side of peer connections: read the peer's one stream (hello, then
+//! messages), drop the connection on any bad frame, and notice a restarted peer.
+
+use super::endpoint::{Shared, Shutdown};
+use super::frame::{read_frame, FrameError};
+use super::hello::{self, Hello, HELLO_TIMEOUT};
+use super::{close, TransportEvent};
+use crate::codec::CodecError;
+use crate::protocol::{Message, NodeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tracing::{debug, info, warn};
+
+/// Inbound peer connections by peer, so `disconnect` can find them and a newer
+/// connection can retire older ones.
+#[derive(Default)]
+pub(super) struct InboundTable {
+    peers: Mutex<HashMap<NodeId, Vec<quinn::Connection>>>,
+}
+
+impl InboundTable {
+    fn lock(&self) -> MutexGuard<'_, HashMap<NodeId, Vec<quinn::Connection>>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a new connection from `peer` and returns the older ones: the peer holds
+    /// one outbound connection at a time, so those are dead or abandoned.
+    fn register(&self, peer: NodeId, conn: &quinn::Connection) -> Vec<quinn::Connection> {
+        let mut peers = self.lock();
+        let conns = peers.entry(peer).or_default();
+        let superseded = std::mem::take(conns);
+        conns.push(conn.clone());
+        superseded
+    }
+
+    /// Forgets a connection that ended.
+    fn unregister(&self, peer: NodeId, conn: &quinn::Connection) {
+        if let Some(conns) = self.lock().get_mut(&peer) {
+            conns.retain(|c| c.stable_id() != conn.stable_id());
+        }
+    }
+
+    /// Removes and returns every connection from `peer`.
+    pub fn take_all(&self, peer: NodeId) -> Vec<quinn::Connection> {
+        self.lock()
+            .get_mut(&peer)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+/// Serves one authenticated connection from configured peer `peer` until it ends.
+pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
+    let mut shutdown = shared.shutdown_signal();
+    let exchange = async {
+        // Ours first: the dialer reports us up only once it has it. Dropping the
+        // stream finishes it; the hello is still delivered.
+        hello::send(&conn, shared.nonce).await?;
+        hello::recv(&conn).await
+    };
+    let hello = tokio::select! {
+        r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
+        _ = shutdown.wait() => return,
+    };
+    let (mut recv, hello) = match hello {
+        Ok(Ok(v)) => v,
+        Ok(Err(FrameError::Codec(e))) => return bad_frame(&shared, peer, &conn, e),
+        Ok(Err(FrameError::Io(e))) => {
+            debug!(peer, error = %e, "inbound connection ended before its hello");
+            return;
+        }
+        Err(_) => {
+            let reason = format!("no hello within {HELLO_TIMEOUT:?}");
+            warn!(peer, remote = %conn.remote_address(), %reason, "dropping inbound connection");
+            conn.close(close::PROTOCOL, reason.as_bytes());
+            shared.emit_nowait(TransportEvent::Rejected {
+                peer: Some(peer),
+                remote: conn.remote_address(),
+                reason,
+            });
+            return;
+        }
+    };
+    note_arrival(&shared, peer, &conn, hello);
+    debug!(peer, remote = %conn.remote_address(), "inbound connection up");
+    read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
+    shared.inbound.unregister(peer, &conn);
+}
+
+/// Registers the connection, retires older ones from the same peer, and tells our
+/// dialer to that peer what this arrival means.
+fn note_arrival(shared: &Shared, peer: NodeId, conn: &quinn::Connection, hello: Hello) {
+    for old in shared.inbound.register(peer, conn) {
+        old.close(close::SUPERSEDED, b"superseded by a newer connection");
+    }
+    let Some(link) = shared.links.get(&peer) else {
+        return;
+    };
+    // After a crash and restart our outbound connection still points at the dead
+    // process and would only notice after the idle timeout.
+    if link.kick_if_stale(hello.nonce) {
+        info!(peer, "peer restarted; redialing it");
+    }
+    if !link.is_connected() {
+        link.wake();
+    }
+}
+
+async fn read_messages(
+    shared: &Shared,
+    peer: NodeId,
+    conn: &quinn::Connection,
+    recv: &mut quinn::RecvStream,
+    shutdown: &mut Shutdown,
+) {
+    loop {
+        // read_frame is not cancel-safe, but it is only cancelled at shutdown, when
+        // the rest of the stream no longer matters.
+        let frame = tokio::select! {
+            r = read_frame::<Message>(recv) => r,
+            _ = shutdown.wait() => return,
+        };
+        match frame {
+            Ok(Some(msg)) => {
+                shared.stats.add_received();
+                if !shared
+                    .emit(TransportEvent::Message { from: peer, msg }, shutdown)
+                    .await
+                {
+                    return;
+                }
+            }
+            Ok(None) => {
+                debug!(peer, "peer finished its stream");
+                return;
+            }
+            Err(FrameError::Codec(e)) => return bad_frame(shared, peer, conn, e),
+            Err(FrameError::Io(e)) => {
+                debug!(peer, error = %e, "inbound connection ended");
+                return;
+            }
+        }
+    }
+}
+
+/// A peer sent bytes that are not a valid frame: log it with the peer ID, count it,
+/// close that connection with an error code, and carry on.
+fn bad_frame(shared: &Shared, peer: NodeId, conn: &quinn::Connection, e: CodecError) {
+    let remote = conn.remote_address();
+    warn!(peer, %remote, error = %e, "bad frame from peer; dropping its connection");
+    shared.stats.add_bad_frame();
+    let reason = format!("bad frame: {e}");
+    conn.close(close::BAD_FRAME, reason.as_bytes());
+    shared.emit_nowait(TransportEvent::Rejected {
+        peer: Some(peer),
+        remote,
+        reason,
+    });
+}

@@ -1,0 +1,660 @@
+//! One test per rule in the doc comment of `src/protocol/machine.rs`, named after the
+//! rule. Each drives a single `Machine` by hand and asserts the exact actions, in order.
+//!
+//! Timing is `Timing::default()`: heartbeat 100, D (suspect) 300, T (answer) 100,
+//! T' (coordinator) 300, preempt delay 0.
+
+use bully::protocol::{
+    Action, Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, Misbehaviour,
+    NodeId, Preempt, Role, Timing, View,
+};
+
+fn ep(term: u64, leader: NodeId) -> Epoch {
+    Epoch { term, leader }
+}
+
+fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
+    Cells {
+        term,
+        accepted,
+        incarnation,
+    }
+}
+
+fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
+    MachineConfig {
+        id,
+        peers: peers.to_vec(),
+        timing: Timing::default(),
+        preempt: Preempt::Always,
+        eligible: true,
+    }
+}
+
+fn drain(m: &mut Machine) -> Vec<Action> {
+    std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+fn send(to: NodeId, term: u64, body: Body) -> Action {
+    Action::Send {
+        to,
+        msg: Message { term, body },
+    }
+}
+
+fn persist(term: u64, accepted: Epoch, incarnation: u64) -> Action {
+    Action::Persist(cells(term, Some(accepted), incarnation))
+}
+
+fn view(id: NodeId, role: Role, epoch: Option<Epoch>, eligible: bool) -> Action {
+    Action::ViewChanged(View {
+        id,
+        role,
+        epoch,
+        eligible,
+        incarnation: 1,
+    })
+}
+
+fn coordinator_view(id: NodeId, epoch: Epoch) -> Action {
+    view(id, Role::Coordinator, Some(epoch), true)
+}
+
+fn follower_view(id: NodeId, epoch: Epoch) -> Action {
+    view(id, Role::Follower, Some(epoch), true)
+}
+
+fn candidate_view(id: NodeId) -> Action {
+    view(id, Role::Candidate, None, true)
+}
+
+/// Delivers a message and returns the actions it caused.
+fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {
+    m.handle(
+        Event::Message {
+            from,
+            msg: Message { term, body },
+        },
+        now,
+    );
+    drain(m)
+}
+
+fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
+    m.handle(Event::Tick, now);
+    drain(m)
+}
+
+/// A freshly started machine (first incarnation, empty cells) with its start-up
+/// actions drained.
+fn started(config: MachineConfig, now: Millis) -> Machine {
+    let mut m = Machine::start(config, Cells::default(), now);
+    drain(&mut m);
+    m
+}
+
+/// Node 2 of {1, 2, 3}, following epoch 1@3 since t = 10.
+fn follower_of_3() -> Machine {
+    let mut m = started(config(2, &[1, 3]), 0);
+    let epoch = ep(1, 3);
+    assert_eq!(
+        deliver(&mut m, 3, 1, Body::Coordinator { epoch }, 10),
+        vec![persist(1, epoch, 1), follower_view(2, epoch)]
+    );
+    m
+}
+
+/// Node 3 of {1, 2, 3}, coordinator of epoch 1@3 since t = 100.
+fn coordinator_3() -> Machine {
+    let mut m = started(config(3, &[1, 2]), 0);
+    assert_eq!(m.next_deadline(), 100);
+    let epoch = ep(1, 3);
+    assert_eq!(
+        tick(&mut m, 100),
+        vec![
+            persist(1, epoch, 1),
+            send(1, 1, Body::Coordinator { epoch }),
+            send(2, 1, Body::Coordinator { epoch }),
+            coordinator_view(3, epoch),
+        ]
+    );
+    m
+}
+
+#[test]
+fn start() {
+    // Loaded cells say this node led epoch 4@2 before it crashed: it still comes up
+    // as a candidate (I4), persists the next incarnation and probes every peer.
+    let loaded = cells(4, Some(ep(4, 2)), 1);
+    let mut m = Machine::start(config(2, &[1, 3]), loaded, 1000);
+    assert_eq!(
+        drain(&mut m),
+        vec![
+            Action::Persist(cells(4, Some(ep(4, 2)), 2)),
+            send(1, 4, Body::Probe),
+            send(3, 4, Body::Probe),
+            Action::ViewChanged(View {
+                id: 2,
+                role: Role::Candidate,
+                epoch: None,
+                eligible: true,
+                incarnation: 2,
+            }),
+        ]
+    );
+    // It waits max(T, preempt delay) before the first election.
+    assert_eq!(m.next_deadline(), 1100);
+    assert_eq!(tick(&mut m, 1099), vec![]);
+    assert_eq!(
+        tick(&mut m, 1100),
+        vec![send(
+            3,
+            4,
+            Body::Election {
+                accepted: Some(ep(4, 2))
+            }
+        )]
+    );
+
+    let mut slow = config(2, &[1, 3]);
+    slow.timing.preempt_delay_ms = 250;
+    let m = Machine::start(slow, loaded, 1000);
+    assert_eq!(m.next_deadline(), 1250);
+
+    // A node without peers has nobody to wait for.
+    let mut alone = started(config(7, &[]), 5);
+    assert_eq!(alone.next_deadline(), 5);
+    assert_eq!(
+        tick(&mut alone, 5),
+        vec![persist(1, ep(1, 7), 1), coordinator_view(7, ep(1, 7))]
+    );
+}
+
+#[test]
+fn election() {
+    // Election goes to every higher ID only, then the node waits T.
+    let mut m = started(config(2, &[1, 3]), 0);
+    assert_eq!(
+        tick(&mut m, 100),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    assert_eq!(m.next_deadline(), 200);
+    assert_eq!(m.view().role, Role::Candidate);
+    // With no higher ID the node declares at once (see coordinator_3).
+    let m = coordinator_3();
+    assert_eq!(m.view().role, Role::Coordinator);
+    assert_eq!(m.next_deadline(), 200);
+}
+
+#[test]
+fn answer_timeout() {
+    let mut m = started(config(2, &[1, 3]), 0);
+    assert_eq!(
+        tick(&mut m, 100),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    // Any message raises the highest seen term; the declaration goes above it.
+    assert_eq!(
+        deliver(&mut m, 1, 7, Body::Ack { accepted: None }, 150),
+        vec![]
+    );
+    assert_eq!(tick(&mut m, 199), vec![]);
+    let epoch = ep(8, 2);
+    assert_eq!(
+        tick(&mut m, 200),
+        vec![
+            persist(8, epoch, 1),
+            send(1, 8, Body::Coordinator { epoch }),
+            send(3, 8, Body::Coordinator { epoch }),
+            coordinator_view(2, epoch),
+        ]
+    );
+}
+
+#[test]
+fn coordinator_timeout() {
+    let mut m = started(config(2, &[1, 3]), 0);
+    tick(&mut m, 100);
+    // An Answer: wait T' for the Coordinator message instead of declaring.
+    assert_eq!(deliver(&mut m, 3, 0, Body::Answer, 120), vec![]);
+    assert_eq!(m.next_deadline(), 420);
+    assert_eq!(tick(&mut m, 200), vec![]);
+    assert_eq!(tick(&mut m, 419), vec![]);
+    // No Coordinator came: elect again.
+    assert_eq!(
+        tick(&mut m, 420),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    assert_eq!(m.next_deadline(), 520);
+}
+
+#[test]
+fn answer_lower() {
+    // A follower answers and starts its own election (classic Bully).
+    let mut m = follower_of_3();
+    let accepted = Some(ep(1, 3));
+    assert_eq!(
+        deliver(&mut m, 1, 1, Body::Election { accepted }, 50),
+        vec![
+            send(1, 1, Body::Answer),
+            send(3, 1, Body::Election { accepted }),
+            candidate_view(2),
+        ]
+    );
+    // Already electing: just answer.
+    assert_eq!(
+        deliver(&mut m, 1, 1, Body::Election { accepted }, 60),
+        vec![send(1, 1, Body::Answer)]
+    );
+
+    // A coordinator answers and re-sends its epoch to a sender that knows no newer term.
+    let mut c = coordinator_3();
+    let epoch = ep(1, 3);
+    assert_eq!(
+        deliver(&mut c, 1, 1, Body::Election { accepted }, 150),
+        vec![
+            send(1, 1, Body::Answer),
+            send(1, 1, Body::Coordinator { epoch })
+        ]
+    );
+    // ... and re-declares above a newer term the sender knows.
+    let newer = ep(6, 3);
+    assert_eq!(
+        deliver(&mut c, 1, 5, Body::Election { accepted }, 160),
+        vec![
+            send(1, 5, Body::Answer),
+            persist(6, newer, 1),
+            send(1, 6, Body::Coordinator { epoch: newer }),
+            send(2, 6, Body::Coordinator { epoch: newer }),
+            coordinator_view(3, newer),
+        ]
+    );
+}
+
+#[test]
+fn accept() {
+    let mut m = started(config(1, &[2, 3]), 0);
+    let epoch = ep(4, 3);
+    // A newer claim from a node we may follow: persist first, then follow.
+    assert_eq!(
+        deliver(&mut m, 3, 4, Body::Coordinator { epoch }, 20),
+        vec![persist(4, epoch, 1), follower_view(1, epoch)]
+    );
+    // The same epoch again (a heartbeat): ack it and restart the suspicion timer.
+    assert_eq!(
+        deliver(&mut m, 3, 4, Body::Heartbeat { epoch }, 100),
+        vec![send(
+            3,
+            4,
+            Body::Ack {
+                accepted: Some(epoch)
+            }
+        )]
+    );
+    assert_eq!(m.next_deadline(), 400);
+    // A newer epoch by heartbeat: persist, ack, follow.
+    let newer = ep(5, 3);
+    assert_eq!(
+        deliver(&mut m, 3, 5, Body::Heartbeat { epoch: newer }, 150),
+        vec![
+            persist(5, newer, 1),
+            send(
+                3,
+                5,
+                Body::Ack {
+                    accepted: Some(newer)
+                }
+            ),
+            follower_view(1, newer),
+        ]
+    );
+}
+
+#[test]
+fn bully() {
+    // A coordinator hears a newer claim from a lower node: re-declare above it.
+    let mut c = coordinator_3();
+    let upstart = ep(2, 1);
+    let above = ep(3, 3);
+    assert_eq!(
+        deliver(&mut c, 1, 2, Body::Coordinator { epoch: upstart }, 150),
+        vec![
+            persist(3, above, 1),
+            send(1, 3, Body::Coordinator { epoch: above }),
+            send(2, 3, Body::Coordinator { epoch: above }),
+            coordinator_view(3, above),
+        ]
+    );
+    // A follower hears a newer claim from a lower node: hold an election.
+    let mut f = follower_of_3();
+    assert_eq!(
+        deliver(&mut f, 1, 2, Body::Heartbeat { epoch: upstart }, 50),
+        vec![
+            send(
+                3,
+                2,
+                Body::Election {
+                    accepted: Some(ep(1, 3))
+                }
+            ),
+            candidate_view(2),
+        ]
+    );
+}
+
+#[test]
+fn stale_claim() {
+    let loaded = cells(5, Some(ep(5, 3)), 0);
+    let mut m = Machine::start(config(2, &[1, 3]), loaded, 0);
+    drain(&mut m);
+    // An older claim gets an Ack carrying the newer epoch, and nothing else.
+    assert_eq!(
+        deliver(&mut m, 1, 4, Body::Coordinator { epoch: ep(4, 1) }, 10),
+        vec![send(
+            1,
+            5,
+            Body::Ack {
+                accepted: Some(ep(5, 3))
+            }
+        )]
+    );
+    assert_eq!(m.cells().accepted, Some(ep(5, 3)));
+}
+
+#[test]
+fn newer_news() {
+    // The highest node, as coordinator, learns of a newer epoch: re-declares above it.
+    let mut c = coordinator_3();
+    let above = ep(5, 3);
+    assert_eq!(
+        deliver(
+            &mut c,
+            2,
+            4,
+            Body::Ack {
+                accepted: Some(ep(4, 2))
+            },
+            150
+        ),
+        vec![
+            persist(5, above, 1),
+            send(1, 5, Body::Coordinator { epoch: above }),
+            send(2, 5, Body::Coordinator { epoch: above }),
+            coordinator_view(3, above),
+        ]
+    );
+    // A coordinator with a higher peer holds an election instead.
+    let mut m = started(config(2, &[1, 3]), 0);
+    tick(&mut m, 100);
+    let mine = ep(1, 2);
+    assert_eq!(
+        tick(&mut m, 200),
+        vec![
+            persist(1, mine, 1),
+            send(1, 1, Body::Coordinator { epoch: mine }),
+            send(3, 1, Body::Coordinator { epoch: mine }),
+            coordinator_view(2, mine),
+        ]
+    );
+    assert_eq!(
+        deliver(&mut m, 1, 3, Body::Ack { accepted: None }, 250),
+        vec![
+            send(
+                3,
+                3,
+                Body::Election {
+                    accepted: Some(mine)
+                }
+            ),
+            candidate_view(2),
+        ]
+    );
+}
+
+#[test]
+fn suspect() {
+    let accepted = Some(ep(1, 3));
+    // No heartbeat for D after the last claim (t = 10): elect.
+    let mut m = follower_of_3();
+    assert_eq!(m.next_deadline(), 310);
+    assert_eq!(tick(&mut m, 309), vec![]);
+    assert_eq!(
+        tick(&mut m, 310),
+        vec![send(3, 1, Body::Election { accepted }), candidate_view(2)]
+    );
+    // Told the coordinator is down: elect at once; another peer down changes nothing.
+    let mut m = follower_of_3();
+    m.handle(Event::PeerDown(1), 20);
+    assert_eq!(drain(&mut m), vec![]);
+    m.handle(Event::PeerDown(3), 20);
+    assert_eq!(
+        drain(&mut m),
+        vec![send(3, 1, Body::Election { accepted }), candidate_view(2)]
+    );
+}
+
+#[test]
+fn ineligible() {
+    let mut cfg = config(2, &[1, 3]);
+    cfg.eligible = false;
+    let mut m = started(cfg, 0);
+    assert!(!m.view().eligible);
+    // Does not answer Elections.
+    assert_eq!(
+        deliver(&mut m, 1, 0, Body::Election { accepted: None }, 10),
+        vec![]
+    );
+    // Asks the higher nodes to take over, but never declares; asks again after T'.
+    assert_eq!(
+        tick(&mut m, 100),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    assert_eq!(m.next_deadline(), 400);
+    assert_eq!(
+        tick(&mut m, 400),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    assert_eq!(m.view().role, Role::Candidate);
+    // Eligible again: elects at once.
+    m.handle(Event::SetEligible(true), 450);
+    assert_eq!(
+        drain(&mut m),
+        vec![
+            send(3, 0, Body::Election { accepted: None }),
+            candidate_view(2),
+        ]
+    );
+    assert_eq!(m.next_deadline(), 550);
+    // Ineligible, it follows even a lower node's claim.
+    m.handle(Event::SetEligible(false), 460);
+    drain(&mut m);
+    let epoch = ep(1, 1);
+    assert_eq!(
+        deliver(&mut m, 1, 1, Body::Coordinator { epoch }, 470),
+        vec![
+            persist(1, epoch, 1),
+            view(2, Role::Follower, Some(epoch), false),
+        ]
+    );
+}
+
+#[test]
+fn resign() {
+    // A coordinator that becomes ineligible resigns so the others elect at once.
+    let mut c = coordinator_3();
+    let epoch = ep(1, 3);
+    c.handle(Event::SetEligible(false), 150);
+    assert_eq!(
+        drain(&mut c),
+        vec![
+            send(1, 1, Body::Resign { epoch }),
+            send(2, 1, Body::Resign { epoch }),
+            view(3, Role::Candidate, None, false),
+        ]
+    );
+    // A follower of that epoch elects on the Resign...
+    let mut f = follower_of_3();
+    assert_eq!(
+        deliver(&mut f, 3, 1, Body::Resign { epoch }, 160),
+        vec![
+            send(
+                3,
+                1,
+                Body::Election {
+                    accepted: Some(epoch)
+                }
+            ),
+            candidate_view(2),
+        ]
+    );
+    // ... but not on a Resign for an epoch it does not follow.
+    let mut f = follower_of_3();
+    assert_eq!(
+        deliver(&mut f, 3, 2, Body::Resign { epoch: ep(2, 3) }, 160),
+        vec![]
+    );
+}
+
+#[test]
+fn probe() {
+    // The coordinator answers a Probe with a Heartbeat; anyone else with an Ack.
+    let mut c = coordinator_3();
+    assert_eq!(
+        deliver(&mut c, 1, 0, Body::Probe, 150),
+        vec![send(1, 1, Body::Heartbeat { epoch: ep(1, 3) })]
+    );
+    let mut f = follower_of_3();
+    assert_eq!(
+        deliver(&mut f, 1, 0, Body::Probe, 150),
+        vec![send(
+            1,
+            1,
+            Body::Ack {
+                accepted: Some(ep(1, 3))
+            }
+        )]
+    );
+}
+
+#[test]
+fn preempt_never() {
+    let claim = ep(5, 1);
+    // preempt = always: a starting high node ignores a lower coordinator's claim.
+    let mut always = started(config(3, &[1, 2]), 0);
+    assert_eq!(
+        deliver(&mut always, 1, 5, Body::Heartbeat { epoch: claim }, 10),
+        vec![]
+    );
+    // preempt = never: it follows it...
+    let mut cfg = config(3, &[1, 2]);
+    cfg.preempt = Preempt::Never;
+    let mut never = started(cfg, 0);
+    assert_eq!(
+        deliver(&mut never, 1, 5, Body::Heartbeat { epoch: claim }, 10),
+        vec![
+            persist(5, claim, 1),
+            send(
+                1,
+                5,
+                Body::Ack {
+                    accepted: Some(claim)
+                }
+            ),
+            follower_view(3, claim),
+        ]
+    );
+    // ... and, as a follower, answers a lower Election without starting its own.
+    assert_eq!(
+        deliver(
+            &mut never,
+            2,
+            5,
+            Body::Election {
+                accepted: Some(claim)
+            },
+            20
+        ),
+        vec![send(2, 5, Body::Answer)]
+    );
+}
+
+#[test]
+fn misbehaviour_foreign_claim() {
+    let mut m = follower_of_3();
+    let epoch = ep(9, 3);
+    for body in [
+        Body::Coordinator { epoch },
+        Body::Heartbeat { epoch },
+        Body::Resign { epoch },
+    ] {
+        assert_eq!(
+            deliver(&mut m, 1, 9, body, 50),
+            vec![Action::Misbehaved {
+                peer: 1,
+                what: Misbehaviour::ForeignClaim
+            }]
+        );
+    }
+    assert_eq!(m.view().epoch, Some(ep(1, 3)));
+}
+
+#[test]
+fn misbehaviour_election_from_higher() {
+    let mut m = follower_of_3();
+    assert_eq!(
+        deliver(&mut m, 3, 1, Body::Election { accepted: None }, 50),
+        vec![Action::Misbehaved {
+            peer: 3,
+            what: Misbehaviour::ElectionFromHigher
+        }]
+    );
+}
+
+#[test]
+fn misbehaviour_answer_from_lower() {
+    let mut m = started(config(2, &[1, 3]), 0);
+    tick(&mut m, 100);
+    assert_eq!(
+        deliver(&mut m, 1, 0, Body::Answer, 120),
+        vec![Action::Misbehaved {
+            peer: 1,
+            what: Misbehaviour::AnswerFromLower
+        }]
+    );
+    // Not counted as an Answer: the node still declares after T.
+    assert_eq!(tick(&mut m, 200)[0], persist(1, ep(1, 2), 1));
+}
+
+#[test]
+fn misbehaviour_unknown_peer() {
+    let mut m = follower_of_3();
+    assert_eq!(
+        deliver(&mut m, 9, 40, Body::Probe, 50),
+        vec![Action::Misbehaved {
+            peer: 9,
+            what: Misbehaviour::UnknownPeer
+        }]
+    );
+    // Its term is not believed either.
+    assert_eq!(m.seen_term(), 1);
+}
+
+#[test]
+fn misbehaviour_term_overflow() {
+    // A peer that sends the largest term must not make the node panic or wrap its
+    // term to 0 (which would break I1/I2).
+    let mut c = coordinator_3();
+    let actions = deliver(&mut c, 2, u64::MAX, Body::Ack { accepted: None }, 150);
+    assert!(
+        actions
+            .iter()
+            .all(|a| !matches!(a, Action::Persist(c) if c.term < 1)),
+        "{actions:?}"
+    );
+    assert_eq!(c.cells().accepted, Some(ep(1, 3)));
+    assert_eq!(
+        tick(&mut c, 10_000).len(),
+        0,
+        "no declaration is possible any more"
+    );
+}

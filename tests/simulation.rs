@@ -1,0 +1,282 @@
+//! Deterministic simulation: many seeded fault scenarios, zero invariant violations,
+//! plus a few hand-written scenarios that read as phases.
+//!
+//! `cargo test --test simulation` runs 5,000 seeds; `SIM_SEEDS=200000` runs more;
+//! `SIM_SEED=n` runs just seed n (and prints its history when run with --nocapture).
+//! Seeds start at `SIM_FIRST_SEED` (default 0).
+
+use bully::checker::{
+    check_convergence, check_safety, check_unique_terms, convergence_deadline, quiet_window_ms,
+    Convergence, Leader,
+};
+use bully::history::{last_fault_ms, tail, Record};
+use bully::protocol::{Body, Epoch, MessageKind, Millis, NodeId, Preempt, Role, Timing};
+use bully::sim::scenario::{run_seed, Flavor, Outcome};
+use bully::sim::{CrashPoint, Sim, SimConfig};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const DEFAULT_SEEDS: u64 = 5_000;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    match value.trim().parse() {
+        Ok(n) => Some(n),
+        Err(_) => panic!("{name}={value:?} is not a number"),
+    }
+}
+
+/// Coverage counters over all seeds, printed at the end.
+#[derive(Default)]
+struct Summary {
+    runs: u64,
+    by_nodes: BTreeMap<usize, u64>,
+    fast: u64,
+    preempt_delay: u64,
+    never: u64,
+    ineligible: u64,
+    faults: u64,
+    max_settle: (u64, u64),
+    worst_slack: (i64, u64),
+    /// Runs in which each scenario the issue names really happened.
+    happened: BTreeMap<&'static str, u64>,
+}
+
+/// Which of the named scenarios a run's history shows.
+fn scenarios_in(o: &Outcome) -> Vec<&'static str> {
+    let h = &o.history;
+    let mut found = Vec::new();
+    let top = h.iter().map(|e| e.node).max().unwrap_or(0);
+    let mut last_by_node: BTreeMap<NodeId, &Record> = BTreeMap::new();
+    let mut elections_at: BTreeMap<Millis, Vec<NodeId>> = BTreeMap::new();
+    for e in h {
+        match (&e.record, last_by_node.get(&e.node)) {
+            (Record::Crashed, Some(Record::Sent { msg, .. })) => match msg.body.kind() {
+                MessageKind::Answer => found.push("crash right after Answer"),
+                MessageKind::Coordinator => found.push("crash mid Coordinator broadcast"),
+                _ => {}
+            },
+            (Record::Crashed, Some(Record::Persisted(_))) => {
+                found.push("crash right after persist")
+            }
+            (Record::Started { incarnation }, _) if *incarnation > 1 && e.node == top => {
+                found.push("restarted highest node")
+            }
+            (Record::Partitioned { .. }, _) => found.push("partition"),
+            (Record::Paused, _) => found.push("pause"),
+            (Record::Lossy { .. }, _) => found.push("message loss"),
+            (Record::Sent { msg, .. }, _) if matches!(msg.body, Body::Election { .. }) => {
+                elections_at.entry(e.at_ms).or_default().push(e.node)
+            }
+            _ => {}
+        }
+        last_by_node.insert(e.node, &e.record);
+    }
+    if elections_at.values().any(|nodes| {
+        let mut nodes = nodes.clone();
+        nodes.dedup();
+        nodes.len() > 1
+    }) {
+        found.push("concurrent elections");
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+impl Summary {
+    fn add(&mut self, o: &Outcome) {
+        let f: Flavor = o.flavor;
+        self.runs += 1;
+        *self.by_nodes.entry(f.nodes).or_default() += 1;
+        self.fast += f.fast_timing as u64;
+        self.preempt_delay += f.preempt_delay as u64;
+        self.never += f.preempt_never as u64;
+        self.ineligible += f.ineligible as u64;
+        self.faults += f.faults as u64;
+        if o.settled_after_ms > self.max_settle.0 {
+            self.max_settle = (o.settled_after_ms, o.seed);
+        }
+        for name in scenarios_in(o) {
+            *self.happened.entry(name).or_default() += 1;
+        }
+        let allowed = (o.deadline_ms - o.last_fault_ms) as i64;
+        let slack = allowed - o.settled_after_ms as i64;
+        if self.runs == 1 || slack < self.worst_slack.0 {
+            self.worst_slack = (slack, o.seed);
+        }
+    }
+}
+
+#[test]
+fn simulated_seeds_keep_every_invariant() {
+    if let Some(seed) = env_u64("SIM_SEED") {
+        let outcome = run_seed(seed);
+        println!("seed {seed}: {}", outcome.description);
+        for step in &outcome.steps {
+            println!("  {step}");
+        }
+        println!("{}", bully::history::tail(&outcome.history, usize::MAX));
+        assert!(outcome.passed(), "{}", outcome.report());
+        println!("seed {seed} passed; messages sent: {:?}", outcome.sent);
+        return;
+    }
+    let first = env_u64("SIM_FIRST_SEED").unwrap_or(0);
+    let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let started = Instant::now();
+    let mut summary = Summary::default();
+    for seed in first..first + count {
+        let outcome = run_seed(seed);
+        assert!(outcome.passed(), "{}", outcome.report());
+        summary.add(&outcome);
+    }
+    println!(
+        "{} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, preempt never {}, \
+         ineligible {}, faults {}; slowest settle {} ms (seed {}), least slack to the I5 \
+         deadline {} ms (seed {}); runs per scenario: {:?}",
+        summary.runs,
+        started.elapsed().as_secs_f64(),
+        summary.by_nodes,
+        summary.fast,
+        summary.preempt_delay,
+        summary.never,
+        summary.ineligible,
+        summary.faults,
+        summary.max_settle.0,
+        summary.max_settle.1,
+        summary.worst_slack.0,
+        summary.worst_slack.1,
+        summary.happened,
+    );
+    assert!(summary.never > 0 && summary.ineligible > 0 && summary.fast > 0);
+    assert!(summary.preempt_delay > 0);
+    if count >= 1_000 {
+        for name in [
+            "crash right after Answer",
+            "crash mid Coordinator broadcast",
+            "crash right after persist",
+            "restarted highest node",
+            "partition",
+            "pause",
+            "message loss",
+            "concurrent elections",
+        ] {
+            assert!(
+                summary.happened.get(name).copied().unwrap_or(0) > 0,
+                "no run had: {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_history() {
+    for seed in [3, 77, 1234] {
+        assert_eq!(
+            run_seed(seed).history,
+            run_seed(seed).history,
+            "seed {seed}"
+        );
+    }
+}
+
+/// A 5-node cluster (IDs 1..5, default timing, 1-20 ms links) converged on node 5.
+fn converged_five(seed: u64) -> Sim {
+    let mut sim = Sim::new(SimConfig {
+        seed,
+        ids: (1..=5).collect(),
+        timing: Timing::default(),
+        preempt: Preempt::Always,
+        delay_ms: (1, 20),
+    });
+    for id in 1..=5 {
+        sim.start(id);
+    }
+    sim.run_until(1_000);
+    for id in 1..=5 {
+        assert_eq!(
+            sim.view(id).and_then(|v| v.coordinator()),
+            Some(5),
+            "node {id} after start-up"
+        );
+    }
+    sim
+}
+
+/// Runs past the I5 deadline and checks I1–I5 (leader `leader`) over the history.
+fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
+    let timing = sim.config().timing;
+    let max_delay = sim.config().delay_ms.1;
+    let last = last_fault_ms(sim.history()).unwrap_or(0);
+    let deadline = convergence_deadline(last, &timing, max_delay);
+    sim.run_until(deadline + timing.convergence_bound_ms());
+    let history = sim.history();
+    let mut violations = sim.violations().to_vec();
+    assert_eq!(check_safety(history), vec![], "offline check disagrees");
+    violations.extend(check_unique_terms(
+        history,
+        quiet_window_ms(&timing, max_delay),
+    ));
+    violations.extend(check_convergence(
+        history,
+        &Convergence {
+            live: sim.live(),
+            leader: Leader::Node(leader),
+            deadline_ms: deadline,
+        },
+    ));
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}",
+        tail(history, 200)
+    );
+    let view = sim.view(leader).expect("leader is up");
+    assert_eq!(view.role, Role::Coordinator);
+    view.epoch.expect("a coordinator has an epoch")
+}
+
+#[test]
+fn heir_crashes_after_answer_before_coordinator() {
+    // Phase 1: 5 leads. Phase 2: 5 dies and 1 notices; 4 is armed to die right after
+    // its first Answer, so 1..3 hear "I take over" and then nothing.
+    let mut sim = converged_five(11);
+    sim.arm_crash(4, CrashPoint::AfterSend(MessageKind::Answer));
+    sim.crash(5);
+    sim.peer_down(1, 5);
+    sim.run_until(sim.now() + 50);
+    assert!(!sim.is_up(4), "4 crashed after answering");
+    // Phase 3: nobody above 3 is alive. 3 declares (after T, or after T' and a new
+    // election if 4's Answer reached it first) and everyone follows 3.
+    let epoch = settle_and_check(&mut sim, 3);
+    assert_eq!(epoch.leader, 3);
+}
+
+#[test]
+fn restarted_highest_node_bullies_the_lower_coordinator() {
+    let mut sim = converged_five(12);
+    sim.crash(5);
+    sim.peer_down(2, 5);
+    let first = settle_and_check(&mut sim, 4);
+    // 5 comes back with its old cells: it starts as a candidate, probes, and then
+    // takes over with an epoch above 4's.
+    sim.start(5);
+    let view = sim.view(5).expect("5 is up");
+    assert_eq!(view.role, Role::Candidate);
+    let second = settle_and_check(&mut sim, 5);
+    assert!(second > first, "{second} must be above {first}");
+}
+
+#[test]
+fn partition_heals_to_one_coordinator() {
+    // Minority side {4, 5} keeps 5; majority {1, 2, 3} elects 3. After the heal, 5
+    // re-declares above 3's epoch and everyone follows it.
+    let mut sim = converged_five(13);
+    sim.partition(&[vec![1, 2, 3], vec![4, 5]]);
+    sim.run_until(sim.now() + 2_000);
+    assert_eq!(sim.view(3).map(|v| v.role), Some(Role::Coordinator));
+    assert_eq!(sim.view(5).map(|v| v.role), Some(Role::Coordinator));
+    let three = sim.view(3).and_then(|v| v.epoch).expect("3 leads");
+    sim.heal();
+    let five = settle_and_check(&mut sim, 5);
+    assert!(five > three, "{five} must be above {three}");
+}

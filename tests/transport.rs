@@ -1,0 +1,862 @@
+//! The QUIC transport on 127.0.0.1: ordered delivery, who gets in and who is kept out,
+//! bad bytes, and reconnecting to a restarted peer. Every wait is bounded.
+//!
+//! Figures (latency, reconnect time) are printed; run with `--nocapture` to see them,
+//! and `--ignored measure` for the longer measurement.
+
+use bully::certs::{self, TlsFiles};
+use bully::codec::{self, MAX_FRAME, WIRE_VERSION};
+use bully::protocol::{Body, Epoch, Message, NodeId, Timing};
+use bully::transport::hello::Hello;
+use bully::transport::{
+    close, connect_client, peer_identity, Transport, TransportConfig, TransportError,
+    TransportEvent, ALPN_API, ALPN_PEER,
+};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::Receiver;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+fn msg(term: u64) -> Message {
+    Message {
+        term,
+        body: Body::Heartbeat {
+            epoch: Epoch { term, leader: 1 },
+        },
+    }
+}
+
+fn socket() -> UdpSocket {
+    UdpSocket::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
+}
+
+struct Node {
+    t: Transport,
+    rx: Receiver<TransportEvent>,
+}
+
+impl Node {
+    fn addr(&self) -> SocketAddr {
+        self.t.local_addr()
+    }
+
+    /// Waits for the first event matching `pred`, discarding the others; panics naming
+    /// `what` if none comes within `within`.
+    async fn expect(
+        &mut self,
+        what: &str,
+        within: Duration,
+        mut pred: impl FnMut(&TransportEvent) -> bool,
+    ) -> TransportEvent {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(ev)) if pred(&ev) => return ev,
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!(
+                    "node {}: event channel closed waiting for {what}",
+                    self.t.id()
+                ),
+                Err(_) => panic!("node {}: no {what} within {within:?}", self.t.id()),
+            }
+        }
+    }
+
+    async fn expect_message(&mut self, from: NodeId, m: Message) {
+        self.expect(
+            &format!("message {m:?} from {from}"),
+            WAIT,
+            |ev| matches!(ev, TransportEvent::Message { from: f, msg } if *f == from && *msg == m),
+        )
+        .await;
+    }
+}
+
+fn config(
+    dir: &Path,
+    id: NodeId,
+    peers: Vec<(NodeId, SocketAddr)>,
+    timing: Timing,
+) -> TransportConfig {
+    TransportConfig {
+        id,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsFiles::for_node(dir, id),
+        peers,
+        timing,
+    }
+}
+
+/// Starts `ids` on pre-bound loopback sockets, each with every other as a peer, plus
+/// any `extra` peers (ID and address) in every node's list.
+async fn cluster(
+    dir: &Path,
+    ids: &[NodeId],
+    extra: &[(NodeId, SocketAddr)],
+    timing: Timing,
+) -> Vec<Node> {
+    let sockets: Vec<UdpSocket> = ids.iter().map(|_| socket()).collect();
+    let addrs: Vec<(NodeId, SocketAddr)> = ids
+        .iter()
+        .zip(&sockets)
+        .map(|(id, s)| (*id, s.local_addr().unwrap()))
+        .collect();
+    let mut nodes = Vec::new();
+    for (id, sock) in ids.iter().zip(sockets) {
+        let mut peers: Vec<_> = addrs.iter().copied().filter(|(p, _)| p != id).collect();
+        peers.extend_from_slice(extra);
+        let (t, rx) = Transport::start_on(config(dir, *id, peers, timing), sock)
+            .await
+            .expect("transport starts");
+        nodes.push(Node { t, rx });
+    }
+    nodes
+}
+
+/// Waits until every node's outbound connections to `peers` are up.
+async fn wait_connected(nodes: &[Node], peers: &[NodeId]) {
+    for _ in 0..1000 {
+        let done = nodes.iter().all(|n| {
+            let up = n.t.connected_peers();
+            peers.iter().all(|p| *p == n.t.id() || up.contains(p))
+        });
+        if done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let state: Vec<_> = nodes
+        .iter()
+        .map(|n| (n.t.id(), n.t.connected_peers()))
+        .collect();
+    panic!("peers not connected within 5 s: {state:?}");
+}
+
+async fn shutdown(nodes: &[Node]) {
+    for n in nodes {
+        n.t.shutdown().await;
+    }
+}
+
+fn certs_dir(ids: &[NodeId]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    certs::init(dir.path(), ids).unwrap();
+    dir
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One-way loopback latency: `n` messages one at a time, each timed from `send`
+/// to its arrival at the other transport. Returns the sorted samples.
+async fn one_way_latencies(from: &Node, to: &mut Node, n: u64) -> Vec<Duration> {
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let m = msg(1_000_000 + i);
+        let start = Instant::now();
+        from.t.send(to.t.id(), m);
+        to.expect_message(from.t.id(), m).await;
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    samples
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_exchange_messages_in_order() {
+    init_logs();
+    let dir = certs_dir(&[1, 2, 3]);
+    let mut nodes = cluster(dir.path(), &[1, 2, 3], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2, 3]).await;
+
+    // Phase 1: 200 messages each from 1 and 3 to 2 in a burst (within the per-peer queue
+    // of 256), interleaved; each sender's arrive in order.
+    for term in 0..200 {
+        nodes[0].t.send(2, msg(term));
+        nodes[2].t.send(2, msg(10_000 + term));
+    }
+    let (mut next_from_1, mut next_from_3) = (0, 10_000);
+    while next_from_1 < 200 || next_from_3 < 10_200 {
+        match nodes[1]
+            .expect("message", WAIT, |e| {
+                matches!(e, TransportEvent::Message { .. })
+            })
+            .await
+        {
+            TransportEvent::Message { from: 1, msg } => {
+                assert_eq!(msg.term, next_from_1, "FIFO from node 1");
+                next_from_1 += 1;
+            }
+            TransportEvent::Message { from: 3, msg } => {
+                assert_eq!(msg.term, next_from_3, "FIFO from node 3");
+                next_from_3 += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    // Phase 2: the other directions work too.
+    nodes[1].t.send(1, msg(7));
+    nodes[0].expect_message(2, msg(7)).await;
+    nodes[1].t.send(3, msg(8));
+    nodes[2].expect_message(2, msg(8)).await;
+
+    // Phase 3: latency on loopback.
+    let (a, rest) = nodes.split_at_mut(1);
+    let samples = one_way_latencies(&a[0], &mut rest[0], 200).await;
+    eprintln!(
+        "one-way latency over 200 messages: p50 {:?}, p99 {:?}, max {:?}",
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1]
+    );
+    let stats = nodes[1].t.stats();
+    assert_eq!(stats.bad_frames, 0);
+    assert!(stats.messages_received >= 402, "{stats:?}");
+    shutdown(&nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_client_with_client_certificate_is_accepted() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1], &[], Timing::default()).await;
+    let addr = nodes[0].addr();
+    let client_files = TlsFiles::for_client(dir.path());
+
+    for expect in [Some(1), None] {
+        let conn = connect_client(addr, &client_files, expect)
+            .await
+            .expect("client connects");
+        assert_eq!(peer_identity(&conn).unwrap(), certs::Identity::Node(1));
+        let ev = nodes[0]
+            .expect("Client event", WAIT, |e| {
+                matches!(e, TransportEvent::Client(_))
+            })
+            .await;
+        let TransportEvent::Client(server_side) = ev else {
+            unreachable!()
+        };
+        assert_eq!(
+            peer_identity(&server_side).unwrap(),
+            certs::Identity::Client
+        );
+        // A request stream works end to end.
+        let (mut send, _recv) = conn.open_bi().await.unwrap();
+        bully::transport::write_frame(&mut send, &msg(5))
+            .await
+            .unwrap();
+        let (_s, mut recv) = server_side.accept_bi().await.unwrap();
+        let got: Option<Message> = bully::transport::read_frame(&mut recv).await.unwrap();
+        assert_eq!(got, Some(msg(5)));
+    }
+
+    // Expecting the wrong node: our TLS client refuses node-1's certificate.
+    let err = connect_client(addr, &client_files, Some(2))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot connect"), "{err}");
+    shutdown(&nodes).await;
+}
+
+/// Asserts a connection attempt ended refused: either the handshake failed or the
+/// server closed the connection right after it. Returns the reason.
+async fn assert_refused(result: Result<quinn::Connection, String>) -> String {
+    match result {
+        Err(e) => e,
+        Ok(conn) => {
+            let reason = tokio::time::timeout(WAIT, conn.closed())
+                .await
+                .expect("a refused connection is closed promptly");
+            reason.to_string()
+        }
+    }
+}
+
+/// A quinn client config built by hand: trusts `ca`, presents `cert` (or nothing).
+fn raw_client(ca: &Path, cert: Option<(&Path, &Path)>, alpn: &[u8]) -> quinn::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = certs::load_roots(ca).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut tls = match cert {
+        Some((c, k)) => builder
+            .with_client_auth_cert(certs::load_certs(c).unwrap(), certs::load_key(k).unwrap())
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![alpn.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+async fn raw_connect(
+    config: quinn::ClientConfig,
+    addr: SocketAddr,
+    name: &str,
+) -> Result<quinn::Connection, String> {
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let connecting = endpoint
+        .connect_with(config, addr, name)
+        .map_err(|e| e.to_string())?;
+    tokio::time::timeout(WAIT, connecting)
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Waits for a `Rejected` event, failing if a `Client` event or a message shows up first.
+async fn expect_rejected(node: &mut Node, what: &str) -> (Option<NodeId>, String) {
+    let ev = node
+        .expect(what, WAIT, |e| {
+            assert!(
+                !matches!(
+                    e,
+                    TransportEvent::Client(_) | TransportEvent::Message { .. }
+                ),
+                "{what}: got {e:?} instead of a refusal"
+            );
+            matches!(e, TransportEvent::Rejected { .. })
+        })
+        .await;
+    let TransportEvent::Rejected { peer, reason, .. } = ev else {
+        unreachable!()
+    };
+    (peer, reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_without_a_cluster_certificate_are_refused() {
+    init_logs();
+    let dir = certs_dir(&[1]);
+    let other = certs_dir(&[1]);
+    let mut nodes = cluster(dir.path(), &[1], &[], Timing::default()).await;
+    let addr = nodes[0].addr();
+    let ca = dir.path().join(certs::CA_CERT_FILE);
+
+    // Phase 1: no client certificate at all.
+    let reason =
+        assert_refused(raw_connect(raw_client(&ca, None, ALPN_API), addr, "node-1.bully").await)
+            .await;
+    let (peer, why) =
+        expect_rejected(&mut nodes[0], "refusal of a client without a certificate").await;
+    eprintln!("no certificate: client sees {reason:?}; node logs {why:?}");
+    assert_eq!(peer, None);
+
+    // Phase 2: a client certificate from another CA (the client trusts our CA).
+    let foreign = TlsFiles {
+        ca: ca.clone(),
+        ..TlsFiles::for_client(other.path())
+    };
+    let result = connect_client(addr, &foreign, Some(1))
+        .await
+        .map_err(|e| e.to_string());
+    let reason = assert_refused(result).await;
+    let (peer, why) = expect_rejected(&mut nodes[0], "refusal of a foreign-CA client").await;
+    eprintln!("foreign CA: client sees {reason:?}; node logs {why:?}");
+    assert_eq!(peer, None);
+
+    // Phase 3: a client trusting only the other CA refuses our node itself.
+    let err = connect_client(addr, &TlsFiles::for_client(other.path()), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot connect"), "{err}");
+
+    // Phase 4: a client certificate on the peer protocol.
+    let client_cert = (dir.path().join("client.pem"), dir.path().join("client.key"));
+    let config = raw_client(&ca, Some((&client_cert.0, &client_cert.1)), ALPN_PEER);
+    let reason = assert_refused(raw_connect(config, addr, "node-1.bully").await).await;
+    assert!(
+        reason.contains("client certificate may not speak the peer protocol"),
+        "{reason}"
+    );
+
+    assert!(
+        nodes[0].t.stats().connections_refused >= 3,
+        "{:?}",
+        nodes[0].t.stats()
+    );
+    shutdown(&nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_certificate_cannot_speak_for_another_id() {
+    init_logs();
+    let dir = certs_dir(&[1, 2, 3]);
+
+    // Phase 1: a process configured as 3 holding node-2's certificate does not start.
+    let wrong = TransportConfig {
+        tls: TlsFiles::for_node(dir.path(), 2),
+        ..config(dir.path(), 3, vec![], Timing::default())
+    };
+    let err = Transport::start(wrong)
+        .await
+        .err()
+        .expect("start must fail");
+    let expected = format!(
+        "certificate {} is for node-2 but this node is configured as id 3",
+        dir.path().join("node-2.pem").display()
+    );
+    assert_eq!(err.to_string(), expected);
+    assert!(matches!(err, TransportError::IdentityMismatch { .. }));
+
+    // Phase 2: node 1 expects node 3 at an address where a genuine node-2 process
+    // listens. TLS name verification refuses it: node 1 never counts it as node 3.
+    let impostor_sock = socket();
+    let impostor_addr = impostor_sock.local_addr().unwrap();
+    let node1_sock = socket();
+    let node1_addr = node1_sock.local_addr().unwrap();
+    let (t1, rx1) = Transport::start_on(
+        config(dir.path(), 1, vec![(3, impostor_addr)], Timing::default()),
+        node1_sock,
+    )
+    .await
+    .unwrap();
+    let mut node1 = Node { t: t1, rx: rx1 };
+    let (impostor, irx) = Transport::start_on(
+        config(dir.path(), 2, vec![(1, node1_addr)], Timing::default()),
+        impostor_sock,
+    )
+    .await
+    .unwrap();
+    let ev = node1
+        .expect("refusal of the impostor", WAIT, |e| {
+            assert!(
+                !matches!(e, TransportEvent::PeerUp(3)),
+                "impostor accepted as node 3"
+            );
+            matches!(e, TransportEvent::Rejected { peer: Some(3), .. })
+        })
+        .await;
+    eprintln!("impostor: {ev:?}");
+    let dropped = node1.t.stats().messages_dropped;
+    node1.t.send(3, msg(1));
+    assert_eq!(node1.t.stats().messages_dropped, dropped + 1);
+    assert!(!node1.t.connected_peers().contains(&3));
+
+    // Phase 3: node 2 is not node 1's peer either: its connection is refused as
+    // unknown, and node 2 learns it from the missing hello: it never reports node 1 up.
+    node1
+        .expect("refusal of unconfigured node-2", WAIT, |e| {
+            matches!(e, TransportEvent::Rejected { peer: Some(2), .. })
+        })
+        .await;
+    let mut impostor = Node {
+        t: impostor,
+        rx: irx,
+    };
+    let ev = impostor
+        .expect("node 2 told it is refused", WAIT, |e| {
+            assert!(
+                !matches!(e, TransportEvent::PeerUp(1)),
+                "refused yet PeerUp"
+            );
+            matches!(e, TransportEvent::Rejected { peer: Some(1), .. })
+        })
+        .await;
+    let TransportEvent::Rejected { reason, .. } = ev else {
+        unreachable!()
+    };
+    assert!(reason.contains("not a configured peer"), "{reason}");
+    assert!(impostor.t.connected_peers().is_empty());
+    impostor.t.shutdown().await;
+    node1.t.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_datagrams_do_no_harm() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    let target = nodes[0].addr();
+
+    // Phase 1: 2000 datagrams of random bytes, some shaped like QUIC long headers.
+    let junk = socket();
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..2000 {
+        let len = 1 + (next() % 1400) as usize;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if i % 2 == 0 {
+            bytes[0] = 0xC0 | (bytes[0] & 0x0F); // long header, "Initial"
+            if len >= 5 {
+                bytes[1..5].copy_from_slice(&1u32.to_be_bytes()); // QUIC v1
+            }
+        }
+        junk.send_to(&bytes, target).unwrap();
+    }
+
+    // Phase 2: both directions still work and nobody went down.
+    for term in 0..50 {
+        nodes[1].t.send(1, msg(term));
+        nodes[0].t.send(2, msg(term));
+    }
+    for term in 0..50 {
+        nodes[0].expect_message(2, msg(term)).await;
+    }
+    let (a, b) = nodes.split_at_mut(1);
+    for term in 0..50 {
+        b[0].expect("message after garbage", WAIT, |e| {
+            assert!(
+                !matches!(e, TransportEvent::PeerDown(_)),
+                "peer went down: {e:?}"
+            );
+            matches!(e, TransportEvent::Message { from: 1, msg } if msg.term == term)
+        })
+        .await;
+    }
+    assert_eq!(a[0].t.connected_peers(), vec![2]);
+    assert_eq!(a[0].t.stats().bad_frames, 0);
+    shutdown(&nodes).await;
+}
+
+/// Bytes a misbehaving peer writes after its hello and one good message.
+fn bad_payloads() -> Vec<(&'static str, Vec<u8>, bool)> {
+    let good = codec::encode_frame(&msg(1)).unwrap();
+    let mut oversized = vec![WIRE_VERSION];
+    oversized.extend_from_slice(&(MAX_FRAME as u32 + 1).to_be_bytes());
+    let mut undecodable = vec![WIRE_VERSION, 0, 0, 0, 8];
+    undecodable.extend_from_slice(&[0xFF; 8]);
+    let mut wrong_version = good.clone();
+    wrong_version[0] = WIRE_VERSION + 1;
+    // (name, bytes, finish the stream after writing them)
+    vec![
+        ("truncated", good[..good.len() - 2].to_vec(), true),
+        ("oversized", oversized, false),
+        ("undecodable", undecodable, false),
+        ("wrong version", wrong_version, false),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
+    init_logs();
+    let dir = certs_dir(&[1, 2, 3]);
+    // Node 2 is played by raw quinn below; nodes 1 and 3 dial a silent socket for it.
+    let silent = socket();
+    let mut nodes = cluster(
+        dir.path(),
+        &[1, 3],
+        &[(2, silent.local_addr().unwrap())],
+        Timing::default(),
+    )
+    .await;
+    wait_connected(&nodes, &[1, 3]).await;
+    let addr = nodes[0].addr();
+    let ca = dir.path().join(certs::CA_CERT_FILE);
+    let (cert, key) = (dir.path().join("node-2.pem"), dir.path().join("node-2.key"));
+
+    for (i, (name, bytes, finish)) in bad_payloads().into_iter().enumerate() {
+        // Phase: an authenticated node-2 speaks correctly, then sends a bad frame.
+        let conn = raw_connect(
+            raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
+            addr,
+            "node-1.bully",
+        )
+        .await
+        .unwrap();
+        let mut send = conn.open_uni().await.unwrap();
+        send.write_all(&codec::encode_frame(&Hello { nonce: 42 }).unwrap())
+            .await
+            .unwrap();
+        send.write_all(&codec::encode_frame(&msg(100 + i as u64)).unwrap())
+            .await
+            .unwrap();
+        nodes[0].expect_message(2, msg(100 + i as u64)).await;
+        send.write_all(&bytes).await.unwrap();
+        if finish {
+            send.finish().unwrap();
+        }
+        let (peer, reason) = expect_rejected(&mut nodes[0], name).await;
+        assert_eq!(peer, Some(2), "{name}");
+        assert!(reason.contains("bad frame"), "{name}: {reason}");
+        eprintln!("{name}: node 1 says {reason:?}");
+        let closed = tokio::time::timeout(WAIT, conn.closed())
+            .await
+            .expect("connection closed");
+        match closed {
+            quinn::ConnectionError::ApplicationClosed(c) => {
+                assert_eq!(c.error_code, close::BAD_FRAME, "{name}")
+            }
+            other => panic!("{name}: closed with {other:?}"),
+        }
+        assert_eq!(nodes[0].t.stats().bad_frames, i as u64 + 1);
+
+        // ...and node 1 still talks with node 3 both ways.
+        nodes[0].t.send(3, msg(200 + i as u64));
+        nodes[1].expect_message(1, msg(200 + i as u64)).await;
+        nodes[1].t.send(1, msg(300 + i as u64));
+        nodes[0].expect_message(3, msg(300 + i as u64)).await;
+    }
+    assert_eq!(nodes[0].t.connected_peers(), vec![3]);
+    shutdown(&nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_drops_the_peers_inbound_connection() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    nodes[0].t.disconnect(2, "test says so");
+    // Node 2's outbound connection is the one node 1 dropped: it goes down and comes back.
+    nodes[1]
+        .expect("PeerDown(1)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(1))
+        })
+        .await;
+    nodes[1]
+        .expect("PeerUp(1)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerUp(1))
+        })
+        .await;
+    nodes[1].t.send(1, msg(9));
+    nodes[0].expect_message(2, msg(9)).await;
+    shutdown(&nodes).await;
+}
+
+/// A node on its own tokio runtime, so the test can crash it: dropping the runtime
+/// stops every task at once and no close frame goes out, as with kill -9.
+struct Crashable {
+    rt: Option<tokio::runtime::Runtime>,
+    node: Option<Node>,
+}
+
+impl Crashable {
+    async fn start(cfg: TransportConfig) -> Crashable {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let addr = cfg.listen;
+        // The old process's port may take a moment to be released.
+        for _ in 0..200 {
+            match rt.spawn(Transport::start(cfg.clone())).await.unwrap() {
+                Ok((t, rx)) => {
+                    return Crashable {
+                        rt: Some(rt),
+                        node: Some(Node { t, rx }),
+                    }
+                }
+                Err(TransportError::Bind { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
+                Err(e) => panic!("start: {e}"),
+            }
+        }
+        panic!("could not bind {addr} within 2 s");
+    }
+
+    fn node(&mut self) -> &mut Node {
+        self.node.as_mut().unwrap()
+    }
+
+    fn crash(&mut self) {
+        self.node.take();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Crashable {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+/// Crashes node 2 and restarts it on the same port after `downtime`; returns how long
+/// after the restart node 1 had a working connection to the new process again.
+async fn crash_and_restart(
+    node1: &mut Node,
+    node2: &mut Crashable,
+    cfg2: &TransportConfig,
+    downtime: Duration,
+    term: u64,
+) -> Duration {
+    node2.crash();
+    if !downtime.is_zero() {
+        tokio::time::sleep(downtime).await;
+    }
+    *node2 = Crashable::start(cfg2.clone()).await;
+    let restarted = Instant::now();
+    node1
+        .expect("PeerUp(2) after restart", WAIT, |e| {
+            matches!(e, TransportEvent::PeerUp(2))
+        })
+        .await;
+    let reconnect = restarted.elapsed();
+    node1.t.send(2, msg(term));
+    node2.node().expect_message(1, msg(term)).await;
+    reconnect
+}
+
+async fn restart_pair(timing: Timing) -> (tempfile::TempDir, Node, Crashable, TransportConfig) {
+    let dir = certs_dir(&[1, 2]);
+    let s1 = socket();
+    let s2 = socket();
+    let (a1, a2) = (s1.local_addr().unwrap(), s2.local_addr().unwrap());
+    drop(s2); // node 2 binds its address itself, so it can rebind it after a crash
+    let cfg2 = TransportConfig {
+        listen: a2,
+        ..config(dir.path(), 2, vec![(1, a1)], timing)
+    };
+    let node2 = Crashable::start(cfg2.clone()).await;
+    let (t, rx) = Transport::start_on(config(dir.path(), 1, vec![(2, a2)], timing), s1)
+        .await
+        .unwrap();
+    let mut node1 = Node { t, rx };
+    node1
+        .expect("PeerUp(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerUp(2))
+        })
+        .await;
+    (dir, node1, node2, cfg2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_peer_is_redialed_before_the_idle_timeout() {
+    init_logs();
+    // A long idle timeout (5 s): without restart detection node 1 would keep its stale
+    // connection to the dead process that long.
+    let timing = Timing {
+        heartbeat_ms: 1000,
+        suspect_after_ms: 5000,
+        ..Timing::default()
+    };
+    let (_dir, mut node1, mut node2, cfg2) = restart_pair(timing).await;
+    let mut figures = Vec::new();
+    for round in 0..3 {
+        let took = crash_and_restart(&mut node1, &mut node2, &cfg2, Duration::ZERO, round).await;
+        assert!(
+            took < Duration::from_millis(2500),
+            "round {round}: reconnect took {took:?}"
+        );
+        figures.push(took);
+    }
+    eprintln!("reconnect after an immediate restart (idle timeout 5 s): {figures:?}");
+    node1.t.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_back_after_an_outage_is_reached_promptly() {
+    init_logs();
+    let (_dir, mut node1, mut node2, cfg2) = restart_pair(Timing::default()).await;
+    node2.crash();
+    // Node 1 notices within about the idle timeout (300 ms).
+    let crashed = Instant::now();
+    node1
+        .expect("PeerDown(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(2))
+        })
+        .await;
+    eprintln!("crash noticed after {:?}", crashed.elapsed());
+    // Down for 1.2 s: node 1's redial backoff has reached its cap by then.
+    let took = crash_and_restart(
+        &mut node1,
+        &mut node2,
+        &cfg2,
+        Duration::from_millis(1200),
+        1,
+    )
+    .await;
+    eprintln!("reconnect after a 1.2 s outage: {took:?}");
+    assert!(
+        took < Duration::from_millis(2000),
+        "reconnect took {took:?}"
+    );
+    node1.t.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; run with --ignored --nocapture"]
+async fn measure_latency_and_reconnect() {
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    let (a, b) = nodes.split_at_mut(1);
+    let samples = one_way_latencies(&a[0], &mut b[0], 2000).await;
+    eprintln!(
+        "one-way latency, 2000 messages: p50 {:?} p90 {:?} p99 {:?} max {:?}",
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.9),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1]
+    );
+    shutdown(&nodes).await;
+
+    for (label, downtime) in [
+        ("immediate restart", Duration::ZERO),
+        ("after 1 s down", Duration::from_secs(1)),
+    ] {
+        let (_dir, mut node1, mut node2, cfg2) = restart_pair(Timing::default()).await;
+        let mut figures = Vec::new();
+        for round in 0..20 {
+            figures.push(crash_and_restart(&mut node1, &mut node2, &cfg2, downtime, round).await);
+        }
+        figures.sort();
+        eprintln!(
+            "reconnect, {label}, default timing, 20 runs: median {:?} max {:?}",
+            percentile(&figures, 0.5),
+            figures[figures.len() - 1]
+        );
+        node1.t.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_connections_and_frees_the_port() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    let node2 = nodes.pop().unwrap();
+    let addr2 = node2.addr();
+    let shutting = Instant::now();
+    node2.t.shutdown().await;
+    let took = shutting.elapsed();
+    // Node 1 hears the close at once instead of waiting for the idle timeout.
+    nodes[0]
+        .expect("PeerDown(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(2))
+        })
+        .await;
+    drop(node2);
+    eprintln!("shutdown took {took:?}");
+    // The port can be bound again (by a restarted node) once the handles are gone.
+    let mut rebound = None;
+    for _ in 0..200 {
+        match UdpSocket::bind(addr2) {
+            Ok(s) => {
+                rebound = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    assert!(
+        rebound.is_some(),
+        "port {addr2} still bound 2 s after shutdown"
+    );
+    shutdown(&nodes).await;
+}
