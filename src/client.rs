@@ -1,1 +1,157 @@
-//! (in progress)
+//! A client of a node's API, used by `bully leader/status/watch/step-down`, by
+//! `bully local` and by the tests: connect with the cluster's client certificate,
+//! open one stream per request.
+
+use crate::certs::TlsFiles;
+use crate::node::api::{Request, Response};
+use crate::node::Status;
+use crate::protocol::NodeId;
+use crate::transport::{connect_client, read_frame, write_frame};
+use std::net::SocketAddr;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a request did not get an answer. The CLI maps every case to exit code 2.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("cannot reach {addr}: {detail}")]
+    Unreachable { addr: SocketAddr, detail: String },
+    #[error("{addr} did not answer within {0:?}", .timeout)]
+    Timeout { addr: SocketAddr, timeout: Duration },
+    #[error("{addr} answered with something unexpected: {detail}")]
+    Protocol { addr: SocketAddr, detail: String },
+    #[error("{addr} refused: {0}", .reason)]
+    Refused { addr: SocketAddr, reason: String },
+}
+
+/// A connection to one node's API.
+pub struct Client {
+    addr: SocketAddr,
+    conn: quinn::Connection,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects to `addr`, proving who we are with the client certificate in `tls`.
+    /// With `expect` set, the server certificate must be that node's.
+    pub async fn connect(
+        addr: SocketAddr,
+        tls: &TlsFiles,
+        expect: Option<NodeId>,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let conn = tokio::time::timeout(timeout, connect_client(addr, tls, expect))
+            .await
+            .map_err(|_| ClientError::Timeout { addr, timeout })?
+            .map_err(|e| ClientError::Unreachable {
+                addr,
+                detail: e.to_string(),
+            })?;
+        Ok(Client {
+            addr,
+            conn,
+            timeout,
+        })
+    }
+
+    /// The node's current status.
+    pub async fn status(&self) -> Result<Status, ClientError> {
+        match self.call(Request::Status).await? {
+            Response::Status(status) => Ok(status),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Asks the coordinator to step down for `for_ms`; returns its explanation.
+    pub async fn step_down(&self, for_ms: u64) -> Result<String, ClientError> {
+        match self.call(Request::StepDown { for_ms }).await? {
+            Response::Done(text) => Ok(text),
+            Response::Refused(reason) => Err(ClientError::Refused {
+                addr: self.addr,
+                reason,
+            }),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Opens a watch: the returned stream yields the status now and after each change.
+    pub async fn watch(&self) -> Result<Watch, ClientError> {
+        let (mut send, recv) = self.open().await?;
+        write_frame(&mut send, &Request::Watch)
+            .await
+            .map_err(|e| self.broken(e))?;
+        Ok(Watch {
+            addr: self.addr,
+            _send: send,
+            recv,
+        })
+    }
+
+    async fn call(&self, request: Request) -> Result<Response, ClientError> {
+        let exchange = async {
+            let (mut send, mut recv) = self.open().await?;
+            write_frame(&mut send, &request)
+                .await
+                .map_err(|e| self.broken(e))?;
+            let _ = send.finish();
+            read_frame::<Response>(&mut recv)
+                .await
+                .map_err(|e| self.broken(e))?
+                .ok_or_else(|| self.broken("stream closed before an answer"))
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: self.addr,
+                timeout: self.timeout,
+            })?
+    }
+
+    async fn open(&self) -> Result<(quinn::SendStream, quinn::RecvStream), ClientError> {
+        self.conn
+            .open_bi()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                addr: self.addr,
+                detail: e.to_string(),
+            })
+    }
+
+    fn broken(&self, detail: impl std::fmt::Display) -> ClientError {
+        ClientError::Protocol {
+            addr: self.addr,
+            detail: detail.to_string(),
+        }
+    }
+
+    fn unexpected(&self, response: Response) -> ClientError {
+        self.broken(format!("unexpected answer {response:?}"))
+    }
+}
+
+/// A stream of status updates from one node.
+pub struct Watch {
+    addr: SocketAddr,
+    _send: quinn::SendStream,
+    recv: quinn::RecvStream,
+}
+
+impl Watch {
+    /// The next status; `Ok(None)` when the node ends the stream (it shut down).
+    /// Cancellation-safe only between frames: do not race it in `select!` if a
+    /// partial frame must not be lost; drop the whole watch instead.
+    pub async fn next(&mut self) -> Result<Option<Status>, ClientError> {
+        match read_frame::<Response>(&mut self.recv).await {
+            Ok(Some(Response::Status(status))) => Ok(Some(status)),
+            Ok(Some(other)) => Err(ClientError::Protocol {
+                addr: self.addr,
+                detail: format!("unexpected answer {other:?}"),
+            }),
+            Ok(None) => Ok(None),
+            Err(e) => Err(ClientError::Unreachable {
+                addr: self.addr,
+                detail: e.to_string(),
+            }),
+        }
+    }
+}

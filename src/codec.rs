@@ -130,21 +130,35 @@ mod tests {
 
     #[test]
     fn wrong_version_is_refused() {
-        let mut frame = encode_frame(&Message { term: 1, body: Body::Answer }).unwrap();
+        let mut frame = encode_frame(&Message {
+            term: 1,
+            body: Body::Answer,
+        })
+        .unwrap();
         frame[0] = 99;
-        assert_eq!(decode_frame::<Message>(&frame), Err(CodecError::Version(99)));
+        assert_eq!(
+            decode_frame::<Message>(&frame),
+            Err(CodecError::Version(99))
+        );
     }
 
     #[test]
     fn oversized_length_is_refused_before_reading_the_body() {
         let mut header = [WIRE_VERSION, 0, 0, 0, 0];
         header[1..].copy_from_slice(&((MAX_FRAME as u32) + 1).to_be_bytes());
-        assert_eq!(parse_header(&header), Err(CodecError::TooLarge(MAX_FRAME + 1)));
+        assert_eq!(
+            parse_header(&header),
+            Err(CodecError::TooLarge(MAX_FRAME + 1))
+        );
     }
 
     #[test]
     fn truncated_and_trailing_frames_are_refused() {
-        let frame = encode_frame(&Message { term: 1, body: Body::Probe }).unwrap();
+        let frame = encode_frame(&Message {
+            term: 1,
+            body: Body::Probe,
+        })
+        .unwrap();
         assert!(matches!(
             decode_frame::<Message>(&frame[..frame.len() - 1]),
             Err(CodecError::Truncated { .. })

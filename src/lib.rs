@@ -9,15 +9,17 @@
 //!   the simulator, the real-process tests and the chaos runner.
 //! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
 
-pub mod codec;
-pub mod protocol;
 pub mod certs;
+pub mod chaos;
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod cluster;
+pub mod codec;
 pub mod config;
 pub mod history;
 pub mod node;
+pub mod protocol;
 pub mod sim;
 pub mod storage;
 pub mod transport;

@@ -1,1 +1,266 @@
-//! (in progress)
+//! The command line: one binary, `bully`, with a subcommand per job.
+//! Exit codes: 0 success, 1 "no" (e.g. no leader known), 2 bad input or unreachable.
+
+mod local;
+mod query;
+
+use crate::protocol::{NodeId, Timing};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Leader election for small clusters: the Bully algorithm over QUIC with mutual TLS.
+/// The highest live node ID leads; its epoch is a fencing token.
+#[derive(Debug, Parser)]
+#[command(name = "bully", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Commands,
+}
+
+/// Every subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Commands {
+    /// Make a cluster CA plus node and client certificates.
+    Certs {
+        #[command(subcommand)]
+        action: CertsCommand,
+    },
+    /// Run a node until SIGTERM or Ctrl-C.
+    Node {
+        /// The node's TOML config (see config/node1.toml).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Print the coordinator a node knows. Exit 0: known, 1: none, 2: unreachable.
+    Leader(QueryArgs),
+    /// Print a node's role, epoch, coordinator and peers.
+    Status(QueryArgs),
+    /// Print one line per coordinator change until interrupted.
+    Watch(QueryArgs),
+    /// Ask the coordinator to stop leading for a while so the next highest takes over.
+    StepDown {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// How long the node stays ineligible, e.g. 60s or 500ms.
+        #[arg(long = "for", value_parser = parse_duration, default_value = "60s")]
+        for_: Duration,
+    },
+    /// Run a whole cluster of real node processes on loopback with a live view.
+    /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
+    Local(LocalArgs),
+}
+
+/// `bully certs ...`
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Write ca.pem/ca.key, node-<id>.pem/.key and client.pem/.key into a directory.
+    Init {
+        /// Where to write the files (created if missing).
+        #[arg(long, default_value = "certs")]
+        dir: PathBuf,
+        /// Node IDs, comma separated, e.g. 1,2,3.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<NodeId>,
+    },
+}
+
+/// How a query finds and authenticates to a node.
+#[derive(Debug, Args, Clone)]
+pub struct QueryArgs {
+    /// A node's config: its listen address and the client cert beside its CA file.
+    #[arg(long, short, conflicts_with = "endpoint")]
+    pub config: Option<PathBuf>,
+    /// A node's address, e.g. 127.0.0.1:7001 (needs --certs or --ca/--cert/--key).
+    #[arg(long, short)]
+    pub endpoint: Option<String>,
+    /// Directory with ca.pem, client.pem and client.key (as made by `bully certs init`).
+    #[arg(long, default_value = "certs")]
+    pub certs: PathBuf,
+    /// The cluster CA certificate (overrides --certs).
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// The client certificate (overrides --certs).
+    #[arg(long)]
+    pub cert: Option<PathBuf>,
+    /// The client key (overrides --certs).
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// How long to wait for the node, e.g. 2s.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub timeout: Duration,
+}
+
+/// `bully local ...`
+#[derive(Debug, Args, Clone)]
+pub struct LocalArgs {
+    /// How many nodes (IDs 1..=N).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub nodes: u64,
+    /// Timing profile: default (heartbeat 100 ms, suspect 300 ms) or fast.
+    #[arg(long, value_enum, default_value_t = TimingProfile::Default)]
+    pub timing: TimingProfile,
+    /// Keep the cluster's folder (certs, configs, data, logs) after quitting.
+    #[arg(long)]
+    pub keep_dir: bool,
+    /// Where to put the cluster's files (default: a new temp folder).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Named timing presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimingProfile {
+    Default,
+    Fast,
+}
+
+impl TimingProfile {
+    /// The timing this profile stands for.
+    pub fn timing(self) -> Timing {
+        match self {
+            TimingProfile::Default => Timing::default(),
+            TimingProfile::Fast => Timing::fast(),
+        }
+    }
+}
+
+/// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (try 500ms, 2s or 1m)"))?;
+    let ms = match unit.trim() {
+        "ms" => value,
+        "" | "s" => value * 1000.0,
+        "m" | "min" => value * 60_000.0,
+        other => return Err(format!("unknown duration unit `{other}` (use ms, s or m)")),
+    };
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(format!("`{text}` is not a valid duration"));
+    }
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Commands::Certs {
+                action: CertsCommand::Init { dir, nodes },
+            } => certs_init(&dir, &nodes),
+            Commands::Node { config } => run_node(&config).await,
+            Commands::Leader(args) => query::leader(&args).await,
+            Commands::Status(args) => query::status(&args).await,
+            Commands::Watch(args) => query::watch(&args).await,
+            Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
+            Commands::Local(args) => local::run(&args).await,
+        }
+    })
+}
+
+fn certs_init(dir: &std::path::Path, nodes: &[NodeId]) -> ExitCode {
+    match crate::certs::init(dir, nodes) {
+        Ok(files) => {
+            for file in files {
+                println!("wrote {}", file.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_node(path: &std::path::Path) -> ExitCode {
+    let config = match crate::config::load(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let node = match crate::node::start(config).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut status = node.subscribe();
+    tokio::select! {
+        _ = shutdown_signal() => {
+            tracing::info!("stop requested; shutting down");
+            match node.shutdown().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => { eprintln!("error: {e}"); ExitCode::FAILURE }
+            }
+        }
+        // The runtime task ends only on a fatal error (e.g. the disk failed).
+        _ = async { while status.changed().await.is_ok() {} } => {
+            match node.wait().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => { eprintln!("error: {e}"); ExitCode::FAILURE }
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5h").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

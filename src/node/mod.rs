@@ -1,1 +1,10 @@
-//! (in progress)
+//! The node runtime and what it exposes: the client API, the status it publishes and
+//! the append-only event log that tests and the chaos runner check.
+
+pub mod api;
+pub mod event_log;
+mod runtime;
+pub mod status;
+
+pub use runtime::{start, NodeError, NodeHandle};
+pub use status::{PeerState, Status};

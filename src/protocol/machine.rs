@@ -27,6 +27,8 @@
 //!   an election, which re-declares above it unless a higher node is alive.
 //! - suspect: a follower with no heartbeat for D, or told its coordinator is down,
 //!   elects. Heartbeats are acked so the coordinator hears its followers' terms.
+//! - peer_up: a peer that (re)connects gets the probe, Election or epoch it may have
+//!   missed while its link was down.
 //! - ineligible: a node whose health check fails neither answers nor declares; a
 //!   coordinator that becomes ineligible resigns so the others elect at once.
 
@@ -54,6 +56,9 @@ pub enum Event {
     Tick,
     /// The transport lost its connection to this peer.
     PeerDown(NodeId),
+    /// The transport (re)connected to this peer. Messages sent while it was down were
+    /// dropped, so the machine repeats what the peer must not miss.
+    PeerUp(NodeId),
     /// The health check (or a step-down) changed whether this node may lead.
     SetEligible(bool),
 }
@@ -63,11 +68,17 @@ pub enum Event {
 pub enum Action {
     /// Write these cells in one transaction and flush before the next action.
     Persist(Cells),
-    Send { to: NodeId, msg: Message },
+    Send {
+        to: NodeId,
+        msg: Message,
+    },
     /// The node's view changed; publish it (clients, hooks, event log).
     ViewChanged(View),
     /// A peer sent something it may not send; the runtime closes its connection.
-    Misbehaved { peer: NodeId, what: Misbehaviour },
+    Misbehaved {
+        peer: NodeId,
+        what: Misbehaviour,
+    },
 }
 
 /// Protocol rules a peer can break.
@@ -98,15 +109,29 @@ impl std::fmt::Display for Misbehaviour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Just (re)started: probing peers, no election yet.
-    Starting { until: Millis },
+    Starting {
+        until: Millis,
+    },
     /// Sent Election to the higher IDs; waiting for an Answer.
-    Electing { until: Millis },
+    Electing {
+        until: Millis,
+    },
     /// A higher node answered; waiting for its Coordinator message.
-    Awaiting { until: Millis },
+    Awaiting {
+        until: Millis,
+    },
     /// Not eligible (or out of terms) and no coordinator known; asks again at `until`.
-    Idle { until: Millis },
-    Follower { epoch: Epoch, suspect_at: Millis },
-    Coordinator { epoch: Epoch, next_heartbeat: Millis },
+    Idle {
+        until: Millis,
+    },
+    Follower {
+        epoch: Epoch,
+        suspect_at: Millis,
+    },
+    Coordinator {
+        epoch: Epoch,
+        next_heartbeat: Millis,
+    },
 }
 
 /// One node's Bully state machine. Deterministic: the same events at the same times
@@ -208,6 +233,7 @@ impl Machine {
                     self.start_election(now);
                 }
             }
+            Event::PeerUp(peer) => self.on_peer_up(peer),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
             Event::Message { from, msg } => {
                 if !self.config.peers.contains(&from) {
@@ -257,6 +283,22 @@ impl Machine {
         }
     }
 
+    /// peer_up: repeat the message a (re)connected peer may have missed — our probe
+    /// while starting, our Election while electing, our epoch while leading.
+    fn on_peer_up(&mut self, peer: NodeId) {
+        match self.state {
+            State::Starting { .. } => self.send(peer, Body::Probe),
+            State::Electing { .. } if peer > self.config.id => self.send(
+                peer,
+                Body::Election {
+                    accepted: self.cells.accepted,
+                },
+            ),
+            State::Coordinator { epoch, .. } => self.send(peer, Body::Heartbeat { epoch }),
+            _ => {}
+        }
+    }
+
     fn on_eligibility(&mut self, eligible: bool, now: Millis) {
         if eligible == self.eligible {
             return;
@@ -282,13 +324,7 @@ impl Machine {
         }
     }
 
-    fn on_election(
-        &mut self,
-        from: NodeId,
-        term: u64,
-        accepted: Option<Epoch>,
-        now: Millis,
-    ) {
+    fn on_election(&mut self, from: NodeId, term: u64, accepted: Option<Epoch>, now: Millis) {
         if from > self.config.id {
             self.misbehaved(from, Misbehaviour::ElectionFromHigher);
             return;
@@ -359,7 +395,12 @@ impl Machine {
         if self.may_follow(from) {
             self.accept(epoch, now);
             if heartbeat {
-                self.send(from, Body::Ack { accepted: Some(epoch) });
+                self.send(
+                    from,
+                    Body::Ack {
+                        accepted: Some(epoch),
+                    },
+                );
             }
             return;
         }
@@ -452,7 +493,10 @@ impl Machine {
             term,
             leader: self.config.id,
         };
-        debug_assert!(Some(epoch) > self.cells.accepted, "I1: declared epoch must rise");
+        debug_assert!(
+            Some(epoch) > self.cells.accepted,
+            "I1: declared epoch must rise"
+        );
         self.persist(Cells {
             term: epoch.term,
             accepted: Some(epoch),
@@ -468,7 +512,10 @@ impl Machine {
 
     /// Accepts a newer epoch: persist first, then follow.
     fn accept(&mut self, epoch: Epoch, now: Millis) {
-        debug_assert!(Some(epoch) > self.cells.accepted, "I1: accepted epoch must rise");
+        debug_assert!(
+            Some(epoch) > self.cells.accepted,
+            "I1: accepted epoch must rise"
+        );
         self.persist(Cells {
             term: self.cells.term.max(epoch.term),
             accepted: Some(epoch),

@@ -1,0 +1,231 @@
+//! A UDP relay owned by the chaos runner, one forwarder per directed link, so the
+//! runner can cut, drop or delay any link without root: each node's peer address for
+//! `to` points at the relay's front socket for `(from, to)`, which forwards datagrams
+//! to `to`'s real address and the replies back to `from`. QUIC does not mind: peers are
+//! identified by certificate, not by address. Client queries go straight to the nodes.
+
+use crate::protocol::NodeId;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::UdpSocket;
+use tokio::task::JoinHandle;
+
+/// What a link does with datagrams.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkMode {
+    /// Forward everything at once.
+    Up,
+    /// Drop everything (a partition).
+    Cut,
+    /// Drop each datagram with this probability (0.0–1.0).
+    Lossy(f64),
+}
+
+/// The shared switchboard: a mode per directed link.
+type Modes = Arc<Mutex<BTreeMap<(NodeId, NodeId), LinkMode>>>;
+
+/// The relay for a whole cluster.
+pub struct Relay {
+    fronts: BTreeMap<(NodeId, NodeId), Arc<UdpSocket>>,
+    modes: Modes,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Binds a front socket on 127.0.0.1 for every ordered pair of distinct IDs.
+    /// Nothing is forwarded until [`Relay::start`].
+    pub async fn bind(ids: &[NodeId]) -> std::io::Result<Relay> {
+        let mut fronts = BTreeMap::new();
+        let mut modes = BTreeMap::new();
+        for &from in ids {
+            for &to in ids {
+                if from != to {
+                    fronts.insert((from, to), Arc::new(UdpSocket::bind("127.0.0.1:0").await?));
+                    modes.insert((from, to), LinkMode::Up);
+                }
+            }
+        }
+        Ok(Relay {
+            fronts,
+            modes: Arc::new(Mutex::new(modes)),
+            tasks: Vec::new(),
+        })
+    }
+
+    /// The address `from` must dial to reach `to` through the relay.
+    pub fn front_addr(&self, from: NodeId, to: NodeId) -> SocketAddr {
+        self.fronts[&(from, to)]
+            .local_addr()
+            .expect("a bound UDP socket has an address")
+    }
+
+    /// Starts forwarding: datagrams on the front for `(from, to)` go to `targets[to]`.
+    pub async fn start(
+        &mut self,
+        targets: &BTreeMap<NodeId, SocketAddr>,
+        seed: u64,
+    ) -> std::io::Result<()> {
+        for (&(from, to), front) in &self.fronts {
+            let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await?);
+            back.connect(targets[&to]).await?;
+            let link = Link {
+                key: (from, to),
+                front: Arc::clone(front),
+                back,
+                modes: Arc::clone(&self.modes),
+                seed: seed ^ (from << 32) ^ to,
+            };
+            self.tasks.push(tokio::spawn(link.run()));
+        }
+        Ok(())
+    }
+
+    /// Sets one directed link's mode.
+    pub fn set(&self, from: NodeId, to: NodeId, mode: LinkMode) {
+        if let Some(m) = self.modes.lock().expect("relay lock").get_mut(&(from, to)) {
+            *m = mode;
+        }
+    }
+
+    /// Cuts every link between the two sides, both directions.
+    pub fn partition(&self, side_a: &[NodeId], side_b: &[NodeId]) {
+        for &a in side_a {
+            for &b in side_b {
+                self.set(a, b, LinkMode::Cut);
+                self.set(b, a, LinkMode::Cut);
+            }
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        for mode in self.modes.lock().expect("relay lock").values_mut() {
+            *mode = LinkMode::Up;
+        }
+    }
+
+    /// The current mode of a link.
+    pub fn mode(&self, from: NodeId, to: NodeId) -> Option<LinkMode> {
+        self.modes
+            .lock()
+            .expect("relay lock")
+            .get(&(from, to))
+            .copied()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// One directed link's forwarder.
+struct Link {
+    key: (NodeId, NodeId),
+    front: Arc<UdpSocket>,
+    back: Arc<UdpSocket>,
+    modes: Modes,
+    seed: u64,
+}
+
+impl Link {
+    async fn run(self) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed);
+        let mut client: Option<SocketAddr> = None;
+        let mut up = vec![0u8; 65_536];
+        let mut down = vec![0u8; 65_536];
+        loop {
+            // Both recv_from/recv are cancellation-safe: a datagram is either fully
+            // received by the branch that wins or left in the socket.
+            tokio::select! {
+                got = self.front.recv_from(&mut up) => {
+                    let Ok((len, source)) = got else { continue };
+                    client = Some(source);
+                    if self.pass(&mut rng) {
+                        let _ = self.back.send(&up[..len]).await;
+                    }
+                }
+                got = self.back.recv(&mut down) => {
+                    let Ok(len) = got else {
+                        // The target is gone (ICMP refused): wait for it to come back.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    };
+                    if let Some(client) = client {
+                        if self.pass(&mut rng) {
+                            let _ = self.front.send_to(&down[..len], client).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn pass(&self, rng: &mut rand::rngs::SmallRng) -> bool {
+        let mode = self
+            .modes
+            .lock()
+            .expect("relay lock")
+            .get(&self.key)
+            .copied()
+            .unwrap_or(LinkMode::Up);
+        match mode {
+            LinkMode::Up => true,
+            LinkMode::Cut => false,
+            LinkMode::Lossy(p) => rng.gen::<f64>() >= p,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn echo_server() -> (SocketAddr, JoinHandle<()>) {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 1500];
+            while let Ok((len, from)) = socket.recv_from(&mut buf).await {
+                let _ = socket.send_to(&buf[..len], from).await;
+            }
+        });
+        (addr, task)
+    }
+
+    async fn round_trip(relay: &Relay, from: NodeId, to: NodeId) -> bool {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket
+            .send_to(b"ping", relay.front_addr(from, to))
+            .await
+            .unwrap();
+        let mut buf = [0u8; 16];
+        matches!(
+            tokio::time::timeout(Duration::from_millis(300), socket.recv_from(&mut buf)).await,
+            Ok(Ok((4, _)))
+        )
+    }
+
+    #[tokio::test]
+    async fn forwards_both_ways_and_cuts_on_partition() {
+        let (echo, _task) = echo_server().await;
+        let mut relay = Relay::bind(&[1, 2]).await.unwrap();
+        let targets = BTreeMap::from([(1, echo), (2, echo)]);
+        relay.start(&targets, 7).await.unwrap();
+        assert!(round_trip(&relay, 1, 2).await, "an up link forwards");
+        relay.partition(&[1], &[2]);
+        assert_eq!(relay.mode(2, 1), Some(LinkMode::Cut));
+        assert!(!round_trip(&relay, 1, 2).await, "a cut link drops");
+        relay.heal();
+        assert!(
+            round_trip(&relay, 1, 2).await,
+            "a healed link forwards again"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! `bully local --nodes N`: a whole cluster of real node processes on loopback, a live
+//! view of every node, and a tiny shell (`kill K`, `start K`, `pause K`, `resume K`,
+//! `status`, `quit`) so a newcomer can watch the bully take over.
+
+use super::LocalArgs;
+use crate::certs::TlsFiles;
+use crate::client::Client;
+use crate::cluster::{Cluster, ClusterSpec};
+use crate::node::Status;
+use crate::protocol::{NodeId, Preempt};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+/// A status update from one node's watcher; `None` means the node is unreachable.
+type Update = (NodeId, Option<Status>);
+
+/// Runs the local cluster until `quit`, end of input or Ctrl-C.
+pub async fn run(args: &LocalArgs) -> ExitCode {
+    match run_inner(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
+    let temp = match &args.dir {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("bully-local-").tempdir()?),
+    };
+    let dir = match (&args.dir, &temp) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(t)) => t.path().to_path_buf(),
+        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
+    };
+    let mut cluster = Cluster::create(ClusterSpec {
+        nodes: args.nodes,
+        timing: args.timing.timing(),
+        preempt: Preempt::Always,
+        binary: std::env::current_exe()?,
+        dir: dir.clone(),
+    })?;
+    println!(
+        "bully local: {} nodes on 127.0.0.1, files in {}",
+        args.nodes,
+        dir.display()
+    );
+    for id in cluster.ids() {
+        cluster.start(id)?;
+        println!(
+            "  started node {id} at {} (pid {})",
+            cluster.addr(id),
+            cluster.pid(id).unwrap_or(0)
+        );
+    }
+    println!("commands: kill K | start K | pause K | resume K | status | quit");
+
+    let (updates_tx, mut updates) = mpsc::channel::<Update>(256);
+    let watchers: Vec<_> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| {
+            tokio::spawn(watch_node(
+                id,
+                cluster.addr(id),
+                cluster.client_tls().clone(),
+                updates_tx.clone(),
+            ))
+        })
+        .collect();
+    let started = Instant::now();
+    let mut views: BTreeMap<NodeId, Option<Status>> =
+        cluster.ids().into_iter().map(|id| (id, None)).collect();
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            Some((id, status)) = updates.recv() => {
+                if let Some(line) = describe_change(views.get(&id).cloned().flatten(), status.as_ref(), id) {
+                    println!("[{:>7.3}s] {line}", started.elapsed().as_secs_f64());
+                    views.insert(id, status);
+                    println!("           {}", agreement(&views));
+                } else {
+                    views.insert(id, status);
+                }
+            }
+            line = stdin.next_line(), if stdin_open => match line {
+                Ok(Some(line)) => {
+                    if !command(&mut cluster, line.trim(), &views) { break; }
+                }
+                _ => { stdin_open = false; }
+            },
+            _ = super::shutdown_signal() => break,
+        }
+    }
+    for watcher in watchers {
+        watcher.abort();
+    }
+    for id in cluster.ids() {
+        if cluster.is_running(id) {
+            let _ = cluster.stop(id, Duration::from_secs(2));
+        }
+    }
+    if args.keep_dir {
+        if let Some(temp) = temp {
+            let kept = temp.keep();
+            println!("kept {}", kept.display());
+        }
+    }
+    println!("stopped every node");
+    Ok(())
+}
+
+/// Runs one shell command; returns false on `quit`.
+fn command(cluster: &mut Cluster, line: &str, views: &BTreeMap<NodeId, Option<Status>>) -> bool {
+    let mut words = line.split_whitespace();
+    let verb = words.next().unwrap_or("");
+    let target: Option<NodeId> = words.next().and_then(|w| w.parse().ok());
+    let result = match (verb, target) {
+        ("", _) => Ok(()),
+        ("quit" | "exit" | "q", _) => return false,
+        ("status" | "s", _) => {
+            for (id, view) in views {
+                match view {
+                    Some(status) => println!("  {}", status.line()),
+                    None => println!("  node {id:<3} unreachable"),
+                }
+            }
+            Ok(())
+        }
+        (_, Some(id)) if !cluster.ids().contains(&id) => Err(anyhow::anyhow!(
+            "no node {id}; nodes are {:?}",
+            cluster.ids()
+        )),
+        ("kill" | "k", Some(id)) => cluster
+            .kill(id)
+            .map(|_| println!("  killed node {id} (SIGKILL)")),
+        ("start", Some(id)) => cluster.start(id).map(|_| println!("  started node {id}")),
+        ("pause" | "p", Some(id)) => cluster
+            .pause(id)
+            .map(|_| println!("  paused node {id} (SIGSTOP)")),
+        ("resume" | "r", Some(id)) => cluster
+            .resume(id)
+            .map(|_| println!("  resumed node {id} (SIGCONT)")),
+        _ => Err(anyhow::anyhow!(
+            "unknown command `{line}`; try kill K, start K, pause K, resume K, status, quit"
+        )),
+    };
+    if let Err(e) = result {
+        println!("  {e}");
+    }
+    true
+}
+
+/// Follows one node's watch stream, reconnecting while it is down or paused.
+async fn watch_node(id: NodeId, addr: SocketAddr, tls: TlsFiles, updates: mpsc::Sender<Update>) {
+    loop {
+        if let Ok(client) = Client::connect(addr, &tls, Some(id), Duration::from_millis(500)).await
+        {
+            if let Ok(mut stream) = client.watch().await {
+                while let Ok(Some(status)) = stream.next().await {
+                    if updates.send((id, Some(status))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        if updates.send((id, None)).await.is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A line for a change worth showing (role, epoch or reachability), else None.
+fn describe_change(before: Option<Status>, after: Option<&Status>, id: NodeId) -> Option<String> {
+    match (before, after) {
+        (None, None) => None,
+        (Some(_), None) => Some(format!("node {id:<3} unreachable")),
+        (Some(b), Some(a)) if (b.role, b.epoch, b.eligible) == (a.role, a.epoch, a.eligible) => {
+            None
+        }
+        (_, Some(a)) => Some(a.line()),
+    }
+}
+
+/// Who the reachable nodes follow, e.g. `coordinator 5 (5 of 5 agree)`.
+fn agreement(views: &BTreeMap<NodeId, Option<Status>>) -> String {
+    let mut votes: BTreeMap<NodeId, usize> = BTreeMap::new();
+    let reachable = views.values().flatten().count();
+    for status in views.values().flatten() {
+        if let Some(c) = status.coordinator {
+            *votes.entry(c).or_default() += 1;
+        }
+    }
+    match votes.iter().max_by_key(|(_, n)| **n) {
+        Some((c, n)) => format!("coordinator {c} ({n} of {reachable} reachable agree)"),
+        None => format!("no coordinator yet ({reachable} reachable)"),
+    }
+}

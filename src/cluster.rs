@@ -1,0 +1,329 @@
+//! A cluster of real `bully node` processes on loopback, shared by `bully local`,
+//! `bully chaos` and the real-process tests: certificates, configs, free ports, and
+//! children that are started, killed (SIGKILL), paused (SIGSTOP) and resumed by PID.
+//! Dropping a [`Cluster`] kills every child it started, also when a test panics.
+
+use crate::certs::{self, TlsFiles};
+use crate::client::Client;
+use crate::config::{self, HooksConfig, NodeConfig, PeerConfig, TlsPaths};
+use crate::history::Entry;
+use crate::node::{event_log, Status};
+use crate::protocol::{NodeId, Preempt, Timing};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Node IDs are 1..=nodes.
+    pub nodes: u64,
+    pub timing: Timing,
+    pub preempt: Preempt,
+    /// The `bully` executable to run for each node.
+    pub binary: PathBuf,
+    /// Where certs, configs, data dirs and logs go.
+    pub dir: PathBuf,
+}
+
+/// One member: its files, address and (when running) its process.
+#[derive(Debug)]
+struct Member {
+    addr: SocketAddr,
+    config: PathBuf,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+/// A running cluster on 127.0.0.1.
+#[derive(Debug)]
+pub struct Cluster {
+    spec: ClusterSpec,
+    members: BTreeMap<NodeId, Member>,
+    client_tls: TlsFiles,
+}
+
+impl Cluster {
+    /// Writes certificates and one config per node into `spec.dir`, each node's peers
+    /// pointing straight at each other. Starts nothing.
+    pub fn create(spec: ClusterSpec) -> Result<Cluster> {
+        Self::create_routed(spec, |_, to, addrs| addrs[&to])
+    }
+
+    /// Like [`Cluster::create`], but `route(from, to, listen_addrs)` picks the address
+    /// `from` dials to reach `to` (the chaos runner puts a relay there).
+    pub fn create_routed(
+        spec: ClusterSpec,
+        route: impl Fn(NodeId, NodeId, &BTreeMap<NodeId, SocketAddr>) -> SocketAddr,
+    ) -> Result<Cluster> {
+        if spec.nodes == 0 {
+            bail!("a cluster needs at least one node");
+        }
+        fs::create_dir_all(&spec.dir)
+            .with_context(|| format!("cannot create {}", spec.dir.display()))?;
+        let ids: Vec<NodeId> = (1..=spec.nodes).collect();
+        let cert_dir = spec.dir.join("certs");
+        certs::init(&cert_dir, &ids).context("cannot make certificates")?;
+        let addrs: BTreeMap<NodeId, SocketAddr> = ids
+            .iter()
+            .map(|&id| Ok((id, free_udp_addr()?)))
+            .collect::<Result<_>>()?;
+        let mut members = BTreeMap::new();
+        for &id in &ids {
+            let data_dir = spec.dir.join(format!("data/node{id}"));
+            let config = spec.dir.join(format!("node{id}.toml"));
+            let peers: Vec<(NodeId, SocketAddr)> = ids
+                .iter()
+                .filter(|&&p| p != id)
+                .map(|&p| (p, route(id, p, &addrs)))
+                .collect();
+            let node = node_config(id, addrs[&id], &data_dir, &cert_dir, &spec, &peers);
+            let text = config::render(&node).context("cannot render a node config")?;
+            fs::write(&config, text)
+                .with_context(|| format!("cannot write {}", config.display()))?;
+            members.insert(
+                id,
+                Member {
+                    addr: addrs[&id],
+                    config,
+                    data_dir,
+                    log: spec.dir.join(format!("node{id}.log")),
+                    child: None,
+                    paused: false,
+                },
+            );
+        }
+        Ok(Cluster {
+            client_tls: TlsFiles {
+                ca: cert_dir.join("ca.pem"),
+                cert: cert_dir.join("client.pem"),
+                key: cert_dir.join("client.key"),
+            },
+            spec,
+            members,
+        })
+    }
+
+    /// Every node ID, ascending.
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.members.keys().copied().collect()
+    }
+
+    /// The spec this cluster was made from.
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+
+    /// The client certificate files that every node accepts.
+    pub fn client_tls(&self) -> &TlsFiles {
+        &self.client_tls
+    }
+
+    /// A node's API/peer address.
+    pub fn addr(&self, id: NodeId) -> SocketAddr {
+        self.member(id).addr
+    }
+
+    /// A node's config file.
+    pub fn config_path(&self, id: NodeId) -> PathBuf {
+        self.member(id).config.clone()
+    }
+
+    /// A node's data dir (sled cells and `events.jsonl`).
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.member(id).data_dir.clone()
+    }
+
+    /// A node's log file (its stdout and stderr).
+    pub fn log_path(&self, id: NodeId) -> PathBuf {
+        self.member(id).log.clone()
+    }
+
+    /// Whether the node's process is running (paused counts as running).
+    pub fn is_running(&mut self, id: NodeId) -> bool {
+        let member = self.member_mut(id);
+        match &mut member.child {
+            Some(child) => match child.try_wait() {
+                Ok(None) => true,
+                _ => {
+                    member.child = None;
+                    false
+                }
+            },
+            None => false,
+        }
+    }
+
+    /// Whether the node is stopped with SIGSTOP.
+    pub fn is_paused(&self, id: NodeId) -> bool {
+        self.member(id).paused
+    }
+
+    /// The PID of a running node.
+    pub fn pid(&self, id: NodeId) -> Option<u32> {
+        self.member(id).child.as_ref().map(|c| c.id())
+    }
+
+    /// Starts a node's process; its output goes to its log file.
+    pub fn start(&mut self, id: NodeId) -> Result<()> {
+        if self.is_running(id) {
+            bail!("node {id} is already running");
+        }
+        let binary = self.spec.binary.clone();
+        let member = self.member_mut(id);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log)
+            .with_context(|| format!("cannot open {}", member.log.display()))?;
+        let child = Command::new(&binary)
+            .arg("node")
+            .arg("--config")
+            .arg(&member.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("cannot run {}", binary.display()))?;
+        member.child = Some(child);
+        member.paused = false;
+        Ok(())
+    }
+
+    /// Kills a node with SIGKILL (no goodbye to its peers) and reaps it.
+    pub fn kill(&mut self, id: NodeId) -> Result<()> {
+        let member = self.member_mut(id);
+        let Some(mut child) = member.child.take() else {
+            bail!("node {id} is not running");
+        };
+        member.paused = false;
+        let _ = child.kill();
+        let _ = child.wait();
+        Ok(())
+    }
+
+    /// Stops a node's process with SIGSTOP: it keeps its sockets but processes nothing.
+    pub fn pause(&mut self, id: NodeId) -> Result<()> {
+        self.signal(id, libc::SIGSTOP)?;
+        self.member_mut(id).paused = true;
+        Ok(())
+    }
+
+    /// Continues a paused node with SIGCONT.
+    pub fn resume(&mut self, id: NodeId) -> Result<()> {
+        self.signal(id, libc::SIGCONT)?;
+        self.member_mut(id).paused = false;
+        Ok(())
+    }
+
+    /// Asks a node to stop cleanly (SIGTERM) and waits up to `timeout` before killing it.
+    pub fn stop(&mut self, id: NodeId, timeout: Duration) -> Result<()> {
+        if self.is_paused(id) {
+            self.resume(id)?;
+        }
+        self.signal(id, libc::SIGTERM)?;
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if !self.is_running(id) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill(id)
+    }
+
+    fn signal(&mut self, id: NodeId, signal: libc::c_int) -> Result<()> {
+        if !self.is_running(id) {
+            bail!("node {id} is not running");
+        }
+        let pid = self.pid(id).expect("running node has a pid") as libc::pid_t;
+        // SAFETY: kill(2) with a PID we spawned and still own (not yet reaped).
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            bail!(
+                "cannot signal node {id} (pid {pid}): {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Asks one node for its status over the client API.
+    pub async fn status(&self, id: NodeId, timeout: Duration) -> Result<Status> {
+        let client = Client::connect(self.addr(id), &self.client_tls, Some(id), timeout).await?;
+        Ok(client.status().await?)
+    }
+
+    /// Every node's event log, merged and ordered by time.
+    pub fn history(&self) -> Vec<Entry> {
+        crate::history::merge(
+            self.members
+                .values()
+                .filter_map(|m| event_log::read_log(&m.data_dir).ok()),
+        )
+    }
+
+    fn member(&self, id: NodeId) -> &Member {
+        self.members
+            .get(&id)
+            .unwrap_or_else(|| panic!("node {id} is not a member of this cluster"))
+    }
+
+    fn member_mut(&mut self, id: NodeId) -> &mut Member {
+        self.members
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("node {id} is not a member of this cluster"))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for member in self.members.values_mut() {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// A free UDP port on 127.0.0.1, found by binding port 0 and letting go.
+pub fn free_udp_addr() -> Result<SocketAddr> {
+    let socket = UdpSocket::bind("127.0.0.1:0").context("cannot bind a UDP port on 127.0.0.1")?;
+    Ok(socket.local_addr()?)
+}
+
+/// The config of one generated node: absolute paths, the spec's timing and preemption.
+fn node_config(
+    id: NodeId,
+    listen: SocketAddr,
+    data_dir: &Path,
+    cert_dir: &Path,
+    spec: &ClusterSpec,
+    peers: &[(NodeId, SocketAddr)],
+) -> NodeConfig {
+    NodeConfig {
+        id,
+        listen,
+        data_dir: data_dir.to_path_buf(),
+        preempt: spec.preempt,
+        tls: TlsPaths {
+            ca: cert_dir.join("ca.pem"),
+            cert: cert_dir.join(format!("node-{id}.pem")),
+            key: cert_dir.join(format!("node-{id}.key")),
+        },
+        timing: spec.timing,
+        peers: peers
+            .iter()
+            .map(|&(id, addr)| PeerConfig { id, addr })
+            .collect(),
+        hooks: HooksConfig::default(),
+        health: None,
+        http: None,
+    }
+}

@@ -1,0 +1,103 @@
+//! The client API on the node's QUIC endpoint: one bidirectional stream per request,
+//! framed by the codec. Clients authenticate with a certificate from the cluster CA.
+//!
+//! Requests: `Status` (one answer), `Watch` (a status frame now and after every
+//! change, until the client goes away), `StepDown` (switchover).
+
+use super::status::Status;
+use crate::transport::{read_frame, write_frame};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Status,
+    Watch,
+    /// Become ineligible for `for_ms` so the next highest eligible node takes over.
+    StepDown {
+        for_ms: u64,
+    },
+}
+
+/// What a node answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Status(Status),
+    /// A request was accepted; the text says what happens next.
+    Done(String),
+    /// A request was refused; the text says why.
+    Refused(String),
+}
+
+/// Commands the API hands to the node's runtime (the only writer of the machine).
+#[derive(Debug)]
+pub enum Command {
+    StepDown {
+        for_ms: u64,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
+}
+
+/// Serves every request stream a client opens on `conn` until it closes.
+/// Each stream runs in its own task so a long watch does not block a status query.
+pub async fn serve_client(
+    conn: quinn::Connection,
+    status: watch::Receiver<Status>,
+    commands: mpsc::Sender<Command>,
+) {
+    let remote = conn.remote_address();
+    loop {
+        let (send, recv) = match conn.accept_bi().await {
+            Ok(streams) => streams,
+            Err(e) => {
+                tracing::debug!(%remote, "client connection ended: {e}");
+                return;
+            }
+        };
+        let status = status.clone();
+        let commands = commands.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_stream(send, recv, status, commands).await {
+                tracing::debug!(%remote, "client request failed: {e}");
+            }
+        });
+    }
+}
+
+async fn serve_stream(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    mut status: watch::Receiver<Status>,
+    commands: mpsc::Sender<Command>,
+) -> anyhow::Result<()> {
+    let Some(request) = read_frame::<Request>(&mut recv).await? else {
+        return Ok(());
+    };
+    match request {
+        Request::Status => {
+            let now = status.borrow_and_update().clone();
+            write_frame(&mut send, &Response::Status(now)).await?;
+        }
+        Request::Watch => loop {
+            let now = status.borrow_and_update().clone();
+            write_frame(&mut send, &Response::Status(now)).await?;
+            // `changed` is cancellation-safe; it fails only when the node shuts down.
+            tokio::select! {
+                changed = status.changed() => if changed.is_err() { break },
+                _ = send.stopped() => break,
+            }
+        },
+        Request::StepDown { for_ms } => {
+            let (reply, answer) = oneshot::channel();
+            commands.send(Command::StepDown { for_ms, reply }).await?;
+            let response = match answer.await? {
+                Ok(text) => Response::Done(text),
+                Err(text) => Response::Refused(text),
+            };
+            write_frame(&mut send, &response).await?;
+        }
+    }
+    let _ = send.finish();
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! What a node tells the world about itself: the payload of `bully status`, the watch
+//! stream, `/status` and the hooks.
+
+use crate::protocol::{Cells, Epoch, NodeId, Role, View};
+use serde::{Deserialize, Serialize};
+
+/// Whether a configured peer is reachable right now (our outbound connection is up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerState {
+    pub id: NodeId,
+    pub connected: bool,
+}
+
+/// A node's full status as published on its watch channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub id: NodeId,
+    pub role: Role,
+    /// The epoch this node follows or leads (the fencing token); none while electing.
+    pub epoch: Option<Epoch>,
+    pub coordinator: Option<NodeId>,
+    pub eligible: bool,
+    pub incarnation: u64,
+    /// The newest epoch in this node's flushed cells.
+    pub accepted: Option<Epoch>,
+    /// The highest term in this node's flushed cells.
+    pub term: u64,
+    pub peers: Vec<PeerState>,
+    /// Wall-clock milliseconds (Unix) of the last role or epoch change.
+    pub changed_at_ms: u64,
+}
+
+impl Status {
+    /// The status of a node that has just started and published nothing yet.
+    pub fn initial(view: View, cells: Cells, peers: &[NodeId], now_ms: u64) -> Status {
+        let mut status = Status {
+            id: view.id,
+            role: view.role,
+            epoch: None,
+            coordinator: None,
+            eligible: view.eligible,
+            incarnation: cells.incarnation,
+            accepted: cells.accepted,
+            term: cells.term,
+            peers: peers
+                .iter()
+                .map(|&id| PeerState {
+                    id,
+                    connected: false,
+                })
+                .collect(),
+            changed_at_ms: now_ms,
+        };
+        status.apply_view(view, now_ms);
+        status
+    }
+
+    /// Folds a new view in; returns whether the coordinator or epoch changed.
+    pub fn apply_view(&mut self, view: View, now_ms: u64) -> bool {
+        let before = (self.role, self.epoch);
+        self.role = view.role;
+        self.epoch = view.epoch;
+        self.coordinator = view.coordinator();
+        self.eligible = view.eligible;
+        self.incarnation = view.incarnation;
+        let changed = before != (self.role, self.epoch);
+        if changed {
+            self.changed_at_ms = now_ms;
+        }
+        changed
+    }
+
+    /// Records the durable cells after a flush.
+    pub fn apply_cells(&mut self, cells: Cells) {
+        self.accepted = cells.accepted;
+        self.term = cells.term;
+        self.incarnation = cells.incarnation;
+    }
+
+    /// Marks a peer reachable or not; returns whether anything changed.
+    pub fn set_peer(&mut self, id: NodeId, connected: bool) -> bool {
+        match self.peers.iter_mut().find(|p| p.id == id) {
+            Some(p) if p.connected != connected => {
+                p.connected = connected;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One human line: `node 3  coordinator  epoch 7@3  coordinator 3`.
+    pub fn line(&self) -> String {
+        let epoch = self
+            .epoch
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "-".into());
+        let coordinator = self
+            .coordinator
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "none".into());
+        let eligible = if self.eligible { "" } else { "  (ineligible)" };
+        format!(
+            "node {:<3} {:<11} epoch {:<8} coordinator {}{}",
+            self.id, self.role, epoch, coordinator, eligible
+        )
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch, for logs and histories that are
+/// compared across processes on one machine.
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

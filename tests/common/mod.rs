@@ -1,0 +1,136 @@
+//! Helpers shared by the real-process tests: a cluster in a temp dir, bounded waits,
+//! and views of every node.
+#![allow(dead_code)]
+
+use bully::cluster::{Cluster, ClusterSpec};
+use bully::node::Status;
+use bully::protocol::{NodeId, Preempt, Timing};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The `bully` binary cargo built for these tests.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bully"))
+}
+
+/// A cluster whose files live in a temp dir that outlives it.
+pub struct TestCluster {
+    pub cluster: Cluster,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Creates (does not start) `nodes` nodes with the given timing.
+    pub fn new(nodes: u64, timing: Timing, preempt: Preempt) -> TestCluster {
+        let dir = tempfile::Builder::new()
+            .prefix("bully-test-")
+            .tempdir()
+            .expect("temp dir");
+        let cluster = Cluster::create(ClusterSpec {
+            nodes,
+            timing,
+            preempt,
+            binary: binary(),
+            dir: dir.path().to_path_buf(),
+        })
+        .expect("create cluster");
+        TestCluster { cluster, dir }
+    }
+
+    /// Starts every node.
+    pub fn start_all(&mut self) {
+        for id in self.cluster.ids() {
+            self.cluster.start(id).expect("start node");
+        }
+    }
+
+    /// Statuses of the given nodes (None where a node does not answer in time).
+    pub async fn views(&self, ids: &[NodeId]) -> BTreeMap<NodeId, Option<Status>> {
+        let asks = ids.iter().map(|&id| async move {
+            (
+                id,
+                self.cluster
+                    .status(id, Duration::from_millis(800))
+                    .await
+                    .ok(),
+            )
+        });
+        futures::future::join_all(asks).await.into_iter().collect()
+    }
+
+    /// Waits until every node in `live` follows `leader` and `leader` alone says it is
+    /// coordinator; returns the agreed epoch term. Panics with the last views and the
+    /// node logs after `timeout`.
+    pub async fn wait_for_leader(&self, live: &[NodeId], leader: NodeId, timeout: Duration) -> u64 {
+        let started = Instant::now();
+        let mut last = BTreeMap::new();
+        while started.elapsed() < timeout {
+            last = self.views(live).await;
+            if let Some(term) = agreed(&last, leader) {
+                return term;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "no agreement on leader {leader} among {live:?} within {timeout:?}; last views: {last:#?}\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// The last lines of every node's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let mut out = String::new();
+        for id in self.cluster.ids() {
+            let text = std::fs::read_to_string(self.cluster.log_path(id)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(15);
+            out.push_str(&format!(
+                "--- node {id} log (tail)\n{}\n",
+                lines[from..].join("\n")
+            ));
+        }
+        out
+    }
+}
+
+/// The agreed epoch term when every view follows `leader` and only `leader` leads.
+pub fn agreed(views: &BTreeMap<NodeId, Option<Status>>, leader: NodeId) -> Option<u64> {
+    let mut term = None;
+    for status in views.values() {
+        let status = status.as_ref()?;
+        if status.coordinator != Some(leader) {
+            return None;
+        }
+        let is_leader = status.id == leader;
+        if is_leader != (status.role == bully::protocol::Role::Coordinator) {
+            return None;
+        }
+        let epoch = status.epoch?;
+        if term.is_some_and(|t| t != epoch.term) {
+            return None;
+        }
+        term = Some(epoch.term);
+    }
+    term
+}
+
+/// Polls `probe` every 50 ms until it yields a value or `timeout` passes.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
