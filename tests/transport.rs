@@ -4,6 +4,8 @@
 //! Figures (latency, reconnect time) are printed; run with `--nocapture` to see them,
 //! and `--ignored measure` for the longer measurement.
 
+mod common;
+
 use bully::certs::{self, TlsFiles};
 use bully::codec::{self, MAX_FRAME, WIRE_VERSION};
 use bully::protocol::{Body, Epoch, Message, NodeId, Timing};
@@ -12,9 +14,9 @@ use bully::transport::{
     close, connect_client, peer_identity, Transport, TransportConfig, TransportError,
     TransportEvent, ALPN_API, ALPN_PEER,
 };
+use common::{raw_client, raw_connect};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::Receiver;
 
@@ -282,40 +284,6 @@ async fn assert_refused(result: Result<quinn::Connection, String>) -> String {
             reason.to_string()
         }
     }
-}
-
-/// A quinn client config built by hand: trusts `ca`, presents `cert` (or nothing).
-fn raw_client(ca: &Path, cert: Option<(&Path, &Path)>, alpn: &[u8]) -> quinn::ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = certs::load_roots(ca).unwrap();
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots);
-    let mut tls = match cert {
-        Some((c, k)) => builder
-            .with_client_auth_cert(certs::load_certs(c).unwrap(), certs::load_key(k).unwrap())
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    tls.alpn_protocols = vec![alpn.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    quinn::ClientConfig::new(Arc::new(crypto))
-}
-
-async fn raw_connect(
-    config: quinn::ClientConfig,
-    addr: SocketAddr,
-    name: &str,
-) -> Result<quinn::Connection, String> {
-    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    let connecting = endpoint
-        .connect_with(config, addr, name)
-        .map_err(|e| e.to_string())?;
-    tokio::time::timeout(WAIT, connecting)
-        .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| e.to_string())
 }
 
 /// Waits for a `Rejected` event, failing if a `Client` event or a message shows up first.

@@ -2,12 +2,16 @@
 //! and views of every node.
 #![allow(dead_code)]
 
+use bully::certs;
 use bully::cluster::{Cluster, ClusterSpec};
 use bully::node::Status;
 use bully::protocol::{NodeId, Preempt, Timing};
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The `bully` binary cargo built for these tests.
@@ -133,4 +137,39 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A quinn client config built by hand: trusts `ca`, presents `cert` (or nothing).
+pub fn raw_client(ca: &Path, cert: Option<(&Path, &Path)>, alpn: &[u8]) -> quinn::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = certs::load_roots(ca).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut tls = match cert {
+        Some((c, k)) => builder
+            .with_client_auth_cert(certs::load_certs(c).unwrap(), certs::load_key(k).unwrap())
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![alpn.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+/// Connects with a hand-built config, bounded by 5 s.
+pub async fn raw_connect(
+    config: quinn::ClientConfig,
+    addr: SocketAddr,
+    name: &str,
+) -> Result<quinn::Connection, String> {
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let connecting = endpoint
+        .connect_with(config, addr, name)
+        .map_err(|e| e.to_string())?;
+    tokio::time::timeout(Duration::from_secs(5), connecting)
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())
 }
