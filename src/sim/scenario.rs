@@ -12,8 +12,8 @@
 
 use super::{CrashPoint, Sim, SimConfig};
 use crate::checker::{
-    check_convergence, check_unique_terms, convergence_deadline, quiet_window_ms, Convergence,
-    Leader, Violation,
+    check_convergence, check_start_delay, check_unique_terms, convergence_deadline,
+    quiet_window_ms, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
 use crate::protocol::{MessageKind, Millis, NodeId, Preempt, Role, Timing};
@@ -575,6 +575,7 @@ pub fn run_seed(seed: u64) -> Outcome {
     };
     let history = adv.sim.history().to_vec();
     let mut violations = adv.sim.violations().to_vec();
+    violations.extend(check_start_delay(&history, timing.preempt_delay_ms));
     violations.extend(check_unique_terms(
         &history,
         quiet_window_ms(&timing, max_delay),
