@@ -5,6 +5,8 @@
 //!
 //! - [`Safety`] / [`check_safety`]: I1 fencing, the per-node part of I2, I3 durability
 //!   and I4 recovery. These hold at every instant, whatever the faults.
+//! - [`check_start_delay`]: the timing half of I4 (no declaration within the preempt
+//!   delay of a restart).
 //! - [`check_unique_terms`]: the cluster-wide part of I2, only inside quiet windows
 //!   (defined there).
 //! - [`check_convergence`]: I5 after the last fault, given the live set and a deadline
@@ -244,21 +246,70 @@ pub fn check_safety(entries: &[Entry]) -> Vec<Violation> {
     out
 }
 
-/// A declaration: a Persisted record whose accepted epoch changed to one the node leads.
+/// Spots declarations: Persisted records whose accepted epoch changed to one the node
+/// itself leads.
+#[derive(Debug, Default)]
+struct Declarations {
+    last: HashMap<NodeId, Option<Epoch>>,
+}
+
+impl Declarations {
+    /// The epoch this entry declares, if it is a declaration.
+    fn observe(&mut self, entry: &Entry) -> Option<Epoch> {
+        let Record::Persisted(cells) = &entry.record else {
+            return None;
+        };
+        let previous = self.last.insert(entry.node, cells.accepted).flatten();
+        cells
+            .accepted
+            .filter(|e| Some(*e) != previous && e.leader == entry.node)
+    }
+}
+
 fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
-    let mut last: HashMap<NodeId, Option<Epoch>> = HashMap::new();
-    let mut found = Vec::new();
+    let mut tracker = Declarations::default();
+    entries
+        .iter()
+        .filter_map(|e| tracker.observe(e).map(|epoch| (e.at_ms, e.node, epoch)))
+        .collect()
+}
+
+/// The timing half of I4: a (re)started node holds its first election only after
+/// `preempt_delay_ms`, so no declaration may come sooner after a `Started` record —
+/// unless the node followed a coordinator in between (a Follower view): from then on
+/// it is an ordinary member and elects as soon as that coordinator fails or resigns.
+/// (A node with no peers declares at once; do not use this on one-node clusters.)
+pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Violation> {
+    let mut tracker = Declarations::default();
+    let mut last_start: HashMap<NodeId, Millis> = HashMap::new();
+    let mut out = Vec::new();
     for entry in entries {
-        if let Record::Persisted(cells) = &entry.record {
-            let previous = last.insert(entry.node, cells.accepted).flatten();
-            if let Some(epoch) = cells.accepted {
-                if Some(epoch) != previous && epoch.leader == entry.node {
-                    found.push((entry.at_ms, entry.node, epoch));
-                }
+        match &entry.record {
+            Record::Started { .. } => {
+                last_start.insert(entry.node, entry.at_ms);
             }
+            Record::View(v) if v.role == Role::Follower => {
+                last_start.remove(&entry.node);
+            }
+            _ => {}
+        }
+        let (Some(epoch), Some(&start)) = (tracker.observe(entry), last_start.get(&entry.node))
+        else {
+            continue;
+        };
+        if entry.at_ms < start + preempt_delay_ms {
+            out.push(violation(
+                Invariant::Recovery,
+                entry,
+                format!(
+                    "declared {epoch} {} ms after starting at {start} ms, before the preempt \
+                     delay of {preempt_delay_ms} ms",
+                    entry.at_ms - start
+                ),
+            ));
         }
     }
-    found
+    out
 }
 
 /// Time intervals (inclusive) in which some fault was happening: a point for each
@@ -611,6 +662,23 @@ mod tests {
         let mut paused = h.clone();
         paused.insert(2, e(10, 1, Record::Paused));
         assert_eq!(check_unique_terms(&paused, 500), vec![]);
+    }
+
+    #[test]
+    fn i4_declaring_before_the_preempt_delay() {
+        let h = vec![
+            e(100, 1, Record::Started { incarnation: 2 }),
+            e(100, 1, persisted(0, None)),
+            e(150, 1, persisted(1, Some(ep(1, 1)))),
+        ];
+        assert_eq!(
+            kinds(&check_start_delay(&h, 100)),
+            vec![Invariant::Recovery]
+        );
+        assert_eq!(check_start_delay(&h, 50), vec![]);
+        let mut followed = h.clone();
+        followed.insert(2, e(120, 1, view(1, Role::Follower, Some(ep(0, 2)))));
+        assert_eq!(check_start_delay(&followed, 100), vec![]);
     }
 
     #[test]

@@ -343,6 +343,49 @@ fn bully() {
 }
 
 #[test]
+fn bully_while_awaiting() {
+    // Node 2 followed 1@1 while unhealthy. Healthy again, it elects; 3 answers. While
+    // it waits for 3's Coordinator, 1's heartbeat (the epoch 2 accepted) must not make
+    // it settle under a lower leader (the Awaiting fix in machine.rs).
+    let mut cfg = config(2, &[1, 3]);
+    cfg.eligible = false;
+    let mut m = started(cfg, 0);
+    let low = ep(1, 1);
+    deliver(&mut m, 1, 1, Body::Coordinator { epoch: low }, 10);
+    m.handle(Event::SetEligible(true), 20);
+    assert_eq!(
+        drain(&mut m),
+        vec![
+            send(
+                3,
+                1,
+                Body::Election {
+                    accepted: Some(low)
+                }
+            ),
+            candidate_view(2),
+        ]
+    );
+    assert_eq!(deliver(&mut m, 3, 1, Body::Answer, 30), vec![]);
+    assert_eq!(
+        deliver(&mut m, 1, 1, Body::Heartbeat { epoch: low }, 100),
+        vec![]
+    );
+    assert_eq!(m.view().role, Role::Candidate);
+    // No Coordinator from 3 within T': elect again.
+    assert_eq!(
+        tick(&mut m, 330),
+        vec![send(
+            3,
+            1,
+            Body::Election {
+                accepted: Some(low)
+            }
+        )]
+    );
+}
+
+#[test]
 fn stale_claim() {
     let loaded = cells(5, Some(ep(5, 3)), 0);
     let mut m = Machine::start(config(2, &[1, 3]), loaded, 0);

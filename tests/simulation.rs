@@ -280,3 +280,36 @@ fn partition_heals_to_one_coordinator() {
     let five = settle_and_check(&mut sim, 5);
     assert!(five > three, "{five} must be above {three}");
 }
+
+#[test]
+fn eligible_node_never_settles_under_a_lower_leader() {
+    // Regression for the Awaiting fix in machine.rs. Phase 1: 2 and 3 are unhealthy,
+    // so 1 leads and both follow it. Phase 2: 3 restarts healthy; while it is still
+    // starting, 2 becomes healthy and asks 3, which answers, then dies right after
+    // persisting its declaration (nothing revealed). Phase 3: 2 must not settle under
+    // 1's heartbeats; after T' it elects again and, as the highest live node, leads.
+    let mut sim = Sim::new(SimConfig {
+        seed: 1,
+        ids: vec![1, 2, 3],
+        timing: Timing::default(),
+        preempt: Preempt::Always,
+        delay_ms: (5, 5),
+    });
+    sim.set_eligible(2, false);
+    sim.set_eligible(3, false);
+    for id in 1..=3 {
+        sim.start(id);
+    }
+    sim.run_until(1_000);
+    assert_eq!(sim.view(2).and_then(|v| v.coordinator()), Some(1));
+    sim.crash(3);
+    sim.set_eligible(3, true);
+    sim.run_until(1_010);
+    sim.start(3);
+    sim.arm_crash(3, CrashPoint::AfterPersist);
+    sim.run_until(1_011);
+    sim.set_eligible(2, true);
+    sim.run_until(1_200);
+    assert!(!sim.is_up(3), "3 died while declaring");
+    settle_and_check(&mut sim, 2);
+}

@@ -378,8 +378,18 @@ impl Machine {
         if Some(epoch) == accepted {
             match self.state {
                 State::Follower { .. } => self.follow(epoch, now),
-                State::Awaiting { .. } => self.follow(epoch, now),
-                State::Starting { .. } | State::Electing { .. } | State::Idle { .. }
+                // Fix (found by reasoning, reproduced by the simulator scenario
+                // `eligible_node_never_settles_under_a_lower_leader` in
+                // tests/simulation.rs): Awaiting used to follow an equal claim from
+                // anyone. A node that had accepted a lower leader's epoch while
+                // ineligible, then became eligible, got an Answer from a higher node that
+                // died before declaring, followed the lower leader on its next heartbeat
+                // and stayed there forever, eligible and higher (I5). Same test as the
+                // other waiting states now.
+                State::Starting { .. }
+                | State::Electing { .. }
+                | State::Awaiting { .. }
+                | State::Idle { .. }
                     if self.may_follow(from) =>
                 {
                     self.follow(epoch, now)

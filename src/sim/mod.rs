@@ -348,11 +348,6 @@ impl Sim {
         self.armed.clear();
     }
 
-    /// Whether any crash is still armed.
-    pub fn is_armed(&self) -> bool {
-        !self.armed.is_empty()
-    }
-
     /// Stops a running node (SIGSTOP): messages and notices queue, timers wait.
     pub fn pause(&mut self, id: NodeId) {
         if self.is_up(id) && !self.is_paused(id) {
@@ -496,9 +491,9 @@ impl Sim {
 
     fn run_while(&mut self, until: Millis, mut go_on: impl FnMut(&Sim) -> bool) {
         loop {
-            if self.steps > MAX_STEPS {
-                if self.steps == MAX_STEPS + 1 {
-                    self.steps += 1;
+            if self.steps >= MAX_STEPS {
+                if self.steps == MAX_STEPS {
+                    self.steps += 1; // report once
                     self.violate(
                         Invariant::Protocol,
                         0,

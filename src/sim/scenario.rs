@@ -12,8 +12,8 @@
 
 use super::{CrashPoint, Sim, SimConfig};
 use crate::checker::{
-    check_convergence, check_unique_terms, convergence_deadline, quiet_window_ms, Convergence,
-    Leader, Violation,
+    check_convergence, check_start_delay, check_unique_terms, convergence_deadline,
+    quiet_window_ms, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
 use crate::protocol::{MessageKind, Millis, NodeId, Preempt, Role, Timing};
@@ -257,7 +257,7 @@ impl Adversary {
     fn inject(&mut self) {
         let up = self.up();
         let down = self.down();
-        let roll = self.rng.gen_range(0..100);
+        let roll = self.rng.gen_range(0..110);
         match roll {
             0..=19 if !up.is_empty() => {
                 let Some(c) = self.coordinator() else { return };
@@ -299,6 +299,12 @@ impl Adversary {
                 };
                 self.note(format!("restart n{id}"));
                 self.sim.start(id);
+                if self.rng.gen_bool(0.25) {
+                    // A crash loop: it dies again somewhere in its first election.
+                    let point = self.any_point();
+                    self.note(format!("arm crash of n{id} at {point:?}"));
+                    self.sim.arm_crash(id, point);
+                }
             }
             60..=64 if !up.is_empty() => {
                 // The highest node crashes and comes back before anyone suspects it.
@@ -356,13 +362,13 @@ impl Adversary {
                 self.sim.arm_crash(id, point);
                 self.maybe_restart_later(id, 0.7, (300, 2500));
             }
-            89..=92 => {
+            89..=102 => {
                 let ineligible: Vec<NodeId> = self
                     .ids()
                     .into_iter()
                     .filter(|&id| !self.sim.is_eligible(id))
                     .collect();
-                if !ineligible.is_empty() && self.rng.gen_bool(0.5) {
+                if !ineligible.is_empty() && self.rng.gen_bool(0.6) {
                     let Some(id) = self.pick(&ineligible) else {
                         return;
                     };
@@ -379,7 +385,7 @@ impl Adversary {
                     self.sim.set_eligible(id, false);
                 }
             }
-            93..=99 => {
+            103..=109 => {
                 // False suspicion: a follower's transport reports a live coordinator down.
                 let Some(c) = self.coordinator() else { return };
                 let followers: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
@@ -503,13 +509,19 @@ pub fn run_seed(seed: u64) -> Outcome {
     };
     let ids = adv.ids();
 
-    // Sometimes one node fails its health check from the start (config or event).
+    // Sometimes one or two nodes fail their health check from the start (config or
+    // event).
     let ineligible_from_start = adv.rng.gen_bool(0.15);
-    let unhealthy = adv.pick(&ids).unwrap_or(ids[0]);
+    let mut unhealthy: Vec<NodeId> = ids.clone();
+    unhealthy.shuffle(&mut adv.rng);
+    let two = ids.len() > 2 && adv.rng.gen_bool(0.35);
+    unhealthy.truncate(if two { 2 } else { 1 });
     let via_event = adv.rng.gen_bool(0.5);
     if ineligible_from_start && !via_event {
-        adv.note(format!("n{unhealthy} starts ineligible"));
-        adv.sim.set_eligible(unhealthy, false);
+        for &id in &unhealthy {
+            adv.note(format!("n{id} starts ineligible"));
+            adv.sim.set_eligible(id, false);
+        }
     }
     // All at once (concurrent elections) or staggered joins.
     let staggered = adv.rng.gen_bool(0.5);
@@ -525,8 +537,10 @@ pub fn run_seed(seed: u64) -> Outcome {
     if ineligible_from_start && via_event {
         let at = adv.rng.gen_range(0..=300);
         adv.run_to(at);
-        adv.note(format!("n{unhealthy} ineligible"));
-        adv.sim.set_eligible(unhealthy, false);
+        for &id in &unhealthy {
+            adv.note(format!("n{id} ineligible"));
+            adv.sim.set_eligible(id, false);
+        }
     }
     flavor.ineligible = ineligible_from_start;
 
@@ -561,6 +575,7 @@ pub fn run_seed(seed: u64) -> Outcome {
     };
     let history = adv.sim.history().to_vec();
     let mut violations = adv.sim.violations().to_vec();
+    violations.extend(check_start_delay(&history, timing.preempt_delay_ms));
     violations.extend(check_unique_terms(
         &history,
         quiet_window_ms(&timing, max_delay),
