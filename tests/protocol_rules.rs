@@ -701,3 +701,38 @@ fn misbehaviour_term_overflow() {
         "no declaration is possible any more"
     );
 }
+
+#[test]
+fn misbehaviour_does_not_raise_the_term() {
+    let mut m = follower_of_3();
+    let foreign = Body::Coordinator { epoch: ep(50, 3) };
+    assert!(matches!(
+        deliver(&mut m, 1, 50, foreign, 50)[..],
+        [Action::Misbehaved { .. }]
+    ));
+    assert_eq!(m.seen_term(), 1, "a refused message must not raise the term");
+}
+
+#[test]
+fn peer_up() {
+    // Starting: the probe sent before the link was up was dropped; send it again.
+    let mut m = started(config(2, &[1, 3]), 0);
+    m.handle(Event::PeerUp(3), 5);
+    assert_eq!(drain(&mut m), vec![send(3, 0, Body::Probe)]);
+    // Electing: repeat the Election to a higher peer only.
+    tick(&mut m, 100);
+    m.handle(Event::PeerUp(3), 110);
+    assert_eq!(
+        drain(&mut m),
+        vec![send(3, 0, Body::Election { accepted: None })]
+    );
+    m.handle(Event::PeerUp(1), 111);
+    assert_eq!(drain(&mut m), vec![]);
+    // Coordinator: tell a reconnected peer the epoch at once.
+    let mut c = coordinator_3();
+    c.handle(Event::PeerUp(1), 150);
+    assert_eq!(
+        drain(&mut c),
+        vec![send(1, 1, Body::Heartbeat { epoch: ep(1, 3) })]
+    );
+}

@@ -236,19 +236,20 @@ impl Machine {
             Event::PeerUp(peer) => self.on_peer_up(peer),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
             Event::Message { from, msg } => {
-                if !self.config.peers.contains(&from) {
-                    self.misbehaved(from, Misbehaviour::UnknownPeer);
+                // Validate before observing: a message we refuse must not raise our term.
+                if let Some(what) = self.misbehaviour(from, &msg.body) {
+                    self.misbehaved(from, what);
                     return;
                 }
                 self.observe(msg.term);
                 match msg.body {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
-                    Body::Answer => self.on_answer(from, now),
+                    Body::Answer => self.on_answer(now),
                     Body::Coordinator { epoch } => self.on_claim(from, epoch, false, now),
                     Body::Heartbeat { epoch } => self.on_claim(from, epoch, true, now),
                     Body::Ack { accepted } => self.on_ack(msg.term, accepted, now),
                     Body::Probe => self.on_probe(from),
-                    Body::Resign { epoch } => self.on_resign(from, epoch, now),
+                    Body::Resign { epoch } => self.on_resign(epoch, now),
                 }
             }
         }
@@ -325,10 +326,6 @@ impl Machine {
     }
 
     fn on_election(&mut self, from: NodeId, term: u64, accepted: Option<Epoch>, now: Millis) {
-        if from > self.config.id {
-            self.misbehaved(from, Misbehaviour::ElectionFromHigher);
-            return;
-        }
         if let Some(a) = accepted {
             self.observe(a.term);
         }
@@ -350,11 +347,7 @@ impl Machine {
         }
     }
 
-    fn on_answer(&mut self, from: NodeId, now: Millis) {
-        if from < self.config.id {
-            self.misbehaved(from, Misbehaviour::AnswerFromLower);
-            return;
-        }
+    fn on_answer(&mut self, now: Millis) {
         if let State::Electing { .. } = self.state {
             self.state = State::Awaiting {
                 until: now + self.config.timing.coordinator_timeout_ms,
@@ -364,10 +357,6 @@ impl Machine {
 
     /// Coordinator and Heartbeat: both claim that `epoch` is current.
     fn on_claim(&mut self, from: NodeId, epoch: Epoch, heartbeat: bool, now: Millis) {
-        if epoch.leader != from {
-            self.misbehaved(from, Misbehaviour::ForeignClaim);
-            return;
-        }
         self.observe(epoch.term);
         let accepted = self.cells.accepted;
         if Some(epoch) < accepted {
@@ -446,11 +435,7 @@ impl Machine {
         }
     }
 
-    fn on_resign(&mut self, from: NodeId, epoch: Epoch, now: Millis) {
-        if epoch.leader != from {
-            self.misbehaved(from, Misbehaviour::ForeignClaim);
-            return;
-        }
+    fn on_resign(&mut self, epoch: Epoch, now: Millis) {
         if matches!(self.state, State::Follower { epoch: e, .. } if e == epoch) {
             self.start_election(now);
         }
@@ -563,6 +548,26 @@ impl Machine {
         for i in 0..self.config.peers.len() {
             let peer = self.config.peers[i];
             self.send(peer, body);
+        }
+    }
+
+    /// The protocol rule `body` from `from` breaks, if any: unknown senders, Elections
+    /// going down, Answers going up, claims for an epoch led by someone else.
+    fn misbehaviour(&self, from: NodeId, body: &Body) -> Option<Misbehaviour> {
+        if !self.config.peers.contains(&from) {
+            return Some(Misbehaviour::UnknownPeer);
+        }
+        match *body {
+            Body::Election { .. } if from > self.config.id => {
+                Some(Misbehaviour::ElectionFromHigher)
+            }
+            Body::Answer if from < self.config.id => Some(Misbehaviour::AnswerFromLower),
+            Body::Coordinator { epoch } | Body::Heartbeat { epoch } | Body::Resign { epoch }
+                if epoch.leader != from =>
+            {
+                Some(Misbehaviour::ForeignClaim)
+            }
+            _ => None,
         }
     }
 
