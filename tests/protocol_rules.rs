@@ -710,7 +710,11 @@ fn misbehaviour_does_not_raise_the_term() {
         deliver(&mut m, 1, 50, foreign, 50)[..],
         [Action::Misbehaved { .. }]
     ));
-    assert_eq!(m.seen_term(), 1, "a refused message must not raise the term");
+    assert_eq!(
+        m.seen_term(),
+        1,
+        "a refused message must not raise the term"
+    );
 }
 
 #[test]
