@@ -4,6 +4,7 @@
 
 use crate::certs::TlsFiles;
 use crate::node::api::{Request, Response};
+use crate::node::metrics::MetricsSnapshot;
 use crate::node::Status;
 use crate::protocol::NodeId;
 use crate::transport::{connect_client, read_frame, write_frame};
@@ -58,6 +59,14 @@ impl Client {
     pub async fn status(&self) -> Result<Status, ClientError> {
         match self.call(Request::Status).await? {
             Response::Status(status) => Ok(status),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// A snapshot of the node's counters (messages by kind, elections, failovers, ...).
+    pub async fn metrics(&self) -> Result<MetricsSnapshot, ClientError> {
+        match self.call(Request::Metrics).await? {
+            Response::Metrics(metrics) => Ok(metrics),
             other => Err(self.unexpected(other)),
         }
     }

@@ -3,8 +3,10 @@
 
 pub mod api;
 pub mod event_log;
+pub mod metrics;
 mod runtime;
 pub mod status;
 
+pub use metrics::{Metrics, MetricsSnapshot};
 pub use runtime::{start, NodeError, NodeHandle};
 pub use status::{PeerState, Status};

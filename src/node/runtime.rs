@@ -4,10 +4,13 @@
 
 use super::api::{self, Command};
 use super::event_log::EventLog;
+use super::metrics::Metrics;
 use super::status::{wall_ms, Status};
 use crate::config::NodeConfig;
 use crate::history::Record;
-use crate::protocol::{Action, Cells, Event, Machine, MachineConfig, Millis, NodeId};
+use crate::protocol::{
+    Action, Cells, Event, Machine, MachineConfig, MessageKind, Millis, NodeId, Role, View,
+};
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
 use std::net::SocketAddr;
@@ -36,6 +39,7 @@ pub struct NodeHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), NodeError>>,
     local_addr: SocketAddr,
+    metrics: Arc<Metrics>,
 }
 
 impl NodeHandle {
@@ -47,6 +51,11 @@ impl NodeHandle {
     /// A receiver that wakes on every status change.
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.clone()
+    }
+
+    /// The node's live counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     /// The UDP address the node's QUIC endpoint is bound to.
@@ -117,7 +126,11 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         accepted = ?cells.accepted,
         "node starting as a candidate"
     );
+    let metrics = Arc::new(Metrics::new(config.id));
     let runtime = Runtime {
+        higher_peers: peers.iter().any(|&p| p > config.id),
+        metrics: Arc::clone(&metrics),
+        tracker: ViewTracker::default(),
         machine,
         storage,
         event_log,
@@ -135,6 +148,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         stop: stop_tx,
         task,
         local_addr,
+        metrics,
     })
 }
 
@@ -171,6 +185,20 @@ struct Runtime {
     clock: Clock,
     /// When a step-down ends and the node may lead again.
     eligible_again_at: Option<Millis>,
+    metrics: Arc<Metrics>,
+    /// Whether any peer has a higher ID (else a declaration is an election of its own).
+    higher_peers: bool,
+    tracker: ViewTracker,
+}
+
+/// What the runtime remembers between views to count coordinator changes and time
+/// failovers.
+#[derive(Debug, Default)]
+struct ViewTracker {
+    /// The last coordinator this node followed or was (kept through candidate spells).
+    last_coordinator: Option<NodeId>,
+    /// When the node lost its coordinator (its view turned candidate).
+    lost_at: Option<Instant>,
 }
 
 impl Runtime {
@@ -219,6 +247,7 @@ impl Runtime {
         let now = self.clock.now();
         match event {
             TransportEvent::Message { from, msg } => {
+                self.metrics.message_received(msg.body.kind());
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
@@ -232,8 +261,11 @@ impl Runtime {
             TransportEvent::Client(conn) => {
                 tokio::spawn(api::serve_client(
                     conn,
-                    self.status.subscribe(),
-                    self.commands_tx.clone(),
+                    api::ApiContext {
+                        status: self.status.subscribe(),
+                        commands: self.commands_tx.clone(),
+                        metrics: Arc::clone(&self.metrics),
+                    },
                 ));
             }
             TransportEvent::Rejected {
@@ -278,17 +310,38 @@ impl Runtime {
     fn set_peer(&mut self, peer: NodeId, connected: bool) {
         self.status
             .send_if_modified(|s| s.set_peer(peer, connected));
+        let up = self
+            .status
+            .borrow()
+            .peers
+            .iter()
+            .filter(|p| p.connected)
+            .count();
+        self.metrics.set_peers_up(up as u64);
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
     /// before the next action runs.
     async fn run_actions(&mut self) -> Result<(), NodeError> {
+        let mut sent_election = false;
+        let mut declared = false;
         while let Some(action) = self.machine.poll_action() {
             match action {
-                Action::Persist(cells) => self.persist(cells).await?,
-                Action::Send { to, msg } => self.transport.send(to, msg),
+                Action::Persist(cells) => {
+                    if self.persist(cells).await? {
+                        declared = true;
+                        self.metrics.declared();
+                    }
+                }
+                Action::Send { to, msg } => {
+                    let kind = msg.body.kind();
+                    sent_election |= kind == MessageKind::Election;
+                    self.metrics.message_sent(kind);
+                    self.transport.send(to, msg);
+                }
                 Action::ViewChanged(view) => {
                     self.event_log.append(Record::View(view));
+                    self.track_view(view);
                     let now = wall_ms();
                     self.status.send_modify(|s| {
                         if s.apply_view(view, now) {
@@ -307,17 +360,53 @@ impl Runtime {
                 }
             }
         }
+        // One batch of actions answers one event, so it begins at most one election.
+        if sent_election || (declared && !self.higher_peers) {
+            self.metrics.election_started();
+        }
         Ok(())
     }
 
-    async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
+    /// Counts coordinator changes and failover durations, and updates the role gauges.
+    fn track_view(&mut self, view: View) {
+        let coordinator = view.coordinator();
+        self.metrics.set_view(
+            view.role == Role::Coordinator,
+            coordinator.and(view.epoch).map_or(0, |e| e.term),
+        );
+        self.metrics.set_eligible(view.eligible);
+        let tracker = &mut self.tracker;
+        match coordinator {
+            None => {
+                if tracker.last_coordinator.is_some() && tracker.lost_at.is_none() {
+                    tracker.lost_at = Some(Instant::now());
+                }
+            }
+            Some(c) => {
+                if let Some(lost_at) = tracker.lost_at.take() {
+                    self.metrics
+                        .observe_failover(lost_at.elapsed().as_millis() as u64);
+                }
+                if tracker.last_coordinator != Some(c) {
+                    tracker.last_coordinator = Some(c);
+                    self.metrics.coordinator_changed();
+                }
+            }
+        }
+    }
+
+    /// Writes and flushes the cells; returns whether they hold a new epoch declared by
+    /// this node.
+    async fn persist(&mut self, cells: Cells) -> Result<bool, NodeError> {
+        let before = self.status.borrow().accepted;
         let storage = Arc::clone(&self.storage);
         tokio::task::spawn_blocking(move || storage.save(&cells))
             .await
             .map_err(|e| NodeError::Join(e.to_string()))??;
         self.event_log.append(Record::Persisted(cells));
         self.status.send_modify(|s| s.apply_cells(cells));
-        Ok(())
+        let id = self.machine.id();
+        Ok(cells.accepted != before && cells.accepted.is_some_and(|e| e.leader == id))
     }
 }
 
