@@ -32,7 +32,7 @@ pub struct Metrics {
     hook_failures: AtomicU64,
     health_checks: AtomicU64,
     health_failures: AtomicU64,
-    /// -1: no health check configured, 0: failing, 1: passing.
+    /// -1: no health check configured, 0: failing, 1: passing, 2: no result yet.
     health: AtomicI8,
     eligible: AtomicBool,
     is_coordinator: AtomicBool,
@@ -48,6 +48,8 @@ pub struct Metrics {
 pub enum HealthState {
     /// No `[health]` section: the node is always healthy.
     Unchecked,
+    /// A check is configured but has not reported yet; the node is not eligible.
+    Pending,
     /// The last rise/fall verdict was "healthy".
     Passing,
     /// The last rise/fall verdict was "failing".
@@ -174,6 +176,7 @@ impl Metrics {
             HealthState::Unchecked => -1,
             HealthState::Failing => 0,
             HealthState::Passing => 1,
+            HealthState::Pending => 2,
         };
         self.health.store(value, Ordering::Relaxed);
     }
@@ -225,6 +228,7 @@ impl Metrics {
             health: match self.health.load(Ordering::Relaxed) {
                 0 => HealthState::Failing,
                 1 => HealthState::Passing,
+                2 => HealthState::Pending,
                 _ => HealthState::Unchecked,
             },
             eligible: self.eligible.load(Ordering::Relaxed),
@@ -267,7 +271,7 @@ pub fn render_prometheus(m: &MetricsSnapshot) -> String {
     };
     let health = match m.health {
         HealthState::Unchecked => -1,
-        HealthState::Failing => 0,
+        HealthState::Failing | HealthState::Pending => 0,
         HealthState::Passing => 1,
     };
     out.single(
@@ -291,7 +295,7 @@ pub fn render_prometheus(m: &MetricsSnapshot) -> String {
     out.single(
         "health_state",
         "gauge",
-        "Health check verdict: 1 passing, 0 failing, -1 no check configured.",
+        "Health check verdict: 1 passing, 0 failing (or no result yet), -1 no check configured.",
         health,
     );
     out.single(
