@@ -4,6 +4,7 @@
 
 use crate::certs::TlsFiles;
 use crate::node::api::{Request, Response};
+use crate::node::metrics::MetricsSnapshot;
 use crate::node::Status;
 use crate::protocol::NodeId;
 use crate::transport::{connect_client, read_frame, write_frame};
@@ -23,6 +24,9 @@ pub enum ClientError {
     #[error("{addr} refused: {0}", .reason)]
     Refused { addr: SocketAddr, reason: String },
 }
+
+/// The least a step-down request waits for its answer (the handover itself).
+pub const STEP_DOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A connection to one node's API.
 pub struct Client {
@@ -62,9 +66,24 @@ impl Client {
         }
     }
 
-    /// Asks the coordinator to step down for `for_ms`; returns its explanation.
+    /// A snapshot of the node's counters (messages by kind, elections, failovers, ...).
+    pub async fn metrics(&self) -> Result<MetricsSnapshot, ClientError> {
+        match self.call(Request::Metrics).await? {
+            Response::Metrics(metrics) => Ok(metrics),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Asks the coordinator to step down for `for_ms`; returns its explanation once
+    /// another node leads. Refused when this node does not lead, no peer is connected,
+    /// or no other eligible node took over in time (the node then leads again). Waits at
+    /// least [`STEP_DOWN_TIMEOUT`], since the answer comes after the handover.
     pub async fn step_down(&self, for_ms: u64) -> Result<String, ClientError> {
-        match self.call(Request::StepDown { for_ms }).await? {
+        let timeout = self.timeout.max(STEP_DOWN_TIMEOUT);
+        match self
+            .call_within(Request::StepDown { for_ms }, timeout)
+            .await?
+        {
             Response::Done(text) => Ok(text),
             Response::Refused(reason) => Err(ClientError::Refused {
                 addr: self.addr,
@@ -88,6 +107,14 @@ impl Client {
     }
 
     async fn call(&self, request: Request) -> Result<Response, ClientError> {
+        self.call_within(request, self.timeout).await
+    }
+
+    async fn call_within(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
         let exchange = async {
             let (mut send, mut recv) = self.open().await?;
             write_frame(&mut send, &request)
@@ -99,11 +126,11 @@ impl Client {
                 .map_err(|e| self.broken(e))?
                 .ok_or_else(|| self.broken("stream closed before an answer"))
         };
-        tokio::time::timeout(self.timeout, exchange)
+        tokio::time::timeout(timeout, exchange)
             .await
             .map_err(|_| ClientError::Timeout {
                 addr: self.addr,
-                timeout: self.timeout,
+                timeout,
             })?
     }
 

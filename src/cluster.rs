@@ -253,6 +253,18 @@ impl Cluster {
         Ok(())
     }
 
+    /// Changes a node's config file (hooks, health check, HTTP, timing, ...): reads and
+    /// validates it, applies `edit`, validates the result and writes it back. Takes
+    /// effect at the node's next start.
+    pub fn edit_config(&self, id: NodeId, edit: impl FnOnce(&mut NodeConfig)) -> Result<()> {
+        let path = self.config_path(id);
+        let mut node = config::load(&path)?;
+        edit(&mut node);
+        node.validate(&path)?;
+        let text = config::render(&node).context("cannot render a node config")?;
+        fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    }
+
     /// Asks one node for its status over the client API.
     pub async fn status(&self, id: NodeId, timeout: Duration) -> Result<Status> {
         let client = Client::connect(self.addr(id), &self.client_tls, Some(id), timeout).await?;
@@ -296,6 +308,14 @@ impl Drop for Cluster {
 pub fn free_udp_addr() -> Result<SocketAddr> {
     let socket = UdpSocket::bind("127.0.0.1:0").context("cannot bind a UDP port on 127.0.0.1")?;
     Ok(socket.local_addr()?)
+}
+
+/// A free TCP port on 127.0.0.1 (e.g. for a node's `[http] listen`), found by binding
+/// port 0 and letting go.
+pub fn free_tcp_addr() -> Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .context("cannot bind a TCP port on 127.0.0.1")?;
+    Ok(listener.local_addr()?)
 }
 
 /// The config of one generated node: absolute paths, the spec's timing and preemption.

@@ -202,7 +202,12 @@ async fn run_node(path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let node = match crate::node::start(config).await {
+    // Hooks and health checks run beside the config file (e.g. `./health.sh`).
+    let workdir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let node = match crate::node::start_in(config, workdir).await {
         Ok(node) => node,
         Err(e) => {
             eprintln!("error: {e}");

@@ -158,6 +158,23 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         .map(|p| format!("{}:{}", p.id, if p.connected { "up" } else { "down" }))
         .collect();
     println!("  peers {}", peers.join(" "));
+    let health = match status.health {
+        crate::node::metrics::HealthState::Unchecked => "none configured",
+        crate::node::metrics::HealthState::Pending => "no result yet",
+        crate::node::metrics::HealthState::Passing => "passing",
+        crate::node::metrics::HealthState::Failing => "failing",
+    };
+    let stepped_down = match status.stepped_down_until_ms {
+        Some(until) => format!(
+            "  stepped down for {} more ms",
+            until.saturating_sub(crate::node::status::wall_ms())
+        ),
+        None => String::new(),
+    };
+    println!(
+        "  eligible {}  health check {health}{stepped_down}",
+        if status.eligible { "yes" } else { "no" }
+    );
     ExitCode::SUCCESS
 }
 

@@ -2,11 +2,13 @@
 //! framed by the codec. Clients authenticate with a certificate from the cluster CA.
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now and after every
-//! change, until the client goes away), `StepDown` (switchover).
+//! change, until the client goes away), `StepDown` (switchover), `Metrics` (counters).
 
+use super::metrics::{Metrics, MetricsSnapshot};
 use super::status::Status;
 use crate::transport::{read_frame, write_frame};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// What a client asks.
@@ -18,12 +20,15 @@ pub enum Request {
     StepDown {
         for_ms: u64,
     },
+    /// A snapshot of the node's counters.
+    Metrics,
 }
 
 /// What a node answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
     Status(Status),
+    Metrics(MetricsSnapshot),
     /// A request was accepted; the text says what happens next.
     Done(String),
     /// A request was refused; the text says why.
@@ -39,13 +44,18 @@ pub enum Command {
     },
 }
 
+/// What the API serves from: the published status, the runtime's command queue and
+/// the counters. Cheap to clone (one per request stream).
+#[derive(Clone)]
+pub struct ApiContext {
+    pub status: watch::Receiver<Status>,
+    pub commands: mpsc::Sender<Command>,
+    pub metrics: Arc<Metrics>,
+}
+
 /// Serves every request stream a client opens on `conn` until it closes.
 /// Each stream runs in its own task so a long watch does not block a status query.
-pub async fn serve_client(
-    conn: quinn::Connection,
-    status: watch::Receiver<Status>,
-    commands: mpsc::Sender<Command>,
-) {
+pub async fn serve_client(conn: quinn::Connection, context: ApiContext) {
     let remote = conn.remote_address();
     loop {
         let (send, recv) = match conn.accept_bi().await {
@@ -55,10 +65,9 @@ pub async fn serve_client(
                 return;
             }
         };
-        let status = status.clone();
-        let commands = commands.clone();
+        let context = context.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_stream(send, recv, status, commands).await {
+            if let Err(e) = serve_stream(send, recv, context).await {
                 tracing::debug!(%remote, "client request failed: {e}");
             }
         });
@@ -68,9 +77,13 @@ pub async fn serve_client(
 async fn serve_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
-    mut status: watch::Receiver<Status>,
-    commands: mpsc::Sender<Command>,
+    context: ApiContext,
 ) -> anyhow::Result<()> {
+    let ApiContext {
+        mut status,
+        commands,
+        metrics,
+    } = context;
     let Some(request) = read_frame::<Request>(&mut recv).await? else {
         return Ok(());
     };
@@ -96,6 +109,9 @@ async fn serve_stream(
                 Err(text) => Response::Refused(text),
             };
             write_frame(&mut send, &response).await?;
+        }
+        Request::Metrics => {
+            write_frame(&mut send, &Response::Metrics(metrics.snapshot())).await?;
         }
     }
     let _ = send.finish();

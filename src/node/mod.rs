@@ -1,10 +1,26 @@
-//! The node runtime and what it exposes: the client API, the status it publishes and
-//! the append-only event log that tests and the chaos runner check.
+//! The node runtime and what it exposes: the client API, the status it publishes, the
+//! append-only event log that tests and the chaos runner check, and what keeps a
+//! database primary: health gating, hooks, step-down, HTTP and metrics.
+//!
+//! - `runtime`: the one task that owns the state machine and runs its actions in order.
+//! - [`api`]: requests over QUIC (status, watch, step-down, metrics).
+//! - [`health`]: the check that gates eligibility (rise/fall).
+//! - [`hooks`]: commands run on role changes, one at a time, never blocking.
+//! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
+//! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
+//! - [`metrics`]: shared counters and their Prometheus rendering.
 
 pub mod api;
+mod command;
 pub mod event_log;
+pub mod health;
+pub mod hooks;
+pub mod http;
+pub mod metrics;
 mod runtime;
 pub mod status;
+pub mod transitions;
 
-pub use runtime::{start, NodeError, NodeHandle};
+pub use metrics::{Metrics, MetricsSnapshot};
+pub use runtime::{start, start_in, NodeError, NodeHandle};
 pub use status::{PeerState, Status};

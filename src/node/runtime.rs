@@ -4,17 +4,24 @@
 
 use super::api::{self, Command};
 use super::event_log::EventLog;
+use super::hooks::Hooks;
+use super::http::HttpState;
+use super::metrics::{HealthState, Metrics};
 use super::status::{wall_ms, Status};
+use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
-use crate::protocol::{Action, Cells, Event, Machine, MachineConfig, Millis, NodeId};
+use crate::protocol::{
+    Action, Cells, Event, Machine, MachineConfig, MessageKind, Millis, NodeId, Role, Timing, View,
+};
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// Why a node could not start or had to stop.
@@ -26,6 +33,11 @@ pub enum NodeError {
     Transport(#[from] crate::transport::TransportError),
     #[error("cannot open the event log in {dir}: {source}")]
     EventLog { dir: String, source: std::io::Error },
+    #[error("cannot listen for HTTP on {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("the storage task failed: {0}")]
     Join(String),
 }
@@ -36,6 +48,8 @@ pub struct NodeHandle {
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), NodeError>>,
     local_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    metrics: Arc<Metrics>,
 }
 
 impl NodeHandle {
@@ -47,6 +61,16 @@ impl NodeHandle {
     /// A receiver that wakes on every status change.
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.clone()
+    }
+
+    /// The node's live counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// The TCP address of the HTTP endpoint, when `[http]` is configured.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// The UDP address the node's QUIC endpoint is bound to.
@@ -71,8 +95,16 @@ impl NodeHandle {
 }
 
 /// Starts a node from a validated config: opens its data dir (refusing a locked or
-/// corrupted one), binds its endpoint and begins as a candidate (I4).
+/// corrupted one), binds its endpoints and begins as a candidate (I4). Hooks and the
+/// health check run in the data dir; see [`start_in`].
 pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
+    let workdir = config.data_dir.clone();
+    start_in(config, workdir).await
+}
+
+/// Like [`start`], with hooks and the health check run in `workdir` (`bully node` passes
+/// the config file's directory, so commands such as `./health.sh` sit beside it).
+pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let storage = Arc::new(Storage::open(&config.data_dir)?);
     let cells = storage.load()?;
     let event_log =
@@ -80,6 +112,20 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
             dir: config.data_dir.display().to_string(),
             source,
         })?;
+    let http = match config.http {
+        Some(http) => {
+            Some(
+                super::http::bind(http.listen)
+                    .await
+                    .map_err(|source| NodeError::Http {
+                        addr: http.listen,
+                        source,
+                    })?,
+            )
+        }
+        None => None,
+    };
+    let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let (transport, events) = Transport::start(TransportConfig {
         id: config.id,
@@ -95,29 +141,74 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
     .await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
+    // With a health check the node starts ineligible; its first result decides.
+    let health_state = if config.health.is_some() {
+        HealthState::Pending
+    } else {
+        HealthState::Unchecked
+    };
     let machine = Machine::start(
         MachineConfig {
             id: config.id,
             peers: peers.clone(),
             timing: config.timing,
             preempt: config.preempt,
-            eligible: true,
+            eligible: config.health.is_none(),
         },
         cells,
         clock.now(),
     );
-    let status = Status::initial(machine.view(), cells, &peers, wall_ms());
+    let mut status = Status::initial(machine.view(), cells, &peers, wall_ms());
+    status.health = health_state;
     let (status_tx, status_rx) = watch::channel(status);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (commands_tx, commands_rx) = mpsc::channel(16);
     tracing::info!(
         id = config.id,
         %local_addr,
+        ?http_addr,
         incarnation = cells.incarnation + 1,
         accepted = ?cells.accepted,
         "node starting as a candidate"
     );
+    let metrics = Arc::new(Metrics::new(config.id));
+    metrics.set_health(health_state);
+    metrics.set_eligible(machine.view().eligible);
+    let mut helpers = Vec::new();
+    let (hooks, hook_task) = Hooks::start(
+        config.hooks.clone(),
+        workdir.clone(),
+        config.data_dir.clone(),
+        Arc::clone(&metrics),
+    );
+    helpers.push(hook_task);
+    let (verdicts_tx, verdicts) = mpsc::channel(4);
+    if let Some(health) = config.health.clone() {
+        helpers.push(tokio::spawn(super::health::run(
+            health,
+            workdir,
+            config.data_dir.clone(),
+            status_rx.clone(),
+            Arc::clone(&metrics),
+            verdicts_tx,
+        )));
+    }
+    if let Some(listener) = http {
+        let state = HttpState {
+            status: status_rx.clone(),
+            metrics: Arc::clone(&metrics),
+        };
+        helpers.push(tokio::spawn(super::http::serve(listener, state)));
+    }
     let runtime = Runtime {
+        higher_peers: peers.iter().any(|&p| p > config.id),
+        timing: config.timing,
+        metrics: Arc::clone(&metrics),
+        tracker: Tracker::default(),
+        hooks,
+        helpers,
+        verdicts,
+        health: health_state,
         machine,
         storage,
         event_log,
@@ -128,6 +219,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         commands_tx,
         clock,
         eligible_again_at: None,
+        handover: None,
     };
     let task = tokio::spawn(runtime.run(stop_rx));
     Ok(NodeHandle {
@@ -135,6 +227,8 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         stop: stop_tx,
         task,
         local_addr,
+        http_addr,
+        metrics,
     })
 }
 
@@ -169,8 +263,30 @@ struct Runtime {
     commands: mpsc::Receiver<Command>,
     commands_tx: mpsc::Sender<Command>,
     clock: Clock,
+    timing: Timing,
     /// When a step-down ends and the node may lead again.
     eligible_again_at: Option<Millis>,
+    /// A step-down waiting for another node to take over.
+    handover: Option<Handover>,
+    /// The health check's verdicts (never yields without a `[health]` section).
+    verdicts: mpsc::Receiver<bool>,
+    health: HealthState,
+    hooks: Hooks,
+    /// Hook runner, health check and HTTP tasks; aborted when the node stops.
+    helpers: Vec<JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+    /// Whether any peer has a higher ID (else a declaration is an election of its own).
+    higher_peers: bool,
+    tracker: Tracker,
+}
+
+/// A step-down in progress: the answer waits until another node leads, or until
+/// `deadline`, when the step-down is undone and refused.
+struct Handover {
+    reply: oneshot::Sender<Result<String, String>>,
+    deadline: Millis,
+    started: Instant,
+    for_ms: u64,
 }
 
 impl Runtime {
@@ -178,9 +294,16 @@ impl Runtime {
         self.event_log.append(Record::Started {
             incarnation: self.machine.cells().incarnation,
         });
+        if !self.machine.view().eligible {
+            self.event_log
+                .append(Record::EligibilitySet { eligible: false });
+        }
         let result = self.event_loop(&mut stop).await;
         if let Err(e) = &result {
             tracing::error!("node stopping on a fatal error: {e}");
+        }
+        for helper in &self.helpers {
+            helper.abort();
         }
         self.transport.shutdown().await;
         tracing::info!(id = self.machine.id(), "node stopped");
@@ -192,6 +315,10 @@ impl Runtime {
         loop {
             let tick_at = self.clock.instant(self.machine.next_deadline());
             let eligible_at = self.eligible_again_at.map(|at| self.clock.instant(at));
+            let handover_at = self
+                .handover
+                .as_ref()
+                .map(|h| self.clock.instant(h.deadline));
             // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
             // nothing when another branch wins.
             tokio::select! {
@@ -202,11 +329,13 @@ impl Runtime {
                     None => return Ok(()),
                 },
                 Some(command) = self.commands.recv() => self.on_command(command),
+                Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
                 _ = sleep_until_some(eligible_at) => {
                     self.eligible_again_at = None;
-                    tracing::info!("step-down period over; eligible again");
-                    self.machine.handle(Event::SetEligible(true), self.clock.now());
+                    tracing::info!("step-down period over");
+                    self.refresh_eligibility();
                 }
+                _ = sleep_until_some(handover_at) => self.handover_timed_out(),
                 _ = tokio::time::sleep_until(tick_at) => {
                     self.machine.handle(Event::Tick, self.clock.now());
                 }
@@ -219,6 +348,7 @@ impl Runtime {
         let now = self.clock.now();
         match event {
             TransportEvent::Message { from, msg } => {
+                self.metrics.message_received(msg.body.kind());
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
@@ -232,8 +362,11 @@ impl Runtime {
             TransportEvent::Client(conn) => {
                 tokio::spawn(api::serve_client(
                     conn,
-                    self.status.subscribe(),
-                    self.commands_tx.clone(),
+                    api::ApiContext {
+                        status: self.status.subscribe(),
+                        commands: self.commands_tx.clone(),
+                        metrics: Arc::clone(&self.metrics),
+                    },
                 ));
             }
             TransportEvent::Rejected {
@@ -248,77 +381,226 @@ impl Runtime {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::StepDown { for_ms, reply } => {
-                let status = self.status.borrow().clone();
-                let answer = if status.coordinator != Some(status.id) {
-                    Err(format!(
-                        "node {} is not the coordinator (coordinator: {})",
-                        status.id,
-                        status
-                            .coordinator
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|| "none".into())
-                    ))
-                } else if !status.peers.iter().any(|p| p.connected) {
-                    Err("no other node is reachable to take over".to_string())
-                } else {
+            Command::StepDown { for_ms, reply } => match self.step_down_refusal(for_ms) {
+                Some(reason) => {
+                    let _ = reply.send(Err(reason));
+                }
+                None => {
                     let now = self.clock.now();
-                    self.eligible_again_at = Some(now + for_ms);
-                    self.machine.handle(Event::SetEligible(false), now);
-                    Ok(format!(
-                        "node {} stepped down for {} ms; the next highest eligible node takes over",
-                        status.id, for_ms
-                    ))
-                };
-                let _ = reply.send(answer);
-            }
+                    tracing::info!(for_ms, "stepping down on request");
+                    self.eligible_again_at = Some(now.saturating_add(for_ms));
+                    self.handover = Some(Handover {
+                        reply,
+                        deadline: now + handover_wait(&self.timing),
+                        started: Instant::now(),
+                        for_ms,
+                    });
+                    self.refresh_eligibility();
+                }
+            },
         }
+    }
+
+    /// Why a step-down cannot start now, if it cannot.
+    fn step_down_refusal(&self, for_ms: u64) -> Option<String> {
+        let status = self.status.borrow();
+        if for_ms == 0 {
+            return Some("a step-down needs a duration above 0".to_string());
+        }
+        if self.handover.is_some() {
+            return Some(format!("node {} is already stepping down", status.id));
+        }
+        if status.role != Role::Coordinator {
+            return Some(format!(
+                "node {} is not the coordinator (coordinator: {})",
+                status.id,
+                status
+                    .coordinator
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            ));
+        }
+        if !status.peers.iter().any(|p| p.connected) {
+            return Some(format!(
+                "no other node is reachable to take over from node {}",
+                status.id
+            ));
+        }
+        None
+    }
+
+    /// No other node took over in time: undo the step-down and refuse it.
+    fn handover_timed_out(&mut self) {
+        let Some(handover) = self.handover.take() else {
+            return;
+        };
+        self.eligible_again_at = None;
+        self.refresh_eligibility();
+        let id = self.machine.id();
+        let up: Vec<String> = self
+            .status
+            .borrow()
+            .peers
+            .iter()
+            .filter(|p| p.connected)
+            .map(|p| p.id.to_string())
+            .collect();
+        tracing::warn!("step-down refused: no other eligible node took over");
+        let _ = handover.reply.send(Err(format!(
+            "no other eligible node took over within {} ms (peers up: {}); node {id} is eligible again and will lead",
+            handover_wait(&self.timing),
+            up.join(",")
+        )));
+    }
+
+    /// A view in which another node leads completes a pending step-down.
+    fn check_handover(&mut self, view: View) {
+        let (Some(coordinator), Some(epoch)) = (view.coordinator(), view.epoch) else {
+            return;
+        };
+        if coordinator == view.id {
+            return;
+        }
+        if let Some(handover) = self.handover.take() {
+            let took = handover.started.elapsed().as_millis();
+            let _ = handover.reply.send(Ok(format!(
+                "node {} stepped down; node {coordinator} took over at epoch {epoch} after {took} ms; node {} stays ineligible for {} ms",
+                view.id, view.id, handover.for_ms
+            )));
+        }
+    }
+
+    fn on_health(&mut self, healthy: bool) {
+        self.health = if healthy {
+            HealthState::Passing
+        } else {
+            HealthState::Failing
+        };
+        self.refresh_eligibility();
+    }
+
+    /// Eligible = health passing (or unchecked) and not stepped down; tells the machine
+    /// when that changes and publishes why in the status.
+    fn refresh_eligibility(&mut self) {
+        let healthy = matches!(self.health, HealthState::Passing | HealthState::Unchecked);
+        let eligible = healthy && self.eligible_again_at.is_none();
+        if eligible != self.machine.view().eligible {
+            tracing::info!(eligible, health = ?self.health, stepped_down = self.eligible_again_at.is_some(), "eligibility changed");
+            self.event_log.append(Record::EligibilitySet { eligible });
+            self.machine
+                .handle(Event::SetEligible(eligible), self.clock.now());
+        }
+        let health = self.health;
+        let until = self
+            .eligible_again_at
+            .map(|at| wall_ms() + at.saturating_sub(self.clock.now()));
+        self.status.send_if_modified(|s| {
+            let changed =
+                s.health != health || s.stepped_down_until_ms.is_some() != until.is_some();
+            s.health = health;
+            s.stepped_down_until_ms = until;
+            changed
+        });
     }
 
     fn set_peer(&mut self, peer: NodeId, connected: bool) {
         self.status
             .send_if_modified(|s| s.set_peer(peer, connected));
+        let up = self
+            .status
+            .borrow()
+            .peers
+            .iter()
+            .filter(|p| p.connected)
+            .count();
+        self.metrics.set_peers_up(up as u64);
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
     /// before the next action runs.
     async fn run_actions(&mut self) -> Result<(), NodeError> {
+        let mut sent_election = false;
+        let mut declared = false;
         while let Some(action) = self.machine.poll_action() {
             match action {
-                Action::Persist(cells) => self.persist(cells).await?,
-                Action::Send { to, msg } => self.transport.send(to, msg),
-                Action::ViewChanged(view) => {
-                    self.event_log.append(Record::View(view));
-                    let now = wall_ms();
-                    self.status.send_modify(|s| {
-                        if s.apply_view(view, now) {
-                            tracing::info!(
-                                role = %view.role,
-                                epoch = ?view.epoch,
-                                coordinator = ?view.coordinator(),
-                                "view changed"
-                            );
-                        }
-                    });
+                Action::Persist(cells) => {
+                    if self.persist(cells).await? {
+                        declared = true;
+                        self.metrics.declared();
+                    }
                 }
+                Action::Send { to, msg } => {
+                    let kind = msg.body.kind();
+                    sent_election |= kind == MessageKind::Election;
+                    self.metrics.message_sent(kind);
+                    self.transport.send(to, msg);
+                }
+                Action::ViewChanged(view) => self.publish(view),
                 Action::Misbehaved { peer, what } => {
                     tracing::warn!(peer, "peer {what}; closing its connection");
                     self.transport.disconnect(peer, &what.to_string());
                 }
             }
         }
+        // One batch of actions answers one event, so it begins at most one election.
+        if sent_election || (declared && !self.higher_peers) {
+            self.metrics.election_started();
+        }
         Ok(())
     }
 
-    async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
+    /// Publishes a view: event log, status watch, metrics, hooks, pending step-down.
+    /// The epoch in it is already durable (the machine persists before it publishes).
+    fn publish(&mut self, view: View) {
+        self.event_log.append(Record::View(view));
+        let now = wall_ms();
+        self.status.send_modify(|s| {
+            if s.apply_view(view, now) {
+                tracing::info!(
+                    role = %view.role,
+                    epoch = ?view.epoch,
+                    coordinator = ?view.coordinator(),
+                    "view changed"
+                );
+            }
+        });
+        let transition = self.tracker.on_view(view, Instant::now());
+        let m = &self.metrics;
+        m.set_view(
+            view.role == Role::Coordinator,
+            view.coordinator().and(view.epoch).map_or(0, |e| e.term),
+        );
+        m.set_eligible(view.eligible);
+        if transition.coordinator_changed {
+            m.coordinator_changed();
+        }
+        if let Some(took) = transition.failover {
+            m.observe_failover(took.as_millis() as u64);
+        }
+        self.hooks.fire(&transition, &self.status.borrow());
+        self.check_handover(view);
+    }
+
+    /// Writes and flushes the cells; returns whether they hold a new epoch declared by
+    /// this node.
+    async fn persist(&mut self, cells: Cells) -> Result<bool, NodeError> {
+        let before = self.status.borrow().accepted;
         let storage = Arc::clone(&self.storage);
         tokio::task::spawn_blocking(move || storage.save(&cells))
             .await
             .map_err(|e| NodeError::Join(e.to_string()))??;
         self.event_log.append(Record::Persisted(cells));
         self.status.send_modify(|s| s.apply_cells(cells));
-        Ok(())
+        let id = self.machine.id();
+        Ok(cells.accepted != before && cells.accepted.is_some_and(|e| e.leader == id))
     }
+}
+
+/// How long a step-down waits for another node to lead before it is undone: the
+/// followers elect at once on Resign, so an answer timeout, a coordinator timeout and a
+/// re-election of each, plus a suspicion timeout and a margin for a loaded machine.
+fn handover_wait(timing: &Timing) -> Millis {
+    2 * (timing.answer_timeout_ms + timing.coordinator_timeout_ms) + timing.suspect_after_ms + 500
 }
 
 /// Sleeps until `at`, or forever when there is nothing to wait for.

@@ -1,6 +1,7 @@
 //! What a node tells the world about itself: the payload of `bully status`, the watch
 //! stream, `/status` and the hooks.
 
+use super::metrics::HealthState;
 use crate::protocol::{Cells, Epoch, NodeId, Role, View};
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +20,12 @@ pub struct Status {
     /// The epoch this node follows or leads (the fencing token); none while electing.
     pub epoch: Option<Epoch>,
     pub coordinator: Option<NodeId>,
+    /// Whether the node may lead: its health check passes and it is not stepped down.
     pub eligible: bool,
+    /// The health check's verdict (after rise/fall).
+    pub health: HealthState,
+    /// Wall-clock milliseconds (Unix) until which a step-down keeps the node ineligible.
+    pub stepped_down_until_ms: Option<u64>,
     pub incarnation: u64,
     /// The newest epoch in this node's flushed cells.
     pub accepted: Option<Epoch>,
@@ -39,6 +45,8 @@ impl Status {
             epoch: None,
             coordinator: None,
             eligible: view.eligible,
+            health: HealthState::Unchecked,
+            stepped_down_until_ms: None,
             incarnation: cells.incarnation,
             accepted: cells.accepted,
             term: cells.term,
@@ -98,11 +106,31 @@ impl Status {
             .coordinator
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
-        let eligible = if self.eligible { "" } else { "  (ineligible)" };
         format!(
             "node {:<3} {:<11} epoch {:<8} coordinator {}{}",
-            self.id, self.role, epoch, coordinator, eligible
+            self.id,
+            self.role,
+            epoch,
+            coordinator,
+            self.eligibility_note()
         )
+    }
+
+    /// Empty when eligible, else `  (ineligible: health check failing)` or similar.
+    pub fn eligibility_note(&self) -> String {
+        if self.eligible {
+            return String::new();
+        }
+        let mut reasons = Vec::new();
+        match self.health {
+            HealthState::Failing => reasons.push("health check failing"),
+            HealthState::Pending => reasons.push("waiting for the first health check"),
+            HealthState::Unchecked | HealthState::Passing => {}
+        }
+        if self.stepped_down_until_ms.is_some() {
+            reasons.push("stepped down");
+        }
+        format!("  (ineligible: {})", reasons.join(", "))
     }
 }
 

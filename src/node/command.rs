@@ -1,0 +1,154 @@
+//! Runs one user command (a hook or a health check) with `sh -c`, with a timeout that
+//! kills the command's whole process group, so a hook that started children (a
+//! `redis-cli` in a pipeline, a `sleep`) cannot outlive its timeout.
+//!
+//! Cancellation-safe in the sense that matters here: dropping the future (the node
+//! shutting down) kills the shell through tokio's `kill_on_drop`.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a command ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Exit status 0.
+    Success,
+    /// A non-zero exit status or a signal.
+    Failed(ExitStatus),
+    /// Still running at the timeout; its process group was killed.
+    TimedOut,
+    /// `sh` could not be started or waited for.
+    Error(std::io::Error),
+}
+
+impl Outcome {
+    /// Whether the command succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Success)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Success => f.write_str("succeeded"),
+            Outcome::Failed(status) => write!(f, "failed ({status})"),
+            Outcome::TimedOut => f.write_str("timed out and was killed"),
+            Outcome::Error(e) => write!(f, "could not run: {e}"),
+        }
+    }
+}
+
+/// A command to run: the shell text, where, with which extra environment.
+#[derive(Debug, Clone)]
+pub struct Shell<'a> {
+    pub command: &'a str,
+    pub dir: &'a Path,
+    pub env: &'a [(String, String)],
+    pub timeout: Duration,
+    /// Discard the command's stdout (health checks run often); stderr always goes to
+    /// the node's stderr so failures can be read in its log.
+    pub quiet: bool,
+}
+
+/// Runs the command to completion or timeout; returns how it ended and how long it took.
+pub async fn run(shell: &Shell<'_>) -> (Outcome, Duration) {
+    let started = Instant::now();
+    let outcome = run_inner(shell).await;
+    (outcome, started.elapsed())
+}
+
+async fn run_inner(shell: &Shell<'_>) -> Outcome {
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(shell.command)
+        .current_dir(shell.dir)
+        .envs(shell.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(if shell.quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        })
+        .stderr(Stdio::inherit())
+        // Its own process group, so the timeout can kill everything it started.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return Outcome::Error(e),
+    };
+    let pid = child.id();
+    match tokio::time::timeout(shell.timeout, child.wait()).await {
+        Ok(Ok(status)) if status.success() => Outcome::Success,
+        Ok(Ok(status)) => Outcome::Failed(status),
+        Ok(Err(e)) => Outcome::Error(e),
+        Err(_) => {
+            if let Some(pid) = pid {
+                kill_group(pid);
+            }
+            let _ = child.kill().await;
+            Outcome::TimedOut
+        }
+    }
+}
+
+/// SIGKILLs the process group led by `pid` (the shell we started with
+/// `process_group(0)`, so its group ID is its PID).
+fn kill_group(pid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on the group of a child we spawned and have not reaped yet, so
+    // the group ID cannot have been reused by an unrelated process.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell<'a>(command: &'a str, env: &'a [(String, String)], timeout_ms: u64) -> Shell<'a> {
+        Shell {
+            command,
+            dir: Path::new("/"),
+            env,
+            timeout: Duration::from_millis(timeout_ms),
+            quiet: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_status_and_environment() {
+        let env = [("BULLY_TEST_VALUE".to_string(), "7".to_string())];
+        let (ok, _) = run(&shell(
+            "test \"$BULLY_TEST_VALUE\" = 7 && test \"$PWD\" = /",
+            &env,
+            5000,
+        ))
+        .await;
+        assert!(ok.is_success(), "{ok}");
+        let (failed, _) = run(&shell("exit 3", &[], 5000)).await;
+        assert!(
+            matches!(failed, Outcome::Failed(s) if s.code() == Some(3)),
+            "{failed}"
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("late");
+        // A background grandchild that would write the marker after the timeout.
+        let command = format!("(sleep 1; touch {}) & sleep 5", marker.display());
+        let (outcome, took) = run(&shell(&command, &[], 200)).await;
+        assert!(matches!(outcome, Outcome::TimedOut), "{outcome}");
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "a child of the hook outlived its timeout");
+    }
+}
