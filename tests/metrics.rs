@@ -47,16 +47,19 @@ async fn counters_follow_an_election_and_a_failover() {
     eprintln!("=== phase: kill -9 the coordinator; the followers time their failover");
     t.cluster.kill(3).unwrap();
     t.wait_for_leader(&[1, 2], 2, AGREE).await;
-    let after = metrics(&t, 1).await.expect("node 1 metrics");
-    assert!(after.failover.count >= 1, "{after:?}");
+    // Node 2 won through a candidate spell, so it timed a failover; node 1 may have
+    // switched straight from following 3 to following 2 (no candidate spell).
+    let winner = metrics(&t, 2).await.expect("node 2 metrics");
+    assert_eq!(winner.failover.count, 1, "{winner:?}");
     assert!(
-        after.failover.sum_ms < 10_000,
+        winner.failover.sum_ms < 10_000,
         "failover took {} ms",
-        after.failover.sum_ms
+        winner.failover.sum_ms
     );
+    let after = metrics(&t, 1).await.expect("node 1 metrics");
     assert!(after.coordinator_changes > low.coordinator_changes);
     eprintln!(
-        "node 1 failover: {} observation(s), {} ms in total",
-        after.failover.count, after.failover.sum_ms
+        "node 2 failover (candidate until leading): {} ms",
+        winner.failover.sum_ms
     );
 }

@@ -286,7 +286,22 @@ async fn write_reply(
         out.extend_from_slice(reply.body.as_bytes());
     }
     stream.write_all(&out).await?;
-    stream.shutdown().await
+    stream.shutdown().await?;
+    // Lingering close: closing with unread request bytes (an oversized or pipelined
+    // request) makes the kernel send a reset, which can destroy the reply in flight.
+    // Read what the client still sends, briefly and boundedly, until it closes.
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+    Ok(())
 }
 
 #[cfg(test)]
