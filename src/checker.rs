@@ -244,8 +244,10 @@ pub fn check_safety(entries: &[Entry]) -> Vec<Violation> {
     out
 }
 
-/// A declaration: a Persisted record whose accepted epoch changed to one the node leads.
-fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
+/// Every declaration in a history, in order: a Persisted record whose accepted epoch
+/// changed to one the node leads. Public so the chaos runner counts elections the same
+/// way the I2 check finds them.
+pub fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
     let mut last: HashMap<NodeId, Option<Epoch>> = HashMap::new();
     let mut found = Vec::new();
     for entry in entries {
