@@ -264,13 +264,11 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     let burst = |rng: &mut SmallRng| {
         rng.gen_range(20..=spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms)
     };
-    // Room at the end for the gap after the last fault (at most a quiet one), every
-    // recovery (a burst apart) and a last quiet gap.
+    // Room at the end for every recovery (a burst apart) and a last quiet gap.
     let burst_max = spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms;
-    let quiet_max = spec.min_quiet_ms() + OBSERVE_MAX_MS - OBSERVE_MIN_MS;
-    let tail = quiet_max + (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
+    let tail = (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
     let mut at = rng.gen_range(200..=1000);
-    while at + tail < spec.duration_ms {
+    while at + tail <= spec.duration_ms {
         let recoveries = model.recoveries();
         let faults = possible_faults(spec, &model);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
@@ -293,8 +291,14 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
             quiet(&mut rng)
         };
     }
-    // Bring everything back, then leave a last quiet gap for the final I5 check.
-    for step in model.recoveries() {
+    // Bring everything back, then leave a last quiet gap for the final I5 check. The
+    // gap after the last fault may be cut short for that (the loop guard kept room).
+    let recoveries = model.recoveries();
+    let latest = spec
+        .duration_ms
+        .saturating_sub(spec.min_quiet_ms() + recoveries.len() as u64 * burst_max);
+    at = at.min(latest);
+    for step in recoveries {
         steps.push(Planned { at_ms: at, step });
         at += burst(&mut rng);
     }

@@ -229,7 +229,15 @@ impl Report {
             ("VIOLATION", &self.violations),
             ("warning (advisory)", &self.warnings),
         ] {
-            for v in list.iter() {
+            for (i, v) in list.iter().enumerate() {
+                if i >= DETAILED {
+                    let _ = writeln!(
+                        out,
+                        "{title}: {} at {:.3} s on node {}: {}",
+                        v.invariant, v.at_s, v.node, v.explanation
+                    );
+                    continue;
+                }
                 let _ = writeln!(
                     out,
                     "\n{title}: {} at {:.3} s on node {}: {}",
@@ -252,6 +260,10 @@ impl Report {
         out
     }
 }
+
+/// How many violations (and warnings) the human report shows with their history; the
+/// rest get one line each (the JSON report has every history).
+const DETAILED: usize = 5;
 
 fn row(out: &mut String, name: &str, s: &Summary) {
     let [n, p50, p90, p99, max] = s.cells();

@@ -48,7 +48,9 @@ impl ChaosConfig {
 
 /// How long the first election may take before the run goes on regardless (I5 then
 /// reports it): generous, nodes start on a busy machine.
-const FIRST_ELECTION: Duration = Duration::from_secs(30);
+fn first_election(timing: &Timing) -> Duration {
+    Duration::from_millis(5_000 + 4 * timing.convergence_bound_ms())
+}
 /// How often the logs are re-read and the invariants re-checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
@@ -76,7 +78,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         config.seed
     ));
     let top = config.nodes;
-    if h.wait_for_leader(top, FIRST_ELECTION).await {
+    if h.wait_for_leader(top, first_election(&config.timing)).await {
         progress.event(&format!("first election done: coordinator {top}"));
     } else {
         progress.event("no agreement on a first coordinator; going on (I5 will tell)");
@@ -140,7 +142,13 @@ fn tick(
     let count = verdict.violations.len();
     if count > before {
         for v in &verdict.violations[before.min(count)..] {
-            progress.event(&format!("VIOLATION {v}"));
+            progress.event(&format!(
+                "VIOLATION {} at {:.3} s on node {}: {}",
+                v.invariant,
+                (v.at_ms as f64 - h.origin_ms as f64) / 1000.0,
+                v.node,
+                v.explanation
+            ));
         }
     }
     let coordinator = h
