@@ -266,7 +266,9 @@ impl Declarations {
     }
 }
 
-fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
+/// Every declaration in a history, in order. Public so the chaos runner counts
+/// elections the same way the I2 check finds them.
+pub fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
     let mut tracker = Declarations::default();
     entries
         .iter()

@@ -20,6 +20,8 @@ pub mod config;
 pub mod history;
 pub mod node;
 pub mod protocol;
+#[cfg(debug_assertions)]
+pub mod sabotage;
 pub mod sim;
 pub mod storage;
 pub mod transport;

@@ -1,3 +1,29 @@
 //! `bully chaos`: break a real cluster on a seeded schedule, check I1–I5, measure.
+//!
+//! # Layout
+//! - [`plan`]: the fault schedule, a pure function of the seed (minority down at most).
+//! - [`relay`]: a UDP relay per directed link, so partitions need no root.
+//! - [`harness`]: the cluster under test; takes steps and records them.
+//! - [`collect`]: follows the nodes' event logs, writes the runner's own records.
+//! - [`timeline`]: agreement over time, failover and reclaim samples with phases.
+//! - [`verdict`]: the [`crate::checker`] over the history, I5 per quiet window.
+//! - [`stats`] / [`report`]: percentiles, the report (table and JSON).
+//! - [`runner`] / [`bench`]: `bully chaos` and `bully chaos --bench failover`.
+//! - [`progress`]: the live status line.
 
+pub mod bench;
+pub mod collect;
+pub mod harness;
+pub mod plan;
+pub mod progress;
 pub mod relay;
+pub mod report;
+pub mod runner;
+pub mod stats;
+pub mod timeline;
+pub mod verdict;
+
+pub use bench::{failover as bench_failover, BenchConfig};
+pub use plan::FaultKind;
+pub use report::Report;
+pub use runner::{run, ChaosConfig};

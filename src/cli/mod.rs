@@ -1,6 +1,7 @@
 //! The command line: one binary, `bully`, with a subcommand per job.
 //! Exit codes: 0 success, 1 "no" (e.g. no leader known), 2 bad input or unreachable.
 
+mod chaos;
 mod local;
 mod query;
 
@@ -50,6 +51,9 @@ pub enum Commands {
     /// Run a whole cluster of real node processes on loopback with a live view.
     /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
     Local(LocalArgs),
+    /// Kill, pause, partition and restart real nodes on a seeded schedule, check the
+    /// invariants I1–I5 and report failover times. Exit 0: no violation, 1: violations.
+    Chaos(chaos::ChaosArgs),
 }
 
 /// `bully certs ...`
@@ -175,6 +179,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
             Commands::Local(args) => local::run(&args).await,
+            Commands::Chaos(args) => chaos::run(&args).await,
         }
     })
 }

@@ -61,6 +61,8 @@ impl Storage {
     pub fn open(dir: &Path) -> Result<Storage, StorageError> {
         durable::create_dir_durably(dir).map_err(|e| StorageError::io(dir, e))?;
         let config = sled::Config::new().path(dir).cache_capacity(CACHE_BYTES);
+        #[cfg(debug_assertions)]
+        let config = config.flush_every_ms((!crate::sabotage::skip_flush()).then_some(500));
         // sled 0.34 may panic instead of erroring on some damaged files; a node must
         // report that as corruption, not crash with a backtrace.
         let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
@@ -139,6 +141,10 @@ impl Storage {
             Err(sled::transaction::TransactionError::Storage(e)) => {
                 return Err(StorageError::from_sled(&self.dir, e))
             }
+        }
+        #[cfg(debug_assertions)]
+        if crate::sabotage::skip_flush() {
+            return Ok(());
         }
         self.db
             .flush()

@@ -122,6 +122,10 @@ async fn read_messages(
         };
         match frame {
             Ok(Some(msg)) => {
+                #[cfg(debug_assertions)]
+                if crate::sabotage::drops(shared.id, peer, &msg) {
+                    continue;
+                }
                 shared.stats.add_received();
                 if !shared
                     .emit(TransportEvent::Message { from: peer, msg }, shutdown)

@@ -1,0 +1,106 @@
+//! Criterion benches for one step of the Bully state machine: the two steps a healthy
+//! cluster repeats forever (a follower taking a heartbeat, a coordinator's heartbeat
+//! tick), each including draining the actions the step produced.
+//!
+//! Run: `cargo bench --bench machine`.
+
+use bully::protocol::{
+    Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, NodeId, Preempt, Timing,
+};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+
+fn config(id: NodeId, nodes: u64) -> MachineConfig {
+    MachineConfig {
+        id,
+        peers: (1..=nodes).filter(|&p| p != id).collect(),
+        timing: Timing::default(),
+        preempt: Preempt::Always,
+        eligible: true,
+    }
+}
+
+fn drain(machine: &mut Machine) -> usize {
+    let mut count = 0;
+    while let Some(action) = machine.poll_action() {
+        black_box(action);
+        count += 1;
+    }
+    count
+}
+
+/// A follower of node `nodes` that has accepted its epoch and follows it.
+fn follower(nodes: u64) -> (Machine, Message) {
+    let epoch = Epoch {
+        term: 41,
+        leader: nodes,
+    };
+    let cells = Cells {
+        term: 41,
+        accepted: Some(epoch),
+        incarnation: 2,
+    };
+    let mut machine = Machine::start(config(1, nodes), cells, 0);
+    let heartbeat = Message {
+        term: 41,
+        body: Body::Heartbeat { epoch },
+    };
+    machine.handle(
+        Event::Message {
+            from: nodes,
+            msg: heartbeat,
+        },
+        1,
+    );
+    drain(&mut machine);
+    (machine, heartbeat)
+}
+
+/// The highest node, once it has declared itself coordinator.
+fn coordinator(nodes: u64) -> (Machine, Millis) {
+    let mut machine = Machine::start(config(nodes, nodes), Cells::default(), 0);
+    let now = machine.next_deadline();
+    machine.handle(Event::Tick, now);
+    drain(&mut machine);
+    (machine, now)
+}
+
+fn step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("machine step");
+    for nodes in [5u64, 32] {
+        group.bench_with_input(
+            BenchmarkId::new("follower handles heartbeat", nodes),
+            &nodes,
+            |b, &nodes| {
+                let (mut machine, heartbeat) = follower(nodes);
+                let mut now: Millis = 1;
+                b.iter(|| {
+                    now += 1;
+                    machine.handle(
+                        Event::Message {
+                            from: nodes,
+                            msg: black_box(heartbeat),
+                        },
+                        now,
+                    );
+                    drain(&mut machine)
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("coordinator heartbeat tick", nodes),
+            &nodes,
+            |b, &nodes| {
+                let (mut machine, mut now) = coordinator(nodes);
+                b.iter(|| {
+                    now = machine.next_deadline();
+                    machine.handle(Event::Tick, black_box(now));
+                    drain(&mut machine)
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, step);
+criterion_main!(benches);

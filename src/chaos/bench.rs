@@ -1,0 +1,118 @@
+//! `bully chaos --bench failover`: the number people ask for. Kill -9 the coordinator
+//! (the highest node), wait until every survivor follows the next highest, start it
+//! again, wait until it leads everywhere; repeat. Links are direct (no relay), so the
+//! figures are the protocol's and the machine's, not the relay's.
+//!
+//! Kills land at a random phase of the heartbeat cycle (a seeded pause before each),
+//! since detection time depends on when the last heartbeat arrived.
+
+use super::harness::{Harness, HarnessSpec};
+use super::plan::Step;
+use super::progress::{Mode, Progress};
+use super::report::{Report, RunParams};
+use crate::node::status::wall_ms;
+use crate::protocol::Timing;
+use anyhow::{bail, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the benchmark was asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub nodes: u64,
+    pub runs: u32,
+    pub seed: u64,
+    pub timing_profile: String,
+    pub timing: Timing,
+    pub slack_ms: u64,
+    pub binary: PathBuf,
+    pub dir: PathBuf,
+    pub progress: Mode,
+}
+
+/// How long the first election may take on a busy machine.
+const FIRST_ELECTION: Duration = Duration::from_secs(30);
+
+/// Runs the failover benchmark; the report's failover and reclaim tables are the
+/// result. A round that does not converge in time becomes an anomaly (the run fails).
+pub async fn failover(config: &BenchConfig) -> Result<Report> {
+    if config.nodes < 2 {
+        bail!("--bench failover needs at least 2 nodes");
+    }
+    if config.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let timing = config.timing;
+    let limit = Duration::from_millis(10 * timing.convergence_bound_ms() + 5_000);
+    let mut progress = Progress::new(config.progress);
+    let mut h = Harness::start(&HarnessSpec {
+        nodes: config.nodes,
+        timing,
+        binary: config.binary.clone(),
+        dir: config.dir.clone(),
+        relay: false,
+        seed: config.seed,
+    })
+    .await?;
+    let top = config.nodes;
+    progress.event(&format!(
+        "started {} nodes in {}",
+        config.nodes,
+        config.dir.display()
+    ));
+    if !h.wait_for_leader(top, FIRST_ELECTION).await {
+        h.anomalies.push(format!(
+            "no first agreement on node {top} within {FIRST_ELECTION:?}"
+        ));
+    }
+    let mut rng = SmallRng::seed_from_u64(config.seed);
+    for run in 1..=config.runs {
+        if !h.anomalies.is_empty() {
+            break;
+        }
+        // Let the cluster settle, then strike at a random point of the heartbeat cycle.
+        let settle = timing.suspect_after_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
+        tokio::time::sleep(Duration::from_millis(settle)).await;
+        h.execute(Step::Kill(top));
+        if !h.wait_for_leader(top - 1, limit).await {
+            h.anomalies.push(format!(
+                "run {run}: the survivors did not agree on node {} within {limit:?}",
+                top - 1
+            ));
+            break;
+        }
+        let settle = 2 * timing.heartbeat_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
+        tokio::time::sleep(Duration::from_millis(settle)).await;
+        h.execute(Step::Start(top));
+        if !h.wait_for_leader(top, limit).await {
+            h.anomalies.push(format!(
+                "run {run}: node {top} did not lead everywhere again within {limit:?}"
+            ));
+            break;
+        }
+        progress.status(&format!("bench failover: run {run}/{} done", config.runs));
+    }
+    h.poll();
+    h.notice_exits();
+    let end_ms = wall_ms();
+    let report = h.report(
+        RunParams {
+            mode: "chaos --bench failover".into(),
+            nodes: config.nodes,
+            seed: config.seed,
+            duration_s: (end_ms - h.origin_ms) as f64 / 1000.0,
+            runs: Some(config.runs),
+            faults: Vec::new(),
+            timing_profile: config.timing_profile.clone(),
+            timing,
+            slack_ms: config.slack_ms,
+            dir: None,
+        },
+        end_ms,
+    );
+    progress.finish();
+    h.stop_all();
+    Ok(report)
+}

@@ -1,0 +1,326 @@
+//! The cluster under test, shared by the chaos run and the benchmark: real node
+//! processes (optionally behind the relay), the history being collected, the latest
+//! view of every node, and the steps that break and mend it, each stamped and recorded.
+
+use super::collect::Collector;
+use super::plan::{Availability, Step};
+use super::relay::Relay;
+use super::report::{Report, RunParams, StepLine};
+use super::timeline::{self, Executed, Views};
+use super::verdict::{self, Verdict};
+use crate::cluster::{Cluster, ClusterSpec};
+use crate::history::{Entry, Record};
+use crate::node::status::wall_ms;
+use crate::protocol::{Epoch, Millis, NodeId, Preempt, Timing};
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How often the harness reads the logs while waiting for a condition.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct HarnessSpec {
+    pub nodes: u64,
+    pub timing: Timing,
+    pub binary: PathBuf,
+    pub dir: PathBuf,
+    /// Route every peer link through a relay (needed for partitions).
+    pub relay: bool,
+    /// Seeds the relay's loss decisions.
+    pub seed: u64,
+}
+
+/// A running cluster and what has been seen and done to it.
+pub struct Harness {
+    pub cluster: Cluster,
+    relay: Option<Relay>,
+    collector: Collector,
+    views: Views,
+    availability: Availability,
+    executed: Vec<Executed>,
+    ids: Vec<NodeId>,
+    timing: Timing,
+    /// When the nodes were started (wall ms): time zero of the report.
+    pub origin_ms: Millis,
+    /// Problems outside the invariants: a node that exited by itself, a failed step.
+    pub anomalies: Vec<String>,
+}
+
+impl Harness {
+    /// Writes certs and configs, binds the relay (if asked) and starts every node.
+    pub async fn start(spec: &HarnessSpec) -> Result<Harness> {
+        let ids: Vec<NodeId> = (1..=spec.nodes).collect();
+        let cluster_spec = ClusterSpec {
+            nodes: spec.nodes,
+            timing: spec.timing,
+            preempt: Preempt::Always,
+            binary: spec.binary.clone(),
+            dir: spec.dir.clone(),
+        };
+        let (mut cluster, relay) = if spec.relay {
+            let mut relay = Relay::bind(&ids)
+                .await
+                .context("cannot bind the relay's sockets on 127.0.0.1")?;
+            let cluster =
+                Cluster::create_routed(cluster_spec, |from, to, _| relay.front_addr(from, to))?;
+            let targets: BTreeMap<NodeId, _> =
+                ids.iter().map(|&id| (id, cluster.addr(id))).collect();
+            relay
+                .start(&targets, spec.seed)
+                .await
+                .context("cannot start the relay")?;
+            (cluster, Some(relay))
+        } else {
+            (Cluster::create(cluster_spec)?, None)
+        };
+        let data_dirs: Vec<(NodeId, PathBuf)> =
+            ids.iter().map(|&id| (id, cluster.data_dir(id))).collect();
+        let collector = Collector::new(&spec.dir, &data_dirs)
+            .with_context(|| format!("cannot write the runner's log in {}", spec.dir.display()))?;
+        let origin_ms = wall_ms();
+        for &id in &ids {
+            cluster.start(id)?;
+        }
+        Ok(Harness {
+            cluster,
+            relay,
+            collector,
+            views: Views::new(&ids),
+            availability: Availability::default(),
+            executed: Vec::new(),
+            timing: spec.timing,
+            ids,
+            origin_ms,
+            anomalies: Vec::new(),
+        })
+    }
+
+    /// Node IDs, ascending.
+    pub fn ids(&self) -> &[NodeId] {
+        &self.ids
+    }
+
+    /// Reads what the nodes logged since the last call.
+    pub fn poll(&mut self) {
+        for entry in self.collector.poll() {
+            self.views.apply(&entry);
+        }
+    }
+
+    /// Nodes that are running, not paused and not cut off, ascending.
+    pub fn available(&self) -> Vec<NodeId> {
+        self.availability.available(self.ids.len() as u64)
+    }
+
+    /// The coordinator every available node follows, if they agree.
+    pub fn agreed(&self) -> Option<(NodeId, Epoch)> {
+        self.views.agreed(&self.available())
+    }
+
+    /// Polls the logs until every available node follows `leader`, or `timeout`.
+    /// Returns whether they did.
+    pub async fn wait_for_leader(&mut self, leader: NodeId, timeout: Duration) -> bool {
+        let started = Instant::now();
+        loop {
+            self.poll();
+            if self.agreed().map(|(l, _)| l) == Some(leader) {
+                return true;
+            }
+            if started.elapsed() >= timeout {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Takes one step, stamping it (and writing the runner's fault records) so the
+    /// history shows it in the right place. A failed step becomes an anomaly.
+    pub fn execute(&mut self, step: Step) {
+        self.notice_exits();
+        let at_ms = match self.try_execute(&step) {
+            Ok(at_ms) => at_ms,
+            Err(e) => {
+                self.anomalies.push(format!("step `{step}` failed: {e:#}"));
+                wall_ms()
+            }
+        };
+        self.availability.apply(&step);
+        self.executed.push(Executed { at_ms, step });
+    }
+
+    /// Runs a step; returns its time. Records for kills and pauses are stamped after
+    /// the signal (nothing the node logs later can predate them); records for
+    /// resumes, partitions and heals before it (nothing the node logs in reaction
+    /// can predate them).
+    fn try_execute(&mut self, step: &Step) -> Result<Millis> {
+        let c = &mut self.collector;
+        Ok(match step {
+            Step::Kill(n) => {
+                self.cluster.kill(*n)?;
+                c.record(*n, Record::Crashed).at_ms
+            }
+            Step::Restart(n) => {
+                self.cluster.kill(*n)?;
+                let at = c.record(*n, Record::Crashed).at_ms;
+                self.cluster.start(*n)?;
+                at
+            }
+            Step::Pause(n) => {
+                self.cluster.pause(*n)?;
+                c.record(*n, Record::Paused).at_ms
+            }
+            Step::Start(n) => {
+                let at = wall_ms();
+                self.cluster.start(*n)?;
+                at
+            }
+            Step::Resume(n) => {
+                let at = c.record(*n, Record::Resumed).at_ms;
+                self.cluster.resume(*n)?;
+                at
+            }
+            Step::Partition(side) => {
+                let relay = self.relay.as_ref().context("partitions need the relay")?;
+                let rest: Vec<NodeId> = self
+                    .ids
+                    .iter()
+                    .copied()
+                    .filter(|n| !side.contains(n))
+                    .collect();
+                let mut at = wall_ms();
+                for (nodes, cut_off) in [(side, &rest), (&rest, side)] {
+                    for &n in nodes.iter() {
+                        let record = Record::Partitioned {
+                            cut_off: cut_off.clone(),
+                        };
+                        at = at.min(c.record(n, record).at_ms);
+                    }
+                }
+                relay.partition(side, &rest);
+                at
+            }
+            Step::Heal => {
+                let relay = self.relay.as_ref().context("healing needs the relay")?;
+                let at = wall_ms();
+                for &n in &self.ids {
+                    c.record(n, Record::Healed);
+                }
+                relay.heal();
+                at
+            }
+        })
+    }
+
+    /// Notes nodes the model believes running that are not (they exited by
+    /// themselves: a panic or a fatal error, worth a look at their log).
+    pub fn notice_exits(&mut self) {
+        let model = self.availability.clone();
+        for &id in &self.ids {
+            let should_run = !model.is_killed(id);
+            if should_run && !self.cluster.is_running(id) && !self.reported_exit(id) {
+                self.anomalies.push(format!(
+                    "node {id} exited by itself; see {}",
+                    self.cluster.log_path(id).display()
+                ));
+            }
+        }
+    }
+
+    fn reported_exit(&self, id: NodeId) -> bool {
+        let prefix = format!("node {id} exited by itself");
+        self.anomalies.iter().any(|a| a.starts_with(&prefix))
+    }
+
+    /// The steps taken so far.
+    pub fn executed(&self) -> &[Executed] {
+        &self.executed
+    }
+
+    /// The history so far, time-ordered.
+    pub fn history(&self) -> Vec<Entry> {
+        self.collector.history()
+    }
+
+    /// Log lines that did not parse so far.
+    pub fn bad_lines(&self) -> usize {
+        self.collector.bad_lines
+    }
+
+    /// Runs the checker over everything so far, with I5 windows up to `end_ms`; the
+    /// first window runs from the start with every node live.
+    pub fn judge(&self, end_ms: Millis, slack_ms: Millis) -> Verdict {
+        let history = self.history();
+        let mut windows = vec![verdict::Window {
+            from_ms: self.origin_ms,
+            to_ms: self.executed.first().map_or(end_ms, |s| s.at_ms),
+            live: self.ids.clone(),
+        }];
+        windows.extend(verdict::windows(
+            &self.executed,
+            self.ids.len() as u64,
+            end_ms,
+        ));
+        // Soft I2 assumes delays below T/2: allow a quarter of the slack for them.
+        verdict::judge(&history, &windows, &self.timing, slack_ms, slack_ms / 4)
+    }
+
+    /// Stops every node cleanly (paused ones are continued first).
+    pub fn stop_all(&mut self) {
+        for id in self.ids.clone() {
+            if self.cluster.is_running(id) {
+                let _ = self.cluster.stop(id, Duration::from_secs(3));
+            }
+        }
+    }
+
+    /// Judges the whole history up to `end_ms` and gathers the figures.
+    pub fn report(&self, params: RunParams, end_ms: Millis) -> Report {
+        let history = self.history();
+        let verdict = self.judge(end_ms, params.slack_ms);
+        let timeline = timeline::analyse(&history, &self.ids, &self.executed, end_ms);
+        let (failover, reclaim, share) = Report::figures(&timeline, end_ms);
+        let mut faults = BTreeMap::new();
+        for step in &self.executed {
+            *faults.entry(step.step.name().to_string()).or_insert(0) += 1;
+        }
+        let explain = |list: &[crate::checker::Violation]| {
+            list.iter()
+                .map(|v| verdict::explain(v, &history, self.origin_ms))
+                .collect::<Vec<_>>()
+        };
+        let violations = explain(&verdict.violations);
+        Report {
+            verdict: if violations.is_empty() && self.anomalies.is_empty() {
+                "pass"
+            } else {
+                "fail"
+            },
+            params,
+            faults,
+            steps: self
+                .executed
+                .iter()
+                .map(|s| StepLine {
+                    at_s: (s.at_ms as f64 - self.origin_ms as f64) / 1000.0,
+                    step: s.step.to_string(),
+                })
+                .collect(),
+            elections: timeline.elections,
+            failover,
+            reclaim,
+            messages_per_election: None,
+            no_agreement_ms: timeline.no_agreement_ms,
+            longest_no_agreement_ms: timeline.longest_no_agreement_ms,
+            no_agreement_share: share,
+            i5_windows_checked: verdict.i5_checked,
+            i5_windows_skipped: verdict.i5_skipped,
+            violations,
+            warnings: explain(&verdict.warnings),
+            anomalies: self.anomalies.clone(),
+            unparsed_log_lines: self.collector.bad_lines,
+        }
+    }
+}

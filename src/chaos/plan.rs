@@ -1,0 +1,446 @@
+//! The fault schedule of a chaos run, made up front from the seed alone, so the same
+//! `--seed` (with the same nodes, faults, timing and duration) always injects the same
+//! faults in the same order at the same offsets: a run that found a bug can be re-run.
+//!
+//! The schedule keeps a model of the cluster (who is killed, paused or cut off) and
+//! keeps at most a minority unavailable at once, so there is always a majority that
+//! must converge. After most steps it leaves a quiet gap long enough for the I5
+//! deadline plus an observation window; after some it fires the next fault at once
+//! ("burst"), so faults also land in the middle of an election.
+
+use crate::protocol::{NodeId, Timing};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+/// A kind of fault the user can ask for with `--faults`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// SIGKILL; the node stays down until a later start step.
+    Kill,
+    /// SIGSTOP; a later step resumes it with SIGCONT.
+    Pause,
+    /// SIGKILL and start again at once (crash recovery, I4).
+    Restart,
+    /// Cut a minority of nodes off from the rest at the relay; a later step heals it.
+    Partition,
+}
+
+impl FaultKind {
+    /// Every kind, in `--faults` order.
+    pub const ALL: [FaultKind; 4] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::Restart,
+        FaultKind::Partition,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::Restart => "restart",
+            FaultKind::Partition => "partition",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| k.name() == text.trim())
+            .ok_or_else(|| format!("unknown fault `{text}`; use kill, pause, restart or partition"))
+    }
+}
+
+/// One thing the runner does to the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "step", content = "nodes")]
+pub enum Step {
+    Kill(NodeId),
+    Restart(NodeId),
+    Pause(NodeId),
+    /// Start a killed node again.
+    Start(NodeId),
+    /// Continue a paused node.
+    Resume(NodeId),
+    /// Cut these nodes (a minority) off from all others, both directions.
+    Partition(Vec<NodeId>),
+    /// Restore every link.
+    Heal,
+}
+
+impl Step {
+    /// The fault kind this step injects; `None` for recoveries (start, resume, heal).
+    pub fn fault(&self) -> Option<FaultKind> {
+        match self {
+            Step::Kill(_) => Some(FaultKind::Kill),
+            Step::Restart(_) => Some(FaultKind::Restart),
+            Step::Pause(_) => Some(FaultKind::Pause),
+            Step::Partition(_) => Some(FaultKind::Partition),
+            Step::Start(_) | Step::Resume(_) | Step::Heal => None,
+        }
+    }
+
+    /// A short name for counting: the fault kind or `start`, `resume`, `heal`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Start(_) => "start",
+            Step::Resume(_) => "resume",
+            Step::Heal => "heal",
+            other => other.fault().map_or("?", FaultKind::name),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Kill(n) => write!(f, "kill -9 node {n}"),
+            Step::Restart(n) => write!(f, "kill -9 and restart node {n}"),
+            Step::Pause(n) => write!(f, "SIGSTOP node {n}"),
+            Step::Start(n) => write!(f, "start node {n}"),
+            Step::Resume(n) => write!(f, "SIGCONT node {n}"),
+            Step::Partition(side) => write!(f, "partition {side:?} from the rest"),
+            Step::Heal => write!(f, "heal every link"),
+        }
+    }
+}
+
+/// A step and when to take it, in ms after the schedule starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Planned {
+    pub at_ms: u64,
+    pub step: Step,
+}
+
+/// What a schedule is made from.
+#[derive(Debug, Clone)]
+pub struct PlanSpec {
+    /// Node IDs are 1..=nodes.
+    pub nodes: u64,
+    /// Faults are injected during this long; recoveries and a last quiet gap follow.
+    pub duration_ms: u64,
+    pub faults: Vec<FaultKind>,
+    pub timing: Timing,
+    /// Extra time on top of `timing.convergence_bound_ms()` before I5 is judged.
+    pub slack_ms: u64,
+    pub seed: u64,
+}
+
+impl PlanSpec {
+    /// How many nodes may be unavailable at once: strictly fewer than half.
+    pub fn budget(&self) -> usize {
+        ((self.nodes as usize).saturating_sub(1)) / 2
+    }
+
+    /// The shortest quiet gap: the I5 deadline plus a minimal observation window.
+    pub fn min_quiet_ms(&self) -> u64 {
+        self.timing.convergence_bound_ms() + self.slack_ms + OBSERVE_MIN_MS
+    }
+
+    /// Checks that the spec can produce a meaningful schedule.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.faults.is_empty() {
+            return Err("--faults names no fault kind".into());
+        }
+        if self.budget() == 0 {
+            return Err(format!(
+                "--nodes {} leaves no minority to break; chaos needs at least 3 nodes",
+                self.nodes
+            ));
+        }
+        if self.duration_ms < self.min_quiet_ms() {
+            return Err(format!(
+                "--duration {} ms is shorter than one quiet gap ({} ms); try at least 10s",
+                self.duration_ms,
+                self.min_quiet_ms()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How long past the I5 deadline a quiet gap lasts, at least and at most (random).
+const OBSERVE_MIN_MS: u64 = 300;
+const OBSERVE_MAX_MS: u64 = 1200;
+/// The share of fault steps followed at once by another step.
+const BURST_SHARE: f64 = 0.3;
+/// The share of fault steps aimed at the expected coordinator.
+const AT_LEADER_SHARE: f64 = 0.5;
+
+/// Which nodes are killed, paused or cut off, after a sequence of steps. The schedule
+/// uses it to respect the budget; the analysis uses it to know, at each instant, which
+/// nodes must agree ("available": running, not paused, on the majority side).
+#[derive(Debug, Clone, Default)]
+pub struct Availability {
+    killed: BTreeSet<NodeId>,
+    paused: BTreeSet<NodeId>,
+    cut: BTreeSet<NodeId>,
+}
+
+impl Availability {
+    /// How many nodes are killed, paused or cut off.
+    pub fn unavailable(&self) -> usize {
+        let mut all: BTreeSet<NodeId> = self.killed.union(&self.paused).copied().collect();
+        all.extend(self.cut.iter().copied());
+        all.len()
+    }
+
+    /// The nodes among 1..=nodes that are running, not paused and not cut off, ascending.
+    pub fn available(&self, nodes: u64) -> Vec<NodeId> {
+        (1..=nodes)
+            .filter(|n| {
+                !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n)
+            })
+            .collect()
+    }
+
+    fn recoveries(&self) -> Vec<Step> {
+        let mut steps: Vec<Step> = self.killed.iter().map(|&n| Step::Start(n)).collect();
+        steps.extend(self.paused.iter().map(|&n| Step::Resume(n)));
+        if !self.cut.is_empty() {
+            steps.push(Step::Heal);
+        }
+        steps
+    }
+
+    /// Whether the node is killed (not merely paused or cut off).
+    pub fn is_killed(&self, id: NodeId) -> bool {
+        self.killed.contains(&id)
+    }
+
+    /// Whether a partition is in effect.
+    pub fn partitioned(&self) -> bool {
+        !self.cut.is_empty()
+    }
+
+    /// Updates the model for one step.
+    pub fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Kill(n) => {
+                self.paused.remove(n);
+                self.killed.insert(*n);
+            }
+            Step::Pause(n) => {
+                self.paused.insert(*n);
+            }
+            Step::Start(n) => {
+                self.killed.remove(n);
+            }
+            Step::Resume(n) => {
+                self.paused.remove(n);
+            }
+            Step::Partition(side) => self.cut = side.iter().copied().collect(),
+            Step::Heal => self.cut.clear(),
+            Step::Restart(_) => {}
+        }
+    }
+}
+
+/// Makes the schedule: a pure function of the spec (and so of the seed).
+pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
+    let mut rng = SmallRng::seed_from_u64(spec.seed);
+    let mut model = Availability::default();
+    let mut steps = Vec::new();
+    let quiet = |rng: &mut SmallRng| {
+        spec.min_quiet_ms() + rng.gen_range(0..=OBSERVE_MAX_MS - OBSERVE_MIN_MS)
+    };
+    let burst = |rng: &mut SmallRng| {
+        rng.gen_range(20..=spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms)
+    };
+    // Room at the end for every recovery (a burst apart) and a last quiet gap.
+    let burst_max = spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms;
+    let tail = (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
+    let mut at = rng.gen_range(200..=1000);
+    while at + tail <= spec.duration_ms {
+        let recoveries = model.recoveries();
+        let faults = possible_faults(spec, &model);
+        let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
+        let step = if recover {
+            recoveries
+                .choose(&mut rng)
+                .cloned()
+                .expect("recoveries is not empty")
+        } else if let Some(&kind) = faults.choose(&mut rng) {
+            fault_step(spec, &model, kind, &mut rng)
+        } else {
+            break; // nothing enabled can run (cannot happen with a valid spec)
+        };
+        let is_fault = step.fault().is_some();
+        model.apply(&step);
+        steps.push(Planned { at_ms: at, step });
+        at += if is_fault && rng.gen_bool(BURST_SHARE) {
+            burst(&mut rng)
+        } else {
+            quiet(&mut rng)
+        };
+    }
+    // Bring everything back, then leave a last quiet gap for the final I5 check. The
+    // gap after the last fault may be cut short for that (the loop guard kept room).
+    let recoveries = model.recoveries();
+    let latest = spec
+        .duration_ms
+        .saturating_sub(spec.min_quiet_ms() + recoveries.len() as u64 * burst_max);
+    at = at.min(latest);
+    for step in recoveries {
+        steps.push(Planned { at_ms: at, step });
+        at += burst(&mut rng);
+    }
+    steps
+}
+
+/// The enabled fault kinds that fit the budget and the model right now.
+fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
+    let room = spec.budget().saturating_sub(model.unavailable());
+    let available = model.available(spec.nodes);
+    spec.faults
+        .iter()
+        .copied()
+        .filter(|kind| match kind {
+            FaultKind::Kill | FaultKind::Pause => room > 0 && !available.is_empty(),
+            FaultKind::Restart => !available.is_empty(),
+            FaultKind::Partition => room > 0 && model.cut.is_empty() && available.len() > room,
+        })
+        .collect()
+}
+
+/// One fault of `kind`, aimed at the expected coordinator half of the time.
+fn fault_step(spec: &PlanSpec, model: &Availability, kind: FaultKind, rng: &mut SmallRng) -> Step {
+    let available = model.available(spec.nodes);
+    let leader = *available.last().expect("a fault needs an available node");
+    let target = |rng: &mut SmallRng| {
+        if rng.gen_bool(AT_LEADER_SHARE) {
+            leader
+        } else {
+            *available.choose(rng).expect("not empty")
+        }
+    };
+    match kind {
+        FaultKind::Kill => Step::Kill(target(rng)),
+        FaultKind::Pause => Step::Pause(target(rng)),
+        FaultKind::Restart => Step::Restart(target(rng)),
+        FaultKind::Partition => {
+            let room = spec.budget() - model.unavailable();
+            let size = rng.gen_range(1..=room);
+            let first = target(rng);
+            let mut others: Vec<NodeId> =
+                available.iter().copied().filter(|&n| n != first).collect();
+            others.shuffle(rng);
+            let mut side: Vec<NodeId> = std::iter::once(first)
+                .chain(others.into_iter().take(size - 1))
+                .collect();
+            side.sort_unstable();
+            Step::Partition(side)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(nodes: u64, seed: u64) -> PlanSpec {
+        PlanSpec {
+            nodes,
+            duration_ms: 60_000,
+            faults: FaultKind::ALL.to_vec(),
+            timing: Timing::default(),
+            slack_ms: 1000,
+            seed,
+        }
+    }
+
+    #[test]
+    fn same_seed_same_schedule_other_seed_other_schedule() {
+        assert_eq!(plan(&spec(5, 1)), plan(&spec(5, 1)));
+        assert_ne!(plan(&spec(5, 1)), plan(&spec(5, 2)));
+    }
+
+    #[test]
+    fn never_more_than_a_minority_down_and_all_recovered_at_the_end() {
+        for nodes in [3u64, 4, 5, 9] {
+            let mut all_kinds = BTreeSet::new();
+            for seed in 0..50 {
+                let spec = spec(nodes, seed);
+                let steps = plan(&spec);
+                let mut model = Availability::default();
+                let mut kinds = BTreeSet::new();
+                for p in &steps {
+                    model.apply(&p.step);
+                    assert!(
+                        model.unavailable() <= spec.budget(),
+                        "nodes {nodes} seed {seed}: {} down after {}",
+                        model.unavailable(),
+                        p.step
+                    );
+                    kinds.extend(p.step.fault());
+                }
+                assert_eq!(
+                    model.unavailable(),
+                    0,
+                    "nodes {nodes} seed {seed}: left broken"
+                );
+                assert!(
+                    kinds.len() >= 2,
+                    "nodes {nodes} seed {seed}: kinds {kinds:?}"
+                );
+                all_kinds.extend(kinds);
+            }
+            assert_eq!(all_kinds.len(), 4, "nodes {nodes}: kinds {all_kinds:?}");
+        }
+    }
+
+    #[test]
+    fn steps_are_in_time_order_and_leave_a_last_quiet_gap() {
+        let spec = spec(5, 3);
+        let steps = plan(&spec);
+        assert!(steps.len() >= 10, "only {} steps in 60 s", steps.len());
+        assert!(steps.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
+        let last = steps.last().unwrap().at_ms;
+        assert!(
+            last + spec.min_quiet_ms() <= spec.duration_ms,
+            "last step at {last} ms"
+        );
+    }
+
+    #[test]
+    fn faults_hit_the_coordinator_and_only_enabled_kinds() {
+        let mut spec = spec(5, 4);
+        spec.faults = vec![FaultKind::Pause];
+        let steps = plan(&spec);
+        assert!(steps
+            .iter()
+            .all(|p| matches!(p.step, Step::Pause(_) | Step::Resume(_))));
+        assert!(steps.iter().any(|p| p.step == Step::Pause(5)), "{steps:?}");
+    }
+
+    #[test]
+    fn fault_names_parse() {
+        assert_eq!("partition".parse::<FaultKind>(), Ok(FaultKind::Partition));
+        assert!("flood"
+            .parse::<FaultKind>()
+            .unwrap_err()
+            .contains("unknown fault"));
+        let mut bad = spec(2, 1);
+        assert!(bad.validate().unwrap_err().contains("at least 3 nodes"));
+        bad.nodes = 5;
+        bad.duration_ms = 100;
+        assert!(bad.validate().is_err());
+    }
+}

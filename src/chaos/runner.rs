@@ -1,0 +1,163 @@
+//! `bully chaos`: start a cluster behind the relay, wait for the first coordinator,
+//! take the seeded schedule's steps on time, re-check the invariants every second,
+//! then stop everything and write the report.
+
+use super::harness::{Harness, HarnessSpec};
+use super::plan::{self, FaultKind, PlanSpec};
+use super::progress::{Mode, Progress};
+use super::report::{Report, RunParams};
+use crate::node::status::wall_ms;
+use crate::protocol::Timing;
+use anyhow::Result;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What `bully chaos` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    pub nodes: u64,
+    pub duration: Duration,
+    pub seed: u64,
+    pub faults: Vec<FaultKind>,
+    /// The timing profile's name, for the report.
+    pub timing_profile: String,
+    pub timing: Timing,
+    /// Added to `timing.convergence_bound_ms()` before I5 is judged.
+    pub slack_ms: u64,
+    /// The `bully` executable the nodes run.
+    pub binary: PathBuf,
+    /// Where certs, configs, data and logs go.
+    pub dir: PathBuf,
+    pub progress: Mode,
+}
+
+impl ChaosConfig {
+    /// The schedule's spec for this run.
+    pub fn plan_spec(&self) -> PlanSpec {
+        PlanSpec {
+            nodes: self.nodes,
+            duration_ms: self.duration.as_millis() as u64,
+            faults: self.faults.clone(),
+            timing: self.timing,
+            slack_ms: self.slack_ms,
+            seed: self.seed,
+        }
+    }
+}
+
+/// How long the first election may take before the run goes on regardless (I5 then
+/// reports it): generous, nodes start on a busy machine.
+fn first_election(timing: &Timing) -> Duration {
+    Duration::from_millis(5_000 + 4 * timing.convergence_bound_ms())
+}
+/// How often the logs are re-read and the invariants re-checked.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs the chaos test; `Err` only when the cluster could not be set up. Argument
+/// errors are caught by [`PlanSpec::validate`] before anything starts.
+pub async fn run(config: &ChaosConfig) -> Result<Report> {
+    let spec = config.plan_spec();
+    spec.validate().map_err(anyhow::Error::msg)?;
+    let schedule = plan::plan(&spec);
+    let mut progress = Progress::new(config.progress);
+    let mut h = Harness::start(&HarnessSpec {
+        nodes: config.nodes,
+        timing: config.timing,
+        binary: config.binary.clone(),
+        dir: config.dir.clone(),
+        relay: true,
+        seed: config.seed,
+    })
+    .await?;
+    progress.event(&format!(
+        "started {} nodes behind the relay in {}; {} steps planned (seed {})",
+        config.nodes,
+        config.dir.display(),
+        schedule.len(),
+        config.seed
+    ));
+    let top = config.nodes;
+    if h.wait_for_leader(top, first_election(&config.timing)).await {
+        progress.event(&format!("first election done: coordinator {top}"));
+    } else {
+        progress.event("no agreement on a first coordinator; going on (I5 will tell)");
+    }
+    let origin = Instant::now();
+    let end = origin + config.duration;
+    let mut violations = 0;
+    let mut next_check = Instant::now();
+    for planned in &schedule {
+        let due = origin + Duration::from_millis(planned.at_ms);
+        while Instant::now() < due {
+            if Instant::now() >= next_check {
+                violations = tick(&mut h, &mut progress, config, end, violations);
+                next_check = Instant::now() + CHECK_EVERY;
+            }
+            tokio::time::sleep_until(due.min(next_check)).await;
+        }
+        progress.event(&planned.step.to_string());
+        h.execute(planned.step.clone());
+    }
+    while Instant::now() < end {
+        if Instant::now() >= next_check {
+            violations = tick(&mut h, &mut progress, config, end, violations);
+            next_check = Instant::now() + CHECK_EVERY;
+        }
+        tokio::time::sleep_until(end.min(next_check)).await;
+    }
+    h.poll();
+    h.notice_exits();
+    let end_ms = wall_ms();
+    let report = h.report(
+        RunParams {
+            mode: "chaos".into(),
+            nodes: config.nodes,
+            seed: config.seed,
+            duration_s: config.duration.as_secs_f64(),
+            runs: None,
+            faults: config.faults.clone(),
+            timing_profile: config.timing_profile.clone(),
+            timing: config.timing,
+            slack_ms: config.slack_ms,
+            dir: None,
+        },
+        end_ms,
+    );
+    progress.finish();
+    h.stop_all();
+    Ok(report)
+}
+
+/// One progress tick: re-read the logs, re-check, redraw. Returns the violation count.
+fn tick(
+    h: &mut Harness,
+    progress: &mut Progress,
+    config: &ChaosConfig,
+    end: Instant,
+    before: usize,
+) -> usize {
+    h.poll();
+    let verdict = h.judge(wall_ms(), config.slack_ms);
+    let count = verdict.violations.len();
+    if count > before {
+        for v in &verdict.violations[before.min(count)..] {
+            progress.event(&format!(
+                "VIOLATION {} at {:.3} s on node {}: {}",
+                v.invariant,
+                (v.at_ms as f64 - h.origin_ms as f64) / 1000.0,
+                v.node,
+                v.explanation
+            ));
+        }
+    }
+    let coordinator = h
+        .agreed()
+        .map_or("none".to_string(), |(l, e)| format!("{l} (epoch {e})"));
+    let left = end.saturating_duration_since(Instant::now()).as_secs_f64();
+    progress.status(&format!(
+        "chaos: {left:>5.1} s left | steps {} | coordinator {coordinator} | violations {count}",
+        h.executed().len()
+    ));
+    count
+}

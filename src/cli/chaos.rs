@@ -1,0 +1,178 @@
+//! `bully chaos ...` and `bully chaos --bench failover ...`: argument handling, the
+//! run's folder, and the exit code (0 no violation, 1 violations, 2 bad arguments or
+//! a cluster that could not be set up).
+
+use super::{parse_duration, TimingProfile};
+use crate::chaos::progress::Mode;
+use crate::chaos::{self, BenchConfig, ChaosConfig, FaultKind, Report};
+use clap::{Args, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `bully chaos ...`
+#[derive(Debug, Args, Clone)]
+pub struct ChaosArgs {
+    /// How many nodes (IDs 1..=N); at least 3 for chaos, 2 for --bench.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=64))]
+    pub nodes: u64,
+    /// How long to inject faults, e.g. 60s or 2m.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub duration: Duration,
+    /// Seed of the fault schedule; the same seed repeats the same faults
+    /// (default: taken from the clock and printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Fault kinds to inject, comma separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kill,pause,restart,partition"
+    )]
+    pub faults: Vec<FaultKind>,
+    /// Timing profile of the nodes.
+    #[arg(long, value_enum, default_value_t = TimingProfile::Default)]
+    pub timing: TimingProfile,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Keep the run's folder (certs, configs, data, event logs, node logs).
+    #[arg(long)]
+    pub keep_dir: bool,
+    /// Where to put the run's files (default: a new temp folder).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Time allowed on top of the I5 bound before convergence is judged, for
+    /// scheduling on a busy machine (default: the bound itself).
+    #[arg(long, value_parser = parse_duration)]
+    pub slack: Option<Duration>,
+    /// Run a benchmark instead of a chaos run.
+    #[arg(long, value_enum)]
+    pub bench: Option<BenchKind>,
+    /// Rounds of the benchmark.
+    #[arg(long, default_value_t = 50, requires = "bench")]
+    pub runs: u32,
+}
+
+/// Benchmarks `--bench` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchKind {
+    /// Kill the coordinator, wait for the others to agree, restart it; repeat.
+    Failover,
+}
+
+/// Runs `bully chaos` and maps the outcome to the exit code.
+pub async fn run(args: &ChaosArgs) -> ExitCode {
+    let timing = args.timing.timing();
+    let seed = args.seed.unwrap_or_else(crate::node::status::wall_ms);
+    let slack_ms = args
+        .slack
+        .map_or(timing.convergence_bound_ms(), |d| d.as_millis() as u64);
+    let temp = match &args.dir {
+        Some(_) => None,
+        None => match tempfile::Builder::new().prefix("bully-chaos-").tempdir() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("error: cannot make a temp folder: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let dir = match (&args.dir, &temp) {
+        (Some(dir), _) => dir.clone(),
+        (_, Some(t)) => t.path().to_path_buf(),
+        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
+    };
+    let binary = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot find the bully executable: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let profile = format!("{:?}", args.timing).to_lowercase();
+    let outcome = match args.bench {
+        Some(BenchKind::Failover) => {
+            chaos::bench_failover(&BenchConfig {
+                nodes: args.nodes,
+                runs: args.runs,
+                seed,
+                timing_profile: profile,
+                timing,
+                slack_ms,
+                binary,
+                dir: dir.clone(),
+                progress: Mode::detect(),
+            })
+            .await
+        }
+        None => {
+            let config = ChaosConfig {
+                nodes: args.nodes,
+                duration: args.duration,
+                seed,
+                faults: dedup(&args.faults),
+                timing_profile: profile,
+                timing,
+                slack_ms,
+                binary,
+                dir: dir.clone(),
+                progress: Mode::detect(),
+            };
+            if let Err(e) = config.plan_spec().validate() {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            chaos::run(&config).await
+        }
+    };
+    let kept = if args.keep_dir {
+        temp.map(|t| t.keep()).or(Some(dir))
+    } else {
+        args.dir.clone()
+    };
+    match outcome {
+        Ok(mut report) => {
+            report.params.dir = kept.map(|d| d.display().to_string());
+            finish(&report, args.json.as_deref())
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints the report, writes the JSON, and picks the exit code.
+fn finish(report: &Report, json: Option<&Path>) -> ExitCode {
+    print!("{}", report.render());
+    if let Some(path) = json {
+        let text = match serde_json::to_string_pretty(report) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("error: cannot encode the report: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The fault kinds without repeats, in `--faults` order.
+fn dedup(faults: &[FaultKind]) -> Vec<FaultKind> {
+    let mut out: Vec<FaultKind> = Vec::new();
+    for &f in faults {
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}

@@ -1,0 +1,33 @@
+//! Deliberately broken behaviour for tests, compiled into debug builds only (the
+//! module does not exist in release builds), switched on per process by the
+//! environment variable `BULLY_TEST_FAULT` (comma separated):
+//!
+//! - `skip_flush`: [`crate::storage::Storage::save`] returns before sled flushes and
+//!   fsyncs, and sled's background flusher is off, so a `kill -9` loses epochs the node
+//!   has already revealed (breaks I3; the checker sees I1/I2 go backwards on restart).
+//! - `ignore_higher_coordinator`: the transport drops Coordinator and Heartbeat
+//!   messages from higher IDs, so lower nodes never follow them (breaks I5).
+//!
+//! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
+//! proof that a passing chaos run means something.
+
+use crate::protocol::{Body, Message, NodeId};
+
+/// The environment variable that switches sabotage on.
+pub const ENV: &str = "BULLY_TEST_FAULT";
+
+fn enabled(name: &str) -> bool {
+    std::env::var(ENV).is_ok_and(|v| v.split(',').any(|f| f.trim() == name))
+}
+
+/// Whether saves should skip the flush (and sled's background flusher be off).
+pub fn skip_flush() -> bool {
+    enabled("skip_flush")
+}
+
+/// Whether node `me` should drop this message from `from`.
+pub fn drops(me: NodeId, from: NodeId, msg: &Message) -> bool {
+    from > me
+        && matches!(msg.body, Body::Coordinator { .. } | Body::Heartbeat { .. })
+        && enabled("ignore_higher_coordinator")
+}
