@@ -6,6 +6,7 @@
 //! - [`api`]: requests over QUIC (status, watch, step-down, metrics).
 //! - [`health`]: the check that gates eligibility (rise/fall).
 //! - [`hooks`]: commands run on role changes, one at a time, never blocking.
+//! - `step_down`: switchover that answers once another node leads, or is undone.
 //! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
 //! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
 //! - [`metrics`]: shared counters and their Prometheus rendering.
@@ -19,6 +20,7 @@ pub mod http;
 pub mod metrics;
 mod runtime;
 pub mod status;
+mod step_down;
 pub mod transitions;
 
 pub use metrics::{Metrics, MetricsSnapshot};

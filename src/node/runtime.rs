@@ -8,6 +8,7 @@ use super::hooks::Hooks;
 use super::http::HttpState;
 use super::metrics::{HealthState, Metrics};
 use super::status::{wall_ms, Status};
+use super::step_down::{self, Handover};
 use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// Why a node could not start or had to stop.
@@ -280,15 +281,6 @@ struct Runtime {
     tracker: Tracker,
 }
 
-/// A step-down in progress: the answer waits until another node leads, or until
-/// `deadline`, when the step-down is undone and refused.
-struct Handover {
-    reply: oneshot::Sender<Result<String, String>>,
-    deadline: Millis,
-    started: Instant,
-    for_ms: u64,
-}
-
 impl Runtime {
     async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), NodeError> {
         self.event_log.append(Record::Started {
@@ -381,52 +373,20 @@ impl Runtime {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::StepDown { for_ms, reply } => match self.step_down_refusal(for_ms) {
-                Some(reason) => {
+            Command::StepDown { for_ms, reply } => {
+                let refused =
+                    step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
+                if let Some(reason) = refused {
                     let _ = reply.send(Err(reason));
+                    return;
                 }
-                None => {
-                    let now = self.clock.now();
-                    tracing::info!(for_ms, "stepping down on request");
-                    self.eligible_again_at = Some(now.saturating_add(for_ms));
-                    self.handover = Some(Handover {
-                        reply,
-                        deadline: now + handover_wait(&self.timing),
-                        started: Instant::now(),
-                        for_ms,
-                    });
-                    self.refresh_eligibility();
-                }
-            },
+                let now = self.clock.now();
+                tracing::info!(for_ms, "stepping down on request");
+                self.eligible_again_at = Some(now.saturating_add(for_ms));
+                self.handover = Some(Handover::new(reply, now, for_ms, &self.timing));
+                self.refresh_eligibility();
+            }
         }
-    }
-
-    /// Why a step-down cannot start now, if it cannot.
-    fn step_down_refusal(&self, for_ms: u64) -> Option<String> {
-        let status = self.status.borrow();
-        if for_ms == 0 {
-            return Some("a step-down needs a duration above 0".to_string());
-        }
-        if self.handover.is_some() {
-            return Some(format!("node {} is already stepping down", status.id));
-        }
-        if status.role != Role::Coordinator {
-            return Some(format!(
-                "node {} is not the coordinator (coordinator: {})",
-                status.id,
-                status
-                    .coordinator
-                    .map(|c| c.to_string())
-                    .unwrap_or_else(|| "none".into())
-            ));
-        }
-        if !status.peers.iter().any(|p| p.connected) {
-            return Some(format!(
-                "no other node is reachable to take over from node {}",
-                status.id
-            ));
-        }
-        None
     }
 
     /// No other node took over in time: undo the step-down and refuse it.
@@ -434,40 +394,10 @@ impl Runtime {
         let Some(handover) = self.handover.take() else {
             return;
         };
+        tracing::warn!("step-down refused: no other eligible node took over");
         self.eligible_again_at = None;
         self.refresh_eligibility();
-        let id = self.machine.id();
-        let up: Vec<String> = self
-            .status
-            .borrow()
-            .peers
-            .iter()
-            .filter(|p| p.connected)
-            .map(|p| p.id.to_string())
-            .collect();
-        tracing::warn!("step-down refused: no other eligible node took over");
-        let _ = handover.reply.send(Err(format!(
-            "no other eligible node took over within {} ms (peers up: {}); node {id} is eligible again and will lead",
-            handover_wait(&self.timing),
-            up.join(",")
-        )));
-    }
-
-    /// A view in which another node leads completes a pending step-down.
-    fn check_handover(&mut self, view: View) {
-        let (Some(coordinator), Some(epoch)) = (view.coordinator(), view.epoch) else {
-            return;
-        };
-        if coordinator == view.id {
-            return;
-        }
-        if let Some(handover) = self.handover.take() {
-            let took = handover.started.elapsed().as_millis();
-            let _ = handover.reply.send(Ok(format!(
-                "node {} stepped down; node {coordinator} took over at epoch {epoch} after {took} ms; node {} stays ineligible for {} ms",
-                view.id, view.id, handover.for_ms
-            )));
-        }
+        handover.refuse(&self.status.borrow(), &self.timing);
     }
 
     fn on_health(&mut self, healthy: bool) {
@@ -578,7 +508,10 @@ impl Runtime {
             m.observe_failover(took.as_millis() as u64);
         }
         self.hooks.fire(&transition, &self.status.borrow());
-        self.check_handover(view);
+        self.handover = self
+            .handover
+            .take()
+            .and_then(|h| h.complete_if_taken_over(view));
     }
 
     /// Writes and flushes the cells; returns whether they hold a new epoch declared by
@@ -594,13 +527,6 @@ impl Runtime {
         let id = self.machine.id();
         Ok(cells.accepted != before && cells.accepted.is_some_and(|e| e.leader == id))
     }
-}
-
-/// How long a step-down waits for another node to lead before it is undone: the
-/// followers elect at once on Resign, so an answer timeout, a coordinator timeout and a
-/// re-election of each, plus a suspicion timeout and a margin for a loaded machine.
-fn handover_wait(timing: &Timing) -> Millis {
-    2 * (timing.answer_timeout_ms + timing.coordinator_timeout_ms) + timing.suspect_after_ms + 500
 }
 
 /// Sleeps until `at`, or forever when there is nothing to wait for.

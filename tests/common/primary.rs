@@ -90,3 +90,29 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, Str
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
     http_raw(addr, request.as_bytes()).await
 }
+
+/// Like `common::wait_until`, but a timeout panics with every node's log tail.
+pub async fn wait_logged<T, F, Fut>(
+    t: &TestCluster,
+    what: &str,
+    timeout: Duration,
+    mut probe: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        if started.elapsed() > timeout {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                t.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
