@@ -6,7 +6,7 @@
 //! Kills land at a random phase of the heartbeat cycle (a seeded pause before each),
 //! since detection time depends on when the last heartbeat arrived.
 
-use super::harness::{Harness, HarnessSpec};
+use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::Step;
 use super::progress::{Mode, Progress};
 use super::report::{Report, RunParams};
@@ -31,9 +31,6 @@ pub struct BenchConfig {
     pub dir: PathBuf,
     pub progress: Mode,
 }
-
-/// How long the first election may take on a busy machine.
-const FIRST_ELECTION: Duration = Duration::from_secs(30);
 
 /// Runs the failover benchmark; the report's failover and reclaim tables are the
 /// result. A round that does not converge in time becomes an anomaly (the run fails).
@@ -62,10 +59,10 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         config.nodes,
         config.dir.display()
     ));
-    if !h.wait_for_leader(top, FIRST_ELECTION).await {
-        h.anomalies.push(format!(
-            "no first agreement on node {top} within {FIRST_ELECTION:?}"
-        ));
+    let first = first_election_limit(&timing, config.nodes);
+    if !h.wait_for_leader(top, first).await {
+        h.anomalies
+            .push(format!("no first agreement on node {top} within {first:?}"));
     }
     let mut rng = SmallRng::seed_from_u64(config.seed);
     for run in 1..=config.runs {

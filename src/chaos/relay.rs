@@ -30,26 +30,33 @@ type Modes = Arc<Mutex<BTreeMap<(NodeId, NodeId), LinkMode>>>;
 /// The relay for a whole cluster.
 pub struct Relay {
     fronts: BTreeMap<(NodeId, NodeId), Arc<UdpSocket>>,
+    /// The sockets that talk to the targets, bound with the fronts: binding them only
+    /// at [`Relay::start`] could take a port already handed out (free but not yet
+    /// bound) to a node, which then cannot start.
+    backs: BTreeMap<(NodeId, NodeId), Arc<UdpSocket>>,
     modes: Modes,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Relay {
-    /// Binds a front socket on 127.0.0.1 for every ordered pair of distinct IDs.
-    /// Nothing is forwarded until [`Relay::start`].
+    /// Binds a front and a back socket on 127.0.0.1 for every ordered pair of
+    /// distinct IDs. Nothing is forwarded until [`Relay::start`].
     pub async fn bind(ids: &[NodeId]) -> std::io::Result<Relay> {
         let mut fronts = BTreeMap::new();
+        let mut backs = BTreeMap::new();
         let mut modes = BTreeMap::new();
         for &from in ids {
             for &to in ids {
                 if from != to {
                     fronts.insert((from, to), Arc::new(UdpSocket::bind("127.0.0.1:0").await?));
+                    backs.insert((from, to), Arc::new(UdpSocket::bind("127.0.0.1:0").await?));
                     modes.insert((from, to), LinkMode::Up);
                 }
             }
         }
         Ok(Relay {
             fronts,
+            backs,
             modes: Arc::new(Mutex::new(modes)),
             tasks: Vec::new(),
         })
@@ -69,8 +76,14 @@ impl Relay {
         seed: u64,
     ) -> std::io::Result<()> {
         for (&(from, to), front) in &self.fronts {
-            let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await?);
-            back.connect(targets[&to]).await?;
+            let back = Arc::clone(&self.backs[&(from, to)]);
+            let target = targets.get(&to).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("no target address for node {to}"),
+                )
+            })?;
+            back.connect(*target).await?;
             let link = Link {
                 key: (from, to),
                 front: Arc::clone(front),

@@ -116,8 +116,9 @@ pub struct Report {
     pub i5_windows_checked: usize,
     pub i5_windows_skipped: usize,
     pub violations: Vec<Explained>,
-    /// Advisory findings (the soft part of I2), with their history.
+    /// Advisory findings (the soft part of I2), with their history (the first few).
     pub warnings: Vec<Explained>,
+    pub warnings_total: usize,
     /// Things that went wrong outside the invariants (a node exiting by itself, a
     /// step that failed): each fails the run.
     pub anomalies: Vec<String>,
@@ -255,7 +256,7 @@ impl Report {
             self.verdict.to_uppercase(),
             self.violations.len(),
             self.anomalies.len(),
-            self.warnings.len()
+            self.warnings_total
         );
         out
     }

@@ -2,7 +2,7 @@
 //! take the seeded schedule's steps on time, re-check the invariants every second,
 //! then stop everything and write the report.
 
-use super::harness::{Harness, HarnessSpec};
+use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec};
 use super::progress::{Mode, Progress};
 use super::report::{Report, RunParams};
@@ -46,11 +46,6 @@ impl ChaosConfig {
     }
 }
 
-/// How long the first election may take before the run goes on regardless (I5 then
-/// reports it): generous, nodes start on a busy machine.
-fn first_election(timing: &Timing) -> Duration {
-    Duration::from_millis(5_000 + 4 * timing.convergence_bound_ms())
-}
 /// How often the logs are re-read and the invariants re-checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
@@ -78,7 +73,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         config.seed
     ));
     let top = config.nodes;
-    if h.wait_for_leader(top, first_election(&config.timing)).await {
+    if h.wait_for_leader(top, first_election_limit(&config.timing, config.nodes))
+        .await
+    {
         progress.event(&format!("first election done: coordinator {top}"));
     } else {
         progress.event("no agreement on a first coordinator; going on (I5 will tell)");

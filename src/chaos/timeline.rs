@@ -237,6 +237,11 @@ fn sample(
         .iter()
         .find(|&&(t, n, _)| n == expected && in_window(t))
         .map(|&(t, _, _)| t);
+    if converged.is_some() && declared.is_none() {
+        // Agreement came back without an election (a pause or cut shorter than the
+        // failure detector): nothing was taken over.
+        return None;
+    }
     let first_phase_end = match kind {
         SampleKind::Failover => history
             .iter()

@@ -36,7 +36,8 @@ pub struct ChaosArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Keep the run's folder (certs, configs, data, event logs, node logs).
+    /// Keep the run's folder (certs, configs, data, event logs, node logs); a failed
+    /// run always keeps it.
     #[arg(long)]
     pub keep_dir: bool,
     /// Where to put the run's files (default: a new temp folder).
@@ -126,7 +127,9 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
             chaos::run(&config).await
         }
     };
-    let kept = if args.keep_dir {
+    // A failed run keeps its folder: the node logs and event logs are the evidence.
+    let failed = !matches!(&outcome, Ok(report) if report.passed());
+    let kept = if args.keep_dir || failed {
         temp.map(|t| t.keep()).or(Some(dir))
     } else {
         args.dir.clone()
