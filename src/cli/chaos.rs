@@ -1,6 +1,6 @@
 //! `bully chaos ...` and `bully chaos --bench failover ...`: argument handling, the
-//! run's folder, and the exit code (0 no violation, 1 violations, 2 bad arguments or
-//! a cluster that could not be set up).
+//! run's folder, and the exit code (0 no violation, 1 violations or anomalies, 2 bad
+//! arguments or a cluster that could not be set up, 130 interrupted).
 
 use super::{parse_duration, TimingProfile};
 use crate::chaos::progress::Mode;
@@ -51,8 +51,19 @@ pub struct ChaosArgs {
     #[arg(long, value_enum)]
     pub bench: Option<BenchKind>,
     /// Rounds of the benchmark.
-    #[arg(long, default_value_t = 50, requires = "bench")]
+    #[arg(
+        long,
+        default_value_t = 50,
+        requires = "bench",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub runs: u32,
+}
+
+/// What the arguments ask for.
+enum Job {
+    Bench(BenchConfig),
+    Chaos(ChaosConfig),
 }
 
 /// Benchmarks `--bench` can run.
@@ -92,21 +103,18 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
         }
     };
     let profile = format!("{:?}", args.timing).to_lowercase();
-    let outcome = match args.bench {
-        Some(BenchKind::Failover) => {
-            chaos::bench_failover(&BenchConfig {
-                nodes: args.nodes,
-                runs: args.runs,
-                seed,
-                timing_profile: profile,
-                timing,
-                slack_ms,
-                binary,
-                dir: dir.clone(),
-                progress: Mode::detect(),
-            })
-            .await
-        }
+    let job = match args.bench {
+        Some(BenchKind::Failover) => Job::Bench(BenchConfig {
+            nodes: args.nodes,
+            runs: args.runs,
+            seed,
+            timing_profile: profile,
+            timing,
+            slack_ms,
+            binary,
+            dir: dir.clone(),
+            progress: Mode::detect(),
+        }),
         None => {
             let config = ChaosConfig {
                 nodes: args.nodes,
@@ -124,7 +132,21 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
-            chaos::run(&config).await
+            Job::Chaos(config)
+        }
+    };
+    // Ctrl-C drops the run: the cluster's drop kills every node by PID, no orphans.
+    let run = async {
+        match &job {
+            Job::Bench(config) => chaos::bench_failover(config).await,
+            Job::Chaos(config) => chaos::run(config).await,
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        _ = super::shutdown_signal() => {
+            eprintln!("\ninterrupted: every node stopped; no verdict");
+            return ExitCode::from(130);
         }
     };
     // A failed run keeps its folder: the node logs and event logs are the evidence.
