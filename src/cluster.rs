@@ -271,6 +271,16 @@ impl Cluster {
         Ok(client.status().await?)
     }
 
+    /// Asks one node for its counters over the client API.
+    pub async fn metrics(
+        &self,
+        id: NodeId,
+        timeout: Duration,
+    ) -> Result<crate::node::metrics::MetricsSnapshot> {
+        let client = Client::connect(self.addr(id), &self.client_tls, Some(id), timeout).await?;
+        Ok(client.metrics().await?)
+    }
+
     /// Every node's event log, merged and ordered by time.
     pub fn history(&self) -> Vec<Entry> {
         crate::history::merge(

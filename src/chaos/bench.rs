@@ -11,7 +11,7 @@ use super::plan::Step;
 use super::progress::{Mode, Progress};
 use super::report::{Report, RunParams};
 use crate::node::status::wall_ms;
-use crate::protocol::Timing;
+use crate::protocol::{MessageKind, NodeId, Timing};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -65,6 +65,8 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
             .push(format!("no first agreement on node {top} within {first:?}"));
     }
     let mut rng = SmallRng::seed_from_u64(config.seed);
+    let survivors: Vec<NodeId> = (1..top).collect();
+    let mut election_messages = Some(0u64);
     for run in 1..=config.runs {
         if !h.anomalies.is_empty() {
             break;
@@ -72,8 +74,15 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         // Let the cluster settle, then strike at a random point of the heartbeat cycle.
         let settle = timing.suspect_after_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
         tokio::time::sleep(Duration::from_millis(settle)).await;
+        let before = election_messages_sent(&h, &survivors).await;
         h.execute(Step::Kill(top));
-        if !h.wait_for_leader(top - 1, limit).await {
+        let converged = h.wait_for_leader(top - 1, limit).await;
+        let after = election_messages_sent(&h, &survivors).await;
+        election_messages = match (election_messages, before, after) {
+            (Some(total), Some(b), Some(a)) => Some(total + a.saturating_sub(b)),
+            _ => None,
+        };
+        if !converged {
             h.anomalies.push(format!(
                 "run {run}: the survivors did not agree on node {} within {limit:?}",
                 top - 1
@@ -111,5 +120,26 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     );
     progress.finish();
     h.stop_all();
+    let mut report = report;
+    report.messages_per_election = election_messages.map(|total| total as f64 / config.runs as f64);
     Ok(report)
+}
+
+/// Election, Answer and Coordinator messages the given nodes have sent so far, from
+/// their metrics; `None` when a node does not answer (the figure is then not reported).
+async fn election_messages_sent(h: &Harness, ids: &[NodeId]) -> Option<u64> {
+    let kinds = [
+        MessageKind::Election,
+        MessageKind::Answer,
+        MessageKind::Coordinator,
+    ];
+    let mut total = 0;
+    for &id in ids {
+        let metrics = h.cluster.metrics(id, Duration::from_secs(2)).await.ok()?;
+        total += kinds
+            .iter()
+            .map(|k| metrics.sent.get(k.name()).copied().unwrap_or(0))
+            .sum::<u64>();
+    }
+    Some(total)
 }
