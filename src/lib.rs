@@ -8,6 +8,17 @@
 //! - [`history`] / [`checker`]: event records and the I1–I5 invariant checks, shared by
 //!   the simulator, the real-process tests and the chaos runner.
 //! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
+//! - [`certs`] / [`transport`]: certificates bound to node IDs; the QUIC endpoint with
+//!   mutual TLS, one FIFO stream per peer, and API connections.
+//! - [`config`]: the TOML node config and its validation.
+//! - [`node`]: the runtime that runs the machine's actions in order, plus the client
+//!   API, status, event log, health checks, hooks, metrics and HTTP.
+//! - [`client`]: the API client behind the CLI queries, `local`, chaos and the tests.
+//! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests).
+//! - [`chaos`]: seeded fault injection through a UDP relay, verdicts and benchmarks.
+//! - [`cli`]: the clap command line of the `bully` binary.
+//! - `sabotage` (debug builds only): switches that break the node on purpose so the
+//!   tests can show the checker catches it.
 
 pub mod certs;
 pub mod chaos;
