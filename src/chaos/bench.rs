@@ -10,7 +10,6 @@ use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::Step;
 use super::progress::{Mode, Progress};
 use super::report::{Report, RunParams};
-use crate::node::status::wall_ms;
 use crate::protocol::{MessageKind, NodeId, Timing};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
@@ -100,27 +99,20 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         }
         progress.status(&format!("bench failover: run {run}/{} done", config.runs));
     }
-    h.poll();
-    h.notice_exits();
-    let end_ms = wall_ms();
-    let report = h.report(
-        RunParams {
-            mode: "chaos --bench failover".into(),
-            nodes: config.nodes,
-            seed: config.seed,
-            duration_s: (end_ms - h.origin_ms) as f64 / 1000.0,
-            runs: Some(config.runs),
-            faults: Vec::new(),
-            timing_profile: config.timing_profile.clone(),
-            timing,
-            slack_ms: config.slack_ms,
-            dir: None,
-        },
-        end_ms,
-    );
+    let origin_ms = h.origin_ms;
+    let mut report = h.finish(|end_ms| RunParams {
+        mode: "chaos --bench failover".into(),
+        nodes: config.nodes,
+        seed: config.seed,
+        duration_s: (end_ms - origin_ms) as f64 / 1000.0,
+        runs: Some(config.runs),
+        faults: Vec::new(),
+        timing_profile: config.timing_profile.clone(),
+        timing,
+        slack_ms: config.slack_ms,
+        dir: None,
+    });
     progress.finish();
-    h.stop_all();
-    let mut report = report;
     report.messages_per_election = election_messages.map(|total| total as f64 / config.runs as f64);
     Ok(report)
 }

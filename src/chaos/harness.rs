@@ -290,6 +290,17 @@ impl Harness {
         }
     }
 
+    /// Ends a run: a last look at the logs and the processes, the verdict and figures
+    /// up to now (`params` gets the end time), then every node is stopped.
+    pub fn finish(&mut self, params: impl FnOnce(Millis) -> RunParams) -> Report {
+        self.poll();
+        self.notice_exits();
+        let end_ms = wall_ms();
+        let report = self.report(params(end_ms), end_ms);
+        self.stop_all();
+        report
+    }
+
     /// Judges the whole history up to `end_ms` and gathers the figures.
     pub fn report(&self, params: RunParams, end_ms: Millis) -> Report {
         let history = self.history();

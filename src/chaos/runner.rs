@@ -103,26 +103,19 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         }
         tokio::time::sleep_until(end.min(next_check)).await;
     }
-    h.poll();
-    h.notice_exits();
-    let end_ms = wall_ms();
-    let report = h.report(
-        RunParams {
-            mode: "chaos".into(),
-            nodes: config.nodes,
-            seed: config.seed,
-            duration_s: config.duration.as_secs_f64(),
-            runs: None,
-            faults: config.faults.clone(),
-            timing_profile: config.timing_profile.clone(),
-            timing: config.timing,
-            slack_ms: config.slack_ms,
-            dir: None,
-        },
-        end_ms,
-    );
+    let report = h.finish(|_| RunParams {
+        mode: "chaos".into(),
+        nodes: config.nodes,
+        seed: config.seed,
+        duration_s: config.duration.as_secs_f64(),
+        runs: None,
+        faults: config.faults.clone(),
+        timing_profile: config.timing_profile.clone(),
+        timing: config.timing,
+        slack_ms: config.slack_ms,
+        dir: None,
+    });
     progress.finish();
-    h.stop_all();
     Ok(report)
 }
 
