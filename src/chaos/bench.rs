@@ -6,64 +6,57 @@
 //! Kills land at a random phase of the heartbeat cycle (a seeded pause before each),
 //! since detection time depends on when the last heartbeat arrived.
 
-use super::harness::{first_election_limit, Harness, HarnessSpec};
+use super::harness::{first_election_limit, Harness, HarnessSpec, RunSetup};
 use super::plan::Step;
-use super::progress::{Mode, Progress};
+use super::progress::Progress;
 use super::report::{Report, RunParams};
-use crate::protocol::{MessageKind, NodeId, Timing};
+use crate::protocol::{MessageKind, NodeId};
 use anyhow::{bail, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// What the benchmark was asked to do.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
-    pub nodes: u64,
+    pub setup: RunSetup,
+    /// Kill/restart rounds.
     pub runs: u32,
-    pub seed: u64,
-    pub timing_profile: String,
-    pub timing: Timing,
-    pub slack_ms: u64,
-    pub binary: PathBuf,
-    pub dir: PathBuf,
-    pub progress: Mode,
 }
 
 /// Runs the failover benchmark; the report's failover and reclaim tables are the
 /// result. A round that does not converge in time becomes an anomaly (the run fails).
 pub async fn failover(config: &BenchConfig) -> Result<Report> {
-    if config.nodes < 2 {
+    if config.setup.nodes < 2 {
         bail!("--bench failover needs at least 2 nodes");
     }
     if config.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let timing = config.timing;
+    let timing = config.setup.timing;
     let limit = Duration::from_millis(10 * timing.convergence_bound_ms() + 5_000);
-    let mut progress = Progress::new(config.progress);
+    let mut progress = Progress::new(config.setup.progress);
     let mut h = Harness::start(&HarnessSpec {
-        nodes: config.nodes,
+        nodes: config.setup.nodes,
         timing,
-        binary: config.binary.clone(),
-        dir: config.dir.clone(),
+        binary: config.setup.binary.clone(),
+        dir: config.setup.dir.clone(),
         relay: false,
-        seed: config.seed,
+        seed: config.setup.seed,
     })
     .await?;
-    let top = config.nodes;
+    let top = config.setup.nodes;
     progress.event(&format!(
         "started {} nodes in {}",
-        config.nodes,
-        config.dir.display()
+        config.setup.nodes,
+        config.setup.dir.display()
     ));
-    let first = first_election_limit(&timing, config.nodes);
+    let first = first_election_limit(&timing, config.setup.nodes);
     if !h.wait_for_leader(top, first).await {
         h.anomalies
             .push(format!("no first agreement on node {top} within {first:?}"));
     }
-    let mut rng = SmallRng::seed_from_u64(config.seed);
+    let mut rng = SmallRng::seed_from_u64(config.setup.seed);
     let survivors: Vec<NodeId> = (1..top).collect();
     let mut election_messages = Some(0u64);
     for run in 1..=config.runs {
@@ -102,14 +95,14 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     let origin_ms = h.origin_ms;
     let mut report = h.finish(|end_ms| RunParams {
         mode: "chaos --bench failover".into(),
-        nodes: config.nodes,
-        seed: config.seed,
+        nodes: config.setup.nodes,
+        seed: config.setup.seed,
         duration_s: (end_ms - origin_ms) as f64 / 1000.0,
         runs: Some(config.runs),
         faults: Vec::new(),
-        timing_profile: config.timing_profile.clone(),
+        timing_profile: config.setup.timing_profile.clone(),
         timing,
-        slack_ms: config.slack_ms,
+        slack_ms: config.setup.slack_ms,
         dir: None,
     });
     progress.finish();

@@ -33,6 +33,23 @@ pub fn first_election_limit(timing: &Timing, nodes: u64) -> Duration {
 const MAX_WARNINGS: usize = 20;
 
 /// What to build.
+/// What every run of the chaos runner or the bench is set up with.
+#[derive(Debug, Clone)]
+pub struct RunSetup {
+    pub nodes: u64,
+    pub seed: u64,
+    /// The timing profile's name, for the report.
+    pub timing_profile: String,
+    pub timing: Timing,
+    /// Added to `timing.convergence_bound_ms()` before I5 is judged.
+    pub slack_ms: u64,
+    /// The `bully` executable the nodes run.
+    pub binary: PathBuf,
+    /// Where certs, configs, data and logs go.
+    pub dir: PathBuf,
+    pub progress: super::progress::Mode,
+}
+
 #[derive(Debug, Clone)]
 pub struct HarnessSpec {
     pub nodes: u64,

@@ -24,6 +24,7 @@ pub mod timeline;
 pub mod verdict;
 
 pub use bench::{failover as bench_failover, BenchConfig};
+pub use harness::RunSetup;
 pub use plan::FaultKind;
 pub use report::Report;
 pub use runner::{run, ChaosConfig};

@@ -2,46 +2,34 @@
 //! take the seeded schedule's steps on time, re-check the invariants every second,
 //! then stop everything and write the report.
 
+use super::harness::RunSetup;
 use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec};
-use super::progress::{Mode, Progress};
+use super::progress::Progress;
 use super::report::{Report, RunParams};
 use crate::node::status::wall_ms;
-use crate::protocol::Timing;
 use anyhow::Result;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// What `bully chaos` was asked to do.
 #[derive(Debug, Clone)]
 pub struct ChaosConfig {
-    pub nodes: u64,
+    pub setup: RunSetup,
     pub duration: Duration,
-    pub seed: u64,
     pub faults: Vec<FaultKind>,
-    /// The timing profile's name, for the report.
-    pub timing_profile: String,
-    pub timing: Timing,
-    /// Added to `timing.convergence_bound_ms()` before I5 is judged.
-    pub slack_ms: u64,
-    /// The `bully` executable the nodes run.
-    pub binary: PathBuf,
-    /// Where certs, configs, data and logs go.
-    pub dir: PathBuf,
-    pub progress: Mode,
 }
 
 impl ChaosConfig {
     /// The schedule's spec for this run.
     pub fn plan_spec(&self) -> PlanSpec {
         PlanSpec {
-            nodes: self.nodes,
+            nodes: self.setup.nodes,
             duration_ms: self.duration.as_millis() as u64,
             faults: self.faults.clone(),
-            timing: self.timing,
-            slack_ms: self.slack_ms,
-            seed: self.seed,
+            timing: self.setup.timing,
+            slack_ms: self.setup.slack_ms,
+            seed: self.setup.seed,
         }
     }
 }
@@ -55,26 +43,29 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     let spec = config.plan_spec();
     spec.validate().map_err(anyhow::Error::msg)?;
     let schedule = plan::plan(&spec);
-    let mut progress = Progress::new(config.progress);
+    let mut progress = Progress::new(config.setup.progress);
     let mut h = Harness::start(&HarnessSpec {
-        nodes: config.nodes,
-        timing: config.timing,
-        binary: config.binary.clone(),
-        dir: config.dir.clone(),
+        nodes: config.setup.nodes,
+        timing: config.setup.timing,
+        binary: config.setup.binary.clone(),
+        dir: config.setup.dir.clone(),
         relay: true,
-        seed: config.seed,
+        seed: config.setup.seed,
     })
     .await?;
     progress.event(&format!(
         "started {} nodes behind the relay in {}; {} steps planned (seed {})",
-        config.nodes,
-        config.dir.display(),
+        config.setup.nodes,
+        config.setup.dir.display(),
         schedule.len(),
-        config.seed
+        config.setup.seed
     ));
-    let top = config.nodes;
-    if h.wait_for_leader(top, first_election_limit(&config.timing, config.nodes))
-        .await
+    let top = config.setup.nodes;
+    if h.wait_for_leader(
+        top,
+        first_election_limit(&config.setup.timing, config.setup.nodes),
+    )
+    .await
     {
         progress.event(&format!("first election done: coordinator {top}"));
     } else {
@@ -105,14 +96,14 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     }
     let report = h.finish(|_| RunParams {
         mode: "chaos".into(),
-        nodes: config.nodes,
-        seed: config.seed,
+        nodes: config.setup.nodes,
+        seed: config.setup.seed,
         duration_s: config.duration.as_secs_f64(),
         runs: None,
         faults: config.faults.clone(),
-        timing_profile: config.timing_profile.clone(),
-        timing: config.timing,
-        slack_ms: config.slack_ms,
+        timing_profile: config.setup.timing_profile.clone(),
+        timing: config.setup.timing,
+        slack_ms: config.setup.slack_ms,
         dir: None,
     });
     progress.finish();
@@ -128,7 +119,7 @@ fn tick(
     before: usize,
 ) -> usize {
     h.poll();
-    let verdict = h.judge(wall_ms(), config.slack_ms);
+    let verdict = h.judge(wall_ms(), config.setup.slack_ms);
     let count = verdict.violations.len();
     if count > before {
         for v in &verdict.violations[before.min(count)..] {

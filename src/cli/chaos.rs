@@ -4,7 +4,7 @@
 
 use super::{parse_duration, TimingProfile};
 use crate::chaos::progress::Mode;
-use crate::chaos::{self, BenchConfig, ChaosConfig, FaultKind, Report};
+use crate::chaos::{self, BenchConfig, ChaosConfig, FaultKind, Report, RunSetup};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,30 +103,26 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
         }
     };
     let profile = format!("{:?}", args.timing).to_lowercase();
+    let setup = RunSetup {
+        nodes: args.nodes,
+        seed,
+        timing_profile: profile,
+        timing,
+        slack_ms,
+        binary,
+        dir: dir.clone(),
+        progress: Mode::detect(),
+    };
     let job = match args.bench {
         Some(BenchKind::Failover) => Job::Bench(BenchConfig {
-            nodes: args.nodes,
+            setup,
             runs: args.runs,
-            seed,
-            timing_profile: profile,
-            timing,
-            slack_ms,
-            binary,
-            dir: dir.clone(),
-            progress: Mode::detect(),
         }),
         None => {
             let config = ChaosConfig {
-                nodes: args.nodes,
+                setup,
                 duration: args.duration,
-                seed,
                 faults: dedup(&args.faults),
-                timing_profile: profile,
-                timing,
-                slack_ms,
-                binary,
-                dir: dir.clone(),
-                progress: Mode::detect(),
             };
             if let Err(e) = config.plan_spec().validate() {
                 eprintln!("error: {e}");
