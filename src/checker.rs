@@ -11,9 +11,11 @@
 //!   (defined there).
 //! - [`check_convergence`]: I5 after the last fault, given the live set and a deadline
 //!   ([`convergence_deadline`]).
+//! - [`check_no_overlap`] / [`check_one_per_term`]: I6 and I7 of quorum mode, from the
+//!   machine's own `Established`/`Demoted` facts ([`offices`]).
 
 use crate::history::{Entry, Record};
-use crate::protocol::{Epoch, Millis, NodeId, Role, Timing, View};
+use crate::protocol::{Epoch, Fact, Millis, NodeId, Role, Timing, View};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
@@ -30,6 +32,10 @@ pub enum Invariant {
     Recovery,
     /// I5: after the last fault plus the bound, one coordinator that all live nodes follow.
     Convergence,
+    /// I6 (quorum mode): no two coordinators' terms of office overlap in real time.
+    NoOverlap,
+    /// I7 (quorum mode): each term has at most one coordinator, ever.
+    OnePerTerm,
     /// Not in DESIGN.md: the machine broke its own contract (flagged an honest peer as
     /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
     /// simulator, which knows every peer is honest.
@@ -44,6 +50,8 @@ impl fmt::Display for Invariant {
             Invariant::Durability => "I3 durability",
             Invariant::Recovery => "I4 recovery",
             Invariant::Convergence => "I5 convergence",
+            Invariant::NoOverlap => "I6 no overlap",
+            Invariant::OnePerTerm => "I7 one coordinator per term",
             Invariant::Protocol => "machine contract",
         })
     }
@@ -246,33 +254,20 @@ pub fn check_safety(entries: &[Entry]) -> Vec<Violation> {
     out
 }
 
-/// Spots declarations: Persisted records whose accepted epoch changed to one the node
-/// itself leads.
-#[derive(Debug, Default)]
-struct Declarations {
-    last: HashMap<NodeId, Option<Epoch>>,
-}
-
-impl Declarations {
-    /// The epoch this entry declares, if it is a declaration.
-    fn observe(&mut self, entry: &Entry) -> Option<Epoch> {
-        let Record::Persisted(cells) = &entry.record else {
-            return None;
-        };
-        let previous = self.last.insert(entry.node, cells.accepted).flatten();
-        cells
-            .accepted
-            .filter(|e| Some(*e) != previous && e.leader == entry.node)
+/// The epoch this entry declares, if it is the machine's `Declared` fact.
+fn declared(entry: &Entry) -> Option<Epoch> {
+    match entry.record {
+        Record::Fact(Fact::Declared { epoch }) => Some(epoch),
+        _ => None,
     }
 }
 
-/// Every declaration in a history, in order. Public so the chaos runner counts
-/// elections the same way the I2 check finds them.
+/// Every declaration in a history, in order, as the machines reported them. Public so
+/// the chaos runner counts elections the same way the I2 check finds them.
 pub fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
-    let mut tracker = Declarations::default();
     entries
         .iter()
-        .filter_map(|e| tracker.observe(e).map(|epoch| (e.at_ms, e.node, epoch)))
+        .filter_map(|e| declared(e).map(|epoch| (e.at_ms, e.node, epoch)))
         .collect()
 }
 
@@ -282,7 +277,6 @@ pub fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
 /// it is an ordinary member and elects as soon as that coordinator fails or resigns.
 /// (A node with no peers declares at once; do not use this on one-node clusters.)
 pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Violation> {
-    let mut tracker = Declarations::default();
     let mut last_start: HashMap<NodeId, Millis> = HashMap::new();
     let mut out = Vec::new();
     for entry in entries {
@@ -295,7 +289,7 @@ pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Vio
             }
             _ => {}
         }
-        let (Some(epoch), Some(&start)) = (tracker.observe(entry), last_start.get(&entry.node))
+        let (Some(epoch), Some(&start)) = (declared(entry), last_start.get(&entry.node))
         else {
             continue;
         };
@@ -404,6 +398,164 @@ pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation>
 /// [`check_unique_terms`] for why).
 pub fn quiet_window_ms(timing: &Timing, max_delay_ms: Millis) -> Millis {
     timing.answer_timeout_ms + timing.heartbeat_ms + 2 * max_delay_ms
+}
+
+/// One node's term of office as coordinator, read off a history: from its
+/// `Established` fact to the earliest of its `Demoted` fact's office end, its crash or
+/// restart, and — while it is paused — the pause start plus the lease bound (a paused
+/// process processes no acks, so its lease cannot outlive that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Office {
+    pub node: NodeId,
+    pub epoch: Epoch,
+    pub from_ms: Millis,
+    pub until_ms: Millis,
+}
+
+/// Every term of office in `entries`. `lease_bound_ms` is D in quorum mode (a paused
+/// coordinator's office ends within D of the pause); `None` in classic mode, where a
+/// paused coordinator stays one until it notices.
+pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office> {
+    // node -> (epoch, start, end bound while paused)
+    let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
+    let mut out = Vec::new();
+    let close = |out: &mut Vec<Office>, node, (epoch, from, bound): (Epoch, Millis, Option<Millis>), at: Millis| {
+        let until = bound.map_or(at, |b| b.min(at)).max(from);
+        out.push(Office {
+            node,
+            epoch,
+            from_ms: from,
+            until_ms: until,
+        });
+    };
+    let end = entries.iter().map(|e| e.at_ms).max().unwrap_or(0);
+    for entry in entries {
+        let (node, t) = (entry.node, entry.at_ms);
+        match &entry.record {
+            Record::Fact(Fact::Established { epoch }) => {
+                if let Some(office) = open.remove(&node) {
+                    close(&mut out, node, office, t);
+                }
+                open.insert(node, (*epoch, t, None));
+            }
+            Record::Fact(Fact::Demoted {
+                epoch,
+                office_ended_at,
+                ..
+            }) => {
+                if open.get(&node).is_some_and(|o| o.0 == *epoch) {
+                    if let Some(office) = open.remove(&node) {
+                        close(&mut out, node, office, (*office_ended_at).min(t));
+                    }
+                }
+            }
+            Record::Crashed | Record::Started { .. } => {
+                if let Some(office) = open.remove(&node) {
+                    close(&mut out, node, office, t);
+                }
+            }
+            Record::Paused => {
+                if let (Some(office), Some(d)) = (open.get_mut(&node), lease_bound_ms) {
+                    office.2 = Some(office.2.unwrap_or(t + d).min(t + d));
+                }
+            }
+            Record::Resumed => {
+                if let Some(office) = open.get_mut(&node) {
+                    if office.2.is_some_and(|b| t < b) {
+                        office.2 = None; // resumed in time: the lease may go on
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for (node, office) in open {
+        close(&mut out, node, office, end);
+    }
+    out.sort_by_key(|o| (o.from_ms, o.node));
+    out
+}
+
+/// I6: no two coordinators' terms of office overlap in real time (quorum mode).
+/// `lease_bound_ms` as in [`offices`].
+pub fn check_no_overlap(entries: &[Entry], lease_bound_ms: Millis) -> Vec<Violation> {
+    let all = offices(entries, Some(lease_bound_ms));
+    let mut out = Vec::new();
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            if a.node == b.node {
+                continue;
+            }
+            let (from, until) = (a.from_ms.max(b.from_ms), a.until_ms.min(b.until_ms));
+            if from < until {
+                out.push(Violation {
+                    invariant: Invariant::NoOverlap,
+                    node: b.node,
+                    at_ms: from,
+                    explanation: format!(
+                        "node {} led {} from {} to {} ms while node {} led {} from {} to {} ms \
+                         ({} ms with two coordinators)",
+                        a.node,
+                        a.epoch,
+                        a.from_ms,
+                        a.until_ms,
+                        b.node,
+                        b.epoch,
+                        b.from_ms,
+                        b.until_ms,
+                        until - from
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Total time (ms) during which two or more nodes were in office: the figure chaos
+/// reports in both modes (classic is expected to have some under partitions).
+pub fn overlap_ms(offices: &[Office]) -> Millis {
+    let mut edges: Vec<(Millis, i64, NodeId)> = Vec::new();
+    for o in offices.iter().filter(|o| o.until_ms > o.from_ms) {
+        edges.push((o.from_ms, 1, o.node));
+        edges.push((o.until_ms, -1, o.node));
+    }
+    edges.sort_by_key(|&(t, d, _)| (t, d));
+    let (mut open, mut last, mut total) = (0i64, 0, 0);
+    for (t, d, _) in edges {
+        if open >= 2 {
+            total += t - last;
+        }
+        open += d;
+        last = t;
+    }
+    total
+}
+
+/// I7: each term has at most one coordinator, ever (quorum mode).
+pub fn check_one_per_term(entries: &[Entry]) -> Vec<Violation> {
+    let mut holder: BTreeMap<u64, (NodeId, Millis)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for entry in entries {
+        if let Record::Fact(Fact::Established { epoch }) = &entry.record {
+            match holder.get(&epoch.term) {
+                Some(&(node, at)) if node != entry.node => out.push(Violation {
+                    invariant: Invariant::OnePerTerm,
+                    node: entry.node,
+                    at_ms: entry.at_ms,
+                    explanation: format!(
+                        "became coordinator of term {}, which node {node} already held from {at} ms",
+                        epoch.term
+                    ),
+                }),
+                Some(_) => {}
+                None => {
+                    holder.insert(epoch.term, (entry.node, entry.at_ms));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Which node the cluster must converge on.

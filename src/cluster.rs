@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::config::{self, HooksConfig, NodeConfig, PeerConfig, TlsPaths};
 use crate::history::Entry;
 use crate::node::{event_log, Status};
-use crate::protocol::{NodeId, Preempt, Timing};
+use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
@@ -24,6 +24,8 @@ pub struct ClusterSpec {
     pub nodes: u64,
     pub timing: Timing,
     pub preempt: Preempt,
+    /// The election algorithm every node runs.
+    pub mode: Mode,
     /// The `bully` executable to run for each node.
     pub binary: PathBuf,
     /// Where certs, configs, data dirs and logs go.
@@ -342,6 +344,8 @@ fn node_config(
         listen,
         data_dir: data_dir.to_path_buf(),
         preempt: spec.preempt,
+        mode: spec.mode,
+        witness: false,
         tls: TlsPaths {
             ca: cert_dir.join("ca.pem"),
             cert: cert_dir.join(format!("node-{id}.pem")),
@@ -350,7 +354,11 @@ fn node_config(
         timing: spec.timing,
         peers: peers
             .iter()
-            .map(|&(id, addr)| PeerConfig { id, addr })
+            .map(|&(id, addr)| PeerConfig {
+                id,
+                addr,
+                witness: false,
+            })
             .collect(),
         hooks: HooksConfig::default(),
         health: None,

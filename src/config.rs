@@ -30,7 +30,7 @@
 //! An empty peer list is allowed: a one-node cluster is a legitimate degenerate case
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
-use crate::protocol::{NodeId, Preempt, Timing};
+use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -53,6 +53,13 @@ pub struct NodeConfig {
     /// Whether a (re)started higher node takes over from a healthy lower coordinator.
     #[serde(default)]
     pub preempt: Preempt,
+    /// `quorum` (default): never two coordinators; `classic`: the seeds' Bully, where a
+    /// partition gives one coordinator per side. Every member must use the same mode.
+    #[serde(default)]
+    pub mode: Mode,
+    /// A witness votes and counts for majorities but never leads (no hooks, no health).
+    #[serde(default)]
+    pub witness: bool,
     pub tls: TlsPaths,
     #[serde(default)]
     pub timing: Timing,
@@ -89,6 +96,9 @@ pub struct PeerConfig {
     pub id: NodeId,
     /// Where to dial it (an IP address and port; host names are not resolved).
     pub addr: SocketAddr,
+    /// Whether that peer is a witness (it never leads, so it gets no Election).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub witness: bool,
 }
 
 /// Commands run (with `sh -c`) on role changes, with `BULLY_*` environment variables.

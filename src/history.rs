@@ -11,7 +11,7 @@
 //! A history is a slice of [`Entry`] in time order; per node, entries must stay in the
 //! order the node wrote them (merge several logs with [`merge`], a stable sort).
 
-use crate::protocol::{Cells, Message, Millis, NodeId, View};
+use crate::protocol::{Cells, Fact, Message, Millis, NodeId, View};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -28,6 +28,11 @@ pub enum Record {
     Persisted(Cells),
     /// The node published this view (to clients, hooks, the event log).
     View(View),
+    /// The machine reported this fact (election started, declared, established,
+    /// demoted). Whoever writes the record translates `Demoted::office_ended_at` from
+    /// machine time to this history's clock, so the checker can read terms of office
+    /// (I6) straight off the history.
+    Fact(Fact),
     /// The node handed this message to the transport (simulator only).
     Sent { to: NodeId, msg: Message },
     /// The node received this message (simulator only).
@@ -146,10 +151,14 @@ fn fmt_msg(msg: &Message) -> String {
         Body::Election { accepted } => format!("Election(accepted {})", fmt_epoch(accepted)),
         Body::Answer => "Answer".to_string(),
         Body::Coordinator { epoch } => format!("Coordinator({epoch})"),
-        Body::Heartbeat { epoch } => format!("Heartbeat({epoch})"),
-        Body::Ack { accepted } => format!("Ack(accepted {})", fmt_epoch(accepted)),
+        Body::Heartbeat { epoch, round } => format!("Heartbeat({epoch} #{round})"),
+        Body::Ack { accepted, round } => {
+            format!("Ack(accepted {} #{round})", fmt_epoch(accepted))
+        }
         Body::Probe => "Probe".to_string(),
         Body::Resign { epoch } => format!("Resign({epoch})"),
+        Body::PreVote { term } => format!("PreVote({term})"),
+        Body::Vote { term } => format!("Vote({term})"),
     };
     format!("{body} term {}", msg.term)
 }
@@ -173,6 +182,16 @@ impl fmt::Display for Entry {
                 fmt_epoch(v.epoch),
                 if v.eligible { "" } else { " (ineligible)" }
             ),
+            Record::Fact(fact) => match fact {
+                Fact::ElectionStarted => write!(f, "ELECTION STARTED"),
+                Fact::Declared { epoch } => write!(f, "DECLARED {epoch}"),
+                Fact::Established { epoch } => write!(f, "ESTABLISHED {epoch}"),
+                Fact::Demoted {
+                    epoch,
+                    reason,
+                    office_ended_at,
+                } => write!(f, "DEMOTED {epoch} ({reason}; office ended at {office_ended_at} ms)"),
+            },
             Record::Sent { to, msg } => write!(f, "-> n{to} {}", fmt_msg(msg)),
             Record::Received { from, msg } => write!(f, "<- n{from} {}", fmt_msg(msg)),
             Record::Lost { from, msg } => write!(f, "LOST from n{from} {}", fmt_msg(msg)),

@@ -86,6 +86,7 @@ impl Harness {
             nodes: spec.nodes,
             timing: spec.timing,
             preempt: Preempt::Always,
+            mode: crate::protocol::Mode::Classic,
             binary: spec.binary.clone(),
             dir: spec.dir.clone(),
         };

@@ -43,6 +43,7 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
         nodes: args.nodes,
         timing: args.timing.timing(),
         preempt: Preempt::Always,
+        mode: args.mode.mode(),
         binary: std::env::current_exe()?,
         dir: dir.clone(),
     })?;

@@ -108,12 +108,33 @@ pub struct LocalArgs {
     /// Timing profile: default (heartbeat 100 ms, suspect 300 ms) or fast.
     #[arg(long, value_enum, default_value_t = TimingProfile::Default)]
     pub timing: TimingProfile,
+    /// Election mode: quorum (never two coordinators; a minority side has none) or
+    /// classic (the plain Bully algorithm: one coordinator per side of a partition).
+    #[arg(long, value_enum, default_value_t = ModeArg::Quorum)]
+    pub mode: ModeArg,
     /// Keep the cluster's folder (certs, configs, data, logs) after quitting.
     #[arg(long)]
     pub keep_dir: bool,
     /// Where to put the cluster's files (default: a new temp folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+/// The `--mode` choices of `local` and `chaos`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Quorum,
+    Classic,
+}
+
+impl ModeArg {
+    /// The protocol mode this choice names.
+    pub fn mode(self) -> crate::protocol::Mode {
+        match self {
+            ModeArg::Quorum => crate::protocol::Mode::Quorum,
+            ModeArg::Classic => crate::protocol::Mode::Classic,
+        }
+    }
 }
 
 /// Named timing presets.

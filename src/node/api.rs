@@ -89,11 +89,11 @@ async fn serve_stream(
     };
     match request {
         Request::Status => {
-            let now = status.borrow_and_update().clone();
+            let now = status.borrow_and_update().as_of(std::time::Instant::now());
             write_frame(&mut send, &Response::Status(now)).await?;
         }
         Request::Watch => loop {
-            let now = status.borrow_and_update().clone();
+            let now = status.borrow_and_update().as_of(std::time::Instant::now());
             write_frame(&mut send, &Response::Status(now)).await?;
             // `changed` is cancellation-safe; it fails only when the node shuts down.
             tokio::select! {

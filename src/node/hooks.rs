@@ -11,9 +11,12 @@
 //!
 //! Environment (empty string for "none"):
 //! `BULLY_HOOK` (on_elected, on_demoted, on_change), `BULLY_NODE_ID`, `BULLY_ROLE`
-//! (coordinator, follower, candidate), `BULLY_EPOCH` (the term of the epoch followed or
-//! led: the fencing token), `BULLY_EPOCH_LEADER`, `BULLY_COORDINATOR`,
-//! `BULLY_PREVIOUS_COORDINATOR`, `BULLY_PREVIOUS_EPOCH`, `BULLY_ELIGIBLE` (1 or 0),
+//! (coordinator, follower, candidate), `BULLY_MODE` (quorum, classic), `BULLY_TOKEN` and
+//! its older name `BULLY_EPOCH` (the fencing token of the epoch followed or led: unique
+//! per leadership and ordered; the term in quorum mode, `term * 2^20 + leader` in
+//! classic mode, where two nodes can declare one term), `BULLY_TERM`,
+//! `BULLY_EPOCH_LEADER`, `BULLY_COORDINATOR`, `BULLY_PREVIOUS_COORDINATOR`,
+//! `BULLY_PREVIOUS_EPOCH` (the previous token), `BULLY_ELIGIBLE` (1 or 0),
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
 
 use super::command::{self, Shell};
@@ -24,8 +27,16 @@ use crate::config::HooksConfig;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+/// What the hook task works through, in order.
+#[derive(Debug)]
+enum Queued {
+    Run(Job),
+    /// Answered once every job queued before it has finished.
+    Drained(oneshot::Sender<()>),
+}
 
 /// One queued hook run.
 #[derive(Debug)]
@@ -39,7 +50,7 @@ struct Job {
 pub struct Hooks {
     config: HooksConfig,
     data_dir: PathBuf,
-    queue: mpsc::UnboundedSender<Job>,
+    queue: mpsc::UnboundedSender<Queued>,
 }
 
 impl Hooks {
@@ -84,9 +95,18 @@ impl Hooks {
                 command: command.clone(),
                 env,
             };
-            if self.queue.send(job).is_err() {
+            if self.queue.send(Queued::Run(job)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
             }
+        }
+    }
+
+    /// Waits until every hook queued so far has run (each is bounded by `timeout_ms`),
+    /// so a stopping node's on_demoted finishes before the process exits.
+    pub async fn drain(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.queue.send(Queued::Drained(done)).is_ok() {
+            let _ = finished.await;
         }
     }
 }
@@ -101,10 +121,14 @@ pub fn environment(
         value.map(|v| v.to_string()).unwrap_or_default()
     }
     let epoch = status.coordinator.and(status.epoch);
+    let token = status.token();
     let mut env = vec![
         ("BULLY_NODE_ID".to_string(), status.id.to_string()),
         ("BULLY_ROLE".to_string(), status.role.to_string()),
-        ("BULLY_EPOCH".to_string(), text(epoch.map(|e| e.term))),
+        ("BULLY_MODE".to_string(), status.mode.to_string()),
+        ("BULLY_EPOCH".to_string(), text(token)),
+        ("BULLY_TOKEN".to_string(), text(token)),
+        ("BULLY_TERM".to_string(), text(epoch.map(|e| e.term))),
         (
             "BULLY_EPOCH_LEADER".to_string(),
             text(epoch.map(|e| e.leader)),
@@ -124,19 +148,26 @@ pub fn environment(
         ));
         env.push((
             "BULLY_PREVIOUS_EPOCH".to_string(),
-            text(previous.map(|e| e.term)),
+            text(previous.map(|e| e.token(status.mode))),
         ));
     }
     env
 }
 
 async fn run_jobs(
-    mut jobs: mpsc::UnboundedReceiver<Job>,
+    mut jobs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
     timeout: Duration,
     metrics: Arc<Metrics>,
 ) {
-    while let Some(job) = jobs.recv().await {
+    while let Some(queued) = jobs.recv().await {
+        let job = match queued {
+            Queued::Run(job) => job,
+            Queued::Drained(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
         let shell = Shell {
             command: &job.command,
             dir: &workdir,

@@ -13,7 +13,7 @@ use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::protocol::{
-    Action, Cells, Event, Machine, MachineConfig, MessageKind, Millis, NodeId, Role, Timing, View,
+    Action, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
@@ -56,7 +56,7 @@ pub struct NodeHandle {
 impl NodeHandle {
     /// The node's current status (role, epoch, coordinator, peers).
     pub fn view(&self) -> Status {
-        self.status.borrow().clone()
+        self.status.borrow().as_of(std::time::Instant::now())
     }
 
     /// A receiver that wakes on every status change.
@@ -155,12 +155,22 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             timing: config.timing,
             preempt: config.preempt,
             eligible: config.health.is_none(),
+            mode: config.mode,
+            witness: config.witness,
+            witnesses: config
+                .peers
+                .iter()
+                .filter(|p| p.witness)
+                .map(|p| p.id)
+                .collect(),
+            flaw: None,
         },
         cells,
         clock.now(),
     );
     let mut status = Status::initial(machine.view(), cells, &peers, wall_ms());
     status.health = health_state;
+    status.mode = config.mode;
     let (status_tx, status_rx) = watch::channel(status);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (commands_tx, commands_rx) = mpsc::channel(16);
@@ -202,7 +212,6 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         helpers.push(tokio::spawn(super::http::serve(listener, state)));
     }
     let runtime = Runtime {
-        higher_peers: peers.iter().any(|&p| p > config.id),
         timing: config.timing,
         metrics: Arc::clone(&metrics),
         tracker: Tracker::default(),
@@ -236,13 +245,21 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
 /// Milliseconds since the node started: the machine's notion of `now`.
 struct Clock {
     origin: Instant,
+    /// Wall-clock ms (Unix) at `origin`, to put machine times into the event log.
+    wall_origin: Millis,
 }
 
 impl Clock {
     fn new() -> Clock {
         Clock {
             origin: Instant::now(),
+            wall_origin: wall_ms(),
         }
+    }
+
+    /// A machine time as wall-clock ms, the event log's clock.
+    fn wall(&self, at: Millis) -> Millis {
+        self.wall_origin + at
     }
 
     fn now(&self) -> Millis {
@@ -276,8 +293,6 @@ struct Runtime {
     /// Hook runner, health check and HTTP tasks; aborted when the node stops.
     helpers: Vec<JoinHandle<()>>,
     metrics: Arc<Metrics>,
-    /// Whether any peer has a higher ID (else a declaration is an election of its own).
-    higher_peers: bool,
     tracker: Tracker,
 }
 
@@ -294,6 +309,14 @@ impl Runtime {
         if let Err(e) = &result {
             tracing::error!("node stopping on a fatal error: {e}");
         }
+        // A coordinator that stops (cleanly or on a storage error) demotes itself, runs
+        // on_demoted and resigns before the process goes, so its database stops being
+        // primary and the others elect at once. Nothing is persisted on this path.
+        self.machine.handle(Event::Shutdown, self.clock.now());
+        if let Err(e) = self.run_actions().await {
+            tracing::warn!("while stopping: {e}");
+        }
+        self.hooks.drain().await;
         for helper in &self.helpers {
             helper.abort();
         }
@@ -449,20 +472,11 @@ impl Runtime {
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
     /// before the next action runs.
     async fn run_actions(&mut self) -> Result<(), NodeError> {
-        let mut sent_election = false;
-        let mut declared = false;
         while let Some(action) = self.machine.poll_action() {
             match action {
-                Action::Persist(cells) => {
-                    if self.persist(cells).await? {
-                        declared = true;
-                        self.metrics.declared();
-                    }
-                }
+                Action::Persist(cells) => self.persist(cells).await?,
                 Action::Send { to, msg } => {
-                    let kind = msg.body.kind();
-                    sent_election |= kind == MessageKind::Election;
-                    self.metrics.message_sent(kind);
+                    self.metrics.message_sent(msg.body.kind());
                     self.transport.send(to, msg);
                 }
                 Action::ViewChanged(view) => self.publish(view),
@@ -470,13 +484,58 @@ impl Runtime {
                     tracing::warn!(peer, "peer {what}; closing its connection");
                     self.transport.disconnect(peer, &what.to_string());
                 }
+                Action::Fact(fact) => self.on_fact(fact),
             }
         }
-        // One batch of actions answers one event, so it begins at most one election.
-        if sent_election || (declared && !self.higher_peers) {
-            self.metrics.election_started();
-        }
+        self.publish_lease();
         Ok(())
+    }
+
+    /// Counts and logs what the machine reports. A demotion also ends the lease the
+    /// readers check at once, before any later action (a Resign) can go out.
+    fn on_fact(&mut self, fact: Fact) {
+        let fact = match fact {
+            Fact::ElectionStarted => {
+                self.metrics.election_started();
+                fact
+            }
+            Fact::Declared { epoch } => {
+                self.metrics.declared();
+                tracing::info!(%epoch, "declared");
+                fact
+            }
+            Fact::Established { epoch } => {
+                tracing::info!(%epoch, "established as coordinator");
+                fact
+            }
+            Fact::Demoted {
+                epoch,
+                reason,
+                office_ended_at,
+            } => {
+                self.status.send_if_modified(|s| {
+                    s.lease_until = None;
+                    false
+                });
+                tracing::info!(%epoch, %reason, "no longer coordinator");
+                Fact::Demoted {
+                    epoch,
+                    reason,
+                    office_ended_at: self.clock.wall(office_ended_at),
+                }
+            }
+        };
+        self.event_log.append(Record::Fact(fact));
+    }
+
+    /// Hands the machine's current lease end to the readers (Q4), without waking
+    /// watchers: it changes with every acked heartbeat.
+    fn publish_lease(&mut self) {
+        let until = self.machine.lease_until().map(|at| self.clock.instant(at).into_std());
+        self.status.send_if_modified(|s| {
+            s.lease_until = until;
+            false
+        });
     }
 
     /// Publishes a view: event log, status watch, metrics, hooks, pending step-down.
@@ -514,18 +573,15 @@ impl Runtime {
             .and_then(|h| h.complete_if_taken_over(view));
     }
 
-    /// Writes and flushes the cells; returns whether they hold a new epoch declared by
-    /// this node.
-    async fn persist(&mut self, cells: Cells) -> Result<bool, NodeError> {
-        let before = self.status.borrow().accepted;
+    /// Writes and flushes the cells.
+    async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
         let storage = Arc::clone(&self.storage);
         tokio::task::spawn_blocking(move || storage.save(&cells))
             .await
             .map_err(|e| NodeError::Join(e.to_string()))??;
         self.event_log.append(Record::Persisted(cells));
         self.status.send_modify(|s| s.apply_cells(cells));
-        let id = self.machine.id();
-        Ok(cells.accepted != before && cells.accepted.is_some_and(|e| e.leader == id))
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 //! stream, `/status` and the hooks.
 
 use super::metrics::HealthState;
-use crate::protocol::{Cells, Epoch, NodeId, Role, View};
+use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
@@ -16,8 +16,11 @@ pub struct PeerState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub id: NodeId,
+    /// The election algorithm this node runs (decides what the fencing token is).
+    #[serde(default)]
+    pub mode: Mode,
     pub role: Role,
-    /// The epoch this node follows or leads (the fencing token); none while electing.
+    /// The epoch this node follows or leads; none while electing.
     pub epoch: Option<Epoch>,
     pub coordinator: Option<NodeId>,
     /// Whether the node may lead: its health check passes and it is not stepped down.
@@ -34,6 +37,10 @@ pub struct Status {
     pub peers: Vec<PeerState>,
     /// Wall-clock milliseconds (Unix) of the last role or epoch change.
     pub changed_at_ms: u64,
+    /// Quorum mode: when the coordinator role ends unless the lease is renewed. Updated
+    /// on every renewal without waking watchers; readers go through [`Status::as_of`].
+    #[serde(skip)]
+    pub lease_until: Option<std::time::Instant>,
 }
 
 impl Status {
@@ -41,6 +48,7 @@ impl Status {
     pub fn initial(view: View, cells: Cells, peers: &[NodeId], now_ms: u64) -> Status {
         let mut status = Status {
             id: view.id,
+            mode: Mode::default(),
             role: view.role,
             epoch: None,
             coordinator: None,
@@ -58,8 +66,23 @@ impl Status {
                 })
                 .collect(),
             changed_at_ms: now_ms,
+            lease_until: None,
         };
         status.apply_view(view, now_ms);
+        status
+    }
+
+    /// The status as a reader must see it at `now` (Q4): a coordinator whose lease has
+    /// run out is reported as a candidate that knows no coordinator, even if the node
+    /// was paused and has not noticed yet. Every reader (CLI, HTTP, hooks' environment)
+    /// goes through here.
+    pub fn as_of(&self, now: std::time::Instant) -> Status {
+        let mut status = self.clone();
+        if status.role == Role::Coordinator && status.lease_until.is_some_and(|u| now >= u) {
+            status.role = Role::Candidate;
+            status.coordinator = None;
+            status.epoch = None;
+        }
         status
     }
 
@@ -76,6 +99,13 @@ impl Status {
             self.changed_at_ms = now_ms;
         }
         changed
+    }
+
+    /// The fencing token of the epoch followed or led, unique per leadership and ordered
+    /// like the epoch: the term in quorum mode, term and leader folded in classic mode
+    /// (see [`Epoch::token`]).
+    pub fn token(&self) -> Option<u64> {
+        self.coordinator.and(self.epoch).map(|e| e.token(self.mode))
     }
 
     /// Records the durable cells after a flush.

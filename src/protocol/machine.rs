@@ -1,4 +1,4 @@
-//! The Bully state machine.
+//! The Bully state machine, in both modes.
 //!
 //! Read it like quinn-proto's `Connection`: inputs go in through [`Machine::handle`]
 //! (with the caller's `now`), outputs come out through [`Machine::poll_action`], and
@@ -8,32 +8,59 @@
 //! [`Action::Persist`] (written and flushed) before running the next action: the
 //! actions after it may reveal the epoch it stores (invariant I3).
 //!
-//! Rules, each covered by a unit test of the same name in `tests/protocol_rules.rs`:
+//! Rules shared by both modes, each covered by a unit test of the same name in
+//! `tests/protocol_rules.rs`:
 //! - start: a (re)started node persists a new incarnation, probes every peer and waits
-//!   `max(T, preempt_delay)` as a candidate before it holds an election (I4).
-//! - election: send Election to every higher ID and wait T; with no higher ID, declare.
-//! - answer_timeout: no Answer within T ⇒ declare at `highest seen term + 1`.
+//!   `max(T, preempt_delay)` as a candidate before it holds an election (I4). While that
+//!   wait has more than T left it answers no Election, so it never holds up a failover.
+//! - election: send Election to every higher eligible-capable ID (witnesses never lead)
+//!   and wait T; with no higher ID, go on at once.
+//! - answer_timeout: no Answer within T ⇒ classic: declare at `highest seen term + 1`;
+//!   quorum: ask for pre-votes first.
 //! - coordinator_timeout: an Answer but no Coordinator within T' ⇒ elect again.
 //! - answer_lower: an eligible node answers every Election from a lower ID and, unless
-//!   it already runs one, starts its own election (classic Bully); a coordinator instead
-//!   re-sends its epoch, or re-declares if the sender knows a newer term.
-//! - accept: a claim (Coordinator or Heartbeat) newer than the accepted epoch from a
-//!   node we may follow is persisted, then followed.
+//!   it already runs one or follows a live leader in quorum mode, starts its own
+//!   election (classic Bully); a coordinator instead re-sends its epoch, or gives way if
+//!   the sender knows a newer one.
+//! - accept: a claim newer than the accepted epoch from a node we may follow is
+//!   persisted, then followed.
 //! - bully: a newer claim from a lower ID while we are eligible (preempt = always)
-//!   starts an election (or, as coordinator, re-declares above it).
+//!   starts an election (or, as classic coordinator, re-declares above it).
 //! - stale_claim: a claim older than our accepted epoch is answered with an Ack that
 //!   carries our epoch, so the stale leader learns of it.
-//! - newer_news: a coordinator that learns of a newer term or epoch from anyone holds
-//!   an election, which re-declares above it unless a higher node is alive.
+//! - newer_news: a coordinator that learns of a newer epoch gives way: with preempt
+//!   always it holds an election (re-declaring above it unless a higher node is alive);
+//!   with preempt never it waits to follow the newer leader.
 //! - suspect: a follower with no heartbeat for D, or told its coordinator is down,
 //!   elects. Heartbeats are acked so the coordinator hears its followers' terms.
-//! - peer_up: a peer that (re)connects gets the probe, Election or epoch it may have
-//!   missed while its link was down.
+//! - peer_up: a peer that (re)connects gets the probe, Election, pre-vote, declaration
+//!   or epoch it may have missed while its link was down.
 //! - ineligible: a node whose health check fails neither answers nor declares; a
 //!   coordinator that becomes ineligible resigns so the others elect at once.
+//! - shutdown: a coordinator that stops cleanly demotes itself, then resigns.
+//!
+//! Quorum mode adds (DESIGN.md Q1–Q7; M members, majority `M/2 + 1`):
+//! - prevote (Q6): before persisting a new term a candidate asks every peer; only with a
+//!   majority of yes (itself included) does it persist and declare. A node cut off from
+//!   the majority therefore never raises the term.
+//! - one_per_term (Q1): a declaration is accepted only with a term strictly above the
+//!   node's term cell, persisted before the ack, so one term has at most one majority.
+//! - established (Q2): a declarer is coordinator only once a majority, itself included,
+//!   has persisted its acceptance.
+//! - lease (Q3): acking a declaration or heartbeat promises the leader that no other
+//!   declaration is accepted for D; the coordinator holds its role only until
+//!   `s + D - heartbeat` (see [`super::lease`]) and, when that passes, demotes itself and
+//!   stops heartbeating for that term.
+//! - restart_holdoff (Q5): a restarted node that had accepted anything accepts no
+//!   declaration (its own included) for D after start: its promises were volatile.
+//!   Heartbeats of an established coordinator it may follow at once.
+//! - handover (Q7): a coordinator asked for a pre-vote by a higher eligible node (preempt
+//!   always) demotes itself, then resigns; followers that deferred their vote for the
+//!   higher node until their promise was released vote for it then.
 
+use super::lease::{Lease, Promise};
 use super::types::*;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// Static settings of one node's machine.
 #[derive(Debug, Clone)]
@@ -45,6 +72,46 @@ pub struct MachineConfig {
     pub preempt: Preempt,
     /// Whether the node starts out eligible (health checks may change it later).
     pub eligible: bool,
+    pub mode: Mode,
+    /// This node is a witness: it votes and acks, counts for majorities, never leads.
+    pub witness: bool,
+    /// Peers that are witnesses; they get no Election (they would never answer).
+    pub witnesses: Vec<NodeId>,
+    /// Deliberately broken behaviour, only so tests can show the checkers catch it.
+    pub flaw: Option<Flaw>,
+}
+
+impl MachineConfig {
+    /// A config with the defaults a node has without a config file's opinions:
+    /// default timing, preempt always, eligible, quorum mode, no witnesses.
+    pub fn new(id: NodeId, peers: Vec<NodeId>) -> MachineConfig {
+        MachineConfig {
+            id,
+            peers,
+            timing: Timing::default(),
+            preempt: Preempt::Always,
+            eligible: true,
+            mode: Mode::Quorum,
+            witness: false,
+            witnesses: Vec::new(),
+            flaw: None,
+        }
+    }
+
+    /// Members (this node included) needed for a majority.
+    pub fn majority(&self) -> usize {
+        (self.peers.len() + 1) / 2 + 1
+    }
+}
+
+/// A deliberate protocol bug, for the tests that prove a broken machine is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// Quorum mode: the coordinator keeps its role after its lease ran out, and
+    /// followers ignore their lease promises.
+    IgnoreLease,
+    /// Quorum mode: a declaration at a term equal to the node's term cell is accepted.
+    AcceptEqualTerm,
 }
 
 /// An input to the machine.
@@ -61,6 +128,8 @@ pub enum Event {
     PeerUp(NodeId),
     /// The health check (or a step-down) changed whether this node may lead.
     SetEligible(bool),
+    /// The process is stopping cleanly: a coordinator demotes itself and resigns.
+    Shutdown,
 }
 
 /// An output of the machine, to be run in order.
@@ -79,6 +148,8 @@ pub enum Action {
         peer: NodeId,
         what: Misbehaviour,
     },
+    /// Something happened that the runtime, simulator and checker want to know about.
+    Fact(Fact),
 }
 
 /// Protocol rules a peer can break.
@@ -109,29 +180,23 @@ impl std::fmt::Display for Misbehaviour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Just (re)started: probing peers, no election yet.
-    Starting {
-        until: Millis,
-    },
+    Starting { until: Millis },
     /// Sent Election to the higher IDs; waiting for an Answer.
-    Electing {
-        until: Millis,
-    },
+    Electing { until: Millis },
     /// A higher node answered; waiting for its Coordinator message.
-    Awaiting {
-        until: Millis,
-    },
+    Awaiting { until: Millis },
     /// Not eligible (or out of terms) and no coordinator known; asks again at `until`.
-    Idle {
+    Idle { until: Millis },
+    /// Quorum: asked every peer whether it would accept a declaration at `term`.
+    PreVoting { term: u64, until: Millis },
+    /// Quorum: persisted and announced `epoch`; collecting acceptances until `until`.
+    Declaring {
+        epoch: Epoch,
+        sent_at: Millis,
         until: Millis,
     },
-    Follower {
-        epoch: Epoch,
-        suspect_at: Millis,
-    },
-    Coordinator {
-        epoch: Epoch,
-        next_heartbeat: Millis,
-    },
+    Follower { epoch: Epoch, suspect_at: Millis },
+    Coordinator { epoch: Epoch, next_heartbeat: Millis },
 }
 
 /// One node's Bully state machine. Deterministic: the same events at the same times
@@ -148,6 +213,18 @@ pub struct Machine {
     state: State,
     actions: VecDeque<Action>,
     published: Option<View>,
+    /// Why the node is about to leave office, for the `Demoted` fact.
+    leaving: Option<DemotionReason>,
+    /// Quorum: pre-vote grants or acceptances of the running `PreVoting`/`Declaring`.
+    votes: BTreeSet<NodeId>,
+    /// Quorum: the coordinator's lease (meaningful in `Coordinator` state only).
+    lease: Option<Lease>,
+    /// Quorum: the promise this node gave its leader by acking it.
+    promise: Option<Promise>,
+    /// Quorum: no declaration is accepted before this (Q5).
+    holdoff_until: Millis,
+    /// Quorum: a pre-vote (candidate, term) to grant once the promise is released (Q7).
+    deferred: Option<(NodeId, u64)>,
 }
 
 impl Machine {
@@ -159,13 +236,25 @@ impl Machine {
             .answer_timeout_ms
             .max(config.timing.preempt_delay_ms);
         let wait = if config.peers.is_empty() { 0 } else { wait };
+        // Q5: promises made in an earlier life were volatile. A node that never accepted
+        // anything never promised anything, so a fresh cluster starts without waiting.
+        let holdoff_until = match (config.mode, loaded.accepted) {
+            (Mode::Quorum, Some(_)) => now + config.timing.suspect_after_ms,
+            _ => now,
+        };
         let mut machine = Machine {
-            eligible: config.eligible,
+            eligible: config.eligible && !config.witness,
             seen: loaded.term,
             cells: loaded,
             state: State::Starting { until: now + wait },
             actions: VecDeque::new(),
             published: None,
+            leaving: None,
+            votes: BTreeSet::new(),
+            lease: None,
+            promise: None,
+            holdoff_until,
+            deferred: None,
             config,
         };
         let mut cells = machine.cells;
@@ -181,6 +270,11 @@ impl Machine {
         self.config.id
     }
 
+    /// The mode this machine runs.
+    pub fn mode(&self) -> Mode {
+        self.config.mode
+    }
+
     /// The cells as last persisted (what a crash right now would keep).
     pub fn cells(&self) -> Cells {
         self.cells
@@ -191,7 +285,8 @@ impl Machine {
         self.seen
     }
 
-    /// The current view.
+    /// The current view, as last computed from the state. A reader that must not see a
+    /// stale coordinator (Q4) uses [`Machine::role_at`] or checks [`Machine::lease_until`].
     pub fn view(&self) -> View {
         let (role, epoch) = match self.state {
             State::Follower { epoch, .. } => (Role::Follower, Some(epoch)),
@@ -207,15 +302,41 @@ impl Machine {
         }
     }
 
+    /// Quorum mode: the local time at which the coordinator role ends unless more acks
+    /// arrive. `None` when the role does not expire (not coordinator, or classic mode).
+    pub fn lease_until(&self) -> Option<Millis> {
+        match self.state {
+            State::Coordinator { .. } => self.lease.as_ref().map(Lease::until),
+            _ => None,
+        }
+    }
+
+    /// The role at `now`, read against the lease (Q4): a coordinator whose lease has run
+    /// out is not one, even before its next tick demotes it.
+    pub fn role_at(&self, now: Millis) -> Role {
+        let role = self.view().role;
+        match self.lease_until() {
+            Some(until) if role == Role::Coordinator && now >= until && !self.flawed_lease() => {
+                Role::Candidate
+            }
+            _ => role,
+        }
+    }
+
     /// When the caller should deliver the next `Event::Tick`.
     pub fn next_deadline(&self) -> Millis {
         match self.state {
             State::Starting { until }
             | State::Electing { until }
             | State::Awaiting { until }
-            | State::Idle { until } => until,
+            | State::Idle { until }
+            | State::PreVoting { until, .. }
+            | State::Declaring { until, .. } => until,
             State::Follower { suspect_at, .. } => suspect_at,
-            State::Coordinator { next_heartbeat, .. } => next_heartbeat,
+            State::Coordinator { next_heartbeat, .. } => match self.lease_until() {
+                Some(until) if !self.flawed_lease() => next_heartbeat.min(until),
+                _ => next_heartbeat,
+            },
         }
     }
 
@@ -235,6 +356,7 @@ impl Machine {
             }
             Event::PeerUp(peer) => self.on_peer_up(peer),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
+            Event::Shutdown => self.on_shutdown(now),
             Event::Message { from, msg } => {
                 // Validate before observing: a message we refuse must not raise our term.
                 if let Some(what) = self.misbehaviour(from, &msg.body) {
@@ -245,14 +367,68 @@ impl Machine {
                 match msg.body {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
                     Body::Answer => self.on_answer(now),
+                    Body::Coordinator { epoch } if self.quorum() => {
+                        self.on_declaration(from, epoch, now)
+                    }
+                    Body::Heartbeat { epoch, round } if self.quorum() => {
+                        self.on_heartbeat(from, epoch, round, now)
+                    }
                     Body::Coordinator { epoch } => self.on_claim(from, epoch, false, now),
-                    Body::Heartbeat { epoch } => self.on_claim(from, epoch, true, now),
-                    Body::Ack { accepted } => self.on_ack(msg.term, accepted, now),
+                    Body::Heartbeat { epoch, .. } => self.on_claim(from, epoch, true, now),
+                    Body::Ack { accepted, round } => {
+                        self.on_ack(from, msg.term, accepted, round, now)
+                    }
                     Body::Probe => self.on_probe(from),
                     Body::Resign { epoch } => self.on_resign(epoch, now),
+                    Body::PreVote { term } if self.quorum() => self.on_prevote(from, term, now),
+                    Body::Vote { term } if self.quorum() => self.on_vote(from, term, now),
+                    // A classic node ignores quorum-only messages (a mixed-mode cluster
+                    // is a config error the operator sees in the logs of both).
+                    Body::PreVote { .. } | Body::Vote { .. } => {}
                 }
             }
         }
+        self.publish();
+    }
+
+    fn quorum(&self) -> bool {
+        self.config.mode == Mode::Quorum
+    }
+
+    fn flawed_lease(&self) -> bool {
+        self.config.flaw == Some(Flaw::IgnoreLease)
+    }
+
+    /// Every state change goes through here, so leaving and taking office are reported
+    /// as facts exactly once, in order with the other actions.
+    fn enter(&mut self, state: State, now: Millis) {
+        let old = std::mem::replace(&mut self.state, state);
+        let reason = self.leaving.take();
+        if let State::Coordinator { epoch, .. } = old {
+            if !matches!(state, State::Coordinator { epoch: e, .. } if e == epoch) {
+                let office_ended_at = match self.lease.take() {
+                    Some(lease) if !self.flawed_lease() => lease.until().min(now),
+                    _ => now,
+                };
+                self.fact(Fact::Demoted {
+                    epoch,
+                    reason: reason.unwrap_or(DemotionReason::NewerEpoch),
+                    office_ended_at,
+                });
+            }
+        }
+        if let State::Coordinator { epoch, .. } = state {
+            if !matches!(old, State::Coordinator { epoch: e, .. } if e == epoch) {
+                self.fact(Fact::Established { epoch });
+            }
+        }
+    }
+
+    /// Leaves office (if in it) for `reason`, then publishes the new view before anything
+    /// else goes out, so a reader never sees the old role after a Resign was sent.
+    fn step_down(&mut self, reason: DemotionReason, next: State, now: Millis) {
+        self.leaving = Some(reason);
+        self.enter(next, now);
         self.publish();
     }
 
@@ -260,57 +436,125 @@ impl Machine {
         if now < self.next_deadline() {
             return;
         }
+        let timing = self.config.timing;
         match self.state {
             State::Starting { .. } | State::Awaiting { .. } | State::Idle { .. } => {
                 self.start_election(now)
             }
             State::Follower { .. } => self.start_election(now),
             State::Electing { .. } => {
-                if self.eligible {
-                    self.declare(now);
+                if !self.eligible {
+                    self.enter(
+                        State::Idle {
+                            until: now + timing.coordinator_timeout_ms,
+                        },
+                        now,
+                    );
+                } else if self.quorum() {
+                    self.begin_prevote(now);
                 } else {
-                    self.state = State::Idle {
-                        until: now + self.config.timing.coordinator_timeout_ms,
-                    };
+                    self.declare(now);
                 }
             }
+            State::PreVoting { .. } => {
+                // Q6: no majority said yes; nothing was persisted. Try again after T'.
+                self.enter(
+                    State::Idle {
+                        until: now + timing.coordinator_timeout_ms,
+                    },
+                    now,
+                );
+            }
+            State::Declaring { epoch, .. } => {
+                // No majority accepted in time: release those that did, try again later.
+                self.broadcast(Body::Resign { epoch });
+                self.enter(
+                    State::Idle {
+                        until: now + timing.coordinator_timeout_ms,
+                    },
+                    now,
+                );
+            }
             State::Coordinator { epoch, .. } => {
-                self.broadcast(Body::Heartbeat { epoch });
-                self.state = State::Coordinator {
-                    epoch,
-                    next_heartbeat: now + self.config.timing.heartbeat_ms,
+                let lease_over = self
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| now >= l.until() && !self.flawed_lease());
+                if lease_over {
+                    // Q3: stop heartbeating for this term; try to win a new one.
+                    self.step_down(
+                        DemotionReason::LeaseLost,
+                        State::Idle {
+                            until: now + timing.coordinator_timeout_ms,
+                        },
+                        now,
+                    );
+                    self.start_election(now);
+                    return;
+                }
+                let round = match self.lease.as_mut() {
+                    Some(lease) => lease.next_round(now),
+                    None => 0,
                 };
+                self.broadcast(Body::Heartbeat { epoch, round });
+                self.enter(
+                    State::Coordinator {
+                        epoch,
+                        next_heartbeat: now + timing.heartbeat_ms,
+                    },
+                    now,
+                );
             }
         }
     }
 
-    /// peer_up: repeat the message a (re)connected peer may have missed — our probe
-    /// while starting, our Election while electing, our epoch while leading.
+    /// peer_up: repeat the message a (re)connected peer may have missed.
     fn on_peer_up(&mut self, peer: NodeId) {
         match self.state {
             State::Starting { .. } => self.send(peer, Body::Probe),
-            State::Electing { .. } if peer > self.config.id => self.send(
+            State::Electing { .. } if self.higher_peers().contains(&peer) => self.send(
                 peer,
                 Body::Election {
                     accepted: self.cells.accepted,
                 },
             ),
-            State::Coordinator { epoch, .. } => self.send(peer, Body::Heartbeat { epoch }),
+            State::PreVoting { term, .. } => self.send(peer, Body::PreVote { term }),
+            State::Declaring { epoch, .. } => self.send(peer, Body::Coordinator { epoch }),
+            State::Coordinator { epoch, .. } => {
+                let round = self.current_round();
+                self.send(peer, Body::Heartbeat { epoch, round })
+            }
             _ => {}
         }
     }
 
     fn on_eligibility(&mut self, eligible: bool, now: Millis) {
+        let eligible = eligible && !self.config.witness;
         if eligible == self.eligible {
             return;
         }
         self.eligible = eligible;
+        let idle = State::Idle {
+            until: now + self.config.timing.coordinator_timeout_ms,
+        };
         if !eligible {
-            if let State::Coordinator { epoch, .. } = self.state {
-                self.broadcast(Body::Resign { epoch });
-                self.state = State::Idle {
-                    until: now + self.config.timing.coordinator_timeout_ms,
-                };
+            match self.state {
+                State::Coordinator { epoch, .. } => {
+                    if self.quorum() {
+                        self.step_down(DemotionReason::Ineligible, idle, now);
+                        self.broadcast(Body::Resign { epoch });
+                    } else {
+                        self.broadcast(Body::Resign { epoch });
+                        self.leaving = Some(DemotionReason::Ineligible);
+                        self.enter(idle, now);
+                    }
+                }
+                State::Declaring { epoch, .. } => {
+                    self.broadcast(Body::Resign { epoch });
+                    self.enter(idle, now);
+                }
+                State::PreVoting { .. } => self.enter(idle, now),
+                _ => {}
             }
             return;
         }
@@ -325,43 +569,85 @@ impl Machine {
         }
     }
 
+    fn on_shutdown(&mut self, now: Millis) {
+        let idle = State::Idle {
+            until: now + self.config.timing.coordinator_timeout_ms,
+        };
+        match self.state {
+            State::Coordinator { epoch, .. } => {
+                self.step_down(DemotionReason::Stopped, idle, now);
+                self.broadcast(Body::Resign { epoch });
+            }
+            State::Declaring { epoch, .. } => {
+                self.broadcast(Body::Resign { epoch });
+                self.enter(idle, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this node, eligible, would start its own election now rather than let a
+    /// lower node go ahead: not while a long start-up wait (a preempt delay) is still
+    /// running, which would hold the failover up for that long.
+    fn runs_soon(&self, now: Millis) -> bool {
+        match self.state {
+            State::Starting { until } => {
+                until.saturating_sub(now) <= self.config.timing.answer_timeout_ms
+            }
+            _ => true,
+        }
+    }
+
     fn on_election(&mut self, from: NodeId, term: u64, accepted: Option<Epoch>, now: Millis) {
         if let Some(a) = accepted {
             self.observe(a.term);
         }
-        if !self.eligible {
+        if !self.eligible || !self.runs_soon(now) {
             return;
         }
         self.send(from, Body::Answer);
         match self.state {
             State::Coordinator { epoch, .. } => {
-                if term > epoch.term || accepted > Some(epoch) {
-                    self.start_election(now);
+                let newer = if self.quorum() {
+                    newer_than(accepted, epoch)
+                } else {
+                    term > epoch.term || accepted > Some(epoch)
+                };
+                if newer {
+                    self.newer_news(now);
+                } else if self.quorum() {
+                    let round = self.current_round();
+                    self.send(from, Body::Heartbeat { epoch, round });
                 } else {
                     self.send(from, Body::Coordinator { epoch });
                 }
             }
             State::Follower { .. } if self.config.preempt == Preempt::Never => {}
+            // Quorum: the leader we promised is alive; its heartbeat will tell the sender.
+            State::Follower { .. } if self.promise_live(now) => {}
             State::Follower { .. } => self.start_election(now),
             _ => {}
         }
     }
 
     fn on_answer(&mut self, now: Millis) {
-        if let State::Electing { .. } = self.state {
-            self.state = State::Awaiting {
-                until: now + self.config.timing.coordinator_timeout_ms,
-            };
+        if let State::Electing { .. } | State::PreVoting { .. } = self.state {
+            self.enter(
+                State::Awaiting {
+                    until: now + self.config.timing.coordinator_timeout_ms,
+                },
+                now,
+            );
         }
     }
 
-    /// Coordinator and Heartbeat: both claim that `epoch` is current.
+    /// Classic mode: Coordinator and Heartbeat both claim that `epoch` is current.
     fn on_claim(&mut self, from: NodeId, epoch: Epoch, heartbeat: bool, now: Millis) {
         self.observe(epoch.term);
         let accepted = self.cells.accepted;
         if Some(epoch) < accepted {
             // stale_claim: tell the old leader what we follow now.
-            self.send(from, Body::Ack { accepted });
+            self.send(from, Body::Ack { accepted, round: 0 });
             return;
         }
         if Some(epoch) == accepted {
@@ -386,7 +672,7 @@ impl Machine {
                 _ => return,
             }
             if heartbeat {
-                self.send(from, Body::Ack { accepted });
+                self.send(from, Body::Ack { accepted, round: 0 });
             }
             return;
         }
@@ -398,6 +684,7 @@ impl Machine {
                     from,
                     Body::Ack {
                         accepted: Some(epoch),
+                        round: 0,
                     },
                 );
             }
@@ -406,38 +693,264 @@ impl Machine {
         // bully: a lower node claims while we are alive, eligible and preempting.
         match self.state {
             State::Coordinator { .. } => self.declare(now),
-            State::Starting { .. } | State::Electing { .. } | State::Awaiting { .. } => {}
             State::Follower { .. } | State::Idle { .. } => self.start_election(now),
+            _ => {}
         }
     }
 
-    fn on_ack(&mut self, term: u64, accepted: Option<Epoch>, now: Millis) {
+    /// Quorum mode: a declaration (Q1, Q3, Q5).
+    fn on_declaration(&mut self, from: NodeId, epoch: Epoch, now: Millis) {
+        self.observe(epoch.term);
+        let accepted = self.cells.accepted;
+        if Some(epoch) == accepted {
+            // A repeat (sent again on reconnect): ack it again if we follow it.
+            let follows = match self.state {
+                State::Follower { epoch: e, .. } => e == epoch,
+                State::Coordinator { .. } | State::Declaring { .. } => false,
+                _ => self.may_follow(from),
+            };
+            if follows {
+                self.follow(epoch, now);
+                self.ack(epoch, 0, now);
+            }
+            return;
+        }
+        let above = epoch.term > self.cells.term
+            || (self.config.flaw == Some(Flaw::AcceptEqualTerm) && epoch.term == self.cells.term);
+        if !above {
+            // stale_claim / one_per_term: tell the declarer what we hold.
+            self.send(from, Body::Ack { accepted, round: 0 });
+            return;
+        }
+        if !self.may_follow(from) {
+            // bully: we are higher, eligible and preempting; run ourselves.
+            if let State::Follower { .. } | State::Idle { .. } = self.state {
+                self.start_election(now);
+            }
+            return;
+        }
+        if self.acceptance_blocked_until(from, now).is_some() {
+            return; // lease promise (Q3) or restart hold-off (Q5)
+        }
+        self.leaving = Some(DemotionReason::NewerEpoch);
+        self.accept(epoch, now);
+        self.ack(epoch, 0, now);
+    }
+
+    /// Quorum mode: a heartbeat of an established coordinator.
+    fn on_heartbeat(&mut self, from: NodeId, epoch: Epoch, round: u64, now: Millis) {
+        self.observe(epoch.term);
+        let accepted = self.cells.accepted;
+        if Some(epoch) == accepted {
+            let follows = match self.state {
+                State::Follower { .. } => true,
+                State::Coordinator { .. } | State::Declaring { .. } => false,
+                _ => self.may_follow(from),
+            };
+            if follows {
+                self.follow(epoch, now);
+                self.ack(epoch, round, now);
+            }
+            return;
+        }
+        if epoch.term <= self.cells.term {
+            self.send(from, Body::Ack { accepted, round: 0 });
+            return;
+        }
+        // Newer than anything we hold, from a coordinator a majority accepted: following
+        // it cannot overlap an older office (that one's lease ended before a majority
+        // accepted this one), so promises and the hold-off do not apply.
+        if !self.may_follow(from) {
+            match self.state {
+                State::Coordinator { .. } => self.newer_news(now),
+                State::Follower { .. } | State::Idle { .. } => self.start_election(now),
+                _ => {}
+            }
+            return;
+        }
+        self.leaving = Some(DemotionReason::NewerEpoch);
+        self.accept(epoch, now);
+        self.ack(epoch, round, now);
+    }
+
+    /// Quorum mode: acks the leader of `epoch` and promises it the lease (Q3).
+    fn ack(&mut self, epoch: Epoch, round: u64, now: Millis) {
+        self.promise = Some(Promise {
+            epoch,
+            until: now + self.config.timing.suspect_after_ms,
+        });
+        self.send(
+            epoch.leader,
+            Body::Ack {
+                accepted: Some(epoch),
+                round,
+            },
+        );
+    }
+
+    fn on_ack(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        accepted: Option<Epoch>,
+        round: u64,
+        now: Millis,
+    ) {
         if let Some(a) = accepted {
             self.observe(a.term);
         }
-        if let State::Coordinator { epoch, .. } = self.state {
-            if term > epoch.term || accepted > Some(epoch) {
-                // newer_news: someone knows a newer epoch than ours.
-                self.start_election(now);
+        if !self.quorum() {
+            if let State::Coordinator { epoch, .. } = self.state {
+                if term > epoch.term || accepted > Some(epoch) {
+                    self.newer_news(now);
+                }
             }
+            return;
+        }
+        match self.state {
+            State::Declaring { epoch, sent_at, .. } if accepted == Some(epoch) => {
+                self.votes.insert(from);
+                if self.votes.len() >= self.config.majority() {
+                    self.establish(epoch, sent_at, now);
+                }
+            }
+            State::Coordinator { epoch, .. } if accepted == Some(epoch) => {
+                if let Some(lease) = self.lease.as_mut() {
+                    lease.ack(from, round);
+                }
+            }
+            State::Coordinator { epoch, .. } if newer_than(accepted, epoch) => {
+                self.newer_news(now)
+            }
+            State::PreVoting { term: asked, .. }
+                if accepted.is_some_and(|a| a.term >= asked) =>
+            {
+                // Asked for a term someone already holds: ask again, above it.
+                self.begin_prevote(now)
+            }
+            _ => {}
         }
     }
 
     fn on_probe(&mut self, from: NodeId) {
         match self.state {
-            State::Coordinator { epoch, .. } => self.send(from, Body::Heartbeat { epoch }),
+            State::Coordinator { epoch, .. } => {
+                let round = self.current_round();
+                self.send(from, Body::Heartbeat { epoch, round })
+            }
             _ => self.send(
                 from,
                 Body::Ack {
                     accepted: self.cells.accepted,
+                    round: 0,
                 },
             ),
         }
     }
 
     fn on_resign(&mut self, epoch: Epoch, now: Millis) {
-        if matches!(self.state, State::Follower { epoch: e, .. } if e == epoch) {
+        let following = matches!(self.state, State::Follower { epoch: e, .. } if e == epoch);
+        if self.quorum() {
+            if self.promise.is_some_and(|p| p.epoch == epoch) {
+                self.promise = None;
+                if let Some((candidate, term)) = self.deferred.take() {
+                    // handover: the vote we held back for the higher node goes out now.
+                    let free = self.acceptance_blocked_until(candidate, now).is_none();
+                    if term > self.cells.term && free {
+                        self.send(candidate, Body::Vote { term });
+                        if !matches!(self.state, State::Coordinator { .. }) {
+                            self.enter(
+                                State::Awaiting {
+                                    until: now + self.config.timing.coordinator_timeout_ms,
+                                },
+                                now,
+                            );
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        if following {
             self.start_election(now);
+        }
+    }
+
+    /// Quorum mode: a candidate asks whether we would accept it at `term` (Q6).
+    fn on_prevote(&mut self, from: NodeId, term: u64, now: Millis) {
+        match self.state {
+            State::Coordinator { epoch, .. } => {
+                if from > self.config.id && self.config.preempt == Preempt::Always {
+                    // handover (Q7): demote first, then resign, then vote.
+                    let next = State::Awaiting {
+                        until: now + self.config.timing.coordinator_timeout_ms,
+                    };
+                    self.step_down(DemotionReason::Yielded { to: from }, next, now);
+                    self.broadcast(Body::Resign { epoch });
+                    if term > self.cells.term {
+                        self.send(from, Body::Vote { term });
+                    }
+                } else {
+                    let round = self.current_round();
+                    self.send(from, Body::Heartbeat { epoch, round });
+                }
+                return;
+            }
+            State::Declaring { .. } => return,
+            _ => {}
+        }
+        if term <= self.cells.term {
+            self.send(
+                from,
+                Body::Ack {
+                    accepted: self.cells.accepted,
+                    round: 0,
+                },
+            );
+            return;
+        }
+        if self.acceptance_blocked_until(from, now).is_some() {
+            let handover = self.promise.is_some_and(|p| {
+                p.blocks(from, now)
+                    && from > p.epoch.leader
+                    && self.config.preempt == Preempt::Always
+            });
+            if handover {
+                self.deferred = Some((from, term));
+            }
+            return;
+        }
+        if self.eligible && self.config.id > from && self.runs_soon(now) {
+            // Bully order: a higher eligible node runs itself instead of voting.
+            self.send(from, Body::Answer);
+            if let State::Follower { .. } | State::Idle { .. } = self.state {
+                self.start_election(now);
+            }
+            return;
+        }
+        self.send(from, Body::Vote { term });
+        if from > self.config.id {
+            if let State::Electing { .. } | State::PreVoting { .. } | State::Idle { .. } =
+                self.state
+            {
+                self.enter(
+                    State::Awaiting {
+                        until: now + self.config.timing.coordinator_timeout_ms,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+
+    fn on_vote(&mut self, from: NodeId, term: u64, now: Millis) {
+        if let State::PreVoting { term: asked, .. } = self.state {
+            if term == asked {
+                self.votes.insert(from);
+                if self.votes.len() >= self.config.majority() {
+                    self.declare(now);
+                }
+            }
         }
     }
 
@@ -446,42 +959,143 @@ impl Machine {
         !self.eligible || leader > self.config.id || self.config.preempt == Preempt::Never
     }
 
-    fn start_election(&mut self, now: Millis) {
-        let timing = self.config.timing;
-        let higher: Vec<NodeId> = self
-            .config
+    /// Quorum mode: until when a declaration by `candidate` (this node included) may not
+    /// be accepted: a live lease promise to another leader (Q3) or the restart hold-off
+    /// (Q5). `None` when it may be accepted now.
+    fn acceptance_blocked_until(&self, candidate: NodeId, now: Millis) -> Option<Millis> {
+        if self.flawed_lease() {
+            return None;
+        }
+        let mut until = None;
+        if now < self.holdoff_until {
+            until = Some(self.holdoff_until);
+        }
+        if let Some(p) = self.promise.filter(|p| p.blocks(candidate, now)) {
+            until = Some(until.map_or(p.until, |u: Millis| u.max(p.until)));
+        }
+        until
+    }
+
+    /// Quorum mode: whether the promise to our leader still binds (it is alive).
+    fn promise_live(&self, now: Millis) -> bool {
+        self.quorum() && self.promise.is_some_and(|p| now < p.until)
+    }
+
+    fn current_round(&self) -> u64 {
+        self.lease.as_ref().map_or(0, Lease::round)
+    }
+
+    /// Higher IDs that could lead (witnesses never answer an Election).
+    fn higher_peers(&self) -> Vec<NodeId> {
+        self.config
             .peers
             .iter()
             .copied()
-            .filter(|&p| p > self.config.id)
-            .collect();
+            .filter(|&p| p > self.config.id && !self.config.witnesses.contains(&p))
+            .collect()
+    }
+
+    fn newer_news(&mut self, now: Millis) {
+        self.leaving = Some(DemotionReason::NewerEpoch);
+        if self.config.preempt == Preempt::Never {
+            // Follow the newer leader when it heartbeats; elect only if it does not.
+            let next = State::Awaiting {
+                until: now + self.config.timing.coordinator_timeout_ms,
+            };
+            self.step_down(DemotionReason::NewerEpoch, next, now);
+        } else {
+            self.start_election(now);
+        }
+    }
+
+    fn start_election(&mut self, now: Millis) {
+        let timing = self.config.timing;
+        let higher = self.higher_peers();
         let accepted = self.cells.accepted;
+        if matches!(self.state, State::Coordinator { .. }) && self.quorum() {
+            // Leave office before anything goes out.
+            let reason = self.leaving.unwrap_or(DemotionReason::NewerEpoch);
+            let next = State::Idle {
+                until: now + timing.coordinator_timeout_ms,
+            };
+            self.step_down(reason, next, now);
+        }
         for &peer in &higher {
             self.send(peer, Body::Election { accepted });
         }
         if !self.eligible {
-            self.state = State::Idle {
-                until: now + timing.coordinator_timeout_ms,
-            };
-        } else if higher.is_empty() {
-            self.declare(now);
+            self.enter(
+                State::Idle {
+                    until: now + timing.coordinator_timeout_ms,
+                },
+                now,
+            );
+            return;
+        }
+        self.fact(Fact::ElectionStarted);
+        if higher.is_empty() {
+            if self.quorum() {
+                self.begin_prevote(now);
+            } else {
+                self.declare(now);
+            }
         } else {
-            self.state = State::Electing {
-                until: now + timing.answer_timeout_ms,
-            };
+            self.enter(
+                State::Electing {
+                    until: now + timing.answer_timeout_ms,
+                },
+                now,
+            );
         }
     }
 
+    /// Quorum mode: ask every peer before raising the term (Q6).
+    fn begin_prevote(&mut self, now: Millis) {
+        if let Some(until) = self.acceptance_blocked_until(self.config.id, now) {
+            // Our own vote is promised elsewhere (or we just restarted): wait it out,
+            // still open to an Answer from a higher node.
+            self.enter(State::Electing { until }, now);
+            return;
+        }
+        let Some(term) = self.seen.checked_add(1) else {
+            self.enter(
+                State::Idle {
+                    until: now + self.config.timing.coordinator_timeout_ms,
+                },
+                now,
+            );
+            return;
+        };
+        self.votes.clear();
+        self.votes.insert(self.config.id);
+        if self.votes.len() >= self.config.majority() {
+            self.declare(now);
+            return;
+        }
+        self.broadcast(Body::PreVote { term });
+        self.enter(
+            State::PreVoting {
+                term,
+                until: now + self.config.timing.answer_timeout_ms,
+            },
+            now,
+        );
+    }
+
     /// Declares victory at one above the highest term seen: persist, then announce.
+    /// Classic mode: coordinator at once. Quorum mode: once a majority accepted (Q2).
     fn declare(&mut self, now: Millis) {
         // Fix (found by tests/protocol_rules.rs `misbehaviour_term_overflow`): a peer
         // that sends term u64::MAX made `seen + 1` panic (debug) or wrap to 0, breaking
         // I1/I2 (release). No term is left above it, so refuse to declare and retry
         // after T' like an idle node; only a misbehaving peer can cause this.
         let Some(term) = self.seen.checked_add(1) else {
-            self.state = State::Idle {
-                until: now + self.config.timing.coordinator_timeout_ms,
-            };
+            self.enter(
+                State::Idle {
+                    until: now + self.config.timing.coordinator_timeout_ms,
+                },
+                now,
+            );
             return;
         };
         let epoch = Epoch {
@@ -498,11 +1112,61 @@ impl Machine {
             incarnation: self.cells.incarnation,
         });
         self.seen = epoch.term;
+        self.fact(Fact::Declared { epoch });
         self.broadcast(Body::Coordinator { epoch });
-        self.state = State::Coordinator {
-            epoch,
-            next_heartbeat: now + self.config.timing.heartbeat_ms,
-        };
+        if !self.quorum() {
+            self.enter(
+                State::Coordinator {
+                    epoch,
+                    next_heartbeat: now + self.config.timing.heartbeat_ms,
+                },
+                now,
+            );
+            return;
+        }
+        self.promise = None;
+        self.deferred = None;
+        self.votes.clear();
+        self.votes.insert(self.config.id);
+        if self.votes.len() >= self.config.majority() {
+            self.establish(epoch, now, now);
+            return;
+        }
+        self.enter(
+            State::Declaring {
+                epoch,
+                sent_at: now,
+                until: now + self.config.timing.coordinator_timeout_ms,
+            },
+            now,
+        );
+    }
+
+    /// Quorum mode: a majority accepted `epoch`, declared at `sent_at` (Q2).
+    fn establish(&mut self, epoch: Epoch, sent_at: Millis, now: Millis) {
+        let timing = self.config.timing;
+        let span = timing.suspect_after_ms - timing.heartbeat_ms;
+        let voters = self.votes.iter().copied().filter(|&v| v != self.config.id);
+        let lease = Lease::new(self.config.majority(), span, sent_at, voters);
+        if lease.until() <= now {
+            // The acks came too late to hold any lease: release them, try again.
+            self.broadcast(Body::Resign { epoch });
+            self.enter(
+                State::Idle {
+                    until: now + timing.coordinator_timeout_ms,
+                },
+                now,
+            );
+            return;
+        }
+        self.lease = Some(lease);
+        self.enter(
+            State::Coordinator {
+                epoch,
+                next_heartbeat: (sent_at + timing.heartbeat_ms).max(now + 1),
+            },
+            now,
+        );
     }
 
     /// Accepts a newer epoch: persist first, then follow.
@@ -521,10 +1185,13 @@ impl Machine {
 
     /// Follows an epoch that is already durable.
     fn follow(&mut self, epoch: Epoch, now: Millis) {
-        self.state = State::Follower {
-            epoch,
-            suspect_at: now + self.config.timing.suspect_after_ms,
-        };
+        self.enter(
+            State::Follower {
+                epoch,
+                suspect_at: now + self.config.timing.suspect_after_ms,
+            },
+            now,
+        );
     }
 
     fn observe(&mut self, term: u64) {
@@ -534,6 +1201,10 @@ impl Machine {
     fn persist(&mut self, cells: Cells) {
         self.cells = cells;
         self.actions.push_back(Action::Persist(cells));
+    }
+
+    fn fact(&mut self, fact: Fact) {
+        self.actions.push_back(Action::Fact(fact));
     }
 
     fn send(&mut self, to: NodeId, body: Body) {
@@ -562,7 +1233,9 @@ impl Machine {
                 Some(Misbehaviour::ElectionFromHigher)
             }
             Body::Answer if from < self.config.id => Some(Misbehaviour::AnswerFromLower),
-            Body::Coordinator { epoch } | Body::Heartbeat { epoch } | Body::Resign { epoch }
+            Body::Coordinator { epoch }
+            | Body::Heartbeat { epoch, .. }
+            | Body::Resign { epoch }
                 if epoch.leader != from =>
             {
                 Some(Misbehaviour::ForeignClaim)
@@ -582,4 +1255,10 @@ impl Machine {
             self.actions.push_back(Action::ViewChanged(view));
         }
     }
+}
+
+/// Quorum mode: whether `accepted` (someone's accepted epoch) shows that `ours` is no
+/// longer current: a higher term, or the same term held by another declarer.
+fn newer_than(accepted: Option<Epoch>, ours: Epoch) -> bool {
+    accepted.is_some_and(|a| a.term > ours.term || (a.term == ours.term && a != ours))
 }

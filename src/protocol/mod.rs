@@ -1,8 +1,9 @@
 //! The Bully algorithm as a pure state machine: no tokio, no sockets, no disk, no clock.
 //! The runtime and the simulator drive the same [`Machine`].
 
+pub mod lease;
 mod machine;
 mod types;
 
-pub use machine::{Action, Event, Machine, MachineConfig, Misbehaviour};
+pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour};
 pub use types::*;

@@ -49,7 +49,8 @@ pub struct Message {
 
 /// The kinds of message. `Election`, `Answer`, `Coordinator` and `Heartbeat` are the
 /// classic Bully set; `Ack`, `Probe` and `Resign` let nodes learn the current term after
-/// a restart and hand leadership over without waiting for a timeout.
+/// a restart and hand leadership over without waiting for a timeout; `PreVote` and
+/// `Vote` are quorum mode's ask-before-you-raise-the-term round (Q6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Body {
     /// To every higher ID: "is anyone above me alive?" Carries the sender's accepted
@@ -60,14 +61,24 @@ pub enum Body {
     /// From the winner to all: the new epoch. Only its leader may send it.
     Coordinator { epoch: Epoch },
     /// From the coordinator to all, every `heartbeat_ms`. Only its leader may send it.
-    Heartbeat { epoch: Epoch },
-    /// A follower's answer to a heartbeat or probe: its accepted epoch.
-    Ack { accepted: Option<Epoch> },
+    /// `round` numbers the heartbeats of one epoch so acks can be matched to the send
+    /// time that the quorum lease counts from (0 = the declaration itself).
+    Heartbeat { epoch: Epoch, round: u64 },
+    /// A follower's answer to a declaration, heartbeat or probe: its accepted epoch and
+    /// the heartbeat round it answers (0 when it answers no heartbeat).
+    Ack { accepted: Option<Epoch>, round: u64 },
     /// Sent by a (re)starting node to every peer so it learns the current term and
     /// coordinator before it declares anything.
     Probe,
-    /// From a coordinator that stops being eligible: elect someone else now.
+    /// From a coordinator that stops being eligible or yields: elect someone else now.
+    /// In quorum mode it also releases the followers' lease promise.
     Resign { epoch: Epoch },
+    /// Quorum mode: "would you accept my declaration at `term`?" Nothing is persisted
+    /// until a majority says yes, so a node cut off from the majority never raises the
+    /// term (Q6).
+    PreVote { term: u64 },
+    /// Quorum mode: a yes to a `PreVote` for `term`.
+    Vote { term: u64 },
 }
 
 impl Body {
@@ -81,6 +92,8 @@ impl Body {
             Body::Ack { .. } => MessageKind::Ack,
             Body::Probe => MessageKind::Probe,
             Body::Resign { .. } => MessageKind::Resign,
+            Body::PreVote { .. } => MessageKind::PreVote,
+            Body::Vote { .. } => MessageKind::Vote,
         }
     }
 }
@@ -95,11 +108,13 @@ pub enum MessageKind {
     Ack,
     Probe,
     Resign,
+    PreVote,
+    Vote,
 }
 
 impl MessageKind {
     /// Every kind, in a stable order for tables and metrics.
-    pub const ALL: [MessageKind; 7] = [
+    pub const ALL: [MessageKind; 9] = [
         MessageKind::Election,
         MessageKind::Answer,
         MessageKind::Coordinator,
@@ -107,6 +122,8 @@ impl MessageKind {
         MessageKind::Ack,
         MessageKind::Probe,
         MessageKind::Resign,
+        MessageKind::PreVote,
+        MessageKind::Vote,
     ];
 
     /// Lower-case name used in logs, JSON and metric labels.
@@ -119,6 +136,8 @@ impl MessageKind {
             MessageKind::Ack => "ack",
             MessageKind::Probe => "probe",
             MessageKind::Resign => "resign",
+            MessageKind::PreVote => "prevote",
+            MessageKind::Vote => "vote",
         }
     }
 }
@@ -163,6 +182,105 @@ impl View {
             _ => self.epoch.map(|e| e.leader),
         }
     }
+}
+
+/// Which election algorithm the cluster runs. Every member must use the same one.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Bully order plus a majority and a lease: never two coordinators, under any
+    /// partition or pause; a side without a majority has no coordinator (DESIGN.md Q1–Q7).
+    #[default]
+    Quorum,
+    /// The seeds' Bully algorithm: any live node can lead, even alone, so a partition
+    /// gives one coordinator per side until it heals.
+    Classic,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Quorum => "quorum",
+            Mode::Classic => "classic",
+        })
+    }
+}
+
+impl Epoch {
+    /// The fencing token handed to hooks, HTTP and the CLI: one integer that is unique
+    /// per leadership and ordered like the epoch. In quorum mode that is the term
+    /// itself (one holder per term, Q1). In classic mode two nodes can declare the same
+    /// term in a partition, so the leader ID is folded in below the term:
+    /// `term * 2^20 + leader` (IDs are below 2^20, see [`MAX_NODE_ID`]).
+    pub fn token(&self, mode: Mode) -> u64 {
+        match mode {
+            Mode::Quorum => self.term,
+            Mode::Classic => self
+                .term
+                .saturating_mul(1 << TOKEN_LEADER_BITS)
+                .saturating_add(self.leader),
+        }
+    }
+}
+
+/// Bits of a classic-mode fencing token that hold the leader ID.
+pub const TOKEN_LEADER_BITS: u32 = 20;
+
+/// The highest node ID a config may use, so a classic-mode token stays unique.
+pub const MAX_NODE_ID: NodeId = (1 << TOKEN_LEADER_BITS) - 1;
+
+/// Why a coordinator stopped being one; reported by the machine itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemotionReason {
+    /// Quorum mode: no majority acked a heartbeat recently enough to hold the lease.
+    LeaseLost,
+    /// It handed over to a higher node that asked (Q7).
+    Yielded { to: NodeId },
+    /// Its health check failed or it stepped down.
+    Ineligible,
+    /// It learned of a newer term or epoch than its own.
+    NewerEpoch,
+    /// The process is stopping cleanly.
+    Stopped,
+}
+
+impl fmt::Display for DemotionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DemotionReason::LeaseLost => f.write_str("lease lost"),
+            DemotionReason::Yielded { to } => write!(f, "yielded to node {to}"),
+            DemotionReason::Ineligible => f.write_str("ineligible"),
+            DemotionReason::NewerEpoch => f.write_str("newer epoch seen"),
+            DemotionReason::Stopped => f.write_str("stopping"),
+        }
+    }
+}
+
+/// What the machine says happened, in its own words, so the runtime, the simulator and
+/// the checker never have to re-derive it from cell comparisons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fact {
+    /// This node began an election (sent Election to higher nodes, or went straight to
+    /// declaring with none above it).
+    ElectionStarted,
+    /// This node persisted and announced its own epoch.
+    Declared { epoch: Epoch },
+    /// This node is the coordinator of `epoch` from now on: at once in classic mode,
+    /// after a majority persisted its acceptance in quorum mode (Q2).
+    Established { epoch: Epoch },
+    /// This node stopped being the coordinator of `epoch`. `office_ended_at` is the
+    /// machine time its term of office really ended: now, or in quorum mode the lease
+    /// end if that came first (a paused process notices late, but its lease did not
+    /// wait for it).
+    Demoted {
+        epoch: Epoch,
+        reason: DemotionReason,
+        office_ended_at: Millis,
+    },
 }
 
 /// Whether a restarted higher node takes over from a healthy lower coordinator.
@@ -224,6 +342,21 @@ impl Timing {
             + self.preempt_delay_ms
             + self.answer_timeout_ms
             + 2 * self.heartbeat_ms
+    }
+
+    /// The I5 bound for `mode`. Quorum mode adds what its safety costs at worst: the
+    /// restart hold-off (D, Q5), a pre-vote round and a declaration's wait for acks
+    /// (T + T'), and a handover's extra round (T).
+    pub fn convergence_bound_in(&self, mode: Mode) -> u64 {
+        match mode {
+            Mode::Classic => self.convergence_bound_ms(),
+            Mode::Quorum => {
+                self.convergence_bound_ms()
+                    + self.suspect_after_ms
+                    + 2 * self.answer_timeout_ms
+                    + self.coordinator_timeout_ms
+            }
+        }
     }
 
     /// Checks the relations the algorithm relies on; the message names the field.

@@ -17,8 +17,8 @@ pub mod scenario;
 use crate::checker::{Invariant, Safety, Violation};
 use crate::history::{Entry, Record};
 use crate::protocol::{
-    Action, Body, Cells, Epoch, Event, Machine, MachineConfig, Message, MessageKind, Millis,
-    NodeId, Preempt, Timing, View,
+    Action, Body, Cells, Epoch, Event, Fact, Flaw, Machine, MachineConfig, Message, MessageKind,
+    Millis, Mode, NodeId, Preempt, Timing, View,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -38,6 +38,32 @@ pub struct SimConfig {
     /// Keep the maximum below `answer_timeout_ms / 2`, or an Answer can miss T and the
     /// soft part of I2 no longer applies.
     pub delay_ms: (Millis, Millis),
+    pub mode: Mode,
+    /// Members that are witnesses: they vote and count for majorities, never lead.
+    pub witnesses: Vec<NodeId>,
+    /// Each node's clock runs at its own rate, drawn from `1000 ± drift_permille` per
+    /// mille of real time, from its own origin (0: every clock exact and equal).
+    pub drift_permille: u64,
+    /// A deliberately broken machine, to show the checkers catch it.
+    pub flaw: Option<Flaw>,
+}
+
+impl SimConfig {
+    /// A cluster of `ids` with default timing, preempt always, delays of 1–20 ms,
+    /// exact clocks, no witnesses.
+    pub fn new(seed: u64, ids: Vec<NodeId>, mode: Mode) -> SimConfig {
+        SimConfig {
+            seed,
+            ids,
+            timing: Timing::default(),
+            preempt: Preempt::Always,
+            delay_ms: (1, 20),
+            mode,
+            witnesses: Vec::new(),
+            drift_permille: 0,
+            flaw: None,
+        }
+    }
 }
 
 /// A point in a node's action stream right after which an armed crash happens: lets
@@ -105,6 +131,22 @@ struct SimNode {
     declared_term: u64,
     /// The machine stopped advancing its deadline; its timers are no longer fired.
     stalled: bool,
+    /// Clock rate in per mille of real time, and the clock's reading at real time 0.
+    rate: u64,
+    origin: Millis,
+}
+
+impl SimNode {
+    /// This node's clock reading at real (simulated) time `at`.
+    fn local(&self, at: Millis) -> Millis {
+        self.origin + at * self.rate / 1000
+    }
+
+    /// The first real time at which this node's clock reads at least `local`.
+    fn real(&self, local: Millis) -> Millis {
+        let elapsed = local.saturating_sub(self.origin);
+        (elapsed * 1000).div_ceil(self.rate)
+    }
 }
 
 /// Upper bound on handled events per run, so a message storm fails instead of hanging.
@@ -138,19 +180,31 @@ pub struct Sim {
 impl Sim {
     /// A cluster with every node down; call [`Sim::start`] for each.
     pub fn new(config: SimConfig) -> Sim {
+        let mut rng = SmallRng::seed_from_u64(config.seed);
+        let drift = config.drift_permille.min(500);
         let nodes = config
             .ids
             .iter()
             .map(|&id| {
+                let (rate, origin) = if drift == 0 {
+                    (1000, 0)
+                } else {
+                    (
+                        rng.gen_range(1000 - drift..=1000 + drift),
+                        rng.gen_range(0..=100_000),
+                    )
+                };
                 let node = SimNode {
-                    eligible: true,
+                    eligible: !config.witnesses.contains(&id),
+                    rate,
+                    origin,
                     ..SimNode::default()
                 };
                 (id, node)
             })
             .collect();
         Sim {
-            rng: SmallRng::seed_from_u64(config.seed),
+            rng,
             config,
             now: 0,
             nodes,
@@ -209,13 +263,18 @@ impl Sim {
         self.nodes.get(&id).map(|n| n.disk)
     }
 
-    /// When a running node's machine next wants a tick.
+    /// When (in real time) a running node's machine next wants a tick.
     pub fn next_deadline(&self, id: NodeId) -> Option<Millis> {
-        self.nodes
-            .get(&id)?
-            .machine
+        let node = self.nodes.get(&id)?;
+        node.machine
             .as_ref()
-            .map(Machine::next_deadline)
+            .map(|m| node.real(m.next_deadline()))
+    }
+
+    /// The role a reader of node `id` would see right now, read against its lease (Q4).
+    pub fn role_now(&self, id: NodeId) -> Option<crate::protocol::Role> {
+        let node = self.nodes.get(&id)?;
+        node.machine.as_ref().map(|m| m.role_at(node.local(self.now)))
     }
 
     /// Whether the node is running (not crashed, not yet unstarted).
@@ -265,9 +324,14 @@ impl Sim {
             timing: self.config.timing,
             preempt: self.config.preempt,
             eligible: node.eligible,
+            mode: self.config.mode,
+            witness: self.config.witnesses.contains(&id),
+            witnesses: self.config.witnesses.clone(),
+            flaw: self.config.flaw,
         };
         let incarnation = node.disk.incarnation + 1;
-        node.machine = Some(Machine::start(config, node.disk, self.now));
+        let local = node.local(self.now);
+        node.machine = Some(Machine::start(config, node.disk, local));
         self.record(id, Record::Started { incarnation });
         self.drain(id);
     }
@@ -458,6 +522,9 @@ impl Sim {
 
     /// The health check of `node` passes or fails. Remembered across restarts.
     pub fn set_eligible(&mut self, node: NodeId, eligible: bool) {
+        if self.config.witnesses.contains(&node) {
+            return; // a witness never leads, whatever its health
+        }
         let Some(n) = self.nodes.get_mut(&node) else {
             return;
         };
@@ -507,7 +574,11 @@ impl Sim {
                 .nodes
                 .iter()
                 .filter(|(_, n)| !n.paused && !n.stalled)
-                .filter_map(|(&id, n)| n.machine.as_ref().map(|m| (m.next_deadline(), id)))
+                .filter_map(|(&id, n)| {
+                    n.machine
+                        .as_ref()
+                        .map(|m| (n.real(m.next_deadline()).max(self.now), id))
+                })
                 .min();
             let take_flight = match (next_flight, next_timer) {
                 (Some(f), Some((t, _))) => f <= t,
@@ -603,8 +674,11 @@ impl Sim {
         if let Event::Message { from, msg } = event {
             self.record(id, Record::Received { from, msg });
         }
-        let now = self.now;
-        let Some(machine) = self.nodes.get_mut(&id).and_then(|n| n.machine.as_mut()) else {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        let now = node.local(self.now);
+        let Some(machine) = node.machine.as_mut() else {
             return;
         };
         machine.handle(event, now);
@@ -626,12 +700,14 @@ impl Sim {
                 Action::Persist(cells) => {
                     if let Some(node) = self.nodes.get_mut(&id) {
                         node.disk = cells;
-                        if let Some(e) = cells.accepted.filter(|e| e.leader == id) {
-                            node.declared_term = node.declared_term.max(e.term);
-                        }
                     }
                     self.record(id, Record::Persisted(cells));
                     CrashPoint::AfterPersist
+                }
+                Action::Fact(fact) => {
+                    let fact = self.fact_in_real_time(id, fact);
+                    self.record(id, Record::Fact(fact));
+                    continue;
                 }
                 Action::Send { to, msg } => {
                     self.check_reveal(id, &msg);
@@ -670,16 +746,42 @@ impl Sim {
         }
     }
 
+    /// Notes what a fact tells the simulator's own checks, and puts a demotion's
+    /// office end (the node's clock) on the simulator's real clock.
+    fn fact_in_real_time(&mut self, id: NodeId, fact: Fact) -> Fact {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return fact;
+        };
+        match fact {
+            Fact::Declared { epoch } => {
+                node.declared_term = node.declared_term.max(epoch.term);
+                fact
+            }
+            Fact::Demoted {
+                epoch,
+                reason,
+                office_ended_at,
+            } => Fact::Demoted {
+                epoch,
+                reason,
+                office_ended_at: node.real(office_ended_at).min(self.now),
+            },
+            _ => fact,
+        }
+    }
+
     /// I3 for messages: an epoch a node puts in a message must already be in its
     /// stored cells; a claim (Coordinator, Heartbeat, Resign) must be its accepted epoch.
     fn check_reveal(&mut self, id: NodeId, msg: &Message) {
         let disk = self.nodes[&id].disk;
         let (epoch, claim) = match msg.body {
-            Body::Coordinator { epoch } | Body::Heartbeat { epoch } | Body::Resign { epoch } => {
-                (Some(epoch), true)
+            Body::Coordinator { epoch }
+            | Body::Heartbeat { epoch, .. }
+            | Body::Resign { epoch } => (Some(epoch), true),
+            Body::Election { accepted } | Body::Ack { accepted, .. } => (accepted, false),
+            Body::Answer | Body::Probe | Body::PreVote { .. } | Body::Vote { .. } => {
+                (None, false)
             }
-            Body::Election { accepted } | Body::Ack { accepted } => (accepted, false),
-            Body::Answer | Body::Probe => (None, false),
         };
         let ok = if claim {
             epoch == disk.accepted

@@ -12,11 +12,11 @@
 
 use super::{CrashPoint, Sim, SimConfig};
 use crate::checker::{
-    check_convergence, check_start_delay, check_unique_terms, convergence_deadline,
-    quiet_window_ms, Convergence, Leader, Violation,
+    check_convergence, check_no_overlap, check_one_per_term, check_start_delay,
+    check_unique_terms, quiet_window_ms, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
-use crate::protocol::{MessageKind, Millis, NodeId, Preempt, Role, Timing};
+use crate::protocol::{MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -53,7 +53,12 @@ pub struct Outcome {
 /// The settings a seed chose, for the test's coverage summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Flavor {
+    pub mode: Mode,
     pub nodes: usize,
+    /// A witness among the members (quorum mode).
+    pub witness: bool,
+    /// Message delays reach beyond T/2 (up to 1.5 T): Answers can miss their timeout.
+    pub slow_network: bool,
     pub fast_timing: bool,
     pub preempt_delay: bool,
     pub preempt_never: bool,
@@ -428,9 +433,32 @@ impl Adversary {
             self.note(format!("restart n{top} (none left)"));
             self.sim.start(top);
         }
+        if self.sim.config().mode == Mode::Quorum {
+            // Quorum mode promises a coordinator only where a majority is up.
+            let majority = self.ids().len() / 2 + 1;
+            while self.up().len() < majority {
+                let Some(id) = self.down().pop() else { break };
+                self.note(format!("restart n{id} (for a majority)"));
+                self.sim.start(id);
+            }
+        }
         let up = self.up();
         if !up.iter().any(|&id| self.sim.is_eligible(id)) {
-            let top = up[up.len() - 1];
+            let witnesses = self.sim.config().witnesses.clone();
+            let top = up.iter().rev().copied().find(|id| !witnesses.contains(id));
+            let top = match top {
+                Some(top) => top,
+                None => {
+                    // Only a witness is up: start the highest other member.
+                    let Some(id) = self.down().into_iter().rev().find(|id| !witnesses.contains(id))
+                    else {
+                        return;
+                    };
+                    self.note(format!("restart n{id} (only a witness up)"));
+                    self.sim.start(id);
+                    id
+                }
+            };
             self.note(format!("n{top} eligible again (none eligible)"));
             self.sim.set_eligible(top, true);
         }
@@ -442,7 +470,7 @@ impl Adversary {
 }
 
 /// The cluster settings a seed chooses.
-fn choose_cluster(seed: u64, rng: &mut SmallRng) -> (SimConfig, Flavor) {
+fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flavor) {
     let n = rng.gen_range(2..=9usize);
     let ids: Vec<NodeId> = if rng.gen_bool(0.7) {
         (1..=n as NodeId).collect()
@@ -468,9 +496,23 @@ fn choose_cluster(seed: u64, rng: &mut SmallRng) -> (SimConfig, Flavor) {
     } else {
         Preempt::Always
     };
-    // Below T/2, so an Answer always makes it within T (DESIGN: delays within bounds).
-    let max_delay = (timing.answer_timeout_ms / 2 - 1).min(20);
+    // Usually below T/2, so an Answer always makes it within T (DESIGN: delays within
+    // bounds); sometimes up to 1.5 T, where only safety is promised.
+    let slow_network = rng.gen_bool(0.15);
+    let max_delay = if slow_network {
+        timing.answer_timeout_ms * 3 / 2
+    } else {
+        (timing.answer_timeout_ms / 2 - 1).min(20)
+    };
+    let witnesses = if mode == Mode::Quorum && n >= 3 && rng.gen_bool(0.2) {
+        vec![ids[rng.gen_range(0..ids.len())]]
+    } else {
+        Vec::new()
+    };
     let flavor = Flavor {
+        mode,
+        witness: !witnesses.is_empty(),
+        slow_network,
         nodes: n,
         fast_timing: fast,
         preempt_delay: timing.preempt_delay_ms > 0,
@@ -484,18 +526,35 @@ fn choose_cluster(seed: u64, rng: &mut SmallRng) -> (SimConfig, Flavor) {
         timing,
         preempt,
         delay_ms: (1, max_delay),
+        mode,
+        witnesses,
+        drift_permille: 10,
+        flaw: None,
     };
     (config, flavor)
 }
 
 /// Runs the scenario this seed describes and judges it. Deterministic in `seed`.
-pub fn run_seed(seed: u64) -> Outcome {
+pub fn run_seed(seed: u64, mode: Mode) -> Outcome {
+    run_seed_with(seed, mode, None)
+}
+
+/// [`run_seed`] with a deliberately broken machine: the checkers must catch it.
+pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
-    let (config, mut flavor) = choose_cluster(seed, &mut rng);
+    let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
+    config.flaw = flaw;
     let description = format!(
-        "nodes {:?}, timing {:?}, preempt {:?}, delay {:?} ms",
-        config.ids, config.timing, config.preempt, config.delay_ms
+        "{mode} mode, nodes {:?}, witnesses {:?}, timing {:?}, preempt {:?}, delay {:?} ms, \
+         clocks ±{}‰",
+        config.ids,
+        config.witnesses,
+        config.timing,
+        config.preempt,
+        config.delay_ms,
+        config.drift_permille
     );
+    let slow_network = flavor.slow_network;
     let timing = config.timing;
     let preempt = config.preempt;
     let max_delay = config.delay_ms.1;
@@ -560,8 +619,11 @@ pub fn run_seed(seed: u64) -> Outcome {
     adv.calm_down();
 
     let last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
-    let deadline = convergence_deadline(last_fault, &timing, max_delay);
-    adv.run_to(deadline + timing.convergence_bound_ms());
+    // The bound plus eight one-way delays of slack (see `convergence_deadline`), and the
+    // clocks' drift over it.
+    let bound = timing.convergence_bound_in(mode) + 8 * max_delay;
+    let deadline = last_fault + bound + bound / 50;
+    adv.run_to(deadline + timing.convergence_bound_in(mode));
 
     let live = adv.sim.live();
     let leader = match preempt {
@@ -576,10 +638,16 @@ pub fn run_seed(seed: u64) -> Outcome {
     let history = adv.sim.history().to_vec();
     let mut violations = adv.sim.violations().to_vec();
     violations.extend(check_start_delay(&history, timing.preempt_delay_ms));
-    violations.extend(check_unique_terms(
-        &history,
-        quiet_window_ms(&timing, max_delay),
-    ));
+    if !slow_network {
+        violations.extend(check_unique_terms(
+            &history,
+            quiet_window_ms(&timing, max_delay),
+        ));
+    }
+    if mode == Mode::Quorum {
+        violations.extend(check_no_overlap(&history, timing.suspect_after_ms));
+        violations.extend(check_one_per_term(&history));
+    }
     violations.extend(check_convergence(
         &history,
         &Convergence {

@@ -5,7 +5,7 @@
 use bully::certs;
 use bully::cluster::{Cluster, ClusterSpec};
 use bully::node::Status;
-use bully::protocol::{NodeId, Preempt, Timing};
+use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,6 +28,12 @@ pub struct TestCluster {
 impl TestCluster {
     /// Creates (does not start) `nodes` nodes with the given timing.
     pub fn new(nodes: u64, timing: Timing, preempt: Preempt) -> TestCluster {
+        TestCluster::with_mode(nodes, timing, preempt, Mode::Quorum)
+    }
+
+    /// A cluster of `nodes` running `mode` (the default for [`TestCluster::new`] is
+    /// quorum, like the config's).
+    pub fn with_mode(nodes: u64, timing: Timing, preempt: Preempt, mode: Mode) -> TestCluster {
         let dir = tempfile::Builder::new()
             .prefix("bully-test-")
             .tempdir()
@@ -36,6 +42,7 @@ impl TestCluster {
             nodes,
             timing,
             preempt,
+            mode,
             binary: binary(),
             dir: dir.path().to_path_buf(),
         })

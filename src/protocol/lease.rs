@@ -1,0 +1,157 @@
+//! Quorum mode's lease bookkeeping, kept apart from the state machine so the arithmetic
+//! can be read (and tested) on its own.
+//!
+//! The argument (DESIGN.md Q3): a follower that acks leader L at its local time `r`
+//! promises not to accept another leader's declaration before `r + D`. The coordinator
+//! holds its role only until `s + D - heartbeat`, where `s` is the send time of the
+//! newest heartbeat (or the declaration) that a majority has acked. Since every ack of a
+//! heartbeat happens after it was sent (`r >= s`), the coordinator's lease ends a whole
+//! heartbeat period before any majority can accept someone else; clock-rate drift over
+//! D is far smaller than that.
+
+use super::types::{Epoch, Millis, NodeId};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A follower's promise to its leader: no other declaration before `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promise {
+    /// The epoch whose declaration or heartbeat was acked; its `Resign` releases it.
+    pub epoch: Epoch,
+    /// Local time until which the promise binds.
+    pub until: Millis,
+}
+
+impl Promise {
+    /// Whether the promise still forbids accepting `candidate` at `now`.
+    pub fn blocks(&self, candidate: NodeId, now: Millis) -> bool {
+        self.epoch.leader != candidate && now < self.until
+    }
+}
+
+/// The coordinator's side: which heartbeat rounds were sent when, which each peer has
+/// acked, and the lease end that follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Members (itself included) whose acks make a majority.
+    majority: usize,
+    /// `D - heartbeat`: how long after an acked send the lease lasts.
+    span: Millis,
+    /// Rounds sent and not yet superseded by a majority-acked newer one, oldest first.
+    sent: VecDeque<(u64, Millis)>,
+    /// Highest round each peer has acked.
+    acked: BTreeMap<NodeId, u64>,
+    round: u64,
+    until: Millis,
+}
+
+impl Lease {
+    /// The lease of a declaration sent at `declared_at` (round 0) and accepted by
+    /// `voters` (a majority, the declarer excluded).
+    pub fn new(
+        majority: usize,
+        span: Millis,
+        declared_at: Millis,
+        voters: impl IntoIterator<Item = NodeId>,
+    ) -> Lease {
+        Lease {
+            majority,
+            span,
+            sent: VecDeque::from([(0, declared_at)]),
+            acked: voters.into_iter().map(|v| (v, 0)).collect(),
+            round: 0,
+            until: declared_at + span,
+        }
+    }
+
+    /// The local time at which the role ends unless more acks arrive.
+    pub fn until(&self) -> Millis {
+        self.until
+    }
+
+    /// The number of the newest heartbeat round sent.
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// Starts a new heartbeat round sent at `now`; returns its number.
+    pub fn next_round(&mut self, now: Millis) -> u64 {
+        self.round += 1;
+        self.sent.push_back((self.round, now));
+        if self.majority <= 1 {
+            // A one-member cluster is its own majority for every round.
+            self.until = self.until.max(now + self.span);
+            self.sent.pop_front();
+        }
+        self.round
+    }
+
+    /// Records that `peer` acked `round`, and extends the lease if a majority now has
+    /// acked a newer round.
+    pub fn ack(&mut self, peer: NodeId, round: u64) {
+        if round > self.round {
+            return; // not a round we sent
+        }
+        let slot = self.acked.entry(peer).or_insert(0);
+        *slot = (*slot).max(round);
+        // The coordinator itself counts for every round; it needs `majority - 1` peers.
+        let needed = self.majority.saturating_sub(1);
+        let mut rounds: Vec<u64> = self.acked.values().copied().collect();
+        rounds.sort_unstable_by(|a, b| b.cmp(a));
+        let majority_round = match needed {
+            0 => self.round,
+            n => match rounds.get(n - 1) {
+                Some(&r) => r,
+                None => return,
+            },
+        };
+        while self.sent.len() > 1 && self.sent[1].0 <= majority_round {
+            self.sent.pop_front();
+        }
+        if let Some(&(r, at)) = self.sent.front() {
+            if r <= majority_round {
+                self.until = self.until.max(at + self.span);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_follows_the_newest_round_a_majority_acked() {
+        // 5 members: the coordinator plus 2 peers make a majority.
+        let mut lease = Lease::new(3, 200, 1000, [1, 2]);
+        assert_eq!(lease.until(), 1200);
+        let r1 = lease.next_round(1100);
+        let r2 = lease.next_round(1200);
+        lease.ack(1, r2);
+        assert_eq!(lease.until(), 1200, "one peer is not a majority");
+        lease.ack(3, r1);
+        assert_eq!(lease.until(), 1300, "peers 1 and 3 both acked round 1");
+        lease.ack(3, r2);
+        assert_eq!(lease.until(), 1400);
+        lease.ack(2, 99);
+        assert_eq!(lease.until(), 1400, "an ack of a round never sent counts for nothing");
+    }
+
+    #[test]
+    fn lone_node_lease_needs_no_acks() {
+        let mut lease = Lease::new(1, 200, 0, []);
+        let r = lease.next_round(100);
+        lease.ack(7, r);
+        assert_eq!(lease.until(), 300);
+    }
+
+    #[test]
+    fn promise_binds_only_against_others_and_only_until_its_end() {
+        let p = Promise {
+            epoch: Epoch { term: 3, leader: 5 },
+            until: 400,
+        };
+        assert!(p.blocks(4, 399));
+        assert!(!p.blocks(5, 399));
+        assert!(!p.blocks(4, 400));
+    }
+}
