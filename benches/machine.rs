@@ -5,17 +5,14 @@
 //! Run: `cargo bench --bench machine`.
 
 use bully::protocol::{
-    Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, NodeId, Preempt, Timing,
+    Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, Mode, NodeId,
 };
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn config(id: NodeId, nodes: u64) -> MachineConfig {
     MachineConfig {
-        id,
-        peers: (1..=nodes).filter(|&p| p != id).collect(),
-        timing: Timing::default(),
-        preempt: Preempt::Always,
-        eligible: true,
+        mode: Mode::Classic,
+        ..MachineConfig::new(id, (1..=nodes).filter(|&p| p != id).collect())
     }
 }
 
@@ -42,7 +39,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
         term: 41,
-        body: Body::Heartbeat { epoch },
+        body: Body::Heartbeat { epoch, round: 0 },
     };
     machine.handle(
         Event::Message {

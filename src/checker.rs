@@ -289,8 +289,7 @@ pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Vio
             }
             _ => {}
         }
-        let (Some(epoch), Some(&start)) = (declared(entry), last_start.get(&entry.node))
-        else {
+        let (Some(epoch), Some(&start)) = (declared(entry), last_start.get(&entry.node)) else {
             continue;
         };
         if entry.at_ms < start + preempt_delay_ms {
@@ -419,7 +418,10 @@ pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office>
     // node -> (epoch, start, end bound while paused)
     let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
     let mut out = Vec::new();
-    let close = |out: &mut Vec<Office>, node, (epoch, from, bound): (Epoch, Millis, Option<Millis>), at: Millis| {
+    let close = |out: &mut Vec<Office>,
+                 node,
+                 (epoch, from, bound): (Epoch, Millis, Option<Millis>),
+                 at: Millis| {
         let until = bound.map_or(at, |b| b.min(at)).max(from);
         out.push(Office {
             node,
@@ -731,6 +733,72 @@ mod tests {
         })
     }
 
+    fn declared(term: u64, leader: NodeId) -> Record {
+        Record::Fact(Fact::Declared {
+            epoch: ep(term, leader),
+        })
+    }
+
+    fn fact(fact: Fact) -> Record {
+        Record::Fact(fact)
+    }
+
+    #[test]
+    fn i6_offices_overlap_and_pause_bound() {
+        use crate::protocol::DemotionReason;
+        let est = |t, l| fact(Fact::Established { epoch: ep(t, l) });
+        let h = vec![
+            e(100, 2, est(1, 2)),
+            e(500, 1, est(2, 1)),
+            e(
+                600,
+                2,
+                fact(Fact::Demoted {
+                    epoch: ep(1, 2),
+                    reason: DemotionReason::LeaseLost,
+                    office_ended_at: 450,
+                }),
+            ),
+        ];
+        assert_eq!(check_no_overlap(&h, 300), vec![], "office ended at 450");
+        let mut late = h.clone();
+        late[2] = e(
+            600,
+            2,
+            fact(Fact::Demoted {
+                epoch: ep(1, 2),
+                reason: DemotionReason::LeaseLost,
+                office_ended_at: 550,
+            }),
+        );
+        assert_eq!(
+            kinds(&check_no_overlap(&late, 300)),
+            vec![Invariant::NoOverlap]
+        );
+        assert_eq!(overlap_ms(&offices(&late, Some(300))), 50);
+        // Paused at 150 and never heard from again: the lease bound ends it at 450.
+        let paused = vec![
+            e(100, 2, est(1, 2)),
+            e(150, 2, Record::Paused),
+            e(500, 1, est(2, 1)),
+            e(700, 3, Record::Healed),
+        ];
+        assert_eq!(check_no_overlap(&paused, 300), vec![]);
+        assert_eq!(
+            kinds(&check_no_overlap(&paused, 400)),
+            vec![Invariant::NoOverlap]
+        );
+    }
+
+    #[test]
+    fn i7_two_coordinators_of_one_term() {
+        let h = vec![
+            e(1, 1, fact(Fact::Established { epoch: ep(4, 1) })),
+            e(2, 2, fact(Fact::Established { epoch: ep(4, 2) })),
+        ];
+        assert_eq!(kinds(&check_one_per_term(&h)), vec![Invariant::OnePerTerm]);
+    }
+
     fn view(id: NodeId, role: Role, epoch: Option<Epoch>) -> Record {
         Record::View(View {
             id,
@@ -805,8 +873,8 @@ mod tests {
         let h = vec![
             e(0, 1, Record::Started { incarnation: 1 }),
             e(0, 2, Record::Started { incarnation: 1 }),
-            e(1000, 1, persisted(3, Some(ep(3, 1)))),
-            e(1010, 2, persisted(3, Some(ep(3, 2)))),
+            e(1000, 1, declared(3, 1)),
+            e(1010, 2, declared(3, 2)),
         ];
         assert_eq!(
             kinds(&check_unique_terms(&h, 500)),
@@ -824,6 +892,7 @@ mod tests {
             e(100, 1, Record::Started { incarnation: 2 }),
             e(100, 1, persisted(0, None)),
             e(150, 1, persisted(1, Some(ep(1, 1)))),
+            e(150, 1, declared(1, 1)),
         ];
         assert_eq!(
             kinds(&check_start_delay(&h, 100)),

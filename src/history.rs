@@ -190,7 +190,10 @@ impl fmt::Display for Entry {
                     epoch,
                     reason,
                     office_ended_at,
-                } => write!(f, "DEMOTED {epoch} ({reason}; office ended at {office_ended_at} ms)"),
+                } => write!(
+                    f,
+                    "DEMOTED {epoch} ({reason}; office ended at {office_ended_at} ms)"
+                ),
             },
             Record::Sent { to, msg } => write!(f, "-> n{to} {}", fmt_msg(msg)),
             Record::Received { from, msg } => write!(f, "<- n{from} {}", fmt_msg(msg)),

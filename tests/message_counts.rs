@@ -12,7 +12,7 @@
 //! follows N-1 (messages to the dead node included: they are sent). Heartbeat, Ack and
 //! Probe are shown separately. Run with `--nocapture` to see the table.
 
-use bully::protocol::{MessageKind, Millis, NodeId, Preempt, Timing};
+use bully::protocol::{MessageKind, Millis, Mode, NodeId};
 use bully::sim::{Sim, SimConfig};
 use std::collections::BTreeMap;
 
@@ -45,12 +45,10 @@ fn all_follow(sim: &Sim, ids: &[NodeId], leader: NodeId) -> bool {
 /// Runs one election in a cluster of `n` with link delays drawn from `delay_ms`.
 fn election(n: u64, case: Case, delay_ms: (Millis, Millis)) -> Cost {
     let ids: Vec<NodeId> = (1..=n).collect();
+    // The classic algorithm, whose message counts the theory gives.
     let mut sim = Sim::new(SimConfig {
-        seed: n,
-        ids: ids.clone(),
-        timing: Timing::default(),
-        preempt: Preempt::Always,
         delay_ms,
+        ..SimConfig::new(n, ids.clone(), Mode::Classic)
     });
     for &id in &ids {
         sim.start(id);

@@ -5,8 +5,8 @@
 //! T' (coordinator) 300, preempt delay 0.
 
 use bully::protocol::{
-    Action, Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, Misbehaviour,
-    NodeId, Preempt, Role, Timing, View,
+    Action, Body, Cells, Epoch, Event, Machine, MachineConfig, Message, Millis, Misbehaviour, Mode,
+    NodeId, Preempt, Role, View,
 };
 
 fn ep(term: u64, leader: NodeId) -> Epoch {
@@ -22,17 +22,19 @@ fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
 }
 
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
+    // The rules below are the classic algorithm's; quorum mode's are in
+    // tests/quorum_rules.rs.
     MachineConfig {
-        id,
-        peers: peers.to_vec(),
-        timing: Timing::default(),
-        preempt: Preempt::Always,
-        eligible: true,
+        mode: Mode::Classic,
+        ..MachineConfig::new(id, peers.to_vec())
     }
 }
 
+/// The machine's actions, without its facts (those are checked in their own tests).
 fn drain(m: &mut Machine) -> Vec<Action> {
-    std::iter::from_fn(|| m.poll_action()).collect()
+    std::iter::from_fn(|| m.poll_action())
+        .filter(|a| !matches!(a, Action::Fact(_)))
+        .collect()
 }
 
 fn send(to: NodeId, term: u64, body: Body) -> Action {
@@ -151,7 +153,7 @@ fn start() {
             3,
             4,
             Body::Election {
-                accepted: Some(ep(4, 2))
+                accepted: Some(ep(4, 2)),
             }
         )]
     );
@@ -195,7 +197,16 @@ fn answer_timeout() {
     );
     // Any message raises the highest seen term; the declaration goes above it.
     assert_eq!(
-        deliver(&mut m, 1, 7, Body::Ack { accepted: None }, 150),
+        deliver(
+            &mut m,
+            1,
+            7,
+            Body::Ack {
+                accepted: None,
+                round: 0
+            },
+            150
+        ),
         vec![]
     );
     assert_eq!(tick(&mut m, 199), vec![]);
@@ -282,12 +293,13 @@ fn accept() {
     );
     // The same epoch again (a heartbeat): ack it and restart the suspicion timer.
     assert_eq!(
-        deliver(&mut m, 3, 4, Body::Heartbeat { epoch }, 100),
+        deliver(&mut m, 3, 4, Body::Heartbeat { epoch, round: 0 }, 100),
         vec![send(
             3,
             4,
             Body::Ack {
-                accepted: Some(epoch)
+                accepted: Some(epoch),
+                round: 0,
             }
         )]
     );
@@ -295,14 +307,24 @@ fn accept() {
     // A newer epoch by heartbeat: persist, ack, follow.
     let newer = ep(5, 3);
     assert_eq!(
-        deliver(&mut m, 3, 5, Body::Heartbeat { epoch: newer }, 150),
+        deliver(
+            &mut m,
+            3,
+            5,
+            Body::Heartbeat {
+                epoch: newer,
+                round: 0
+            },
+            150
+        ),
         vec![
             persist(5, newer, 1),
             send(
                 3,
                 5,
                 Body::Ack {
-                    accepted: Some(newer)
+                    accepted: Some(newer),
+                    round: 0,
                 }
             ),
             follower_view(1, newer),
@@ -328,13 +350,22 @@ fn bully() {
     // A follower hears a newer claim from a lower node: hold an election.
     let mut f = follower_of_3();
     assert_eq!(
-        deliver(&mut f, 1, 2, Body::Heartbeat { epoch: upstart }, 50),
+        deliver(
+            &mut f,
+            1,
+            2,
+            Body::Heartbeat {
+                epoch: upstart,
+                round: 0
+            },
+            50
+        ),
         vec![
             send(
                 3,
                 2,
                 Body::Election {
-                    accepted: Some(ep(1, 3))
+                    accepted: Some(ep(1, 3)),
                 }
             ),
             candidate_view(2),
@@ -368,7 +399,16 @@ fn bully_while_awaiting() {
     );
     assert_eq!(deliver(&mut m, 3, 1, Body::Answer, 30), vec![]);
     assert_eq!(
-        deliver(&mut m, 1, 1, Body::Heartbeat { epoch: low }, 100),
+        deliver(
+            &mut m,
+            1,
+            1,
+            Body::Heartbeat {
+                epoch: low,
+                round: 0
+            },
+            100
+        ),
         vec![]
     );
     assert_eq!(m.view().role, Role::Candidate);
@@ -397,7 +437,8 @@ fn stale_claim() {
             1,
             5,
             Body::Ack {
-                accepted: Some(ep(5, 3))
+                accepted: Some(ep(5, 3)),
+                round: 0,
             }
         )]
     );
@@ -415,7 +456,8 @@ fn newer_news() {
             2,
             4,
             Body::Ack {
-                accepted: Some(ep(4, 2))
+                accepted: Some(ep(4, 2)),
+                round: 0,
             },
             150
         ),
@@ -440,7 +482,16 @@ fn newer_news() {
         ]
     );
     assert_eq!(
-        deliver(&mut m, 1, 3, Body::Ack { accepted: None }, 250),
+        deliver(
+            &mut m,
+            1,
+            3,
+            Body::Ack {
+                accepted: None,
+                round: 0
+            },
+            250
+        ),
         vec![
             send(
                 3,
@@ -564,7 +615,14 @@ fn probe() {
     let mut c = coordinator_3();
     assert_eq!(
         deliver(&mut c, 1, 0, Body::Probe, 150),
-        vec![send(1, 1, Body::Heartbeat { epoch: ep(1, 3) })]
+        vec![send(
+            1,
+            1,
+            Body::Heartbeat {
+                epoch: ep(1, 3),
+                round: 0
+            }
+        )]
     );
     let mut f = follower_of_3();
     assert_eq!(
@@ -573,7 +631,8 @@ fn probe() {
             1,
             1,
             Body::Ack {
-                accepted: Some(ep(1, 3))
+                accepted: Some(ep(1, 3)),
+                round: 0,
             }
         )]
     );
@@ -585,7 +644,16 @@ fn preempt_never() {
     // preempt = always: a starting high node ignores a lower coordinator's claim.
     let mut always = started(config(3, &[1, 2]), 0);
     assert_eq!(
-        deliver(&mut always, 1, 5, Body::Heartbeat { epoch: claim }, 10),
+        deliver(
+            &mut always,
+            1,
+            5,
+            Body::Heartbeat {
+                epoch: claim,
+                round: 0
+            },
+            10
+        ),
         vec![]
     );
     // preempt = never: it follows it...
@@ -593,14 +661,24 @@ fn preempt_never() {
     cfg.preempt = Preempt::Never;
     let mut never = started(cfg, 0);
     assert_eq!(
-        deliver(&mut never, 1, 5, Body::Heartbeat { epoch: claim }, 10),
+        deliver(
+            &mut never,
+            1,
+            5,
+            Body::Heartbeat {
+                epoch: claim,
+                round: 0
+            },
+            10
+        ),
         vec![
             persist(5, claim, 1),
             send(
                 1,
                 5,
                 Body::Ack {
-                    accepted: Some(claim)
+                    accepted: Some(claim),
+                    round: 0,
                 }
             ),
             follower_view(3, claim),
@@ -627,7 +705,7 @@ fn misbehaviour_foreign_claim() {
     let epoch = ep(9, 3);
     for body in [
         Body::Coordinator { epoch },
-        Body::Heartbeat { epoch },
+        Body::Heartbeat { epoch, round: 0 },
         Body::Resign { epoch },
     ] {
         assert_eq!(
@@ -687,7 +765,16 @@ fn misbehaviour_term_overflow() {
     // A peer that sends the largest term must not make the node panic or wrap its
     // term to 0 (which would break I1/I2).
     let mut c = coordinator_3();
-    let actions = deliver(&mut c, 2, u64::MAX, Body::Ack { accepted: None }, 150);
+    let actions = deliver(
+        &mut c,
+        2,
+        u64::MAX,
+        Body::Ack {
+            accepted: None,
+            round: 0,
+        },
+        150,
+    );
     assert!(
         actions
             .iter()
@@ -737,6 +824,13 @@ fn peer_up() {
     c.handle(Event::PeerUp(1), 150);
     assert_eq!(
         drain(&mut c),
-        vec![send(1, 1, Body::Heartbeat { epoch: ep(1, 3) })]
+        vec![send(
+            1,
+            1,
+            Body::Heartbeat {
+                epoch: ep(1, 3),
+                round: 0
+            }
+        )]
     );
 }

@@ -6,12 +6,12 @@
 //! Seeds start at `SIM_FIRST_SEED` (default 0).
 
 use bully::checker::{
-    check_convergence, check_safety, check_unique_terms, convergence_deadline, quiet_window_ms,
-    Convergence, Leader,
+    check_convergence, check_no_overlap, check_one_per_term, check_safety, check_unique_terms,
+    quiet_window_ms, Convergence, Invariant, Leader,
 };
 use bully::history::{last_fault_ms, tail, Record};
-use bully::protocol::{Body, Epoch, MessageKind, Millis, NodeId, Preempt, Role, Timing};
-use bully::sim::scenario::{run_seed, Flavor, Outcome};
+use bully::protocol::{Body, Epoch, Flaw, MessageKind, Millis, Mode, NodeId, Role};
+use bully::sim::scenario::{run_seed, run_seed_with, Flavor, Outcome};
 use bully::sim::{CrashPoint, Sim, SimConfig};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -35,6 +35,8 @@ struct Summary {
     preempt_delay: u64,
     never: u64,
     ineligible: u64,
+    witness: u64,
+    slow: u64,
     faults: u64,
     max_settle: (u64, u64),
     worst_slack: (i64, u64),
@@ -93,12 +95,17 @@ impl Summary {
         self.preempt_delay += f.preempt_delay as u64;
         self.never += f.preempt_never as u64;
         self.ineligible += f.ineligible as u64;
+        self.witness += f.witness as u64;
+        self.slow += f.slow_network as u64;
         self.faults += f.faults as u64;
         if o.settled_after_ms > self.max_settle.0 {
             self.max_settle = (o.settled_after_ms, o.seed);
         }
         for name in scenarios_in(o) {
             *self.happened.entry(name).or_default() += 1;
+        }
+        if f.slow_network && f.mode == bully::protocol::Mode::Quorum {
+            return; // safety only: no I5 deadline applies
         }
         let allowed = (o.deadline_ms - o.last_fault_ms) as i64;
         let slack = allowed - o.settled_after_ms as i64;
@@ -108,10 +115,23 @@ impl Summary {
     }
 }
 
-#[test]
-fn simulated_seeds_keep_every_invariant() {
+/// The mode `SIM_SEED` reruns (`SIM_MODE=classic|quorum`, default quorum).
+fn env_mode() -> Mode {
+    match std::env::var("SIM_MODE").as_deref() {
+        Ok("classic") => Mode::Classic,
+        Ok("quorum") | Err(_) => Mode::Quorum,
+        Ok(other) => panic!("SIM_MODE={other:?} is neither classic nor quorum"),
+    }
+}
+
+/// Runs the seeds the environment asks for in `mode` and checks every invariant of
+/// that mode (I1–I5; quorum also I6 and I7) on each.
+fn run_seeds(mode: Mode) {
     if let Some(seed) = env_u64("SIM_SEED") {
-        let outcome = run_seed(seed);
+        if env_mode() != mode {
+            return;
+        }
+        let outcome = run_seed(seed, mode);
         println!("seed {seed}: {}", outcome.description);
         for step in &outcome.steps {
             println!("  {step}");
@@ -126,14 +146,19 @@ fn simulated_seeds_keep_every_invariant() {
     let started = Instant::now();
     let mut summary = Summary::default();
     for seed in first..first + count {
-        let outcome = run_seed(seed);
-        assert!(outcome.passed(), "{}", outcome.report());
+        let outcome = run_seed(seed, mode);
+        assert!(
+            outcome.passed(),
+            "{}(mode: rerun with SIM_MODE={mode})",
+            outcome.report()
+        );
         summary.add(&outcome);
     }
     println!(
-        "{} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, preempt never {}, \
-         ineligible {}, faults {}; slowest settle {} ms (seed {}), least slack to the I5 \
-         deadline {} ms (seed {}); runs per scenario: {:?}",
+        "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
+         preempt never {}, ineligible {}, witness {}, slow network {}, faults {}; slowest \
+         settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
+         scenario: {:?}",
         summary.runs,
         started.elapsed().as_secs_f64(),
         summary.by_nodes,
@@ -141,6 +166,8 @@ fn simulated_seeds_keep_every_invariant() {
         summary.preempt_delay,
         summary.never,
         summary.ineligible,
+        summary.witness,
+        summary.slow,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -149,7 +176,10 @@ fn simulated_seeds_keep_every_invariant() {
         summary.happened,
     );
     assert!(summary.never > 0 && summary.ineligible > 0 && summary.fast > 0);
-    assert!(summary.preempt_delay > 0);
+    assert!(summary.preempt_delay > 0 && summary.slow > 0);
+    if mode == Mode::Quorum {
+        assert!(summary.witness > 0, "no run had a witness");
+    }
     if count >= 1_000 {
         for name in [
             "crash right after Answer",
@@ -170,25 +200,31 @@ fn simulated_seeds_keep_every_invariant() {
 }
 
 #[test]
+fn classic_seeds_keep_i1_to_i5() {
+    run_seeds(Mode::Classic);
+}
+
+#[test]
+fn quorum_seeds_keep_i1_to_i7() {
+    run_seeds(Mode::Quorum);
+}
+
+#[test]
 fn same_seed_same_history() {
-    for seed in [3, 77, 1234] {
-        assert_eq!(
-            run_seed(seed).history,
-            run_seed(seed).history,
-            "seed {seed}"
-        );
+    for mode in [Mode::Classic, Mode::Quorum] {
+        for seed in [3, 77, 1234] {
+            assert_eq!(
+                run_seed(seed, mode).history,
+                run_seed(seed, mode).history,
+                "seed {seed}, {mode} mode"
+            );
+        }
     }
 }
 
 /// A 5-node cluster (IDs 1..5, default timing, 1-20 ms links) converged on node 5.
-fn converged_five(seed: u64) -> Sim {
-    let mut sim = Sim::new(SimConfig {
-        seed,
-        ids: (1..=5).collect(),
-        timing: Timing::default(),
-        preempt: Preempt::Always,
-        delay_ms: (1, 20),
-    });
+fn converged_five(seed: u64, mode: Mode) -> Sim {
+    let mut sim = Sim::new(SimConfig::new(seed, (1..=5).collect(), mode));
     for id in 1..=5 {
         sim.start(id);
     }
@@ -206,13 +242,18 @@ fn converged_five(seed: u64) -> Sim {
 /// Runs past the I5 deadline and checks I1–I5 (leader `leader`) over the history.
 fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
     let timing = sim.config().timing;
+    let mode = sim.config().mode;
     let max_delay = sim.config().delay_ms.1;
     let last = last_fault_ms(sim.history()).unwrap_or(0);
-    let deadline = convergence_deadline(last, &timing, max_delay);
-    sim.run_until(deadline + timing.convergence_bound_ms());
+    let deadline = last + timing.convergence_bound_in(mode) + 8 * max_delay;
+    sim.run_until(deadline + timing.convergence_bound_in(mode));
     let history = sim.history();
     let mut violations = sim.violations().to_vec();
     assert_eq!(check_safety(history), vec![], "offline check disagrees");
+    if mode == Mode::Quorum {
+        violations.extend(check_no_overlap(history, timing.suspect_after_ms));
+        violations.extend(check_one_per_term(history));
+    }
     violations.extend(check_unique_terms(
         history,
         quiet_window_ms(&timing, max_delay),
@@ -239,7 +280,7 @@ fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
 fn heir_crashes_after_answer_before_coordinator() {
     // Phase 1: 5 leads. Phase 2: 5 dies and 1 notices; 4 is armed to die right after
     // its first Answer, so 1..3 hear "I take over" and then nothing.
-    let mut sim = converged_five(11);
+    let mut sim = converged_five(11, Mode::Classic);
     sim.arm_crash(4, CrashPoint::AfterSend(MessageKind::Answer));
     sim.crash(5);
     sim.peer_down(1, 5);
@@ -253,7 +294,7 @@ fn heir_crashes_after_answer_before_coordinator() {
 
 #[test]
 fn restarted_highest_node_bullies_the_lower_coordinator() {
-    let mut sim = converged_five(12);
+    let mut sim = converged_five(12, Mode::Classic);
     sim.crash(5);
     sim.peer_down(2, 5);
     let first = settle_and_check(&mut sim, 4);
@@ -270,7 +311,7 @@ fn restarted_highest_node_bullies_the_lower_coordinator() {
 fn partition_heals_to_one_coordinator() {
     // Minority side {4, 5} keeps 5; majority {1, 2, 3} elects 3. After the heal, 5
     // re-declares above 3's epoch and everyone follows it.
-    let mut sim = converged_five(13);
+    let mut sim = converged_five(13, Mode::Classic);
     sim.partition(&[vec![1, 2, 3], vec![4, 5]]);
     sim.run_until(sim.now() + 2_000);
     assert_eq!(sim.view(3).map(|v| v.role), Some(Role::Coordinator));
@@ -289,11 +330,8 @@ fn eligible_node_never_settles_under_a_lower_leader() {
     // persisting its declaration (nothing revealed). Phase 3: 2 must not settle under
     // 1's heartbeats; after T' it elects again and, as the highest live node, leads.
     let mut sim = Sim::new(SimConfig {
-        seed: 1,
-        ids: vec![1, 2, 3],
-        timing: Timing::default(),
-        preempt: Preempt::Always,
         delay_ms: (5, 5),
+        ..SimConfig::new(1, vec![1, 2, 3], Mode::Classic)
     });
     sim.set_eligible(2, false);
     sim.set_eligible(3, false);
@@ -312,4 +350,34 @@ fn eligible_node_never_settles_under_a_lower_leader() {
     sim.run_until(1_200);
     assert!(!sim.is_up(3), "3 died while declaring");
     settle_and_check(&mut sim, 2);
+}
+
+/// The first seed (of `tries`) on which a machine with `flaw` breaks `invariant`.
+fn first_catch(flaw: Flaw, invariant: Invariant, tries: u64) -> Option<(u64, String)> {
+    (0..tries).find_map(|seed| {
+        let outcome = run_seed_with(seed, Mode::Quorum, Some(flaw));
+        outcome
+            .violations
+            .iter()
+            .find(|v| v.invariant == invariant)
+            .map(|v| (seed, v.to_string()))
+    })
+}
+
+#[test]
+fn sabotaged_lease_is_caught_as_an_overlap() {
+    // A coordinator that keeps its role after its lease, with followers that ignore
+    // their promises: two coordinators at once under a partition or pause (I6).
+    let caught = first_catch(Flaw::IgnoreLease, Invariant::NoOverlap, 3_000);
+    let (seed, violation) = caught.expect("I6 never flagged a machine that ignores its lease");
+    println!("ignored lease caught on seed {seed}: {violation}");
+}
+
+#[test]
+fn sabotaged_term_check_is_caught_as_two_coordinators_per_term() {
+    // Accepting a declaration at a term already accepted lets two declarers of one
+    // term both gather a majority (I7).
+    let caught = first_catch(Flaw::AcceptEqualTerm, Invariant::OnePerTerm, 3_000);
+    let (seed, violation) = caught.expect("I7 never flagged a machine that accepts equal terms");
+    println!("equal-term acceptance caught on seed {seed}: {violation}");
 }

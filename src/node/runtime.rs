@@ -531,7 +531,10 @@ impl Runtime {
     /// Hands the machine's current lease end to the readers (Q4), without waking
     /// watchers: it changes with every acked heartbeat.
     fn publish_lease(&mut self) {
-        let until = self.machine.lease_until().map(|at| self.clock.instant(at).into_std());
+        let until = self
+            .machine
+            .lease_until()
+            .map(|at| self.clock.instant(at).into_std());
         self.status.send_if_modified(|s| {
             s.lease_until = until;
             false

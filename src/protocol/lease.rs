@@ -133,7 +133,11 @@ mod tests {
         lease.ack(3, r2);
         assert_eq!(lease.until(), 1400);
         lease.ack(2, 99);
-        assert_eq!(lease.until(), 1400, "an ack of a round never sent counts for nothing");
+        assert_eq!(
+            lease.until(),
+            1400,
+            "an ack of a round never sent counts for nothing"
+        );
     }
 
     #[test]

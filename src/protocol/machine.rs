@@ -180,23 +180,40 @@ impl std::fmt::Display for Misbehaviour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Just (re)started: probing peers, no election yet.
-    Starting { until: Millis },
+    Starting {
+        until: Millis,
+    },
     /// Sent Election to the higher IDs; waiting for an Answer.
-    Electing { until: Millis },
+    Electing {
+        until: Millis,
+    },
     /// A higher node answered; waiting for its Coordinator message.
-    Awaiting { until: Millis },
+    Awaiting {
+        until: Millis,
+    },
     /// Not eligible (or out of terms) and no coordinator known; asks again at `until`.
-    Idle { until: Millis },
+    Idle {
+        until: Millis,
+    },
     /// Quorum: asked every peer whether it would accept a declaration at `term`.
-    PreVoting { term: u64, until: Millis },
+    PreVoting {
+        term: u64,
+        until: Millis,
+    },
     /// Quorum: persisted and announced `epoch`; collecting acceptances until `until`.
     Declaring {
         epoch: Epoch,
         sent_at: Millis,
         until: Millis,
     },
-    Follower { epoch: Epoch, suspect_at: Millis },
-    Coordinator { epoch: Epoch, next_heartbeat: Millis },
+    Follower {
+        epoch: Epoch,
+        suspect_at: Millis,
+    },
+    Coordinator {
+        epoch: Epoch,
+        next_heartbeat: Millis,
+    },
 }
 
 /// One node's Bully state machine. Deterministic: the same events at the same times
@@ -819,12 +836,8 @@ impl Machine {
                     lease.ack(from, round);
                 }
             }
-            State::Coordinator { epoch, .. } if newer_than(accepted, epoch) => {
-                self.newer_news(now)
-            }
-            State::PreVoting { term: asked, .. }
-                if accepted.is_some_and(|a| a.term >= asked) =>
-            {
+            State::Coordinator { epoch, .. } if newer_than(accepted, epoch) => self.newer_news(now),
+            State::PreVoting { term: asked, .. } if accepted.is_some_and(|a| a.term >= asked) => {
                 // Asked for a term someone already holds: ask again, above it.
                 self.begin_prevote(now)
             }
@@ -1073,10 +1086,12 @@ impl Machine {
             return;
         }
         self.broadcast(Body::PreVote { term });
+        // T' rather than T: votes need a full round trip, and the window only matters
+        // when no majority answers.
         self.enter(
             State::PreVoting {
                 term,
-                until: now + self.config.timing.answer_timeout_ms,
+                until: now + self.config.timing.coordinator_timeout_ms,
             },
             now,
         );
@@ -1172,7 +1187,7 @@ impl Machine {
     /// Accepts a newer epoch: persist first, then follow.
     fn accept(&mut self, epoch: Epoch, now: Millis) {
         debug_assert!(
-            Some(epoch) > self.cells.accepted,
+            Some(epoch) > self.cells.accepted || self.config.flaw.is_some(),
             "I1: accepted epoch must rise"
         );
         self.persist(Cells {

@@ -266,15 +266,15 @@ impl Sim {
     /// When (in real time) a running node's machine next wants a tick.
     pub fn next_deadline(&self, id: NodeId) -> Option<Millis> {
         let node = self.nodes.get(&id)?;
-        node.machine
-            .as_ref()
-            .map(|m| node.real(m.next_deadline()))
+        node.machine.as_ref().map(|m| node.real(m.next_deadline()))
     }
 
     /// The role a reader of node `id` would see right now, read against its lease (Q4).
     pub fn role_now(&self, id: NodeId) -> Option<crate::protocol::Role> {
         let node = self.nodes.get(&id)?;
-        node.machine.as_ref().map(|m| m.role_at(node.local(self.now)))
+        node.machine
+            .as_ref()
+            .map(|m| m.role_at(node.local(self.now)))
     }
 
     /// Whether the node is running (not crashed, not yet unstarted).
@@ -779,9 +779,7 @@ impl Sim {
             | Body::Heartbeat { epoch, .. }
             | Body::Resign { epoch } => (Some(epoch), true),
             Body::Election { accepted } | Body::Ack { accepted, .. } => (accepted, false),
-            Body::Answer | Body::Probe | Body::PreVote { .. } | Body::Vote { .. } => {
-                (None, false)
-            }
+            Body::Answer | Body::Probe | Body::PreVote { .. } | Body::Vote { .. } => (None, false),
         };
         let ok = if claim {
             epoch == disk.accepted
