@@ -393,10 +393,13 @@ pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation>
 }
 
 /// How long before two same-term declarations the cluster must have been quiet for the
-/// soft part of I2 to apply: `T + heartbeat + 2 x max delay` (see
+/// soft part of I2 to apply: `T + heartbeat + 2 x max delay + preempt delay` (see
 /// [`check_unique_terms`] for why).
 pub fn quiet_window_ms(timing: &Timing, max_delay_ms: Millis) -> Millis {
-    timing.answer_timeout_ms + timing.heartbeat_ms + 2 * max_delay_ms
+    // A (re)started node answers no Election while more than T of its start-up wait
+    // (the preempt delay) is left, so that it never holds a failover up: for that long
+    // it is as good as down, and its restart is the disturbance that explains a twin.
+    timing.answer_timeout_ms + timing.heartbeat_ms + 2 * max_delay_ms + timing.preempt_delay_ms
 }
 
 /// One node's term of office as coordinator, read off a history: from its

@@ -6,7 +6,7 @@
 use crate::certs::{self, TlsFiles};
 use crate::client::Client;
 use crate::config::{self, HooksConfig, NodeConfig, PeerConfig, TlsPaths};
-use crate::history::Entry;
+use crate::history::{Entry, Record};
 use crate::node::{event_log, Status};
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use anyhow::{bail, Context, Result};
@@ -49,6 +49,8 @@ pub struct Cluster {
     spec: ClusterSpec,
     members: BTreeMap<NodeId, Member>,
     client_tls: TlsFiles,
+    /// Faults injected through this handle, as history records.
+    faults: Vec<Entry>,
 }
 
 impl Cluster {
@@ -109,6 +111,7 @@ impl Cluster {
             },
             spec,
             members,
+            faults: Vec::new(),
         })
     }
 
@@ -207,18 +210,32 @@ impl Cluster {
         member.paused = false;
         let _ = child.kill();
         let _ = child.wait();
+        self.note(id, Record::Crashed);
         Ok(())
+    }
+
+    /// Writes down a fault this cluster injected, stamped after it took effect, so the
+    /// checker can end a killed coordinator's term of office at the kill (a killed
+    /// process writes nothing) and bound a paused one's.
+    fn note(&mut self, node: NodeId, record: Record) {
+        self.faults.push(Entry {
+            at_ms: crate::node::status::wall_ms(),
+            node,
+            record,
+        });
     }
 
     /// Stops a node's process with SIGSTOP: it keeps its sockets but processes nothing.
     pub fn pause(&mut self, id: NodeId) -> Result<()> {
         self.signal(id, libc::SIGSTOP)?;
         self.member_mut(id).paused = true;
+        self.note(id, Record::Paused);
         Ok(())
     }
 
     /// Continues a paused node with SIGCONT.
     pub fn resume(&mut self, id: NodeId) -> Result<()> {
+        self.note(id, Record::Resumed);
         self.signal(id, libc::SIGCONT)?;
         self.member_mut(id).paused = false;
         Ok(())
@@ -283,13 +300,14 @@ impl Cluster {
         Ok(client.metrics().await?)
     }
 
-    /// Every node's event log, merged and ordered by time.
+    /// Every node's event log and the faults this cluster injected (kill, pause,
+    /// resume), merged and ordered by time.
     pub fn history(&self) -> Vec<Entry> {
-        crate::history::merge(
-            self.members
-                .values()
-                .filter_map(|m| event_log::read_log(&m.data_dir).ok()),
-        )
+        let logs = self
+            .members
+            .values()
+            .filter_map(|m| event_log::read_log(&m.data_dir).ok());
+        crate::history::merge(logs.chain(std::iter::once(self.faults.clone())))
     }
 
     fn member(&self, id: NodeId) -> &Member {

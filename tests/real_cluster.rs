@@ -49,15 +49,26 @@ async fn kill_restart_pause_resume(nodes: u64) {
     assert!(fifth > fourth);
     let converged_at = bully::node::status::wall_ms();
 
-    phase("check I1–I5 on every node's event log");
+    phase("check I1–I7 on every node's event log");
+    let stopping_at = bully::node::status::wall_ms();
     for id in t.cluster.ids() {
         t.cluster.stop(id, Duration::from_secs(5)).unwrap();
     }
     let history = t.cluster.history();
     assert!(!history.is_empty(), "the nodes wrote no event log");
     let mut violations = bully::checker::check_safety(&history);
+    // Quorum mode (the default): never two coordinators, one per term.
+    let d = Timing::default().suspect_after_ms;
+    violations.extend(bully::checker::check_no_overlap(&history, d));
+    violations.extend(bully::checker::check_one_per_term(&history));
+    // Stopping the nodes demotes the coordinator on purpose: judge I5 before that.
+    let before_stop: Vec<_> = history
+        .iter()
+        .filter(|e| e.at_ms < stopping_at)
+        .cloned()
+        .collect();
     violations.extend(bully::checker::check_convergence(
-        &history,
+        &before_stop,
         &bully::checker::Convergence {
             live: all.clone(),
             leader: bully::checker::Leader::Node(top),

@@ -377,7 +377,7 @@ fn sabotaged_lease_is_caught_as_an_overlap() {
 fn sabotaged_term_check_is_caught_as_two_coordinators_per_term() {
     // Accepting a declaration at a term already accepted lets two declarers of one
     // term both gather a majority (I7).
-    let caught = first_catch(Flaw::AcceptEqualTerm, Invariant::OnePerTerm, 3_000);
+    let caught = first_catch(Flaw::AcceptEqualTerm, Invariant::OnePerTerm, 20_000);
     let (seed, violation) = caught.expect("I7 never flagged a machine that accepts equal terms");
     println!("equal-term acceptance caught on seed {seed}: {violation}");
 }

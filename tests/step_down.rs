@@ -8,7 +8,7 @@ mod primary;
 
 use bully::client::ClientError;
 use bully::config::HealthConfig;
-use bully::protocol::{Preempt, Timing};
+use bully::protocol::{Mode, Preempt, Timing};
 use common::TestCluster;
 use primary::{client, phase, status};
 use std::time::{Duration, Instant};
@@ -63,7 +63,8 @@ async fn step_down_hands_over_and_the_node_returns_after_its_period() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn step_down_is_refused_without_another_eligible_node() {
-    let mut t = TestCluster::new(2, Timing::default(), Preempt::Always);
+    // Classic mode: in quorum mode a lone node of two leads nothing at all.
+    let mut t = TestCluster::with_mode(2, Timing::default(), Preempt::Always, Mode::Classic);
     t.cluster
         .edit_config(1, |c| {
             c.health = Some(HealthConfig {

@@ -134,6 +134,8 @@ struct SimNode {
     /// Clock rate in per mille of real time, and the clock's reading at real time 0.
     rate: u64,
     origin: Millis,
+    /// When the current pause began (its connections die after D).
+    paused_at: Option<Millis>,
 }
 
 impl SimNode {
@@ -161,6 +163,8 @@ pub struct Sim {
     nodes: BTreeMap<NodeId, SimNode>,
     flights: BinaryHeap<Flight>,
     seq: u64,
+    /// Connection changes the transports will report: (time, seq) -> (node, peer, up).
+    notices: BTreeMap<(Millis, u64), (NodeId, NodeId, bool)>,
     /// Latest delivery time scheduled per link (keeps each link FIFO).
     link_busy: BTreeMap<(NodeId, NodeId), Millis>,
     /// Partition group of each node; empty when healed.
@@ -209,6 +213,7 @@ impl Sim {
             now: 0,
             nodes,
             flights: BinaryHeap::new(),
+            notices: BTreeMap::new(),
             seq: 0,
             link_busy: BTreeMap::new(),
             groups: BTreeMap::new(),
@@ -334,6 +339,57 @@ impl Sim {
         node.machine = Some(Machine::start(config, node.disk, local));
         self.record(id, Record::Started { incarnation });
         self.drain(id);
+        // The new process dials its peers and they dial it: PeerUp on both ends.
+        for peer in self.config.ids.clone() {
+            if peer != id && self.is_up(peer) {
+                self.notice_after_delay(id, peer, true);
+                self.notice_after_delay(peer, id, true);
+            }
+        }
+    }
+
+    /// The transport's connection notices, as the runtime gets them: a connection that
+    /// stops carrying packets is reported down after the idle timeout (D); one that
+    /// (re)connects is reported up after a handshake (one delay). Each notice is checked
+    /// again when it falls due, so a link that recovered in the meantime is not reported.
+    fn notice_at(&mut self, at: Millis, node: NodeId, peer: NodeId, up: bool) {
+        self.seq += 1;
+        self.notices.insert((at, self.seq), (node, peer, up));
+    }
+
+    fn notice_after_delay(&mut self, node: NodeId, peer: NodeId, up: bool) {
+        let (lo, hi) = self.config.delay_ms;
+        let at = self.now + self.rng.gen_range(lo..=hi.max(lo));
+        self.notice_at(at, node, peer, up);
+    }
+
+    fn notice_after_idle_timeout(&mut self, node: NodeId, peer: NodeId) {
+        let at = self.now + self.config.timing.suspect_after_ms;
+        self.notice_at(at, node, peer, false);
+    }
+
+    /// Whether the connection between `a` and `b` carries packets: both up, on one side
+    /// of any partition, and neither paused for so long that its connections timed out.
+    fn link_alive(&self, a: NodeId, b: NodeId) -> bool {
+        let timeout = self.config.timing.suspect_after_ms;
+        let alive = |id: NodeId| {
+            self.nodes.get(&id).is_some_and(|n| {
+                n.machine.is_some() && n.paused_at.is_none_or(|at| self.now < at + timeout)
+            })
+        };
+        alive(a) && alive(b) && self.connected(a, b)
+    }
+
+    fn fire_notice(&mut self, node: NodeId, peer: NodeId, up: bool) {
+        if !self.is_up(node) || self.link_alive(node, peer) != up {
+            return;
+        }
+        if up {
+            self.deliver_event(node, Event::PeerUp(peer));
+        } else {
+            self.record(node, Record::PeerDown { peer });
+            self.deliver_event(node, Event::PeerDown(peer));
+        }
     }
 
     /// Kills a node: its machine (volatile state) and inbox are gone, its stored cells
@@ -347,10 +403,16 @@ impl Sim {
             return;
         }
         node.paused = false;
+        node.paused_at = None;
         node.inbox.clear();
         let (disk, revealed, declared) = (node.disk, node.revealed, node.declared_term);
         self.armed.retain(|&(n, _)| n != id);
         self.record(id, Record::Crashed);
+        for peer in self.config.ids.clone() {
+            if peer != id && self.is_up(peer) {
+                self.notice_after_idle_timeout(peer, id);
+            }
+        }
         if revealed > disk.accepted || declared > disk.term {
             self.violate(
                 Invariant::Durability,
@@ -415,10 +477,18 @@ impl Sim {
     /// Stops a running node (SIGSTOP): messages and notices queue, timers wait.
     pub fn pause(&mut self, id: NodeId) {
         if self.is_up(id) && !self.is_paused(id) {
+            let now = self.now;
             if let Some(n) = self.nodes.get_mut(&id) {
                 n.paused = true;
+                n.paused_at = Some(now);
             }
             self.record(id, Record::Paused);
+            for peer in self.config.ids.clone() {
+                if peer != id && self.is_up(peer) {
+                    self.notice_after_idle_timeout(peer, id);
+                    self.notice_after_idle_timeout(id, peer);
+                }
+            }
         }
     }
 
@@ -428,14 +498,28 @@ impl Sim {
         if !self.is_paused(id) {
             return;
         }
-        let inbox = match self.nodes.get_mut(&id) {
+        let timeout = self.config.timing.suspect_after_ms;
+        let now = self.now;
+        let (mut inbox, timed_out) = match self.nodes.get_mut(&id) {
             Some(n) => {
                 n.paused = false;
-                std::mem::take(&mut n.inbox)
+                let timed_out = n.paused_at.take().is_some_and(|at| now >= at + timeout);
+                (std::mem::take(&mut n.inbox), timed_out)
             }
             None => return,
         };
         self.record(id, Record::Resumed);
+        if timed_out {
+            // Its connections timed out while it slept: what they carried is gone, and
+            // both ends reconnect.
+            inbox.retain(|e| !matches!(e, Event::Message { .. }));
+            for peer in self.config.ids.clone() {
+                if peer != id && self.is_up(peer) {
+                    self.notice_after_delay(id, peer, true);
+                    self.notice_after_delay(peer, id, true);
+                }
+            }
+        }
         let tick_first = self.rng.gen_bool(0.5);
         if tick_first {
             self.tick_if_due(id);
@@ -469,6 +553,11 @@ impl Sim {
                 .filter(|&p| self.groups[&p] != self.groups[&id])
                 .collect();
             if !cut_off.is_empty() {
+                for &peer in &cut_off {
+                    if self.is_up(id) {
+                        self.notice_after_idle_timeout(id, peer);
+                    }
+                }
                 self.record(id, Record::Partitioned { cut_off });
             }
         }
@@ -499,8 +588,17 @@ impl Sim {
                 self.record(id, Record::Healed);
             }
         }
+        let cut: Vec<(NodeId, NodeId)> = ids_pairs(&self.config.ids)
+            .filter(|&(a, b)| !self.connected(a, b))
+            .collect();
         self.groups.clear();
         self.loss_percent = 0;
+        for (a, b) in cut {
+            if self.is_up(a) && self.is_up(b) {
+                self.notice_after_delay(a, b, true);
+                self.notice_after_delay(b, a, true);
+            }
+        }
     }
 
     /// Whether a partition or message loss is in effect.
@@ -580,6 +678,24 @@ impl Sim {
                         .map(|m| (n.real(m.next_deadline()).max(self.now), id))
                 })
                 .min();
+            if let Some((&(at, seq), _)) = self.notices.iter().next() {
+                let first =
+                    next_flight.is_none_or(|f| at < f) && next_timer.is_none_or(|(t, _)| at < t);
+                if first {
+                    if at > until {
+                        break;
+                    }
+                    self.now = self.now.max(at);
+                    self.steps += 1;
+                    if let Some((node, peer, up)) = self.notices.remove(&(at, seq)) {
+                        self.fire_notice(node, peer, up);
+                    }
+                    if !go_on(self) {
+                        return;
+                    }
+                    continue;
+                }
+            }
             let take_flight = match (next_flight, next_timer) {
                 (Some(f), Some((t, _))) => f <= t,
                 (Some(_), None) => true,
@@ -612,8 +728,10 @@ impl Sim {
 
     fn land(&mut self, f: Flight) {
         let node = &self.nodes[&f.to];
+        let timeout = self.config.timing.suspect_after_ms;
         let lost = f.cut
             || !self.connected(f.from, f.to)
+            || node.paused_at.is_some_and(|at| self.now >= at + timeout)
             || node.machine.is_none()
             || node.life != f.to_life;
         if lost {
@@ -851,4 +969,11 @@ impl Sim {
             self.first_violation_at = Some(self.history.len());
         }
     }
+}
+
+/// Every unordered pair of distinct IDs.
+fn ids_pairs(ids: &[NodeId]) -> impl Iterator<Item = (NodeId, NodeId)> + '_ {
+    ids.iter()
+        .enumerate()
+        .flat_map(move |(i, &a)| ids[i + 1..].iter().map(move |&b| (a, b)))
 }
