@@ -115,10 +115,15 @@ pub async fn leader(args: &QueryArgs) -> ExitCode {
             "role": status.role,
             "coordinator": status.coordinator,
             "epoch": status.epoch,
+            "mode": status.mode,
+            "token": status.token(),
         }));
     } else {
-        match (status.coordinator, status.epoch) {
-            (Some(c), Some(e)) => println!("{c} (epoch {e}, asked node {})", status.id),
+        match (status.coordinator, status.epoch, status.token()) {
+            (Some(c), Some(e), Some(token)) => println!(
+                "{c} (epoch {e}, fencing token {token}, {} mode, asked node {})",
+                status.mode, status.id
+            ),
             _ => println!(
                 "no coordinator known (node {} is a {})",
                 status.id, status.role

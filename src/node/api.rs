@@ -111,7 +111,8 @@ async fn serve_stream(
             write_frame(&mut send, &response).await?;
         }
         Request::Metrics => {
-            write_frame(&mut send, &Response::Metrics(metrics.snapshot())).await?;
+            let now = status.borrow().as_of(std::time::Instant::now());
+            write_frame(&mut send, &Response::Metrics(now.metrics(&metrics))).await?;
         }
     }
     let _ = send.finish();

@@ -219,7 +219,7 @@ pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
         "/metrics" => Reply {
             code: 200,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
-            body: render_prometheus(&metrics.snapshot()),
+            body: render_prometheus(&status.metrics(metrics)),
         },
         _ => Reply::text(
             404,

@@ -1,7 +1,7 @@
 //! What a node tells the world about itself: the payload of `bully status`, the watch
 //! stream, `/status` and the hooks.
 
-use super::metrics::HealthState;
+use super::metrics::{HealthState, Metrics, MetricsSnapshot};
 use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, View};
 use serde::{Deserialize, Serialize};
 
@@ -99,6 +99,14 @@ impl Status {
             self.changed_at_ms = now_ms;
         }
         changed
+    }
+
+    /// The node's counters with the coordinator gauge taken from this status, so
+    /// `/metrics` reads the role against the lease like every other reader (Q4).
+    pub fn metrics(&self, metrics: &Metrics) -> MetricsSnapshot {
+        let mut snapshot = metrics.snapshot();
+        snapshot.is_coordinator = self.role == Role::Coordinator;
+        snapshot
     }
 
     /// The fencing token of the epoch followed or led, unique per leadership and ordered

@@ -11,8 +11,10 @@
 //! Rules shared by both modes, each covered by a unit test of the same name in
 //! `tests/protocol_rules.rs`:
 //! - start: a (re)started node persists a new incarnation, probes every peer and waits
-//!   `max(T, preempt_delay)` as a candidate before it holds an election (I4). While that
-//!   wait has more than T left it answers no Election, so it never holds up a failover.
+//!   `max(T, preempt_delay)` as a candidate before it holds an election (I4); with
+//!   preempt never in classic mode at least D, so it hears a live coordinator before it
+//!   could out-declare it. While that wait has more than T left it answers no Election,
+//!   so it never holds up a failover.
 //! - election: send Election to every higher eligible-capable ID (witnesses never lead)
 //!   and wait T; with no higher ID, go on at once.
 //! - answer_timeout: no Answer within T ⇒ classic: declare at `highest seen term + 1`;
@@ -248,10 +250,14 @@ impl Machine {
     /// Starts a node from its loaded cells (I4: always as a candidate, whatever it was
     /// before the crash). The first actions persist the new incarnation and probe peers.
     pub fn start(config: MachineConfig, loaded: Cells, now: Millis) -> Machine {
-        let wait = config
-            .timing
-            .answer_timeout_ms
-            .max(config.timing.preempt_delay_ms);
+        let timing = config.timing;
+        let mut wait = timing.answer_timeout_ms.max(timing.preempt_delay_ms);
+        if config.preempt == Preempt::Never && config.mode == Mode::Classic {
+            // A live coordinator heartbeats every peer within D; a node that must not
+            // out-declare it listens that long before it may declare (quorum mode needs
+            // no wait: the coordinator's followers refuse the upstart).
+            wait = wait.max(timing.suspect_after_ms);
+        }
         let wait = if config.peers.is_empty() { 0 } else { wait };
         // Q5: promises made in an earlier life were volatile. A node that never accepted
         // anything never promised anything, so a fresh cluster starts without waiting.

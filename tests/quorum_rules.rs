@@ -1,0 +1,406 @@
+//! One test per quorum-mode rule in the doc comment of `src/protocol/machine.rs`,
+//! named after the rule, plus the start-up and shutdown rules both modes share. Each
+//! drives a single `Machine` by hand; times are `Timing::default()`: heartbeat 100,
+//! D (suspect) 300, T (answer) 100, T' (coordinator) 300.
+
+use bully::protocol::{
+    Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Machine, MachineConfig, Message,
+    Millis, Mode, NodeId, Preempt, Role,
+};
+
+fn ep(term: u64, leader: NodeId) -> Epoch {
+    Epoch { term, leader }
+}
+
+fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
+    MachineConfig::new(id, peers.to_vec())
+}
+
+fn start(config: MachineConfig, cells: Cells, now: Millis) -> Machine {
+    let mut m = Machine::start(config, cells, now);
+    drain(&mut m);
+    m
+}
+
+fn drain(m: &mut Machine) -> Vec<Action> {
+    std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {
+    m.handle(
+        Event::Message {
+            from,
+            msg: Message { term, body },
+        },
+        now,
+    );
+    drain(m)
+}
+
+fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
+    m.handle(Event::Tick, now);
+    drain(m)
+}
+
+/// The messages in `actions` as (to, body).
+fn sent(actions: &[Action]) -> Vec<(NodeId, Body)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to, msg } => Some((*to, msg.body)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn facts(actions: &[Action]) -> Vec<Fact> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Fact(f) => Some(*f),
+            _ => None,
+        })
+        .collect()
+}
+
+fn persisted(actions: &[Action]) -> bool {
+    actions.iter().any(|a| matches!(a, Action::Persist(_)))
+}
+
+fn fresh() -> Cells {
+    Cells::default()
+}
+
+/// Node 3 of {1, 2, 3} established at term 1, with both followers' acks of round 0.
+fn coordinator_three() -> Machine {
+    let mut m = start(config(3, &[1, 2]), fresh(), 0);
+    let asked = tick(&mut m, 100);
+    assert!(sent(&asked).contains(&(1, Body::PreVote { term: 1 })));
+    let declared = deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 101);
+    assert!(persisted(&declared));
+    assert_eq!(facts(&declared), vec![Fact::Declared { epoch: ep(1, 3) }]);
+    let established = deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 102);
+    assert_eq!(
+        facts(&established),
+        vec![Fact::Established { epoch: ep(1, 3) }]
+    );
+    m
+}
+
+fn ack(epoch: Epoch, round: u64) -> Body {
+    Body::Ack {
+        accepted: Some(epoch),
+        round,
+    }
+}
+
+#[test]
+fn prevote() {
+    // Q6: the highest node asks before it persists anything; without a majority it
+    // never raises its term.
+    let mut m = start(config(3, &[1, 2, 4, 5]), fresh(), 0);
+    tick(&mut m, 100); // Election to 4 and 5
+    let asked = tick(&mut m, 200);
+    assert!(
+        !persisted(&asked),
+        "nothing is persisted before a majority says yes"
+    );
+    assert_eq!(sent(&asked).len(), 4, "a pre-vote to every peer: {asked:?}");
+    let one = deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 201);
+    assert!(!persisted(&one), "2 of 5 is no majority");
+    let gave_up = tick(&mut m, 200 + 300);
+    assert!(!persisted(&gave_up));
+    assert_eq!(m.cells().term, 0, "a minority node never raises the term");
+    let two = deliver(&mut m, 2, 0, Body::Vote { term: 1 }, 501);
+    assert!(
+        !persisted(&two),
+        "a late vote for an abandoned round counts for nothing"
+    );
+}
+
+#[test]
+fn one_per_term() {
+    // Q1: a declaration is accepted only above the term cell.
+    let mut m = start(config(1, &[2, 3]), fresh(), 0);
+    let accepted = deliver(&mut m, 2, 1, Body::Coordinator { epoch: ep(1, 2) }, 10);
+    assert!(persisted(&accepted));
+    assert_eq!(sent(&accepted), vec![(2, ack(ep(1, 2), 0))]);
+    let other = deliver(&mut m, 3, 1, Body::Coordinator { epoch: ep(1, 3) }, 20);
+    assert!(
+        !persisted(&other),
+        "a second declaration of term 1 is refused"
+    );
+    assert_eq!(
+        sent(&other),
+        vec![(
+            3,
+            Body::Ack {
+                accepted: Some(ep(1, 2)),
+                round: 0
+            }
+        )],
+        "the refused declarer learns what we hold"
+    );
+}
+
+#[test]
+fn established() {
+    // Q2: a declarer is coordinator only once a majority persisted its acceptance.
+    let mut m = start(config(3, &[1, 2, 4, 5]), fresh(), 0);
+    m.handle(Event::Tick, 100);
+    drain(&mut m);
+    tick(&mut m, 200);
+    deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 201);
+    let declared = deliver(&mut m, 2, 0, Body::Vote { term: 1 }, 202);
+    assert!(persisted(&declared));
+    assert_eq!(
+        m.view().role,
+        Role::Candidate,
+        "declared is not established"
+    );
+    deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 203);
+    assert_eq!(m.view().role, Role::Candidate, "itself and one ack: 2 of 5");
+    let est = deliver(&mut m, 2, 1, ack(ep(1, 3), 0), 204);
+    assert_eq!(facts(&est), vec![Fact::Established { epoch: ep(1, 3) }]);
+    assert_eq!(m.view().role, Role::Coordinator);
+}
+
+#[test]
+fn lease() {
+    // Q3: the role lasts until s + D - heartbeat of the newest majority-acked send,
+    // is read against it (Q4), and ends with a demotion that dates the office's end.
+    let mut m = coordinator_three();
+    assert_eq!(m.lease_until(), Some(101 + 200), "declared at 101");
+    tick(&mut m, 201); // heartbeat round 1
+    deliver(&mut m, 2, 1, ack(ep(1, 3), 1), 205);
+    assert_eq!(m.lease_until(), Some(201 + 200));
+    assert_eq!(m.role_at(400), Role::Coordinator);
+    assert_eq!(
+        m.role_at(401),
+        Role::Candidate,
+        "a reader never sees a stale lease"
+    );
+    tick(&mut m, 301); // round 2: nobody acks it
+    let lost = tick(&mut m, 401);
+    assert!(
+        facts(&lost).contains(&Fact::Demoted {
+            epoch: ep(1, 3),
+            reason: DemotionReason::LeaseLost,
+            office_ended_at: 401,
+        }),
+        "{lost:?}"
+    );
+    assert!(
+        !sent(&lost)
+            .iter()
+            .any(|(_, b)| matches!(b, Body::Heartbeat { .. })),
+        "no heartbeat for a term whose lease ran out"
+    );
+
+    // A follower that acked leader 3 at 10 accepts nobody else's declaration before 310.
+    let mut f = start(config(1, &[2, 3]), fresh(), 0);
+    deliver(&mut f, 3, 1, Body::Coordinator { epoch: ep(1, 3) }, 10);
+    let early = deliver(&mut f, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 300);
+    assert!(!persisted(&early), "promised to 3 until 310");
+    let late = deliver(&mut f, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 310);
+    assert!(persisted(&late));
+}
+
+#[test]
+fn restart_holdoff() {
+    // Q5: a restarted node that had accepted something acks no declaration for D, but
+    // follows an established coordinator's heartbeat at once.
+    let before = Cells {
+        term: 1,
+        accepted: Some(ep(1, 3)),
+        incarnation: 1,
+    };
+    let mut m = start(config(1, &[2, 3]), before, 1_000);
+    let declaration = deliver(&mut m, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 1_200);
+    assert!(!persisted(&declaration), "in its hold-off until 1300");
+    let beat = deliver(
+        &mut m,
+        3,
+        1,
+        Body::Heartbeat {
+            epoch: ep(1, 3),
+            round: 7,
+        },
+        1_210,
+    );
+    assert_eq!(sent(&beat), vec![(3, ack(ep(1, 3), 7))]);
+    assert_eq!(m.view().role, Role::Follower);
+    // A fresh node promised nothing in an earlier life: no hold-off.
+    let mut fresh_node = start(config(1, &[2, 3]), fresh(), 1_000);
+    let accepted = deliver(
+        &mut fresh_node,
+        2,
+        1,
+        Body::Coordinator { epoch: ep(1, 2) },
+        1_001,
+    );
+    assert!(persisted(&accepted));
+}
+
+#[test]
+fn handover() {
+    // Q7: asked by a higher node, the coordinator demotes first, then resigns, then
+    // votes; a follower holding its promise defers its vote until the Resign.
+    let mut m = start(config(3, &[1, 2, 4]), fresh(), 0);
+    tick(&mut m, 100); // Election to 4, which is not up yet
+    tick(&mut m, 200); // pre-vote
+    deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 201);
+    deliver(&mut m, 2, 0, Body::Vote { term: 1 }, 202);
+    deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 203);
+    deliver(&mut m, 2, 1, ack(ep(1, 3), 0), 204);
+    assert_eq!(m.view().role, Role::Coordinator);
+    let asked = deliver(&mut m, 4, 1, Body::PreVote { term: 2 }, 250);
+    let demoted = asked
+        .iter()
+        .position(|a| matches!(a, Action::Fact(Fact::Demoted { .. })))
+        .expect("demoted");
+    let view = asked
+        .iter()
+        .position(|a| matches!(a, Action::ViewChanged(v) if v.role == Role::Candidate))
+        .expect("published as a candidate");
+    let resign = asked
+        .iter()
+        .position(
+            |a| matches!(a, Action::Send { msg, .. } if matches!(msg.body, Body::Resign { .. })),
+        )
+        .expect("resigned");
+    let vote = asked
+        .iter()
+        .position(
+            |a| matches!(a, Action::Send { to: 4, msg } if msg.body == Body::Vote { term: 2 }),
+        )
+        .expect("voted for 4");
+    assert!(
+        demoted < view && view < resign && resign < vote,
+        "{asked:?}"
+    );
+
+    let mut f = start(config(1, &[2, 3, 4]), fresh(), 0);
+    deliver(&mut f, 3, 1, Body::Coordinator { epoch: ep(1, 3) }, 10);
+    let held = deliver(&mut f, 4, 1, Body::PreVote { term: 2 }, 20);
+    assert!(sent(&held).is_empty(), "promised to 3: no vote yet");
+    let released = deliver(&mut f, 3, 1, Body::Resign { epoch: ep(1, 3) }, 25);
+    assert_eq!(sent(&released), vec![(4, Body::Vote { term: 2 })]);
+}
+
+#[test]
+fn start_wait_never_holds_up_a_failover() {
+    // Both modes: a node in a long start-up wait (preempt delay 2 s) answers no
+    // Election, so the lower node goes ahead instead of waiting for it.
+    for mode in [Mode::Quorum, Mode::Classic] {
+        let mut c = config(5, &[1, 2, 3, 4]);
+        c.mode = mode;
+        c.timing.preempt_delay_ms = 2_000;
+        let mut m = start(c, fresh(), 0);
+        let early = deliver(&mut m, 4, 0, Body::Election { accepted: None }, 100);
+        assert!(sent(&early).is_empty(), "{mode}: silent at 100 of 2000");
+        let late = deliver(&mut m, 4, 0, Body::Election { accepted: None }, 1_950);
+        assert_eq!(
+            sent(&late),
+            vec![(4, Body::Answer)],
+            "{mode}: it runs within T"
+        );
+    }
+}
+
+#[test]
+fn shutdown() {
+    // Both modes: a coordinator that stops demotes itself, then resigns.
+    let mut m = coordinator_three();
+    m.handle(Event::Shutdown, 150);
+    let stopping = drain(&mut m);
+    assert_eq!(
+        facts(&stopping),
+        vec![Fact::Demoted {
+            epoch: ep(1, 3),
+            reason: DemotionReason::Stopped,
+            office_ended_at: 150,
+        }]
+    );
+    assert_eq!(
+        sent(&stopping),
+        vec![
+            (1, Body::Resign { epoch: ep(1, 3) }),
+            (2, Body::Resign { epoch: ep(1, 3) })
+        ]
+    );
+    let mut classic = config(2, &[1]);
+    classic.mode = Mode::Classic;
+    let mut c = start(classic, fresh(), 0);
+    tick(&mut c, 100);
+    assert_eq!(c.view().role, Role::Coordinator);
+    c.handle(Event::Shutdown, 120);
+    let stopping = drain(&mut c);
+    assert!(facts(&stopping).iter().any(|f| matches!(
+        f,
+        Fact::Demoted {
+            reason: DemotionReason::Stopped,
+            ..
+        }
+    )));
+    assert_eq!(sent(&stopping), vec![(1, Body::Resign { epoch: ep(1, 2) })]);
+}
+
+#[test]
+fn newer_news_with_preempt_never_follows_instead_of_redeclaring() {
+    // A stale classic coordinator (preempt never) told of a newer epoch steps down and
+    // waits for its leader rather than re-declaring above it.
+    let mut c = config(3, &[1, 2]);
+    c.mode = Mode::Classic;
+    c.preempt = Preempt::Never;
+    let mut m = start(c, fresh(), 0);
+    tick(&mut m, 300);
+    assert_eq!(m.view().role, Role::Coordinator);
+    let told = deliver(
+        &mut m,
+        1,
+        5,
+        Body::Ack {
+            accepted: Some(ep(5, 2)),
+            round: 0,
+        },
+        310,
+    );
+    assert!(!persisted(&told), "no re-declaration: {told:?}");
+    assert_eq!(m.view().role, Role::Candidate);
+    let beat = deliver(
+        &mut m,
+        2,
+        5,
+        Body::Heartbeat {
+            epoch: ep(5, 2),
+            round: 0,
+        },
+        320,
+    );
+    assert!(persisted(&beat));
+    assert_eq!(m.view().coordinator(), Some(2));
+}
+
+#[test]
+fn witness_never_leads_but_votes() {
+    let mut c = config(3, &[1, 2]);
+    c.witness = true;
+    let mut m = start(c, fresh(), 0);
+    m.handle(Event::SetEligible(true), 10);
+    let elected = tick(&mut m, 100);
+    assert!(!persisted(&elected), "a witness never declares");
+    let vote = deliver(&mut m, 2, 0, Body::PreVote { term: 1 }, 110);
+    assert_eq!(sent(&vote), vec![(2, Body::Vote { term: 1 })]);
+    // Lower nodes send it no Election.
+    let mut low = config(2, &[1, 3]);
+    low.witnesses = vec![3];
+    let mut l = start(low, fresh(), 0);
+    let electing = tick(&mut l, 100);
+    assert!(
+        !sent(&electing)
+            .iter()
+            .any(|(to, b)| *to == 3 && matches!(b, Body::Election { .. })),
+        "{electing:?}"
+    );
+}
