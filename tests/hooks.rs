@@ -223,3 +223,34 @@ async fn a_hook_past_its_timeout_is_killed_with_its_children_and_counted() {
         "the node logs the killed hook:\n{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_stopped_cleanly_runs_on_demoted_and_resigns() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    for id in t.cluster.ids() {
+        let hooks = logging_hooks(&t, id);
+        t.cluster.edit_config(id, |c| c.hooks = hooks).unwrap();
+    }
+    phase("start: node 3 leads");
+    t.start_all();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    wait_until("node 3's on_elected", AGREE, || async {
+        summary(&t, 3)
+            .contains(&"on_elected:3".to_string())
+            .then_some(())
+    })
+    .await;
+
+    phase("SIGTERM node 3: on_demoted runs before it exits; 1 and 2 elect 2 at once");
+    let stopped_at = std::time::Instant::now();
+    t.cluster.stop(3, Duration::from_secs(10)).unwrap();
+    let h3 = recorded(&t, 3);
+    let last = h3.last().expect("node 3 ran hooks");
+    assert_eq!(last["hook"], "on_demoted", "{h3:?}");
+    assert_eq!(last["role"], "candidate", "{h3:?}");
+    t.wait_for_leader(&[1, 2], 2, AGREE).await;
+    eprintln!(
+        "node 2 led {} ms after node 3 was asked to stop (no suspicion timeout: it resigned)",
+        stopped_at.elapsed().as_millis()
+    );
+}

@@ -531,10 +531,7 @@ impl Runtime {
     /// Hands the machine's current lease end to the readers (Q4), without waking
     /// watchers: it changes with every acked heartbeat.
     fn publish_lease(&mut self) {
-        let until = self
-            .machine
-            .lease_until()
-            .map(|at| self.clock.instant(at).into_std());
+        let until = self.lease_instant();
         self.status.send_if_modified(|s| {
             s.lease_until = until;
             false
@@ -546,7 +543,9 @@ impl Runtime {
     fn publish(&mut self, view: View) {
         self.event_log.append(Record::View(view));
         let now = wall_ms();
+        let lease = self.lease_instant();
         self.status.send_modify(|s| {
+            s.lease_until = lease;
             if s.apply_view(view, now) {
                 tracing::info!(
                     role = %view.role,
@@ -574,6 +573,13 @@ impl Runtime {
             .handover
             .take()
             .and_then(|h| h.complete_if_taken_over(view));
+    }
+
+    /// The machine's lease end as an instant readers can compare with `Instant::now()`.
+    fn lease_instant(&self) -> Option<std::time::Instant> {
+        self.machine
+            .lease_until()
+            .map(|at| self.clock.instant(at).into_std())
     }
 
     /// Writes and flushes the cells.

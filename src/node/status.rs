@@ -78,7 +78,13 @@ impl Status {
     /// goes through here.
     pub fn as_of(&self, now: std::time::Instant) -> Status {
         let mut status = self.clone();
-        if status.role == Role::Coordinator && status.lease_until.is_some_and(|u| now >= u) {
+        let lease_over = match (status.mode, status.lease_until) {
+            (_, Some(until)) => now >= until,
+            // In quorum mode the role exists only under a lease.
+            (Mode::Quorum, None) => true,
+            (Mode::Classic, None) => false,
+        };
+        if status.role == Role::Coordinator && lease_over {
             status.role = Role::Candidate;
             status.coordinator = None;
             status.epoch = None;
