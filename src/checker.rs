@@ -414,9 +414,9 @@ pub struct Office {
     pub until_ms: Millis,
 }
 
-/// Every term of office in `entries`. `lease_bound_ms` is D in quorum mode (a paused
-/// coordinator's office ends within D of the pause); `None` in classic mode, where a
-/// paused coordinator stays one until it notices.
+/// Every term of office in `entries`. `lease_bound_ms` is [`lease_bound_ms`] in quorum
+/// mode (a paused coordinator's office ends within it of the pause); `None` in classic
+/// mode, where a paused coordinator stays one until it notices.
 pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office> {
     // node -> (epoch, start, end bound while paused)
     let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
@@ -479,6 +479,13 @@ pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office>
     }
     out.sort_by_key(|o| (o.from_ms, o.node));
     out
+}
+
+/// How long after a coordinator stops processing (a pause) its term of office can last
+/// at most: its lease ends `D - heartbeat` after the newest send a majority acked, which
+/// was before the pause; 2 % more covers clocks that run up to 1 % slow, plus 1 ms.
+pub fn lease_bound_ms(timing: &Timing) -> Millis {
+    (timing.suspect_after_ms - timing.heartbeat_ms) * 102 / 100 + 1
 }
 
 /// I6: no two coordinators' terms of office overlap in real time (quorum mode).

@@ -58,8 +58,8 @@ async fn kill_restart_pause_resume(nodes: u64) {
     assert!(!history.is_empty(), "the nodes wrote no event log");
     let mut violations = bully::checker::check_safety(&history);
     // Quorum mode (the default): never two coordinators, one per term.
-    let d = Timing::default().suspect_after_ms;
-    violations.extend(bully::checker::check_no_overlap(&history, d));
+    let bound = bully::checker::lease_bound_ms(&Timing::default());
+    violations.extend(bully::checker::check_no_overlap(&history, bound));
     violations.extend(bully::checker::check_one_per_term(&history));
     // Stopping the nodes demotes the coordinator on purpose: judge I5 before that.
     let before_stop: Vec<_> = history

@@ -7,7 +7,7 @@
 
 use bully::checker::{
     check_convergence, check_no_overlap, check_one_per_term, check_safety, check_unique_terms,
-    quiet_window_ms, Convergence, Invariant, Leader,
+    lease_bound_ms, quiet_window_ms, Convergence, Invariant, Leader,
 };
 use bully::history::{last_fault_ms, tail, Record};
 use bully::protocol::{Body, Epoch, Flaw, MessageKind, Millis, Mode, NodeId, Role};
@@ -251,7 +251,7 @@ fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
     let mut violations = sim.violations().to_vec();
     assert_eq!(check_safety(history), vec![], "offline check disagrees");
     if mode == Mode::Quorum {
-        violations.extend(check_no_overlap(history, timing.suspect_after_ms));
+        violations.extend(check_no_overlap(history, lease_bound_ms(&timing)));
         violations.extend(check_one_per_term(history));
     }
     violations.extend(check_unique_terms(

@@ -277,7 +277,6 @@ fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Cells;
 
     fn view(at_ms: Millis, node: NodeId, role: Role, epoch: Option<(u64, NodeId)>) -> Entry {
         Entry {
