@@ -34,6 +34,7 @@ fn msg(term: u64) -> Message {
         term,
         body: Body::Heartbeat {
             epoch: Epoch { term, leader: 1 },
+            round: 0,
         },
     }
 }

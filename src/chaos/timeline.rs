@@ -297,10 +297,8 @@ mod tests {
         Entry {
             at_ms,
             node,
-            record: Record::Persisted(Cells {
-                term,
-                accepted: Some(Epoch { term, leader: node }),
-                incarnation: 1,
+            record: Record::Fact(crate::protocol::Fact::Declared {
+                epoch: Epoch { term, leader: node },
             }),
         }
     }

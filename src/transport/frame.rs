@@ -90,6 +90,7 @@ mod tests {
             term,
             body: Body::Heartbeat {
                 epoch: Epoch { term, leader: 3 },
+                round: 0,
             },
         }
     }
