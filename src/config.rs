@@ -17,11 +17,18 @@
 //!
 //! # Checks
 //! - unknown keys anywhere (every table denies unknown fields), missing required keys;
-//! - `id` and every peer ID at least 1 (0 is reserved for "no node", e.g. in metrics);
+//! - `id` and every peer ID at least 1 (0 is reserved for "no node", e.g. in metrics)
+//!   and at most [`MAX_NODE_ID`] (a classic-mode fencing token keeps the leader ID in
+//!   its low bits, see [`crate::protocol::Epoch::token`]);
 //! - no duplicate peer IDs, own ID not among the peers, no peer at the node's own listen
 //!   address, no two peers at one address, peer addresses dialable (no `0.0.0.0`, no
 //!   port 0);
+//! - in quorum mode, at least one member (this node or a peer) is not a witness: a
+//!   cluster of witnesses can never elect anyone;
 //! - `[timing]` as [`Timing::validate`] requires (`suspect_after_ms > 2 x heartbeat_ms`);
+//! - a witness has no `[hooks]` command and no `[health]` section: it never leads, so
+//!   they would never run (or, for health, never matter) — a config that has them was
+//!   meant for a data node;
 //! - `hooks.timeout_ms`, `health.interval_ms`, `health.timeout_ms`, `health.rise`,
 //!   `health.fall` at least 1; hook and health commands not blank;
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
@@ -30,7 +37,7 @@
 //! An empty peer list is allowed: a one-node cluster is a legitimate degenerate case
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
-use crate::protocol::{Mode, NodeId, Preempt, Timing};
+use crate::protocol::{Mode, NodeId, Preempt, Timing, MAX_NODE_ID, TOKEN_LEADER_BITS};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -301,20 +308,42 @@ impl NodeConfig {
     /// The checks, in the order a reader of the file meets the fields; the filesystem
     /// last. Returns the field path and the message of the first problem.
     fn check(&self) -> Result<(), (String, String)> {
-        if self.id == 0 {
-            return Err(invalid("id", "0 is reserved; node IDs start at 1"));
-        }
+        check_id("id", self.id)?;
         check_not_empty("data_dir", &self.data_dir)?;
         self.check_peers()?;
+        self.check_someone_can_lead()?;
         self.timing.validate().map_err(|message| {
             let field = message.split(' ').next().unwrap_or("timing").to_string();
             (field, message)
         })?;
         self.check_hooks()?;
         if let Some(health) = &self.health {
+            if self.witness {
+                return Err(invalid(
+                    "health",
+                    "a witness never leads, so a health check would gate nothing; \
+                     remove [health] or set witness = false",
+                ));
+            }
             check_health(health)?;
         }
         self.check_tls_files()
+    }
+
+    /// Quorum mode elects only non-witness members; with none, no election can ever
+    /// succeed, which is better said now than discovered as a cluster that never leads.
+    fn check_someone_can_lead(&self) -> Result<(), (String, String)> {
+        if self.mode != Mode::Quorum || !self.witness || self.peers.iter().any(|p| !p.witness) {
+            return Ok(());
+        }
+        let members = self.members().len();
+        Err(invalid(
+            "witness",
+            format!(
+                "every member ({members}: this node and all its peers) is a witness, so quorum \
+                 mode can never elect a coordinator; at least one member needs witness = false"
+            ),
+        ))
     }
 
     fn check_peers(&self) -> Result<(), (String, String)> {
@@ -323,9 +352,7 @@ impl NodeConfig {
         for (i, peer) in self.peers.iter().enumerate() {
             let id_field = format!("peers[{i}].id");
             let addr_field = format!("peers[{i}].addr");
-            if peer.id == 0 {
-                return Err(invalid(&id_field, "0 is reserved; node IDs start at 1"));
-            }
+            check_id(&id_field, peer.id)?;
             if peer.id == self.id {
                 return Err(invalid(
                     &id_field,
@@ -388,6 +415,13 @@ impl NodeConfig {
             if command.as_deref().is_some_and(|c| c.trim().is_empty()) {
                 return Err(invalid(name, "is blank; remove the key to run no hook"));
             }
+            if command.is_some() && self.witness {
+                return Err(invalid(
+                    name,
+                    "a witness never leads, so its hooks would never run; remove the hook \
+                     or set witness = false",
+                ));
+            }
         }
         Ok(())
     }
@@ -404,6 +438,23 @@ impl NodeConfig {
         }
         Ok(())
     }
+}
+
+/// A node ID must be at least 1 (0 means "no node") and at most [`MAX_NODE_ID`].
+fn check_id(field: &str, id: NodeId) -> Result<(), (String, String)> {
+    if id == 0 {
+        return Err(invalid(field, "0 is reserved; node IDs start at 1"));
+    }
+    if id > MAX_NODE_ID {
+        return Err(invalid(
+            field,
+            format!(
+                "{id} is above the highest node ID {MAX_NODE_ID} (fencing tokens keep the \
+                 leader ID in {TOKEN_LEADER_BITS} bits)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_health(health: &HealthConfig) -> Result<(), (String, String)> {

@@ -7,7 +7,7 @@
 mod common;
 
 use bully::chaos::plan::{plan, FaultKind, PlanSpec};
-use bully::protocol::Timing;
+use bully::protocol::{Mode, Timing};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -81,25 +81,32 @@ const NODES: u64 = 5;
 const DURATION_MS: u64 = 18_000;
 const SLACK_MS: u64 = 1_500;
 
-fn spec(seed: u64) -> PlanSpec {
+fn spec(seed: u64, mode: Mode) -> PlanSpec {
     PlanSpec {
         nodes: NODES,
         duration_ms: DURATION_MS,
         faults: FaultKind::ALL.to_vec(),
         timing: Timing::fast(),
+        mode,
         slack_ms: SLACK_MS,
         seed,
     }
 }
 
-fn passing_run(seed: u64) {
+/// Runs a seeded chaos run in `mode` that must pass; returns its JSON report.
+fn passing_run(seed: u64, mode: Mode) -> Value {
     // The seed is fixed; check it really exercises every fault kind and the leader.
-    let steps = plan(&spec(seed));
+    let steps = plan(&spec(seed, mode));
     let kinds: BTreeSet<FaultKind> = steps.iter().filter_map(|p| p.step.fault()).collect();
-    assert_eq!(kinds.len(), 4, "seed {seed} plans only {kinds:?}");
+    assert_eq!(
+        kinds.len(),
+        4,
+        "seed {seed} plans only {kinds:?} in {mode} mode"
+    );
     let seed_arg = seed.to_string();
     let duration = format!("{DURATION_MS}ms");
     let slack = format!("{SLACK_MS}ms");
+    let mode_arg = mode.to_string();
     let args = [
         "--nodes",
         "5",
@@ -111,6 +118,8 @@ fn passing_run(seed: u64) {
         "fast",
         "--slack",
         &slack,
+        "--mode",
+        &mode_arg,
     ];
     let out = chaos(&args, &[], Duration::from_secs(120));
     let report = out
@@ -118,6 +127,7 @@ fn passing_run(seed: u64) {
         .unwrap_or_else(|| panic!("no JSON report; output:\n{}", out.text));
     assert_eq!(out.code, Some(0), "chaos seed {seed} failed:\n{}", out.text);
     assert_eq!(report["verdict"], "pass");
+    assert_eq!(report["params"]["mode"], mode_arg.as_str());
     assert_eq!(report["violations"].as_array().map(Vec::len), Some(0));
     assert_eq!(report["steps"].as_array().map(Vec::len), Some(steps.len()));
     assert!(
@@ -126,17 +136,48 @@ fn passing_run(seed: u64) {
         out.text
     );
     assert!(report["elections"].as_u64().unwrap_or(0) >= 2);
+    for figure in ["two_coordinators_ms", "majority_side_leaderless_ms"] {
+        assert!(report[figure].is_u64(), "no {figure} in the report");
+    }
+    assert!(
+        out.text.contains("two coordinators") && out.text.contains("majority side"),
+        "the rendered report lacks the office figures:\n{}",
+        out.text
+    );
+    report
 }
 
 #[test]
-fn chaos_seed_7_has_no_violation() {
-    passing_run(7);
+fn classic_chaos_seed_7_has_no_violation() {
+    passing_run(7, Mode::Classic);
 }
 
 #[test]
-fn chaos_seed_9_has_no_violation() {
-    passing_run(9);
+fn classic_chaos_seed_9_has_no_violation() {
+    passing_run(9, Mode::Classic);
 }
+
+/// Quorum mode judges I6 and I7 too (a pass means no overlap was found); the report's
+/// own figure must agree, and a partition of the coordinator must have cost the
+/// majority side some time without one (the failover), which the figure shows.
+#[test]
+fn quorum_chaos_has_no_violation_and_never_two_coordinators() {
+    let steps = plan(&spec(QUORUM_SEED, Mode::Quorum));
+    let cut_leader = steps
+        .iter()
+        .any(|p| p.step == bully::chaos::plan::Step::Partition(vec![NODES]));
+    assert!(cut_leader, "seed {QUORUM_SEED} never cuts node {NODES} off");
+    let report = passing_run(QUORUM_SEED, Mode::Quorum);
+    assert_eq!(report["two_coordinators_ms"], 0, "{report:#}");
+    assert!(
+        report["majority_side_leaderless_ms"].as_u64().unwrap_or(0) > 0,
+        "cutting the coordinator off cost the majority side nothing? {report:#}"
+    );
+}
+
+/// A seed whose quorum-mode plan has every fault kind and cuts the coordinator (node 5)
+/// off alone for about 3 s, with every node up.
+const QUORUM_SEED: u64 = 12;
 
 /// The invariants a sabotaged run broke, from its JSON report.
 fn broken_invariants(out: &Outcome) -> BTreeSet<String> {
@@ -165,6 +206,8 @@ fn a_build_that_skips_the_flush_is_caught() {
         "restart",
         "--timing",
         "fast",
+        "--mode",
+        "classic",
     ];
     let out = chaos(
         &args,
@@ -201,6 +244,8 @@ fn a_build_that_ignores_higher_coordinators_is_caught() {
         "pause",
         "--timing",
         "fast",
+        "--mode",
+        "classic",
     ];
     let out = chaos(
         &args,
@@ -223,6 +268,8 @@ fn bad_arguments_exit_2() {
         &["--faults", "flood"][..],
         &["--duration", "1s"][..],
         &["--runs", "3"][..],
+        &["--mode", "raft"][..],
+        &["--bench", "failover", "--nodes", "2"][..],
     ] {
         let out = chaos(args, &[], Duration::from_secs(30));
         assert_eq!(out.code, Some(2), "{args:?}:\n{}", out.text);

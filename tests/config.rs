@@ -5,7 +5,7 @@
 //! are readable; their contents are the transport's business.
 
 use bully::config::{self, ConfigError, HealthConfig, HttpConfig, NodeConfig};
-use bully::protocol::{Preempt, Timing};
+use bully::protocol::{Mode, Preempt, Timing, MAX_NODE_ID};
 use std::fs;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
@@ -110,6 +110,9 @@ fn base_config_gets_defaults_and_resolved_paths() {
     assert_eq!(config.tls.cert, fx.path("certs/node-1.pem"));
     assert_eq!(config.tls.key, fx.path("certs/node-1.key"));
     assert_eq!(config.preempt, Preempt::Always);
+    assert_eq!(config.mode, Mode::Quorum);
+    assert!(!config.witness);
+    assert!(config.peers.iter().all(|p| !p.witness));
     assert_eq!(config.timing, Timing::default());
     assert_eq!(config.hooks.timeout_ms, 5000);
     assert_eq!(config.hooks.on_elected, None);
@@ -304,6 +307,16 @@ fn wrong_types_and_values_are_named() {
         "expected `always` or `never`",
     );
     fx.expect_error(
+        &format!("mode = \"raft\"\n{BASE}"),
+        "mode",
+        "expected `quorum` or `classic`",
+    );
+    fx.expect_error(
+        &format!("witness = \"yes\"\n{BASE}"),
+        "witness",
+        "invalid type",
+    );
+    fx.expect_error(
         &with("[timing]\nheartbeat_ms = -5\n"),
         "timing.heartbeat_ms",
         "invalid value",
@@ -354,6 +367,110 @@ fn id_zero_is_reserved() {
         "peers[1].id",
         "0 is reserved",
     );
+}
+
+#[test]
+fn ids_above_the_token_limit_are_refused() {
+    let fx = Fixture::new();
+    let too_high = MAX_NODE_ID + 1;
+    let shown = fx.expect_error(
+        &edit("id = 1\n", &format!("id = {too_high}\n")),
+        "id",
+        &format!("{too_high} is above the highest node ID {MAX_NODE_ID}"),
+    );
+    assert!(shown.contains("20 bits"), "{shown}");
+    fx.expect_error(
+        &edit("id = 3\n", &format!("id = {too_high}\n")),
+        "peers[1].id",
+        &format!("{too_high} is above the highest node ID {MAX_NODE_ID}"),
+    );
+    // The limit itself is a valid ID.
+    let config = fx
+        .parse(&edit("id = 3\n", &format!("id = {MAX_NODE_ID}\n")))
+        .expect("MAX_NODE_ID is allowed");
+    assert_eq!(config.members(), vec![1, 2, MAX_NODE_ID]);
+}
+
+/// `BASE` as a witness: `witness = true` at the top, before the first table.
+fn witness(text: &str) -> String {
+    format!("witness = true\n{text}")
+}
+
+#[test]
+fn mode_and_witness_flags_are_read() {
+    let fx = Fixture::new();
+    let text = witness(&format!(
+        "mode = \"classic\"\n{}",
+        edit(
+            "addr = \"127.0.0.1:7003\"\n",
+            "addr = \"127.0.0.1:7003\"\nwitness = true\n"
+        )
+    ));
+    let config = fx.parse(&text).expect("valid");
+    assert_eq!(config.mode, Mode::Classic);
+    assert!(config.witness);
+    let witnesses: Vec<bool> = config.peers.iter().map(|p| p.witness).collect();
+    assert_eq!(witnesses, vec![false, true]);
+    // Two data nodes and a witness: the smallest safe quorum setup.
+    let config = fx.parse(&witness(BASE)).expect("valid");
+    assert_eq!((config.mode, config.witness), (Mode::Quorum, true));
+}
+
+#[test]
+fn a_witness_has_no_hooks_and_no_health_check() {
+    let fx = Fixture::new();
+    for hook in ["on_elected", "on_demoted", "on_change"] {
+        let shown = fx.expect_error(
+            &witness(&with(&format!("[hooks]\n{hook} = \"echo hi\"\n"))),
+            &format!("hooks.{hook}"),
+            "a witness never leads, so its hooks would never run",
+        );
+        assert!(shown.contains("witness = false"), "{shown}");
+        // The same hook on a data node is fine.
+        fx.parse(&with(&format!("[hooks]\n{hook} = \"echo hi\"\n")))
+            .expect("a data node may have hooks");
+    }
+    // A hook timeout alone runs nothing: allowed.
+    fx.parse(&witness(&with("[hooks]\ntimeout_ms = 100\n")))
+        .expect("timeout_ms alone is harmless");
+    fx.expect_error(
+        &witness(&with("[health]\ncommand = \"true\"\n")),
+        "health",
+        "a witness never leads, so a health check would gate nothing",
+    );
+}
+
+#[test]
+fn quorum_mode_needs_a_member_that_can_lead() {
+    let fx = Fixture::new();
+    let all_witnesses = witness(
+        &BASE
+            .replace(
+                "addr = \"127.0.0.1:7002\"\n",
+                "addr = \"127.0.0.1:7002\"\nwitness = true\n",
+            )
+            .replace(
+                "addr = \"127.0.0.1:7003\"\n",
+                "addr = \"127.0.0.1:7003\"\nwitness = true\n",
+            ),
+    );
+    let shown = fx.expect_error(
+        &all_witnesses,
+        "witness",
+        "every member (3: this node and all its peers) is a witness",
+    );
+    assert!(shown.contains("can never elect a coordinator"), "{shown}");
+    // A lone witness with no peers is a cluster of witnesses too.
+    let alone = witness(BASE.split("[[peers]]").next().unwrap());
+    fx.expect_error(&alone, "witness", "every member (1: ");
+    // One data node among them is enough.
+    let one_data_node = all_witnesses.replacen(
+        "addr = \"127.0.0.1:7002\"\nwitness = true\n",
+        "addr = \"127.0.0.1:7002\"\n",
+        1,
+    );
+    assert_ne!(one_data_node, all_witnesses);
+    fx.parse(&one_data_node).expect("peer 2 can lead");
 }
 
 #[test]
@@ -477,6 +594,8 @@ fn rendered_configs_load_back_unchanged() {
         .parse(BASE)
         .map(|mut c| {
             c.preempt = Preempt::Never;
+            c.mode = Mode::Classic;
+            c.peers[1].witness = true;
             c.timing = Timing::fast();
             c.hooks.on_change = Some("echo \"$BULLY_COORDINATOR\"".into());
             c.hooks.timeout_ms = 750;
@@ -547,6 +666,8 @@ fn example_cluster_is_consistent() {
         assert_eq!(config.listen.port(), 7000 + n as u16);
         assert!(config.listen.ip().is_loopback());
         assert_eq!(config.timing, Timing::default());
+        assert_eq!(config.mode, Mode::Quorum);
+        assert!(!config.witness && config.peers.iter().all(|p| !p.witness));
         assert!(config.health.is_none() && config.http.is_none());
         // Every node dials the others at the addresses they listen on.
         for peer in &config.peers {
@@ -557,11 +678,20 @@ fn example_cluster_is_consistent() {
 
 #[test]
 fn example_commented_sections_are_valid_and_show_the_defaults() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for n in 1..=3 {
+        let text = fs::read_to_string(examples.join(format!("node{n}.toml"))).unwrap();
+        assert!(
+            text.lines().any(|l| l.starts_with("# mode = \"quorum\"")),
+            "node{n}.toml shows no `# mode = \"quorum\"` line"
+        );
+    }
     for (i, config) in load_examples(true).iter().enumerate() {
         let n = i as u16 + 1;
         // The commented timing values are the defaults the code applies.
         assert_eq!(config.timing, Timing::default());
         assert_eq!(config.preempt, Preempt::Always);
+        assert_eq!(config.mode, Mode::Quorum);
         assert!(config.hooks.on_elected.is_some());
         assert!(config.hooks.on_demoted.is_some());
         assert!(config.hooks.on_change.is_some());

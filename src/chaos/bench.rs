@@ -10,8 +10,8 @@ use super::harness::{first_election_limit, Harness, HarnessSpec, RunSetup};
 use super::plan::Step;
 use super::progress::Progress;
 use super::report::{Report, RunParams};
-use crate::protocol::{MessageKind, NodeId};
-use anyhow::{bail, Result};
+use crate::protocol::{MessageKind, Mode, NodeId};
+use anyhow::Result;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
@@ -24,21 +24,38 @@ pub struct BenchConfig {
     pub runs: u32,
 }
 
+impl BenchConfig {
+    /// Checks that the benchmark can measure anything, before a cluster is started.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.setup.nodes < 2 {
+            return Err("--bench failover needs at least 2 nodes".into());
+        }
+        if self.setup.mode == Mode::Quorum && self.setup.nodes < 3 {
+            return Err(
+                "--bench failover in quorum mode needs at least 3 nodes: the survivor of 2 \
+                 is no majority and may not lead (use --mode classic to measure 2 nodes)"
+                    .into(),
+            );
+        }
+        if self.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// Runs the failover benchmark; the report's failover and reclaim tables are the
 /// result. A round that does not converge in time becomes an anomaly (the run fails).
 pub async fn failover(config: &BenchConfig) -> Result<Report> {
-    if config.setup.nodes < 2 {
-        bail!("--bench failover needs at least 2 nodes");
-    }
-    if config.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
+    config.validate().map_err(anyhow::Error::msg)?;
     let timing = config.setup.timing;
-    let limit = Duration::from_millis(10 * timing.convergence_bound_ms() + 5_000);
+    let mode = config.setup.mode;
+    let limit = Duration::from_millis(10 * timing.convergence_bound_in(mode) + 5_000);
     let mut progress = Progress::new(config.setup.progress);
     let mut h = Harness::start(&HarnessSpec {
         nodes: config.setup.nodes,
         timing,
+        mode,
         binary: config.setup.binary.clone(),
         dir: config.setup.dir.clone(),
         relay: false,
@@ -51,7 +68,7 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         config.setup.nodes,
         config.setup.dir.display()
     ));
-    let first = first_election_limit(&timing, config.setup.nodes);
+    let first = first_election_limit(&timing, config.setup.nodes, mode);
     if !h.wait_for_leader(top, first).await {
         h.anomalies
             .push(format!("no first agreement on node {top} within {first:?}"));
@@ -94,7 +111,8 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     }
     let origin_ms = h.origin_ms;
     let mut report = h.finish(|end_ms| RunParams {
-        mode: "chaos --bench failover".into(),
+        command: "chaos --bench failover".into(),
+        mode,
         nodes: config.setup.nodes,
         seed: config.setup.seed,
         duration_s: (end_ms - origin_ms) as f64 / 1000.0,
@@ -110,13 +128,17 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     Ok(report)
 }
 
-/// Election, Answer and Coordinator messages the given nodes have sent so far, from
-/// their metrics; `None` when a node does not answer (the figure is then not reported).
+/// Election, Answer and Coordinator messages (and quorum mode's PreVote and Vote,
+/// which are part of its elections; classic mode sends none) the given nodes have sent
+/// so far, from their metrics; `None` when a node does not answer (the figure is then
+/// not reported).
 async fn election_messages_sent(h: &Harness, ids: &[NodeId]) -> Option<u64> {
     let kinds = [
         MessageKind::Election,
         MessageKind::Answer,
         MessageKind::Coordinator,
+        MessageKind::PreVote,
+        MessageKind::Vote,
     ];
     let mut total = 0;
     for &id in ids {

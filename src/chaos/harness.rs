@@ -3,6 +3,7 @@
 //! view of every node, and the steps that break and mend it, each stamped and recorded.
 
 use super::collect::Collector;
+use super::office;
 use super::plan::{Availability, Step};
 use super::relay::Relay;
 use super::report::{Report, RunParams, StepLine};
@@ -11,7 +12,7 @@ use super::verdict::{self, Verdict};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::history::{Entry, Record};
 use crate::node::status::wall_ms;
-use crate::protocol::{Epoch, Millis, NodeId, Preempt, Timing};
+use crate::protocol::{Epoch, Millis, Mode, NodeId, Preempt, Timing};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,16 +24,16 @@ const POLL: Duration = Duration::from_millis(10);
 /// How long bringing the cluster up and electing the first coordinator may take: the
 /// I5 bound does not cover starting N processes that each open a TLS connection to
 /// every peer (on 2 cores, 32 nodes behind the relay take a few seconds), so the first
-/// election gets its own generous limit, growing with the node count.
-pub fn first_election_limit(timing: &Timing, nodes: u64) -> Duration {
-    Duration::from_millis(5_000 + 4 * timing.convergence_bound_ms() + 250 * nodes)
+/// election gets its own generous limit, growing with the node count and with the
+/// mode's bound (quorum mode's start-up hold-off and pre-vote add to it).
+pub fn first_election_limit(timing: &Timing, nodes: u64, mode: Mode) -> Duration {
+    Duration::from_millis(5_000 + 4 * timing.convergence_bound_in(mode) + 250 * nodes)
 }
 
 /// How many advisory warnings the report explains (a 32-node start-up can raise
 /// hundreds of them, all alike).
 const MAX_WARNINGS: usize = 20;
 
-/// What to build.
 /// What every run of the chaos runner or the bench is set up with.
 #[derive(Debug, Clone)]
 pub struct RunSetup {
@@ -41,7 +42,10 @@ pub struct RunSetup {
     /// The timing profile's name, for the report.
     pub timing_profile: String,
     pub timing: Timing,
-    /// Added to `timing.convergence_bound_ms()` before I5 is judged.
+    /// The election mode every node runs; it also picks the I5 bound and whether I6
+    /// and I7 are judged.
+    pub mode: Mode,
+    /// Added to `timing.convergence_bound_in(mode)` before I5 is judged.
     pub slack_ms: u64,
     /// The `bully` executable the nodes run.
     pub binary: PathBuf,
@@ -50,10 +54,13 @@ pub struct RunSetup {
     pub progress: super::progress::Mode,
 }
 
+/// What to build.
 #[derive(Debug, Clone)]
 pub struct HarnessSpec {
     pub nodes: u64,
     pub timing: Timing,
+    /// The election mode every node runs.
+    pub mode: Mode,
     pub binary: PathBuf,
     pub dir: PathBuf,
     /// Route every peer link through a relay (needed for partitions).
@@ -72,6 +79,7 @@ pub struct Harness {
     executed: Vec<Executed>,
     ids: Vec<NodeId>,
     timing: Timing,
+    mode: Mode,
     /// When the nodes were started (wall ms): time zero of the report.
     pub origin_ms: Millis,
     /// Problems outside the invariants: a node that exited by itself, a failed step.
@@ -86,7 +94,7 @@ impl Harness {
             nodes: spec.nodes,
             timing: spec.timing,
             preempt: Preempt::Always,
-            mode: crate::protocol::Mode::Classic,
+            mode: spec.mode,
             binary: spec.binary.clone(),
             dir: spec.dir.clone(),
         };
@@ -122,6 +130,7 @@ impl Harness {
             availability: Availability::default(),
             executed: Vec::new(),
             timing: spec.timing,
+            mode: spec.mode,
             ids,
             origin_ms,
             anomalies: Vec::new(),
@@ -143,6 +152,18 @@ impl Harness {
     /// Nodes that are running, not paused and not cut off, ascending.
     pub fn available(&self) -> Vec<NodeId> {
         self.availability.available(self.ids.len() as u64)
+    }
+
+    /// The node the available ones must end up following, if one is expected (in
+    /// quorum mode only while a majority is available).
+    pub fn expected_leader(&self) -> Option<NodeId> {
+        self.availability
+            .expected_leader(self.ids.len() as u64, self.mode)
+    }
+
+    /// The election mode the nodes run.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The coordinator every available node follows, if they agree.
@@ -283,7 +304,7 @@ impl Harness {
     /// first window runs from the start with every node live.
     pub fn judge(&self, end_ms: Millis, slack_ms: Millis) -> Verdict {
         let history = self.history();
-        let first_limit = first_election_limit(&self.timing, self.ids.len() as u64);
+        let first_limit = first_election_limit(&self.timing, self.ids.len() as u64, self.mode);
         let mut windows = vec![verdict::Window {
             from_ms: self.origin_ms,
             to_ms: self.executed.first().map_or(end_ms, |s| s.at_ms),
@@ -294,9 +315,17 @@ impl Harness {
             &self.executed,
             self.ids.len() as u64,
             end_ms,
+            self.mode,
         ));
         // Soft I2 assumes delays below T/2: allow a quarter of the slack for them.
-        verdict::judge(&history, &windows, &self.timing, slack_ms, slack_ms / 4)
+        verdict::judge(
+            &history,
+            &windows,
+            &self.timing,
+            self.mode,
+            slack_ms,
+            slack_ms / 4,
+        )
     }
 
     /// Stops every node cleanly (paused ones are continued first).
@@ -323,7 +352,8 @@ impl Harness {
     pub fn report(&self, params: RunParams, end_ms: Millis) -> Report {
         let history = self.history();
         let verdict = self.judge(end_ms, params.slack_ms);
-        let timeline = timeline::analyse(&history, &self.ids, &self.executed, end_ms);
+        let timeline = timeline::analyse(&history, &self.ids, &self.executed, end_ms, self.mode);
+        let offices = office::figures(&history, &self.ids, &self.timing, self.mode, end_ms);
         let (failover, reclaim, share) = Report::figures(&timeline, end_ms);
         let mut faults = BTreeMap::new();
         for step in &self.executed {
@@ -358,6 +388,7 @@ impl Harness {
             no_agreement_ms: timeline.no_agreement_ms,
             longest_no_agreement_ms: timeline.longest_no_agreement_ms,
             no_agreement_share: share,
+            offices,
             i5_windows_checked: verdict.i5_checked,
             i5_windows_skipped: verdict.i5_skipped,
             violations,

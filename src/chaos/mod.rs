@@ -1,4 +1,5 @@
-//! `bully chaos`: break a real cluster on a seeded schedule, check I1–I5, measure.
+//! `bully chaos`: break a real cluster on a seeded schedule, check I1–I5 (and I6, I7 in
+//! quorum mode), measure.
 //!
 //! # Layout
 //! - [`plan`]: the fault schedule, a pure function of the seed (minority down at most).
@@ -7,6 +8,7 @@
 //! - [`collect`]: follows the nodes' event logs, writes the runner's own records.
 //! - [`timeline`]: agreement over time, failover and reclaim samples with phases.
 //! - [`verdict`]: the [`crate::checker`] over the history, I5 per quiet window.
+//! - [`office`]: time with two coordinators, and the majority side's time without one.
 //! - [`stats`] / [`report`]: percentiles, the report (table and JSON).
 //! - [`runner`] / [`bench`]: `bully chaos` and `bully chaos --bench failover`.
 //! - [`progress`]: the live status line.
@@ -14,6 +16,7 @@
 pub mod bench;
 pub mod collect;
 pub mod harness;
+pub mod office;
 pub mod plan;
 pub mod progress;
 pub mod relay;

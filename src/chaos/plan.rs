@@ -4,11 +4,12 @@
 //!
 //! The schedule keeps a model of the cluster (who is killed, paused or cut off) and
 //! keeps at most a minority unavailable at once, so there is always a majority that
-//! must converge. After most steps it leaves a quiet gap long enough for the I5
+//! must converge — in both modes: quorum mode can elect only with a majority, and
+//! classic mode is judged the same way so the two modes' runs compare. After most steps it leaves a quiet gap long enough for the I5
 //! deadline plus an observation window; after some it fires the next fault at once
 //! ("burst"), so faults also land in the middle of an election.
 
-use crate::protocol::{NodeId, Timing};
+use crate::protocol::{Mode, NodeId, Timing};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -138,7 +139,9 @@ pub struct PlanSpec {
     pub duration_ms: u64,
     pub faults: Vec<FaultKind>,
     pub timing: Timing,
-    /// Extra time on top of `timing.convergence_bound_ms()` before I5 is judged.
+    /// The election mode the nodes run: it sets the I5 bound the quiet gaps must cover.
+    pub mode: Mode,
+    /// Extra time on top of `timing.convergence_bound_in(mode)` before I5 is judged.
     pub slack_ms: u64,
     pub seed: u64,
 }
@@ -149,9 +152,10 @@ impl PlanSpec {
         ((self.nodes as usize).saturating_sub(1)) / 2
     }
 
-    /// The shortest quiet gap: the I5 deadline plus a minimal observation window.
+    /// The shortest quiet gap: the I5 deadline (of this mode) plus a minimal
+    /// observation window.
     pub fn min_quiet_ms(&self) -> u64 {
-        self.timing.convergence_bound_ms() + self.slack_ms + OBSERVE_MIN_MS
+        self.timing.convergence_bound_in(self.mode) + self.slack_ms + OBSERVE_MIN_MS
     }
 
     /// Checks that the spec can produce a meaningful schedule.
@@ -218,6 +222,23 @@ impl Availability {
             steps.push(Step::Heal);
         }
         steps
+    }
+
+    /// Whether a majority of the `nodes` members (IDs 1..=nodes) is available. In
+    /// quorum mode nothing can be elected without one; the members that are down,
+    /// paused or cut off still count in the denominator, as they do for the nodes.
+    pub fn majority_available(&self, nodes: u64) -> bool {
+        self.available(nodes).len() as u64 > nodes / 2
+    }
+
+    /// The node every available node must end up following, if one is expected: the
+    /// highest available ID — in quorum mode only while a majority is available (a
+    /// minority must stay leaderless), in classic mode whenever any node is available.
+    pub fn expected_leader(&self, nodes: u64, mode: Mode) -> Option<NodeId> {
+        if mode == Mode::Quorum && !self.majority_available(nodes) {
+            return None;
+        }
+        self.available(nodes).last().copied()
     }
 
     /// Whether the node is killed (not merely paused or cut off).
@@ -361,6 +382,7 @@ mod tests {
             duration_ms: 60_000,
             faults: FaultKind::ALL.to_vec(),
             timing: Timing::default(),
+            mode: Mode::Quorum,
             slack_ms: 1000,
             seed,
         }
@@ -428,6 +450,31 @@ mod tests {
             .iter()
             .all(|p| matches!(p.step, Step::Pause(_) | Step::Resume(_))));
         assert!(steps.iter().any(|p| p.step == Step::Pause(5)), "{steps:?}");
+    }
+
+    #[test]
+    fn quorum_gaps_are_longer_and_leaders_need_a_majority() {
+        let quorum = spec(5, 3);
+        let classic = PlanSpec {
+            mode: Mode::Classic,
+            ..quorum.clone()
+        };
+        assert!(quorum.min_quiet_ms() > classic.min_quiet_ms());
+        let mut model = Availability::default();
+        model.apply(&Step::Partition(vec![4, 5]));
+        assert_eq!(model.expected_leader(5, Mode::Quorum), Some(3));
+        model.apply(&Step::Kill(3));
+        // {1, 2} of 5: no majority; classic still expects the highest of them.
+        assert!(!model.majority_available(5));
+        assert_eq!(model.expected_leader(5, Mode::Quorum), None);
+        assert_eq!(model.expected_leader(5, Mode::Classic), Some(2));
+        model.apply(&Step::Heal);
+        assert_eq!(model.expected_leader(5, Mode::Quorum), Some(5));
+        // 2 of 4 is not a majority.
+        let mut four = Availability::default();
+        four.apply(&Step::Pause(4));
+        four.apply(&Step::Kill(1));
+        assert_eq!(four.expected_leader(4, Mode::Quorum), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The verdict and figures of a chaos run or a failover benchmark: one serializable
 //! [`Report`] (written with `--json`) and its human rendering (a few tables).
 
+use super::office::OfficeFigures;
 use super::plan::FaultKind;
 use super::stats::Summary;
 use super::timeline::{Sample, SampleKind, Timeline};
 use super::verdict::Explained;
-use crate::protocol::Timing;
+use crate::protocol::{Mode, Timing};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -69,8 +70,10 @@ impl Takeovers {
 /// What the run was asked to do.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunParams {
-    /// `chaos` or `bench failover`.
-    pub mode: String,
+    /// `chaos` or `chaos --bench failover`.
+    pub command: String,
+    /// The election mode the nodes ran (`quorum` or `classic`).
+    pub mode: Mode,
     pub nodes: u64,
     pub seed: u64,
     pub duration_s: f64,
@@ -78,7 +81,7 @@ pub struct RunParams {
     pub faults: Vec<FaultKind>,
     pub timing_profile: String,
     pub timing: Timing,
-    /// Added to the I5 bound (`timing.convergence_bound_ms()`) before judging.
+    /// Added to the mode's I5 bound (`timing.convergence_bound_in(mode)`) before judging.
     pub slack_ms: u64,
     /// The run's folder when kept (`--keep-dir`).
     pub dir: Option<String>,
@@ -104,8 +107,8 @@ pub struct Report {
     pub elections: usize,
     pub failover: Takeovers,
     pub reclaim: Takeovers,
-    /// Election, Answer and Coordinator messages the survivors sent per failover (from
-    /// their metrics, kill to convergence); measured by `--bench failover` only, since
+    /// Election, Answer and Coordinator messages (plus PreVote and Vote in quorum mode)
+    /// the survivors sent per failover (from their metrics, kill to convergence); measured by `--bench failover` only, since
     /// overlapping faults in a chaos run blur which election a message belongs to.
     pub messages_per_election: Option<f64>,
     /// From the first agreement to the end, ms without an agreed coordinator.
@@ -113,6 +116,10 @@ pub struct Report {
     pub longest_no_agreement_ms: u64,
     /// The share of the run (after the first agreement) without one, 0–1.
     pub no_agreement_share: f64,
+    /// Time with two coordinators at once, and time the majority side of a partition
+    /// had none (`two_coordinators_ms`, `majority_side_leaderless_ms` in the JSON).
+    #[serde(flatten)]
+    pub offices: OfficeFigures,
     /// Quiet windows judged for I5, and those too short to judge.
     pub i5_windows_checked: usize,
     pub i5_windows_skipped: usize,
@@ -156,7 +163,8 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "bully {}: {} nodes, seed {}, {}, timing {} (heartbeat {} ms, D {} ms, T {} ms, T' {} ms)",
+            "bully {}: {} mode, {} nodes, seed {}, {}, timing {} (heartbeat {} ms, D {} ms, T {} ms, T' {} ms)",
+            p.command,
             p.mode,
             p.nodes,
             p.seed,
@@ -186,6 +194,20 @@ impl Report {
             self.no_agreement_ms as f64 / 1000.0,
             self.no_agreement_share * 100.0,
             self.longest_no_agreement_ms as f64 / 1000.0
+        );
+        let _ = writeln!(
+            out,
+            "two coordinators   {:.2} s in total ({})",
+            self.offices.two_coordinators_ms as f64 / 1000.0,
+            match p.mode {
+                Mode::Quorum => "I6: must be 0",
+                Mode::Classic => "classic mode: reported, not judged",
+            }
+        );
+        let _ = writeln!(
+            out,
+            "majority side      {:.2} s without a coordinator during partitions",
+            self.offices.majority_side_leaderless_ms as f64 / 1000.0
         );
         let _ = writeln!(
             out,

@@ -28,6 +28,7 @@ impl ChaosConfig {
             duration_ms: self.duration.as_millis() as u64,
             faults: self.faults.clone(),
             timing: self.setup.timing,
+            mode: self.setup.mode,
             slack_ms: self.setup.slack_ms,
             seed: self.setup.seed,
         }
@@ -47,6 +48,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     let mut h = Harness::start(&HarnessSpec {
         nodes: config.setup.nodes,
         timing: config.setup.timing,
+        mode: config.setup.mode,
         binary: config.setup.binary.clone(),
         dir: config.setup.dir.clone(),
         relay: true,
@@ -54,8 +56,9 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     })
     .await?;
     progress.event(&format!(
-        "started {} nodes behind the relay in {}; {} steps planned (seed {})",
+        "started {} nodes ({} mode) behind the relay in {}; {} steps planned (seed {})",
         config.setup.nodes,
+        config.setup.mode,
         config.setup.dir.display(),
         schedule.len(),
         config.setup.seed
@@ -63,7 +66,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     let top = config.setup.nodes;
     if h.wait_for_leader(
         top,
-        first_election_limit(&config.setup.timing, config.setup.nodes),
+        first_election_limit(&config.setup.timing, config.setup.nodes, config.setup.mode),
     )
     .await
     {
@@ -95,7 +98,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         tokio::time::sleep_until(end.min(next_check)).await;
     }
     let report = h.finish(|_| RunParams {
-        mode: "chaos".into(),
+        command: "chaos".into(),
+        mode: config.setup.mode,
         nodes: config.setup.nodes,
         seed: config.setup.seed,
         duration_s: config.duration.as_secs_f64(),

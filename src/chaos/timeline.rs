@@ -9,7 +9,7 @@
 
 use super::plan::{Availability, Step};
 use crate::history::{Entry, Record};
-use crate::protocol::{Epoch, Millis, NodeId, Role, View};
+use crate::protocol::{Epoch, Millis, Mode, NodeId, Role, View};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -116,8 +116,15 @@ pub struct Timeline {
 }
 
 /// Reads the history (time-ordered) against the steps taken (time-ordered) for the
-/// nodes `ids`, up to `end_ms`.
-pub fn analyse(history: &[Entry], ids: &[NodeId], steps: &[Executed], end_ms: Millis) -> Timeline {
+/// nodes `ids` running `mode`, up to `end_ms`. A step after which no coordinator is
+/// expected (quorum mode without an available majority) yields no sample.
+pub fn analyse(
+    history: &[Entry],
+    ids: &[NodeId],
+    steps: &[Executed],
+    end_ms: Millis,
+    mode: Mode,
+) -> Timeline {
     let nodes = ids.iter().copied().max().unwrap_or(0);
     let mut views = Views::new(ids);
     let mut availability = Availability::default();
@@ -146,7 +153,7 @@ pub fn analyse(history: &[Entry], ids: &[NodeId], steps: &[Executed], end_ms: Mi
                     record: Record::Crashed,
                 });
             }
-            around_steps.push((agreed, availability.available(nodes).last().copied()));
+            around_steps.push((agreed, availability.expected_leader(nodes, mode)));
             step.at_ms
         } else {
             let entry = entries.next().expect("peeked");
@@ -346,7 +353,7 @@ mod tests {
     #[test]
     fn failover_and_reclaim_with_phases() {
         let (h, steps) = story();
-        let t = analyse(&h, &[1, 2, 3], &steps, 3000);
+        let t = analyse(&h, &[1, 2, 3], &steps, 3000, Mode::Classic);
         assert_eq!(t.first_agreement_ms, Some(100));
         assert_eq!(t.elections, 3);
         assert_eq!(t.samples.len(), 2, "{:?}", t.samples);
@@ -373,7 +380,7 @@ mod tests {
                 step: Step::Pause(1),
             },
         );
-        let t = analyse(&h, &[1, 2, 3], &steps, 3000);
+        let t = analyse(&h, &[1, 2, 3], &steps, 3000, Mode::Classic);
         assert_eq!(t.samples[0].kind, SampleKind::Failover);
         assert_eq!(t.samples[0].total_ms, None);
     }

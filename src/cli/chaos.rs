@@ -2,7 +2,7 @@
 //! run's folder, and the exit code (0 no violation, 1 violations or anomalies, 2 bad
 //! arguments or a cluster that could not be set up, 130 interrupted).
 
-use super::{parse_duration, TimingProfile};
+use super::{parse_duration, ModeArg, TimingProfile};
 use crate::chaos::progress::Mode;
 use crate::chaos::{self, BenchConfig, ChaosConfig, FaultKind, Report, RunSetup};
 use clap::{Args, ValueEnum};
@@ -33,6 +33,10 @@ pub struct ChaosArgs {
     /// Timing profile of the nodes.
     #[arg(long, value_enum, default_value_t = TimingProfile::Default)]
     pub timing: TimingProfile,
+    /// Election mode of the nodes: quorum (I6 and I7 are judged too) or classic (the
+    /// plain Bully algorithm; time with two coordinators is reported, not judged).
+    #[arg(long, value_enum, default_value_t = ModeArg::Quorum)]
+    pub mode: ModeArg,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -43,8 +47,8 @@ pub struct ChaosArgs {
     /// Where to put the run's files (default: a new temp folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Time allowed on top of the I5 bound before convergence is judged, for
-    /// scheduling on a busy machine (default: the bound itself).
+    /// Time allowed on top of the I5 bound (of the chosen mode) before convergence is
+    /// judged, for scheduling on a busy machine (default: the bound itself).
     #[arg(long, value_parser = parse_duration)]
     pub slack: Option<Duration>,
     /// Run a benchmark instead of a chaos run.
@@ -76,10 +80,11 @@ pub enum BenchKind {
 /// Runs `bully chaos` and maps the outcome to the exit code.
 pub async fn run(args: &ChaosArgs) -> ExitCode {
     let timing = args.timing.timing();
+    let mode = args.mode.mode();
     let seed = args.seed.unwrap_or_else(crate::node::status::wall_ms);
     let slack_ms = args
         .slack
-        .map_or(timing.convergence_bound_ms(), |d| d.as_millis() as u64);
+        .map_or(timing.convergence_bound_in(mode), |d| d.as_millis() as u64);
     let temp = match &args.dir {
         Some(_) => None,
         None => match tempfile::Builder::new().prefix("bully-chaos-").tempdir() {
@@ -108,16 +113,24 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
         seed,
         timing_profile: profile,
         timing,
+        mode,
         slack_ms,
         binary,
         dir: dir.clone(),
         progress: Mode::detect(),
     };
     let job = match args.bench {
-        Some(BenchKind::Failover) => Job::Bench(BenchConfig {
-            setup,
-            runs: args.runs,
-        }),
+        Some(BenchKind::Failover) => {
+            let config = BenchConfig {
+                setup,
+                runs: args.runs,
+            };
+            if let Err(e) = config.validate() {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            Job::Bench(config)
+        }
         None => {
             let config = ChaosConfig {
                 setup,
