@@ -17,6 +17,7 @@ fn heartbeat() -> Message {
                 term: 41,
                 leader: 5,
             },
+            round: 7,
         },
     }
 }

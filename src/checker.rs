@@ -447,11 +447,9 @@ pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office>
                 epoch,
                 office_ended_at,
                 ..
-            }) => {
-                if open.get(&node).is_some_and(|o| o.0 == *epoch) {
-                    if let Some(office) = open.remove(&node) {
-                        close(&mut out, node, office, (*office_ended_at).min(t));
-                    }
+            }) if open.get(&node).is_some_and(|o| o.0 == *epoch) => {
+                if let Some(office) = open.remove(&node) {
+                    close(&mut out, node, office, (*office_ended_at).min(t));
                 }
             }
             Record::Crashed | Record::Started { .. } => {

@@ -207,7 +207,7 @@ async fn scenario(mode: Mode) {
             deadline_ms: converged_at,
         },
     ));
-    let mut quorum_rules = checker::check_no_overlap(&history, timing.suspect_after_ms);
+    let mut quorum_rules = checker::check_no_overlap(&history, checker::lease_bound_ms(&timing));
     quorum_rules.extend(checker::check_one_per_term(&history));
     match mode {
         Mode::Quorum => violations.extend(quorum_rules),

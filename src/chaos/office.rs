@@ -30,7 +30,7 @@ pub struct OfficeFigures {
 /// coordinator until it notices.
 pub fn lease_bound(timing: &Timing, mode: Mode) -> Option<Millis> {
     match mode {
-        Mode::Quorum => Some(timing.suspect_after_ms),
+        Mode::Quorum => Some(crate::checker::lease_bound_ms(timing)),
         Mode::Classic => None,
     }
 }

@@ -85,8 +85,8 @@ pub fn judge(
         ),
         ..Verdict::default()
     };
-    // The lease bound is D: a paused coordinator's office ends within D (Q3).
-    let mut quorum_rules = checker::check_no_overlap(history, timing.suspect_after_ms);
+    // A paused coordinator's office ends within its lease span (Q3).
+    let mut quorum_rules = checker::check_no_overlap(history, checker::lease_bound_ms(timing));
     quorum_rules.extend(checker::check_one_per_term(history));
     match mode {
         Mode::Quorum => verdict.violations.extend(quorum_rules),

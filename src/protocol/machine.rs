@@ -102,7 +102,8 @@ impl MachineConfig {
 
     /// Members (this node included) needed for a majority.
     pub fn majority(&self) -> usize {
-        (self.peers.len() + 1) / 2 + 1
+        // floor(M / 2) + 1 with M = peers + 1 members.
+        self.peers.len().div_ceil(2) + 1
     }
 }
 
@@ -869,8 +870,8 @@ impl Machine {
 
     fn on_resign(&mut self, epoch: Epoch, now: Millis) {
         let following = matches!(self.state, State::Follower { epoch: e, .. } if e == epoch);
-        if self.quorum() {
-            if self.promise.is_some_and(|p| p.epoch == epoch) {
+        if self.quorum() && self.promise.is_some_and(|p| p.epoch == epoch) {
+            {
                 self.promise = None;
                 if let Some((candidate, term)) = self.deferred.take() {
                     // handover: the vote we held back for the higher node goes out now.

@@ -374,7 +374,7 @@ impl Sim {
         let timeout = self.config.timing.suspect_after_ms;
         let alive = |id: NodeId| {
             self.nodes.get(&id).is_some_and(|n| {
-                n.machine.is_some() && n.paused_at.is_none_or(|at| self.now < at + timeout)
+                n.machine.is_some() && n.paused_at.map_or(true, |at| self.now < at + timeout)
             })
         };
         alive(a) && alive(b) && self.connected(a, b)
@@ -679,8 +679,8 @@ impl Sim {
                 })
                 .min();
             if let Some((&(at, seq), _)) = self.notices.iter().next() {
-                let first =
-                    next_flight.is_none_or(|f| at < f) && next_timer.is_none_or(|(t, _)| at < t);
+                let first = next_flight.map_or(true, |f| at < f)
+                    && next_timer.map_or(true, |(t, _)| at < t);
                 if first {
                     if at > until {
                         break;
