@@ -154,6 +154,7 @@ async fn scenario(mode: Mode) {
         dir: dir.path().to_path_buf(),
         relay: true,
         seed: 1,
+        http: false,
     })
     .await
     .expect("start 5 nodes behind the relay");

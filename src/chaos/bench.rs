@@ -60,6 +60,7 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         dir: config.setup.dir.clone(),
         relay: false,
         seed: config.setup.seed,
+        http: false,
     })
     .await?;
     let top = config.setup.nodes;

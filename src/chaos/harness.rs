@@ -67,6 +67,9 @@ pub struct HarnessSpec {
     pub relay: bool,
     /// Seeds the relay's loss decisions.
     pub seed: u64,
+    /// Give every node an `[http]` endpoint on a free loopback port, so a prober can
+    /// read `/coordinator` the way a load balancer does.
+    pub http: bool,
 }
 
 /// A running cluster and what has been seen and done to it.
@@ -118,6 +121,12 @@ impl Harness {
             ids.iter().map(|&id| (id, cluster.data_dir(id))).collect();
         let collector = Collector::new(&spec.dir, &data_dirs)
             .with_context(|| format!("cannot write the runner's log in {}", spec.dir.display()))?;
+        if spec.http {
+            for &id in &ids {
+                let listen = crate::cluster::free_tcp_addr()?;
+                cluster.edit_config(id, |c| c.http = Some(crate::config::HttpConfig { listen }))?;
+            }
+        }
         let origin_ms = wall_ms();
         for &id in &ids {
             cluster.start(id)?;
@@ -135,6 +144,12 @@ impl Harness {
             origin_ms,
             anomalies: Vec::new(),
         })
+    }
+
+    /// The HTTP address of node `id`, when the harness was started with `http`.
+    pub fn http_addr(&self, id: NodeId) -> Option<std::net::SocketAddr> {
+        let config = crate::config::load(&self.cluster.config_path(id)).ok()?;
+        config.http.map(|h| h.listen)
     }
 
     /// Node IDs, ascending.

@@ -53,6 +53,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         dir: config.setup.dir.clone(),
         relay: true,
         seed: config.setup.seed,
+        http: false,
     })
     .await?;
     progress.event(&format!(
