@@ -14,8 +14,7 @@
 use anyhow::{bail, Context, Result};
 use bully::chaos::harness::{Harness, HarnessSpec};
 use bully::chaos::plan::Step;
-use bully::history::Record;
-use bully::protocol::{Fact, Mode, NodeId, Timing};
+use bully::protocol::{Mode, NodeId, Timing};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -138,15 +137,7 @@ fn longest_where(
 
 fn highest_term(h: &mut Harness) -> u64 {
     h.poll();
-    h.history()
-        .iter()
-        .filter_map(|e| match &e.record {
-            Record::Persisted(c) => Some(c.term),
-            Record::Fact(Fact::Declared { epoch }) => Some(epoch.term),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
+    bully::history::highest_term(&h.history())
 }
 
 async fn run_once(mode: Mode, binary: std::path::PathBuf) -> Result<Vec<String>> {

@@ -300,6 +300,21 @@ impl Cluster {
         Ok(client.metrics().await?)
     }
 
+    /// The last `lines` lines of every node's log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for id in self.ids() {
+            let text = fs::read_to_string(self.log_path(id)).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            let from = all.len().saturating_sub(lines);
+            out.push_str(&format!(
+                "--- node {id} log (tail)\n{}\n",
+                all[from..].join("\n")
+            ));
+        }
+        out
+    }
+
     /// Every node's event log and the faults this cluster injected (kill, pause,
     /// resume), merged and ordered by time.
     pub fn history(&self) -> Vec<Entry> {

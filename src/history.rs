@@ -121,6 +121,19 @@ pub fn merge(logs: impl IntoIterator<Item = Vec<Entry>>) -> Vec<Entry> {
     all
 }
 
+/// The highest term any node persisted or declared: how far a run drove the term up.
+pub fn highest_term(entries: &[Entry]) -> u64 {
+    entries
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Persisted(cells) => Some(cells.term),
+            Record::Fact(Fact::Declared { epoch }) => Some(epoch.term),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The time of the last fault record, if any (the start of the I5 clock).
 pub fn last_fault_ms(entries: &[Entry]) -> Option<Millis> {
     entries

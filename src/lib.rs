@@ -2,10 +2,11 @@
 //! mutual TLS, with durable epochs as fencing tokens.
 //!
 //! # Layout
-//! - [`protocol`]: the pure state machine (no I/O, no clock); the simulator drives it.
+//! - [`protocol`]: the pure state machine (no I/O, no clock) in both modes, classic and
+//!   quorum (with its lease arithmetic in `protocol::lease`); the simulator drives it.
 //! - [`codec`]: the one place bincode is called; frames with a version and a size cap.
 //! - [`storage`]: sled storage cells, one flushed transaction per change.
-//! - [`history`] / [`checker`]: event records and the I1–I5 invariant checks, shared by
+//! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks, shared by
 //!   the simulator, the real-process tests and the chaos runner.
 //! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
 //! - [`certs`] / [`transport`]: certificates bound to node IDs; the QUIC endpoint with

@@ -17,9 +17,9 @@ use bully::chaos::harness::{Harness, HarnessSpec};
 use bully::chaos::office;
 use bully::chaos::plan::Step;
 use bully::checker::{self, Convergence, Leader, Violation};
-use bully::history::{self, Entry, Record};
+use bully::history::{self, Entry};
 use bully::node::status::wall_ms;
-use bully::protocol::{Fact, Mode, NodeId, Timing};
+use bully::protocol::{Mode, NodeId, Timing};
 use std::time::{Duration, Instant};
 
 const NODES: u64 = 5;
@@ -107,17 +107,7 @@ impl Scene {
     }
 
     fn log_tail(&self) -> String {
-        let mut out = String::new();
-        for id in ALL {
-            let text = std::fs::read_to_string(self.h.cluster.log_path(id)).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let from = lines.len().saturating_sub(15);
-            out.push_str(&format!(
-                "--- node {id} log (tail)\n{}\n",
-                lines[from..].join("\n")
-            ));
-        }
-        out
+        self.h.cluster.log_tail(15)
     }
 
     /// The merged history so far (every node's event log and the runner's records).
@@ -125,19 +115,6 @@ impl Scene {
         self.h.poll();
         self.h.history()
     }
-}
-
-/// The highest term any node has persisted or declared.
-fn highest_term(history: &[Entry]) -> u64 {
-    history
-        .iter()
-        .filter_map(|e| match &e.record {
-            Record::Persisted(cells) => Some(cells.term),
-            Record::Fact(Fact::Declared { epoch }) => Some(epoch.term),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 async fn scenario(mode: Mode) {
@@ -179,12 +156,12 @@ async fn scenario(mode: Mode) {
     s.heal().await;
 
     s.phase("cut follower 1 off alone; node 5 keeps leading the other four");
-    let before = highest_term(&s.history());
+    let before = history::highest_term(&s.history());
     s.cut(&[1], 5).await;
     s.phase("heal; node 1 follows node 5 again");
     s.heal().await;
     let converged_at = wall_ms();
-    let after = highest_term(&s.history());
+    let after = history::highest_term(&s.history());
     eprintln!("    highest term {before} before the lone follower's cut, {after} after");
 
     s.phase("let the converged cluster run a moment, then read the merged history");

@@ -30,11 +30,20 @@ fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
     }
 }
 
-/// The machine's actions, without its facts (those are checked in their own tests).
-fn drain(m: &mut Machine) -> Vec<Action> {
-    std::iter::from_fn(|| m.poll_action())
+#[path = "common/drive.rs"]
+mod drive;
+
+/// The actions without the machine's facts (those are checked in tests/quorum_rules.rs).
+fn without_facts(actions: Vec<Action>) -> Vec<Action> {
+    actions
+        .into_iter()
         .filter(|a| !matches!(a, Action::Fact(_)))
         .collect()
+}
+
+/// The machine's pending actions, without its facts.
+fn drain(m: &mut Machine) -> Vec<Action> {
+    without_facts(std::iter::from_fn(|| m.poll_action()).collect())
 }
 
 fn send(to: NodeId, term: u64, body: Body) -> Action {
@@ -70,21 +79,13 @@ fn candidate_view(id: NodeId) -> Action {
     view(id, Role::Candidate, None, true)
 }
 
-/// Delivers a message and returns the actions it caused.
+/// Delivers a message and returns the actions it caused (facts left out).
 fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {
-    m.handle(
-        Event::Message {
-            from,
-            msg: Message { term, body },
-        },
-        now,
-    );
-    drain(m)
+    without_facts(drive::feed(m, drive::message(from, term, body), now))
 }
 
 fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
-    m.handle(Event::Tick, now);
-    drain(m)
+    without_facts(drive::feed(m, Event::Tick, now))
 }
 
 /// A freshly started machine (first incarnation, empty cells) with its start-up

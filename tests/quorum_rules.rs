@@ -4,8 +4,8 @@
 //! D (suspect) 300, T (answer) 100, T' (coordinator) 300.
 
 use bully::protocol::{
-    Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Machine, MachineConfig, Message,
-    Millis, Mode, NodeId, Preempt, Role,
+    Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Machine, MachineConfig, Millis, Mode,
+    NodeId, Preempt, Role,
 };
 
 fn ep(term: u64, leader: NodeId) -> Epoch {
@@ -26,20 +26,15 @@ fn drain(m: &mut Machine) -> Vec<Action> {
     std::iter::from_fn(|| m.poll_action()).collect()
 }
 
+#[path = "common/drive.rs"]
+mod drive;
+
 fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {
-    m.handle(
-        Event::Message {
-            from,
-            msg: Message { term, body },
-        },
-        now,
-    );
-    drain(m)
+    drive::feed(m, drive::message(from, term, body), now)
 }
 
 fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
-    m.handle(Event::Tick, now);
-    drain(m)
+    drive::feed(m, Event::Tick, now)
 }
 
 /// The messages in `actions` as (to, body).

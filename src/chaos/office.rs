@@ -9,6 +9,7 @@
 //! Partitions come from the runner's `Partitioned` / `Healed` records, so the same code
 //! reads a chaos run, a benchmark or a hand-made history.
 
+use super::stats::Summary;
 use crate::checker::{self, Office};
 use crate::history::{Entry, Record};
 use crate::protocol::{Millis, Mode, NodeId, Timing};
@@ -23,6 +24,22 @@ pub struct OfficeFigures {
     /// Total time, during partitions, in which the side holding a majority of the
     /// members had no node in office (partitions without a majority side count 0).
     pub majority_side_leaderless_ms: Millis,
+    /// Takeovers by a higher node from a lower one still in office (a restarted node
+    /// reclaiming): the gap between the old office's end and the new one's start.
+    pub takeover_gaps: Summary,
+}
+
+/// The gaps (ms) between consecutive terms of office where a higher node followed a
+/// lower one: the handover of quorum mode (Q7) or the bully of classic mode. A
+/// failover after a kill is never counted: there the next office is a lower node's.
+pub fn takeover_gaps(offices: &[Office]) -> Vec<Millis> {
+    let mut by_start: Vec<&Office> = offices.iter().collect();
+    by_start.sort_by_key(|o| o.from_ms);
+    by_start
+        .windows(2)
+        .filter(|w| w[1].node > w[0].node && w[1].from_ms >= w[0].until_ms)
+        .map(|w| w[1].from_ms - w[0].until_ms)
+        .collect()
 }
 
 /// How long a paused coordinator can stay in office, for [`checker::offices`]: D in
@@ -60,6 +77,7 @@ pub fn figures(
         majority_side_leaderless_ms: majority_side_leaderless_ms(
             &history, members, &offices, end_ms,
         ),
+        takeover_gaps: Summary::of(&takeover_gaps(&offices)),
     }
 }
 
@@ -177,6 +195,23 @@ mod tests {
     use crate::protocol::{DemotionReason, Epoch, Fact};
 
     const MEMBERS: [NodeId; 5] = [1, 2, 3, 4, 5];
+
+    #[test]
+    fn takeover_gap_counts_a_higher_node_after_a_lower_one_only() {
+        let office = |node, from_ms, until_ms| Office {
+            node,
+            epoch: Epoch {
+                term: from_ms,
+                leader: node,
+            },
+            from_ms,
+            until_ms,
+        };
+        // 5 killed at 100, 4 fails over at 400 (not a takeover), 5 back and handed
+        // over at 900 -> 907.
+        let offices = [office(5, 0, 100), office(4, 400, 900), office(5, 907, 2000)];
+        assert_eq!(takeover_gaps(&offices), vec![7]);
+    }
 
     fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
         Entry {

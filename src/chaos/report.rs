@@ -209,6 +209,15 @@ impl Report {
             "majority side      {:.2} s without a coordinator during partitions",
             self.offices.majority_side_leaderless_ms as f64 / 1000.0
         );
+        let gaps = self.offices.takeover_gaps;
+        if gaps.count > 0 {
+            let _ = writeln!(
+                out,
+                "takeover gap       p50 {} / p90 {} / max {} ms over {} takeovers (no \
+                 coordinator while a higher node took over from a lower one)",
+                gaps.p50, gaps.p90, gaps.max, gaps.count
+            );
+        }
         let _ = writeln!(
             out,
             "I5 windows         {} judged, {} too short to judge",

@@ -468,12 +468,7 @@ impl Machine {
             State::Follower { .. } => self.start_election(now),
             State::Electing { .. } => {
                 if !self.eligible {
-                    self.enter(
-                        State::Idle {
-                            until: now + timing.coordinator_timeout_ms,
-                        },
-                        now,
-                    );
+                    self.idle(now);
                 } else if self.quorum() {
                     self.begin_prevote(now);
                 } else {
@@ -482,22 +477,12 @@ impl Machine {
             }
             State::PreVoting { .. } => {
                 // Q6: no majority said yes; nothing was persisted. Try again after T'.
-                self.enter(
-                    State::Idle {
-                        until: now + timing.coordinator_timeout_ms,
-                    },
-                    now,
-                );
+                self.idle(now);
             }
             State::Declaring { epoch, .. } => {
                 // No majority accepted in time: release those that did, try again later.
                 self.broadcast(Body::Resign { epoch });
-                self.enter(
-                    State::Idle {
-                        until: now + timing.coordinator_timeout_ms,
-                    },
-                    now,
-                );
+                self.idle(now);
             }
             State::Coordinator { epoch, .. } => {
                 let lease_over = self
@@ -1044,12 +1029,7 @@ impl Machine {
             self.send(peer, Body::Election { accepted });
         }
         if !self.eligible {
-            self.enter(
-                State::Idle {
-                    until: now + timing.coordinator_timeout_ms,
-                },
-                now,
-            );
+            self.idle(now);
             return;
         }
         self.fact(Fact::ElectionStarted);
@@ -1078,12 +1058,7 @@ impl Machine {
             return;
         }
         let Some(term) = self.seen.checked_add(1) else {
-            self.enter(
-                State::Idle {
-                    until: now + self.config.timing.coordinator_timeout_ms,
-                },
-                now,
-            );
+            self.idle(now);
             return;
         };
         self.votes.clear();
@@ -1112,12 +1087,7 @@ impl Machine {
         // I1/I2 (release). No term is left above it, so refuse to declare and retry
         // after T' like an idle node; only a misbehaving peer can cause this.
         let Some(term) = self.seen.checked_add(1) else {
-            self.enter(
-                State::Idle {
-                    until: now + self.config.timing.coordinator_timeout_ms,
-                },
-                now,
-            );
+            self.idle(now);
             return;
         };
         let epoch = Epoch {
@@ -1173,12 +1143,7 @@ impl Machine {
         if lease.until() <= now {
             // The acks came too late to hold any lease: release them, try again.
             self.broadcast(Body::Resign { epoch });
-            self.enter(
-                State::Idle {
-                    until: now + timing.coordinator_timeout_ms,
-                },
-                now,
-            );
+            self.idle(now);
             return;
         }
         self.lease = Some(lease);
@@ -1211,6 +1176,16 @@ impl Machine {
             State::Follower {
                 epoch,
                 suspect_at: now + self.config.timing.suspect_after_ms,
+            },
+            now,
+        );
+    }
+
+    /// Waits T' without a coordinator, then elects again.
+    fn idle(&mut self, now: Millis) {
+        self.enter(
+            State::Idle {
+                until: now + self.config.timing.coordinator_timeout_ms,
             },
             now,
         );

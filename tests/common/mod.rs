@@ -92,17 +92,7 @@ impl TestCluster {
 
     /// The last lines of every node's log, for failure messages.
     pub fn log_tail(&self) -> String {
-        let mut out = String::new();
-        for id in self.cluster.ids() {
-            let text = std::fs::read_to_string(self.cluster.log_path(id)).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let from = lines.len().saturating_sub(15);
-            out.push_str(&format!(
-                "--- node {id} log (tail)\n{}\n",
-                lines[from..].join("\n")
-            ));
-        }
-        out
+        self.cluster.log_tail(15)
     }
 }
 
