@@ -9,6 +9,7 @@
 //! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks, shared by
 //!   the simulator, the real-process tests and the chaos runner.
 //! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
+//! - [`model`]: exhaustive, bounded model checking of the same machine (N ≤ 4).
 //! - [`certs`] / [`transport`]: certificates bound to node IDs; the QUIC endpoint with
 //!   mutual TLS, one FIFO stream per peer, and API connections.
 //! - [`config`]: the TOML node config and its validation.
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod codec;
 pub mod config;
 pub mod history;
+pub mod model;
 pub mod node;
 pub mod protocol;
 #[cfg(debug_assertions)]

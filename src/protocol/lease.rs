@@ -13,7 +13,7 @@ use super::types::{Epoch, Millis, NodeId};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A follower's promise to its leader: no other declaration before `until`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Promise {
     /// The epoch whose declaration or heartbeat was acked; its `Resign` releases it.
     pub epoch: Epoch,
@@ -30,7 +30,7 @@ impl Promise {
 
 /// The coordinator's side: which heartbeat rounds were sent when, which each peer has
 /// acked, and the lease end that follows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lease {
     /// Members (itself included) whose acks make a majority.
     majority: usize,

@@ -65,7 +65,7 @@ use super::types::*;
 use std::collections::{BTreeSet, VecDeque};
 
 /// Static settings of one node's machine.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MachineConfig {
     pub id: NodeId,
     /// Every other member of the cluster.
@@ -108,7 +108,7 @@ impl MachineConfig {
 }
 
 /// A deliberate protocol bug, for the tests that prove a broken machine is caught.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flaw {
     /// Quorum mode: the coordinator keeps its role after its lease ran out, and
     /// followers ignore their lease promises.
@@ -118,7 +118,7 @@ pub enum Flaw {
 }
 
 /// An input to the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Event {
     /// A message from an authenticated peer.
     Message { from: NodeId, msg: Message },
@@ -136,7 +136,7 @@ pub enum Event {
 }
 
 /// An output of the machine, to be run in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Write these cells in one transaction and flush before the next action.
     Persist(Cells),
@@ -156,7 +156,7 @@ pub enum Action {
 }
 
 /// Protocol rules a peer can break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Misbehaviour {
     /// Coordinator, Heartbeat or Resign for an epoch whose leader is not the sender.
     ForeignClaim,
@@ -180,7 +180,7 @@ impl std::fmt::Display for Misbehaviour {
 }
 
 /// Where the node is in the algorithm; each waiting state holds its own deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum State {
     /// Just (re)started: probing peers, no election yet.
     Starting {
@@ -220,8 +220,9 @@ enum State {
 }
 
 /// One node's Bully state machine. Deterministic: the same events at the same times
-/// give the same actions.
-#[derive(Debug)]
+/// give the same actions. Clone, Eq and Hash let a model checker store and compare
+/// whole machines as parts of its states.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Machine {
     config: MachineConfig,
     /// The durable cells as last persisted.

@@ -29,7 +29,7 @@ impl fmt::Display for Epoch {
 
 /// What must survive a crash. Written as one transaction and flushed before any action
 /// that depends on it runs (invariant I3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Cells {
     /// Highest term this node has declared or accepted; the next declaration is above it.
     pub term: u64,
@@ -40,7 +40,7 @@ pub struct Cells {
 }
 
 /// A peer-to-peer message. The sender is the TLS-authenticated peer, never a field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Message {
     /// The sender's highest seen term, so news of newer epochs spreads with every message.
     pub term: u64,
@@ -51,7 +51,7 @@ pub struct Message {
 /// classic Bully set; `Ack`, `Probe` and `Resign` let nodes learn the current term after
 /// a restart and hand leadership over without waiting for a timeout; `PreVote` and
 /// `Vote` are quorum mode's ask-before-you-raise-the-term round (Q6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Body {
     /// To every higher ID: "is anyone above me alive?" Carries the sender's accepted
     /// epoch so a coordinator can tell whether the sender already knows it.
@@ -163,7 +163,7 @@ impl fmt::Display for Role {
 }
 
 /// What a node believes right now; published to clients, hooks and the event log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct View {
     pub id: NodeId,
     pub role: Role,
@@ -232,7 +232,7 @@ pub const TOKEN_LEADER_BITS: u32 = 20;
 pub const MAX_NODE_ID: NodeId = (1 << TOKEN_LEADER_BITS) - 1;
 
 /// Why a coordinator stopped being one; reported by the machine itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DemotionReason {
     /// Quorum mode: no majority acked a heartbeat recently enough to hold the lease.
@@ -261,7 +261,7 @@ impl fmt::Display for DemotionReason {
 
 /// What the machine says happened, in its own words, so the runtime, the simulator and
 /// the checker never have to re-derive it from cell comparisons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fact {
     /// This node began an election (sent Election to higher nodes, or went straight to
@@ -284,7 +284,7 @@ pub enum Fact {
 }
 
 /// Whether a restarted higher node takes over from a healthy lower coordinator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preempt {
     /// The classic Bully: the highest live eligible ID always leads.
@@ -295,7 +295,7 @@ pub enum Preempt {
 }
 
 /// The timing knobs, in milliseconds (DESIGN.md "Timing").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
     pub heartbeat_ms: u64,
