@@ -43,6 +43,20 @@ fn quick3() -> Bounds {
     }
 }
 
+/// N = 4 quick bound: smaller (no pause, no health flip, term ≤ 3).
+fn quick4() -> Bounds {
+    Bounds {
+        depth: depth(10),
+        time: 10,
+        crashes: 1,
+        partitions: 1,
+        pauses: 0,
+        health_flips: 0,
+        term: 3,
+        liveness_steps: 400,
+    }
+}
+
 fn run(name: &str, config: ModelConfig) -> Outcome {
     let started = Instant::now();
     let bounds = config.bounds;
@@ -78,40 +92,14 @@ fn three_nodes_classic_every_property_holds() {
 
 #[test]
 fn four_nodes_with_a_witness_quorum_holds() {
-    let mut c = config(
-        &[1, 2, 3, 4],
-        Mode::Quorum,
-        Bounds {
-            depth: 10,
-            time: 10,
-            crashes: 1,
-            partitions: 1,
-            pauses: 0,
-            health_flips: 0,
-            term: 3,
-            liveness_steps: 400,
-        },
-    );
+    let mut c = config(&[1, 2, 3, 4], Mode::Quorum, quick4());
     c.witness = Some(2);
     holds("quorum N=4 witness 2", c);
 }
 
 #[test]
 fn four_nodes_classic_holds() {
-    let c = config(
-        &[1, 2, 3, 4],
-        Mode::Classic,
-        Bounds {
-            depth: 10,
-            time: 10,
-            crashes: 1,
-            partitions: 1,
-            pauses: 0,
-            health_flips: 0,
-            term: 3,
-            liveness_steps: 400,
-        },
-    );
+    let c = config(&[1, 2, 3, 4], Mode::Classic, quick4());
     holds("classic N=4", c);
 }
 
