@@ -35,7 +35,13 @@ fn big_status() -> Status {
         incarnation: 3,
     };
     let peers: Vec<u64> = (1..32).collect();
-    Status::initial(view, Default::default(), &peers, 1_700_000_000_000)
+    Status::initial(
+        view,
+        Default::default(),
+        Default::default(),
+        &peers,
+        1_700_000_000_000,
+    )
 }
 
 fn codec(c: &mut Criterion) {

@@ -57,13 +57,19 @@ fn logging_hooks(t: &TestCluster, id: NodeId) -> HooksConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
-    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+/// Three nodes whose hooks all log to their hook file.
+fn three_nodes_with_logging_hooks() -> TestCluster {
+    let t = TestCluster::new(3, Timing::default(), Preempt::Always);
     for id in t.cluster.ids() {
         let hooks = logging_hooks(&t, id);
         t.cluster.edit_config(id, |c| c.hooks = hooks).unwrap();
     }
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
+    let mut t = three_nodes_with_logging_hooks();
 
     phase("start: node 3 runs on_elected then on_change; the others on_change");
     t.start_all();
@@ -226,11 +232,7 @@ async fn a_hook_past_its_timeout_is_killed_with_its_children_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinator_stopped_cleanly_runs_on_demoted_and_resigns() {
-    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
-    for id in t.cluster.ids() {
-        let hooks = logging_hooks(&t, id);
-        t.cluster.edit_config(id, |c| c.hooks = hooks).unwrap();
-    }
+    let mut t = three_nodes_with_logging_hooks();
     phase("start: node 3 leads");
     t.start_all();
     t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;

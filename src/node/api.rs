@@ -89,11 +89,11 @@ async fn serve_stream(
     };
     match request {
         Request::Status => {
-            let now = status.borrow_and_update().as_of(std::time::Instant::now());
+            let now = status.borrow_and_update().as_of_now();
             write_frame(&mut send, &Response::Status(now)).await?;
         }
         Request::Watch => loop {
-            let now = status.borrow_and_update().as_of(std::time::Instant::now());
+            let now = status.borrow_and_update().as_of_now();
             write_frame(&mut send, &Response::Status(now)).await?;
             // `changed` is cancellation-safe; it fails only when the node shuts down.
             tokio::select! {
@@ -111,7 +111,7 @@ async fn serve_stream(
             write_frame(&mut send, &response).await?;
         }
         Request::Metrics => {
-            let now = status.borrow().as_of(std::time::Instant::now());
+            let now = status.borrow().as_of_now();
             write_frame(&mut send, &Response::Metrics(now.metrics(&metrics))).await?;
         }
     }

@@ -86,11 +86,7 @@ pub async fn run(
             _ = ticks.tick() => {}
             _ = verdicts.closed() => return,
         }
-        let env = super::hooks::environment(
-            &status.borrow().as_of(std::time::Instant::now()),
-            None,
-            &data_dir,
-        );
+        let env = super::hooks::environment(&status.borrow().as_of_now(), None, &data_dir);
         let shell = Shell {
             command: &config.command,
             dir: &workdir,

@@ -136,7 +136,7 @@ async fn serve_connection(mut stream: TcpStream, state: &HttpState) -> std::io::
             false,
         ),
         Some(Ok(request)) => {
-            let status = state.status.borrow().as_of(std::time::Instant::now());
+            let status = state.status.borrow().as_of_now();
             (
                 route(&request.path, &status, &state.metrics),
                 request.head_only,

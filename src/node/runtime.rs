@@ -56,7 +56,7 @@ pub struct NodeHandle {
 impl NodeHandle {
     /// The node's current status (role, epoch, coordinator, peers).
     pub fn view(&self) -> Status {
-        self.status.borrow().as_of(std::time::Instant::now())
+        self.status.borrow().as_of_now()
     }
 
     /// A receiver that wakes on every status change.
@@ -168,9 +168,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         cells,
         clock.now(),
     );
-    let mut status = Status::initial(machine.view(), cells, &peers, wall_ms());
+    let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health_state;
-    status.mode = config.mode;
     let (status_tx, status_rx) = watch::channel(status);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (commands_tx, commands_rx) = mpsc::channel(16);
@@ -513,10 +512,8 @@ impl Runtime {
                 reason,
                 office_ended_at,
             } => {
-                self.status.send_if_modified(|s| {
-                    s.lease_until = None;
-                    false
-                });
+                // The machine has left office: its lease is gone for readers too.
+                self.publish_lease();
                 tracing::info!(%epoch, %reason, "no longer coordinator");
                 Fact::Demoted {
                     epoch,

@@ -45,10 +45,10 @@ pub struct Status {
 
 impl Status {
     /// The status of a node that has just started and published nothing yet.
-    pub fn initial(view: View, cells: Cells, peers: &[NodeId], now_ms: u64) -> Status {
+    pub fn initial(view: View, mode: Mode, cells: Cells, peers: &[NodeId], now_ms: u64) -> Status {
         let mut status = Status {
             id: view.id,
-            mode: Mode::default(),
+            mode,
             role: view.role,
             epoch: None,
             coordinator: None,
@@ -76,6 +76,11 @@ impl Status {
     /// run out is reported as a candidate that knows no coordinator, even if the node
     /// was paused and has not noticed yet. Every reader (CLI, HTTP, hooks' environment)
     /// goes through here.
+    pub fn as_of_now(&self) -> Status {
+        self.as_of(std::time::Instant::now())
+    }
+
+    /// [`Status::as_of_now`] at a given instant.
     pub fn as_of(&self, now: std::time::Instant) -> Status {
         let mut status = self.clone();
         let lease_over = match (status.mode, status.lease_until) {

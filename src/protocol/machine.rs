@@ -492,13 +492,7 @@ impl Machine {
                     .is_some_and(|l| now >= l.until() && !self.flawed_lease());
                 if lease_over {
                     // Q3: stop heartbeating for this term; try to win a new one.
-                    self.step_down(
-                        DemotionReason::LeaseLost,
-                        State::Idle {
-                            until: now + timing.coordinator_timeout_ms,
-                        },
-                        now,
-                    );
+                    self.step_down(DemotionReason::LeaseLost, self.idle_state(now), now);
                     self.start_election(now);
                     return;
                 }
@@ -544,9 +538,7 @@ impl Machine {
             return;
         }
         self.eligible = eligible;
-        let idle = State::Idle {
-            until: now + self.config.timing.coordinator_timeout_ms,
-        };
+        let idle = self.idle_state(now);
         if !eligible {
             match self.state {
                 State::Coordinator { epoch, .. } => {
@@ -580,9 +572,7 @@ impl Machine {
     }
 
     fn on_shutdown(&mut self, now: Millis) {
-        let idle = State::Idle {
-            until: now + self.config.timing.coordinator_timeout_ms,
-        };
+        let idle = self.idle_state(now);
         match self.state {
             State::Coordinator { epoch, .. } => {
                 self.step_down(DemotionReason::Stopped, idle, now);
@@ -642,12 +632,7 @@ impl Machine {
 
     fn on_answer(&mut self, now: Millis) {
         if let State::Electing { .. } | State::PreVoting { .. } = self.state {
-            self.enter(
-                State::Awaiting {
-                    until: now + self.config.timing.coordinator_timeout_ms,
-                },
-                now,
-            );
+            self.enter(self.awaiting(now), now);
         }
     }
 
@@ -857,23 +842,16 @@ impl Machine {
     fn on_resign(&mut self, epoch: Epoch, now: Millis) {
         let following = matches!(self.state, State::Follower { epoch: e, .. } if e == epoch);
         if self.quorum() && self.promise.is_some_and(|p| p.epoch == epoch) {
-            {
-                self.promise = None;
-                if let Some((candidate, term)) = self.deferred.take() {
-                    // handover: the vote we held back for the higher node goes out now.
-                    let free = self.acceptance_blocked_until(candidate, now).is_none();
-                    if term > self.cells.term && free {
-                        self.send(candidate, Body::Vote { term });
-                        if !matches!(self.state, State::Coordinator { .. }) {
-                            self.enter(
-                                State::Awaiting {
-                                    until: now + self.config.timing.coordinator_timeout_ms,
-                                },
-                                now,
-                            );
-                        }
-                        return;
+            self.promise = None;
+            // handover: the vote we held back for the higher node goes out now.
+            if let Some((candidate, term)) = self.deferred.take() {
+                let free = self.acceptance_blocked_until(candidate, now).is_none();
+                if term > self.cells.term && free {
+                    self.send(candidate, Body::Vote { term });
+                    if !matches!(self.state, State::Coordinator { .. }) {
+                        self.enter(self.awaiting(now), now);
                     }
+                    return;
                 }
             }
         }
@@ -888,9 +866,7 @@ impl Machine {
             State::Coordinator { epoch, .. } => {
                 if from > self.config.id && self.config.preempt == Preempt::Always {
                     // handover (Q7): demote first, then resign, then vote.
-                    let next = State::Awaiting {
-                        until: now + self.config.timing.coordinator_timeout_ms,
-                    };
+                    let next = self.awaiting(now);
                     self.step_down(DemotionReason::Yielded { to: from }, next, now);
                     self.broadcast(Body::Resign { epoch });
                     if term > self.cells.term {
@@ -939,12 +915,7 @@ impl Machine {
             if let State::Electing { .. } | State::PreVoting { .. } | State::Idle { .. } =
                 self.state
             {
-                self.enter(
-                    State::Awaiting {
-                        until: now + self.config.timing.coordinator_timeout_ms,
-                    },
-                    now,
-                );
+                self.enter(self.awaiting(now), now);
             }
         }
     }
@@ -1002,14 +973,11 @@ impl Machine {
     }
 
     fn newer_news(&mut self, now: Millis) {
-        self.leaving = Some(DemotionReason::NewerEpoch);
         if self.config.preempt == Preempt::Never {
             // Follow the newer leader when it heartbeats; elect only if it does not.
-            let next = State::Awaiting {
-                until: now + self.config.timing.coordinator_timeout_ms,
-            };
-            self.step_down(DemotionReason::NewerEpoch, next, now);
+            self.step_down(DemotionReason::NewerEpoch, self.awaiting(now), now);
         } else {
+            self.leaving = Some(DemotionReason::NewerEpoch);
             self.start_election(now);
         }
     }
@@ -1021,9 +989,7 @@ impl Machine {
         if matches!(self.state, State::Coordinator { .. }) && self.quorum() {
             // Leave office before anything goes out.
             let reason = self.leaving.unwrap_or(DemotionReason::NewerEpoch);
-            let next = State::Idle {
-                until: now + timing.coordinator_timeout_ms,
-            };
+            let next = self.idle_state(now);
             self.step_down(reason, next, now);
         }
         for &peer in &higher {
@@ -1184,12 +1150,21 @@ impl Machine {
 
     /// Waits T' without a coordinator, then elects again.
     fn idle(&mut self, now: Millis) {
-        self.enter(
-            State::Idle {
-                until: now + self.config.timing.coordinator_timeout_ms,
-            },
-            now,
-        );
+        self.enter(self.idle_state(now), now);
+    }
+
+    /// Idle for T': no coordinator known, elect again at its end.
+    fn idle_state(&self, now: Millis) -> State {
+        State::Idle {
+            until: now + self.config.timing.coordinator_timeout_ms,
+        }
+    }
+
+    /// Waiting T' for the declaration of a node that runs (or was voted for).
+    fn awaiting(&self, now: Millis) -> State {
+        State::Awaiting {
+            until: now + self.config.timing.coordinator_timeout_ms,
+        }
     }
 
     fn observe(&mut self, term: u64) {
