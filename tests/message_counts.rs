@@ -3,10 +3,15 @@
 //! For N = 3, 5, 8, 16, 32, 64 (IDs 1..N, default timing): the cluster converges on N,
 //! N crashes right after a heartbeat round, and one node's transport reports it down
 //! at once while everyone else's suspicion timer is still D away.
-//! - worst: node 1 notices. Classic Bully: every node k < N sends Election to the N-k
-//!   nodes above it, every node 2..N-1 answers each lower one, N-1 declares:
-//!   N(N-1)/2 Election, (N-1)(N-2)/2 Answer, N-1 Coordinator.
-//! - best: node N-1 notices: 1 Election (to the dead N), then N-1 Coordinator.
+//! - worst: node 1 notices. It lets the higher nodes run first (defer, T), then sends
+//!   Election to the N-2 live ones above it (not to N, reported down); each answers
+//!   and, as a follower that heard N within D, starts no election of its own. When
+//!   their suspicion fires, N-1 (no reachable node above it) declares at once and the
+//!   rest, deferring, follow it: N-2 Election, N-2 Answer, N-1 Coordinator. The
+//!   textbook Bully sends N(N-1)/2 Election and (N-1)(N-2)/2 Answer here.
+//! - best: node N-1 notices: N is down, nobody above it is left, so it declares at
+//!   once: N-1 Coordinator and nothing else (the textbook: 1 Election first, after
+//!   which it waits T for the dead N).
 //!
 //! Counted: Election/Answer/Coordinator sent from the crash until every live node
 //! follows N-1 (messages to the dead node included: they are sent). Heartbeat, Ack and
@@ -91,8 +96,8 @@ fn election(n: u64, case: Case, delay_ms: (Millis, Millis)) -> Cost {
 /// (Election, Answer, Coordinator) by the theory in the module comment.
 fn theory(n: u64, case: Case) -> (u64, u64, u64) {
     match case {
-        Case::Worst => (n * (n - 1) / 2, (n - 1) * (n - 2) / 2, n - 1),
-        Case::Best => (1, 0, n - 1),
+        Case::Worst => (n - 2, n - 2, n - 1),
+        Case::Best => (0, 0, n - 1),
     }
 }
 
@@ -128,8 +133,7 @@ fn election_message_counts_match_the_theory() {
                 cost.sent
             );
             assert_eq!(cost.of(MessageKind::Resign), 0);
-            // Random delays (1-20 ms) change the order of arrivals, not the counts: each
-            // node starts one election, on the first Election it receives.
+            // Random delays (1-20 ms) change the order of arrivals, not the counts.
             let jittered = election(n, case, (1, 20));
             assert_eq!(
                 (

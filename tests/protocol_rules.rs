@@ -91,9 +91,7 @@ fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
 /// A freshly started machine (first incarnation, empty cells) with its start-up
 /// actions drained.
 fn started(config: MachineConfig, now: Millis) -> Machine {
-    let mut m = Machine::start(config, Cells::default(), now);
-    drain(&mut m);
-    m
+    drive::start_connected(config, Cells::default(), now)
 }
 
 /// Node 2 of {1, 2, 3}, following epoch 1@3 since t = 10.
@@ -145,7 +143,11 @@ fn start() {
             }),
         ]
     );
-    // It waits max(T, preempt delay) before the first election.
+    // It waits max(T, preempt delay) before the first election, and (startup_wait)
+    // until its higher peer has been up, 3D at most.
+    assert_eq!(m.next_deadline(), 1900);
+    m.handle(Event::PeerUp(3), 1050);
+    assert_eq!(drain(&mut m), vec![send(3, 4, Body::Probe)]);
     assert_eq!(m.next_deadline(), 1100);
     assert_eq!(tick(&mut m, 1099), vec![]);
     assert_eq!(
@@ -161,7 +163,7 @@ fn start() {
 
     let mut slow = config(2, &[1, 3]);
     slow.timing.preempt_delay_ms = 250;
-    let m = Machine::start(slow, loaded, 1000);
+    let m = drive::start_connected(slow, loaded, 1000);
     assert_eq!(m.next_deadline(), 1250);
 
     // A node without peers has nobody to wait for.
@@ -170,6 +172,42 @@ fn start() {
     assert_eq!(
         tick(&mut alone, 5),
         vec![persist(1, ep(1, 7), 1), coordinator_view(7, ep(1, 7))]
+    );
+}
+
+#[test]
+fn startup_wait() {
+    // A higher peer the transport could not reach yet may be starting too: wait for it
+    // (a failed dial does not end the wait), but no longer than 3D.
+    let mut m = Machine::start(config(2, &[1, 3]), Cells::default(), 0);
+    drain(&mut m);
+    m.handle(Event::PeerDown(3), 300);
+    assert_eq!(drain(&mut m), vec![]);
+    assert_eq!(m.next_deadline(), 900);
+    assert_eq!(tick(&mut m, 899), vec![]);
+    // At the end it elects without waiting for the unreached peer's Answer.
+    assert_eq!(
+        tick(&mut m, 900),
+        vec![
+            persist(1, ep(1, 2), 1),
+            send(1, 1, Body::Coordinator { epoch: ep(1, 2) }),
+            send(3, 1, Body::Coordinator { epoch: ep(1, 2) }),
+            coordinator_view(2, ep(1, 2)),
+        ]
+    );
+    // A running coordinator it will not follow (a lower one) ends the wait after T.
+    let mut m = Machine::start(config(3, &[1, 2, 4]), Cells::default(), 0);
+    drain(&mut m);
+    let lower = ep(5, 2);
+    let heartbeat = Body::Heartbeat {
+        epoch: lower,
+        round: 0,
+    };
+    assert_eq!(deliver(&mut m, 2, 5, heartbeat, 20), vec![]);
+    assert_eq!(m.next_deadline(), 100);
+    assert_eq!(
+        tick(&mut m, 100),
+        vec![send(4, 5, Body::Election { accepted: None })]
     );
 }
 
@@ -242,20 +280,20 @@ fn coordinator_timeout() {
 
 #[test]
 fn answer_lower() {
-    // A follower answers and starts its own election (classic Bully).
+    // A follower answers but, having heard its leader within D, starts no election of
+    // its own (the textbook Bully would: O(N^2) messages per failover).
     let mut m = follower_of_3();
     let accepted = Some(ep(1, 3));
     assert_eq!(
         deliver(&mut m, 1, 1, Body::Election { accepted }, 50),
-        vec![
-            send(1, 1, Body::Answer),
-            send(3, 1, Body::Election { accepted }),
-            candidate_view(2),
-        ]
+        vec![send(1, 1, Body::Answer)]
     );
-    // Already electing: just answer.
+    assert_eq!(m.view().role, Role::Follower);
+    // Electing itself: just answer.
+    let mut m = started(config(2, &[1, 3]), 0);
+    tick(&mut m, 100);
     assert_eq!(
-        deliver(&mut m, 1, 1, Body::Election { accepted }, 60),
+        deliver(&mut m, 1, 1, Body::Election { accepted }, 110),
         vec![send(1, 1, Body::Answer)]
     );
 
@@ -292,44 +330,46 @@ fn accept() {
         deliver(&mut m, 3, 4, Body::Coordinator { epoch }, 20),
         vec![persist(4, epoch, 1), follower_view(1, epoch)]
     );
-    // The same epoch again (a heartbeat): ack it and restart the suspicion timer.
+    // The same epoch again (a heartbeat): restart the suspicion timer. The ack would
+    // tell the leader nothing it does not know, so none goes out...
     assert_eq!(
         deliver(&mut m, 3, 4, Body::Heartbeat { epoch, round: 0 }, 100),
+        vec![]
+    );
+    assert_eq!(m.next_deadline(), 400);
+    // ... unless we have seen a newer term (from anyone): then the ack carries it.
+    assert_eq!(
+        deliver(&mut m, 2, 7, Body::Probe, 110),
+        vec![send(
+            2,
+            7,
+            Body::Ack {
+                accepted: Some(epoch),
+                round: 0
+            }
+        )]
+    );
+    assert_eq!(
+        deliver(&mut m, 3, 4, Body::Heartbeat { epoch, round: 0 }, 120),
         vec![send(
             3,
-            4,
+            7,
             Body::Ack {
                 accepted: Some(epoch),
                 round: 0,
             }
         )]
     );
-    assert_eq!(m.next_deadline(), 400);
-    // A newer epoch by heartbeat: persist, ack, follow.
-    let newer = ep(5, 3);
+    assert_eq!(m.next_deadline(), 420);
+    // A newer epoch by heartbeat: persist, follow (no ack: it is the newest term).
+    let newer = ep(8, 3);
+    let heartbeat = Body::Heartbeat {
+        epoch: newer,
+        round: 0,
+    };
     assert_eq!(
-        deliver(
-            &mut m,
-            3,
-            5,
-            Body::Heartbeat {
-                epoch: newer,
-                round: 0
-            },
-            150
-        ),
-        vec![
-            persist(5, newer, 1),
-            send(
-                3,
-                5,
-                Body::Ack {
-                    accepted: Some(newer),
-                    round: 0,
-                }
-            ),
-            follower_view(1, newer),
-        ]
+        deliver(&mut m, 3, 8, heartbeat, 150),
+        vec![persist(8, newer, 1), follower_view(1, newer)]
     );
 }
 
@@ -509,23 +549,59 @@ fn newer_news() {
 #[test]
 fn suspect() {
     let accepted = Some(ep(1, 3));
-    // No heartbeat for D after the last claim (t = 10): elect.
+    // No heartbeat for D after the last claim (t = 10): the silent leader counts as
+    // unreachable, and with no other higher peer node 2 declares at once.
+    let declares = vec![
+        persist(2, ep(2, 2), 1),
+        send(1, 2, Body::Coordinator { epoch: ep(2, 2) }),
+        send(3, 2, Body::Coordinator { epoch: ep(2, 2) }),
+        coordinator_view(2, ep(2, 2)),
+    ];
     let mut m = follower_of_3();
     assert_eq!(m.next_deadline(), 310);
     assert_eq!(tick(&mut m, 309), vec![]);
-    assert_eq!(
-        tick(&mut m, 310),
-        vec![send(3, 1, Body::Election { accepted }), candidate_view(2)]
-    );
-    // Told the coordinator is down: elect at once; another peer down changes nothing.
+    assert_eq!(tick(&mut m, 310), declares);
+    // Told the coordinator is down: the same at once; another peer down changes nothing.
     let mut m = follower_of_3();
     m.handle(Event::PeerDown(1), 20);
     assert_eq!(drain(&mut m), vec![]);
     m.handle(Event::PeerDown(3), 20);
+    assert_eq!(drain(&mut m), declares);
+    // defer: node 2 of {1, 2, 3, 4} following 4 lets node 3 (reachable) run first and
+    // waits T for its declaration; only then does it elect itself.
+    let mut m = started(config(2, &[1, 3, 4]), 0);
+    let epoch = ep(1, 4);
+    deliver(&mut m, 4, 1, Body::Coordinator { epoch }, 10);
+    assert_eq!(tick(&mut m, 310), vec![candidate_view(2)]);
+    assert_eq!(m.next_deadline(), 410);
+    assert_eq!(
+        tick(&mut m, 410),
+        vec![send(
+            3,
+            1,
+            Body::Election {
+                accepted: Some(epoch)
+            }
+        )]
+    );
+    // An Answer ends the election wait as before; a higher peer that goes down while
+    // we wait for its Answer ends it too: with none left, declare at once.
+    let mut m = started(config(2, &[1, 3, 4]), 0);
+    deliver(&mut m, 4, 1, Body::Coordinator { epoch }, 10);
+    tick(&mut m, 310);
+    tick(&mut m, 410);
+    m.handle(Event::PeerDown(3), 420);
     assert_eq!(
         drain(&mut m),
-        vec![send(3, 1, Body::Election { accepted }), candidate_view(2)]
+        vec![
+            persist(2, ep(2, 2), 1),
+            send(1, 2, Body::Coordinator { epoch: ep(2, 2) }),
+            send(3, 2, Body::Coordinator { epoch: ep(2, 2) }),
+            send(4, 2, Body::Coordinator { epoch: ep(2, 2) }),
+            coordinator_view(2, ep(2, 2)),
+        ]
     );
+    let _ = accepted;
 }
 
 #[test]
@@ -657,7 +733,7 @@ fn preempt_never() {
         ),
         vec![]
     );
-    // preempt = never: it follows it...
+    // preempt = never: it follows it (no ack: the ack would tell nothing new)...
     let mut cfg = config(3, &[1, 2]);
     cfg.preempt = Preempt::Never;
     let mut never = started(cfg, 0);
@@ -672,18 +748,7 @@ fn preempt_never() {
             },
             10
         ),
-        vec![
-            persist(5, claim, 1),
-            send(
-                1,
-                5,
-                Body::Ack {
-                    accepted: Some(claim),
-                    round: 0,
-                }
-            ),
-            follower_view(3, claim),
-        ]
+        vec![persist(5, claim, 1), follower_view(3, claim)]
     );
     // ... and, as a follower, answers a lower Election without starting its own.
     assert_eq!(
@@ -763,31 +828,47 @@ fn misbehaviour_unknown_peer() {
 
 #[test]
 fn misbehaviour_term_overflow() {
-    // A peer that sends the largest term must not make the node panic or wrap its
-    // term to 0 (which would break I1/I2).
+    // term_jump: a peer that sends a term near u64::MAX would leave no term to declare
+    // (or wrap it to 0, breaking I1/I2). It is refused; the term is not raised and
+    // elections go on.
     let mut c = coordinator_3();
-    let actions = deliver(
-        &mut c,
-        2,
-        u64::MAX,
-        Body::Ack {
-            accepted: None,
-            round: 0,
-        },
-        150,
+    let forged = Body::Ack {
+        accepted: None,
+        round: 0,
+    };
+    assert_eq!(
+        deliver(&mut c, 2, u64::MAX, forged, 150),
+        vec![Action::Misbehaved {
+            peer: 2,
+            what: Misbehaviour::TermJump
+        }]
     );
+    let forged_epoch = Body::Coordinator {
+        epoch: ep(u64::MAX - 1, 2),
+    };
+    assert!(matches!(
+        deliver(&mut c, 2, 1, forged_epoch, 160)[..],
+        [Action::Misbehaved {
+            what: Misbehaviour::TermJump,
+            ..
+        }]
+    ));
+    assert_eq!(c.seen_term(), 1);
+    assert_eq!(c.cells().accepted, Some(ep(1, 3)));
+    // A large but possible jump (a node that missed many elections) is news, not abuse.
+    let far = 1 + bully::protocol::MAX_TERM_JUMP;
+    let news = Body::Ack {
+        accepted: Some(ep(far, 2)),
+        round: 0,
+    };
+    let actions = deliver(&mut c, 2, far, news, 170);
     assert!(
-        actions
+        !actions
             .iter()
-            .all(|a| !matches!(a, Action::Persist(c) if c.term < 1)),
+            .any(|a| matches!(a, Action::Misbehaved { .. })),
         "{actions:?}"
     );
-    assert_eq!(c.cells().accepted, Some(ep(1, 3)));
-    assert_eq!(
-        tick(&mut c, 10_000).len(),
-        0,
-        "no declaration is possible any more"
-    );
+    assert!(c.seen_term() >= far);
 }
 
 #[test]
@@ -818,8 +899,34 @@ fn peer_up() {
         drain(&mut m),
         vec![send(3, 0, Body::Election { accepted: None })]
     );
+    // To a lower peer it repeats what its probe would have got: our accepted epoch.
     m.handle(Event::PeerUp(1), 111);
-    assert_eq!(drain(&mut m), vec![]);
+    assert_eq!(
+        drain(&mut m),
+        vec![send(
+            1,
+            0,
+            Body::Ack {
+                accepted: None,
+                round: 0
+            }
+        )]
+    );
+    // Follower: the same, so a restarted peer learns the term even when its probe's
+    // answer was dropped before our link to it was up.
+    let mut f = follower_of_3();
+    f.handle(Event::PeerUp(1), 50);
+    assert_eq!(
+        drain(&mut f),
+        vec![send(
+            1,
+            1,
+            Body::Ack {
+                accepted: Some(ep(1, 3)),
+                round: 0
+            }
+        )]
+    );
     // Coordinator: tell a reconnected peer the epoch at once.
     let mut c = coordinator_3();
     c.handle(Event::PeerUp(1), 150);

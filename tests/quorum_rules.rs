@@ -17,9 +17,7 @@ fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
 }
 
 fn start(config: MachineConfig, cells: Cells, now: Millis) -> Machine {
-    let mut m = Machine::start(config, cells, now);
-    drain(&mut m);
-    m
+    drive::start_connected(config, cells, now)
 }
 
 fn drain(m: &mut Machine) -> Vec<Action> {
@@ -281,6 +279,38 @@ fn handover() {
     assert!(sent(&held).is_empty(), "promised to 3: no vote yet");
     let released = deliver(&mut f, 3, 1, Body::Resign { epoch: ep(1, 3) }, 25);
     assert_eq!(sent(&released), vec![(4, Body::Vote { term: 2 })]);
+}
+
+#[test]
+fn deferred_vote() {
+    // Node 2 acked leader 4 at 10 (promise until 310). Node 3, the highest survivor,
+    // suspects 4 first and asks at 305: node 2 answers the moment its promise runs out
+    // instead of dropping the request (which cost 3 a T' retry).
+    let mut f = start(config(2, &[1, 3, 4]), fresh(), 0);
+    deliver(&mut f, 4, 1, Body::Coordinator { epoch: ep(1, 4) }, 10);
+    let held = deliver(&mut f, 3, 1, Body::PreVote { term: 2 }, 305);
+    assert!(sent(&held).is_empty(), "promised to 4 until 310: {held:?}");
+    assert_eq!(f.next_deadline(), 310);
+    let released = tick(&mut f, 310);
+    assert_eq!(sent(&released), vec![(3, Body::Vote { term: 2 })]);
+    // A fresh heartbeat of the leader renews the promise: a request held then waits
+    // for the new end.
+    let mut g = start(config(2, &[1, 3, 4]), fresh(), 0);
+    deliver(&mut g, 4, 1, Body::Coordinator { epoch: ep(1, 4) }, 10);
+    deliver(&mut g, 3, 1, Body::PreVote { term: 2 }, 200);
+    let heartbeat = Body::Heartbeat {
+        epoch: ep(1, 4),
+        round: 1,
+    };
+    deliver(&mut g, 4, 1, heartbeat, 250);
+    assert!(
+        sent(&tick(&mut g, 310)).is_empty(),
+        "promise renewed until 550"
+    );
+    assert_eq!(
+        sent(&tick(&mut g, 550)).first(),
+        Some(&(3, Body::Vote { term: 2 }))
+    );
 }
 
 #[test]

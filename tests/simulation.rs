@@ -284,7 +284,8 @@ fn heir_crashes_after_answer_before_coordinator() {
     sim.arm_crash(4, CrashPoint::AfterSend(MessageKind::Answer));
     sim.crash(5);
     sim.peer_down(1, 5);
-    sim.run_until(sim.now() + 50);
+    // 1 first waits T for a higher node's declaration (defer), then elects.
+    sim.run_until(sim.now() + 200);
     assert!(!sim.is_up(4), "4 crashed after answering");
     // Phase 3: nobody above 3 is alive. 3 declares (after T, or after T' and a new
     // election if 4's Answer reached it first) and everyone follows 3.

@@ -9,7 +9,8 @@
 use super::harness::{first_election_limit, Harness, HarnessSpec, RunSetup};
 use super::plan::Step;
 use super::progress::Progress;
-use super::report::{Report, RunParams};
+use super::report::{FailoverCosts, Report, RunParams};
+use super::stats::Summary;
 use crate::protocol::{MessageKind, Mode, NodeId};
 use anyhow::Result;
 use rand::rngs::SmallRng;
@@ -74,9 +75,10 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         h.anomalies
             .push(format!("no first agreement on node {top} within {first:?}"));
     }
+    let startup_declarations = h.declarations;
     let mut rng = SmallRng::seed_from_u64(config.setup.seed);
     let survivors: Vec<NodeId> = (1..top).collect();
-    let mut election_messages = Some(0u64);
+    let mut costs = Costs::default();
     for run in 1..=config.runs {
         if !h.anomalies.is_empty() {
             break;
@@ -85,13 +87,12 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         let settle = timing.suspect_after_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
         tokio::time::sleep(Duration::from_millis(settle)).await;
         let before = election_messages_sent(&h, &survivors).await;
+        h.poll();
+        let declared_before = h.declarations;
         h.execute(Step::Kill(top));
         let converged = h.wait_for_leader(top - 1, limit).await;
         let after = election_messages_sent(&h, &survivors).await;
-        election_messages = match (election_messages, before, after) {
-            (Some(total), Some(b), Some(a)) => Some(total + a.saturating_sub(b)),
-            _ => None,
-        };
+        costs.add(before, after, h.declarations - declared_before);
         if !converged {
             h.anomalies.push(format!(
                 "run {run}: the survivors did not agree on node {} within {limit:?}",
@@ -125,29 +126,60 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         dir: None,
     });
     progress.finish();
-    report.messages_per_election = election_messages.map(|total| total as f64 / config.runs as f64);
+    report.failover_costs = costs.summary();
+    report.startup_declarations = Some(startup_declarations);
     Ok(report)
 }
 
-/// Election, Answer and Coordinator messages (and quorum mode's PreVote and Vote,
-/// which are part of its elections; classic mode sends none) the given nodes have sent
-/// so far, from their metrics; `None` when a node does not answer (the figure is then
-/// not reported).
-async fn election_messages_sent(h: &Harness, ids: &[NodeId]) -> Option<u64> {
-    let kinds = [
-        MessageKind::Election,
-        MessageKind::Answer,
-        MessageKind::Coordinator,
-        MessageKind::PreVote,
-        MessageKind::Vote,
-    ];
-    let mut total = 0;
+/// Per-kill costs collected by the failover loop; `None` once a node's metrics could
+/// not be read (the figure is then not reported rather than wrong).
+#[derive(Default)]
+struct Costs {
+    bully: Option<Vec<u64>>,
+    votes: Vec<u64>,
+    declarations: Vec<u64>,
+    unreadable: bool,
+}
+
+impl Costs {
+    fn add(&mut self, before: Option<[u64; 2]>, after: Option<[u64; 2]>, declared: usize) {
+        self.declarations.push(declared as u64);
+        match (before, after) {
+            (Some(b), Some(a)) if !self.unreadable => {
+                self.bully
+                    .get_or_insert_with(Vec::new)
+                    .push(a[0].saturating_sub(b[0]));
+                self.votes.push(a[1].saturating_sub(b[1]));
+            }
+            _ => self.unreadable = true,
+        }
+    }
+
+    fn summary(&self) -> Option<FailoverCosts> {
+        let bully = self.bully.as_ref().filter(|_| !self.unreadable)?;
+        Some(FailoverCosts {
+            bully_messages: Summary::of(bully),
+            vote_messages: Summary::of(&self.votes),
+            declarations_per_kill: Summary::of(&self.declarations),
+        })
+    }
+}
+
+/// Election, Answer and Coordinator messages, and quorum mode's PreVote and Vote
+/// (classic mode sends none), that the given nodes have sent so far, from their
+/// metrics; `None` when a node does not answer (the figure is then not reported).
+async fn election_messages_sent(h: &Harness, ids: &[NodeId]) -> Option<[u64; 2]> {
+    use MessageKind::*;
+    let groups = [[Election, Answer, Coordinator].as_slice(), &[PreVote, Vote]];
+    let mut totals = [0; 2];
     for &id in ids {
         let metrics = h.cluster.metrics(id, Duration::from_secs(2)).await.ok()?;
-        total += kinds
-            .iter()
-            .map(|k| metrics.sent.get(k.name()).copied().unwrap_or(0))
-            .sum::<u64>();
+        for (total, kinds) in totals.iter_mut().zip(groups) {
+            *total += kinds
+                .iter()
+                .map(|k| metrics.sent.get(k.name()).copied().unwrap_or(0))
+                .sum::<u64>();
+        }
     }
-    Some(total)
+    Some(totals)
 }

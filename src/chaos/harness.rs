@@ -12,7 +12,7 @@ use super::verdict::{self, Verdict};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::history::{Entry, Record};
 use crate::node::status::wall_ms;
-use crate::protocol::{Epoch, Millis, Mode, NodeId, Preempt, Timing};
+use crate::protocol::{Epoch, Fact, Millis, Mode, NodeId, Preempt, Timing};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -87,6 +87,9 @@ pub struct Harness {
     pub origin_ms: Millis,
     /// Problems outside the invariants: a node that exited by itself, a failed step.
     pub anomalies: Vec<String>,
+    /// Declarations read from the event logs so far (each is one won pre-vote or
+    /// election): the benches count coordinator changes with it.
+    pub declarations: usize,
 }
 
 impl Harness {
@@ -143,6 +146,7 @@ impl Harness {
             ids,
             origin_ms,
             anomalies: Vec::new(),
+            declarations: 0,
         })
     }
 
@@ -160,6 +164,9 @@ impl Harness {
     /// Reads what the nodes logged since the last call.
     pub fn poll(&mut self) {
         for entry in self.collector.poll() {
+            if matches!(entry.record, Record::Fact(Fact::Declared { .. })) {
+                self.declarations += 1;
+            }
             self.views.apply(&entry);
         }
     }
@@ -399,7 +406,9 @@ impl Harness {
             elections: timeline.elections,
             failover,
             reclaim,
-            messages_per_election: None,
+            failover_costs: None,
+            idle: None,
+            startup_declarations: None,
             no_agreement_ms: timeline.no_agreement_ms,
             longest_no_agreement_ms: timeline.longest_no_agreement_ms,
             no_agreement_share: share,

@@ -10,12 +10,16 @@
 //! - [`verdict`]: the [`crate::checker`] over the history, I5 per quiet window.
 //! - [`office`]: time with two coordinators, and the majority side's time without one.
 //! - [`stats`] / [`report`]: percentiles, the report (table and JSON).
-//! - [`runner`] / [`bench`]: `bully chaos` and `bully chaos --bench failover`.
+//! - [`runner`] / [`bench`]: `bully chaos` and `bully chaos --bench failover` (also
+//!   `reclaim` and `messages`: the same kill/restart loop measures all three).
+//! - [`idle`]: `bully chaos --bench idle`: CPU, memory and messages of a settled
+//!   cluster, start-up declarations, `bully leader` latency.
 //! - [`progress`]: the live status line.
 
 pub mod bench;
 pub mod collect;
 pub mod harness;
+pub mod idle;
 pub mod office;
 pub mod plan;
 pub mod progress;
@@ -27,6 +31,7 @@ pub mod timeline;
 pub mod verdict;
 
 pub use bench::{failover as bench_failover, BenchConfig};
+pub use idle::idle as bench_idle;
 pub use harness::RunSetup;
 pub use plan::FaultKind;
 pub use report::Report;

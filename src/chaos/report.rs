@@ -107,10 +107,14 @@ pub struct Report {
     pub elections: usize,
     pub failover: Takeovers,
     pub reclaim: Takeovers,
-    /// Election, Answer and Coordinator messages (plus PreVote and Vote in quorum mode)
-    /// the survivors sent per failover (from their metrics, kill to convergence); measured by `--bench failover` only, since
-    /// overlapping faults in a chaos run blur which election a message belongs to.
-    pub messages_per_election: Option<f64>,
+    /// What each failover cost, measured by `--bench` only, since overlapping faults in a
+    /// chaos run blur which election a message belongs to.
+    pub failover_costs: Option<FailoverCosts>,
+    /// `--bench idle`: CPU, memory and messages of the settled cluster.
+    pub idle: Option<super::idle::IdleFigures>,
+    /// `--bench`: declarations from the start until every node first followed the
+    /// highest one (1 = no start-up storm).
+    pub startup_declarations: Option<usize>,
     /// From the first agreement to the end, ms without an agreed coordinator.
     pub no_agreement_ms: u64,
     pub longest_no_agreement_ms: u64,
@@ -132,6 +136,37 @@ pub struct Report {
     pub anomalies: Vec<String>,
     /// Event-log lines that did not parse (a line torn by a kill).
     pub unparsed_log_lines: usize,
+}
+
+/// The cost of each kill in `--bench failover`, from the survivors' metrics and the
+/// event logs, kill to convergence.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FailoverCosts {
+    /// Election + Answer + Coordinator sent per failover (the classic Bully's count).
+    pub bully_messages: Summary,
+    /// PreVote + Vote per failover: quorum mode's extra round (0 in classic mode).
+    pub vote_messages: Summary,
+    /// Declarations per kill: 1 everywhere means exactly one coordinator change.
+    pub declarations_per_kill: Summary,
+}
+
+impl FailoverCosts {
+    fn render(&self, out: &mut String) {
+        let m = &self.bully_messages;
+        let v = &self.vote_messages;
+        let d = &self.declarations_per_kill;
+        let _ = writeln!(
+            out,
+            "messages/failover  Election+Answer+Coordinator p50 {} / max {}; PreVote+Vote \
+             p50 {} / max {} (over {} kills)",
+            m.p50, m.max, v.p50, v.max, m.count
+        );
+        let _ = writeln!(
+            out,
+            "declarations/kill  min {} / max {} (1 = exactly one coordinator change)",
+            d.min, d.max
+        );
+    }
 }
 
 impl Report {
@@ -223,14 +258,25 @@ impl Report {
             "I5 windows         {} judged, {} too short to judge",
             self.i5_windows_checked, self.i5_windows_skipped
         );
-        let _ = writeln!(
-            out,
-            "messages/election  {}",
-            self.messages_per_election.map_or(
-                "not measured (only --bench failover counts them)".to_string(),
-                |m| format!("{m:.1}")
-            )
-        );
+        if let Some(n) = self.startup_declarations {
+            let _ = writeln!(
+                out,
+                "start-up           {n} declarations before every node followed the highest"
+            );
+        }
+        if let Some(idle) = &self.idle {
+            idle.render(&mut out);
+        }
+        match &self.failover_costs {
+            Some(c) => c.render(&mut out),
+            None if self.idle.is_some() => {}
+            None => {
+                let _ = writeln!(
+                    out,
+                    "messages/election  not measured (only --bench failover counts them)"
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "\n{:<22}{:>6}{:>8}{:>8}{:>8}{:>8}   (ms)",

@@ -319,7 +319,7 @@ mod tests {
                 deadline_ms: None,
             },
         ];
-        let v = judge(&history, &w, &Timing::default(), Mode::Classic, 500, 10);
+        let v = judge(&history, &w, &Timing::default(), Mode::Classic, 0, 10);
         assert_eq!((v.i5_checked, v.i5_skipped), (1, 1));
         assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
         assert_eq!(v.violations[0].node, 1);

@@ -16,7 +16,7 @@ pub struct ChaosArgs {
     /// How many nodes (IDs 1..=N); at least 3 for chaos, 2 for --bench.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=64))]
     pub nodes: u64,
-    /// How long to inject faults, e.g. 60s or 2m.
+    /// How long to inject faults, e.g. 60s or 2m (with --bench idle: how long to measure).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub duration: Duration,
     /// Seed of the fault schedule; the same seed repeats the same faults
@@ -66,15 +66,24 @@ pub struct ChaosArgs {
 
 /// What the arguments ask for.
 enum Job {
-    Bench(BenchConfig),
+    Bench(BenchKind, BenchConfig),
     Chaos(ChaosConfig),
 }
 
 /// Benchmarks `--bench` can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchKind {
-    /// Kill the coordinator, wait for the others to agree, restart it; repeat.
+    /// Kill -9 the coordinator, wait for the others to agree, restart it; repeat
+    /// --runs times. Prints failover and reclaim times, messages and declarations per
+    /// kill, and the start-up declarations.
     Failover,
+    /// The same loop as failover (it measures reclaim after each restart).
+    Reclaim,
+    /// The same loop as failover (it counts the messages of each election).
+    Messages,
+    /// Start the cluster, let it settle, then measure CPU, memory and messages per
+    /// node over --duration (60 s by default) and time `bully leader`.
+    Idle,
 }
 
 /// Runs `bully chaos` and maps the outcome to the exit code.
@@ -120,7 +129,7 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
         progress: Mode::detect(),
     };
     let job = match args.bench {
-        Some(BenchKind::Failover) => {
+        Some(kind) => {
             let config = BenchConfig {
                 setup,
                 runs: args.runs,
@@ -129,7 +138,7 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
-            Job::Bench(config)
+            Job::Bench(kind, config)
         }
         None => {
             let config = ChaosConfig {
@@ -147,7 +156,8 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
     // Ctrl-C drops the run: the cluster's drop kills every node by PID, no orphans.
     let run = async {
         match &job {
-            Job::Bench(config) => chaos::bench_failover(config).await,
+            Job::Bench(BenchKind::Idle, config) => chaos::bench_idle(config, args.duration).await,
+            Job::Bench(_, config) => chaos::bench_failover(config).await,
             Job::Chaos(config) => chaos::run(config).await,
         }
     };

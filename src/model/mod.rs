@@ -149,8 +149,12 @@ struct Node {
     paused: bool,
     eligible: bool,
     declared: u64,
-    /// Reached a live majority at some point since its last election began (Q6).
+    /// Reached a live majority at some point since it began asking for the term it
+    /// may declare next (Q6). Pre-votes are per term, so a vote given in an earlier
+    /// election for the same term still counts, and so does the contact it came from.
     contact: bool,
+    /// The highest term seen when `contact` was last reset.
+    contact_term: u64,
 }
 
 /// The whole model state.
@@ -246,6 +250,7 @@ impl Model {
                     eligible: true,
                     declared: 0,
                     contact: false,
+                    contact_term: 0,
                 };
                 n
             ],
@@ -308,7 +313,23 @@ impl Model {
         let config = self.config.machine_config(id, w.nodes[i].eligible);
         w.nodes[i].machine = Some(Machine::start(config, w.nodes[i].disk, w.now));
         w.nodes[i].paused = false;
-        self.run_actions(w, i)
+        w.nodes[i].contact = false;
+        self.run_actions(w, i)?;
+        // Its transport dials every peer at once: the reachable ones are reported up,
+        // the others down (a failed dial), in one step; the machine's later messages
+        // may still be lost or delayed like any other.
+        for p in 0..self.n() {
+            if p != i {
+                let peer = self.config.ids[p];
+                let event = if self.up(w, p) && self.connected(w, i, p) {
+                    Event::PeerUp(peer)
+                } else {
+                    Event::PeerDown(peer)
+                };
+                self.feed(w, i, event)?;
+            }
+        }
+        Ok(())
     }
 
     fn up(&self, w: &World, i: usize) -> bool {
@@ -503,7 +524,15 @@ impl Model {
                     w.links[i * n + t].push_back(msg);
                 }
                 Action::Fact(Fact::ElectionStarted) => {
-                    w.nodes[i].contact = self.has_live_majority(w, i);
+                    let seen = w.nodes[i].machine.as_ref().map_or(0, |m| m.seen_term());
+                    let reached = self.has_live_majority(w, i);
+                    let node = &mut w.nodes[i];
+                    if seen != node.contact_term {
+                        node.contact = reached;
+                        node.contact_term = seen;
+                    } else {
+                        node.contact |= reached;
+                    }
                 }
                 Action::Fact(Fact::Declared { epoch }) => {
                     if epoch.term <= w.nodes[i].declared {

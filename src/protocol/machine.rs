@@ -15,15 +15,24 @@
 //!   preempt never in classic mode at least D, so it hears a live coordinator before it
 //!   could out-declare it. While that wait has more than T left it answers no Election,
 //!   so it never holds up a failover.
+//! - startup_wait: it also waits (at most D + T) until the transport has said of every
+//!   higher peer whether it is up or down, so nodes started one by one do not each
+//!   declare before the next one connects.
 //! - election: send Election to every higher eligible-capable ID (witnesses never lead)
-//!   and wait T; with no higher ID, go on at once.
+//!   that is not known to be unreachable, and wait T; with none, go on at once. A peer
+//!   is unreachable once the transport reported it down, or (for the leader a follower
+//!   suspects) once its heartbeats stopped for D, until any message or `PeerUp` from it.
+//!   If the last reachable higher peer goes down while we wait, go on at once.
+//! - defer: a follower that suspects its leader while a higher peer is reachable waits T
+//!   for that peer's declaration before electing, so in the common case only the
+//!   highest survivor runs and a failover costs O(N) messages.
 //! - answer_timeout: no Answer within T ⇒ classic: declare at `highest seen term + 1`;
 //!   quorum: ask for pre-votes first.
 //! - coordinator_timeout: an Answer but no Coordinator within T' ⇒ elect again.
-//! - answer_lower: an eligible node answers every Election from a lower ID and, unless
-//!   it already runs one or follows a live leader in quorum mode, starts its own
-//!   election (classic Bully); a coordinator instead re-sends its epoch, or gives way if
-//!   the sender knows a newer one.
+//! - answer_lower: an eligible node answers every Election from a lower ID; a
+//!   coordinator also re-sends its epoch, or gives way if the sender knows a newer one.
+//!   Unlike the textbook Bully, a follower does not start an election of its own: it
+//!   heard its leader within D, and if that leader is gone its own suspicion follows.
 //! - accept: a claim newer than the accepted epoch from a node we may follow is
 //!   persisted, then followed.
 //! - bully: a newer claim from a lower ID while we are eligible (preempt = always)
@@ -34,9 +43,13 @@
 //!   always it holds an election (re-declaring above it unless a higher node is alive);
 //!   with preempt never it waits to follow the newer leader.
 //! - suspect: a follower with no heartbeat for D, or told its coordinator is down,
-//!   elects. Heartbeats are acked so the coordinator hears its followers' terms.
-//! - peer_up: a peer that (re)connects gets the probe, Election, pre-vote, declaration
-//!   or epoch it may have missed while its link was down.
+//!   elects (after the defer above). Classic heartbeats are acked only when the follower
+//!   knows a newer term, so the coordinator hears of it; quorum heartbeats always are.
+//! - peer_up: a peer that (re)connects gets the probe, Election, pre-vote, declaration,
+//!   epoch or (from anyone else) the Ack a probe would have got, which it may have
+//!   missed while its link was down.
+//! - term_jump: a message whose term is more than [`MAX_TERM_JUMP`] above ours is
+//!   misbehaviour: one forged term near `u64::MAX` would otherwise end all elections.
 //! - ineligible: a node whose health check fails neither answers nor declares; a
 //!   coordinator that becomes ineligible resigns so the others elect at once.
 //! - shutdown: a coordinator that stops cleanly demotes itself, then resigns.
@@ -59,6 +72,9 @@
 //! - handover (Q7): a coordinator asked for a pre-vote by a higher eligible node (preempt
 //!   always) demotes itself, then resigns; followers that deferred their vote for the
 //!   higher node until their promise was released vote for it then.
+//! - deferred_vote: a pre-vote that arrives while our promise to the old leader still
+//!   binds is answered the moment the promise runs out, not dropped, so the highest
+//!   survivor, which suspects first, is not held up by followers a moment behind it.
 
 use super::lease::{Lease, Promise};
 use super::types::*;
@@ -117,6 +133,23 @@ pub enum Flaw {
     AcceptEqualTerm,
 }
 
+/// The furthest a message's term may be above the highest term we have seen. Each
+/// election raises the term by one, so no honest peer is anywhere near this; a peer
+/// beyond it is refused as misbehaving.
+pub const MAX_TERM_JUMP: u64 = 1 << 32;
+
+/// What the transport (or a silent leader) last told us about a peer since this start.
+/// A peer we have heard nothing about is in none of these states: it may be alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Reach {
+    /// Connected, or it sent us a message.
+    Up,
+    /// It was up and then its link was lost.
+    Lost,
+    /// The transport could not reach it yet: it may still be starting.
+    Unreached,
+}
+
 /// An input to the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Event {
@@ -166,6 +199,8 @@ pub enum Misbehaviour {
     AnswerFromLower,
     /// A message from an ID that is not a configured peer.
     UnknownPeer,
+    /// A term more than [`MAX_TERM_JUMP`] above the highest we have seen.
+    TermJump,
 }
 
 impl std::fmt::Display for Misbehaviour {
@@ -175,6 +210,7 @@ impl std::fmt::Display for Misbehaviour {
             Misbehaviour::ElectionFromHigher => "sent Election to a lower node",
             Misbehaviour::AnswerFromLower => "sent Answer to a higher node",
             Misbehaviour::UnknownPeer => "is not a configured peer",
+            Misbehaviour::TermJump => "sent a term impossibly far above ours",
         })
     }
 }
@@ -182,9 +218,11 @@ impl std::fmt::Display for Misbehaviour {
 /// Where the node is in the algorithm; each waiting state holds its own deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum State {
-    /// Just (re)started: probing peers, no election yet.
+    /// Just (re)started: probing peers, no election before `until`, nor before every
+    /// higher peer's link is known up or down unless `give_up` has passed.
     Starting {
         until: Millis,
+        give_up: Millis,
     },
     /// Sent Election to the higher IDs; waiting for an Answer.
     Electing {
@@ -244,8 +282,14 @@ pub struct Machine {
     promise: Option<Promise>,
     /// Quorum: no declaration is accepted before this (Q5).
     holdoff_until: Millis,
-    /// Quorum: a pre-vote (candidate, term) to grant once the promise is released (Q7).
+    /// Quorum: a pre-vote (candidate, term) to grant once the promise is released (Q7)
+    /// or runs out.
     deferred: Option<(NodeId, u64)>,
+    /// What we know of each peer's reachability (absent: nothing yet).
+    reach: std::collections::BTreeMap<NodeId, Reach>,
+    /// The leader whose heartbeats stopped: unreachable for the election that follows,
+    /// until we follow someone or hear from it again.
+    suspected: Option<NodeId>,
 }
 
 impl Machine {
@@ -261,6 +305,7 @@ impl Machine {
             wait = wait.max(timing.suspect_after_ms);
         }
         let wait = if config.peers.is_empty() { 0 } else { wait };
+        let give_up = now + timing.startup_wait_ms().max(wait);
         // Q5: promises made in an earlier life were volatile. A node that never accepted
         // anything never promised anything, so a fresh cluster starts without waiting.
         let holdoff_until = match (config.mode, loaded.accepted) {
@@ -271,7 +316,10 @@ impl Machine {
             eligible: config.eligible && !config.witness,
             seen: loaded.term,
             cells: loaded,
-            state: State::Starting { until: now + wait },
+            state: State::Starting {
+                until: now + wait,
+                give_up,
+            },
             actions: VecDeque::new(),
             published: None,
             leaving: None,
@@ -280,6 +328,8 @@ impl Machine {
             promise: None,
             holdoff_until,
             deferred: None,
+            reach: Default::default(),
+            suspected: None,
             config,
         };
         let mut cells = machine.cells;
@@ -350,9 +400,23 @@ impl Machine {
 
     /// When the caller should deliver the next `Event::Tick`.
     pub fn next_deadline(&self) -> Millis {
+        let deadline = self.state_deadline();
+        match self.deferred_vote_at() {
+            Some(at) => deadline.min(at),
+            None => deadline,
+        }
+    }
+
+    fn state_deadline(&self) -> Millis {
         match self.state {
-            State::Starting { until }
-            | State::Electing { until }
+            State::Starting { until, give_up } => {
+                if self.higher_resolved() {
+                    until
+                } else {
+                    until.max(give_up)
+                }
+            }
+            State::Electing { until }
             | State::Awaiting { until }
             | State::Idle { until }
             | State::PreVoting { until, .. }
@@ -374,20 +438,21 @@ impl Machine {
     pub fn handle(&mut self, event: Event, now: Millis) {
         match event {
             Event::Tick => self.on_tick(now),
-            Event::PeerDown(peer) => {
-                if matches!(self.state, State::Follower { epoch, .. } if epoch.leader == peer) {
-                    self.start_election(now);
-                }
+            Event::PeerDown(peer) => self.on_peer_down(peer, now),
+            Event::PeerUp(peer) => {
+                self.reach.insert(peer, Reach::Up);
+                self.on_peer_up(peer, now);
+                self.on_reach_change(now);
             }
-            Event::PeerUp(peer) => self.on_peer_up(peer),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
             Event::Shutdown => self.on_shutdown(now),
             Event::Message { from, msg } => {
                 // Validate before observing: a message we refuse must not raise our term.
-                if let Some(what) = self.misbehaviour(from, &msg.body) {
+                if let Some(what) = self.misbehaviour(from, &msg) {
                     self.misbehaved(from, what);
                     return;
                 }
+                self.heard_from(from, now);
                 self.observe(msg.term);
                 match msg.body {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
@@ -405,7 +470,9 @@ impl Machine {
                     }
                     Body::Probe => self.on_probe(from),
                     Body::Resign { epoch } => self.on_resign(epoch, now),
-                    Body::PreVote { term } if self.quorum() => self.on_prevote(from, term, now),
+                    Body::PreVote { term } if self.quorum() => {
+                        self.on_prevote(from, term, now);
+                    }
                     Body::Vote { term } if self.quorum() => self.on_vote(from, term, now),
                     // A classic node ignores quorum-only messages (a mixed-mode cluster
                     // is a config error the operator sees in the logs of both).
@@ -443,6 +510,7 @@ impl Machine {
             }
         }
         if let State::Coordinator { epoch, .. } = state {
+            self.suspected = None;
             if !matches!(old, State::Coordinator { epoch: e, .. } if e == epoch) {
                 self.fact(Fact::Established { epoch });
             }
@@ -458,7 +526,10 @@ impl Machine {
     }
 
     fn on_tick(&mut self, now: Millis) {
-        if now < self.next_deadline() {
+        if self.deferred_vote_at().is_some_and(|at| now >= at) {
+            self.release_deferred_vote(now);
+        }
+        if now < self.state_deadline() {
             return;
         }
         let timing = self.config.timing;
@@ -466,16 +537,13 @@ impl Machine {
             State::Starting { .. } | State::Awaiting { .. } | State::Idle { .. } => {
                 self.start_election(now)
             }
-            State::Follower { .. } => self.start_election(now),
-            State::Electing { .. } => {
-                if !self.eligible {
-                    self.idle(now);
-                } else if self.quorum() {
-                    self.begin_prevote(now);
-                } else {
-                    self.declare(now);
-                }
+            State::Follower { epoch, .. } => {
+                // No heartbeat for D: as good a sign the leader is gone as the
+                // transport's idle timeout, which fires about now too.
+                self.suspected = Some(epoch.leader);
+                self.suspect(now)
             }
+            State::Electing { .. } => self.conclude_election(now),
             State::PreVoting { .. } => {
                 // Q6: no majority said yes; nothing was persisted. Try again after T'.
                 self.idle(now);
@@ -513,9 +581,13 @@ impl Machine {
     }
 
     /// peer_up: repeat the message a (re)connected peer may have missed.
-    fn on_peer_up(&mut self, peer: NodeId) {
+    fn on_peer_up(&mut self, peer: NodeId, now: Millis) {
         match self.state {
             State::Starting { .. } => self.send(peer, Body::Probe),
+            // The leader itself: a heartbeat ack (quorum) keeps its lease running.
+            State::Follower { epoch, .. } if epoch.leader == peer && self.quorum() => {
+                self.ack(epoch, 0, now)
+            }
             State::Electing { .. } if self.higher_peers().contains(&peer) => self.send(
                 peer,
                 Body::Election {
@@ -528,7 +600,130 @@ impl Machine {
                 let round = self.current_round();
                 self.send(peer, Body::Heartbeat { epoch, round })
             }
+            // What our reply to its probe said: the dialer may have restarted and its
+            // probe's answer was dropped while our link to it was still down.
+            _ => self.send(
+                peer,
+                Body::Ack {
+                    accepted: self.cells.accepted,
+                    round: 0,
+                },
+            ),
+        }
+    }
+
+    /// The transport lost its link to `peer`: a leader we follow is suspected at once,
+    /// and an election that only waits for unreachable peers goes on.
+    fn on_peer_down(&mut self, peer: NodeId, now: Millis) {
+        let down = match self.reach.get(&peer) {
+            Some(Reach::Up | Reach::Lost) => Reach::Lost,
+            _ => Reach::Unreached,
+        };
+        self.reach.insert(peer, down);
+        if matches!(self.state, State::Follower { epoch, .. } if epoch.leader == peer) {
+            self.suspect(now);
+        }
+        self.on_reach_change(now);
+    }
+
+    /// A valid message from `from` proves it alive, whatever the transport said last.
+    fn heard_from(&mut self, from: NodeId, now: Millis) {
+        let was_suspected = self.suspected == Some(from);
+        if was_suspected {
+            self.suspected = None;
+        }
+        if self.reach.insert(from, Reach::Up) != Some(Reach::Up) || was_suspected {
+            self.on_reach_change(now);
+        }
+    }
+
+    /// Waits that depend on reachability end as soon as they can: the start-up wait once
+    /// every higher peer is known, an election once no higher peer is left to answer.
+    fn on_reach_change(&mut self, now: Millis) {
+        match self.state {
+            State::Starting { until, .. } if now >= until && self.higher_resolved() => {
+                self.start_election(now)
+            }
+            State::Electing { .. } if self.reachable_higher().is_empty() => {
+                self.conclude_election(now)
+            }
             _ => {}
+        }
+    }
+
+    /// Whether every higher peer has been up since this start (a peer the transport
+    /// merely could not reach yet may be starting too: a fresh cluster waits for it).
+    fn higher_resolved(&self) -> bool {
+        self.higher_peers()
+            .iter()
+            .all(|p| matches!(self.reach.get(p), Some(Reach::Up | Reach::Lost)))
+    }
+
+    /// Higher peers that could still answer an Election: not known to be down.
+    fn reachable_higher(&self) -> Vec<NodeId> {
+        let mut higher = self.higher_peers();
+        higher.retain(|&p| {
+            matches!(self.reach.get(&p), None | Some(Reach::Up)) && self.suspected != Some(p)
+        });
+        higher
+    }
+
+    /// A live coordinator we will not simply follow answered our probe: the cluster is
+    /// running, so a start-up wait for peers that may never come is pointless.
+    fn running_cluster_seen(&mut self, now: Millis) {
+        if let State::Starting { until, give_up } = self.state {
+            if give_up > until {
+                self.enter(
+                    State::Starting {
+                        until,
+                        give_up: until,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+
+    /// defer: a follower that lost its leader lets a reachable higher peer run first; the
+    /// highest survivor (no reachable higher peer) elects at once.
+    fn suspect(&mut self, now: Millis) {
+        if self.reachable_higher().is_empty() {
+            self.start_election(now);
+        } else {
+            self.enter(
+                State::Awaiting {
+                    until: now + self.config.timing.answer_timeout_ms,
+                },
+                now,
+            );
+        }
+    }
+
+    /// No Answer came (or nobody is left who could send one): pre-vote or declare.
+    fn conclude_election(&mut self, now: Millis) {
+        if !self.eligible {
+            self.idle(now);
+        } else if self.quorum() {
+            self.begin_prevote(now);
+        } else {
+            self.declare(now);
+        }
+    }
+
+    /// Quorum: when a pre-vote held back by a promise or the hold-off may be granted.
+    fn deferred_vote_at(&self) -> Option<Millis> {
+        let (candidate, _) = self.deferred?;
+        let promised = self
+            .promise
+            .filter(|p| p.epoch.leader != candidate)
+            .map_or(0, |p| p.until);
+        Some(promised.max(self.holdoff_until))
+    }
+
+    /// Quorum: answers the pre-vote we held back, as if it arrived now.
+    fn release_deferred_vote(&mut self, now: Millis) {
+        if let Some((candidate, term)) = self.deferred.take() {
+            self.on_prevote(candidate, term, now);
         }
     }
 
@@ -591,7 +786,7 @@ impl Machine {
     /// running, which would hold the failover up for that long.
     fn runs_soon(&self, now: Millis) -> bool {
         match self.state {
-            State::Starting { until } => {
+            State::Starting { until, .. } => {
                 until.saturating_sub(now) <= self.config.timing.answer_timeout_ms
             }
             _ => true,
@@ -622,10 +817,10 @@ impl Machine {
                     self.send(from, Body::Coordinator { epoch });
                 }
             }
-            State::Follower { .. } if self.config.preempt == Preempt::Never => {}
-            // Quorum: the leader we promised is alive; its heartbeat will tell the sender.
-            State::Follower { .. } if self.promise_live(now) => {}
-            State::Follower { .. } => self.start_election(now),
+            // A follower heard its leader within D: if the leader is really gone, its own
+            // suspicion (and the highest survivor's declaration) follows within D, and
+            // the sender, answered, waits T' for it. Starting an election of our own here
+            // is what made classic Bully cost O(N^2) messages.
             _ => {}
         }
     }
@@ -639,6 +834,7 @@ impl Machine {
     /// Classic mode: Coordinator and Heartbeat both claim that `epoch` is current.
     fn on_claim(&mut self, from: NodeId, epoch: Epoch, heartbeat: bool, now: Millis) {
         self.observe(epoch.term);
+        self.running_cluster_seen(now);
         let accepted = self.cells.accepted;
         if Some(epoch) < accepted {
             // stale_claim: tell the old leader what we follow now.
@@ -666,7 +862,8 @@ impl Machine {
                 }
                 _ => return,
             }
-            if heartbeat {
+            // Ack only what the leader does not know: a newer term we have seen.
+            if heartbeat && self.seen > epoch.term {
                 self.send(from, Body::Ack { accepted, round: 0 });
             }
             return;
@@ -674,7 +871,7 @@ impl Machine {
         // A claim newer than anything we accepted.
         if self.may_follow(from) {
             self.accept(epoch, now);
-            if heartbeat {
+            if heartbeat && self.seen > epoch.term {
                 self.send(
                     from,
                     Body::Ack {
@@ -735,6 +932,7 @@ impl Machine {
     /// Quorum mode: a heartbeat of an established coordinator.
     fn on_heartbeat(&mut self, from: NodeId, epoch: Epoch, round: u64, now: Millis) {
         self.observe(epoch.term);
+        self.running_cluster_seen(now);
         let accepted = self.cells.accepted;
         if Some(epoch) == accepted {
             let follows = match self.state {
@@ -845,9 +1043,7 @@ impl Machine {
             self.promise = None;
             // handover: the vote we held back for the higher node goes out now.
             if let Some((candidate, term)) = self.deferred.take() {
-                let free = self.acceptance_blocked_until(candidate, now).is_none();
-                if term > self.cells.term && free {
-                    self.send(candidate, Body::Vote { term });
+                if self.on_prevote(candidate, term, now) {
                     if !matches!(self.state, State::Coordinator { .. }) {
                         self.enter(self.awaiting(now), now);
                     }
@@ -861,7 +1057,8 @@ impl Machine {
     }
 
     /// Quorum mode: a candidate asks whether we would accept it at `term` (Q6).
-    fn on_prevote(&mut self, from: NodeId, term: u64, now: Millis) {
+    /// Returns whether we voted for it.
+    fn on_prevote(&mut self, from: NodeId, term: u64, now: Millis) -> bool {
         match self.state {
             State::Coordinator { epoch, .. } => {
                 if from > self.config.id && self.config.preempt == Preempt::Always {
@@ -871,14 +1068,15 @@ impl Machine {
                     self.broadcast(Body::Resign { epoch });
                     if term > self.cells.term {
                         self.send(from, Body::Vote { term });
+                        return true;
                     }
                 } else {
                     let round = self.current_round();
                     self.send(from, Body::Heartbeat { epoch, round });
                 }
-                return;
+                return false;
             }
-            State::Declaring { .. } => return,
+            State::Declaring { .. } => return false,
             _ => {}
         }
         if term <= self.cells.term {
@@ -889,18 +1087,12 @@ impl Machine {
                     round: 0,
                 },
             );
-            return;
+            return false;
         }
         if self.acceptance_blocked_until(from, now).is_some() {
-            let handover = self.promise.is_some_and(|p| {
-                p.blocks(from, now)
-                    && from > p.epoch.leader
-                    && self.config.preempt == Preempt::Always
-            });
-            if handover {
-                self.deferred = Some((from, term));
-            }
-            return;
+            // deferred_vote: asked again when the promise is released or runs out.
+            self.deferred = Some((from, term));
+            return false;
         }
         if self.eligible && self.config.id > from && self.runs_soon(now) {
             // Bully order: a higher eligible node runs itself instead of voting.
@@ -908,7 +1100,7 @@ impl Machine {
             if let State::Follower { .. } | State::Idle { .. } = self.state {
                 self.start_election(now);
             }
-            return;
+            return false;
         }
         self.send(from, Body::Vote { term });
         if from > self.config.id {
@@ -918,6 +1110,7 @@ impl Machine {
                 self.enter(self.awaiting(now), now);
             }
         }
+        true
     }
 
     fn on_vote(&mut self, from: NodeId, term: u64, now: Millis) {
@@ -953,11 +1146,6 @@ impl Machine {
         until
     }
 
-    /// Quorum mode: whether the promise to our leader still binds (it is alive).
-    fn promise_live(&self, now: Millis) -> bool {
-        self.quorum() && self.promise.is_some_and(|p| now < p.until)
-    }
-
     fn current_round(&self) -> u64 {
         self.lease.as_ref().map_or(0, Lease::round)
     }
@@ -984,7 +1172,7 @@ impl Machine {
 
     fn start_election(&mut self, now: Millis) {
         let timing = self.config.timing;
-        let higher = self.higher_peers();
+        let higher = self.reachable_higher();
         let accepted = self.cells.accepted;
         if matches!(self.state, State::Coordinator { .. }) && self.quorum() {
             // Leave office before anything goes out.
@@ -1139,6 +1327,7 @@ impl Machine {
 
     /// Follows an epoch that is already durable.
     fn follow(&mut self, epoch: Epoch, now: Millis) {
+        self.suspected = None;
         self.enter(
             State::Follower {
                 epoch,
@@ -1197,11 +1386,15 @@ impl Machine {
 
     /// The protocol rule `body` from `from` breaks, if any: unknown senders, Elections
     /// going down, Answers going up, claims for an epoch led by someone else.
-    fn misbehaviour(&self, from: NodeId, body: &Body) -> Option<Misbehaviour> {
+    fn misbehaviour(&self, from: NodeId, msg: &Message) -> Option<Misbehaviour> {
         if !self.config.peers.contains(&from) {
             return Some(Misbehaviour::UnknownPeer);
         }
-        match *body {
+        let ceiling = self.seen.saturating_add(MAX_TERM_JUMP);
+        if msg.term > ceiling || message_epoch_term(&msg.body).is_some_and(|t| t > ceiling) {
+            return Some(Misbehaviour::TermJump);
+        }
+        match msg.body {
             Body::Election { .. } if from > self.config.id => {
                 Some(Misbehaviour::ElectionFromHigher)
             }
@@ -1234,4 +1427,16 @@ impl Machine {
 /// longer current: a higher term, or the same term held by another declarer.
 fn newer_than(accepted: Option<Epoch>, ours: Epoch) -> bool {
     accepted.is_some_and(|a| a.term > ours.term || (a.term == ours.term && a != ours))
+}
+
+/// The highest term a message body names, besides the sender's own term.
+fn message_epoch_term(body: &Body) -> Option<u64> {
+    match *body {
+        Body::Election { accepted } | Body::Ack { accepted, .. } => accepted.map(|e| e.term),
+        Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch } => {
+            Some(epoch.term)
+        }
+        Body::PreVote { term } | Body::Vote { term } => Some(term),
+        Body::Answer | Body::Probe => None,
+    }
 }

@@ -5,5 +5,5 @@ pub mod lease;
 mod machine;
 mod types;
 
-pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour};
+pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP};
 pub use types::*;

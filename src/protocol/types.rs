@@ -333,14 +333,21 @@ impl Timing {
         }
     }
 
+    /// How long a starting node waits at most for higher peers it has not reached yet
+    /// before it elects without them (3D): nodes of a fresh cluster started one by one
+    /// find each other instead of each declaring in turn. A node that hears a running
+    /// coordinator stops waiting at once.
+    pub fn startup_wait_ms(&self) -> u64 {
+        3 * self.suspect_after_ms
+    }
+
     /// The I5 bound: every live node follows the highest live ID within this long
-    /// after the last fault (D + 2T + T' plus the startup probe and a margin).
+    /// after the last fault (D + 2T + T' plus the start-up wait and a margin).
     pub fn convergence_bound_ms(&self) -> u64 {
         self.suspect_after_ms
             + 2 * self.answer_timeout_ms
             + self.coordinator_timeout_ms
-            + self.preempt_delay_ms
-            + self.answer_timeout_ms
+            + (self.preempt_delay_ms + self.answer_timeout_ms).max(self.startup_wait_ms())
             + 2 * self.heartbeat_ms
     }
 

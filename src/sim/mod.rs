@@ -339,11 +339,15 @@ impl Sim {
         node.machine = Some(Machine::start(config, node.disk, local));
         self.record(id, Record::Started { incarnation });
         self.drain(id);
-        // The new process dials its peers and they dial it: PeerUp on both ends.
+        // The new process dials its peers and they dial it: PeerUp on both ends. A dial
+        // that reaches nobody fails after the handshake's idle timeout (D), unless the
+        // peer came up meanwhile (then its own start reports the link up).
         for peer in self.config.ids.clone() {
             if peer != id && self.is_up(peer) {
                 self.notice_after_delay(id, peer, true);
                 self.notice_after_delay(peer, id, true);
+            } else if peer != id {
+                self.notice_after_idle_timeout(id, peer);
             }
         }
     }
@@ -385,6 +389,9 @@ impl Sim {
             return;
         }
         if up {
+            // A connection made now also ends any dial failure still pending for it.
+            self.notices
+                .retain(|_, &mut (n, p, u)| !(n == node && p == peer && !u));
             self.deliver_event(node, Event::PeerUp(peer));
         } else {
             self.record(node, Record::PeerDown { peer });

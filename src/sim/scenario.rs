@@ -391,10 +391,16 @@ impl Adversary {
                 }
             }
             103..=109 => {
-                // False suspicion: a follower's transport reports a live coordinator down.
-                let Some(c) = self.coordinator() else { return };
-                let followers: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
-                let Some(f) = self.pick(&followers) else {
+                // Reported down but alive: a node's transport wrongly reports a live peer
+                // down, the coordinator or any other (it then skips waiting for it).
+                let target = if self.rng.gen_bool(0.5) {
+                    self.coordinator()
+                } else {
+                    self.pick(&up)
+                };
+                let Some(c) = target else { return };
+                let others: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
+                let Some(f) = self.pick(&others) else {
                     return;
                 };
                 self.note(format!("n{f} wrongly told n{c} is down"));

@@ -95,8 +95,8 @@ pub enum TransportEvent {
     Message { from: NodeId, msg: Message },
     /// Our outbound connection to the peer is up: messages to it flow from now on.
     PeerUp(NodeId),
-    /// Our outbound connection to the peer was lost; messages to it are dropped until
-    /// the next `PeerUp`.
+    /// Our outbound connection to the peer was lost, or a first dial to it failed;
+    /// messages to it are dropped until the next `PeerUp`. Sent once per outage.
     PeerDown(NodeId),
     /// An API client connected (ALPN [`ALPN_API`], certificate from the cluster CA);
     /// it opens one bidirectional stream per request.

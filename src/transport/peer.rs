@@ -131,6 +131,9 @@ pub(super) async fn run(
     let mut shutdown = shared.shutdown_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
+    // Whether the runtime was told the peer is down (after a lost connection or a first
+    // failed dial): an election need not wait for a peer we cannot reach.
+    let mut reported_down = false;
     loop {
         if let Some(d) = delay {
             tokio::select! {
@@ -144,6 +147,15 @@ pub(super) async fn run(
             Dialed::Woken => delay = None,
             Dialed::Failed { reason, quiet } => {
                 report_failure(&shared, &link, reason, quiet, &mut last_failure);
+                if !reported_down {
+                    reported_down = true;
+                    if !shared
+                        .emit(TransportEvent::PeerDown(link.peer), &mut shutdown)
+                        .await
+                    {
+                        return;
+                    }
+                }
                 delay = Some(next_delay(delay));
             }
             Dialed::Up {
@@ -152,6 +164,7 @@ pub(super) async fn run(
                 nonce,
             } => {
                 last_failure = None;
+                reported_down = true; // serve() reports the loss of this connection
                 let up_at = Instant::now();
                 let up = Current { conn, nonce };
                 match serve(&shared, &link, up, stream, &mut queue, &mut shutdown).await {

@@ -161,13 +161,18 @@ fn webpki_server_verifier(
         .map_err(|e| config_error(files, e))
 }
 
-/// Keep-alive every heartbeat and an idle timeout of `suspect_after_ms`, so a dead or
-/// paused peer's connection is declared lost about when the protocol would suspect it
-/// (quinn's defaults: no keep-alive, 30 s).
+/// An idle timeout of `suspect_after_ms`, so a dead or paused peer's connection is
+/// declared lost about when the protocol would suspect it (quinn's defaults: no
+/// keep-alive, 30 s). Keep-alive after D/2 without receiving anything: quinn restarts
+/// that timer on every packet received, so a link that carries heartbeats (and their
+/// QUIC acks, which come within one heartbeat) never sends one; only links with no
+/// traffic do, twice per idle timeout.
 fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportError> {
     let mut transport = quinn::TransportConfig::default();
     transport
-        .keep_alive_interval(Some(Duration::from_millis(timing.heartbeat_ms)))
+        .keep_alive_interval(Some(Duration::from_millis(
+            (timing.suspect_after_ms / 2).max(1),
+        )))
         .max_idle_timeout(Some(idle_timeout(Duration::from_millis(
             timing.suspect_after_ms,
         ))?))

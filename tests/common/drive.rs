@@ -1,6 +1,8 @@
 //! Driving one `Machine` by hand, shared by the rule tests of both modes.
 
-use bully::protocol::{Action, Body, Event, Machine, Message, Millis, NodeId};
+use bully::protocol::{
+    Action, Body, Cells, Event, Machine, MachineConfig, Message, Millis, NodeId,
+};
 
 /// Feeds `event` at `now` and returns every action it caused, facts included.
 pub fn feed(m: &mut Machine, event: Event, now: Millis) -> Vec<Action> {
@@ -14,4 +16,17 @@ pub fn message(from: NodeId, term: u64, body: Body) -> Event {
         from,
         msg: Message { term, body },
     }
+}
+
+/// Starts a machine from `cells` in a running cluster: the transport reports every peer
+/// up at once (the start-up wait for unreached peers is tested on its own). The start-up
+/// actions are dropped.
+pub fn start_connected(config: MachineConfig, cells: Cells, now: Millis) -> Machine {
+    let peers = config.peers.clone();
+    let mut m = Machine::start(config, cells, now);
+    for peer in peers {
+        m.handle(Event::PeerUp(peer), now);
+    }
+    while m.poll_action().is_some() {}
+    m
 }
