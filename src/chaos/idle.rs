@@ -220,10 +220,16 @@ async fn measure(h: &Harness, window: Duration, binary: &std::path::Path) -> Res
     let percent = |secs: f64| 100.0 * secs / elapsed;
     let mut cpu_percent: Vec<f64> = cpu.iter().map(|&s| percent(s)).collect();
     cpu_percent.sort_by(f64::total_cmp);
-    let mut rss: Vec<f64> = after.iter().map(|(_, u)| u.rss_kb as f64 / 1024.0).collect();
+    let mut rss: Vec<f64> = after
+        .iter()
+        .map(|(_, u)| u.rss_kb as f64 / 1024.0)
+        .collect();
     rss.sort_by(f64::total_cmp);
     let per_s = |kind: MessageKind| {
-        let i = MessageKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+        let i = MessageKind::ALL
+            .iter()
+            .position(|&k| k == kind)
+            .unwrap_or(0);
         sent_after[i].saturating_sub(sent_before[i]) as f64 / elapsed
     };
     let links = (h.ids().len().saturating_sub(1)).max(1) as f64;

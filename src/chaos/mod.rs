@@ -31,8 +31,8 @@ pub mod timeline;
 pub mod verdict;
 
 pub use bench::{failover as bench_failover, BenchConfig};
-pub use idle::idle as bench_idle;
 pub use harness::RunSetup;
+pub use idle::idle as bench_idle;
 pub use plan::FaultKind;
 pub use report::Report;
 pub use runner::{run, ChaosConfig};

@@ -178,11 +178,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A node handles a few messages per heartbeat: one thread does it with no
+    // cross-thread wake-ups, which were most of an idle node's CPU time. The commands
+    // that drive whole clusters (local, chaos) get two workers.
+    let mut builder = match cli.command {
+        Commands::Node { .. } => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -161,21 +161,25 @@ fn webpki_server_verifier(
         .map_err(|e| config_error(files, e))
 }
 
-/// An idle timeout of `suspect_after_ms`, so a dead or paused peer's connection is
-/// declared lost about when the protocol would suspect it (quinn's defaults: no
-/// keep-alive, 30 s). Keep-alive after D/2 without receiving anything: quinn restarts
-/// that timer on every packet received, so a link that carries heartbeats (and their
-/// QUIC acks, which come within one heartbeat) never sends one; only links with no
-/// traffic do, twice per idle timeout.
+/// How long a peer connection may carry nothing before QUIC drops it: 10 D. The
+/// protocol's own suspicion (no heartbeat for D) is what detects a dead coordinator; the
+/// transport's notice is a hint that lets elections skip peers known to be gone, and a
+/// short timeout would cost a keep-alive on every quiet link several times per second
+/// (most of an idle node's CPU time, and all of a large cluster's).
+pub fn peer_idle_timeout(timing: &Timing) -> Duration {
+    Duration::from_millis(10 * timing.suspect_after_ms)
+}
+
+/// The idle timeout above, and a keep-alive after half of it without receiving
+/// anything: quinn restarts that timer on every packet received, so a link that carries
+/// heartbeats never sends one; only links with no traffic do, twice per idle timeout.
+/// Quinn's defaults: no keep-alive, 30 s.
 fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportError> {
+    let idle = peer_idle_timeout(timing);
     let mut transport = quinn::TransportConfig::default();
     transport
-        .keep_alive_interval(Some(Duration::from_millis(
-            (timing.suspect_after_ms / 2).max(1),
-        )))
-        .max_idle_timeout(Some(idle_timeout(Duration::from_millis(
-            timing.suspect_after_ms,
-        ))?))
+        .keep_alive_interval(Some(idle / 2))
+        .max_idle_timeout(Some(idle_timeout(idle)?))
         .initial_rtt(INITIAL_RTT)
         .datagram_receive_buffer_size(None);
     Ok(transport)
