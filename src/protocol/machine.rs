@@ -801,27 +801,24 @@ impl Machine {
             return;
         }
         self.send(from, Body::Answer);
-        match self.state {
-            State::Coordinator { epoch, .. } => {
-                let newer = if self.quorum() {
-                    newer_than(accepted, epoch)
-                } else {
-                    term > epoch.term || accepted > Some(epoch)
-                };
-                if newer {
-                    self.newer_news(now);
-                } else if self.quorum() {
-                    let round = self.current_round();
-                    self.send(from, Body::Heartbeat { epoch, round });
-                } else {
-                    self.send(from, Body::Coordinator { epoch });
-                }
+        // A follower starts no election of its own: it heard its leader within D, and if
+        // that leader is really gone its own suspicion (and the highest survivor's
+        // declaration) follows within D while the sender, answered, waits T'. Starting
+        // one here is what made the textbook Bully cost O(N^2) messages.
+        if let State::Coordinator { epoch, .. } = self.state {
+            let newer = if self.quorum() {
+                newer_than(accepted, epoch)
+            } else {
+                term > epoch.term || accepted > Some(epoch)
+            };
+            if newer {
+                self.newer_news(now);
+            } else if self.quorum() {
+                let round = self.current_round();
+                self.send(from, Body::Heartbeat { epoch, round });
+            } else {
+                self.send(from, Body::Coordinator { epoch });
             }
-            // A follower heard its leader within D: if the leader is really gone, its own
-            // suspicion (and the highest survivor's declaration) follows within D, and
-            // the sender, answered, waits T' for it. Starting an election of our own here
-            // is what made classic Bully cost O(N^2) messages.
-            _ => {}
         }
     }
 
