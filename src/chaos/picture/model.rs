@@ -70,8 +70,11 @@ pub struct Picture {
 /// What a picture is built from: the history and steps of a run and how it ran.
 #[derive(Debug, Clone, Copy)]
 pub struct Source<'a> {
+    /// The merged, time-ordered history the checker judged.
     pub history: &'a [Entry],
+    /// The members, ascending.
     pub ids: &'a [NodeId],
+    /// The steps taken, stamped on the history's clock.
     pub steps: &'a [Executed],
     /// [`timeline::analyse`] of the same history and steps, as the report uses it.
     pub timeline: &'a Timeline,

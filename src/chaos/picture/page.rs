@@ -92,13 +92,14 @@ fn figures(report: &Report) -> String {
         .iter()
         .map(|(kind, n)| format!("{kind} {n}"))
         .collect();
+    let two = report.offices.two_coordinators_ms;
     let parts = [
         format!(
             "steps: {}",
             if steps.is_empty() {
                 "none".to_string()
             } else {
-                steps.join(", ")
+                esc(&steps.join(", "))
             }
         ),
         format!("elections: {}", report.elections),
@@ -108,13 +109,9 @@ fn figures(report: &Report) -> String {
             secs(report.longest_no_agreement_ms)
         ),
         format!(
-            "<b class=\"{}\">two coordinators: {} s</b>",
-            if report.offices.two_coordinators_ms > 0 {
-                "red"
-            } else {
-                "ok"
-            },
-            secs(report.offices.two_coordinators_ms)
+            r#"<b class="{}">two coordinators: {} s</b>"#,
+            if two > 0 { "red" } else { "ok" },
+            secs(two)
         ),
         format!(
             "majority side without a coordinator: {} s",
@@ -122,17 +119,7 @@ fn figures(report: &Report) -> String {
         ),
         format!("violations: {}", report.violations.len()),
     ];
-    parts
-        .iter()
-        .map(|part| {
-            if part.starts_with('<') {
-                part.clone()
-            } else {
-                esc(part)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
+    parts.join(" · ")
 }
 
 /// The measured takeover times of one kind.
