@@ -141,61 +141,66 @@ impl Picture {
     }
 }
 
-/// Where a node's process is, as the history tells it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Process {
+/// One lane being drawn: where the node's process is, the state shown since when, and
+/// the bands already closed.
+#[derive(Debug)]
+struct Track {
     running: bool,
     paused: bool,
+    since: Millis,
+    state: State,
+    bands: Vec<Band>,
 }
 
 /// Each member's lane: views from [`Views`] (which forgets a killed node's view), the
 /// process's state from the runner's and the node's own records.
 fn lanes(history: &[Entry], ids: &[NodeId], origin: Millis, end: Millis) -> Vec<Lane> {
     let mut views = Views::new(ids);
-    let mut process: BTreeMap<NodeId, Process> =
-        ids.iter().map(|&id| (id, Process::default())).collect();
-    let mut open: BTreeMap<NodeId, (Millis, State)> =
-        ids.iter().map(|&id| (id, (0, State::Down))).collect();
-    let mut lanes: BTreeMap<NodeId, Vec<Band>> = ids.iter().map(|&id| (id, Vec::new())).collect();
+    let mut tracks: BTreeMap<NodeId, Track> = ids
+        .iter()
+        .map(|&id| {
+            let track = Track {
+                running: false,
+                paused: false,
+                since: 0,
+                state: State::Down,
+                bands: Vec::new(),
+            };
+            (id, track)
+        })
+        .collect();
     for entry in history.iter().filter(|e| e.at_ms <= end) {
-        let (Some(p), Some(lane)) = (process.get_mut(&entry.node), lanes.get_mut(&entry.node))
-        else {
+        let Some(track) = tracks.get_mut(&entry.node) else {
             continue;
         };
         views.apply(entry);
         match entry.record {
-            Record::Started { .. } => {
-                *p = Process {
-                    running: true,
-                    paused: false,
-                }
-            }
-            Record::Crashed => *p = Process::default(),
-            Record::Paused => p.paused = p.running,
-            Record::Resumed => p.paused = false,
+            Record::Started { .. } => (track.running, track.paused) = (true, false),
+            Record::Crashed => (track.running, track.paused) = (false, false),
+            Record::Paused => track.paused = track.running,
+            Record::Resumed => track.paused = false,
             _ => {}
         }
-        let view = views.get(entry.node);
-        let state = match (p.running, p.paused, view) {
+        let state = match (track.running, track.paused, views.get(entry.node)) {
             (false, _, _) => State::Down,
             (true, true, view) => State::Paused(view),
             (true, false, None) => State::Starting,
             (true, false, Some(view)) => State::Believes(view),
         };
-        let now = entry.at_ms.max(origin) - origin;
-        let current = open.get_mut(&entry.node).expect("every member has a band");
-        if current.1 != state {
-            push(lane, current.0, now, current.1);
-            *current = (now, state);
+        if track.state != state {
+            let now = entry.at_ms.max(origin) - origin;
+            push(&mut track.bands, track.since, now, track.state);
+            (track.since, track.state) = (now, state);
         }
     }
-    let span = end - origin;
-    ids.iter()
-        .map(|&node| {
-            let mut bands = lanes.remove(&node).unwrap_or_default();
-            let (from, state) = open[&node];
-            push(&mut bands, from, span, state);
-            Lane { node, bands }
+    tracks
+        .into_iter()
+        .map(|(node, mut track)| {
+            push(&mut track.bands, track.since, end - origin, track.state);
+            Lane {
+                node,
+                bands: track.bands,
+            }
         })
         .collect()
 }
