@@ -525,21 +525,35 @@ pub fn check_no_overlap(entries: &[Entry], lease_bound_ms: Millis) -> Vec<Violat
 /// Total time (ms) during which two or more nodes were in office: the figure chaos
 /// reports in both modes (classic is expected to have some under partitions).
 pub fn overlap_ms(offices: &[Office]) -> Millis {
-    let mut edges: Vec<(Millis, i64, NodeId)> = Vec::new();
+    overlaps(offices)
+        .iter()
+        .map(|&(from, until)| until - from)
+        .sum()
+}
+
+/// The stretches `(from, until)` during which two or more nodes were in office, in
+/// time order and merged where they touch: where [`overlap_ms`] comes from, so a
+/// timeline drawn from them shows exactly the time the report counts.
+pub fn overlaps(offices: &[Office]) -> Vec<(Millis, Millis)> {
+    let mut edges: Vec<(Millis, i64)> = Vec::new();
     for o in offices.iter().filter(|o| o.until_ms > o.from_ms) {
-        edges.push((o.from_ms, 1, o.node));
-        edges.push((o.until_ms, -1, o.node));
+        edges.push((o.from_ms, 1));
+        edges.push((o.until_ms, -1));
     }
-    edges.sort_by_key(|&(t, d, _)| (t, d));
-    let (mut open, mut last, mut total) = (0i64, 0, 0);
-    for (t, d, _) in edges {
-        if open >= 2 {
-            total += t - last;
+    edges.sort_unstable();
+    let (mut open, mut last) = (0i64, 0);
+    let mut out: Vec<(Millis, Millis)> = Vec::new();
+    for (t, d) in edges {
+        if open >= 2 && t > last {
+            match out.last_mut() {
+                Some(span) if span.1 == last => span.1 = t,
+                _ => out.push((last, t)),
+            }
         }
         open += d;
         last = t;
     }
-    total
+    out
 }
 
 /// I7: each term has at most one coordinator, ever (quorum mode).
@@ -784,6 +798,7 @@ mod tests {
             vec![Invariant::NoOverlap]
         );
         assert_eq!(overlap_ms(&offices(&late, Some(300))), 50);
+        assert_eq!(overlaps(&offices(&late, Some(300))), vec![(500, 550)]);
         // Paused at 150 and never heard from again: the lease bound ends it at 450.
         let paused = vec![
             e(100, 2, est(1, 2)),
@@ -796,6 +811,28 @@ mod tests {
             kinds(&check_no_overlap(&paused, 400)),
             vec![Invariant::NoOverlap]
         );
+    }
+
+    #[test]
+    fn overlaps_are_the_stretches_with_two_in_office_merged_where_they_touch() {
+        let office = |node, from_ms, until_ms| Office {
+            node,
+            epoch: ep(from_ms, node),
+            from_ms,
+            until_ms,
+        };
+        // 3 leads 0..100; 2 from 50..150; 1 from 100..200 (2 and 1 overlap 100..150,
+        // touching 3 and 2's 50..100); 4 alone at 300..400, 5 from 390.
+        let all = [
+            office(3, 0, 100),
+            office(2, 50, 150),
+            office(1, 100, 200),
+            office(4, 300, 400),
+            office(5, 390, 500),
+        ];
+        assert_eq!(overlaps(&all), vec![(50, 150), (390, 400)]);
+        assert_eq!(overlap_ms(&all), 110);
+        assert_eq!(overlaps(&all[..1]), vec![]);
     }
 
     #[test]

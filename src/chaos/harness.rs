@@ -4,6 +4,7 @@
 
 use super::collect::Collector;
 use super::office;
+use super::picture::{self, Picture};
 use super::plan::{Availability, Step};
 use super::relay::Relay;
 use super::report::{Report, RunParams, StepLine};
@@ -420,6 +421,16 @@ impl Harness {
             warnings_total: verdict.warnings.len(),
             anomalies: self.anomalies.clone(),
             unparsed_log_lines: self.collector.bad_lines,
+            picture: Picture::build(&picture::Source {
+                history: &history,
+                ids: &self.ids,
+                steps: &self.executed,
+                timeline: &timeline,
+                timing: self.timing,
+                mode: self.mode,
+                origin_ms: self.origin_ms,
+                end_ms,
+            }),
         }
     }
 }

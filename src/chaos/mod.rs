@@ -10,6 +10,8 @@
 //! - [`verdict`]: the [`crate::checker`] over the history, I5 per quiet window.
 //! - [`office`]: time with two coordinators, and the majority side's time without one.
 //! - [`stats`] / [`report`]: percentiles, the report (table and JSON).
+//! - [`picture`]: the report as one self-contained HTML timeline (`--html`): lanes of
+//!   roles per node, faults, overlaps, leaderless stretches, takeover histograms.
 //! - [`runner`] / [`bench`]: `bully chaos` and `bully chaos --bench failover` (also
 //!   `reclaim` and `messages`: the same kill/restart loop measures all three).
 //! - [`idle`]: `bully chaos --bench idle`: CPU, memory and messages of a settled
@@ -21,6 +23,7 @@ pub mod collect;
 pub mod harness;
 pub mod idle;
 pub mod office;
+pub mod picture;
 pub mod plan;
 pub mod progress;
 pub mod relay;

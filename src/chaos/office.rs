@@ -61,6 +61,20 @@ pub fn figures(
     mode: Mode,
     end_ms: Millis,
 ) -> OfficeFigures {
+    let offices = terms(history, timing, mode, end_ms);
+    OfficeFigures {
+        two_coordinators_ms: checker::overlap_ms(&offices),
+        majority_side_leaderless_ms: majority_side_leaderless_ms(
+            history, members, &offices, end_ms,
+        ),
+        takeover_gaps: Summary::of(&takeover_gaps(&offices)),
+    }
+}
+
+/// The terms of office in `history` up to `end_ms`, those still open running to
+/// `end_ms`: what both figures are computed from, and what the HTML timeline draws,
+/// so the picture shows the time the report counts.
+pub fn terms(history: &[Entry], timing: &Timing, mode: Mode, end_ms: Millis) -> Vec<Office> {
     let upto = history.partition_point(|e| e.at_ms <= end_ms);
     let mut history = history[..upto].to_vec();
     // `checker::offices` ends the terms still open at the history's last entry; a
@@ -71,14 +85,7 @@ pub fn figures(
         node: 0,
         record: Record::Healed,
     });
-    let offices = checker::offices(&history, lease_bound(timing, mode));
-    OfficeFigures {
-        two_coordinators_ms: checker::overlap_ms(&offices),
-        majority_side_leaderless_ms: majority_side_leaderless_ms(
-            &history, members, &offices, end_ms,
-        ),
-        takeover_gaps: Summary::of(&takeover_gaps(&offices)),
-    }
+    checker::offices(&history, lease_bound(timing, mode))
 }
 
 /// A stretch of time during which one partition was in effect, with the side that

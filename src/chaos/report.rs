@@ -2,6 +2,7 @@
 //! [`Report`] (written with `--json`) and its human rendering (a few tables).
 
 use super::office::OfficeFigures;
+use super::picture::Picture;
 use super::plan::FaultKind;
 use super::stats::Summary;
 use super::timeline::{Sample, SampleKind, Timeline};
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Durations of one kind of takeover (failover or reclaim), in total and per phase.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Takeovers {
     /// Fault → every available node follows the new leader, ms.
     pub total: Summary,
@@ -68,7 +69,7 @@ impl Takeovers {
 }
 
 /// What the run was asked to do.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunParams {
     /// `chaos` or `chaos --bench failover`.
     pub command: String,
@@ -94,8 +95,8 @@ pub struct StepLine {
     pub step: String,
 }
 
-/// Everything a run found.
-#[derive(Debug, Clone, Serialize)]
+/// Everything a run found. `Default` is an empty run, for building reports by hand.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub params: RunParams,
     /// `pass` with no violation and no anomaly, else `fail`.
@@ -136,6 +137,10 @@ pub struct Report {
     pub anomalies: Vec<String>,
     /// Event-log lines that did not parse (a line torn by a kill).
     pub unparsed_log_lines: usize,
+    /// What `--html` draws, read off the same history (not in the JSON: the history
+    /// itself is in the run's folder).
+    #[serde(skip)]
+    pub picture: Picture,
 }
 
 /// The cost of each kill in `--bench failover`, from the survivors' metrics and the

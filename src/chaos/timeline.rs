@@ -201,16 +201,32 @@ pub fn analyse(
 
 /// Total and longest time without agreement in `[from, to]`.
 fn gaps(changes: &[(Millis, Option<NodeId>)], from: Millis, to: Millis) -> (Millis, Millis) {
-    let (mut total, mut longest) = (0, 0);
+    stretches(changes, from, to)
+        .iter()
+        .filter(|(_, _, leader)| leader.is_none())
+        .map(|&(start, end, _)| end - start)
+        .fold((0, 0), |(total, longest), gap| {
+            (total + gap, longest.max(gap))
+        })
+}
+
+/// [`Timeline::changes`] as stretches `(start, end, agreed leader)` of `[from, to]`:
+/// the report's figures add up those without a leader, and the HTML timeline draws
+/// them all.
+pub fn stretches(
+    changes: &[(Millis, Option<NodeId>)],
+    from: Millis,
+    to: Millis,
+) -> Vec<(Millis, Millis, Option<NodeId>)> {
+    let mut out = Vec::new();
     for (i, &(t, leader)) in changes.iter().enumerate() {
         let end = changes.get(i + 1).map_or(to, |&(next, _)| next).min(to);
         let start = t.max(from);
-        if leader.is_none() && end > start {
-            total += end - start;
-            longest = longest.max(end - start);
+        if end > start {
+            out.push((start, end, leader));
         }
     }
-    (total, longest)
+    out
 }
 
 /// The failover or reclaim sample a step caused, if it is one.

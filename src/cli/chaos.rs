@@ -40,6 +40,9 @@ pub struct ChaosArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write the run as one self-contained HTML timeline to this file.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// Keep the run's folder (certs, configs, data, event logs, node logs); a failed
     /// run always keeps it.
     #[arg(long)]
@@ -178,7 +181,7 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
     match outcome {
         Ok(mut report) => {
             report.params.dir = kept.map(|d| d.display().to_string());
-            finish(&report, args.json.as_deref())
+            finish(&report, args.json.as_deref(), args.html.as_deref())
         }
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -187,9 +190,15 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
     }
 }
 
-/// Prints the report, writes the JSON, and picks the exit code.
-fn finish(report: &Report, json: Option<&Path>) -> ExitCode {
+/// Prints the report, writes the JSON and the HTML, and picks the exit code.
+fn finish(report: &Report, json: Option<&Path>, html: Option<&Path>) -> ExitCode {
     print!("{}", report.render());
+    if let Some(path) = html {
+        if let Err(e) = chaos::picture::write(report, path) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if let Some(path) = json {
         let text = match serde_json::to_string_pretty(report) {
             Ok(text) => text,

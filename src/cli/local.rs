@@ -4,10 +4,12 @@
 
 use super::LocalArgs;
 use crate::certs::TlsFiles;
+use crate::chaos::harness::{Harness, HarnessSpec};
+use crate::chaos::plan::Step;
+use crate::chaos::report::RunParams;
 use crate::client::Client;
-use crate::cluster::{Cluster, ClusterSpec};
 use crate::node::Status;
-use crate::protocol::{NodeId, Preempt};
+use crate::protocol::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -39,45 +41,49 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
         (None, Some(t)) => t.path().to_path_buf(),
         (None, None) => unreachable!("a temp dir is made when no --dir is given"),
     };
-    let mut cluster = Cluster::create(ClusterSpec {
+    let (timing, mode) = (args.timing.timing(), args.mode.mode());
+    // The chaos harness without the relay: it records every command as a step and
+    // collects the history, so `--html` draws the session the way it draws a chaos run.
+    let mut h = Harness::start(&HarnessSpec {
         nodes: args.nodes,
-        timing: args.timing.timing(),
-        preempt: Preempt::Always,
-        mode: args.mode.mode(),
+        timing,
+        mode,
         binary: std::env::current_exe()?,
         dir: dir.clone(),
-    })?;
+        relay: false,
+        seed: 0,
+        http: false,
+    })
+    .await?;
     println!(
         "bully local: {} nodes on 127.0.0.1, files in {}",
         args.nodes,
         dir.display()
     );
-    for id in cluster.ids() {
-        cluster.start(id)?;
+    let ids = h.ids().to_vec();
+    for &id in &ids {
         println!(
             "  started node {id} at {} (pid {})",
-            cluster.addr(id),
-            cluster.pid(id).unwrap_or(0)
+            h.cluster.addr(id),
+            h.cluster.pid(id).unwrap_or(0)
         );
     }
     println!("commands: kill K | start K | pause K | resume K | status | quit");
 
     let (updates_tx, mut updates) = mpsc::channel::<Update>(256);
-    let watchers: Vec<_> = cluster
-        .ids()
-        .into_iter()
-        .map(|id| {
+    let watchers: Vec<_> = ids
+        .iter()
+        .map(|&id| {
             tokio::spawn(watch_node(
                 id,
-                cluster.addr(id),
-                cluster.client_tls().clone(),
+                h.cluster.addr(id),
+                h.cluster.client_tls().clone(),
                 updates_tx.clone(),
             ))
         })
         .collect();
     let started = Instant::now();
-    let mut views: BTreeMap<NodeId, Option<Status>> =
-        cluster.ids().into_iter().map(|id| (id, None)).collect();
+    let mut views: BTreeMap<NodeId, Option<Status>> = ids.iter().map(|&id| (id, None)).collect();
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
     loop {
@@ -93,7 +99,7 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
             }
             line = stdin.next_line(), if stdin_open => match line {
                 Ok(Some(line)) => {
-                    if !command(&mut cluster, line.trim(), &views) { break; }
+                    if !command(&mut h, line.trim(), &views) { break; }
                 }
                 _ => { stdin_open = false; }
             },
@@ -103,10 +109,25 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
     for watcher in watchers {
         watcher.abort();
     }
-    for id in cluster.ids() {
-        if cluster.is_running(id) {
-            let _ = cluster.stop(id, Duration::from_secs(2));
-        }
+    let origin_ms = h.origin_ms;
+    let report = h.finish(|end_ms| RunParams {
+        command: "local".into(),
+        mode,
+        nodes: args.nodes,
+        duration_s: end_ms.saturating_sub(origin_ms) as f64 / 1000.0,
+        timing_profile: format!("{:?}", args.timing).to_lowercase(),
+        timing,
+        slack_ms: timing.convergence_bound_in(mode),
+        ..RunParams::default()
+    });
+    if let Some(path) = &args.html {
+        crate::chaos::picture::write(&report, path)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        println!(
+            "wrote the session's timeline to {} ({} violations found)",
+            path.display(),
+            report.violations.len()
+        );
     }
     if args.keep_dir {
         if let Some(temp) = temp {
@@ -119,7 +140,7 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
 }
 
 /// Runs one shell command; returns false on `quit`.
-fn command(cluster: &mut Cluster, line: &str, views: &BTreeMap<NodeId, Option<Status>>) -> bool {
+fn command(h: &mut Harness, line: &str, views: &BTreeMap<NodeId, Option<Status>>) -> bool {
     let mut words = line.split_whitespace();
     let verb = words.next().unwrap_or("");
     let target: Option<NodeId> = words.next().and_then(|w| w.parse().ok());
@@ -135,20 +156,13 @@ fn command(cluster: &mut Cluster, line: &str, views: &BTreeMap<NodeId, Option<St
             }
             Ok(())
         }
-        (_, Some(id)) if !cluster.ids().contains(&id) => Err(anyhow::anyhow!(
-            "no node {id}; nodes are {:?}",
-            cluster.ids()
-        )),
-        ("kill" | "k", Some(id)) => cluster
-            .kill(id)
-            .map(|_| println!("  killed node {id} (SIGKILL)")),
-        ("start", Some(id)) => cluster.start(id).map(|_| println!("  started node {id}")),
-        ("pause" | "p", Some(id)) => cluster
-            .pause(id)
-            .map(|_| println!("  paused node {id} (SIGSTOP)")),
-        ("resume" | "r", Some(id)) => cluster
-            .resume(id)
-            .map(|_| println!("  resumed node {id} (SIGCONT)")),
+        (_, Some(id)) if !h.ids().contains(&id) => {
+            Err(anyhow::anyhow!("no node {id}; nodes are {:?}", h.ids()))
+        }
+        ("kill" | "k", Some(id)) => take(h, Step::Kill(id)),
+        ("start", Some(id)) => take(h, Step::Start(id)),
+        ("pause" | "p", Some(id)) => take(h, Step::Pause(id)),
+        ("resume" | "r", Some(id)) => take(h, Step::Resume(id)),
         _ => Err(anyhow::anyhow!(
             "unknown command `{line}`; try kill K, start K, pause K, resume K, status, quit"
         )),
@@ -157,6 +171,34 @@ fn command(cluster: &mut Cluster, line: &str, views: &BTreeMap<NodeId, Option<St
         println!("  {e}");
     }
     true
+}
+
+/// Takes a step if the node's state allows it (a typo is no fault to record).
+fn take(h: &mut Harness, step: Step) -> anyhow::Result<()> {
+    let (id, done) = match step {
+        Step::Kill(id) => (id, "killed (SIGKILL)"),
+        Step::Start(id) => (id, "started"),
+        Step::Pause(id) => (id, "paused (SIGSTOP)"),
+        Step::Resume(id) => (id, "resumed (SIGCONT)"),
+        _ => anyhow::bail!("`bully local` takes no {} step", step.name()),
+    };
+    let (running, paused) = (h.cluster.is_running(id), h.cluster.is_paused(id));
+    match step {
+        Step::Start(_) if running => anyhow::bail!("node {id} is already running"),
+        Step::Kill(_) | Step::Pause(_) if !running => anyhow::bail!("node {id} is not running"),
+        Step::Pause(_) if paused => anyhow::bail!("node {id} is already paused"),
+        Step::Resume(_) if !paused => anyhow::bail!("node {id} is not paused"),
+        _ => {}
+    }
+    let before = h.anomalies.len();
+    h.execute(step);
+    match h.anomalies.get(before..).and_then(|new| new.last()) {
+        Some(anomaly) => Err(anyhow::anyhow!("{anomaly}")),
+        None => {
+            println!("  node {id} {done}");
+            Ok(())
+        }
+    }
 }
 
 /// Follows one node's watch stream, reconnecting while it is down or paused.

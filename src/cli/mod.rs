@@ -118,6 +118,10 @@ pub struct LocalArgs {
     /// Where to put the cluster's files (default: a new temp folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// On quit, write the session as one self-contained HTML timeline to this file
+    /// (the same picture as `bully chaos --html`).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
 }
 
 /// The `--mode` choices of `local` and `chaos`.
