@@ -195,6 +195,20 @@ fn startup_wait() {
             coordinator_view(2, ep(1, 2)),
         ]
     );
+    // While higher peers keep coming up the cluster is still starting: D after the last.
+    let mut m = Machine::start(config(2, &[1, 3, 4]), Cells::default(), 0);
+    drain(&mut m);
+    m.handle(Event::PeerUp(3), 800);
+    drain(&mut m);
+    assert_eq!(m.next_deadline(), 1100);
+    // Every higher peer is up: it elects at once.
+    m.handle(Event::PeerUp(4), 900);
+    let elected = drain(&mut m);
+    assert!(
+        elected.contains(&send(3, 0, Body::Election { accepted: None }))
+            && elected.contains(&send(4, 0, Body::Election { accepted: None })),
+        "{elected:?}"
+    );
     // A running coordinator it will not follow (a lower one) ends the wait after T.
     let mut m = Machine::start(config(3, &[1, 2, 4]), Cells::default(), 0);
     drain(&mut m);

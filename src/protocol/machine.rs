@@ -15,9 +15,10 @@
 //!   preempt never in classic mode at least D, so it hears a live coordinator before it
 //!   could out-declare it. While that wait has more than T left it answers no Election,
 //!   so it never holds up a failover.
-//! - startup_wait: it also waits (at most D + T) until the transport has said of every
-//!   higher peer whether it is up or down, so nodes started one by one do not each
-//!   declare before the next one connects.
+//! - startup_wait: it also waits until every higher peer has been up, so nodes started
+//!   one by one do not each declare before the next one connects: at most 3D, or D after
+//!   the last higher peer came up, whichever is later; a running coordinator it hears
+//!   ends the wait.
 //! - election: send Election to every higher eligible-capable ID (witnesses never lead)
 //!   that is not known to be unreachable, and wait T; with none, go on at once. A peer
 //!   is unreachable once the transport reported it down, or (for the leader a follower
@@ -441,6 +442,7 @@ impl Machine {
             Event::PeerDown(peer) => self.on_peer_down(peer, now),
             Event::PeerUp(peer) => {
                 self.reach.insert(peer, Reach::Up);
+                self.extend_startup_wait(peer, now);
                 self.on_peer_up(peer, now);
                 self.on_reach_change(now);
             }
@@ -666,6 +668,23 @@ impl Machine {
             matches!(self.reach.get(&p), None | Some(Reach::Up)) && self.suspected != Some(p)
         });
         higher
+    }
+
+    /// startup_wait: while higher peers keep coming up, the cluster is still starting:
+    /// wait up to D after each one for the next (the rest of the 3D cap as well).
+    fn extend_startup_wait(&mut self, peer: NodeId, now: Millis) {
+        if let State::Starting { until, give_up } = self.state {
+            let later = now + self.config.timing.suspect_after_ms;
+            if peer > self.config.id && later > give_up && !self.higher_resolved() {
+                self.enter(
+                    State::Starting {
+                        until,
+                        give_up: later,
+                    },
+                    now,
+                );
+            }
+        }
     }
 
     /// A live coordinator we will not simply follow answered our probe: the cluster is
