@@ -198,9 +198,20 @@ fn startup_wait() {
     // While higher peers keep coming up the cluster is still starting: D after the last.
     let mut m = Machine::start(config(2, &[1, 3, 4]), Cells::default(), 0);
     drain(&mut m);
+    m.handle(Event::PeerUp(3), 500);
+    drain(&mut m);
+    assert_eq!(
+        m.next_deadline(),
+        900,
+        "3D from the start already covers 500 + D"
+    );
     m.handle(Event::PeerUp(3), 800);
     drain(&mut m);
-    assert_eq!(m.next_deadline(), 1100);
+    assert_eq!(
+        m.next_deadline(),
+        1000,
+        "800 + D, capped at 3D after the probe window"
+    );
     // Every higher peer is up: it elects at once.
     m.handle(Event::PeerUp(4), 900);
     let elected = drain(&mut m);
@@ -562,7 +573,6 @@ fn newer_news() {
 
 #[test]
 fn suspect() {
-    let accepted = Some(ep(1, 3));
     // No heartbeat for D after the last claim (t = 10): the silent leader counts as
     // unreachable, and with no other higher peer node 2 declares at once.
     let declares = vec![
@@ -615,7 +625,6 @@ fn suspect() {
             coordinator_view(2, ep(2, 2)),
         ]
     );
-    let _ = accepted;
 }
 
 #[test]

@@ -85,7 +85,8 @@ fn usage(pid: u32) -> Result<Usage> {
         .map(|(_, r)| r)
         .context("malformed /proc stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'.
+    // utime and stime are fields 14 and 15 of the line (counting from 1), so indices 11
+    // and 12 of what follows the ')'.
     let tick = |i: usize| -> Result<u64> {
         fields
             .get(i)

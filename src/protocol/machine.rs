@@ -16,9 +16,9 @@
 //!   could out-declare it. While that wait has more than T left it answers no Election,
 //!   so it never holds up a failover.
 //! - startup_wait: it also waits until every higher peer has been up, so nodes started
-//!   one by one do not each declare before the next one connects: at most 3D, or D after
-//!   the last higher peer came up, whichever is later; a running coordinator it hears
-//!   ends the wait.
+//!   one by one do not each declare before the next one connects: 3D, or D after the
+//!   last higher peer came up if that is later (never past 3D after the probe window);
+//!   a running coordinator's claim ends the wait.
 //! - election: send Election to every higher eligible-capable ID (witnesses never lead)
 //!   that is not known to be unreachable, and wait T; with none, go on at once. A peer
 //!   is unreachable once the transport reported it down, or (for the leader a follower
@@ -220,7 +220,7 @@ impl std::fmt::Display for Misbehaviour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum State {
     /// Just (re)started: probing peers, no election before `until`, nor before every
-    /// higher peer's link is known up or down unless `give_up` has passed.
+    /// higher peer has been up unless `give_up` has passed.
     Starting {
         until: Millis,
         give_up: Millis,
@@ -454,7 +454,7 @@ impl Machine {
                     self.misbehaved(from, what);
                     return;
                 }
-                self.heard_from(from, now);
+                let newly_heard = self.heard_from(from);
                 self.observe(msg.term);
                 match msg.body {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
@@ -479,6 +479,11 @@ impl Machine {
                     // A classic node ignores quorum-only messages (a mixed-mode cluster
                     // is a config error the operator sees in the logs of both).
                     Body::PreVote { .. } | Body::Vote { .. } => {}
+                }
+                // After the message itself: a heartbeat that brings the last higher peer
+                // is followed, not answered with an election.
+                if newly_heard {
+                    self.on_reach_change(now);
                 }
             }
         }
@@ -528,12 +533,18 @@ impl Machine {
     }
 
     fn on_tick(&mut self, now: Millis) {
-        if self.deferred_vote_at().is_some_and(|at| now >= at) {
+        // The state's own deadline first: a follower whose promise and suspicion end
+        // together suspects (and defers) before it answers the held-back pre-vote.
+        let vote_due = self.deferred_vote_at().is_some_and(|at| now >= at);
+        if now >= self.state_deadline() {
+            self.on_state_deadline(now);
+        }
+        if vote_due {
             self.release_deferred_vote(now);
         }
-        if now < self.state_deadline() {
-            return;
-        }
+    }
+
+    fn on_state_deadline(&mut self, now: Millis) {
         let timing = self.config.timing;
         match self.state {
             State::Starting { .. } | State::Awaiting { .. } | State::Idle { .. } => {
@@ -629,14 +640,13 @@ impl Machine {
     }
 
     /// A valid message from `from` proves it alive, whatever the transport said last.
-    fn heard_from(&mut self, from: NodeId, now: Millis) {
+    /// Returns whether that is news (the caller then re-checks its waits).
+    fn heard_from(&mut self, from: NodeId) -> bool {
         let was_suspected = self.suspected == Some(from);
         if was_suspected {
             self.suspected = None;
         }
-        if self.reach.insert(from, Reach::Up) != Some(Reach::Up) || was_suspected {
-            self.on_reach_change(now);
-        }
+        self.reach.insert(from, Reach::Up) != Some(Reach::Up) || was_suspected
     }
 
     /// Waits that depend on reachability end as soon as they can: the start-up wait once
@@ -671,10 +681,12 @@ impl Machine {
     }
 
     /// startup_wait: while higher peers keep coming up, the cluster is still starting:
-    /// wait up to D after each one for the next (the rest of the 3D cap as well).
+    /// wait up to D after each one for the next, never past 3D after the probe window.
     fn extend_startup_wait(&mut self, peer: NodeId, now: Millis) {
         if let State::Starting { until, give_up } = self.state {
-            let later = now + self.config.timing.suspect_after_ms;
+            let timing = self.config.timing;
+            let cap = until + timing.startup_wait_ms();
+            let later = (now + timing.suspect_after_ms).min(cap);
             if peer > self.config.id && later > give_up && !self.higher_resolved() {
                 self.enter(
                     State::Starting {
@@ -687,8 +699,9 @@ impl Machine {
         }
     }
 
-    /// A live coordinator we will not simply follow answered our probe: the cluster is
-    /// running, so a start-up wait for peers that may never come is pointless.
+    /// A coordinator's claim or heartbeat reached a starting node: the cluster is
+    /// running, so a start-up wait for peers that may never come is pointless (a later
+    /// higher PeerUp may still extend it, within the cap).
     fn running_cluster_seen(&mut self, now: Millis) {
         if let State::Starting { until, give_up } = self.state {
             if give_up > until {
@@ -1054,7 +1067,6 @@ impl Machine {
     }
 
     fn on_resign(&mut self, epoch: Epoch, now: Millis) {
-        let following = matches!(self.state, State::Follower { epoch: e, .. } if e == epoch);
         if self.quorum() && self.promise.is_some_and(|p| p.epoch == epoch) {
             self.promise = None;
             // handover: the vote we held back for the higher node goes out now.
@@ -1067,6 +1079,9 @@ impl Machine {
                 }
             }
         }
+        // Read after the release: answering the held-back pre-vote may have started an
+        // election already.
+        let following = matches!(self.state, State::Follower { epoch: e, .. } if e == epoch);
         if following {
             self.start_election(now);
         }

@@ -333,12 +333,20 @@ impl Timing {
         }
     }
 
-    /// How long a starting node waits at most for higher peers it has not reached yet
-    /// before it elects without them (3D): nodes of a fresh cluster started one by one
-    /// find each other instead of each declaring in turn. A node that hears a running
-    /// coordinator stops waiting at once.
+    /// How long a starting node waits for higher peers it has not reached yet before it
+    /// elects without them (3D; at most that long after its probe window): nodes of a
+    /// fresh cluster started one by one find each other instead of each declaring in
+    /// turn. A node that hears a running coordinator stops waiting at once.
     pub fn startup_wait_ms(&self) -> u64 {
         3 * self.suspect_after_ms
+    }
+
+    /// How long a peer connection may carry nothing before the transport drops it and
+    /// reports the peer down (10 D). The protocol's own suspicion detects a dead leader
+    /// after D; the notice is a hint, and a short timeout would cost a keep-alive on
+    /// every quiet link several times per second. The simulator uses the same figure.
+    pub fn peer_idle_timeout_ms(&self) -> u64 {
+        10 * self.suspect_after_ms
     }
 
     /// The I5 bound: every live node follows the highest live ID within this long
@@ -347,7 +355,9 @@ impl Timing {
         self.suspect_after_ms
             + 2 * self.answer_timeout_ms
             + self.coordinator_timeout_ms
-            + (self.preempt_delay_ms + self.answer_timeout_ms).max(self.startup_wait_ms())
+            + self.preempt_delay_ms
+            + self.answer_timeout_ms
+            + self.startup_wait_ms()
             + 2 * self.heartbeat_ms
     }
 

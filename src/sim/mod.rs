@@ -340,7 +340,7 @@ impl Sim {
         self.record(id, Record::Started { incarnation });
         self.drain(id);
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
-        // that reaches nobody fails after the handshake's idle timeout (D), unless the
+        // that reaches nobody fails after the handshake's idle timeout (10 D), unless the
         // peer came up meanwhile (then its own start reports the link up).
         for peer in self.config.ids.clone() {
             if peer != id && self.is_up(peer) {
@@ -353,7 +353,7 @@ impl Sim {
     }
 
     /// The transport's connection notices, as the runtime gets them: a connection that
-    /// stops carrying packets is reported down after the idle timeout (D); one that
+    /// stops carrying packets is reported down after the idle timeout (10 D); one that
     /// (re)connects is reported up after a handshake (one delay). Each notice is checked
     /// again when it falls due, so a link that recovered in the meantime is not reported.
     fn notice_at(&mut self, at: Millis, node: NodeId, peer: NodeId, up: bool) {
@@ -368,14 +368,14 @@ impl Sim {
     }
 
     fn notice_after_idle_timeout(&mut self, node: NodeId, peer: NodeId) {
-        let at = self.now + self.config.timing.suspect_after_ms;
+        let at = self.now + self.config.timing.peer_idle_timeout_ms();
         self.notice_at(at, node, peer, false);
     }
 
     /// Whether the connection between `a` and `b` carries packets: both up, on one side
     /// of any partition, and neither paused for so long that its connections timed out.
     fn link_alive(&self, a: NodeId, b: NodeId) -> bool {
-        let timeout = self.config.timing.suspect_after_ms;
+        let timeout = self.config.timing.peer_idle_timeout_ms();
         let alive = |id: NodeId| {
             self.nodes.get(&id).is_some_and(|n| {
                 n.machine.is_some() && n.paused_at.map_or(true, |at| self.now < at + timeout)
@@ -505,7 +505,7 @@ impl Sim {
         if !self.is_paused(id) {
             return;
         }
-        let timeout = self.config.timing.suspect_after_ms;
+        let timeout = self.config.timing.peer_idle_timeout_ms();
         let now = self.now;
         let (mut inbox, timed_out) = match self.nodes.get_mut(&id) {
             Some(n) => {
@@ -617,11 +617,16 @@ impl Sim {
         self.groups.get(&a) == self.groups.get(&b)
     }
 
-    /// The transport of `node` reports `peer` down (queued if `node` is paused).
+    /// The transport of `node` reports `peer` down (queued if `node` is paused). If the
+    /// link in fact works, its redial succeeds and reports the peer up again one delay
+    /// later, as the real transport does.
     pub fn peer_down(&mut self, node: NodeId, peer: NodeId) {
         if self.is_up(node) {
             self.record(node, Record::PeerDown { peer });
             self.deliver_event(node, Event::PeerDown(peer));
+            if self.link_alive(node, peer) {
+                self.notice_after_delay(node, peer, true);
+            }
         }
     }
 
@@ -735,7 +740,7 @@ impl Sim {
 
     fn land(&mut self, f: Flight) {
         let node = &self.nodes[&f.to];
-        let timeout = self.config.timing.suspect_after_ms;
+        let timeout = self.config.timing.peer_idle_timeout_ms();
         let lost = f.cut
             || !self.connected(f.from, f.to)
             || node.paused_at.is_some_and(|at| self.now >= at + timeout)

@@ -161,21 +161,12 @@ fn webpki_server_verifier(
         .map_err(|e| config_error(files, e))
 }
 
-/// How long a peer connection may carry nothing before QUIC drops it: 10 D. The
-/// protocol's own suspicion (no heartbeat for D) is what detects a dead coordinator; the
-/// transport's notice is a hint that lets elections skip peers known to be gone, and a
-/// short timeout would cost a keep-alive on every quiet link several times per second
-/// (most of an idle node's CPU time, and all of a large cluster's).
-pub fn peer_idle_timeout(timing: &Timing) -> Duration {
-    Duration::from_millis(10 * timing.suspect_after_ms)
-}
-
-/// The idle timeout above, and a keep-alive after half of it without receiving
+/// [`Timing::peer_idle_timeout_ms`], and a keep-alive after half of it without receiving
 /// anything: quinn restarts that timer on every packet received, so a link that carries
 /// heartbeats never sends one; only links with no traffic do, twice per idle timeout.
 /// Quinn's defaults: no keep-alive, 30 s.
 fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportError> {
-    let idle = peer_idle_timeout(timing);
+    let idle = Duration::from_millis(timing.peer_idle_timeout_ms());
     let mut transport = quinn::TransportConfig::default();
     transport
         .keep_alive_interval(Some(idle / 2))
