@@ -349,7 +349,9 @@ fn a_ten_minute_nine_node_run_stays_small() {
         page.len(),
         report.steps.len()
     );
-    assert!(report.steps.len() > 150, "a real schedule's density");
+    // The seeded plan spaces its faults by the I5 bound (148 steps with default timing
+    // since the start-up wait joined the bound; 235 before).
+    assert!(report.steps.len() > 120, "a real schedule's density");
     assert!(page.len() < 2_000_000, "{} bytes", page.len());
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("long.html");
