@@ -53,6 +53,11 @@ fn send(to: NodeId, term: u64, body: Body) -> Action {
     }
 }
 
+/// What a node that is not coordinator answers a probe with: its accepted epoch.
+fn probe_reply(accepted: Option<Epoch>) -> Body {
+    Body::Ack { accepted, round: 0 }
+}
+
 fn persist(term: u64, accepted: Epoch, incarnation: u64) -> Action {
     Action::Persist(cells(term, Some(accepted), incarnation))
 }
@@ -924,32 +929,12 @@ fn peer_up() {
     );
     // To a lower peer it repeats what its probe would have got: our accepted epoch.
     m.handle(Event::PeerUp(1), 111);
-    assert_eq!(
-        drain(&mut m),
-        vec![send(
-            1,
-            0,
-            Body::Ack {
-                accepted: None,
-                round: 0
-            }
-        )]
-    );
+    assert_eq!(drain(&mut m), vec![send(1, 0, probe_reply(None))]);
     // Follower: the same, so a restarted peer learns the term even when its probe's
     // answer was dropped before our link to it was up.
     let mut f = follower_of_3();
     f.handle(Event::PeerUp(1), 50);
-    assert_eq!(
-        drain(&mut f),
-        vec![send(
-            1,
-            1,
-            Body::Ack {
-                accepted: Some(ep(1, 3)),
-                round: 0
-            }
-        )]
-    );
+    assert_eq!(drain(&mut f), vec![send(1, 1, probe_reply(Some(ep(1, 3))))]);
     // Coordinator: tell a reconnected peer the epoch at once.
     let mut c = coordinator_3();
     c.handle(Event::PeerUp(1), 150);

@@ -135,7 +135,7 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
 /// not be read (the figure is then not reported rather than wrong).
 #[derive(Default)]
 struct Costs {
-    bully: Option<Vec<u64>>,
+    bully: Vec<u64>,
     votes: Vec<u64>,
     declarations: Vec<u64>,
     unreadable: bool,
@@ -146,9 +146,7 @@ impl Costs {
         self.declarations.push(declared as u64);
         match (before, after) {
             (Some(b), Some(a)) if !self.unreadable => {
-                self.bully
-                    .get_or_insert_with(Vec::new)
-                    .push(a[0].saturating_sub(b[0]));
+                self.bully.push(a[0].saturating_sub(b[0]));
                 self.votes.push(a[1].saturating_sub(b[1]));
             }
             _ => self.unreadable = true,
@@ -156,9 +154,11 @@ impl Costs {
     }
 
     fn summary(&self) -> Option<FailoverCosts> {
-        let bully = self.bully.as_ref().filter(|_| !self.unreadable)?;
+        if self.unreadable || self.bully.is_empty() {
+            return None;
+        }
         Some(FailoverCosts {
-            bully_messages: Summary::of(bully),
+            bully_messages: Summary::of(&self.bully),
             vote_messages: Summary::of(&self.votes),
             declarations_per_kill: Summary::of(&self.declarations),
         })

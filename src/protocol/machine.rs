@@ -609,19 +609,10 @@ impl Machine {
             ),
             State::PreVoting { term, .. } => self.send(peer, Body::PreVote { term }),
             State::Declaring { epoch, .. } => self.send(peer, Body::Coordinator { epoch }),
-            State::Coordinator { epoch, .. } => {
-                let round = self.current_round();
-                self.send(peer, Body::Heartbeat { epoch, round })
-            }
-            // What our reply to its probe said: the dialer may have restarted and its
-            // probe's answer was dropped while our link to it was still down.
-            _ => self.send(
-                peer,
-                Body::Ack {
-                    accepted: self.cells.accepted,
-                    round: 0,
-                },
-            ),
+            // What our reply to its probe said (a coordinator's heartbeat, anyone else's
+            // accepted epoch): the dialer may have restarted and its probe's answer was
+            // dropped while our link to it was still down.
+            _ => self.on_probe(peer),
         }
     }
 
@@ -688,13 +679,10 @@ impl Machine {
             let cap = until + timing.startup_wait_ms();
             let later = (now + timing.suspect_after_ms).min(cap);
             if peer > self.config.id && later > give_up && !self.higher_resolved() {
-                self.enter(
-                    State::Starting {
-                        until,
-                        give_up: later,
-                    },
-                    now,
-                );
+                self.state = State::Starting {
+                    until,
+                    give_up: later,
+                };
             }
         }
     }
@@ -702,17 +690,12 @@ impl Machine {
     /// A coordinator's claim or heartbeat reached a starting node: the cluster is
     /// running, so a start-up wait for peers that may never come is pointless (a later
     /// higher PeerUp may still extend it, within the cap).
-    fn running_cluster_seen(&mut self, now: Millis) {
-        if let State::Starting { until, give_up } = self.state {
-            if give_up > until {
-                self.enter(
-                    State::Starting {
-                        until,
-                        give_up: until,
-                    },
-                    now,
-                );
-            }
+    fn running_cluster_seen(&mut self) {
+        if let State::Starting { until, .. } = self.state {
+            self.state = State::Starting {
+                until,
+                give_up: until,
+            };
         }
     }
 
@@ -863,7 +846,7 @@ impl Machine {
     /// Classic mode: Coordinator and Heartbeat both claim that `epoch` is current.
     fn on_claim(&mut self, from: NodeId, epoch: Epoch, heartbeat: bool, now: Millis) {
         self.observe(epoch.term);
-        self.running_cluster_seen(now);
+        self.running_cluster_seen();
         let accepted = self.cells.accepted;
         if Some(epoch) < accepted {
             // stale_claim: tell the old leader what we follow now.
@@ -961,7 +944,7 @@ impl Machine {
     /// Quorum mode: a heartbeat of an established coordinator.
     fn on_heartbeat(&mut self, from: NodeId, epoch: Epoch, round: u64, now: Millis) {
         self.observe(epoch.term);
-        self.running_cluster_seen(now);
+        self.running_cluster_seen();
         let accepted = self.cells.accepted;
         if Some(epoch) == accepted {
             let follows = match self.state {
