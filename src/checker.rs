@@ -8,14 +8,14 @@
 //! - [`check_start_delay`]: the timing half of I4 (no declaration within the preempt
 //!   delay of a restart).
 //! - [`check_unique_terms`]: the cluster-wide part of I2, only inside quiet windows
-//!   (defined there).
+//!   ([`quiet_window`], defined there).
 //! - [`check_convergence`]: I5 after the last fault, given the live set and a deadline
 //!   ([`convergence_deadline`]).
 //! - [`check_no_overlap`] / [`check_one_per_term`]: I6 and I7 of quorum mode, from the
 //!   machine's own `Established`/`Demoted` facts ([`offices`]).
 
 use crate::history::{Entry, Record};
-use crate::protocol::{Epoch, Fact, Millis, NodeId, Role, Timing, View};
+use crate::protocol::{Body, Epoch, Fact, Millis, NodeId, Role, Timing, View};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
@@ -308,13 +308,33 @@ pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Vio
 }
 
 /// Time intervals (inclusive) in which some fault was happening: a point for each
-/// fault record, and the whole span of every pause, partition and lossy period
-/// (open-ended when it never ends).
-fn disturbed_intervals(entries: &[Entry]) -> Vec<(Millis, Millis)> {
+/// fault record, the whole span of every pause, partition and lossy period
+/// (open-ended when it never ends), and `stale_view_ms` after a declaration that a live
+/// node lost (its sender crashed mid-broadcast): that node goes on believing in the
+/// leader the declaration replaced until it suspects it.
+fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis, Millis)> {
     let mut open: HashMap<(NodeId, bool), Millis> = HashMap::new();
+    let mut down: HashSet<NodeId> = HashSet::new();
     let mut spans = Vec::new();
-    for entry in entries.iter().filter(|e| e.record.is_fault()) {
+    for entry in entries {
         let t = entry.at_ms;
+        match &entry.record {
+            Record::Crashed => {
+                down.insert(entry.node);
+            }
+            Record::Started { .. } => {
+                down.remove(&entry.node);
+            }
+            Record::Lost { msg, .. }
+                if matches!(msg.body, Body::Coordinator { .. }) && !down.contains(&entry.node) =>
+            {
+                spans.push((t, t + stale_view_ms));
+            }
+            _ => {}
+        }
+        if !entry.record.is_fault() {
+            continue;
+        }
         spans.push((t, t));
         match entry.record {
             Record::Paused => {
@@ -345,24 +365,33 @@ fn disturbed_intervals(entries: &[Entry]) -> Vec<(Millis, Millis)> {
 /// quiet.
 ///
 /// Definition: two declarations of one term by different nodes, at `t1 <= t2`, are a
-/// violation only if nothing disturbed the cluster during `[t1 - quiet_ms, t2]`: no
-/// fault record (crash, (re)start, pause, resume, partition, loss, heal, peer-down
-/// notice, eligibility change) in that span and no pause, partition or loss in effect.
-/// Message delays must also stay below T/2 (the simulator's do; a real network's only
-/// usually do, so real-process tests should treat this check as advisory).
+/// violation only if nothing disturbed the cluster during `[t1 - quiet.before_ms, t2]`:
+/// no fault record (crash, (re)start, pause, resume, partition, loss, heal, peer-down
+/// notice, eligibility change) in that span, no pause, partition or loss in effect, and
+/// no live node still misled by a declaration it lost (`quiet.stale_view_ms`). Message
+/// delays must also stay below T/2 (the simulator's do; a real network's only usually
+/// do, so real-process tests should treat this check as advisory).
 ///
-/// Why that is sound, with `quiet_ms` from [`quiet_window_ms`]: a node declares term
-/// `x = seen + 1`. For B to declare x after A did, B must not have heard A's
-/// Coordinator, so (no loss, no restart of B) the two declarations are within one
-/// delay of each other. The lower of the two, L, declared either (a) when its Election,
-/// sent T earlier, got no Answer from the higher one, H — so H was down, ineligible,
-/// paused or cut off at `t1 - T - delay` and came back (a fault record) after that; or
-/// (b) as a coordinator bullied by a still lower coordinator's claim, which needs two
-/// coordinators at once: the leftover of a heal or resume, whose claims cross within
-/// a heartbeat plus a delay. A crash that cuts A's broadcast short happens at or after
-/// `t1`. So every cause lies within `T + heartbeat + 2 delays` before `t1` or later.
-pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation> {
-    let spans = disturbed_intervals(entries);
+/// Why that is sound, with `quiet` from [`quiet_window`]: a node declares term
+/// `x = seen + 1` (quorum mode: the term a majority pre-voted for). For B to declare x
+/// after A did, B must not have heard A's Coordinator, so (no loss, no restart of B)
+/// the two declarations are within one delay of each other. The lower of the two, L,
+/// declared either
+/// (a) when its Election, sent T earlier, got no Answer from the higher one, H — so H
+///     was down, ineligible, paused or cut off at `t1 - T - delay` and came back (a
+///     fault record) after that;
+/// (b) without asking H: H was reported down (a fault record), or H was L's leader and
+///     fell silent for D while alive — superseded by a declaration L lost (a stale
+///     view, counted for D after the loss) or paused or cut off (fault records);
+/// (c) quorum mode, asking H, whose Answer came after L's majority of pre-votes: H
+///     then asks for a term above L's, so the two terms differ; or
+/// (d) as a coordinator bullied by a still lower coordinator's claim, which needs two
+///     coordinators at once: the leftover of a heal or resume, whose claims cross within
+///     a heartbeat plus a delay.
+/// A crash that cuts A's broadcast short happens at or after `t1`. So every cause lies
+/// within `T + heartbeat + 2 delays` before `t1`, or later, or in a stale view.
+pub fn check_unique_terms(entries: &[Entry], quiet: QuietWindow) -> Vec<Violation> {
+    let spans = disturbed_intervals(entries, quiet.stale_view_ms);
     let mut by_term: BTreeMap<u64, Vec<(Millis, NodeId)>> = BTreeMap::new();
     for (at, node, epoch) in declarations(entries) {
         by_term.entry(epoch.term).or_default().push((at, node));
@@ -374,7 +403,7 @@ pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation>
                 if n1 == n2 {
                     continue; // the per-node part is checked by `Safety`
                 }
-                let (from, to) = (t1.min(t2).saturating_sub(quiet_ms), t1.max(t2));
+                let (from, to) = (t1.min(t2).saturating_sub(quiet.before_ms), t1.max(t2));
                 if spans.iter().all(|&(s, e)| e < from || s > to) {
                     out.push(Violation {
                         invariant: Invariant::Uniqueness,
@@ -392,14 +421,30 @@ pub fn check_unique_terms(entries: &[Entry], quiet_ms: Millis) -> Vec<Violation>
     out
 }
 
-/// How long before two same-term declarations the cluster must have been quiet for the
-/// soft part of I2 to apply: `T + heartbeat + 2 x max delay + preempt delay` (see
+/// How long the cluster must have been quiet for the soft part of I2 to apply (see
 /// [`check_unique_terms`] for why).
-pub fn quiet_window_ms(timing: &Timing, max_delay_ms: Millis) -> Millis {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuietWindow {
+    /// Before two same-term declarations: `T + heartbeat + 2 x max delay + preempt
+    /// delay`.
+    pub before_ms: Millis,
+    /// After a live node lost a declaration: D, until it suspects the leader that the
+    /// lost declaration replaced.
+    pub stale_view_ms: Millis,
+}
+
+/// The quiet window for `timing` on a network whose delays stay below `max_delay_ms`.
+pub fn quiet_window(timing: &Timing, max_delay_ms: Millis) -> QuietWindow {
     // A (re)started node answers no Election while more than T of its start-up wait
     // (the preempt delay) is left, so that it never holds a failover up: for that long
     // it is as good as down, and its restart is the disturbance that explains a twin.
-    timing.answer_timeout_ms + timing.heartbeat_ms + 2 * max_delay_ms + timing.preempt_delay_ms
+    QuietWindow {
+        before_ms: timing.answer_timeout_ms
+            + timing.heartbeat_ms
+            + 2 * max_delay_ms
+            + timing.preempt_delay_ms,
+        stale_view_ms: timing.suspect_after_ms,
+    }
 }
 
 /// One node's term of office as coordinator, read off a history: from its
@@ -733,7 +778,7 @@ pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Cells;
+    use crate::protocol::{Cells, Message};
 
     fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
         Entry {
@@ -922,13 +967,52 @@ mod tests {
             e(1010, 2, declared(3, 2)),
         ];
         assert_eq!(
-            kinds(&check_unique_terms(&h, 500)),
+            kinds(&check_unique_terms(&h, quiet(500))),
             vec![Invariant::Uniqueness]
         );
-        assert_eq!(check_unique_terms(&h, 2000), vec![]);
+        assert_eq!(check_unique_terms(&h, quiet(2000)), vec![]);
         let mut paused = h.clone();
         paused.insert(2, e(10, 1, Record::Paused));
-        assert_eq!(check_unique_terms(&paused, 500), vec![]);
+        assert_eq!(check_unique_terms(&paused, quiet(500)), vec![]);
+    }
+
+    fn quiet(before_ms: Millis) -> QuietWindow {
+        QuietWindow {
+            before_ms,
+            stale_view_ms: 400,
+        }
+    }
+
+    #[test]
+    fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
+        let lost = |node| {
+            e(
+                300,
+                node,
+                Record::Lost {
+                    from: 3,
+                    msg: Message {
+                        term: 2,
+                        body: Body::Coordinator { epoch: ep(2, 3) },
+                    },
+                },
+            )
+        };
+        let twins = [e(1000, 1, declared(3, 1)), e(1010, 2, declared(3, 2))];
+        // Node 2 lost node 3's declaration at 300 ms: misled until 700 ms, within the
+        // 500 ms before the twins.
+        let misled = [vec![lost(2)], twins.to_vec()].concat();
+        assert_eq!(check_unique_terms(&misled, quiet(500)), vec![]);
+        // Long enough before, or lost by a node that was down: the twins count.
+        assert_eq!(
+            kinds(&check_unique_terms(&misled, quiet(200))),
+            vec![Invariant::Uniqueness]
+        );
+        let down = [vec![e(100, 2, Record::Crashed), lost(2)], twins.to_vec()].concat();
+        assert_eq!(
+            kinds(&check_unique_terms(&down, quiet(500))),
+            vec![Invariant::Uniqueness]
+        );
     }
 
     #[test]

@@ -539,7 +539,9 @@ fn newer_news() {
             coordinator_view(3, above),
         ]
     );
-    // A coordinator with a higher peer holds an election instead.
+    // A coordinator with a higher peer leaves office, tells its followers (which may
+    // have missed the newer epoch, and would otherwise skip it, alive, as a silent
+    // leader), then holds an election.
     let mut m = started(config(2, &[1, 3]), 0);
     tick(&mut m, 100);
     let mine = ep(1, 2);
@@ -564,6 +566,9 @@ fn newer_news() {
             250
         ),
         vec![
+            candidate_view(2),
+            send(1, 3, Body::Resign { epoch: mine }),
+            send(3, 3, Body::Resign { epoch: mine }),
             send(
                 3,
                 3,
@@ -571,7 +576,6 @@ fn newer_news() {
                     accepted: Some(mine)
                 }
             ),
-            candidate_view(2),
         ]
     );
 }

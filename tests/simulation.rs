@@ -7,7 +7,7 @@
 
 use bully::checker::{
     check_convergence, check_no_overlap, check_one_per_term, check_safety, check_unique_terms,
-    lease_bound_ms, quiet_window_ms, Convergence, Invariant, Leader,
+    lease_bound_ms, quiet_window, Convergence, Invariant, Leader,
 };
 use bully::history::{last_fault_ms, tail, Record};
 use bully::protocol::{Body, Epoch, Flaw, MessageKind, Millis, Mode, NodeId, Role};
@@ -256,7 +256,7 @@ fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
     }
     violations.extend(check_unique_terms(
         history,
-        quiet_window_ms(&timing, max_delay),
+        quiet_window(&timing, max_delay),
     ));
     violations.extend(check_convergence(
         history,

@@ -79,10 +79,7 @@ pub fn judge(
 ) -> Verdict {
     let mut verdict = Verdict {
         violations: checker::check_safety(history),
-        warnings: checker::check_unique_terms(
-            history,
-            checker::quiet_window_ms(timing, max_delay_ms),
-        ),
+        warnings: checker::check_unique_terms(history, checker::quiet_window(timing, max_delay_ms)),
         ..Verdict::default()
     };
     // A paused coordinator's office ends within its lease span (Q3).

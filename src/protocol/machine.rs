@@ -41,8 +41,10 @@
 //! - stale_claim: a claim older than our accepted epoch is answered with an Ack that
 //!   carries our epoch, so the stale leader learns of it.
 //! - newer_news: a coordinator that learns of a newer epoch gives way: with preempt
-//!   always it holds an election (re-declaring above it unless a higher node is alive);
-//!   with preempt never it waits to follow the newer leader.
+//!   always it holds an election (classic: re-declaring above it unless a higher node
+//!   is reachable); with preempt never it waits to follow the newer leader. Unless it
+//!   re-declares at once, it leaves office and sends Resign first, so that followers
+//!   that missed the newer epoch do not take its silence for death.
 //! - suspect: a follower with no heartbeat for D, or told its coordinator is down,
 //!   elects (after the defer above). Classic heartbeats are acked only when the follower
 //!   knows a newer term, so the coordinator hears of it; quorum heartbeats always are.
@@ -76,6 +78,11 @@
 //! - deferred_vote: a pre-vote that arrives while our promise to the old leader still
 //!   binds is answered the moment the promise runs out, not dropped, so the highest
 //!   survivor, which suspects first, is not held up by followers a moment behind it.
+//! - one_vote: a pre-vote granted binds for T': no lower candidate gets our vote for
+//!   that term meanwhile. A higher node that is running answers a lower candidate's
+//!   pre-vote at once (even while its own votes are blocked) and asks above that
+//!   term, and a candidate declares the term it was voted for: two candidates never
+//!   declare one term unless something failed (the soft half of I2).
 
 use super::lease::{Lease, Promise};
 use super::types::*;
@@ -258,6 +265,14 @@ enum State {
     },
 }
 
+/// Quorum: a pre-vote we granted (see `Machine::voted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Vote {
+    term: u64,
+    candidate: NodeId,
+    until: Millis,
+}
+
 /// One node's Bully state machine. Deterministic: the same events at the same times
 /// give the same actions. Clone, Eq and Hash let a model checker store and compare
 /// whole machines as parts of its states.
@@ -286,6 +301,12 @@ pub struct Machine {
     /// Quorum: a pre-vote (candidate, term) to grant once the promise is released (Q7)
     /// or runs out.
     deferred: Option<(NodeId, u64)>,
+    /// Quorum: the last candidate we pre-voted for, at which term, and until when it
+    /// has to declare (T'). Meanwhile a lower candidate asking for the same term is not
+    /// voted for: two majorities of pre-votes at one term would make two nodes declare
+    /// it (the soft half of I2). After T' the vote no longer binds, or a candidate that
+    /// died after our vote would block its term for good.
+    voted: Option<Vote>,
     /// What we know of each peer's reachability (absent: nothing yet).
     reach: std::collections::BTreeMap<NodeId, Reach>,
     /// The leader whose heartbeats stopped: unreachable for the election that follows,
@@ -329,6 +350,7 @@ impl Machine {
             promise: None,
             holdoff_until,
             deferred: None,
+            voted: None,
             reach: Default::default(),
             suspected: None,
             config,
@@ -839,6 +861,11 @@ impl Machine {
 
     fn on_answer(&mut self, now: Millis) {
         if let State::Electing { .. } | State::PreVoting { .. } = self.state {
+            // A live higher node runs now; should it fail, our next election asks the
+            // suspected leader too: skipping it pays off in the first election only,
+            // and it may be alive and silent towards us (it followed an epoch we never
+            // heard of).
+            self.suspected = None;
             self.enter(self.awaiting(now), now);
         }
     }
@@ -1081,8 +1108,7 @@ impl Machine {
                     self.step_down(DemotionReason::Yielded { to: from }, next, now);
                     self.broadcast(Body::Resign { epoch });
                     if term > self.cells.term {
-                        self.send(from, Body::Vote { term });
-                        return true;
+                        return self.grant_vote(from, term, now);
                     }
                 } else {
                     let round = self.current_round();
@@ -1103,20 +1129,41 @@ impl Machine {
             );
             return false;
         }
-        if self.acceptance_blocked_until(from, now).is_some() {
+        if self
+            .voted
+            .is_some_and(|v| v.term == term && v.candidate > from && now < v.until)
+        {
+            // voted: a higher candidate has our vote for this term already.
+            return false;
+        }
+        let blocked = self.acceptance_blocked_until(from, now).is_some();
+        let running = matches!(
+            self.state,
+            State::Starting { .. } | State::Electing { .. } | State::PreVoting { .. }
+        );
+        if self.eligible && self.config.id > from && self.runs_soon(now) && (running || !blocked) {
+            // Bully order: a higher eligible node runs itself instead of voting. An
+            // Answer accepts nothing, so a node that is running already answers even
+            // while its promise or restart hold-off blocks votes: held back, the lower
+            // candidate would gather a majority of pre-votes for the term we ask for too.
+            // And we ask for a term above its: if our Answer comes too late and it
+            // declares anyway, our declaration still carries another term (I2).
+            self.observe(term);
+            self.send(from, Body::Answer);
+            match self.state {
+                State::Follower { .. } | State::Idle { .. } => self.start_election(now),
+                // Asking for the same term at the same moment: ask again, above it.
+                State::PreVoting { term: asked, .. } if asked <= term => self.begin_prevote(now),
+                _ => {}
+            }
+            return false;
+        }
+        if blocked {
             // deferred_vote: asked again when the promise is released or runs out.
             self.deferred = Some((from, term));
             return false;
         }
-        if self.eligible && self.config.id > from && self.runs_soon(now) {
-            // Bully order: a higher eligible node runs itself instead of voting.
-            self.send(from, Body::Answer);
-            if let State::Follower { .. } | State::Idle { .. } = self.state {
-                self.start_election(now);
-            }
-            return false;
-        }
-        self.send(from, Body::Vote { term });
+        self.grant_vote(from, term, now);
         if from > self.config.id {
             if let State::Electing { .. } | State::PreVoting { .. } | State::Idle { .. } =
                 self.state
@@ -1127,12 +1174,29 @@ impl Machine {
         true
     }
 
+    /// Sends our pre-vote and remembers it (see `voted`). Always true: "we voted".
+    fn grant_vote(&mut self, candidate: NodeId, term: u64, now: Millis) -> bool {
+        self.send(candidate, Body::Vote { term });
+        self.voted = Some(Vote {
+            term,
+            candidate,
+            until: now + self.config.timing.coordinator_timeout_ms,
+        });
+        true
+    }
+
     fn on_vote(&mut self, from: NodeId, term: u64, now: Millis) {
         if let State::PreVoting { term: asked, .. } = self.state {
             if term == asked {
                 self.votes.insert(from);
                 if self.votes.len() >= self.config.majority() {
-                    self.declare(now);
+                    // The term the majority voted for, even if a higher one was asked
+                    // for meanwhile: that asker counts on our term being below its own.
+                    if asked > self.cells.term {
+                        self.declare_term(asked, now);
+                    } else {
+                        self.declare(now);
+                    }
                 }
             }
         }
@@ -1175,11 +1239,29 @@ impl Machine {
     }
 
     fn newer_news(&mut self, now: Millis) {
-        if self.config.preempt == Preempt::Never {
-            // Follow the newer leader when it heartbeats; elect only if it does not.
-            self.step_down(DemotionReason::NewerEpoch, self.awaiting(now), now);
-        } else {
+        let State::Coordinator { epoch, .. } = self.state else {
+            return;
+        };
+        let preempt = self.config.preempt != Preempt::Never;
+        if preempt && !self.quorum() && self.reachable_higher().is_empty() {
+            // Classic and highest reachable: re-declares above it at once, in office
+            // throughout; the declaration tells every follower.
             self.leaving = Some(DemotionReason::NewerEpoch);
+            self.start_election(now);
+            return;
+        }
+        let next = if self.config.preempt == Preempt::Never {
+            // Follow the newer leader when it heartbeats; elect only if it does not.
+            self.awaiting(now)
+        } else {
+            self.idle_state(now)
+        };
+        self.step_down(DemotionReason::NewerEpoch, next, now);
+        // Out of office first (Q7's order), then say so: our followers may not have
+        // heard the newer epoch (a lost declaration) and would take our silence for
+        // death, skipping us, alive, in their next election (a twin declaration).
+        self.broadcast(Body::Resign { epoch });
+        if preempt {
             self.start_election(now);
         }
     }
@@ -1255,10 +1337,14 @@ impl Machine {
         // that sends term u64::MAX made `seen + 1` panic (debug) or wrap to 0, breaking
         // I1/I2 (release). No term is left above it, so refuse to declare and retry
         // after T' like an idle node; only a misbehaving peer can cause this.
-        let Some(term) = self.seen.checked_add(1) else {
-            self.idle(now);
-            return;
-        };
+        match self.seen.checked_add(1) {
+            Some(term) => self.declare_term(term, now),
+            None => self.idle(now),
+        }
+    }
+
+    /// Declares victory at `term` (above our term cell): persist, then announce.
+    fn declare_term(&mut self, term: u64, now: Millis) {
         let epoch = Epoch {
             term,
             leader: self.config.id,
@@ -1272,7 +1358,7 @@ impl Machine {
             accepted: Some(epoch),
             incarnation: self.cells.incarnation,
         });
-        self.seen = epoch.term;
+        self.observe(epoch.term);
         self.fact(Fact::Declared { epoch });
         self.broadcast(Body::Coordinator { epoch });
         if !self.quorum() {

@@ -13,7 +13,7 @@
 use super::{CrashPoint, Sim, SimConfig};
 use crate::checker::{
     check_convergence, check_no_overlap, check_one_per_term, check_start_delay, check_unique_terms,
-    lease_bound_ms, quiet_window_ms, Convergence, Leader, Violation,
+    lease_bound_ms, quiet_window, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
 use crate::protocol::{MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
@@ -651,11 +651,11 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
     let delay = timing.preempt_delay_ms;
     violations.extend(check_start_delay(&history, delay * 98 / 100));
     if !slow_network {
-        let mut quiet = quiet_window_ms(&timing, max_delay);
+        let mut quiet = quiet_window(&timing, max_delay);
         if preempt == Preempt::Never && mode == Mode::Classic {
             // Such a node listens D after a start before it may declare (machine.rs
             // `start`), silent like one in a preempt delay.
-            quiet += timing.suspect_after_ms;
+            quiet.before_ms += timing.suspect_after_ms;
         }
         violations.extend(check_unique_terms(&history, quiet));
     }
