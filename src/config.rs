@@ -31,6 +31,7 @@
 //!   meant for a data node;
 //! - `hooks.timeout_ms`, `health.interval_ms`, `health.timeout_ms`, `health.rise`,
 //!   `health.fall` at least 1; hook and health commands not blank;
+//! - `data_dir` is a directory or can be created (no file in its place or on its path);
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
 //!   checked when the transport loads them).
 //!
@@ -327,7 +328,29 @@ impl NodeConfig {
             }
             check_health(health)?;
         }
+        self.check_data_dir()?;
         self.check_tls_files()
+    }
+
+    /// The data dir, or the first of its ancestors that exists, must be a directory;
+    /// otherwise the store fails later with a bare "File exists".
+    fn check_data_dir(&self) -> Result<(), (String, String)> {
+        let Some(existing) = self.data_dir.ancestors().find(|p| p.exists()) else {
+            return Ok(());
+        };
+        if existing.is_dir() {
+            return Ok(());
+        }
+        let message = if existing == self.data_dir {
+            format!("{} exists and is not a directory", self.data_dir.display())
+        } else {
+            format!(
+                "{} is a file, so {} cannot be created",
+                existing.display(),
+                self.data_dir.display()
+            )
+        };
+        Err(invalid("data_dir", message))
     }
 
     /// Quorum mode elects only non-witness members; with none, no election can ever

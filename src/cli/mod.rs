@@ -1,11 +1,15 @@
 //! The command line: one binary, `bully`, with a subcommand per job.
 //! Exit codes: 0 success, 1 "no" (e.g. no leader known), 2 bad input or unreachable.
 
+mod certs;
 mod chaos;
 mod local;
 mod query;
+mod table;
 
-use crate::protocol::{NodeId, Timing};
+pub use certs::CertsCommand;
+
+use crate::protocol::Timing;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +27,7 @@ pub struct Cli {
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Commands {
-    /// Make a cluster CA plus node and client certificates.
+    /// Make a cluster CA, add nodes and clients to it, list certificates.
     Certs {
         #[command(subcommand)]
         action: CertsCommand,
@@ -54,20 +58,6 @@ pub enum Commands {
     /// Kill, pause, partition and restart real nodes on a seeded schedule, check the
     /// invariants I1–I5 and report failover times. Exit 0: no violation, 1: violations.
     Chaos(chaos::ChaosArgs),
-}
-
-/// `bully certs ...`
-#[derive(Debug, Subcommand)]
-pub enum CertsCommand {
-    /// Write ca.pem/ca.key, node-<id>.pem/.key and client.pem/.key into a directory.
-    Init {
-        /// Where to write the files (created if missing).
-        #[arg(long, default_value = "certs")]
-        dir: PathBuf,
-        /// Node IDs, comma separated, e.g. 1,2,3.
-        #[arg(long, value_delimiter = ',', required = true)]
-        nodes: Vec<NodeId>,
-    },
 }
 
 /// How a query finds and authenticates to a node.
@@ -202,9 +192,7 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Commands::Certs {
-                action: CertsCommand::Init { dir, nodes },
-            } => certs_init(&dir, &nodes),
+            Commands::Certs { action } => certs::run(&action),
             Commands::Node { config } => run_node(&config).await,
             Commands::Leader(args) => query::leader(&args).await,
             Commands::Status(args) => query::status(&args).await,
@@ -216,18 +204,11 @@ pub fn run(cli: Cli) -> ExitCode {
     })
 }
 
-fn certs_init(dir: &std::path::Path, nodes: &[NodeId]) -> ExitCode {
-    match crate::certs::init(dir, nodes) {
-        Ok(files) => {
-            for file in files {
-                println!("wrote {}", file.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
+/// Prints one value as a JSON line (every `--json` output).
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("error: cannot encode JSON: {e}"),
     }
 }
 
@@ -247,7 +228,10 @@ async fn run_node(path: &std::path::Path) -> ExitCode {
     let node = match crate::node::start_in(config, workdir).await {
         Ok(node) => node,
         Err(e) => {
-            eprintln!("error: {e}");
+            match e.config_field() {
+                Some(field) => eprintln!("error: {}: {field}: {}", path.display(), e.explain()),
+                None => eprintln!("error: {}", e.explain()),
+            }
             return ExitCode::from(2);
         }
     };

@@ -1,7 +1,7 @@
 //! `bully leader`, `status`, `watch` and `step-down`: find the node, authenticate with
 //! the client certificate, ask, print.
 
-use super::QueryArgs;
+use super::{print_json, QueryArgs};
 use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::node::Status;
@@ -94,13 +94,6 @@ async fn fetch_status(args: &QueryArgs) -> Result<Status, ExitCode> {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })
-}
-
-fn print_json(value: &impl serde::Serialize) {
-    match serde_json::to_string(value) {
-        Ok(text) => println!("{text}"),
-        Err(e) => eprintln!("error: cannot encode JSON: {e}"),
-    }
 }
 
 /// `bully leader`: exit 0 with the coordinator, 1 when none is known, 2 unreachable.

@@ -3,6 +3,7 @@
 //! and flushed before the next action (a send, a published view) can reveal it (I3).
 
 use super::api::{self, Command};
+use super::error::NodeError;
 use super::event_log::EventLog;
 use super::hooks::Hooks;
 use super::http::HttpState;
@@ -21,27 +22,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-
-/// Why a node could not start or had to stop.
-#[derive(Debug, Error)]
-pub enum NodeError {
-    #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
-    #[error(transparent)]
-    Transport(#[from] crate::transport::TransportError),
-    #[error("cannot open the event log in {dir}: {source}")]
-    EventLog { dir: String, source: std::io::Error },
-    #[error("cannot listen for HTTP on {addr}: {source}")]
-    Http {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("the storage task failed: {0}")]
-    Join(String),
-}
 
 /// A running node. Dropping it does not stop the node; call [`NodeHandle::shutdown`].
 pub struct NodeHandle {
