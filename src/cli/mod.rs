@@ -3,6 +3,8 @@
 
 mod certs;
 mod chaos;
+mod cluster_status;
+mod endpoints;
 mod local;
 mod query;
 mod table;
@@ -38,10 +40,19 @@ pub enum Commands {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Print the coordinator a node knows. Exit 0: known, 1: none, 2: unreachable.
+    /// Print the coordinator the nodes know (all endpoints asked at once; the first
+    /// answer counts, a disagreement is reported). Exit 0: known, 1: none, 2: no answer.
     Leader(QueryArgs),
-    /// Print a node's role, epoch, coordinator and peers.
-    Status(QueryArgs),
+    /// Print a node's role, epoch, coordinator and peers; with --cluster one row per
+    /// member.
+    Status {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// One row per member: ask every endpoint (with --config: the node and all its
+        /// peers) and list role, epoch, coordinator, eligibility, peers up and lag.
+        #[arg(long)]
+        cluster: bool,
+    },
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
     /// Ask the coordinator to stop leading for a while so the next highest takes over.
@@ -63,14 +74,22 @@ pub enum Commands {
 /// How a query finds and authenticates to a node.
 #[derive(Debug, Args, Clone)]
 pub struct QueryArgs {
-    /// A node's config: its listen address and the client cert beside its CA file.
-    #[arg(long, short, conflicts_with = "endpoint")]
+    /// A node's config: its listen address (for --cluster also its peers') and the
+    /// client certificate beside its CA file (never the node's own key).
+    #[arg(long, short, conflicts_with = "endpoints")]
     pub config: Option<PathBuf>,
-    /// A node's address, e.g. 127.0.0.1:7001 (needs --certs or --ca/--cert/--key).
-    #[arg(long, short)]
-    pub endpoint: Option<String>,
+    /// Nodes to ask, comma separated HOST:PORT (names or IPs), e.g.
+    /// db-1:7001,db-2:7001,db-3:7001; all are asked at once and the first answer counts.
+    #[arg(
+        long,
+        short,
+        alias = "endpoint",
+        env = "BULLY_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub endpoints: Vec<String>,
     /// Directory with ca.pem, client.pem and client.key (as made by `bully certs init`).
-    #[arg(long, default_value = "certs")]
+    #[arg(long, env = "BULLY_CERTS", default_value = "certs")]
     pub certs: PathBuf,
     /// The cluster CA certificate (overrides --certs).
     #[arg(long)]
@@ -195,7 +214,10 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Certs { action } => certs::run(&action),
             Commands::Node { config } => run_node(&config).await,
             Commands::Leader(args) => query::leader(&args).await,
-            Commands::Status(args) => query::status(&args).await,
+            Commands::Status { query, cluster } => match cluster {
+                true => cluster_status::run(&query).await,
+                false => query::status(&query).await,
+            },
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
             Commands::Local(args) => local::run(&args).await,

@@ -14,7 +14,7 @@ use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::protocol::{
-    Action, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
+    Action, Body, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
@@ -118,7 +118,11 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             cert: config.tls.cert.clone(),
             key: config.tls.key.clone(),
         },
-        peers: config.peers.iter().map(|p| (p.id, p.addr)).collect(),
+        peers: config
+            .peers
+            .iter()
+            .map(|p| (p.id, p.addr.clone()))
+            .collect(),
         timing: config.timing,
     })
     .await?;
@@ -345,6 +349,13 @@ impl Runtime {
         match event {
             TransportEvent::Message { from, msg } => {
                 self.metrics.message_received(msg.body.kind());
+                if let Body::Heartbeat { .. } = msg.body {
+                    // Readers compute the lag from this; no watcher needs waking.
+                    self.status.send_if_modified(|s| {
+                        s.last_heartbeat = Some((from, Instant::now()));
+                        false
+                    });
+                }
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
