@@ -5,7 +5,7 @@ mod common;
 
 use bully::protocol::{Preempt, Timing};
 use common::{binary, TestCluster};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 fn bully(args: &[&str]) -> Output {
@@ -264,4 +264,132 @@ async fn leader_json_names_the_coordinator_and_a_locked_data_dir_is_refused() {
     let out = bully(&["node", "--config", config.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("in use"), "{}", text(&out));
+}
+
+#[test]
+fn completions_and_man_page_cover_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = bully(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {}", text(&out));
+        let script = String::from_utf8_lossy(&out.stdout);
+        for word in ["certs", "status", "endpoints", "cluster"] {
+            assert!(script.contains(word), "{shell} completion misses {word}");
+        }
+    }
+    let out = bully(&["man"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH bully"),
+        "{page}"
+    );
+    for section in [
+        ".SH \"BULLY CERTS\"",
+        ".SH \"BULLY STATUS\"",
+        "BULLY_ENDPOINTS",
+    ] {
+        assert!(page.contains(section), "the man page misses {section}");
+    }
+    let bad = bully(&["completions", "cmd.exe"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
+
+#[test]
+fn printing_commands_die_quietly_when_stdout_is_closed() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert!(bully(&["certs", "init", "--dir", d, "--nodes", "1"])
+        .status
+        .success());
+    let commands: [&[&str]; 3] = [
+        &["completions", "bash"],
+        &["man"],
+        &["certs", "show", "--dir", d],
+    ];
+    for args in commands {
+        // A pipe whose reader is already gone: the first write fails.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two fresh descriptors; we own both.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fds[0] and fds[1] were just created and are owned only here.
+        let (reader, writer) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(reader);
+        let out = Command::new(binary())
+            .args(args)
+            .stdout(Stdio::from(writer))
+            .output()
+            .expect("run bully");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
+
+/// Runs a one-node cluster with `extra` arguments before `node` until it has logged
+/// `lines` lines on stderr (bounded), then kills it by PID; returns those lines.
+fn node_log_lines(extra: &[&str], lines: usize) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    assert!(bully(&[
+        "certs",
+        "init",
+        "--dir",
+        certs.to_str().unwrap(),
+        "--nodes",
+        "1"
+    ])
+    .status
+    .success());
+    let port = bully::cluster::free_udp_addr().unwrap().port();
+    let config = single_node_config(dir.path(), 1, "data", port);
+    let mut child = Command::new(binary())
+        .args(extra)
+        .args(["node", "--config", &config])
+        .env("BULLY_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a node");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stderr = child.stderr.take().unwrap();
+    let _guard = Kill(child);
+    // A one-node cluster declares itself at once: "declared", "established", ...
+    BufReader::new(stderr)
+        .lines()
+        .take(lines)
+        .map(|l| l.expect("read the node's stderr"))
+        .collect()
+}
+
+#[test]
+fn logs_have_no_colour_off_a_terminal_and_json_on_request() {
+    let plain = node_log_lines(&[], 3);
+    assert_eq!(plain.len(), 3, "{plain:?}");
+    assert!(
+        plain.iter().all(|l| !l.contains('\u{1b}')),
+        "ANSI codes in {plain:?}"
+    );
+    assert!(plain.iter().any(|l| l.contains("INFO")), "{plain:?}");
+    let json = node_log_lines(&["--log-format", "json"], 3);
+    assert_eq!(json.len(), 3, "{json:?}");
+    for line in &json {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(value["level"], "INFO", "{line}");
+        assert!(value["fields"]["message"].is_string(), "{line}");
+    }
 }

@@ -4,8 +4,10 @@
 mod certs;
 mod chaos;
 mod cluster_status;
+mod docs;
 mod endpoints;
 mod local;
+pub mod logging;
 mod query;
 mod table;
 
@@ -24,6 +26,10 @@ use std::time::Duration;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Commands,
+    /// Log lines on stderr: text (coloured only on a terminal) or json (one object
+    /// per line). The level comes from BULLY_LOG (default info,quinn=warn,rustls=warn).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 /// Every subcommand.
@@ -69,6 +75,25 @@ pub enum Commands {
     /// Kill, pause, partition and restart real nodes on a seeded schedule, check the
     /// invariants I1–I5 and report failover times. Exit 0: no violation, 1: violations.
     Chaos(chaos::ChaosArgs),
+    /// Print a shell completion script, e.g.
+    /// `bully completions bash > /etc/bash_completion.d/bully`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `bully man > /usr/local/share/man/man1/bully.1`.
+    Man,
+}
+
+impl Commands {
+    /// Whether the command only prints and owns no child processes, so it may die of
+    /// SIGPIPE when its reader goes away (see [`logging::die_quietly_on_sigpipe`]).
+    pub fn only_prints(&self) -> bool {
+        !matches!(
+            self,
+            Commands::Node { .. } | Commands::Local(_) | Commands::Chaos(_)
+        )
+    }
 }
 
 /// How a query finds and authenticates to a node.
@@ -80,6 +105,7 @@ pub struct QueryArgs {
     pub config: Option<PathBuf>,
     /// Nodes to ask, comma separated HOST:PORT (names or IPs), e.g.
     /// db-1:7001,db-2:7001,db-3:7001; all are asked at once and the first answer counts.
+    /// Read from BULLY_ENDPOINTS when not given.
     #[arg(
         long,
         short,
@@ -89,6 +115,7 @@ pub struct QueryArgs {
     )]
     pub endpoints: Vec<String>,
     /// Directory with ca.pem, client.pem and client.key (as made by `bully certs init`).
+    /// Read from BULLY_CERTS when not given.
     #[arg(long, env = "BULLY_CERTS", default_value = "certs")]
     pub certs: PathBuf,
     /// The cluster CA certificate (overrides --certs).
@@ -222,6 +249,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
+            Commands::Completions { shell } => docs::completions(shell),
+            Commands::Man => docs::man(),
         }
     })
 }
