@@ -121,6 +121,19 @@ fn certs_add_client_and_show_grow_an_existing_ca() {
     );
 }
 
+/// `bully certs init --dir certs --nodes nodes`, which must succeed.
+fn init_certs(certs: &std::path::Path, nodes: &str) {
+    let out = bully(&[
+        "certs",
+        "init",
+        "--dir",
+        certs.to_str().unwrap(),
+        "--nodes",
+        nodes,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 /// A one-node config in `dir` using `cert` (e.g. node-2.pem for id 1) and `data_dir`.
 fn single_node_config(dir: &std::path::Path, cert_id: u64, data_dir: &str, port: u16) -> String {
     let path = dir.join("node.toml");
@@ -140,16 +153,7 @@ fn single_node_config(dir: &std::path::Path, cert_id: u64, data_dir: &str, port:
 fn start_up_errors_name_the_config_field() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    assert!(bully(&[
-        "certs",
-        "init",
-        "--dir",
-        certs.to_str().unwrap(),
-        "--nodes",
-        "1,2"
-    ])
-    .status
-    .success());
+    init_certs(&certs, "1,2");
     // A port held by another socket: the node must say `listen` and that it is in use.
     let holder = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
@@ -339,16 +343,7 @@ fn node_log_lines(extra: &[&str], lines: usize) -> Vec<String> {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    assert!(bully(&[
-        "certs",
-        "init",
-        "--dir",
-        certs.to_str().unwrap(),
-        "--nodes",
-        "1"
-    ])
-    .status
-    .success());
+    init_certs(&certs, "1");
     let port = bully::cluster::free_udp_addr().unwrap().port();
     let config = single_node_config(dir.path(), 1, "data", port);
     let mut child = Command::new(binary())

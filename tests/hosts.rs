@@ -198,6 +198,16 @@ impl Drop for Hosts {
     }
 }
 
+/// `bully certs ACTION --dir admin ...` on the admin machine, which must succeed.
+fn certs(admin: &Path, args: &[&str]) {
+    let dir = admin.to_str().unwrap();
+    let out = bully(
+        &[&["certs", args[0], "--dir", dir], &args[1..]].concat(),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 fn copy_files(from: &Path, to: &Path, files: &[&str]) {
     fs::create_dir_all(to).unwrap();
     for file in files {
@@ -215,30 +225,8 @@ fn three_hosts_by_name_grow_to_four_and_answer_with_one_down() {
         nodes: BTreeMap::new(),
     };
     let admin = hosts.admin();
-    let out = bully(
-        &[
-            "certs",
-            "init",
-            "--dir",
-            admin.to_str().unwrap(),
-            "--nodes",
-            "1,2,3",
-        ],
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let out = bully(
-        &[
-            "certs",
-            "client",
-            "--dir",
-            admin.to_str().unwrap(),
-            "--name",
-            "ops",
-        ],
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    certs(&admin, &["init", "--nodes", "1,2,3"]);
+    certs(&admin, &["client", "--name", "ops"]);
     // The querying machine gets the CA and its client pair, named as queries expect.
     let ops = hosts.client_dir();
     copy_files(&admin, &ops, &["ca.pem"]);
@@ -259,18 +247,7 @@ fn three_hosts_by_name_grow_to_four_and_answer_with_one_down() {
     }
 
     // Node 4 joins: a certificate from the same CA, then one member at a time.
-    let out = bully(
-        &[
-            "certs",
-            "add",
-            "--dir",
-            admin.to_str().unwrap(),
-            "--nodes",
-            "4",
-        ],
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    certs(&admin, &["add", "--nodes", "4"]);
     let four: Vec<NodeId> = vec![1, 2, 3, 4];
     hosts.install(4, &four);
     hosts.start(4);
