@@ -6,6 +6,10 @@
 //! `node-<peer>.bully`, so TLS name verification itself refuses a process holding another
 //! node's certificate; on the server side the client certificate's SAN tells who dialed.
 
+mod inspect;
+
+pub use inspect::{show, CertSummary, KeyState};
+
 use crate::protocol::NodeId;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -26,7 +30,8 @@ pub const CLIENT_DNS_NAME: &str = "client.bully";
 
 /// File names inside a certificate directory, shared by `init` and the config examples.
 pub const CA_CERT_FILE: &str = "ca.pem";
-/// The CA's private key; only `certs init` / `add_nodes` need it, never a running node.
+/// The CA's private key; only `certs init`, `add` and `client` need it, never a running
+/// node, so it stays on the machine that issues certificates.
 pub const CA_KEY_FILE: &str = "ca.key";
 /// The client certificate used by `bully leader/status/watch`.
 pub const CLIENT_CERT_FILE: &str = "client.pem";
@@ -37,8 +42,20 @@ pub const CLIENT_KEY_FILE: &str = "client.key";
 const CA_COMMON_NAME: &str = "bully cluster CA";
 
 /// Certificates are valid this many years from the start of last year; rotation is a
-/// re-run of `certs init` (there is no revocation in a closed cluster CA).
+/// re-issue with `--replace` (there is no revocation in a closed cluster CA).
 const VALID_YEARS: i32 = 20;
+
+/// Mode of node and client keys: the owner (root, who installs them) writes, the
+/// service's group (`bully`) reads, so a node running as an unprivileged user can
+/// load a key it cannot change.
+pub const KEY_MODE: u32 = 0o640;
+/// Mode of the CA key: only its owner may read it; no service ever needs it.
+pub const CA_KEY_MODE: u32 = 0o600;
+/// Mode of certificates: public by nature.
+const CERT_MODE: u32 = 0o644;
+
+/// Longest client name `certs client --name` accepts (it becomes part of file names).
+pub const MAX_CLIENT_NAME: usize = 64;
 
 /// The DNS name a node's certificate carries and peers verify when they dial it.
 pub fn node_dns_name(id: NodeId) -> String {
@@ -53,6 +70,16 @@ pub fn node_cert_file(id: NodeId) -> String {
 /// Key file for node `id` in a certificate directory.
 pub fn node_key_file(id: NodeId) -> String {
     format!("node-{id}.key")
+}
+
+/// Certificate and key file of a named client: `client` keeps the files `certs init`
+/// writes (`client.pem`), any other name gets `client-<name>.pem` beside them.
+pub fn client_files(name: &str) -> (String, String) {
+    if name == "client" {
+        (CLIENT_CERT_FILE.to_string(), CLIENT_KEY_FILE.to_string())
+    } else {
+        (format!("client-{name}.pem"), format!("client-{name}.key"))
+    }
 }
 
 /// Who a certificate speaks for. Peers are identified by this, never by address.
@@ -77,7 +104,7 @@ impl fmt::Display for Identity {
 /// that concerns a file names it.
 #[derive(Debug, Error)]
 pub enum CertError {
-    #[error("{0} already exists; refusing to overwrite it (replacing the CA invalidates every certificate it signed)")]
+    #[error("{} already exists; refusing to overwrite it ({})", .0.display(), overwrite_hint(.0))]
     Exists(PathBuf),
     #[error("{0} does not exist")]
     Missing(PathBuf),
@@ -104,8 +131,22 @@ pub enum CertError {
     AmbiguousIdentity(Vec<String>),
     #[error("node id {0} is listed twice")]
     DuplicateNode(NodeId),
+    #[error("client name {0:?} is not usable: use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`")]
+    BadClientName(String),
     #[error("cannot generate certificate: {0}")]
     Generate(String),
+}
+
+/// What replacing an existing file would mean: fatal for the CA, a rotation otherwise.
+fn overwrite_hint(path: &Path) -> &'static str {
+    let is_ca = path
+        .file_name()
+        .is_some_and(|n| n == CA_CERT_FILE || n == CA_KEY_FILE);
+    if is_ca {
+        "replacing the CA invalidates every certificate it signed"
+    } else {
+        "pass --replace to re-issue it with a new key"
+    }
 }
 
 impl From<rcgen::Error> for CertError {
@@ -307,21 +348,11 @@ pub fn init_with(dir: &Path, nodes: &[NodeId], overwrite: bool) -> Result<Vec<Pa
     })?;
     let ca = Ca::generate()?;
     let mut written = vec![
-        write_file(&ca_cert, ca.cert.pem().as_bytes(), false)?,
-        write_file(&ca_key, ca.key.serialize_pem().as_bytes(), true)?,
+        write_file(&ca_cert, ca.cert.pem().as_bytes(), CERT_MODE)?,
+        write_file(&ca_key, ca.key.serialize_pem().as_bytes(), CA_KEY_MODE)?,
     ];
     written.extend(issue_nodes(&ca, dir, nodes, true)?);
-    let (cert, key) = ca.issue(CLIENT_DNS_NAME, &[ExtendedKeyUsagePurpose::ClientAuth])?;
-    written.push(write_file(
-        &dir.join(CLIENT_CERT_FILE),
-        cert.as_bytes(),
-        false,
-    )?);
-    written.push(write_file(
-        &dir.join(CLIENT_KEY_FILE),
-        key.as_bytes(),
-        true,
-    )?);
+    written.extend(issue_client_with(&ca, dir, "client", true)?);
     Ok(written)
 }
 
@@ -329,9 +360,73 @@ pub fn init_with(dir: &Path, nodes: &[NodeId], overwrite: bool) -> Result<Vec<Pa
 /// `ca.key`), so a cluster can grow without re-issuing everyone's certificate.
 /// Refuses to replace an existing node certificate.
 pub fn add_nodes(dir: &Path, nodes: &[NodeId]) -> Result<Vec<PathBuf>, CertError> {
+    add_nodes_with(dir, nodes, false)
+}
+
+/// Like [`add_nodes`]; with `replace` existing node certificates and keys are issued
+/// anew (rotation: a new key, same CA, so the other nodes need nothing).
+pub fn add_nodes_with(
+    dir: &Path,
+    nodes: &[NodeId],
+    replace: bool,
+) -> Result<Vec<PathBuf>, CertError> {
     check_distinct(nodes)?;
     let ca = Ca::load(&dir.join(CA_CERT_FILE), &dir.join(CA_KEY_FILE))?;
-    issue_nodes(&ca, dir, nodes, false)
+    issue_nodes(&ca, dir, nodes, replace)
+}
+
+/// Issues a client certificate (SAN `client.bully`, common name `name`) with the CA
+/// in `dir`, so each operator or script gets a key of its own; files as
+/// [`client_files`] names them. Refuses to replace one unless `replace`.
+pub fn issue_client(dir: &Path, name: &str, replace: bool) -> Result<Vec<PathBuf>, CertError> {
+    check_client_name(name)?;
+    let ca = Ca::load(&dir.join(CA_CERT_FILE), &dir.join(CA_KEY_FILE))?;
+    issue_client_with(&ca, dir, name, replace)
+}
+
+/// A client name becomes part of a file name: plain characters only.
+fn check_client_name(name: &str) -> Result<(), CertError> {
+    let usable = !name.is_empty()
+        && name.len() <= MAX_CLIENT_NAME
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if usable {
+        Ok(())
+    } else {
+        Err(CertError::BadClientName(name.to_string()))
+    }
+}
+
+fn issue_client_with(
+    ca: &Ca,
+    dir: &Path,
+    name: &str,
+    replace: bool,
+) -> Result<Vec<PathBuf>, CertError> {
+    let (cert_file, key_file) = client_files(name);
+    let (cert_path, key_path) = (dir.join(cert_file), dir.join(key_file));
+    if !replace {
+        refuse_existing(&[&cert_path, &key_path])?;
+    }
+    let (cert, key) = ca.issue(
+        CLIENT_DNS_NAME,
+        name,
+        &[ExtendedKeyUsagePurpose::ClientAuth],
+    )?;
+    Ok(vec![
+        write_file(&cert_path, cert.as_bytes(), CERT_MODE)?,
+        write_file(&key_path, key.as_bytes(), KEY_MODE)?,
+    ])
+}
+
+/// Checks all before writing any, so a refusal leaves the directory unchanged.
+fn refuse_existing(paths: &[&PathBuf]) -> Result<(), CertError> {
+    match paths.iter().find(|p| p.exists()) {
+        Some(path) => Err(CertError::Exists((*path).clone())),
+        None => Ok(()),
+    }
 }
 
 fn check_distinct(nodes: &[NodeId]) -> Result<(), CertError> {
@@ -353,25 +448,23 @@ fn issue_nodes(
         .map(|id| (dir.join(node_cert_file(*id)), dir.join(node_key_file(*id))))
         .collect();
     if !overwrite {
-        // Check all before writing any, so a refusal leaves the directory unchanged.
-        for path in targets.iter().flat_map(|(c, k)| [c, k]) {
-            if path.exists() {
-                return Err(CertError::Exists(path.clone()));
-            }
-        }
+        let all: Vec<&PathBuf> = targets.iter().flat_map(|(c, k)| [c, k]).collect();
+        refuse_existing(&all)?;
     }
     let mut written = Vec::new();
     for (id, (cert_path, key_path)) in nodes.iter().zip(&targets) {
         // Nodes are servers to the peers that dial them and clients when they dial.
+        let dns = node_dns_name(*id);
         let (cert, key) = ca.issue(
-            &node_dns_name(*id),
+            &dns,
+            &dns,
             &[
                 ExtendedKeyUsagePurpose::ServerAuth,
                 ExtendedKeyUsagePurpose::ClientAuth,
             ],
         )?;
-        written.push(write_file(cert_path, cert.as_bytes(), false)?);
-        written.push(write_file(key_path, key.as_bytes(), true)?);
+        written.push(write_file(cert_path, cert.as_bytes(), CERT_MODE)?);
+        written.push(write_file(key_path, key.as_bytes(), KEY_MODE)?);
     }
     Ok(written)
 }
@@ -428,15 +521,17 @@ impl Ca {
         Ok(Ca { cert, key })
     }
 
-    /// Issues a leaf certificate for one DNS name; returns (cert PEM, key PEM).
+    /// Issues a leaf certificate for one DNS name (the identity) with a common name
+    /// (who holds it); returns (cert PEM, key PEM).
     fn issue(
         &self,
         dns: &str,
+        common_name: &str,
         usages: &[ExtendedKeyUsagePurpose],
     ) -> Result<(String, String), CertError> {
         let mut params = CertificateParams::new(vec![dns.to_string()])?;
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, dns);
+        dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -469,9 +564,10 @@ fn set_validity(params: &mut CertificateParams) {
     params.not_after = rcgen::date_time_ymd(year + VALID_YEARS, 1, 1);
 }
 
-/// Writes a file; keys are created with mode 0600 so no other user can read them.
-/// An existing file is replaced (callers check for overwrites first).
-fn write_file(path: &Path, contents: &[u8], secret: bool) -> Result<PathBuf, CertError> {
+/// Writes a file created with `mode` (see [`KEY_MODE`]), so a key is never readable
+/// by others, not even for a moment. An existing file is replaced (callers check for
+/// overwrites first).
+fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<PathBuf, CertError> {
     let err = |source| CertError::Write {
         path: path.to_path_buf(),
         source,
@@ -480,7 +576,6 @@ fn write_file(path: &Path, contents: &[u8], secret: bool) -> Result<PathBuf, Cer
         // Remove first: `mode` only applies when the file is created.
         fs::remove_file(path).map_err(err)?;
     }
-    let mode = if secret { 0o600 } else { 0o644 };
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -503,19 +598,18 @@ mod tests {
     }
 
     #[test]
-    fn init_writes_every_file_with_private_keys_0600() {
+    fn init_writes_keys_0640_and_the_ca_key_0600() {
         let dir = tempfile::tempdir().unwrap();
         let written = init(dir.path(), &[1, 2, 3]).unwrap();
         assert_eq!(written.len(), 2 + 3 * 2 + 2);
         for path in &written {
             let mode = fs::metadata(path).unwrap().permissions().mode() & 0o777;
-            let is_key = path.extension().is_some_and(|e| e == "key");
-            assert_eq!(
-                mode,
-                if is_key { 0o600 } else { 0o644 },
-                "{}",
-                path.display()
-            );
+            let expected = match path.file_name().and_then(|n| n.to_str()) {
+                Some(CA_KEY_FILE) => 0o600,
+                _ if path.extension().is_some_and(|e| e == "key") => 0o640,
+                _ => 0o644,
+            };
+            assert_eq!(mode, expected, "{}", path.display());
         }
         for id in [1, 2, 3] {
             let files = TlsFiles::for_node(dir.path(), id);
@@ -570,6 +664,81 @@ mod tests {
             add_nodes(dir.path(), &[4]),
             Err(CertError::Exists(_))
         ));
+    }
+
+    #[test]
+    fn named_clients_get_their_own_files_and_rotation_needs_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), &[1]).unwrap();
+        let written = issue_client(dir.path(), "monitoring", false).unwrap();
+        assert_eq!(
+            written,
+            vec![
+                dir.path().join("client-monitoring.pem"),
+                dir.path().join("client-monitoring.key")
+            ]
+        );
+        let files = TlsFiles {
+            cert: written[0].clone(),
+            key: written[1].clone(),
+            ..TlsFiles::for_client(dir.path())
+        };
+        assert_eq!(files.load().unwrap().identity, Identity::Client);
+        let before = fs::read(&written[1]).unwrap();
+        let err = issue_client(dir.path(), "monitoring", false).unwrap_err();
+        assert!(err.to_string().contains("--replace"), "{err}");
+        assert_eq!(
+            fs::read(&written[1]).unwrap(),
+            before,
+            "a refusal writes nothing"
+        );
+        issue_client(dir.path(), "monitoring", true).unwrap();
+        assert_ne!(
+            fs::read(&written[1]).unwrap(),
+            before,
+            "--replace makes a new key"
+        );
+        // Rotating a node certificate keeps it verifiable by the same CA.
+        let old_key = fs::read(dir.path().join(node_key_file(1))).unwrap();
+        add_nodes_with(dir.path(), &[1], true).unwrap();
+        assert_ne!(
+            fs::read(dir.path().join(node_key_file(1))).unwrap(),
+            old_key
+        );
+        assert_eq!(
+            TlsFiles::for_node(dir.path(), 1).load().unwrap().identity,
+            Identity::Node(1)
+        );
+    }
+
+    #[test]
+    fn client_names_that_would_escape_the_directory_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), &[1]).unwrap();
+        let too_long = "x".repeat(MAX_CLIENT_NAME + 1);
+        for bad in ["", "../x", "a/b", ".hidden", "sp ace", too_long.as_str()] {
+            assert!(
+                matches!(
+                    issue_client(dir.path(), bad, false),
+                    Err(CertError::BadClientName(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(issue_client(dir.path(), "ops-1.backup_2", false).is_ok());
+    }
+
+    #[test]
+    fn signing_without_the_ca_key_names_the_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), &[1]).unwrap();
+        fs::remove_file(dir.path().join(CA_KEY_FILE)).unwrap();
+        let err = add_nodes(dir.path(), &[2]).unwrap_err();
+        assert!(
+            matches!(err, CertError::Missing(ref p) if p.ends_with(CA_KEY_FILE)),
+            "{err}"
+        );
+        assert!(!dir.path().join(node_cert_file(2)).exists());
     }
 
     #[test]

@@ -389,7 +389,7 @@ fn node_config(
             .iter()
             .map(|&(id, addr)| PeerConfig {
                 id,
-                addr,
+                addr: addr.into(),
                 witness: false,
             })
             .collect(),

@@ -31,6 +31,7 @@
 //!   meant for a data node;
 //! - `hooks.timeout_ms`, `health.interval_ms`, `health.timeout_ms`, `health.rise`,
 //!   `health.fall` at least 1; hook and health commands not blank;
+//! - `data_dir` is a directory or can be created (no file in its place or on its path);
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
 //!   checked when the transport loads them).
 //!
@@ -38,6 +39,7 @@
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
 use crate::protocol::{Mode, NodeId, Preempt, Timing, MAX_NODE_ID, TOKEN_LEADER_BITS};
+use crate::transport::PeerAddr;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -96,13 +98,14 @@ pub struct TlsPaths {
 }
 
 /// One other member of the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// The ID its certificate must carry; a peer presenting another ID is refused.
     pub id: NodeId,
-    /// Where to dial it (an IP address and port; host names are not resolved).
-    pub addr: SocketAddr,
+    /// Where to dial it: `IP:port` or `host:port`; a host name is resolved at every
+    /// dial, so a peer that moves to a new address behind its name is followed.
+    pub addr: PeerAddr,
     /// Whether that peer is a witness (it never leads, so it gets no Election).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub witness: bool,
@@ -327,7 +330,29 @@ impl NodeConfig {
             }
             check_health(health)?;
         }
+        self.check_data_dir()?;
         self.check_tls_files()
+    }
+
+    /// The data dir, or the first of its ancestors that exists, must be a directory;
+    /// otherwise the store fails later with a bare "File exists".
+    fn check_data_dir(&self) -> Result<(), (String, String)> {
+        let Some(existing) = self.data_dir.ancestors().find(|p| p.exists()) else {
+            return Ok(());
+        };
+        if existing.is_dir() {
+            return Ok(());
+        }
+        let message = if existing == self.data_dir {
+            format!("{} exists and is not a directory", self.data_dir.display())
+        } else {
+            format!(
+                "{} is a file, so {} cannot be created",
+                existing.display(),
+                self.data_dir.display()
+            )
+        };
+        Err(invalid("data_dir", message))
     }
 
     /// Quorum mode elects only non-witness members; with none, no election can ever
@@ -348,7 +373,7 @@ impl NodeConfig {
 
     fn check_peers(&self) -> Result<(), (String, String)> {
         let mut ids: HashMap<NodeId, usize> = HashMap::new();
-        let mut addrs: HashMap<SocketAddr, usize> = HashMap::new();
+        let mut addrs: HashMap<&PeerAddr, usize> = HashMap::new();
         for (i, peer) in self.peers.iter().enumerate() {
             let id_field = format!("peers[{i}].id");
             let addr_field = format!("peers[{i}].addr");
@@ -368,7 +393,8 @@ impl NodeConfig {
                     format!("duplicate peer id {} (also peers[{first}].id)", peer.id),
                 ));
             }
-            if peer.addr.ip().is_unspecified() || peer.addr.port() == 0 {
+            let ip = peer.addr.ip();
+            if ip.is_some_and(|a| a.ip().is_unspecified()) || peer.addr.port() == 0 {
                 return Err(invalid(
                     &addr_field,
                     format!(
@@ -377,13 +403,13 @@ impl NodeConfig {
                     ),
                 ));
             }
-            if peer.addr == self.listen {
+            if ip == Some(self.listen) {
                 return Err(invalid(
                     &addr_field,
                     format!("{} is this node's own listen address", peer.addr),
                 ));
             }
-            if is_own_address(self.listen, peer.addr) {
+            if ip.is_some_and(|ip| is_own_address(self.listen, ip)) {
                 return Err(invalid(
                     &addr_field,
                     format!(
@@ -392,7 +418,7 @@ impl NodeConfig {
                     ),
                 ));
             }
-            if let Some(first) = addrs.insert(peer.addr, i) {
+            if let Some(first) = addrs.insert(&peer.addr, i) {
                 return Err(invalid(
                     &addr_field,
                     format!("duplicate address {} (also peers[{first}].addr)", peer.addr),

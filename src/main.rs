@@ -4,11 +4,10 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BULLY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,quinn=warn,rustls=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-    bully::cli::run(bully::cli::Cli::parse())
+    let cli = bully::cli::Cli::parse();
+    if cli.command.only_prints() {
+        bully::cli::logging::die_quietly_on_sigpipe();
+    }
+    bully::cli::logging::init(cli.log_format);
+    bully::cli::run(cli)
 }

@@ -501,6 +501,33 @@ fn peer_addresses_must_be_distinct_dialable_and_not_our_own() {
         "peers[0].addr",
         "cannot be dialed",
     );
+    fx.expect_error(
+        &edit("127.0.0.1:7002", "db_1 .example:7002"),
+        "peers[0].addr",
+        "neither an IP address nor a valid host name",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7002", "db-2.example"),
+        "peers[0].addr",
+        "has no port; write HOST:PORT",
+    );
+    fx.expect_error(
+        &edit("127.0.0.1:7003", "DB-2.example:7002").replace("127.0.0.1:7002", "db-2.example:7002"),
+        "peers[1].addr",
+        "duplicate address db-2.example:7002 (also peers[0].addr)",
+    );
+}
+
+#[test]
+fn peers_may_be_named_by_host_name() {
+    let fx = Fixture::new();
+    let text =
+        edit("127.0.0.1:7002", "localhost:7002").replace("127.0.0.1:7003", "db-3.example.com:7003");
+    let config = fx.parse(&text).expect("host names are accepted");
+    let addrs: Vec<String> = config.peers.iter().map(|p| p.addr.to_string()).collect();
+    assert_eq!(addrs, ["localhost:7002", "db-3.example.com:7003"]);
+    // Not resolved while loading: a name that does not resolve yet is not an error here.
+    assert_eq!(config.peers[1].addr.ip(), None);
 }
 
 #[test]
@@ -671,7 +698,7 @@ fn example_cluster_is_consistent() {
         assert!(config.health.is_none() && config.http.is_none());
         // Every node dials the others at the addresses they listen on.
         for peer in &config.peers {
-            assert_eq!(peer.addr, configs[peer.id as usize - 1].listen);
+            assert_eq!(peer.addr, configs[peer.id as usize - 1].listen.into());
         }
     }
 }

@@ -95,7 +95,7 @@ fn config(
         id,
         listen: "127.0.0.1:0".parse().unwrap(),
         tls: TlsFiles::for_node(dir, id),
-        peers,
+        peers: peers.into_iter().map(|(id, a)| (id, a.into())).collect(),
         timing,
     }
 }

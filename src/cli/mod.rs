@@ -1,11 +1,19 @@
 //! The command line: one binary, `bully`, with a subcommand per job.
 //! Exit codes: 0 success, 1 "no" (e.g. no leader known), 2 bad input or unreachable.
 
+mod certs;
 mod chaos;
+mod cluster_status;
+mod docs;
+mod endpoints;
 mod local;
+pub mod logging;
 mod query;
+mod table;
 
-use crate::protocol::{NodeId, Timing};
+pub use certs::CertsCommand;
+
+use crate::protocol::Timing;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,12 +26,16 @@ use std::time::Duration;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Commands,
+    /// Log lines on stderr: text (coloured only on a terminal) or json (one object
+    /// per line). The level comes from BULLY_LOG (default info,quinn=warn,rustls=warn).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Commands {
-    /// Make a cluster CA plus node and client certificates.
+    /// Make a cluster CA, add nodes and clients to it, list certificates.
     Certs {
         #[command(subcommand)]
         action: CertsCommand,
@@ -34,10 +46,19 @@ pub enum Commands {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Print the coordinator a node knows. Exit 0: known, 1: none, 2: unreachable.
+    /// Print the coordinator the nodes know (all endpoints asked at once; the first
+    /// answer counts, a disagreement is reported). Exit 0: known, 1: none, 2: no answer.
     Leader(QueryArgs),
-    /// Print a node's role, epoch, coordinator and peers.
-    Status(QueryArgs),
+    /// Print a node's role, epoch, coordinator and peers; with --cluster one row per
+    /// member.
+    Status {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// One row per member: ask every endpoint (with --config: the node and all its
+        /// peers) and list role, epoch, coordinator, eligibility, peers up and lag.
+        #[arg(long)]
+        cluster: bool,
+    },
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
     /// Ask the coordinator to stop leading for a while so the next highest takes over.
@@ -54,33 +75,48 @@ pub enum Commands {
     /// Kill, pause, partition and restart real nodes on a seeded schedule, check the
     /// invariants I1–I5 and report failover times. Exit 0: no violation, 1: violations.
     Chaos(chaos::ChaosArgs),
+    /// Print a shell completion script, e.g.
+    /// `bully completions bash > /etc/bash_completion.d/bully`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `bully man > /usr/local/share/man/man1/bully.1`.
+    Man,
 }
 
-/// `bully certs ...`
-#[derive(Debug, Subcommand)]
-pub enum CertsCommand {
-    /// Write ca.pem/ca.key, node-<id>.pem/.key and client.pem/.key into a directory.
-    Init {
-        /// Where to write the files (created if missing).
-        #[arg(long, default_value = "certs")]
-        dir: PathBuf,
-        /// Node IDs, comma separated, e.g. 1,2,3.
-        #[arg(long, value_delimiter = ',', required = true)]
-        nodes: Vec<NodeId>,
-    },
+impl Commands {
+    /// Whether the command only prints and owns no child processes, so it may die of
+    /// SIGPIPE when its reader goes away (see [`logging::die_quietly_on_sigpipe`]).
+    pub fn only_prints(&self) -> bool {
+        !matches!(
+            self,
+            Commands::Node { .. } | Commands::Local(_) | Commands::Chaos(_)
+        )
+    }
 }
 
 /// How a query finds and authenticates to a node.
 #[derive(Debug, Args, Clone)]
 pub struct QueryArgs {
-    /// A node's config: its listen address and the client cert beside its CA file.
-    #[arg(long, short, conflicts_with = "endpoint")]
+    /// A node's config: its listen address (for --cluster also its peers') and the
+    /// client certificate beside its CA file (never the node's own key).
+    #[arg(long, short, conflicts_with = "endpoints")]
     pub config: Option<PathBuf>,
-    /// A node's address, e.g. 127.0.0.1:7001 (needs --certs or --ca/--cert/--key).
-    #[arg(long, short)]
-    pub endpoint: Option<String>,
+    /// Nodes to ask, comma separated HOST:PORT (names or IPs), e.g.
+    /// db-1:7001,db-2:7001,db-3:7001; all are asked at once and the first answer counts.
+    /// Read from BULLY_ENDPOINTS when not given.
+    #[arg(
+        long,
+        short,
+        alias = "endpoint",
+        env = "BULLY_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub endpoints: Vec<String>,
     /// Directory with ca.pem, client.pem and client.key (as made by `bully certs init`).
-    #[arg(long, default_value = "certs")]
+    /// Read from BULLY_CERTS when not given.
+    #[arg(long, env = "BULLY_CERTS", default_value = "certs")]
     pub certs: PathBuf,
     /// The cluster CA certificate (overrides --certs).
     #[arg(long)]
@@ -202,32 +238,28 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Commands::Certs {
-                action: CertsCommand::Init { dir, nodes },
-            } => certs_init(&dir, &nodes),
+            Commands::Certs { action } => certs::run(&action),
             Commands::Node { config } => run_node(&config).await,
             Commands::Leader(args) => query::leader(&args).await,
-            Commands::Status(args) => query::status(&args).await,
+            Commands::Status { query, cluster } => match cluster {
+                true => cluster_status::run(&query).await,
+                false => query::status(&query).await,
+            },
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
+            Commands::Completions { shell } => docs::completions(shell),
+            Commands::Man => docs::man(),
         }
     })
 }
 
-fn certs_init(dir: &std::path::Path, nodes: &[NodeId]) -> ExitCode {
-    match crate::certs::init(dir, nodes) {
-        Ok(files) => {
-            for file in files {
-                println!("wrote {}", file.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
+/// Prints one value as a JSON line (every `--json` output).
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("error: cannot encode JSON: {e}"),
     }
 }
 
@@ -247,7 +279,10 @@ async fn run_node(path: &std::path::Path) -> ExitCode {
     let node = match crate::node::start_in(config, workdir).await {
         Ok(node) => node,
         Err(e) => {
-            eprintln!("error: {e}");
+            match e.config_field() {
+                Some(field) => eprintln!("error: {}: {field}: {}", path.display(), e.explain()),
+                None => eprintln!("error: {}", e.explain()),
+            }
             return ExitCode::from(2);
         }
     };

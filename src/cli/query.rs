@@ -1,111 +1,69 @@
-//! `bully leader`, `status`, `watch` and `step-down`: find the node, authenticate with
-//! the client certificate, ask, print.
+//! `bully leader`, `status`, `watch` and `step-down`: ask the nodes (see
+//! [`super::endpoints`]), print.
 
-use super::QueryArgs;
-use crate::certs::TlsFiles;
+use super::{endpoints, print_json, QueryArgs};
 use crate::client::Client;
 use crate::node::Status;
-use crate::protocol::NodeId;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use crate::protocol::Role;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Where to connect and how to prove who we are.
-struct Target {
-    addr: SocketAddr,
-    tls: TlsFiles,
-    expect: Option<NodeId>,
-}
-
-fn resolve(args: &QueryArgs) -> Result<Target, String> {
-    let (addr, default_dir, expect) = match (&args.config, &args.endpoint) {
-        (Some(path), _) => {
-            let config = crate::config::load(path).map_err(|e| e.to_string())?;
-            let mut addr = config.listen;
-            if addr.ip().is_unspecified() {
-                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            }
-            let dir = config
-                .tls
-                .ca
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
-            (addr, dir, Some(config.id))
-        }
-        (None, Some(endpoint)) => {
-            let addr = endpoint
-                .to_socket_addrs()
-                .map_err(|e| format!("--endpoint {endpoint}: {e}"))?
-                .next()
-                .ok_or_else(|| format!("--endpoint {endpoint}: no address"))?;
-            (addr, args.certs.clone(), None)
-        }
-        (None, None) => {
-            return Err("say which node to ask: --config FILE or --endpoint HOST:PORT".into())
-        }
-    };
-    let tls = TlsFiles {
-        ca: args
-            .ca
-            .clone()
-            .unwrap_or_else(|| default_dir.join("ca.pem")),
-        cert: args
-            .cert
-            .clone()
-            .unwrap_or_else(|| default_dir.join("client.pem")),
-        key: args
-            .key
-            .clone()
-            .unwrap_or_else(|| default_dir.join("client.key")),
-    };
-    for (flag, file) in [
-        ("--ca", &tls.ca),
-        ("--cert", &tls.cert),
-        ("--key", &tls.key),
-    ] {
-        if !file.is_file() {
-            return Err(format!(
-                "{flag}: {} does not exist (make certs with `bully certs init`, or pass {flag})",
-                file.display()
-            ));
-        }
-    }
-    Ok(Target { addr, tls, expect })
-}
-
-async fn connect(args: &QueryArgs) -> Result<Client, ExitCode> {
-    let target = resolve(args).map_err(|e| {
+/// Asks every endpoint at once and returns the first status, after reporting on stderr
+/// any endpoint that failed (when none answered) and any disagreement between them.
+async fn first_status(args: &QueryArgs) -> Result<Status, ExitCode> {
+    let targets = endpoints::targets(args, false).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })?;
-    Client::connect(target.addr, &target.tls, target.expect, args.timeout)
-        .await
-        .map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        })
+    let answers = endpoints::ask_all(&targets, args.timeout, false).await;
+    if let Some(text) = endpoints::disagreement(&answers) {
+        eprintln!("warning: {text}");
+    }
+    let mut errors = Vec::new();
+    for answer in answers {
+        match answer.status {
+            Ok(status) => return Ok(status),
+            Err(e) => errors.push(e),
+        }
+    }
+    for e in errors {
+        eprintln!("error: {e}");
+    }
+    Err(ExitCode::from(2))
 }
 
-async fn fetch_status(args: &QueryArgs) -> Result<Status, ExitCode> {
-    let client = connect(args).await?;
-    client.status().await.map_err(|e| {
+/// Connects to the first endpoint that accepts (in the order given), or to the one
+/// `pick` chooses among the answers, for the commands that keep a connection.
+async fn connect_first(
+    args: &QueryArgs,
+    pick: impl Fn(&Status) -> bool,
+) -> Result<Client, ExitCode> {
+    let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(2)
-    })
-}
-
-fn print_json(value: &impl serde::Serialize) {
-    match serde_json::to_string(value) {
-        Ok(text) => println!("{text}"),
-        Err(e) => eprintln!("error: cannot encode JSON: {e}"),
-    }
+    };
+    let targets = endpoints::targets(args, false).map_err(fail)?;
+    let answers = endpoints::ask_all(&targets, args.timeout, true).await;
+    let chosen = answers
+        .iter()
+        .find(|a| a.status.as_ref().is_ok_and(&pick))
+        .or_else(|| answers.iter().find(|a| a.status.is_ok()));
+    let Some(chosen) = chosen else {
+        for answer in &answers {
+            if let Err(e) = &answer.status {
+                eprintln!("error: {e}");
+            }
+        }
+        return Err(ExitCode::from(2));
+    };
+    endpoints::connect(&chosen.endpoint, &targets.tls, args.timeout)
+        .await
+        .map_err(fail)
 }
 
 /// `bully leader`: exit 0 with the coordinator, 1 when none is known, 2 unreachable.
 pub async fn leader(args: &QueryArgs) -> ExitCode {
-    let status = match fetch_status(args).await {
+    let status = match first_status(args).await {
         Ok(status) => status,
         Err(code) => return code,
     };
@@ -139,7 +97,7 @@ pub async fn leader(args: &QueryArgs) -> ExitCode {
 
 /// `bully status`: everything the node knows about itself and its peers.
 pub async fn status(args: &QueryArgs) -> ExitCode {
-    let status = match fetch_status(args).await {
+    let status = match first_status(args).await {
         Ok(status) => status,
         Err(code) => return code,
     };
@@ -185,7 +143,7 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
 
 /// `bully watch`: one line per coordinator change until the node goes away.
 pub async fn watch(args: &QueryArgs) -> ExitCode {
-    let client = match connect(args).await {
+    let client = match connect_first(args, |_| true).await {
         Ok(client) => client,
         Err(code) => return code,
     };
@@ -227,9 +185,10 @@ pub async fn watch(args: &QueryArgs) -> ExitCode {
     }
 }
 
-/// `bully step-down`: ask the coordinator to hand over for a while.
+/// `bully step-down`: ask the coordinator (among the endpoints, if one of them is) to
+/// hand over for a while.
 pub async fn step_down(args: &QueryArgs, for_: Duration) -> ExitCode {
-    let client = match connect(args).await {
+    let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
         Ok(client) => client,
         Err(code) => return code,
     };

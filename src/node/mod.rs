@@ -4,6 +4,7 @@
 //!
 //! - `runtime`: the one task that owns the state machine and runs its actions in order.
 //! - [`api`]: requests over QUIC (status, watch, step-down, metrics).
+//! - `error`: why a node could not start, and the config field to blame.
 //! - [`health`]: the check that gates eligibility (rise/fall).
 //! - [`hooks`]: commands run on role changes, one at a time, never blocking.
 //! - `step_down`: switchover that answers once another node leads, or is undone.
@@ -13,6 +14,7 @@
 
 pub mod api;
 mod command;
+mod error;
 pub mod event_log;
 pub mod health;
 pub mod hooks;
@@ -23,6 +25,7 @@ pub mod status;
 mod step_down;
 pub mod transitions;
 
+pub use error::NodeError;
 pub use metrics::{Metrics, MetricsSnapshot};
-pub use runtime::{start, start_in, NodeError, NodeHandle};
+pub use runtime::{start, start_in, NodeHandle};
 pub use status::{PeerState, Status};

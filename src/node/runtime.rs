@@ -3,6 +3,7 @@
 //! and flushed before the next action (a send, a published view) can reveal it (I3).
 
 use super::api::{self, Command};
+use super::error::NodeError;
 use super::event_log::EventLog;
 use super::hooks::Hooks;
 use super::http::HttpState;
@@ -13,7 +14,7 @@ use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::protocol::{
-    Action, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
+    Action, Body, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
@@ -21,27 +22,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-
-/// Why a node could not start or had to stop.
-#[derive(Debug, Error)]
-pub enum NodeError {
-    #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
-    #[error(transparent)]
-    Transport(#[from] crate::transport::TransportError),
-    #[error("cannot open the event log in {dir}: {source}")]
-    EventLog { dir: String, source: std::io::Error },
-    #[error("cannot listen for HTTP on {addr}: {source}")]
-    Http {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("the storage task failed: {0}")]
-    Join(String),
-}
 
 /// A running node. Dropping it does not stop the node; call [`NodeHandle::shutdown`].
 pub struct NodeHandle {
@@ -136,7 +118,11 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             cert: config.tls.cert.clone(),
             key: config.tls.key.clone(),
         },
-        peers: config.peers.iter().map(|p| (p.id, p.addr)).collect(),
+        peers: config
+            .peers
+            .iter()
+            .map(|p| (p.id, p.addr.clone()))
+            .collect(),
         timing: config.timing,
     })
     .await?;
@@ -363,6 +349,13 @@ impl Runtime {
         match event {
             TransportEvent::Message { from, msg } => {
                 self.metrics.message_received(msg.body.kind());
+                if let Body::Heartbeat { .. } = msg.body {
+                    // Readers compute the lag from this; no watcher needs waking.
+                    self.status.send_if_modified(|s| {
+                        s.last_heartbeat = Some((from, Instant::now()));
+                        false
+                    });
+                }
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {

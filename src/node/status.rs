@@ -41,6 +41,13 @@ pub struct Status {
     /// on every renewal without waking watchers; readers go through [`Status::as_of`].
     #[serde(skip)]
     pub lease_until: Option<std::time::Instant>,
+    /// Milliseconds since the last heartbeat from the coordinator this node follows
+    /// (none on the coordinator itself or while none is known): the lag column of
+    /// `status --cluster`. Computed by [`Status::as_of`].
+    pub heartbeat_age_ms: Option<u64>,
+    /// The last heartbeat's sender and arrival, updated without waking watchers.
+    #[serde(skip)]
+    pub last_heartbeat: Option<(NodeId, std::time::Instant)>,
 }
 
 impl Status {
@@ -67,6 +74,8 @@ impl Status {
                 .collect(),
             changed_at_ms: now_ms,
             lease_until: None,
+            heartbeat_age_ms: None,
+            last_heartbeat: None,
         };
         status.apply_view(view, now_ms);
         status
@@ -94,6 +103,12 @@ impl Status {
             status.coordinator = None;
             status.epoch = None;
         }
+        status.heartbeat_age_ms = match status.last_heartbeat {
+            Some((from, at)) if status.coordinator == Some(from) && from != status.id => {
+                Some(now.saturating_duration_since(at).as_millis() as u64)
+            }
+            _ => None,
+        };
         status
     }
 

@@ -4,7 +4,9 @@
 use super::inbound::{self, InboundTable};
 use super::peer::{self, Link};
 use super::tls::{self, negotiated_alpn, peer_identity};
-use super::{close, TransportConfig, TransportError, TransportEvent, ALPN_API, ALPN_PEER};
+use super::{
+    close, PeerAddr, TransportConfig, TransportError, TransportEvent, ALPN_API, ALPN_PEER,
+};
 use crate::certs::Identity;
 use crate::protocol::{Message, NodeId};
 use serde::Serialize;
@@ -294,9 +296,9 @@ fn launch(
     let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
     let mut links = HashMap::new();
     let mut queues = Vec::new();
-    for &(peer, addr) in &cfg.peers {
-        let (link, queue) = Link::new(peer, addr);
-        links.insert(peer, link.clone());
+    for (peer, addr) in &cfg.peers {
+        let (link, queue) = Link::new(*peer, addr.clone());
+        links.insert(*peer, link.clone());
         queues.push((link, queue));
     }
     let shared = Arc::new(Shared {
@@ -319,7 +321,7 @@ fn launch(
     Ok((Transport { shared }, events_rx))
 }
 
-fn check_peers(id: NodeId, peers: &[(NodeId, SocketAddr)]) -> Result<(), TransportError> {
+fn check_peers(id: NodeId, peers: &[(NodeId, PeerAddr)]) -> Result<(), TransportError> {
     let mut seen = BTreeSet::new();
     for &(peer, _) in peers {
         if peer == id {
@@ -364,7 +366,7 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
             info!(%remote, error = %e, "incoming handshake failed");
             shared.emit_nowait(TransportEvent::Rejected {
                 peer: None,
-                remote,
+                remote: remote.to_string(),
                 reason: format!("handshake failed: {e}"),
             });
             return;
@@ -421,7 +423,7 @@ fn refuse(
     conn.close(code, reason.as_bytes());
     shared.emit_nowait(TransportEvent::Rejected {
         peer,
-        remote,
+        remote: remote.to_string(),
         reason,
     });
 }

@@ -75,7 +75,7 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
             conn.close(close::PROTOCOL, reason.as_bytes());
             shared.emit_nowait(TransportEvent::Rejected {
                 peer: Some(peer),
-                remote: conn.remote_address(),
+                remote: conn.remote_address().to_string(),
                 reason,
             });
             return;
@@ -157,7 +157,7 @@ fn bad_frame(shared: &Shared, peer: NodeId, conn: &quinn::Connection, e: CodecEr
     conn.close(close::BAD_FRAME, reason.as_bytes());
     shared.emit_nowait(TransportEvent::Rejected {
         peer: Some(peer),
-        remote,
+        remote: remote.to_string(),
         reason,
     });
 }

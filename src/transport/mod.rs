@@ -36,11 +36,13 @@ pub mod frame;
 pub mod hello;
 mod inbound;
 mod peer;
+mod peer_addr;
 pub mod tls;
 
 pub use client::connect_client;
 pub use endpoint::{Transport, TransportStats};
 pub use frame::{read_frame, write_frame, FrameError};
+pub use peer_addr::PeerAddr;
 pub use tls::peer_identity;
 
 use crate::certs::{CertError, Identity, TlsFiles};
@@ -82,8 +84,8 @@ pub struct TransportConfig {
     /// UDP address to listen on (port 0 picks one; see [`Transport::local_addr`]).
     pub listen: SocketAddr,
     pub tls: TlsFiles,
-    /// Every other member and where to dial it.
-    pub peers: Vec<(NodeId, SocketAddr)>,
+    /// Every other member and where to dial it (a name is resolved at each dial).
+    pub peers: Vec<(NodeId, PeerAddr)>,
     /// Keep-alive = `heartbeat_ms`, idle timeout = `suspect_after_ms`.
     pub timing: Timing,
 }
@@ -105,7 +107,8 @@ pub enum TransportEvent {
     /// Informational: the transport has already acted. Dropped if the event queue is full.
     Rejected {
         peer: Option<NodeId>,
-        remote: SocketAddr,
+        /// The remote address, or the peer's configured `host:port` when a dial failed.
+        remote: String,
         reason: String,
     },
 }

@@ -7,10 +7,10 @@ use super::endpoint::{Shared, Shutdown};
 use super::frame::{write_frame, FrameError};
 use super::hello::{self, HELLO_TIMEOUT};
 use super::tls::INITIAL_RTT;
+use super::PeerAddr;
 use super::{close, TransportEvent};
 use crate::certs::node_dns_name;
 use crate::protocol::{Message, NodeId};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify};
@@ -34,7 +34,8 @@ const ABANDON_AFTER: Duration = Duration::from_millis(3 * INITIAL_RTT.as_millis(
 /// inbound side (which can tell us the peer is back or has restarted).
 pub(super) struct Link {
     pub peer: NodeId,
-    pub addr: SocketAddr,
+    /// As configured; a host name is resolved at each dial.
+    pub addr: PeerAddr,
     queue: mpsc::Sender<Message>,
     current: Mutex<Option<Current>>,
     /// "The peer just reached us": skip the rest of the backoff and dial now.
@@ -49,7 +50,7 @@ struct Current {
 }
 
 impl Link {
-    pub fn new(peer: NodeId, addr: SocketAddr) -> (Arc<Link>, mpsc::Receiver<Message>) {
+    pub fn new(peer: NodeId, addr: PeerAddr) -> (Arc<Link>, mpsc::Receiver<Message>) {
         let (queue, rx) = mpsc::channel(QUEUE_LEN);
         let link = Link {
             peer,
@@ -198,9 +199,23 @@ async fn dial(
 ) -> Dialed {
     let started = Instant::now();
     let server_name = node_dns_name(link.peer);
+    // Resolved afresh each time, so a peer whose name now points elsewhere is followed.
+    let resolved = tokio::select! {
+        r = link.addr.resolve(shared.local_addr) => r,
+        _ = shutdown.wait() => return Dialed::Shutdown,
+    };
+    let target = match resolved {
+        Ok(target) => target,
+        Err(reason) => {
+            return Dialed::Failed {
+                reason,
+                quiet: false,
+            }
+        }
+    };
     let connecting = match shared
         .endpoint
-        .connect_with(config.clone(), link.addr, &server_name)
+        .connect_with(config.clone(), target, &server_name)
     {
         Ok(c) => c,
         Err(e) => {
@@ -282,7 +297,7 @@ fn report_failure(
         warn!(peer = link.peer, addr = %link.addr, %reason, "dial refused");
         shared.emit_nowait(TransportEvent::Rejected {
             peer: Some(link.peer),
-            remote: link.addr,
+            remote: link.addr.to_string(),
             reason: format!("dialing node-{}: {reason}", link.peer),
         });
     }

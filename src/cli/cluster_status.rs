@@ -1,0 +1,130 @@
+//! `bully status --cluster`: one row per member, like `patronictl list`, from every
+//! endpoint asked at once. Members that some node lists as a peer but that did not
+//! answer get a row too ("no answer"), so a missing member is visible; an endpoint that
+//! did not answer is named on stderr.
+
+use super::endpoints::{self, Answer};
+use super::{print_json, QueryArgs};
+use crate::node::Status;
+use crate::protocol::NodeId;
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+/// Exit 0 when at least one member answered (the table says which did not), 2 when
+/// none did or the flags are wrong.
+pub async fn run(args: &QueryArgs) -> ExitCode {
+    let targets = match endpoints::targets(args, true) {
+        Ok(targets) => targets,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answers = endpoints::ask_all(&targets, args.timeout, true).await;
+    if args.json {
+        let rows: Vec<serde_json::Value> = answers
+            .iter()
+            .map(|a| match &a.status {
+                Ok(status) => serde_json::json!({
+                    "endpoint": a.endpoint.addr.to_string(), "status": status }),
+                Err(e) => serde_json::json!({
+                    "endpoint": a.endpoint.addr.to_string(), "member": a.endpoint.expect,
+                    "error": e }),
+            })
+            .collect();
+        print_json(&rows);
+    } else {
+        print!("{}", super::table::render(&rows(&answers)));
+        for answer in &answers {
+            if let Err(e) = &answer.status {
+                eprintln!("error: {e}");
+            }
+        }
+        if let Some(text) = endpoints::disagreement(&answers) {
+            eprintln!("warning: {text}");
+        }
+    }
+    if answers.iter().any(|a| a.status.is_ok()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+const COLUMNS: usize = 8;
+
+/// The table: a header, then one row per member in ID order.
+fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
+    let mut rows: Vec<(NodeId, [String; COLUMNS])> = Vec::new();
+    for answer in answers {
+        let endpoint = answer.endpoint.addr.to_string();
+        match &answer.status {
+            Ok(status) => rows.push((status.id, member_row(status, endpoint))),
+            // An endpoint nobody knows the member of is on stderr only: one row per member.
+            Err(_) => {
+                if let Some(id) = answer.endpoint.expect {
+                    rows.push((id, missing_row(id, endpoint, "unreachable")));
+                }
+            }
+        }
+    }
+    let listed: BTreeSet<NodeId> = rows.iter().map(|(id, _)| *id).collect();
+    let named: BTreeSet<NodeId> = answers
+        .iter()
+        .filter_map(|a| a.status.as_ref().ok())
+        .flat_map(|s| s.peers.iter().map(|p| p.id))
+        .collect();
+    for id in named.difference(&listed) {
+        rows.push((*id, missing_row(*id, "-".into(), "no answer")));
+    }
+    rows.sort_by_key(|(id, _)| *id);
+    let header = [
+        "MEMBER",
+        "ENDPOINT",
+        "ROLE",
+        "EPOCH",
+        "COORDINATOR",
+        "ELIGIBLE",
+        "PEERS UP",
+        "LAG",
+    ]
+    .map(String::from);
+    std::iter::once(header)
+        .chain(rows.into_iter().map(|(_, row)| row))
+        .collect()
+}
+
+fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
+    let up = status.peers.iter().filter(|p| p.connected).count();
+    let dash = || "-".to_string();
+    [
+        status.id.to_string(),
+        endpoint,
+        status.role.to_string(),
+        status.epoch.map(|e| e.to_string()).unwrap_or_else(dash),
+        status
+            .coordinator
+            .map(|c| c.to_string())
+            .unwrap_or_else(dash),
+        if status.eligible { "yes" } else { "no" }.to_string(),
+        format!("{up}/{}", status.peers.len()),
+        status
+            .heartbeat_age_ms
+            .map(|ms| format!("{ms} ms"))
+            .unwrap_or_else(dash),
+    ]
+}
+
+fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
+    let dash = || "-".to_string();
+    [
+        id.to_string(),
+        endpoint,
+        why.to_string(),
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+    ]
+}

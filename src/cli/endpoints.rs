@@ -1,0 +1,221 @@
+//! Which nodes a query asks and with which certificate: `--config F` (the node in F,
+//! and for `--cluster` its peers too), or `--endpoints a,b,c` / `BULLY_ENDPOINTS` with
+//! the client files from `--certs` / `BULLY_CERTS`. Only the CA and a client
+//! certificate are read, never a node's key. Every node is asked at once, so one
+//! that is down costs nothing while another answers.
+
+use super::QueryArgs;
+use crate::certs::{TlsFiles, CA_CERT_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE};
+use crate::client::Client;
+use crate::node::Status;
+use crate::protocol::NodeId;
+use crate::transport::PeerAddr;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// After the first answer, how long the others get to answer too, so a disagreement
+/// can be reported without waiting the full `--timeout` for a node that is down.
+const AFTER_FIRST: Duration = Duration::from_millis(300);
+
+/// One node to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// As the user or the config wrote it (`host:port`).
+    pub addr: PeerAddr,
+    /// The node ID its certificate must carry, when the config says which it is.
+    pub expect: Option<NodeId>,
+}
+
+/// Where to ask and how to prove who we are.
+#[derive(Debug)]
+pub struct Targets {
+    pub endpoints: Vec<Endpoint>,
+    pub tls: TlsFiles,
+}
+
+/// One node's answer, or why there was none.
+#[derive(Debug)]
+pub struct Answer {
+    pub endpoint: Endpoint,
+    pub status: Result<Status, String>,
+}
+
+/// Reads the flags: with `--config`, the node's own address (and, with `peers`, every
+/// peer's) and the client files beside its CA; with `--endpoints`, those addresses and
+/// the client files in `--certs`. `--ca/--cert/--key` override either.
+pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, String> {
+    let (endpoints, default_dir) = match (&args.config, args.endpoints.is_empty()) {
+        (Some(path), _) => {
+            let config = crate::config::load(path).map_err(|e| e.to_string())?;
+            let mut own = config.listen;
+            if own.ip().is_unspecified() {
+                own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let mut endpoints = vec![Endpoint {
+                addr: own.into(),
+                expect: Some(config.id),
+            }];
+            if peers {
+                endpoints.extend(config.peers.iter().map(|p| Endpoint {
+                    addr: p.addr.clone(),
+                    expect: Some(p.id),
+                }));
+            }
+            let dir = config.tls.ca.parent().map(Path::to_path_buf);
+            (endpoints, dir.unwrap_or_default())
+        }
+        (None, false) => {
+            let endpoints = args
+                .endpoints
+                .iter()
+                .map(|text| {
+                    text.trim()
+                        .parse::<PeerAddr>()
+                        .map(|addr| Endpoint { addr, expect: None })
+                        .map_err(|e| format!("--endpoints: {e}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (endpoints, args.certs.clone())
+        }
+        (None, true) => {
+            return Err(
+                "say which node to ask: --config FILE, or --endpoints HOST:PORT,... \
+                 (or BULLY_ENDPOINTS)"
+                    .into(),
+            )
+        }
+    };
+    let tls = TlsFiles {
+        ca: args
+            .ca
+            .clone()
+            .unwrap_or_else(|| default_dir.join(CA_CERT_FILE)),
+        cert: args
+            .cert
+            .clone()
+            .unwrap_or_else(|| default_dir.join(CLIENT_CERT_FILE)),
+        key: args
+            .key
+            .clone()
+            .unwrap_or_else(|| default_dir.join(CLIENT_KEY_FILE)),
+    };
+    for (flag, file) in [
+        ("--ca", &tls.ca),
+        ("--cert", &tls.cert),
+        ("--key", &tls.key),
+    ] {
+        if !file.is_file() {
+            return Err(format!(
+                "{flag}: {} does not exist (make a client certificate with `bully certs \
+                 client`, pass --certs DIR or set BULLY_CERTS, or pass {flag})",
+                file.display()
+            ));
+        }
+    }
+    Ok(Targets { endpoints, tls })
+}
+
+/// Connects to one endpoint, resolving a host name now.
+pub async fn connect(
+    endpoint: &Endpoint,
+    tls: &TlsFiles,
+    timeout: Duration,
+) -> Result<Client, String> {
+    let addr = resolve(&endpoint.addr).await?;
+    Client::connect(addr, tls, endpoint.expect, timeout)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// A query has no endpoint of its own to match a family against: take the first
+/// address the name resolves to.
+async fn resolve(addr: &PeerAddr) -> Result<SocketAddr, String> {
+    if let Some(ip) = addr.ip() {
+        return Ok(ip);
+    }
+    tokio::net::lookup_host((addr.host(), addr.port()))
+        .await
+        .map_err(|e| format!("cannot resolve host name `{}`: {e}", addr.host()))?
+        .next()
+        .ok_or_else(|| format!("host name `{}` has no address", addr.host()))
+}
+
+async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
+    let status = async {
+        let client = connect(&endpoint, &tls, timeout).await?;
+        client.status().await.map_err(|e| e.to_string())
+    };
+    let status = match tokio::time::timeout(timeout, status).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "{} did not answer within {timeout:?}",
+            endpoint.addr
+        )),
+    };
+    Answer { endpoint, status }
+}
+
+/// Asks every endpoint at once. With `all`, waits for every answer (up to `timeout`);
+/// otherwise returns [`AFTER_FIRST`] after the first status arrives. Answers come in
+/// arrival order (the first is the one to report); endpoints that did not answer in
+/// time are listed with an error.
+pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Answer> {
+    let mut pending = JoinSet::new();
+    for (i, endpoint) in targets.endpoints.iter().enumerate() {
+        let (endpoint, tls) = (endpoint.clone(), targets.tls.clone());
+        pending.spawn(async move { (i, ask(endpoint, tls, timeout).await) });
+    }
+    let mut deadline = Instant::now() + timeout;
+    let mut answers: Vec<(usize, Answer)> = Vec::new();
+    while !pending.is_empty() {
+        let next = tokio::time::timeout_at(deadline, pending.join_next()).await;
+        let Ok(Some(Ok((i, answer)))) = next else {
+            break;
+        };
+        if !all && answer.status.is_ok() && answers.iter().all(|(_, a)| a.status.is_err()) {
+            deadline = deadline.min(Instant::now() + AFTER_FIRST);
+        }
+        answers.push((i, answer));
+    }
+    pending.abort_all();
+    for (i, endpoint) in targets.endpoints.iter().enumerate() {
+        if answers.iter().all(|(j, _)| *j != i) {
+            answers.push((
+                i,
+                Answer {
+                    endpoint: endpoint.clone(),
+                    status: Err(format!("{} did not answer in time", endpoint.addr)),
+                },
+            ));
+        }
+    }
+    answers.into_iter().map(|(_, a)| a).collect()
+}
+
+/// What the answering nodes disagree about (coordinator or epoch), as one line per
+/// distinct answer, or none when they agree.
+pub fn disagreement(answers: &[Answer]) -> Option<String> {
+    let mut seen: Vec<(String, Vec<String>)> = Vec::new();
+    for answer in answers {
+        let Ok(status) = &answer.status else { continue };
+        let view = match (status.coordinator, status.epoch) {
+            (Some(c), Some(e)) => format!("coordinator {c} at epoch {e}"),
+            _ => "no coordinator".to_string(),
+        };
+        let who = format!("node {} ({})", status.id, answer.endpoint.addr);
+        match seen.iter_mut().find(|(v, _)| *v == view) {
+            Some((_, nodes)) => nodes.push(who),
+            None => seen.push((view, vec![who])),
+        }
+    }
+    (seen.len() > 1).then(|| {
+        let parts: Vec<String> = seen
+            .iter()
+            .map(|(view, nodes)| format!("{view}: {}", nodes.join(", ")))
+            .collect();
+        format!("the nodes disagree: {}", parts.join("; "))
+    })
+}

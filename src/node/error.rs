@@ -1,0 +1,67 @@
+//! Why a node could not start or had to stop, and which config field to fix: an
+//! operator reads `node1.toml: listen: ... is in use`, not a bare OS error.
+
+use crate::storage::StorageError;
+use crate::transport::TransportError;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Why a node could not start or had to stop.
+#[derive(Debug, Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("cannot open the event log in {dir}: {source}")]
+    EventLog { dir: String, source: std::io::Error },
+    #[error("cannot listen for HTTP on {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the storage task failed: {0}")]
+    Join(String),
+}
+
+impl NodeError {
+    /// The config field an operator changes to fix this, when one is to blame.
+    pub fn config_field(&self) -> Option<&'static str> {
+        match self {
+            NodeError::Storage(_) | NodeError::EventLog { .. } => Some("data_dir"),
+            NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
+            NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
+            NodeError::Http { .. } => Some("http.listen"),
+            _ => None,
+        }
+    }
+
+    /// The message with what to do next, for the cases people meet when deploying.
+    pub fn explain(&self) -> String {
+        let in_use = |source: &std::io::Error| source.kind() == std::io::ErrorKind::AddrInUse;
+        match self {
+            NodeError::Transport(TransportError::Bind { source, .. })
+            | NodeError::Http { source, .. }
+                if in_use(source) =>
+            {
+                format!(
+                    "{self}; another process holds this port (another bully node, or a stale one?)"
+                )
+            }
+            NodeError::Transport(TransportError::IdentityMismatch {
+                path, configured, ..
+            }) => {
+                let dir = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|| ".".into());
+                format!(
+                    "{self}; point tls.cert/tls.key at node-{configured}.pem/.key (issue them \
+                     with: bully certs add --dir {dir} --nodes {configured}) or fix id"
+                )
+            }
+            _ => self.to_string(),
+        }
+    }
+}
