@@ -215,6 +215,7 @@ fn configure(t: &TestCluster, nodes_file: &Path) {
                     on_demoted: Some(script("on-demoted.sh")),
                     on_change: Some(script("on-change.sh")),
                     timeout_ms: 5000,
+                    ..HooksConfig::default()
                 };
                 c.health = Some(HealthConfig {
                     command: script("health.sh"),

@@ -8,6 +8,10 @@
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
 //!   the machine emits after the `Persist` that stores the epoch has been flushed (I3).
 //! - For one view change the order is `on_demoted`, `on_elected`, `on_change`.
+//! - Each finished `on_elected` is reported back ([`ElectedHookDone`]): the runtime
+//!   marks the epoch ready for `/coordinator` on success, or resigns on failure.
+//! - `BULLY_DATA_DIR` is absolute: hooks run in the config file's directory, not the
+//!   caller's, so a relative data dir would point elsewhere.
 //!
 //! Environment (empty string for "none"):
 //! `BULLY_HOOK` (on_elected, on_demoted, on_change), `BULLY_NODE_ID`, `BULLY_ROLE`
@@ -24,6 +28,7 @@ use super::metrics::Metrics;
 use super::status::Status;
 use super::transitions::Transition;
 use crate::config::HooksConfig;
+use crate::protocol::Epoch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +49,16 @@ struct Job {
     name: &'static str,
     command: String,
     env: Vec<(String, String)>,
+    /// The epoch the node followed or led when the hook was queued.
+    epoch: Option<Epoch>,
+}
+
+/// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
+/// ready for clients only once its database was promoted for that very epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectedHookDone {
+    pub epoch: Option<Epoch>,
+    pub succeeded: bool,
 }
 
 /// The runtime's side of the hook queue.
@@ -55,16 +70,17 @@ pub struct Hooks {
 
 impl Hooks {
     /// Starts the task that runs hooks in `workdir`; abort the handle to stop it (a
-    /// running hook is then killed).
+    /// running hook is then killed). Every finished `on_elected` is sent to `elected`.
     pub fn start(
         config: HooksConfig,
         workdir: PathBuf,
         data_dir: PathBuf,
         metrics: Arc<Metrics>,
+        elected: mpsc::UnboundedSender<ElectedHookDone>,
     ) -> (Hooks, JoinHandle<()>) {
         let (queue, jobs) = mpsc::unbounded_channel();
         let timeout = Duration::from_millis(config.timeout_ms);
-        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, metrics));
+        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, metrics, elected));
         (
             Hooks {
                 config,
@@ -94,6 +110,7 @@ impl Hooks {
                 name,
                 command: command.clone(),
                 env,
+                epoch: status.coordinator.and(status.epoch),
             };
             if self.queue.send(Queued::Run(job)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
@@ -138,7 +155,13 @@ pub fn environment(
             "BULLY_ELIGIBLE".to_string(),
             if status.eligible { "1" } else { "0" }.to_string(),
         ),
-        ("BULLY_DATA_DIR".to_string(), data_dir.display().to_string()),
+        (
+            "BULLY_DATA_DIR".to_string(),
+            std::path::absolute(data_dir)
+                .unwrap_or_else(|_| data_dir.to_path_buf())
+                .display()
+                .to_string(),
+        ),
     ];
     if let Some(t) = transition {
         let previous = t.previous_epoch;
@@ -159,6 +182,7 @@ async fn run_jobs(
     workdir: PathBuf,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    elected: mpsc::UnboundedSender<ElectedHookDone>,
 ) {
     while let Some(queued) = jobs.recv().await {
         let job = match queued {
@@ -178,6 +202,13 @@ async fn run_jobs(
         let (outcome, took) = command::run(&shell).await;
         let failed = !outcome.is_success();
         metrics.hook_ran(failed);
+        if job.name == "on_elected" {
+            // The runtime may be stopping (receiver gone): nothing left to report to.
+            let _ = elected.send(ElectedHookDone {
+                epoch: job.epoch,
+                succeeded: !failed,
+            });
+        }
         let epoch = job
             .env
             .iter()
