@@ -11,11 +11,11 @@
 #                        (30000); on_change lifts it once the Redis is a replica
 #   CATCH_UP_MS          how long on_elected waits for its Redis to catch up with the
 #                        fenced old primary (2000)
-#   FOLLOW_WAIT_MS       how long on_change waits for the new primary's on_elected (3000)
 #
 # Gives: redis_of ID -> "host port", other_ids, rcli ID ARGS... (redis-cli on that
 # node's Redis), probe ID (reads a Redis: its role, replication offset and the epoch of
-# its data, in one INFO), is_fresher, check_version, log MESSAGE (to the node's log).
+# its data, in one INFO), is_fresher, check_version, repoint ID PRIMARY, log MESSAGE
+# (to the node's log).
 # Hooks run on every failover, so each probe costs one redis-cli and one awk.
 
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -25,7 +25,6 @@ nodes_file=${REDIS_NODES_FILE:-$here/nodes.conf}
 MAX_LAG_BYTES=${MAX_LAG_BYTES:-65536}
 PAUSE_MS=${PAUSE_MS:-30000}
 CATCH_UP_MS=${CATCH_UP_MS:-2000}
-FOLLOW_WAIT_MS=${FOLLOW_WAIT_MS:-3000}
 
 if [ -z "${REDIS_PASSWORD_FILE:-}" ] && [ -f "$here/password" ]; then
     REDIS_PASSWORD_FILE=$here/password
@@ -129,6 +128,20 @@ check_version() {
         log "Redis ${version:-of unknown version} is too old: these scripts need Redis >= 6.2 (CLIENT PAUSE WRITE)"
         return 1
     fi
+}
+
+# repoint ID PRIMARY: makes node ID's Redis a replica of node PRIMARY's, in the safe
+# order: pause writes, REPLICAOF, lift the pause (one redis-cli, so the pause lasts as
+# long as the REPLICAOF): a Redis that was a primary never acknowledges a write that
+# the resync then discards.
+repoint() {
+    target=$(redis_of "$2") || return 2
+    reply=$(printf '%s\n' "CLIENT PAUSE $PAUSE_MS WRITE" "REPLICAOF $target" "CLIENT UNPAUSE" \
+        | rcli "$1" 2>&1)
+    case $(printf '%s\n' "$reply" | sed -n 2p) in
+    OK*) ;;
+    *) log "REPLICAOF $target on node $1's Redis failed: $reply"; return 1 ;;
+    esac
 }
 
 # now_ms: wall-clock milliseconds (GNU date), for bounded waits.

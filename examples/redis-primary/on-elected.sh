@@ -10,7 +10,10 @@
 #    with its link up (the fenced old primary) and reach its offset within $CATCH_UP_MS;
 #    otherwise refuse: the node with the most up-to-date Redis must lead instead.
 # 4. Promote: REPLICAOF NO ONE, lift any pause on this Redis, store the epoch in
-#    bully:epoch (the fencing token, next to the data; on-change.sh waits for it).
+#    bully:epoch (the fencing token, next to the data).
+# 5. Repoint every other Redis that does not follow this one yet (pause, REPLICAOF,
+#    unpause): the followers' on_change may have run before this promotion, and left
+#    their Redis for this hook to repoint.
 # Bully answers /coordinator 200 (coordinator_ready = "hook_ok") only after exit 0.
 set -eu
 . "$(dirname -- "$0")/common.sh"
@@ -71,14 +74,19 @@ if [ -n "$source" ] && is_fresher "$best" "$epoch $offset"; then
     done
 fi
 
-reply=$(rcli "$BULLY_NODE_ID" REPLICAOF NO ONE)
-[ "$reply" = OK ] || { log "REPLICAOF NO ONE failed: $reply"; exit 1; }
-# Lift any pause (an earlier on_demoted, another node's fence) and store the epoch: it
-# must not wait for replicas (min-replicas-to-write), none follow yet. One redis-cli.
-reply=$(printf '%s\n' "CLIENT UNPAUSE" "CONFIG GET min-replicas-to-write" \
-    "CONFIG SET min-replicas-to-write 0" "SET bully:epoch $token" | rcli "$BULLY_NODE_ID")
-min=$(printf '%s\n' "$reply" | sed -n 3p)
-stored=$(printf '%s\n' "$reply" | sed -n 5p)
+# Promote, lift any pause (an earlier on_demoted, another node's fence) and store the
+# epoch; the epoch write must not wait for replicas (min-replicas-to-write): none
+# follow yet. One redis-cli for all of it.
+reply=$(printf '%s\n' "REPLICAOF NO ONE" "CLIENT UNPAUSE" "CONFIG GET min-replicas-to-write" \
+    "CONFIG SET min-replicas-to-write 0" "SET bully:epoch $token" | rcli "$BULLY_NODE_ID" 2>&1)
+min=$(printf '%s\n' "$reply" | sed -n 4p)
+stored=$(printf '%s\n' "$reply" | sed -n 6p)
 rcli "$BULLY_NODE_ID" CONFIG SET min-replicas-to-write "${min:-0}" >/dev/null
-[ "$stored" = OK ] || { log "cannot store the epoch: $reply"; exit 1; }
+[ "$stored" = OK ] || { log "promotion failed: $reply"; exit 1; }
 log "Redis is the primary at epoch $token${fenced:+ (fenced the Redis of node(s)$fenced)}"
+
+# The others follow this Redis now (a no-op for those already following it).
+for entry in $seen; do
+    id=${entry%%:*}
+    repoint "$id" "$BULLY_NODE_ID" || true
+done
