@@ -10,6 +10,10 @@
 //! - For one view change the order is `on_demoted`, `on_elected`, `on_change`.
 //! - Each finished `on_elected` is reported back ([`ElectedHookDone`]): the runtime
 //!   marks the epoch ready for `/coordinator` on success, or resigns on failure.
+//! - An `on_elected` is killed (with its process group) as soon as the node no longer
+//!   leads the epoch it runs for: a slow promotion must not go on acting after the node
+//!   was demoted, when another node may already run its own (in quorum mode the old
+//!   lease ends a heartbeat before anyone else can be elected, so the kill comes first).
 //! - `BULLY_DATA_DIR` is absolute: hooks run in the config file's directory, not the
 //!   caller's, so a relative data dir would point elsewhere.
 //!
@@ -32,7 +36,7 @@ use crate::protocol::Epoch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// What the hook task works through, in order.
@@ -70,17 +74,21 @@ pub struct Hooks {
 
 impl Hooks {
     /// Starts the task that runs hooks in `workdir`; abort the handle to stop it (a
-    /// running hook is then killed). Every finished `on_elected` is sent to `elected`.
+    /// running hook is then killed). Every finished `on_elected` is sent to `elected`;
+    /// `led` is the epoch the node leads right now (`None` when it does not lead): an
+    /// `on_elected` for another epoch is killed.
     pub fn start(
         config: HooksConfig,
         workdir: PathBuf,
         data_dir: PathBuf,
         metrics: Arc<Metrics>,
         elected: mpsc::UnboundedSender<ElectedHookDone>,
+        led: watch::Receiver<Option<Epoch>>,
     ) -> (Hooks, JoinHandle<()>) {
         let (queue, jobs) = mpsc::unbounded_channel();
         let timeout = Duration::from_millis(config.timeout_ms);
-        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, metrics, elected));
+        let reports = Reports { metrics, elected };
+        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, reports, led));
         (
             Hooks {
                 config,
@@ -177,12 +185,24 @@ pub fn environment(
     env
 }
 
+/// Where the hook task reports what it ran.
+struct Reports {
+    metrics: Arc<Metrics>,
+    elected: mpsc::UnboundedSender<ElectedHookDone>,
+}
+
+/// Completes once the node no longer leads `epoch` (at once if it does not now).
+async fn leadership_over(mut led: watch::Receiver<Option<Epoch>>, epoch: Option<Epoch>) {
+    // An error means the runtime is gone: the leadership is over too.
+    let _ = led.wait_for(|now| *now != epoch).await;
+}
+
 async fn run_jobs(
     mut jobs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
     timeout: Duration,
-    metrics: Arc<Metrics>,
-    elected: mpsc::UnboundedSender<ElectedHookDone>,
+    reports: Reports,
+    led: watch::Receiver<Option<Epoch>>,
 ) {
     while let Some(queued) = jobs.recv().await {
         let job = match queued {
@@ -199,12 +219,16 @@ async fn run_jobs(
             timeout,
             quiet: false,
         };
-        let (outcome, took) = command::run(&shell).await;
+        let (outcome, took) = if job.name == "on_elected" {
+            command::run_until(&shell, leadership_over(led.clone(), job.epoch)).await
+        } else {
+            command::run(&shell).await
+        };
         let failed = !outcome.is_success();
-        metrics.hook_ran(failed);
+        reports.metrics.hook_ran(failed);
         if job.name == "on_elected" {
             // The runtime may be stopping (receiver gone): nothing left to report to.
-            let _ = elected.send(ElectedHookDone {
+            let _ = reports.elected.send(ElectedHookDone {
                 epoch: job.epoch,
                 succeeded: !failed,
             });

@@ -13,7 +13,7 @@ use super::transitions::Tracker;
 use crate::config::{CoordinatorReady, ElectedHookFailure, NodeConfig};
 use crate::history::Record;
 use crate::protocol::{
-    Action, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
+    Action, Cells, Epoch, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
@@ -186,12 +186,14 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     metrics.set_eligible(machine.view().eligible);
     let mut helpers = Vec::new();
     let (elected_tx, elected_hooks) = mpsc::unbounded_channel();
+    let (led, led_rx) = watch::channel(None);
     let (hooks, hook_task) = Hooks::start(
         config.hooks.clone(),
         workdir.clone(),
         config.data_dir.clone(),
         Arc::clone(&metrics),
         elected_tx,
+        led_rx,
     );
     helpers.push(hook_task);
     let (verdicts_tx, verdicts) = mpsc::channel(4);
@@ -222,6 +224,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         timing: config.timing,
         readiness,
         elected_hooks,
+        led,
         metrics: Arc::clone(&metrics),
         tracker: Tracker::default(),
         hooks,
@@ -294,6 +297,9 @@ struct Runtime {
     readiness: Readiness,
     /// Finished `on_elected` runs, to mark an epoch ready or resign.
     elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+    /// The epoch the node leads (`None` when it does not): the hook task kills an
+    /// `on_elected` whose epoch is over.
+    led: watch::Sender<Option<Epoch>>,
     storage: Arc<Storage>,
     event_log: EventLog,
     transport: Transport,
@@ -629,6 +635,13 @@ impl Runtime {
         if let Some(took) = transition.failover {
             m.observe_failover(took.as_millis() as u64);
         }
+        // Before the hooks, and before any later action (a Resign) goes out: a running
+        // on_elected for an epoch now over is killed first.
+        let led = (view.role == Role::Coordinator)
+            .then_some(view.epoch)
+            .flatten();
+        self.led
+            .send_if_modified(|l| std::mem::replace(l, led) != led);
         self.hooks.fire(&transition, &self.status.borrow());
         self.handover = self
             .handover
