@@ -251,3 +251,44 @@ async fn run_jobs(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn on_elected_is_killed_when_its_epoch_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("promoted");
+        let epoch = Some(Epoch { term: 4, leader: 1 });
+        let (led_tx, led) = watch::channel(epoch);
+        let (elected, mut done) = mpsc::unbounded_channel();
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let reports = Reports {
+            metrics: Arc::new(Metrics::new(1)),
+            elected,
+        };
+        let timeout = Duration::from_secs(10);
+        let task = tokio::spawn(run_jobs(jobs, dir.path().into(), timeout, reports, led));
+        let job = Job {
+            name: "on_elected",
+            command: format!("sleep 1; touch {}", marker.display()),
+            env: Vec::new(),
+            epoch,
+        };
+        queue.send(Queued::Run(job)).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        led_tx.send_replace(None); // demoted while the hook runs
+        let report = tokio::time::timeout(Duration::from_secs(5), done.recv()).await;
+        assert_eq!(
+            report.unwrap(),
+            Some(ElectedHookDone {
+                epoch,
+                succeeded: false
+            })
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "the cancelled on_elected went on");
+        task.abort();
+    }
+}
