@@ -107,6 +107,40 @@ async fn redis_primary_under_load_behind_haproxy() {
     }
 }
 
+/// The scripts refuse a Redis older than 6.2 with a message that says why (no Redis
+/// needed: `check_version` reads the version a probe found).
+#[test]
+fn scripts_refuse_redis_older_than_6_2_with_a_clear_message() {
+    let common = example_dir().join("common.sh");
+    let check = |version: &str| {
+        let script = format!(". {}; version={version}; check_version", quoted(&common));
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("BULLY_NODE_ID", "1")
+            .env("REDIS_NODES_FILE", example_dir().join("nodes.conf"))
+            .env_remove("REDIS_PASSWORD_FILE")
+            .output()
+            .unwrap()
+    };
+    for old in ["6.0.16", "5.0.7", ""] {
+        let out = check(old);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{old} accepted");
+        assert!(
+            said.contains("too old: these scripts need Redis >= 6.2"),
+            "{old}: {said}"
+        );
+    }
+    for fine in ["6.2.0", "7.0.15", "10.1.2"] {
+        let out = check(fine);
+        assert!(
+            out.status.success(),
+            "{fine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 impl Scene {
     async fn start() -> Scene {
         phase("three Redis servers (password, example redis.conf), three bully nodes behind the relay, HAProxy");

@@ -255,6 +255,24 @@ async fn run_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Cells, Mode, Role, View};
+
+    #[test]
+    fn data_dir_is_absolute_for_hooks_running_elsewhere() {
+        let view = View {
+            id: 1,
+            role: Role::Follower,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[], 0);
+        let env = environment(&status, None, Path::new("data/node1"));
+        let dir = &env.iter().find(|(k, _)| k == "BULLY_DATA_DIR").unwrap().1;
+        let dir = Path::new(dir);
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert_eq!(dir, std::env::current_dir().unwrap().join("data/node1"));
+    }
 
     #[tokio::test]
     async fn on_elected_is_killed_when_its_epoch_ends() {
