@@ -26,6 +26,10 @@ start_redis() {
     ./redis.sh start "$1" ${2:+"$2"}
     tries=0
     until [ -s "redis/$1/redis.pid" ] || [ $tries -ge 50 ]; do sleep 0.1; tries=$((tries + 1)); done
+    [ -s "redis/$1/redis.pid" ] || {
+        echo "Redis $1 did not start (port taken?): see redis/$1/redis.log; ./cluster.sh stop stops the rest" >&2
+        exit 1
+    }
     cp "redis/$1/redis.pid" "run/redis$1.pid"
 }
 

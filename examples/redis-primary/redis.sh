@@ -16,6 +16,7 @@ start)
     dir="redis/$BULLY_NODE_ID"
     [ "$3" = keep ] || rm -rf "$dir"
     mkdir -p "$dir"
+    rm -f "$dir/redis.pid" # a killed Redis leaves its pidfile behind
     {
         if [ -n "${REDISCLI_AUTH:-}" ]; then
             printf 'requirepass "%s"\nmasterauth "%s"\n' "$REDISCLI_AUTH" "$REDISCLI_AUTH"
