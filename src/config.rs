@@ -29,8 +29,9 @@
 //! - a witness has no `[hooks]` command and no `[health]` section: it never leads, so
 //!   they would never run (or, for health, never matter) — a config that has them was
 //!   meant for a data node;
-//! - `hooks.timeout_ms`, `health.interval_ms`, `health.timeout_ms`, `health.rise`,
-//!   `health.fall` at least 1; hook and health commands not blank;
+//! - `hooks.timeout_ms`, `hooks.resign_for_ms`, `health.interval_ms`,
+//!   `health.timeout_ms`, `health.rise`, `health.fall` at least 1; hook and health
+//!   commands not blank;
 //! - `data_dir` is a directory or can be created (no file in its place or on its path);
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
 //!   checked when the transport loads them).
@@ -126,6 +127,12 @@ pub struct HooksConfig {
     pub on_change: Option<String>,
     /// A hook still running after this long is killed (and counted as failed).
     pub timeout_ms: u64,
+    /// What a coordinator does when `on_elected` fails: by default it resigns, so a
+    /// node whose database could not be promoted never stays in office.
+    pub on_elected_failure: ElectedHookFailure,
+    /// How long a node that resigned after a failed `on_elected` stays ineligible
+    /// (if no other node takes over, it leads again at once and retries the hook).
+    pub resign_for_ms: u64,
 }
 
 impl Default for HooksConfig {
@@ -135,8 +142,21 @@ impl Default for HooksConfig {
             on_demoted: None,
             on_change: None,
             timeout_ms: 5000,
+            on_elected_failure: ElectedHookFailure::default(),
+            resign_for_ms: 5000,
         }
     }
+}
+
+/// `[hooks] on_elected_failure`: whether a failed `on_elected` ends the term of office.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElectedHookFailure {
+    /// Step down for `resign_for_ms` so another node (whose hook may work) leads.
+    #[default]
+    Resign,
+    /// Stay coordinator; with `coordinator_ready = "hook_ok"` `/coordinator` stays 503.
+    Stay,
 }
 
 /// A health check gating eligibility: a failing node neither answers nor declares.
@@ -194,6 +214,35 @@ impl HealthConfig {
 pub struct HttpConfig {
     /// The TCP address to bind; keep it on loopback or a trusted network (no TLS).
     pub listen: SocketAddr,
+    /// When `/coordinator` starts answering 200 on a new coordinator.
+    #[serde(default)]
+    pub coordinator_ready: CoordinatorReady,
+}
+
+impl HttpConfig {
+    /// An endpoint on `listen` with the default readiness.
+    pub fn on(listen: SocketAddr) -> Self {
+        HttpConfig {
+            listen,
+            coordinator_ready: CoordinatorReady::default(),
+        }
+    }
+}
+
+/// `[http] coordinator_ready`: what "coordinator" means to a load balancer.
+///
+/// The default is `hook_ok` because a load balancer sends writes to whatever answers
+/// 200: before `on_elected` has promoted the database, those writes would be refused
+/// (or worse, land on a replica that is about to be resynced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoordinatorReady {
+    /// 200 once the node leads (established in quorum mode), hooks or not.
+    Elected,
+    /// 200 once `on_elected` has succeeded for the epoch the node leads (at once when
+    /// no `on_elected` is configured).
+    #[default]
+    HookOk,
 }
 
 /// A config that cannot be used, with the file, the field and (for TOML errors) the
@@ -432,6 +481,9 @@ impl NodeConfig {
         let hooks = &self.hooks;
         if hooks.timeout_ms == 0 {
             return Err(invalid("hooks.timeout_ms", "must be at least 1"));
+        }
+        if hooks.resign_for_ms == 0 {
+            return Err(invalid("hooks.resign_for_ms", "must be at least 1"));
         }
         for (name, command) in [
             ("hooks.on_elected", &hooks.on_elected),

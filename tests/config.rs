@@ -4,7 +4,9 @@
 //! TLS files are empty placeholders: the config layer only checks that they exist and
 //! are readable; their contents are the transport's business.
 
-use bully::config::{self, ConfigError, HealthConfig, HttpConfig, NodeConfig};
+use bully::config::{
+    self, ConfigError, CoordinatorReady, ElectedHookFailure, HealthConfig, HttpConfig, NodeConfig,
+};
 use bully::protocol::{Mode, Preempt, Timing, MAX_NODE_ID};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -143,9 +145,7 @@ fn optional_sections_get_their_defaults() {
     );
     assert_eq!(
         config.http,
-        Some(HttpConfig {
-            listen: "127.0.0.1:8001".parse().unwrap()
-        })
+        Some(HttpConfig::on("127.0.0.1:8001".parse().unwrap()))
     );
     assert_eq!(config.hooks.on_elected.as_deref(), Some("echo hi"));
     assert_eq!(config.hooks.timeout_ms, 5000);
@@ -630,9 +630,7 @@ fn rendered_configs_load_back_unchanged() {
                 fall: 5,
                 ..HealthConfig::new("test -f /tmp/ok")
             });
-            c.http = Some(HttpConfig {
-                listen: "127.0.0.1:8001".parse().unwrap(),
-            });
+            c.http = Some(HttpConfig::on("127.0.0.1:8001".parse().unwrap()));
             c
         })
         .expect("valid");
@@ -722,7 +720,11 @@ fn example_commented_sections_are_valid_and_show_the_defaults() {
         assert!(config.hooks.on_elected.is_some());
         assert!(config.hooks.on_demoted.is_some());
         assert!(config.hooks.on_change.is_some());
-        assert_eq!(config.hooks.timeout_ms, 5000);
+        assert_eq!(
+            (config.hooks.timeout_ms, config.hooks.resign_for_ms),
+            (5000, 5000)
+        );
+        assert_eq!(config.hooks.on_elected_failure, ElectedHookFailure::Resign);
         let health = config.health.as_ref().expect("[health] example");
         assert_eq!(
             HealthConfig {
@@ -732,6 +734,7 @@ fn example_commented_sections_are_valid_and_show_the_defaults() {
             HealthConfig::new("")
         );
         let http = config.http.expect("[http] example");
+        assert_eq!(http.coordinator_ready, CoordinatorReady::HookOk);
         assert_eq!(
             http.listen,
             format!("127.0.0.1:{}", 8000 + n).parse().unwrap()

@@ -54,6 +54,7 @@ fn logging_hooks(t: &TestCluster, id: NodeId) -> HooksConfig {
         on_demoted: Some(line.clone()),
         on_change: Some(line),
         timeout_ms: 5000,
+        ..HooksConfig::default()
     }
 }
 
@@ -193,6 +194,7 @@ async fn a_hook_past_its_timeout_is_killed_with_its_children_and_counted() {
         on_demoted: None,
         on_change: Some(format!("echo ran >> {}", quoted(&after))),
         timeout_ms: 300,
+        ..HooksConfig::default()
     };
     t.cluster.edit_config(1, |c| c.hooks = hooks).unwrap();
 

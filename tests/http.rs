@@ -26,7 +26,7 @@ async fn endpoints_answer_with_the_right_codes_and_metric_names() {
         let listen = free_tcp_addr().unwrap();
         http.insert(id, listen);
         t.cluster
-            .edit_config(id, |c| c.http = Some(HttpConfig { listen }))
+            .edit_config(id, |c| c.http = Some(HttpConfig::on(listen)))
             .unwrap();
     }
     t.start_all();

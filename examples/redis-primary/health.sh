@@ -1,49 +1,61 @@
 #!/bin/sh
-# The [health] check: exit 0 when this node's Redis may become the primary.
+# The [health] check: exit 0 when this node's Redis may become the primary. Judged by
+# the data, never by zero lag (a replica under writes is always a little behind):
 #
-# - A replica is eligible once it has caught up: link to its primary up and at most
-#   $MAX_LAG_BYTES (default 0) behind the primary's replication offset. Raising it lets a
-#   replica under constant writes qualify sooner, at the price of losing up to that many
-#   bytes of writes when it then takes over from a live primary (preempt = "always"). The check then remembers
-#   the Redis run_id in $BULLY_DATA_DIR/redis-synced, so after the primary dies (link
-#   down) this replica, which holds the data, stays eligible.
-# - A primary is eligible while this node is the coordinator, or when this same Redis
-#   process (same run_id) was synced before (or passed the first-start rule below).
-# - A Redis that restarted (new run_id) as an empty primary is NOT eligible while any
-#   other Redis is a primary that holds keys or has replicas: this node must first follow
-#   the coordinator, let on-change.sh make its Redis a replica, and catch up.
-#   Only when no other Redis holds data (first start of the cluster) may it lead as is.
-# The run_id marker only ever vouches for the Redis process it names: a Redis that
-# restarts gets a new run_id and must earn it again.
+# - A replica with its link up is eligible while it is at most $MAX_LAG_BYTES behind its
+#   primary; the check then remembers the Redis run_id in $BULLY_DATA_DIR/redis-synced.
+#   If it is elected while the old primary lives (a takeover, a paused or cut-off
+#   coordinator), on-elected.sh fences the old primary and catches up the rest first.
+# - A replica whose primary is gone stays eligible if this very Redis process (same
+#   run_id) had caught up before: it holds the data. on-elected.sh refuses to promote
+#   it if another Redis holds newer data (the most up-to-date replica must lead).
+# - A replica still loading a full sync, or one that never caught up, is not eligible.
+# - A primary is eligible while this node is the coordinator. Otherwise (a Redis that
+#   restarted, with or without its RDB file, or a demoted primary not yet repointed)
+#   only if every other Redis answers and none holds newer data (a higher bully:epoch,
+#   then a higher replication offset): an empty Redis, or one restarted from an old
+#   RDB file, never leads while another holds newer data, so it never becomes the
+#   source of a resync; and after a full-cluster restart the Redis with the newest
+#   RDB is eligible (ties: the highest node ID leads).
+# - Fails closed: a Redis that cannot be reached or refuses our password (NOAUTH,
+#   WRONGPASS) vouches for nothing, and a Redis older than 6.2 is refused.
 set -eu
 . "$(dirname -- "$0")/common.sh"
-MAX_LAG_BYTES=${MAX_LAG_BYTES:-0}
 
-info=$(rcli "$BULLY_NODE_ID" INFO replication 2>&1) || { log "Redis unreachable: $info"; exit 1; }
-case $info in *role:*) ;; *) log "Redis did not answer INFO: $info"; exit 1 ;; esac
-role=$(info_field role)
-run_id=$(info=$(rcli "$BULLY_NODE_ID" INFO server); info_field run_id)
+probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
+check_version || exit 1
+mine="$epoch $offset"
 marker="${BULLY_DATA_DIR:?}/redis-synced"
-
 synced_before() { [ -f "$marker" ] && [ "$(cat "$marker")" = "$run_id" ]; }
-mark_synced() { printf '%s\n' "$run_id" > "$marker.tmp" && mv "$marker.tmp" "$marker"; }
+mark_synced() {
+    synced_before && return 0
+    printf '%s\n' "$run_id" > "$marker.tmp" && mv "$marker.tmp" "$marker"
+}
 
 if [ "$role" = slave ]; then
-    if [ "$(info_field master_link_status)" = up ]; then
-        mine=$(info_field slave_repl_offset)
-        host=$(info_field master_host)
-        port=$(info_field master_port)
-        theirs=$(info=$(redis-cli -h "$host" -p "$port" INFO replication) && info_field master_repl_offset) || theirs=
-        if [ -n "$theirs" ] && [ $((theirs - mine)) -le "$MAX_LAG_BYTES" ]; then
+    if [ "$syncing" = 1 ]; then
+        log "loading a full sync from its primary"
+        exit 1
+    fi
+    if [ "$link" = up ]; then
+        theirs=$(redis-cli -h "$mhost" -p "$mport" INFO replication 2>&1 \
+            | sed -n 's/^master_repl_offset:\([0-9]*\).*/\1/p')
+        case $theirs in
+        '' | *[!0-9]*)
+            log "primary $mhost:$mport does not answer its INFO"
+            exit 1
+            ;;
+        esac
+        lag=$((theirs - offset))
+        if [ "$lag" -le "$MAX_LAG_BYTES" ]; then
             mark_synced
             exit 0
         fi
-        log "catching up: offset $mine of ${theirs:-?}"
+        log "catching up: $lag bytes behind (eligible within $MAX_LAG_BYTES)"
         exit 1
     fi
-    # The primary is gone: this replica holds the data if it synced before.
     synced_before && exit 0
-    log "replica that never finished a sync"
+    log "replica that never caught up, and its primary is gone"
     exit 1
 fi
 
@@ -51,19 +63,13 @@ if [ "$BULLY_ROLE" = coordinator ]; then
     mark_synced
     exit 0
 fi
-synced_before && exit 0
 
-# An unsynced primary: fine only if no other Redis holds data (first start).
+# A primary that does not lead: eligible only with the newest data of all.
 for id in $(other_ids); do
-    peer=$(rcli "$id" INFO replication keyspace 2>/dev/null) || continue
-    case $peer in *role:*) ;; *) continue ;; esac
-    info=$peer
-    if [ "$(info_field role)" = slave ] || [ "$(info_field connected_slaves)" != 0 ] \
-        || printf '%s' "$peer" | grep -q '^db[0-9]*:keys='; then
-        log "empty or stale Redis while node $id's Redis holds data: not eligible until it has caught up"
+    probe "$id" || { log "cannot read node $id's Redis ($probe_error): not eligible"; exit 1; }
+    if is_fresher "$epoch $offset" "$mine"; then
+        log "node $id's Redis holds newer data (epoch, offset: $epoch $offset > $mine): not eligible; follow and catch up first"
         exit 1
     fi
 done
-# First start: no Redis holds data, so this one is as good as any.
-mark_synced
 exit 0

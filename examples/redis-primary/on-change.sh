@@ -1,17 +1,24 @@
 #!/bin/sh
-# on_change: the epoch this node follows or leads changed. Point this node's Redis at
-# the coordinator's Redis (or make it the primary when this node is the coordinator).
+# on_change: the epoch this node follows or leads changed. A follower points its Redis
+# at the coordinator's (pause writes, REPLICAOF, lift the pause: see repoint in
+# common.sh), but only once the coordinator's on_elected has promoted that Redis for
+# this epoch (bully:epoch >= $BULLY_EPOCH): before that, the coordinator's Redis may
+# still be catching up, and replicating from it could discard newer data this Redis
+# holds. If it is not promoted yet, this hook leaves the Redis alone, without waiting
+# (hooks run one at a time: a wait here would delay this node's next on_elected): the
+# coordinator's on_elected repoints every Redis once it has promoted its own.
 set -eu
 . "$(dirname -- "$0")/common.sh"
-rcli "$BULLY_NODE_ID" CLIENT UNPAUSE >/dev/null
-if [ "$BULLY_ROLE" = coordinator ]; then
-    reply=$(rcli "$BULLY_NODE_ID" REPLICAOF NO ONE)
-else
-    primary=$(redis_of "$BULLY_COORDINATOR")
-    # shellcheck disable=SC2086 # "host port" splits on purpose
-    reply=$(rcli "$BULLY_NODE_ID" REPLICAOF $primary)
+[ "$BULLY_ROLE" != coordinator ] || exit 0 # on-elected.sh made it the primary
+token=${BULLY_EPOCH:?}
+
+if ! probe "$BULLY_COORDINATOR"; then
+    log "node $BULLY_COORDINATOR's Redis does not answer ($probe_error); its on_elected will repoint this Redis"
+    exit 0
 fi
-case $reply in
-    OK*) log "following node ${BULLY_COORDINATOR} at epoch $BULLY_EPOCH ($reply)" ;;
-    *) log "REPLICAOF failed: $reply"; exit 1 ;;
-esac
+if [ "$role" != master ] || [ "$epoch" -lt "$token" ]; then
+    log "node $BULLY_COORDINATOR's Redis is not promoted for epoch $token yet; its on_elected will repoint this Redis"
+    exit 0
+fi
+repoint "$BULLY_NODE_ID" "$BULLY_COORDINATOR"
+log "replicating from node $BULLY_COORDINATOR's Redis at epoch $token"

@@ -1,12 +1,92 @@
 #!/bin/sh
-# on_elected: this node leads epoch $BULLY_EPOCH, so its Redis becomes the primary.
-# Runs again on every re-declaration (a new epoch), which is harmless: REPLICAOF NO ONE
-# on a primary is a no-op.
+# on_elected: this node leads epoch $BULLY_EPOCH; make its Redis the primary without
+# losing a write another Redis acknowledged, and without a second writable primary:
+#
+# 1. Refuse (exit 1: bully resigns, another node leads) if another Redis already holds
+#    data of a newer epoch: this hook is stale.
+# 2. Fence: every other Redis that is a primary stops taking writes (CLIENT PAUSE WRITE
+#    for $PAUSE_MS), so from here on nothing can be acknowledged elsewhere.
+# 3. Catch up: if another Redis holds newer data, this Redis must be replicating from it
+#    with its link up (the fenced old primary) and reach its offset within $CATCH_UP_MS;
+#    otherwise refuse: the node with the most up-to-date Redis must lead instead.
+# 4. Promote: REPLICAOF NO ONE, lift any pause on this Redis, store the epoch in
+#    bully:epoch (the fencing token, next to the data).
+# 5. Repoint every other Redis that does not follow this one yet (pause, REPLICAOF,
+#    unpause): the followers' on_change may have run before this promotion, and left
+#    their Redis for this hook to repoint.
+# Bully answers /coordinator 200 (coordinator_ready = "hook_ok") only after exit 0.
 set -eu
 . "$(dirname -- "$0")/common.sh"
-rcli "$BULLY_NODE_ID" CLIENT UNPAUSE >/dev/null
-reply=$(rcli "$BULLY_NODE_ID" REPLICAOF NO ONE)
-[ "$reply" = OK ] || { log "REPLICAOF NO ONE failed: $reply"; exit 1; }
-# Leave the fencing token where clients can read it next to the data.
-rcli "$BULLY_NODE_ID" SET bully:epoch "$BULLY_EPOCH" >/dev/null
-log "Redis is the primary at epoch $BULLY_EPOCH"
+token=${BULLY_EPOCH:?}
+
+probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
+check_version || exit 1
+
+masters="" seen=""
+for id in $(other_ids); do
+    probe "$id" || continue # gone (killed): it takes no writes from anyone
+    if [ "$epoch" -gt "$token" ]; then
+        log "node $id's Redis holds data of epoch $epoch > $token: not promoting"
+        exit 1
+    fi
+    [ "$role" != master ] || masters="$masters $id"
+    seen="$seen $id:$epoch:$offset"
+done
+fenced=""
+for id in $masters; do
+    reply=$(rcli "$id" CLIENT PAUSE "$PAUSE_MS" WRITE 2>&1)
+    [ "$reply" = OK ] || { log "cannot fence node $id's Redis: $reply"; exit 1; }
+    fenced="$fenced $id"
+done
+if [ -n "$fenced" ]; then
+    # Read the offsets again now that no Redis takes writes.
+    seen=""
+    for id in $(other_ids); do
+        probe "$id" && seen="$seen $id:$epoch:$offset"
+    done
+fi
+
+# The Redis with the newest data.
+best="" source=""
+for entry in $seen; do
+    id=${entry%%:*} rest=${entry#*:}
+    e=${rest%%:*} o=${rest#*:}
+    if [ -z "$best" ] || is_fresher "$e $o" "$best"; then
+        best="$e $o" source=$id
+    fi
+done
+probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
+if [ -n "$source" ] && is_fresher "$best" "$epoch $offset"; then
+    # shellcheck disable=SC2046 # "host port" splits on purpose
+    set -- $(redis_of "$source")
+    if [ "$mhost" != "$1" ] || [ "$mport" != "$2" ] || [ "$link" != up ]; then
+        log "node $source's Redis holds newer data ($best > $epoch $offset) and this Redis does not replicate from it: not promoting"
+        exit 1
+    fi
+    deadline=$(($(now_ms) + CATCH_UP_MS))
+    while is_fresher "$best" "$epoch $offset"; do
+        [ "$(now_ms)" -lt "$deadline" ] || {
+            log "did not catch up with node $source's Redis ($best) within $CATCH_UP_MS ms"
+            exit 1
+        }
+        sleep 0.01
+        probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
+    done
+fi
+
+# Promote, lift any pause (an earlier on_demoted, another node's fence) and store the
+# epoch; the epoch write must not wait for replicas (min-replicas-to-write): none
+# follow yet. One redis-cli for all of it.
+reply=$(printf '%s\n' "REPLICAOF NO ONE" "CLIENT UNPAUSE" "CONFIG GET min-replicas-to-write" \
+    "CONFIG SET min-replicas-to-write 0" "SET bully:epoch $token" | rcli "$BULLY_NODE_ID" 2>&1)
+min=$(printf '%s\n' "$reply" | sed -n 4p)
+stored=$(printf '%s\n' "$reply" | sed -n 6p)
+rcli "$BULLY_NODE_ID" CONFIG SET min-replicas-to-write "${min:-0}" >/dev/null
+[ "$stored" = OK ] || { log "promotion failed: $reply"; exit 1; }
+log "Redis is the primary at epoch $token${fenced:+ (fenced the Redis of node(s)$fenced)}"
+
+# The others follow this Redis now (a no-op for those already following it).
+for entry in $seen; do
+    id=${entry%%:*}
+    repoint "$id" "$BULLY_NODE_ID" || true
+done

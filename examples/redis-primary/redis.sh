@@ -1,9 +1,10 @@
 #!/bin/sh
-# For the walkthrough: ./redis.sh start ID | kill ID | status
-#   start ID  runs node ID's redis-server (from nodes.conf) in the background, empty and
-#             without persistence, files in redis/ID/
-#   kill ID   kill -9 of that redis-server, by the PID in its pidfile
-#   status    role, primary and key count of every Redis
+# For the walkthrough: ./redis.sh start ID [keep] | kill ID | status
+#   start ID       runs node ID's redis-server (from nodes.conf) in the background with
+#                  redis.conf, files in redis/ID/; empty unless "keep" (then it loads
+#                  its RDB file, redis/ID/dump.rdb)
+#   kill ID        kill -9 of that redis-server, by the PID in its pidfile
+#   status         role, primary and key count of every Redis
 set -eu
 cd -- "$(dirname -- "$0")"
 BULLY_NODE_ID=${2:-0}
@@ -11,12 +12,18 @@ BULLY_NODE_ID=${2:-0}
 
 case ${1:-} in
 start)
-    set -- $(redis_of "$BULLY_NODE_ID")
+    set -- $(redis_of "$BULLY_NODE_ID") "${3:-}"
     dir="redis/$BULLY_NODE_ID"
-    rm -rf "$dir" && mkdir -p "$dir"
-    redis-server --bind "$1" --port "$2" --dir "$dir" --daemonize yes \
-        --pidfile "$PWD/$dir/redis.pid" --logfile "$PWD/$dir/redis.log" \
-        --save "" --appendonly no --repl-diskless-sync-delay 0
+    [ "$3" = keep ] || rm -rf "$dir"
+    mkdir -p "$dir"
+    rm -f "$dir/redis.pid" # a killed Redis leaves its pidfile behind
+    {
+        if [ -n "${REDISCLI_AUTH:-}" ]; then
+            printf 'requirepass "%s"\nmasterauth "%s"\n' "$REDISCLI_AUTH" "$REDISCLI_AUTH"
+        fi
+        echo "include $PWD/redis.conf"
+    } | redis-server - --bind "$1" --port "$2" --dir "$dir" --daemonize yes \
+        --pidfile "$PWD/$dir/redis.pid" --logfile "$PWD/$dir/redis.log"
     echo "redis-server for node $BULLY_NODE_ID on $1:$2 (log: $dir/redis.log)"
     ;;
 kill)
@@ -25,18 +32,17 @@ kill)
     echo "killed redis-server of node $BULLY_NODE_ID (pid $pid)"
     ;;
 status)
-    for id in $(awk '$1 !~ /^#/ && NF >= 3 { print $1 }' "$nodes_file"); do
-        if info=$(rcli "$id" INFO replication 2>/dev/null); then
-            keys=$(rcli "$id" DBSIZE)
-            printf 'node %s: %s %s keys=%s\n' "$id" "$(info_field role)" \
-                "$(info_field master_port)$(info_field master_link_status | sed 's/^/ link=/')" "$keys"
+    for id in $all_ids; do
+        if probe "$id"; then
+            printf 'node %s: %s%s keys=%s epoch=%s offset=%s\n' "$id" "$role" \
+                "${link:+ of $mport link=$link}" "$keys" "$epoch" "$offset"
         else
-            echo "node $id: down"
+            echo "node $id: $probe_error"
         fi
     done
     ;;
 *)
-    echo "usage: $0 start ID | kill ID | status" >&2
+    echo "usage: $0 start ID [keep] | kill ID | status" >&2
     exit 2
     ;;
 esac

@@ -128,7 +128,8 @@ impl Harness {
         if spec.http {
             for &id in &ids {
                 let listen = crate::cluster::free_tcp_addr()?;
-                cluster.edit_config(id, |c| c.http = Some(crate::config::HttpConfig { listen }))?;
+                cluster
+                    .edit_config(id, |c| c.http = Some(crate::config::HttpConfig::on(listen)))?;
             }
         }
         let origin_ms = wall_ms();

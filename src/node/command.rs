@@ -3,7 +3,8 @@
 //! `redis-cli` in a pipeline, a `sleep`) cannot outlive its timeout.
 //!
 //! Cancellation-safe in the sense that matters here: dropping the future (the node
-//! shutting down) kills the shell through tokio's `kill_on_drop`.
+//! shutting down) kills the shell through tokio's `kill_on_drop`. A command can also be
+//! cancelled on purpose ([`run_until`]): its whole process group is killed at once.
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -18,6 +19,9 @@ pub enum Outcome {
     Failed(ExitStatus),
     /// Still running at the timeout; its process group was killed.
     TimedOut,
+    /// Cancelled by the caller (e.g. an `on_elected` whose epoch ended); its process
+    /// group was killed.
+    Cancelled,
     /// `sh` could not be started or waited for.
     Error(std::io::Error),
 }
@@ -35,6 +39,7 @@ impl std::fmt::Display for Outcome {
             Outcome::Success => f.write_str("succeeded"),
             Outcome::Failed(status) => write!(f, "failed ({status})"),
             Outcome::TimedOut => f.write_str("timed out and was killed"),
+            Outcome::Cancelled => f.write_str("was cancelled and killed"),
             Outcome::Error(e) => write!(f, "could not run: {e}"),
         }
     }
@@ -54,12 +59,21 @@ pub struct Shell<'a> {
 
 /// Runs the command to completion or timeout; returns how it ended and how long it took.
 pub async fn run(shell: &Shell<'_>) -> (Outcome, Duration) {
+    run_until(shell, std::future::pending()).await
+}
+
+/// Like [`run`], but kills the command's process group as soon as `cancel` completes
+/// (at once if it already has).
+pub async fn run_until(
+    shell: &Shell<'_>,
+    cancel: impl std::future::Future<Output = ()>,
+) -> (Outcome, Duration) {
     let started = Instant::now();
-    let outcome = run_inner(shell).await;
+    let outcome = run_inner(shell, cancel).await;
     (outcome, started.elapsed())
 }
 
-async fn run_inner(shell: &Shell<'_>) -> Outcome {
+async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = ()>) -> Outcome {
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -81,18 +95,22 @@ async fn run_inner(shell: &Shell<'_>) -> Outcome {
         Err(e) => return Outcome::Error(e),
     };
     let pid = child.id();
-    match tokio::time::timeout(shell.timeout, child.wait()).await {
-        Ok(Ok(status)) if status.success() => Outcome::Success,
-        Ok(Ok(status)) => Outcome::Failed(status),
-        Ok(Err(e)) => Outcome::Error(e),
-        Err(_) => {
-            if let Some(pid) = pid {
-                kill_group(pid);
-            }
-            let _ = child.kill().await;
-            Outcome::TimedOut
-        }
+    let ended = tokio::select! {
+        // Cancellation first: a cancel that is already due wins over a finished child.
+        biased;
+        _ = cancel => Outcome::Cancelled,
+        waited = tokio::time::timeout(shell.timeout, child.wait()) => match waited {
+            Ok(Ok(status)) if status.success() => return Outcome::Success,
+            Ok(Ok(status)) => return Outcome::Failed(status),
+            Ok(Err(e)) => return Outcome::Error(e),
+            Err(_) => Outcome::TimedOut,
+        },
+    };
+    if let Some(pid) = pid {
+        kill_group(pid);
     }
+    let _ = child.kill().await;
+    ended
 }
 
 /// SIGKILLs the process group led by `pid` (the shell we started with
@@ -137,6 +155,19 @@ mod tests {
             matches!(failed, Outcome::Failed(s) if s.code() == Some(3)),
             "{failed}"
         );
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("late");
+        let command = format!("(sleep 1; touch {}) & sleep 5", marker.display());
+        let cancel = tokio::time::sleep(Duration::from_millis(200));
+        let (outcome, took) = run_until(&shell(&command, &[], 10_000), cancel).await;
+        assert!(matches!(outcome, Outcome::Cancelled), "{outcome}");
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "a child of the cancelled hook lived on");
     }
 
     #[tokio::test]

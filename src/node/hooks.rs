@@ -8,6 +8,14 @@
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
 //!   the machine emits after the `Persist` that stores the epoch has been flushed (I3).
 //! - For one view change the order is `on_demoted`, `on_elected`, `on_change`.
+//! - Each finished `on_elected` is reported back ([`ElectedHookDone`]): the runtime
+//!   marks the epoch ready for `/coordinator` on success, or resigns on failure.
+//! - An `on_elected` is killed (with its process group) as soon as the node no longer
+//!   leads the epoch it runs for: a slow promotion must not go on acting after the node
+//!   was demoted, when another node may already run its own (in quorum mode the old
+//!   lease ends a heartbeat before anyone else can be elected, so the kill comes first).
+//! - `BULLY_DATA_DIR` is absolute: hooks run in the config file's directory, not the
+//!   caller's, so a relative data dir would point elsewhere.
 //!
 //! Environment (empty string for "none"):
 //! `BULLY_HOOK` (on_elected, on_demoted, on_change), `BULLY_NODE_ID`, `BULLY_ROLE`
@@ -24,10 +32,11 @@ use super::metrics::Metrics;
 use super::status::Status;
 use super::transitions::Transition;
 use crate::config::HooksConfig;
+use crate::protocol::Epoch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// What the hook task works through, in order.
@@ -44,6 +53,16 @@ struct Job {
     name: &'static str,
     command: String,
     env: Vec<(String, String)>,
+    /// The epoch the node followed or led when the hook was queued.
+    epoch: Option<Epoch>,
+}
+
+/// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
+/// ready for clients only once its database was promoted for that very epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectedHookDone {
+    pub epoch: Option<Epoch>,
+    pub succeeded: bool,
 }
 
 /// The runtime's side of the hook queue.
@@ -55,16 +74,21 @@ pub struct Hooks {
 
 impl Hooks {
     /// Starts the task that runs hooks in `workdir`; abort the handle to stop it (a
-    /// running hook is then killed).
+    /// running hook is then killed). Every finished `on_elected` is sent to `elected`;
+    /// `led` is the epoch the node leads right now (`None` when it does not lead): an
+    /// `on_elected` for another epoch is killed.
     pub fn start(
         config: HooksConfig,
         workdir: PathBuf,
         data_dir: PathBuf,
         metrics: Arc<Metrics>,
+        elected: mpsc::UnboundedSender<ElectedHookDone>,
+        led: watch::Receiver<Option<Epoch>>,
     ) -> (Hooks, JoinHandle<()>) {
         let (queue, jobs) = mpsc::unbounded_channel();
         let timeout = Duration::from_millis(config.timeout_ms);
-        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, metrics));
+        let reports = Reports { metrics, elected };
+        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, reports, led));
         (
             Hooks {
                 config,
@@ -94,6 +118,7 @@ impl Hooks {
                 name,
                 command: command.clone(),
                 env,
+                epoch: status.coordinator.and(status.epoch),
             };
             if self.queue.send(Queued::Run(job)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
@@ -138,7 +163,13 @@ pub fn environment(
             "BULLY_ELIGIBLE".to_string(),
             if status.eligible { "1" } else { "0" }.to_string(),
         ),
-        ("BULLY_DATA_DIR".to_string(), data_dir.display().to_string()),
+        (
+            "BULLY_DATA_DIR".to_string(),
+            std::path::absolute(data_dir)
+                .unwrap_or_else(|_| data_dir.to_path_buf())
+                .display()
+                .to_string(),
+        ),
     ];
     if let Some(t) = transition {
         let previous = t.previous_epoch;
@@ -154,11 +185,24 @@ pub fn environment(
     env
 }
 
+/// Where the hook task reports what it ran.
+struct Reports {
+    metrics: Arc<Metrics>,
+    elected: mpsc::UnboundedSender<ElectedHookDone>,
+}
+
+/// Completes once the node no longer leads `epoch` (at once if it does not now).
+async fn leadership_over(mut led: watch::Receiver<Option<Epoch>>, epoch: Option<Epoch>) {
+    // An error means the runtime is gone: the leadership is over too.
+    let _ = led.wait_for(|now| *now != epoch).await;
+}
+
 async fn run_jobs(
     mut jobs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
     timeout: Duration,
-    metrics: Arc<Metrics>,
+    reports: Reports,
+    led: watch::Receiver<Option<Epoch>>,
 ) {
     while let Some(queued) = jobs.recv().await {
         let job = match queued {
@@ -175,9 +219,20 @@ async fn run_jobs(
             timeout,
             quiet: false,
         };
-        let (outcome, took) = command::run(&shell).await;
+        let (outcome, took) = if job.name == "on_elected" {
+            command::run_until(&shell, leadership_over(led.clone(), job.epoch)).await
+        } else {
+            command::run(&shell).await
+        };
         let failed = !outcome.is_success();
-        metrics.hook_ran(failed);
+        reports.metrics.hook_ran(failed);
+        if job.name == "on_elected" {
+            // The runtime may be stopping (receiver gone): nothing left to report to.
+            let _ = reports.elected.send(ElectedHookDone {
+                epoch: job.epoch,
+                succeeded: !failed,
+            });
+        }
         let epoch = job
             .env
             .iter()
@@ -194,5 +249,64 @@ async fn run_jobs(
                 "hooks are falling behind the view changes"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Cells, Mode, Role, View};
+
+    #[test]
+    fn data_dir_is_absolute_for_hooks_running_elsewhere() {
+        let view = View {
+            id: 1,
+            role: Role::Follower,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[], 0);
+        let env = environment(&status, None, Path::new("data/node1"));
+        let dir = &env.iter().find(|(k, _)| k == "BULLY_DATA_DIR").unwrap().1;
+        let dir = Path::new(dir);
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert_eq!(dir, std::env::current_dir().unwrap().join("data/node1"));
+    }
+
+    #[tokio::test]
+    async fn on_elected_is_killed_when_its_epoch_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("promoted");
+        let epoch = Some(Epoch { term: 4, leader: 1 });
+        let (led_tx, led) = watch::channel(epoch);
+        let (elected, mut done) = mpsc::unbounded_channel();
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let reports = Reports {
+            metrics: Arc::new(Metrics::new(1)),
+            elected,
+        };
+        let timeout = Duration::from_secs(10);
+        let task = tokio::spawn(run_jobs(jobs, dir.path().into(), timeout, reports, led));
+        let job = Job {
+            name: "on_elected",
+            command: format!("sleep 1; touch {}", marker.display()),
+            env: Vec::new(),
+            epoch,
+        };
+        queue.send(Queued::Run(job)).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        led_tx.send_replace(None); // demoted while the hook runs
+        let report = tokio::time::timeout(Duration::from_secs(5), done.recv()).await;
+        assert_eq!(
+            report.unwrap(),
+            Some(ElectedHookDone {
+                epoch,
+                succeeded: false
+            })
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "the cancelled on_elected went on");
+        task.abort();
     }
 }

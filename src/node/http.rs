@@ -3,7 +3,7 @@
 //!
 //! | path           | answer                                                         |
 //! |----------------|----------------------------------------------------------------|
-//! | `/coordinator` | 200 on the coordinator, 503 elsewhere; text body with epoch    |
+//! | `/coordinator` | 200 on a ready coordinator ([`Status::ready`]), else 503; epoch |
 //! | `/health`      | 200 while the node runs; JSON with role and eligibility        |
 //! | `/status`      | 200, the node's [`Status`] as JSON                             |
 //! | `/metrics`     | 200, Prometheus text format ([`render_prometheus`])            |
@@ -234,9 +234,16 @@ fn coordinator(status: &Status) -> Reply {
         .map(|e| e.to_string())
         .unwrap_or_else(|| "-".into());
     match (status.role, status.coordinator) {
-        (Role::Coordinator, _) => Reply::text(
+        (Role::Coordinator, _) if status.ready() => Reply::text(
             200,
             format!("node {} is the coordinator (epoch {epoch})\n", status.id),
+        ),
+        (Role::Coordinator, _) => Reply::text(
+            503,
+            format!(
+                "node {} leads epoch {epoch} but is not ready: on_elected has not succeeded\n",
+                status.id
+            ),
         ),
         (_, Some(c)) => Reply::text(
             503,
@@ -307,6 +314,28 @@ async fn write_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Cells, Epoch, Mode, View};
+
+    #[test]
+    fn coordinator_answers_200_only_when_ready_for_its_epoch() {
+        let epoch = |term| Some(Epoch { term, leader: 3 });
+        let view = View {
+            id: 3,
+            role: Role::Coordinator,
+            epoch: epoch(4),
+            eligible: true,
+            incarnation: 1,
+        };
+        let mut status = Status::initial(view, Mode::Classic, Cells::default(), &[1, 2], 0);
+        let code = |s: &Status| coordinator(s).code;
+        assert_eq!(code(&status), 503, "on_elected has not succeeded yet");
+        status.ready_epoch = epoch(3);
+        assert_eq!(code(&status), 503, "ready for an older epoch only");
+        status.ready_epoch = epoch(4);
+        assert_eq!(code(&status), 200);
+        status.role = Role::Follower;
+        assert_eq!(code(&status), 503, "a follower is never ready");
+    }
 
     #[test]
     fn request_lines() {

@@ -5,16 +5,17 @@
 use super::api::{self, Command};
 use super::error::NodeError;
 use super::event_log::EventLog;
-use super::hooks::Hooks;
+use super::hooks::{ElectedHookDone, Hooks};
 use super::http::HttpState;
 use super::metrics::{HealthState, Metrics};
 use super::status::{wall_ms, Status};
 use super::step_down::{self, Handover};
 use super::transitions::Tracker;
-use crate::config::NodeConfig;
+use crate::config::{CoordinatorReady, ElectedHookFailure, NodeConfig};
 use crate::history::Record;
 use crate::protocol::{
-    Action, Body, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
+    Action, Body, Cells, Epoch, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing,
+    View,
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportConfig, TransportEvent};
@@ -171,11 +172,15 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     metrics.set_health(health_state);
     metrics.set_eligible(machine.view().eligible);
     let mut helpers = Vec::new();
+    let (elected_tx, elected_hooks) = mpsc::unbounded_channel();
+    let (led, led_rx) = watch::channel(None);
     let (hooks, hook_task) = Hooks::start(
         config.hooks.clone(),
         workdir.clone(),
         config.data_dir.clone(),
         Arc::clone(&metrics),
+        elected_tx,
+        led_rx,
     );
     helpers.push(hook_task);
     let (verdicts_tx, verdicts) = mpsc::channel(4);
@@ -196,8 +201,17 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         };
         helpers.push(tokio::spawn(super::http::serve(listener, state)));
     }
+    let readiness = Readiness {
+        at_once: config.hooks.on_elected.is_none()
+            || config.http.map(|h| h.coordinator_ready) == Some(CoordinatorReady::Elected),
+        on_failure: config.hooks.on_elected_failure,
+        resign_for_ms: config.hooks.resign_for_ms,
+    };
     let runtime = Runtime {
         timing: config.timing,
+        readiness,
+        elected_hooks,
+        led,
         metrics: Arc::clone(&metrics),
         tracker: Tracker::default(),
         hooks,
@@ -256,8 +270,23 @@ impl Clock {
     }
 }
 
+/// When a new coordinator counts as ready for clients, and what a failed
+/// `on_elected` does (`[http] coordinator_ready`, `[hooks] on_elected_failure`).
+struct Readiness {
+    /// Ready as soon as it leads: no `on_elected`, or `coordinator_ready = "elected"`.
+    at_once: bool,
+    on_failure: ElectedHookFailure,
+    resign_for_ms: u64,
+}
+
 struct Runtime {
     machine: Machine,
+    readiness: Readiness,
+    /// Finished `on_elected` runs, to mark an epoch ready or resign.
+    elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+    /// The epoch the node leads (`None` when it does not): the hook task kills an
+    /// `on_elected` whose epoch is over.
+    led: watch::Sender<Option<Epoch>>,
     storage: Arc<Storage>,
     event_log: EventLog,
     transport: Transport,
@@ -330,6 +359,7 @@ impl Runtime {
                 },
                 Some(command) = self.commands.recv() => self.on_command(command),
                 Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
+                Some(done) = self.elected_hooks.recv() => self.on_elected_hook(done),
                 _ = sleep_until_some(eligible_at) => {
                     self.eligible_again_at = None;
                     tracing::info!("step-down period over");
@@ -389,17 +419,54 @@ impl Runtime {
     fn on_command(&mut self, command: Command) {
         match command {
             Command::StepDown { for_ms, reply } => {
-                let refused =
-                    step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
-                if let Some(reason) = refused {
-                    let _ = reply.send(Err(reason));
-                    return;
-                }
-                let now = self.clock.now();
                 tracing::info!(for_ms, "stepping down on request");
-                self.eligible_again_at = Some(now.saturating_add(for_ms));
-                self.handover = Some(Handover::new(reply, now, for_ms, &self.timing));
-                self.refresh_eligibility();
+                self.step_down(for_ms, reply);
+            }
+        }
+    }
+
+    /// Becomes ineligible for `for_ms` and waits for another node to take over (see
+    /// [`step_down`]); `reply` gets the outcome.
+    fn step_down(
+        &mut self,
+        for_ms: u64,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    ) {
+        let refused = step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
+        if let Some(reason) = refused {
+            let _ = reply.send(Err(reason));
+            return;
+        }
+        let now = self.clock.now();
+        self.eligible_again_at = Some(now.saturating_add(for_ms));
+        self.handover = Some(Handover::new(reply, now, for_ms, &self.timing));
+        self.refresh_eligibility();
+    }
+
+    /// An `on_elected` finished. If the node still leads that epoch: success makes it
+    /// ready for clients; failure resigns (unless configured to stay), so a database
+    /// that could not be promoted never sits behind a coordinator.
+    fn on_elected_hook(&mut self, done: ElectedHookDone) {
+        let status = self.status.borrow().as_of_now();
+        if status.role != Role::Coordinator || status.epoch != done.epoch {
+            return;
+        }
+        if done.succeeded {
+            self.status.send_modify(|s| s.ready_epoch = done.epoch);
+            return;
+        }
+        match self.readiness.on_failure {
+            ElectedHookFailure::Stay => {
+                tracing::warn!("on_elected failed; staying coordinator, not ready for clients");
+            }
+            ElectedHookFailure::Resign => {
+                let for_ms = self.readiness.resign_for_ms;
+                tracing::warn!(for_ms, "on_elected failed; resigning");
+                let (reply, mut outcome) = tokio::sync::oneshot::channel();
+                self.step_down(for_ms, reply);
+                if let Ok(Err(reason)) = outcome.try_recv() {
+                    tracing::warn!("cannot resign: {reason}; staying coordinator, not ready");
+                }
             }
         }
     }
@@ -534,8 +601,12 @@ impl Runtime {
         self.event_log.append(Record::View(view));
         let now = wall_ms();
         let lease = self.lease_instant();
+        let ready_at_once = self.readiness.at_once;
         self.status.send_modify(|s| {
             s.lease_until = lease;
+            if ready_at_once && view.role == Role::Coordinator {
+                s.ready_epoch = view.epoch;
+            }
             if s.apply_view(view, now) {
                 tracing::info!(
                     role = %view.role,
@@ -558,6 +629,13 @@ impl Runtime {
         if let Some(took) = transition.failover {
             m.observe_failover(took.as_millis() as u64);
         }
+        // Before the hooks, and before any later action (a Resign) goes out: a running
+        // on_elected for an epoch now over is killed first.
+        let led = (view.role == Role::Coordinator)
+            .then_some(view.epoch)
+            .flatten();
+        self.led
+            .send_if_modified(|l| std::mem::replace(l, led) != led);
         self.hooks.fire(&transition, &self.status.borrow());
         self.handover = self
             .handover

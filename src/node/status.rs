@@ -23,6 +23,10 @@ pub struct Status {
     /// The epoch this node follows or leads; none while electing.
     pub epoch: Option<Epoch>,
     pub coordinator: Option<NodeId>,
+    /// The epoch this node's database was made ready for as coordinator (its
+    /// `on_elected` succeeded, or `[http] coordinator_ready = "elected"`): a load
+    /// balancer's 200 waits for it, see [`Status::ready`].
+    pub ready_epoch: Option<Epoch>,
     /// Whether the node may lead: its health check passes and it is not stepped down.
     pub eligible: bool,
     /// The health check's verdict (after rise/fall).
@@ -59,6 +63,7 @@ impl Status {
             role: view.role,
             epoch: None,
             coordinator: None,
+            ready_epoch: None,
             eligible: view.eligible,
             health: HealthState::Unchecked,
             stepped_down_until_ms: None,
@@ -110,6 +115,14 @@ impl Status {
             _ => None,
         };
         status
+    }
+
+    /// Whether clients should be sent here as to the coordinator (`/coordinator` 200):
+    /// the node leads, under its lease (read through [`Status::as_of_now`]), and its
+    /// database was made ready for the very epoch it leads, so a load balancer never
+    /// routes writes to a database `on_elected` has not promoted (yet, or at all).
+    pub fn ready(&self) -> bool {
+        self.role == Role::Coordinator && self.epoch.is_some() && self.ready_epoch == self.epoch
     }
 
     /// Folds a new view in; returns whether the coordinator or epoch changed.

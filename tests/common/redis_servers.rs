@@ -1,0 +1,197 @@
+//! The real servers of the Redis tests, run the way `examples/redis-primary` runs
+//! them: `redis-server` with the example's `redis.conf` (password on stdin, as
+//! `redis.sh` does) and HAProxy with the example's `haproxy.cfg` (ports swapped for
+//! free ones). Every process is killed by its PID on drop, also when a test panics.
+//! Included with `#[path = "common/redis_servers.rs"]` next to `resp.rs`.
+#![allow(dead_code)]
+
+use super::resp::{redis, Reply};
+use bully::protocol::NodeId;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to start on a busy machine.
+const START: Duration = Duration::from_secs(20);
+
+/// The example's directory.
+pub fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/redis-primary")
+}
+
+/// Whether `program --version` runs (the tests skip, saying so, when it does not).
+pub fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg(if program == "haproxy" {
+            "-v"
+        } else {
+            "--version"
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The redis-server processes, one per bully node.
+pub struct Redises {
+    pub dir: PathBuf,
+    pub addrs: BTreeMap<NodeId, SocketAddr>,
+    pub password: String,
+    children: BTreeMap<NodeId, Child>,
+}
+
+impl Redises {
+    /// Servers (not started yet) on the given addresses, files under `dir`.
+    pub fn new(dir: &Path, addrs: BTreeMap<NodeId, SocketAddr>, password: &str) -> Redises {
+        Redises {
+            dir: dir.to_path_buf(),
+            addrs,
+            password: password.to_string(),
+            children: BTreeMap::new(),
+        }
+    }
+
+    /// The password, as the clients pass it.
+    pub fn auth(&self) -> Option<&str> {
+        Some(&self.password)
+    }
+
+    /// Starts node `id`'s Redis: empty, or from its RDB file when `keep`. Waits until it
+    /// answers PING (a large RDB file takes a moment to load).
+    pub fn start(&mut self, id: NodeId, keep: bool) {
+        let addr = self.addrs[&id];
+        let dir = self.dir.join(format!("redis{id}"));
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("redis.log"))
+            .unwrap();
+        let mut child = Command::new("redis-server")
+            .arg("-")
+            .args(["--port", &addr.port().to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start redis-server");
+        let config = format!(
+            "requirepass \"{p}\"\nmasterauth \"{p}\"\ninclude {}\n",
+            example_dir().join("redis.conf").display(),
+            p = self.password
+        );
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(config.as_bytes()).unwrap();
+        drop(stdin);
+        self.children.insert(id, child);
+        let started = Instant::now();
+        loop {
+            let reply = redis(addr, self.auth(), &["PING"]).ok();
+            if reply == Some(Reply::Simple("PONG".into())) {
+                break;
+            }
+            assert!(
+                started.elapsed() < START,
+                "redis-server {id} on {addr} did not start: {reply:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// kill -9 of node `id`'s Redis.
+    pub fn kill(&mut self, id: NodeId) {
+        if let Some(mut child) = self.children.remove(&id) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The node whose Redis listens on `port`.
+    pub fn node_on_port(&self, port: u16) -> Option<NodeId> {
+        self.addrs
+            .iter()
+            .find(|(_, a)| a.port() == port)
+            .map(|(&id, _)| id)
+    }
+}
+
+impl Drop for Redises {
+    fn drop(&mut self) {
+        let ids: Vec<NodeId> = self.children.keys().copied().collect();
+        for id in ids {
+            self.kill(id);
+        }
+    }
+}
+
+/// HAProxy with the example's config; killed on drop.
+pub struct Haproxy {
+    pub front: SocketAddr,
+    child: Child,
+}
+
+impl Haproxy {
+    /// Renders `haproxy.cfg` with `front` and each node's Redis and HTTP address in
+    /// place of the example's, starts it in the foreground and waits until it accepts.
+    pub fn start(
+        dir: &Path,
+        front: SocketAddr,
+        redis: &BTreeMap<NodeId, SocketAddr>,
+        http: &BTreeMap<NodeId, SocketAddr>,
+    ) -> Haproxy {
+        let mut config = std::fs::read_to_string(example_dir().join("haproxy.cfg")).unwrap();
+        let mut swap = |from: String, to: String| {
+            assert!(config.contains(&from), "haproxy.cfg has no `{from}`");
+            config = config.replace(&from, &to);
+        };
+        swap("bind 127.0.0.1:6380".into(), format!("bind {front}"));
+        for (id, addr) in redis {
+            swap(
+                format!("server node{id} 127.0.0.1:638{id} check port 830{id}"),
+                format!(
+                    "server node{id} {addr} check addr {} port {}",
+                    http[id].ip(),
+                    http[id].port()
+                ),
+            );
+        }
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let log = std::fs::File::create(dir.join("haproxy.log")).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start haproxy");
+        let haproxy = Haproxy { front, child };
+        let started = Instant::now();
+        while std::net::TcpStream::connect_timeout(&front, Duration::from_millis(200)).is_err() {
+            assert!(
+                started.elapsed() < START,
+                "haproxy did not listen on {front}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        haproxy
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
