@@ -340,7 +340,7 @@ impl Sim {
         self.record(id, Record::Started { incarnation });
         self.drain(id);
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
-        // that reaches nobody fails after the handshake's idle timeout (10 D), unless the
+        // that reaches nobody fails after the handshake's idle timeout (20 D), unless the
         // peer came up meanwhile (then its own start reports the link up).
         for peer in self.config.ids.clone() {
             if peer != id && self.is_up(peer) {
@@ -353,7 +353,7 @@ impl Sim {
     }
 
     /// The transport's connection notices, as the runtime gets them: a connection that
-    /// stops carrying packets is reported down after the idle timeout (10 D); one that
+    /// stops carrying packets is reported down after the idle timeout (20 D); one that
     /// (re)connects is reported up after a handshake (one delay). Each notice is checked
     /// again when it falls due, so a link that recovered in the meantime is not reported.
     fn notice_at(&mut self, at: Millis, node: NodeId, peer: NodeId, up: bool) {

@@ -60,9 +60,12 @@ impl Storage {
     /// process or handle holds it, `Corrupt` if sled cannot recover it, `Io` otherwise.
     pub fn open(dir: &Path) -> Result<Storage, StorageError> {
         durable::create_dir_durably(dir).map_err(|e| StorageError::io(dir, e))?;
-        let config = sled::Config::new().path(dir).cache_capacity(CACHE_BYTES);
-        #[cfg(debug_assertions)]
-        let config = config.flush_every_ms((!crate::sabotage::skip_flush()).then_some(500));
+        // No background flusher: every save flushes and fsyncs itself before it returns,
+        // and the flusher would only wake an idle node (and fsync) twice a second.
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_BYTES)
+            .flush_every_ms(None);
         // sled 0.34 may panic instead of erroring on some damaged files; a node must
         // report that as corruption, not crash with a backtrace.
         let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {

@@ -82,7 +82,10 @@ pub(super) fn server_config(
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = timed_transport(timing)?;
     // A peer sends on exactly one unidirectional stream; clients use bidirectional ones.
+    // The dialer keeps a quiet link alive (its pings reset our idle timer too); a ping
+    // from each side would double the cost of every quiet link.
     transport
+        .keep_alive_interval(None)
         .max_concurrent_uni_streams(VarInt::from_u32(1))
         .max_concurrent_bidi_streams(VarInt::from_u32(MAX_CLIENT_STREAMS));
     config.transport_config(Arc::new(transport));
@@ -163,7 +166,8 @@ fn webpki_server_verifier(
 
 /// [`Timing::peer_idle_timeout_ms`], and a keep-alive after half of it without receiving
 /// anything: quinn restarts that timer on every packet received, so a link that carries
-/// heartbeats never sends one; only links with no traffic do, twice per idle timeout.
+/// heartbeats never sends one; only links with no traffic do, twice per idle timeout,
+/// and only from the dialing side (the accepting side turns it off).
 /// Quinn's defaults: no keep-alive, 30 s.
 fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportError> {
     let idle = Duration::from_millis(timing.peer_idle_timeout_ms());
