@@ -38,6 +38,11 @@ pub enum Response {
 /// Commands the API hands to the node's runtime (the only writer of the machine).
 #[derive(Debug)]
 pub enum Command {
+    /// Apply a re-read config (SIGHUP); never sent by a network client.
+    Reload {
+        config: Box<crate::config::NodeConfig>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
     StepDown {
         for_ms: u64,
         reply: oneshot::Sender<Result<String, String>>,

@@ -44,6 +44,8 @@ struct Job {
     name: &'static str,
     command: String,
     env: Vec<(String, String)>,
+    /// Per job, so a reload's new `timeout_ms` applies from the next hook on.
+    timeout: Duration,
 }
 
 /// The runtime's side of the hook queue.
@@ -63,8 +65,7 @@ impl Hooks {
         metrics: Arc<Metrics>,
     ) -> (Hooks, JoinHandle<()>) {
         let (queue, jobs) = mpsc::unbounded_channel();
-        let timeout = Duration::from_millis(config.timeout_ms);
-        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, metrics));
+        let task = tokio::spawn(run_jobs(jobs, workdir, metrics));
         (
             Hooks {
                 config,
@@ -73,6 +74,12 @@ impl Hooks {
             },
             task,
         )
+    }
+
+    /// Replaces the commands and timeout (a reload): hooks already queued run as they
+    /// were queued, later changes run the new commands.
+    pub fn reconfigure(&mut self, config: HooksConfig) {
+        self.config = config;
     }
 
     /// Queues the hooks `transition` calls for, with the environment of `status` (the
@@ -94,6 +101,7 @@ impl Hooks {
                 name,
                 command: command.clone(),
                 env,
+                timeout: Duration::from_millis(c.timeout_ms),
             };
             if self.queue.send(Queued::Run(job)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
@@ -157,7 +165,6 @@ pub fn environment(
 async fn run_jobs(
     mut jobs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
-    timeout: Duration,
     metrics: Arc<Metrics>,
 ) {
     while let Some(queued) = jobs.recv().await {
@@ -172,7 +179,7 @@ async fn run_jobs(
             command: &job.command,
             dir: &workdir,
             env: &job.env,
-            timeout,
+            timeout: job.timeout,
             quiet: false,
         };
         let (outcome, took) = command::run(&shell).await;

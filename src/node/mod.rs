@@ -7,6 +7,7 @@
 //! - `error`: why a node could not start, and the config field to blame.
 //! - [`health`]: the check that gates eligibility (rise/fall).
 //! - [`hooks`]: commands run on role changes, one at a time, never blocking.
+//! - [`reload`]: SIGHUP re-reads hooks, health, HTTP and certificates in place.
 //! - `step_down`: switchover that answers once another node leads, or is undone.
 //! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
 //! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
@@ -20,6 +21,7 @@ pub mod health;
 pub mod hooks;
 pub mod http;
 pub mod metrics;
+pub mod reload;
 mod runtime;
 pub mod status;
 mod step_down;

@@ -6,8 +6,8 @@ use super::api::{self, Command};
 use super::error::NodeError;
 use super::event_log::EventLog;
 use super::hooks::Hooks;
-use super::http::HttpState;
 use super::metrics::{HealthState, Metrics};
+use super::reload::{self, Services};
 use super::status::{wall_ms, Status};
 use super::step_down::{self, Handover};
 use super::transitions::Tracker;
@@ -17,7 +17,7 @@ use crate::protocol::{
     Action, Body, Cells, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing, View,
 };
 use crate::storage::Storage;
-use crate::transport::{Transport, TransportConfig, TransportEvent};
+use crate::transport::{Transport, TransportEvent};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 /// A running node. Dropping it does not stop the node; call [`NodeHandle::shutdown`].
 pub struct NodeHandle {
+    commands: mpsc::Sender<Command>,
     status: watch::Receiver<Status>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), NodeError>>,
@@ -59,6 +60,22 @@ impl NodeHandle {
     /// The UDP address the node's QUIC endpoint is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Applies a re-read config without leaving the cluster (see [`super::reload`]):
+    /// `Ok` says what changed, `Err` why nothing did.
+    pub async fn reload(&self, config: NodeConfig) -> Result<String, String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let command = Command::Reload {
+            config: Box::new(config),
+            reply,
+        };
+        if self.commands.send(command).await.is_err() {
+            return Err("the node is stopping".into());
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the node is stopping".into()))
     }
 
     /// Stops the node: closes connections (peers see it go at once rather than after
@@ -110,22 +127,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     };
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
-    let (transport, events) = Transport::start(TransportConfig {
-        id: config.id,
-        listen: config.listen,
-        tls: crate::certs::TlsFiles {
-            ca: config.tls.ca.clone(),
-            cert: config.tls.cert.clone(),
-            key: config.tls.key.clone(),
-        },
-        peers: config
-            .peers
-            .iter()
-            .map(|p| (p.id, p.addr.clone()))
-            .collect(),
-        timing: config.timing,
-    })
-    .await?;
+    let (transport, events) = Transport::start(reload::transport_config(&config)).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
@@ -170,38 +172,28 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let metrics = Arc::new(Metrics::new(config.id));
     metrics.set_health(health_state);
     metrics.set_eligible(machine.view().eligible);
-    let mut helpers = Vec::new();
     let (hooks, hook_task) = Hooks::start(
         config.hooks.clone(),
         workdir.clone(),
         config.data_dir.clone(),
         Arc::clone(&metrics),
     );
-    helpers.push(hook_task);
     let (verdicts_tx, verdicts) = mpsc::channel(4);
-    if let Some(health) = config.health.clone() {
-        helpers.push(tokio::spawn(super::health::run(
-            health,
-            workdir,
-            config.data_dir.clone(),
-            status_rx.clone(),
-            Arc::clone(&metrics),
-            verdicts_tx,
-        )));
-    }
-    if let Some(listener) = http {
-        let state = HttpState {
-            status: status_rx.clone(),
-            metrics: Arc::clone(&metrics),
-        };
-        helpers.push(tokio::spawn(super::http::serve(listener, state)));
-    }
+    let services = Services::start(
+        &config,
+        workdir,
+        status_rx.clone(),
+        Arc::clone(&metrics),
+        verdicts_tx,
+        http,
+    );
     let runtime = Runtime {
         timing: config.timing,
         metrics: Arc::clone(&metrics),
         tracker: Tracker::default(),
         hooks,
-        helpers,
+        hook_task,
+        services,
         verdicts,
         health: health_state,
         machine,
@@ -211,13 +203,14 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         events,
         status: status_tx,
         commands: commands_rx,
-        commands_tx,
+        commands_tx: commands_tx.clone(),
         clock,
         eligible_again_at: None,
         handover: None,
     };
     let task = tokio::spawn(runtime.run(stop_rx));
     Ok(NodeHandle {
+        commands: commands_tx,
         status: status_rx,
         stop: stop_tx,
         task,
@@ -275,8 +268,10 @@ struct Runtime {
     verdicts: mpsc::Receiver<bool>,
     health: HealthState,
     hooks: Hooks,
-    /// Hook runner, health check and HTTP tasks; aborted when the node stops.
-    helpers: Vec<JoinHandle<()>>,
+    /// The hook runner; aborted when the node stops.
+    hook_task: JoinHandle<()>,
+    /// Health check and HTTP endpoint, replaced by a reload.
+    services: Services,
     metrics: Arc<Metrics>,
     tracker: Tracker,
 }
@@ -302,9 +297,8 @@ impl Runtime {
             tracing::warn!("while stopping: {e}");
         }
         self.hooks.drain().await;
-        for helper in &self.helpers {
-            helper.abort();
-        }
+        self.hook_task.abort();
+        self.services.stop();
         self.transport.shutdown().await;
         tracing::info!(id = self.machine.id(), "node stopped");
         result
@@ -328,7 +322,7 @@ impl Runtime {
                     Some(event) => self.on_transport(event),
                     None => return Ok(()),
                 },
-                Some(command) = self.commands.recv() => self.on_command(command),
+                Some(command) = self.commands.recv() => self.on_command(command).await,
                 Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
                 _ = sleep_until_some(eligible_at) => {
                     self.eligible_again_at = None;
@@ -386,8 +380,30 @@ impl Runtime {
         }
     }
 
-    fn on_command(&mut self, command: Command) {
+    async fn on_command(&mut self, command: Command) {
         match command {
+            Command::Reload { config, reply } => {
+                let result = self
+                    .services
+                    .reload(*config, &mut self.hooks, &self.transport)
+                    .await;
+                let answer = match result {
+                    Ok(reloaded) => {
+                        tracing::info!("{}", reloaded.summary);
+                        if reloaded.health_removed {
+                            self.health = HealthState::Unchecked;
+                            self.metrics.set_health(HealthState::Unchecked);
+                            self.refresh_eligibility();
+                        }
+                        Ok(reloaded.summary)
+                    }
+                    Err(e) => {
+                        tracing::error!("reload refused, nothing changed: {e}");
+                        Err(e)
+                    }
+                };
+                let _ = reply.send(answer);
+            }
             Command::StepDown { for_ms, reply } => {
                 let refused =
                     step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());

@@ -103,6 +103,8 @@ pub(super) struct Shared {
     pub stats: Counters,
     /// Sent in every hello; new per process (see `inbound`).
     pub nonce: u64,
+    /// The TLS config each dial uses; replaced by [`Transport::reload_tls`].
+    dial: Mutex<quinn::ClientConfig>,
     events: mpsc::Sender<TransportEvent>,
     shutdown: watch::Sender<bool>,
     tasks: Mutex<JoinSet<()>>,
@@ -136,6 +138,11 @@ impl Shared {
     /// For informational events: never waits, drops the event if the queue is full.
     pub fn emit_nowait(&self, event: TransportEvent) {
         let _ = self.events.try_send(event);
+    }
+
+    /// The dial config as of now (certificates may have been reloaded).
+    pub fn dial_config(&self) -> quinn::ClientConfig {
+        self.dial.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn tasks(&self) -> MutexGuard<'_, JoinSet<()>> {
@@ -187,6 +194,24 @@ impl Transport {
             self.shared.stats.add_dropped(1);
             debug!(peer = to, kind = msg.body.kind().name(), "message dropped");
         }
+    }
+
+    /// Re-reads the certificate, key and CA named in `cfg.tls` (the rest of `cfg` is
+    /// only checked): new handshakes and dials use them, connections already up stay
+    /// up, so a node rotates its certificate without leaving the cluster. On an error
+    /// nothing changes.
+    pub fn reload_tls(&self, cfg: &TransportConfig) -> Result<(), TransportError> {
+        if cfg.id != self.shared.id {
+            return Err(TransportError::Config(format!(
+                "id changed from {} to {}",
+                self.shared.id, cfg.id
+            )));
+        }
+        let configs = prepare(cfg)?;
+        self.shared.endpoint.set_server_config(Some(configs.server));
+        *self.shared.dial.lock().unwrap_or_else(|e| e.into_inner()) = configs.dial;
+        info!(id = cfg.id, cert = %cfg.tls.cert.display(), "certificates reloaded");
+        Ok(())
     }
 
     /// Closes every inbound connection from `peer` (e.g. it broke a protocol rule).
@@ -309,12 +334,13 @@ fn launch(
         inbound: InboundTable::default(),
         stats: Counters::default(),
         nonce: rand::random(),
+        dial: Mutex::new(configs.dial),
         events,
         shutdown: watch::channel(false).0,
         tasks: Mutex::new(JoinSet::new()),
     });
     for (link, queue) in queues {
-        shared.spawn(peer::run(shared.clone(), link, queue, configs.dial.clone()));
+        shared.spawn(peer::run(shared.clone(), link, queue));
     }
     shared.spawn(accept_loop(shared.clone()));
     info!(id = cfg.id, addr = %local_addr, peers = cfg.peers.len(), "transport listening");

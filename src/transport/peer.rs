@@ -123,12 +123,7 @@ enum Served {
 }
 
 /// The dialer task for one peer. Runs until shutdown.
-pub(super) async fn run(
-    shared: Arc<Shared>,
-    link: Arc<Link>,
-    mut queue: mpsc::Receiver<Message>,
-    config: quinn::ClientConfig,
-) {
+pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::Receiver<Message>) {
     let mut shutdown = shared.shutdown_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
@@ -143,6 +138,8 @@ pub(super) async fn run(
                 _ = shutdown.wait() => return,
             }
         }
+        // Fetched per dial: a reload may have replaced the certificates.
+        let config = shared.dial_config();
         match dial(&shared, &link, &config, &mut shutdown).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
