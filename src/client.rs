@@ -93,6 +93,30 @@ impl Client {
         }
     }
 
+    /// Asks the coordinator to hand over to node `to` (switchover): members above `to`
+    /// stand aside and the coordinator steps down, each for `for_ms`. Refused, with the
+    /// reason, if `to` cannot take over. Waits like [`Client::step_down`].
+    pub async fn switch_over(&self, to: NodeId, for_ms: u64) -> Result<String, ClientError> {
+        let timeout = self.timeout.max(STEP_DOWN_TIMEOUT);
+        match self
+            .call_within(Request::SwitchOver { to, for_ms }, timeout)
+            .await?
+        {
+            Response::Done(text) => Ok(text),
+            Response::Refused(reason) => Err(ClientError::Refused {
+                addr: self.addr,
+                reason,
+            }),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Sends any request and returns the answer as it came (nodes use it to talk to
+    /// their peers' APIs during a switchover).
+    pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
+        self.call(request).await
+    }
+
     /// Opens a watch: the returned stream yields the status now and after each change.
     pub async fn watch(&self) -> Result<Watch, ClientError> {
         let (mut send, recv) = self.open().await?;

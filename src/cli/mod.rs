@@ -15,7 +15,7 @@ mod table;
 
 pub use certs::CertsCommand;
 
-use crate::protocol::Timing;
+use crate::protocol::{NodeId, Timing};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,13 +68,19 @@ pub enum Commands {
     },
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
-    /// Ask the coordinator to stop leading for a while so the next highest takes over.
+    /// Ask the coordinator to stop leading for a while so the next highest takes over,
+    /// or with --to N hand over to node N (switchover).
     StepDown {
         #[command(flatten)]
         query: QueryArgs,
         /// How long the node stays ineligible, e.g. 60s or 500ms.
         #[arg(long = "for", value_parser = parse_duration, default_value = "60s")]
         for_: Duration,
+        /// Hand over to this node: members above it stand aside for the same period (or
+        /// until it stops leading). Refused, with the reason, if it cannot take over
+        /// (unknown, witness, unreachable, ineligible).
+        #[arg(long, value_name = "N")]
+        to: Option<NodeId>,
     },
     /// Run a whole cluster of real node processes on loopback with a live view.
     /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
@@ -253,7 +259,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 false => query::status(&query).await,
             },
             Commands::Watch(args) => query::watch(&args).await,
-            Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
+            Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
             Commands::Completions { shell } => docs::completions(shell),

@@ -9,6 +9,7 @@
 //! - [`hooks`]: commands run on role changes, one at a time, never blocking.
 //! - [`reload`]: SIGHUP re-reads hooks, health, HTTP and certificates in place.
 //! - `step_down`: switchover that answers once another node leads, or is undone.
+//! - `switchover`: `step-down --to N`: members above N stand aside, then step-down.
 //! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
 //! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
 //! - [`metrics`]: shared counters and their Prometheus rendering.
@@ -25,6 +26,7 @@ pub mod reload;
 mod runtime;
 pub mod status;
 mod step_down;
+mod switchover;
 pub mod transitions;
 
 pub use error::NodeError;

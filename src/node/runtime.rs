@@ -10,6 +10,7 @@ use super::metrics::{HealthState, Metrics};
 use super::reload::{self, Services};
 use super::status::{wall_ms, Status};
 use super::step_down::{self, Handover};
+use super::switchover::{self, Hold, Members};
 use super::transitions::Tracker;
 use crate::config::NodeConfig;
 use crate::history::Record;
@@ -207,6 +208,12 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         clock,
         eligible_again_at: None,
         handover: None,
+        hold: None,
+        members: Arc::new(Members {
+            peers: config.peers.clone(),
+            tls: reload::transport_config(&config).tls,
+            local_addr,
+        }),
     };
     let task = tokio::spawn(runtime.run(stop_rx));
     Ok(NodeHandle {
@@ -264,6 +271,8 @@ struct Runtime {
     eligible_again_at: Option<Millis>,
     /// A step-down waiting for another node to take over.
     handover: Option<Handover>,
+    /// Held back (ineligible) for a switchover to another node.
+    hold: Option<Hold>,
     /// The health check's verdicts (never yields without a `[health]` section).
     verdicts: mpsc::Receiver<bool>,
     health: HealthState,
@@ -274,6 +283,8 @@ struct Runtime {
     services: Services,
     metrics: Arc<Metrics>,
     tracker: Tracker,
+    /// Peers and our certificate, for a switchover's requests to them.
+    members: Arc<Members>,
 }
 
 impl Runtime {
@@ -326,6 +337,7 @@ impl Runtime {
                 Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
                 _ = sleep_until_some(eligible_at) => {
                     self.eligible_again_at = None;
+                    self.hold = None;
                     tracing::info!("step-down period over");
                     self.refresh_eligibility();
                 }
@@ -367,6 +379,7 @@ impl Runtime {
                         status: self.status.subscribe(),
                         commands: self.commands_tx.clone(),
                         metrics: Arc::clone(&self.metrics),
+                        members: Arc::clone(&self.members),
                     },
                 ));
             }
@@ -404,7 +417,26 @@ impl Runtime {
                 };
                 let _ = reply.send(answer);
             }
-            Command::StepDown { for_ms, reply } => {
+            Command::StandAside {
+                for_ms,
+                target,
+                reply,
+            } => {
+                if let Some(reason) = switchover::stand_aside_refusal(&self.status.borrow(), for_ms)
+                {
+                    let _ = reply.send(Err(reason));
+                    return;
+                }
+                tracing::info!(for_ms, target, "standing aside for a switchover");
+                self.hold = Some(Hold::new(target));
+                self.eligible_again_at = Some(self.clock.now().saturating_add(for_ms));
+                self.refresh_eligibility();
+                let _ = reply.send(Ok(format!(
+                    "node {} stands aside for node {target}",
+                    self.machine.id()
+                )));
+            }
+            Command::StepDown { for_ms, to, reply } => {
                 let refused =
                     step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
                 if let Some(reason) = refused {
@@ -414,7 +446,8 @@ impl Runtime {
                 let now = self.clock.now();
                 tracing::info!(for_ms, "stepping down on request");
                 self.eligible_again_at = Some(now.saturating_add(for_ms));
-                self.handover = Some(Handover::new(reply, now, for_ms, &self.timing));
+                self.handover = Some(Handover::new(reply, now, for_ms, &self.timing, to));
+                self.hold = to.map(Hold::new);
                 self.refresh_eligibility();
             }
         }
@@ -427,6 +460,7 @@ impl Runtime {
         };
         tracing::warn!("step-down refused: no other eligible node took over");
         self.eligible_again_at = None;
+        self.hold = None;
         self.refresh_eligibility();
         handover.refuse(&self.status.borrow(), &self.timing);
     }
@@ -579,6 +613,13 @@ impl Runtime {
             .handover
             .take()
             .and_then(|h| h.complete_if_taken_over(view));
+        if self.hold.as_mut().is_some_and(|h| !h.keeps_holding(view)) {
+            // The switchover's target stopped leading: the wait branch makes this node
+            // eligible again on the next turn of the loop.
+            tracing::info!("the switchover target stopped leading; no longer held back");
+            self.hold = None;
+            self.eligible_again_at = Some(self.clock.now());
+        }
     }
 
     /// The machine's lease end as an instant readers can compare with `Instant::now()`.
