@@ -544,9 +544,15 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
         .await
         .unwrap();
         let mut send = conn.open_uni().await.unwrap();
-        send.write_all(&codec::encode_frame(&Hello { nonce: 42 }).unwrap())
-            .await
-            .unwrap();
+        send.write_all(
+            &codec::encode_frame(&Hello {
+                nonce: 42,
+                members: vec![1, 2, 3],
+            })
+            .unwrap(),
+        )
+        .await
+        .unwrap();
         send.write_all(&codec::encode_frame(&msg(100 + i as u64)).unwrap())
             .await
             .unwrap();
@@ -577,6 +583,60 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
         nodes[0].expect_message(3, msg(300 + i as u64)).await;
     }
     assert_eq!(nodes[0].t.connected_peers(), vec![3]);
+    shutdown(&nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_member_list_differs_by_two_is_refused() {
+    init_logs();
+    let dir = certs_dir(&[1, 2, 3]);
+    // Node 2 is played by raw quinn: node 1's members are [1,2,3].
+    let silent = socket();
+    let mut nodes = cluster(
+        dir.path(),
+        &[1, 3],
+        &[(2, silent.local_addr().unwrap())],
+        Timing::default(),
+    )
+    .await;
+    wait_connected(&nodes, &[1, 3]).await;
+    let addr = nodes[0].addr();
+    let ca = dir.path().join(certs::CA_CERT_FILE);
+    let (cert, key) = (dir.path().join("node-2.pem"), dir.path().join("node-2.key"));
+    for (members, accepted) in [(vec![1, 2, 3, 4, 5], false), (vec![1, 2, 3, 4], true)] {
+        let conn = raw_connect(
+            raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
+            addr,
+            "node-1.bully",
+        )
+        .await
+        .unwrap();
+        let mut send = conn.open_uni().await.unwrap();
+        let hello = Hello { nonce: 7, members };
+        send.write_all(&codec::encode_frame(&hello).unwrap())
+            .await
+            .unwrap();
+        if accepted {
+            send.write_all(&codec::encode_frame(&msg(5)).unwrap())
+                .await
+                .unwrap();
+            nodes[0].expect_message(2, msg(5)).await;
+            continue;
+        }
+        let (peer, reason) = expect_rejected(&mut nodes[0], "a member list two apart").await;
+        assert_eq!(peer, Some(2));
+        assert!(
+            reason.contains("ours [1,2,3] theirs [1,2,3,4,5]"),
+            "{reason}"
+        );
+        match tokio::time::timeout(WAIT, conn.closed()).await.unwrap() {
+            quinn::ConnectionError::ApplicationClosed(c) => {
+                assert_eq!(c.error_code, close::MEMBERSHIP)
+            }
+            other => panic!("closed with {other:?}"),
+        }
+    }
+    assert_eq!(nodes[0].t.stats().connections_refused, 1);
     shutdown(&nodes).await;
 }
 

@@ -1,6 +1,7 @@
 //! [`Transport`]: the node's QUIC endpoint, its accept loop, and the handle the
 //! runtime uses to send messages.
 
+use super::hello::Hello;
 use super::inbound::{self, InboundTable};
 use super::peer::{self, Link};
 use super::tls::{self, negotiated_alpn, peer_identity};
@@ -103,6 +104,8 @@ pub(super) struct Shared {
     pub stats: Counters,
     /// Sent in every hello; new per process (see `inbound`).
     pub nonce: u64,
+    /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
+    pub members: Vec<NodeId>,
     /// The TLS config each dial uses; replaced by [`Transport::reload_tls`].
     dial: Mutex<quinn::ClientConfig>,
     events: mpsc::Sender<TransportEvent>,
@@ -138,6 +141,14 @@ impl Shared {
     /// For informational events: never waits, drops the event if the queue is full.
     pub fn emit_nowait(&self, event: TransportEvent) {
         let _ = self.events.try_send(event);
+    }
+
+    /// Our hello: nonce and member list.
+    pub fn hello(&self) -> Hello {
+        Hello {
+            nonce: self.nonce,
+            members: self.members.clone(),
+        }
     }
 
     /// The dial config as of now (certificates may have been reloaded).
@@ -334,6 +345,12 @@ fn launch(
         inbound: InboundTable::default(),
         stats: Counters::default(),
         nonce: rand::random(),
+        members: {
+            let mut members: Vec<NodeId> = cfg.peers.iter().map(|(id, _)| *id).collect();
+            members.push(cfg.id);
+            members.sort_unstable();
+            members
+        },
         dial: Mutex::new(configs.dial),
         events,
         shutdown: watch::channel(false).0,

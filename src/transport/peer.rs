@@ -242,7 +242,7 @@ async fn dial(
         }
     };
     let exchange = async {
-        let stream = hello::send(&conn, shared.nonce).await?;
+        let stream = hello::send(&conn, &shared.hello()).await?;
         let (_, theirs) = hello::recv(&conn).await?;
         Ok::<_, FrameError>((stream, theirs))
     };
@@ -252,10 +252,19 @@ async fn dial(
     };
     let reason = match outcome {
         Ok(Ok((stream, theirs))) => {
-            return Dialed::Up {
-                conn,
-                stream,
-                nonce: theirs.nonce,
+            match hello::membership_mismatch(&shared.members, &theirs.members) {
+                None => {
+                    return Dialed::Up {
+                        conn,
+                        stream,
+                        nonce: theirs.nonce,
+                    }
+                }
+                Some(reason) => {
+                    shared.stats.add_refused();
+                    conn.close(close::MEMBERSHIP, reason.as_bytes());
+                    reason
+                }
             }
         }
         Ok(Err(FrameError::Codec(e))) => {
