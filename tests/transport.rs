@@ -371,10 +371,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
         tls: TlsFiles::for_node(dir.path(), 2),
         ..config(dir.path(), 3, vec![], Timing::default())
     };
-    let err = Transport::start(wrong)
-        .await
-        .err()
-        .expect("start must fail");
+    let err = Transport::start(wrong).await.expect_err("start must fail");
     let expected = format!(
         "certificate {} is for node-2 but this node is configured as id 3",
         dir.path().join("node-2.pem").display()

@@ -184,7 +184,7 @@ async fn run_jobs(
         };
         let (outcome, took) = command::run(&shell).await;
         let failed = !outcome.is_success();
-        metrics.hook_ran(failed);
+        metrics.hook_ran(job.name, failed);
         let epoch = job
             .env
             .iter()

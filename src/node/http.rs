@@ -6,7 +6,7 @@
 //! | `/coordinator` | 200 on the coordinator, 503 elsewhere; text body with epoch    |
 //! | `/health`      | 200 while the node runs; JSON with role and eligibility        |
 //! | `/status`      | 200, the node's [`Status`] as JSON                             |
-//! | `/metrics`     | 200, Prometheus text format ([`render_prometheus`])            |
+//! | `/metrics`     | 200, OpenMetrics text ([`super::exposition`])                  |
 //!
 //! A deliberately small HTTP/1.1 responder rather than a web framework: four read-only
 //! GET routes do not justify hyper's compile time on a 2-core CI. It reads one request
@@ -15,7 +15,8 @@
 //! [`MAX_CONNECTIONS`] requests are served at once. No TLS: bind it to loopback or a
 //! trusted network.
 
-use super::metrics::{render_prometheus, Metrics};
+use super::exposition;
+use super::metrics::Metrics;
 use super::status::Status;
 use crate::protocol::Role;
 use std::net::SocketAddr;
@@ -218,8 +219,8 @@ pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
         "/status" => Reply::json(status),
         "/metrics" => Reply {
             code: 200,
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
-            body: render_prometheus(&status.metrics(metrics)),
+            content_type: exposition::CONTENT_TYPE,
+            body: exposition::render(&status.metrics(metrics)),
         },
         _ => Reply::text(
             404,

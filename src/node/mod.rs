@@ -12,12 +12,13 @@
 //! - `switchover`: `step-down --to N`: members above N stand aside, then step-down.
 //! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
 //! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
-//! - [`metrics`]: shared counters and their Prometheus rendering.
+//! - [`metrics`]: shared counters; [`exposition`] renders them for Prometheus.
 
 pub mod api;
 mod command;
 mod error;
 pub mod event_log;
+pub mod exposition;
 pub mod health;
 pub mod hooks;
 pub mod http;

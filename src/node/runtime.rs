@@ -172,6 +172,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     );
     let metrics = Arc::new(Metrics::new(config.id));
     metrics.set_health(health_state);
+    metrics.attach_transport(transport.clone());
     metrics.set_eligible(machine.view().eligible);
     let (hooks, hook_task) = Hooks::start(
         config.hooks.clone(),
@@ -606,7 +607,7 @@ impl Runtime {
             m.coordinator_changed();
         }
         if let Some(took) = transition.failover {
-            m.observe_failover(took.as_millis() as u64);
+            m.observe_failover(took);
         }
         self.hooks.fire(&transition, &self.status.borrow());
         self.handover = self
@@ -632,9 +633,11 @@ impl Runtime {
     /// Writes and flushes the cells.
     async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
         let storage = Arc::clone(&self.storage);
+        let started = Instant::now();
         tokio::task::spawn_blocking(move || storage.save(&cells))
             .await
             .map_err(|e| NodeError::Join(e.to_string()))??;
+        self.metrics.observe_persist(started.elapsed());
         self.event_log.append(Record::Persisted(cells));
         self.status.send_modify(|s| s.apply_cells(cells));
         Ok(())

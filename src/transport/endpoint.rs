@@ -10,7 +10,7 @@ use super::{
 };
 use crate::certs::Identity;
 use crate::protocol::{Message, NodeId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
@@ -34,8 +34,17 @@ pub struct Transport {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("id", &self.shared.id)
+            .field("local_addr", &self.shared.local_addr)
+            .finish()
+    }
+}
+
 /// Counters for metrics and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransportStats {
     /// Messages written to a peer stream.
     pub messages_sent: u64,
