@@ -11,7 +11,8 @@
 //! - `step_down`: switchover that answers once another node leads, or is undone.
 //! - `switchover`: `step-down --to N`: members above N stand aside, then step-down.
 //! - [`transitions`]: what a new view means (elected, demoted, new epoch, failover).
-//! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`.
+//! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics`; [`http_slots`] bounds
+//!   its connections without letting slow clients starve it.
 //! - [`metrics`]: shared counters; [`exposition`] renders them for Prometheus.
 
 pub mod api;
@@ -22,6 +23,7 @@ pub mod exposition;
 pub mod health;
 pub mod hooks;
 pub mod http;
+pub mod http_slots;
 pub mod metrics;
 pub mod reload;
 mod runtime;
