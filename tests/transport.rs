@@ -513,13 +513,13 @@ fn bad_payloads() -> Vec<(&'static str, Vec<u8>, bool)> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
+/// Nodes 1 and 3 up; node 2 is played by raw quinn in the test (the nodes dial a
+/// silent socket for it, kept open by the returned socket).
+async fn nodes_1_and_3_without_2() -> (tempfile::TempDir, UdpSocket, Vec<Node>) {
     init_logs();
     let dir = certs_dir(&[1, 2, 3]);
-    // Node 2 is played by raw quinn below; nodes 1 and 3 dial a silent socket for it.
     let silent = socket();
-    let mut nodes = cluster(
+    let nodes = cluster(
         dir.path(),
         &[1, 3],
         &[(2, silent.local_addr().unwrap())],
@@ -527,19 +527,29 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
     )
     .await;
     wait_connected(&nodes, &[1, 3]).await;
-    let addr = nodes[0].addr();
-    let ca = dir.path().join(certs::CA_CERT_FILE);
-    let (cert, key) = (dir.path().join("node-2.pem"), dir.path().join("node-2.key"));
+    (dir, silent, nodes)
+}
+
+/// A peer connection to node 1 at `addr` with node 2's certificate.
+async fn connect_to_1_as_node_2(dir: &Path, addr: SocketAddr) -> quinn::Connection {
+    let ca = dir.join(certs::CA_CERT_FILE);
+    let (cert, key) = (dir.join("node-2.pem"), dir.join("node-2.key"));
+    raw_connect(
+        raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
+        addr,
+        "node-1.bully",
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
 
     for (i, (name, bytes, finish)) in bad_payloads().into_iter().enumerate() {
         // Phase: an authenticated node-2 speaks correctly, then sends a bad frame.
-        let conn = raw_connect(
-            raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
-            addr,
-            "node-1.bully",
-        )
-        .await
-        .unwrap();
+        let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
         let mut send = conn.open_uni().await.unwrap();
         send.write_all(
             &codec::encode_frame(&Hello {
@@ -585,29 +595,9 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_whose_member_list_differs_by_two_is_refused() {
-    init_logs();
-    let dir = certs_dir(&[1, 2, 3]);
-    // Node 2 is played by raw quinn: node 1's members are [1,2,3].
-    let silent = socket();
-    let mut nodes = cluster(
-        dir.path(),
-        &[1, 3],
-        &[(2, silent.local_addr().unwrap())],
-        Timing::default(),
-    )
-    .await;
-    wait_connected(&nodes, &[1, 3]).await;
-    let addr = nodes[0].addr();
-    let ca = dir.path().join(certs::CA_CERT_FILE);
-    let (cert, key) = (dir.path().join("node-2.pem"), dir.path().join("node-2.key"));
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
     for (members, accepted) in [(vec![1, 2, 3, 4, 5], false), (vec![1, 2, 3, 4], true)] {
-        let conn = raw_connect(
-            raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
-            addr,
-            "node-1.bully",
-        )
-        .await
-        .unwrap();
+        let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
         let mut send = conn.open_uni().await.unwrap();
         let hello = Hello { nonce: 7, members };
         send.write_all(&codec::encode_frame(&hello).unwrap())

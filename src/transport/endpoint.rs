@@ -462,7 +462,8 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     }
 }
 
-fn refuse(
+/// Refuses a connection: counts it, logs it, closes it with `code` and tells the runtime.
+pub(super) fn refuse(
     shared: &Shared,
     conn: &quinn::Connection,
     peer: Option<NodeId>,

@@ -1,7 +1,7 @@
 //! The inbound side of peer connections: read the peer's one stream (hello, then
 //! messages), drop the connection on any bad frame, and notice a restarted peer.
 
-use super::endpoint::{Shared, Shutdown};
+use super::endpoint::{refuse, Shared, Shutdown};
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::{close, TransportEvent};
@@ -82,15 +82,7 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         }
     };
     if let Some(reason) = hello::membership_mismatch(&shared.members, &hello.members) {
-        warn!(peer, remote = %conn.remote_address(), %reason, "refusing peer");
-        shared.stats.add_refused();
-        conn.close(close::MEMBERSHIP, reason.as_bytes());
-        shared.emit_nowait(TransportEvent::Rejected {
-            peer: Some(peer),
-            remote: conn.remote_address().to_string(),
-            reason,
-        });
-        return;
+        return refuse(&shared, &conn, Some(peer), close::MEMBERSHIP, reason);
     }
     note_arrival(&shared, peer, &conn, hello);
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
