@@ -1,7 +1,8 @@
 //! Running under systemd: the unit files verify, `Type=notify` readiness arrives on
 //! `$NOTIFY_SOCKET` only once a coordinator is known, and SIGHUP (`systemctl reload`)
-//! applies a changed hook with no election, no change of coordinator and no dropped
-//! peer connection, while a broken config file changes nothing.
+//! applies a changed hook and a re-issued certificate with no election, no change of
+//! coordinator and no dropped peer connection, while a broken config file or another
+//! node's certificate changes nothing.
 
 mod common;
 #[path = "common/primary.rs"]
@@ -171,6 +172,41 @@ async fn sighup_applies_a_new_hook_without_an_election() {
     .await;
     std::fs::write(t.cluster.config_path(2), good).unwrap();
 
+    phase("node 1's certificate in node 2's config: SIGHUP refuses it, nothing changes");
+    let (cert, key) = {
+        let c = bully::config::load(&t.cluster.config_path(2)).unwrap();
+        (c.tls.cert, c.tls.key)
+    };
+    t.cluster
+        .edit_config(2, |c| {
+            c.tls.cert = cert.with_file_name("node-1.pem");
+            c.tls.key = key.with_file_name("node-1.key");
+        })
+        .unwrap();
+    hangup(&t, 2);
+    wait_until("the refused certificate in node 2's log", AGREE, || async {
+        (logged(&log2, "reload refused") == 2).then_some(())
+    })
+    .await;
+    t.cluster
+        .edit_config(2, |c| {
+            c.tls.cert = cert.clone();
+            c.tls.key = key.clone();
+        })
+        .unwrap();
+
+    phase("node 2's pair re-issued (certs add --replace): SIGHUP loads it");
+    let out = Command::new(binary())
+        .args(["certs", "add", "--nodes", "2", "--replace", "--dir"])
+        .arg(cert.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     phase("node 2's hooks now write elsewhere; SIGHUP node 2");
     let second = hooks(&new_file);
     t.cluster.edit_config(2, |c| c.hooks = second).unwrap();
@@ -195,6 +231,16 @@ async fn sighup_applies_a_new_hook_without_an_election() {
         );
         assert_eq!(now.peers_up, 2, "node {id} lost a peer");
     }
+
+    phase("node 1 restarts: node 2 dials it with the re-issued pair");
+    t.cluster.stop(1, Duration::from_secs(5)).unwrap();
+    t.cluster.start(1).unwrap();
+    assert_eq!(t.wait_for_leader(&[1, 2, 3], 3, AGREE).await, term);
+    wait_until("node 2 to reach node 1 again", AGREE, || async {
+        let s = status(&t, 2).await?;
+        s.peers.iter().all(|p| p.connected).then_some(())
+    })
+    .await;
 
     phase("node 3 stops: node 2 takes over and runs the new hooks only");
     t.cluster.stop(3, Duration::from_secs(5)).unwrap();

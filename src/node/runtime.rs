@@ -53,7 +53,8 @@ impl NodeHandle {
         Arc::clone(&self.metrics)
     }
 
-    /// The TCP address of the HTTP endpoint, when `[http]` is configured.
+    /// The TCP address of the HTTP endpoint as started, when `[http]` is configured (a
+    /// reload may move it).
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
     }
