@@ -79,11 +79,21 @@ impl Client {
     /// or no other eligible node took over in time (the node then leads again). Waits at
     /// least [`STEP_DOWN_TIMEOUT`], since the answer comes after the handover.
     pub async fn step_down(&self, for_ms: u64) -> Result<String, ClientError> {
+        self.command(Request::StepDown { for_ms }).await
+    }
+
+    /// Asks the coordinator to hand over to node `to` (switchover): members above `to`
+    /// stand aside and the coordinator steps down, each for `for_ms`. Refused, with the
+    /// reason, if `to` cannot take over. Waits like [`Client::step_down`].
+    pub async fn switch_over(&self, to: NodeId, for_ms: u64) -> Result<String, ClientError> {
+        self.command(Request::SwitchOver { to, for_ms }).await
+    }
+
+    /// A request the node accepts (`Done`) or refuses with a reason; it may answer only
+    /// after a handover, so it waits at least [`STEP_DOWN_TIMEOUT`].
+    async fn command(&self, request: Request) -> Result<String, ClientError> {
         let timeout = self.timeout.max(STEP_DOWN_TIMEOUT);
-        match self
-            .call_within(Request::StepDown { for_ms }, timeout)
-            .await?
-        {
+        match self.call_within(request, timeout).await? {
             Response::Done(text) => Ok(text),
             Response::Refused(reason) => Err(ClientError::Refused {
                 addr: self.addr,
@@ -91,6 +101,12 @@ impl Client {
             }),
             other => Err(self.unexpected(other)),
         }
+    }
+
+    /// Sends any request and returns the answer as it came (nodes use it to talk to
+    /// their peers' APIs during a switchover).
+    pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
+        self.call(request).await
     }
 
     /// Opens a watch: the returned stream yields the status now and after each change.

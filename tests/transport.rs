@@ -371,10 +371,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
         tls: TlsFiles::for_node(dir.path(), 2),
         ..config(dir.path(), 3, vec![], Timing::default())
     };
-    let err = Transport::start(wrong)
-        .await
-        .err()
-        .expect("start must fail");
+    let err = Transport::start(wrong).await.expect_err("start must fail");
     let expected = format!(
         "certificate {} is for node-2 but this node is configured as id 3",
         dir.path().join("node-2.pem").display()
@@ -516,13 +513,13 @@ fn bad_payloads() -> Vec<(&'static str, Vec<u8>, bool)> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
+/// Nodes 1 and 3 up; node 2 is played by raw quinn in the test (the nodes dial a
+/// silent socket for it, kept open by the returned socket).
+async fn nodes_1_and_3_without_2() -> (tempfile::TempDir, UdpSocket, Vec<Node>) {
     init_logs();
     let dir = certs_dir(&[1, 2, 3]);
-    // Node 2 is played by raw quinn below; nodes 1 and 3 dial a silent socket for it.
     let silent = socket();
-    let mut nodes = cluster(
+    let nodes = cluster(
         dir.path(),
         &[1, 3],
         &[(2, silent.local_addr().unwrap())],
@@ -530,23 +527,39 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
     )
     .await;
     wait_connected(&nodes, &[1, 3]).await;
-    let addr = nodes[0].addr();
-    let ca = dir.path().join(certs::CA_CERT_FILE);
-    let (cert, key) = (dir.path().join("node-2.pem"), dir.path().join("node-2.key"));
+    (dir, silent, nodes)
+}
+
+/// A peer connection to node 1 at `addr` with node 2's certificate.
+async fn connect_to_1_as_node_2(dir: &Path, addr: SocketAddr) -> quinn::Connection {
+    let ca = dir.join(certs::CA_CERT_FILE);
+    let (cert, key) = (dir.join("node-2.pem"), dir.join("node-2.key"));
+    raw_connect(
+        raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
+        addr,
+        "node-1.bully",
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
 
     for (i, (name, bytes, finish)) in bad_payloads().into_iter().enumerate() {
         // Phase: an authenticated node-2 speaks correctly, then sends a bad frame.
-        let conn = raw_connect(
-            raw_client(&ca, Some((&cert, &key)), ALPN_PEER),
-            addr,
-            "node-1.bully",
+        let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+        let mut send = conn.open_uni().await.unwrap();
+        send.write_all(
+            &codec::encode_frame(&Hello {
+                nonce: 42,
+                members: vec![1, 2, 3],
+            })
+            .unwrap(),
         )
         .await
         .unwrap();
-        let mut send = conn.open_uni().await.unwrap();
-        send.write_all(&codec::encode_frame(&Hello { nonce: 42 }).unwrap())
-            .await
-            .unwrap();
         send.write_all(&codec::encode_frame(&msg(100 + i as u64)).unwrap())
             .await
             .unwrap();
@@ -577,6 +590,40 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
         nodes[0].expect_message(3, msg(300 + i as u64)).await;
     }
     assert_eq!(nodes[0].t.connected_peers(), vec![3]);
+    shutdown(&nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_member_list_differs_by_two_is_refused() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
+    for (members, accepted) in [(vec![1, 2, 3, 4, 5], false), (vec![1, 2, 3, 4], true)] {
+        let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+        let mut send = conn.open_uni().await.unwrap();
+        let hello = Hello { nonce: 7, members };
+        send.write_all(&codec::encode_frame(&hello).unwrap())
+            .await
+            .unwrap();
+        if accepted {
+            send.write_all(&codec::encode_frame(&msg(5)).unwrap())
+                .await
+                .unwrap();
+            nodes[0].expect_message(2, msg(5)).await;
+            continue;
+        }
+        let (peer, reason) = expect_rejected(&mut nodes[0], "a member list two apart").await;
+        assert_eq!(peer, Some(2));
+        assert!(
+            reason.contains("ours [1,2,3] theirs [1,2,3,4,5]"),
+            "{reason}"
+        );
+        match tokio::time::timeout(WAIT, conn.closed()).await.unwrap() {
+            quinn::ConnectionError::ApplicationClosed(c) => {
+                assert_eq!(c.error_code, close::MEMBERSHIP)
+            }
+            other => panic!("closed with {other:?}"),
+        }
+    }
+    assert_eq!(nodes[0].t.stats().connections_refused, 1);
     shutdown(&nodes).await;
 }
 

@@ -8,12 +8,14 @@ mod docs;
 mod endpoints;
 mod local;
 pub mod logging;
+mod node;
 mod query;
+mod sd_notify;
 mod table;
 
 pub use certs::CertsCommand;
 
-use crate::protocol::Timing;
+use crate::protocol::{NodeId, Timing};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +43,11 @@ pub enum Commands {
         action: CertsCommand,
     },
     /// Run a node until SIGTERM or Ctrl-C.
+    ///
+    /// SIGHUP (`systemctl reload`) re-reads the config file and applies hooks, health,
+    /// http and tls without leaving the cluster; id, listen, data_dir, mode, witness,
+    /// preempt, timing and peers need a restart. Under systemd (`Type=notify`) the node
+    /// reports ready once it knows a coordinator.
     Node {
         /// The node's TOML config (see config/node1.toml).
         #[arg(long, short)]
@@ -61,13 +68,19 @@ pub enum Commands {
     },
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
-    /// Ask the coordinator to stop leading for a while so the next highest takes over.
+    /// Ask the coordinator to stop leading for a while so the next highest takes over,
+    /// or with --to N hand over to node N (switchover).
     StepDown {
         #[command(flatten)]
         query: QueryArgs,
         /// How long the node stays ineligible, e.g. 60s or 500ms.
         #[arg(long = "for", value_parser = parse_duration, default_value = "60s")]
         for_: Duration,
+        /// Hand over to this node: members above it stand aside for the same period (or
+        /// until it stops leading). Refused, with the reason, if it cannot take over
+        /// (unknown, witness, unreachable, ineligible).
+        #[arg(long, value_name = "N")]
+        to: Option<NodeId>,
     },
     /// Run a whole cluster of real node processes on loopback with a live view.
     /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
@@ -239,14 +252,14 @@ pub fn run(cli: Cli) -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Commands::Certs { action } => certs::run(&action),
-            Commands::Node { config } => run_node(&config).await,
+            Commands::Node { config } => node::run(&config).await,
             Commands::Leader(args) => query::leader(&args).await,
             Commands::Status { query, cluster } => match cluster {
                 true => cluster_status::run(&query).await,
                 false => query::status(&query).await,
             },
             Commands::Watch(args) => query::watch(&args).await,
-            Commands::StepDown { query, for_ } => query::step_down(&query, for_).await,
+            Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
             Commands::Completions { shell } => docs::completions(shell),
@@ -260,48 +273,6 @@ fn print_json(value: &impl serde::Serialize) {
     match serde_json::to_string(value) {
         Ok(text) => println!("{text}"),
         Err(e) => eprintln!("error: cannot encode JSON: {e}"),
-    }
-}
-
-async fn run_node(path: &std::path::Path) -> ExitCode {
-    let config = match crate::config::load(path) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // Hooks and health checks run beside the config file (e.g. `./health.sh`).
-    let workdir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let node = match crate::node::start_in(config, workdir).await {
-        Ok(node) => node,
-        Err(e) => {
-            match e.config_field() {
-                Some(field) => eprintln!("error: {}: {field}: {}", path.display(), e.explain()),
-                None => eprintln!("error: {}", e.explain()),
-            }
-            return ExitCode::from(2);
-        }
-    };
-    let mut status = node.subscribe();
-    tokio::select! {
-        _ = shutdown_signal() => {
-            tracing::info!("stop requested; shutting down");
-            match node.shutdown().await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => { eprintln!("error: {e}"); ExitCode::FAILURE }
-            }
-        }
-        // The runtime task ends only on a fatal error (e.g. the disk failed).
-        _ = async { while status.changed().await.is_ok() {} } => {
-            match node.wait().await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => { eprintln!("error: {e}"); ExitCode::FAILURE }
-            }
-        }
     }
 }
 

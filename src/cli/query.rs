@@ -4,7 +4,7 @@
 use super::{endpoints, print_json, QueryArgs};
 use crate::client::Client;
 use crate::node::Status;
-use crate::protocol::Role;
+use crate::protocol::{NodeId, Role};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -186,13 +186,18 @@ pub async fn watch(args: &QueryArgs) -> ExitCode {
 }
 
 /// `bully step-down`: ask the coordinator (among the endpoints, if one of them is) to
-/// hand over for a while.
-pub async fn step_down(args: &QueryArgs, for_: Duration) -> ExitCode {
+/// hand over for a while, to node `to` if given.
+pub async fn step_down(args: &QueryArgs, for_: Duration, to: Option<NodeId>) -> ExitCode {
     let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
         Ok(client) => client,
         Err(code) => return code,
     };
-    match client.step_down(for_.as_millis() as u64).await {
+    let for_ms = for_.as_millis() as u64;
+    let answer = match to {
+        Some(to) => client.switch_over(to, for_ms).await,
+        None => client.step_down(for_ms).await,
+    };
+    match answer {
         Ok(text) => {
             println!("{text}");
             ExitCode::SUCCESS

@@ -6,6 +6,8 @@
 
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::status::Status;
+use super::switchover::{self, Members};
+use crate::protocol::NodeId;
 use crate::transport::{read_frame, write_frame};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -22,6 +24,17 @@ pub enum Request {
     },
     /// A snapshot of the node's counters.
     Metrics,
+    /// Switchover: the coordinator hands over to node `to` (see `switchover`).
+    SwitchOver {
+        to: NodeId,
+        for_ms: u64,
+    },
+    /// From a coordinator preparing a switchover to `target`: be ineligible for
+    /// `for_ms`, or until `target` has led and stopped leading.
+    StandAside {
+        for_ms: u64,
+        target: NodeId,
+    },
 }
 
 /// What a node answers.
@@ -38,8 +51,20 @@ pub enum Response {
 /// Commands the API hands to the node's runtime (the only writer of the machine).
 #[derive(Debug)]
 pub enum Command {
+    /// Apply a re-read config (SIGHUP); never sent by a network client.
+    Reload {
+        config: Box<crate::config::NodeConfig>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
     StepDown {
         for_ms: u64,
+        /// A switchover: the handover succeeds only when this node leads.
+        to: Option<NodeId>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
+    StandAside {
+        for_ms: u64,
+        target: NodeId,
         reply: oneshot::Sender<Result<String, String>>,
     },
 }
@@ -51,6 +76,16 @@ pub struct ApiContext {
     pub status: watch::Receiver<Status>,
     pub commands: mpsc::Sender<Command>,
     pub metrics: Arc<Metrics>,
+    /// Where the peers are, for a switchover.
+    pub members: Arc<Members>,
+}
+
+/// The answer to a command the runtime accepted or refused.
+fn answered(result: Result<String, String>) -> Response {
+    match result {
+        Ok(text) => Response::Done(text),
+        Err(text) => Response::Refused(text),
+    }
 }
 
 /// Serves every request stream a client opens on `conn` until it closes.
@@ -83,6 +118,7 @@ async fn serve_stream(
         mut status,
         commands,
         metrics,
+        members,
     } = context;
     let Some(request) = read_frame::<Request>(&mut recv).await? else {
         return Ok(());
@@ -103,12 +139,26 @@ async fn serve_stream(
         },
         Request::StepDown { for_ms } => {
             let (reply, answer) = oneshot::channel();
-            commands.send(Command::StepDown { for_ms, reply }).await?;
-            let response = match answer.await? {
-                Ok(text) => Response::Done(text),
-                Err(text) => Response::Refused(text),
+            let to = None;
+            commands
+                .send(Command::StepDown { for_ms, to, reply })
+                .await?;
+            write_frame(&mut send, &answered(answer.await?)).await?;
+        }
+        Request::StandAside { for_ms, target } => {
+            let (reply, answer) = oneshot::channel();
+            let command = Command::StandAside {
+                for_ms,
+                target,
+                reply,
             };
-            write_frame(&mut send, &response).await?;
+            commands.send(command).await?;
+            write_frame(&mut send, &answered(answer.await?)).await?;
+        }
+        Request::SwitchOver { to, for_ms } => {
+            let now = status.borrow().as_of_now();
+            let result = switchover::run(&members, &now, &commands, to, for_ms).await;
+            write_frame(&mut send, &answered(result)).await?;
         }
         Request::Metrics => {
             let now = status.borrow().as_of_now();

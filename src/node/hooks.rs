@@ -55,6 +55,8 @@ struct Job {
     env: Vec<(String, String)>,
     /// The epoch the node followed or led when the hook was queued.
     epoch: Option<Epoch>,
+    /// Per job, so a reload's new `timeout_ms` applies from the next hook on.
+    timeout: Duration,
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
@@ -86,9 +88,8 @@ impl Hooks {
         led: watch::Receiver<Option<Epoch>>,
     ) -> (Hooks, JoinHandle<()>) {
         let (queue, jobs) = mpsc::unbounded_channel();
-        let timeout = Duration::from_millis(config.timeout_ms);
         let reports = Reports { metrics, elected };
-        let task = tokio::spawn(run_jobs(jobs, workdir, timeout, reports, led));
+        let task = tokio::spawn(run_jobs(jobs, workdir, reports, led));
         (
             Hooks {
                 config,
@@ -97,6 +98,12 @@ impl Hooks {
             },
             task,
         )
+    }
+
+    /// Replaces the commands and timeout (a reload): hooks already queued run as they
+    /// were queued, later changes run the new commands.
+    pub fn reconfigure(&mut self, config: HooksConfig) {
+        self.config = config;
     }
 
     /// Queues the hooks `transition` calls for, with the environment of `status` (the
@@ -119,6 +126,7 @@ impl Hooks {
                 command: command.clone(),
                 env,
                 epoch: status.coordinator.and(status.epoch),
+                timeout: Duration::from_millis(c.timeout_ms),
             };
             if self.queue.send(Queued::Run(job)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
@@ -200,7 +208,6 @@ async fn leadership_over(mut led: watch::Receiver<Option<Epoch>>, epoch: Option<
 async fn run_jobs(
     mut jobs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
-    timeout: Duration,
     reports: Reports,
     led: watch::Receiver<Option<Epoch>>,
 ) {
@@ -216,7 +223,7 @@ async fn run_jobs(
             command: &job.command,
             dir: &workdir,
             env: &job.env,
-            timeout,
+            timeout: job.timeout,
             quiet: false,
         };
         let (outcome, took) = if job.name == "on_elected" {
@@ -225,7 +232,7 @@ async fn run_jobs(
             command::run(&shell).await
         };
         let failed = !outcome.is_success();
-        reports.metrics.hook_ran(failed);
+        reports.metrics.hook_ran(job.name, failed);
         if job.name == "on_elected" {
             // The runtime may be stopping (receiver gone): nothing left to report to.
             let _ = reports.elected.send(ElectedHookDone {
@@ -286,13 +293,13 @@ mod tests {
             metrics: Arc::new(Metrics::new(1)),
             elected,
         };
-        let timeout = Duration::from_secs(10);
-        let task = tokio::spawn(run_jobs(jobs, dir.path().into(), timeout, reports, led));
+        let task = tokio::spawn(run_jobs(jobs, dir.path().into(), reports, led));
         let job = Job {
             name: "on_elected",
             command: format!("sleep 1; touch {}", marker.display()),
             env: Vec::new(),
             epoch,
+            timeout: Duration::from_secs(10),
         };
         queue.send(Queued::Run(job)).unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;

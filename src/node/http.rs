@@ -6,16 +6,20 @@
 //! | `/coordinator` | 200 on a ready coordinator ([`Status::ready`]), else 503; epoch |
 //! | `/health`      | 200 while the node runs; JSON with role and eligibility        |
 //! | `/status`      | 200, the node's [`Status`] as JSON                             |
-//! | `/metrics`     | 200, Prometheus text format ([`render_prometheus`])            |
+//! | `/metrics`     | 200, OpenMetrics text ([`super::exposition`])                  |
 //!
 //! A deliberately small HTTP/1.1 responder rather than a web framework: four read-only
 //! GET routes do not justify hyper's compile time on a 2-core CI. It reads one request
 //! head (at most [`MAX_HEAD`] bytes, within [`READ_TIMEOUT`]), answers, and closes the
-//! connection. GET and HEAD only; anything malformed gets a 400, never a panic. At most
-//! [`MAX_CONNECTIONS`] requests are served at once. No TLS: bind it to loopback or a
-//! trusted network.
+//! connection. GET and HEAD only; anything malformed gets a 400, never a panic. Every
+//! connection is served at once by its own task; at most [`MAX_CONNECTIONS`] are open,
+//! and one more evicts the oldest ([`super::http_slots`]), so clients holding half-sent
+//! requests cannot starve `/coordinator` (tests/http_slow_clients.rs). No TLS: bind it
+//! to loopback or a trusted network.
 
-use super::metrics::{render_prometheus, Metrics};
+use super::exposition;
+use super::http_slots::Slots;
+use super::metrics::Metrics;
 use super::status::Status;
 use crate::protocol::Role;
 use std::net::SocketAddr;
@@ -23,14 +27,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// Longest request head accepted (request line plus headers).
 pub const MAX_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Requests served concurrently; further connections wait in the accept queue.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Connections open at once; a new one beyond this evicts the oldest. With at most
+/// [`MAX_HEAD`] buffered per connection this bounds the endpoint's memory.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// What the endpoint reads from.
 #[derive(Clone)]
@@ -94,11 +99,8 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves connections until the task is aborted.
 pub async fn serve(listener: TcpListener, state: HttpState) {
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Slots::new(MAX_CONNECTIONS);
     loop {
-        let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
-            return;
-        };
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -108,13 +110,19 @@ pub async fn serve(listener: TcpListener, state: HttpState) {
                 continue;
             }
         };
+        let (slot, evicted) = slots.take();
+        if evicted > 0 {
+            tracing::debug!(%remote, "http: {MAX_CONNECTIONS} connections open; closed the oldest");
+        }
+        let id = slot.id();
         let state = state.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             if let Err(e) = serve_connection(stream, &state).await {
                 tracing::debug!(%remote, "http connection failed: {e}");
             }
-            drop(permit);
+            drop(slot);
         });
+        slots.attach(id, task.abort_handle());
     }
 }
 
@@ -218,8 +226,8 @@ pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
         "/status" => Reply::json(status),
         "/metrics" => Reply {
             code: 200,
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
-            body: render_prometheus(&status.metrics(metrics)),
+            content_type: exposition::CONTENT_TYPE,
+            body: exposition::render(&status.metrics(metrics)),
         },
         _ => Reply::text(
             404,

@@ -1,20 +1,32 @@
 //! A node's counters, shared by the runtime (the only writer), the client API
 //! (`Request::Metrics`), the chaos runner and the HTTP `/metrics` endpoint.
 //!
-//! Plain atomics rather than a metrics crate: every value is written by one task and
-//! read by a snapshot, so relaxed loads are enough and nothing is locked. A
-//! [`MetricsSnapshot`] is the serializable copy; [`render_prometheus`] is the one place
-//! that turns it into the Prometheus text format.
+//! Plain atomics: every value is written by one task and read by a snapshot, so relaxed
+//! loads are enough and nothing is locked. A [`MetricsSnapshot`] is the serializable
+//! copy (also sent over the client API); [`super::exposition`] renders it with
+//! prometheus-client.
 
 use crate::protocol::{MessageKind, NodeId};
+use crate::transport::{Transport, TransportStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI8, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
 
-/// Upper bounds (ms) of the failover-duration histogram buckets; a last `+Inf` bucket
+/// Upper bounds (µs) of the failover-duration histogram buckets; a last `+Inf` bucket
 /// is implied. Chosen around the default timing (D = 300 ms, T = 100 ms).
-pub const FAILOVER_BUCKETS_MS: [u64; 10] = [50, 100, 200, 300, 500, 750, 1000, 2000, 5000, 10000];
+pub const FAILOVER_BUCKETS_US: [u64; 10] = [
+    50_000, 100_000, 200_000, 300_000, 500_000, 750_000, 1_000_000, 2_000_000, 5_000_000,
+    10_000_000,
+];
+/// Upper bounds (µs) of the persist (write + fsync) histogram: fsync on an SSD takes
+/// about 0.1–5 ms, on a busy or network disk far longer, and every epoch waits for it.
+pub const PERSIST_BUCKETS_US: [u64; 10] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 100_000, 1_000_000,
+];
+/// The hooks, as labelled in the metrics.
+pub const HOOK_NAMES: [&str; 3] = ["on_elected", "on_demoted", "on_change"];
 
 const KINDS: usize = MessageKind::ALL.len();
 
@@ -28,8 +40,9 @@ pub struct Metrics {
     declarations: AtomicU64,
     coordinator_changes: AtomicU64,
     peers_up: AtomicU64,
-    hook_runs: AtomicU64,
-    hook_failures: AtomicU64,
+    /// Per hook in [`HOOK_NAMES`] order.
+    hook_runs: [AtomicU64; 3],
+    hook_failures: [AtomicU64; 3],
     health_checks: AtomicU64,
     health_failures: AtomicU64,
     /// -1: no health check configured, 0: failing, 1: passing, 2: no result yet.
@@ -37,9 +50,48 @@ pub struct Metrics {
     eligible: AtomicBool,
     is_coordinator: AtomicBool,
     epoch_term: AtomicU64,
-    failover_buckets: [AtomicU64; FAILOVER_BUCKETS_MS.len() + 1],
-    failover_count: AtomicU64,
-    failover_sum_ms: AtomicU64,
+    failover: AtomicHistogram<{ FAILOVER_BUCKETS_US.len() }>,
+    persist: AtomicHistogram<{ PERSIST_BUCKETS_US.len() }>,
+    /// Set once the transport runs, so its counters can be exported.
+    transport: OnceLock<Transport>,
+}
+
+/// A histogram of durations recorded lock-free; `B` bounds plus the `+Inf` bucket.
+#[derive(Debug)]
+struct AtomicHistogram<const B: usize> {
+    bounds_us: [u64; B],
+    /// Per bucket, `B + 1` entries (a const-generic `B + 1` array is not stable yet).
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl<const B: usize> AtomicHistogram<B> {
+    fn new(bounds_us: [u64; B]) -> Self {
+        AtomicHistogram {
+            bounds_us,
+            buckets: (0..=B).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = self.bounds_us.iter().position(|&b| us <= b).unwrap_or(B);
+        add(&self.buckets[bucket], 1);
+        add(&self.count, 1);
+        add(&self.sum_us, us);
+    }
+
+    fn snapshot(&self) -> Histogram {
+        Histogram {
+            bounds_us: self.bounds_us.to_vec(),
+            counts: self.buckets.iter().map(load).collect(),
+            count: load(&self.count),
+            sum_us: load(&self.sum_us),
+        }
+    }
 }
 
 /// Where a health check stands, as exported.
@@ -56,15 +108,15 @@ pub enum HealthState {
     Failing,
 }
 
-/// A histogram of durations in milliseconds; `counts[i]` counts observations in
-/// `(bounds_ms[i-1], bounds_ms[i]]`, the last entry those above every bound.
+/// A histogram of durations in microseconds; `counts[i]` counts observations in
+/// `(bounds_us[i-1], bounds_us[i]]`, the last entry those above every bound.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Histogram {
-    pub bounds_ms: Vec<u64>,
-    /// Per bucket, not cumulative; one more entry than `bounds_ms` (the `+Inf` bucket).
+    pub bounds_us: Vec<u64>,
+    /// Per bucket, not cumulative; one more entry than `bounds_us` (the `+Inf` bucket).
     pub counts: Vec<u64>,
     pub count: u64,
-    pub sum_ms: u64,
+    pub sum_us: u64,
 }
 
 /// A copy of every counter at one instant: what `bully` clients and the chaos runner
@@ -91,12 +143,27 @@ pub struct MetricsSnapshot {
     pub hook_runs: u64,
     /// Hooks that exited non-zero, timed out or could not be started.
     pub hook_failures: u64,
+    /// Runs and failures per hook name.
+    pub hooks: BTreeMap<String, HookCounts>,
     pub health_checks: u64,
     pub health_failures: u64,
     pub health: HealthState,
     pub eligible: bool,
     /// From losing the coordinator (the view turns candidate) to following one again.
     pub failover: Histogram,
+    /// Writing and fsyncing the cells, which every new epoch waits for.
+    pub persist: Histogram,
+    /// Whether each peer's connection is up, by peer ID (filled from the status).
+    pub peer_up: BTreeMap<NodeId, bool>,
+    /// The transport's counters (refusals, bad frames, drops, connects).
+    pub transport: TransportStats,
+}
+
+/// How often one hook ran and failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookCounts {
+    pub runs: u64,
+    pub failures: u64,
 }
 
 impl Metrics {
@@ -110,18 +177,28 @@ impl Metrics {
             declarations: AtomicU64::new(0),
             coordinator_changes: AtomicU64::new(0),
             peers_up: AtomicU64::new(0),
-            hook_runs: AtomicU64::new(0),
-            hook_failures: AtomicU64::new(0),
+            hook_runs: Default::default(),
+            hook_failures: Default::default(),
             health_checks: AtomicU64::new(0),
             health_failures: AtomicU64::new(0),
             health: AtomicI8::new(-1),
             eligible: AtomicBool::new(true),
             is_coordinator: AtomicBool::new(false),
             epoch_term: AtomicU64::new(0),
-            failover_buckets: Default::default(),
-            failover_count: AtomicU64::new(0),
-            failover_sum_ms: AtomicU64::new(0),
+            failover: AtomicHistogram::new(FAILOVER_BUCKETS_US),
+            persist: AtomicHistogram::new(PERSIST_BUCKETS_US),
+            transport: OnceLock::new(),
         }
+    }
+
+    /// Exports the transport's counters from now on.
+    pub fn attach_transport(&self, transport: Transport) {
+        let _ = self.transport.set(transport);
+    }
+
+    /// One write + fsync of the cells took `took`.
+    pub fn observe_persist(&self, took: Duration) {
+        self.persist.observe(took);
     }
 
     /// Counts one message handed to the transport.
@@ -155,10 +232,14 @@ impl Metrics {
     }
 
     /// Counts one finished hook run and whether it failed.
-    pub fn hook_ran(&self, failed: bool) {
-        add(&self.hook_runs, 1);
+    /// Hook `name` (one of [`HOOK_NAMES`]) ran; others are not counted by name.
+    pub fn hook_ran(&self, name: &str, failed: bool) {
+        let Some(i) = HOOK_NAMES.iter().position(|&n| n == name) else {
+            return;
+        };
+        add(&self.hook_runs[i], 1);
         if failed {
-            add(&self.hook_failures, 1);
+            add(&self.hook_failures[i], 1);
         }
     }
 
@@ -193,17 +274,10 @@ impl Metrics {
     }
 
     /// Records one failover duration.
-    pub fn observe_failover(&self, ms: u64) {
-        let bucket = FAILOVER_BUCKETS_MS
-            .iter()
-            .position(|&bound| ms <= bound)
-            .unwrap_or(FAILOVER_BUCKETS_MS.len());
-        add(&self.failover_buckets[bucket], 1);
-        add(&self.failover_count, 1);
-        add(&self.failover_sum_ms, ms);
+    pub fn observe_failover(&self, took: Duration) {
+        self.failover.observe(took);
     }
 
-    /// A copy of every counter.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let by_kind = |counters: &[AtomicU64; KINDS]| {
             MessageKind::ALL
@@ -221,8 +295,19 @@ impl Metrics {
             declarations: load(&self.declarations),
             coordinator_changes: load(&self.coordinator_changes),
             peers_up: load(&self.peers_up),
-            hook_runs: load(&self.hook_runs),
-            hook_failures: load(&self.hook_failures),
+            hook_runs: self.hook_runs.iter().map(load).sum(),
+            hook_failures: self.hook_failures.iter().map(load).sum(),
+            hooks: HOOK_NAMES
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let counts = HookCounts {
+                        runs: load(&self.hook_runs[i]),
+                        failures: load(&self.hook_failures[i]),
+                    };
+                    (name.to_string(), counts)
+                })
+                .collect(),
             health_checks: load(&self.health_checks),
             health_failures: load(&self.health_failures),
             health: match self.health.load(Ordering::Relaxed) {
@@ -232,12 +317,14 @@ impl Metrics {
                 _ => HealthState::Unchecked,
             },
             eligible: self.eligible.load(Ordering::Relaxed),
-            failover: Histogram {
-                bounds_ms: FAILOVER_BUCKETS_MS.to_vec(),
-                counts: self.failover_buckets.iter().map(load).collect(),
-                count: load(&self.failover_count),
-                sum_ms: load(&self.failover_sum_ms),
-            },
+            failover: self.failover.snapshot(),
+            persist: self.persist.snapshot(),
+            peer_up: BTreeMap::new(),
+            transport: self
+                .transport
+                .get()
+                .map(Transport::stats)
+                .unwrap_or_default(),
         }
     }
 }
@@ -257,179 +344,6 @@ fn kind_index(kind: MessageKind) -> usize {
         .unwrap_or(0)
 }
 
-/// The snapshot in the Prometheus text exposition format (version 0.0.4). Every name
-/// starts with `bully_` and carries a `node` label.
-pub fn render_prometheus(m: &MetricsSnapshot) -> String {
-    let mut out = Exposition {
-        node: m.node,
-        text: String::new(),
-    };
-    let by_kind = |map: &BTreeMap<String, u64>| -> Vec<(String, String)> {
-        map.iter()
-            .map(|(kind, n)| (format!(",type=\"{kind}\""), n.to_string()))
-            .collect()
-    };
-    let health = match m.health {
-        HealthState::Unchecked => -1,
-        HealthState::Failing | HealthState::Pending => 0,
-        HealthState::Passing => 1,
-    };
-    out.single(
-        "is_coordinator",
-        "gauge",
-        "1 if this node is the coordinator.",
-        u8::from(m.is_coordinator),
-    );
-    out.single(
-        "epoch_term",
-        "gauge",
-        "Term of the epoch this node follows or leads (the fencing token); 0 if none.",
-        m.epoch_term,
-    );
-    out.single(
-        "eligible",
-        "gauge",
-        "1 if this node may lead (health check passing, not stepped down).",
-        u8::from(m.eligible),
-    );
-    out.single(
-        "health_state",
-        "gauge",
-        "Health check verdict: 1 passing, 0 failing (or no result yet), -1 no check configured.",
-        health,
-    );
-    out.single(
-        "peers_up",
-        "gauge",
-        "Peers whose connection is up.",
-        m.peers_up,
-    );
-    out.single(
-        "elections_started_total",
-        "counter",
-        "Election rounds this node began.",
-        m.elections_started,
-    );
-    out.single(
-        "declarations_total",
-        "counter",
-        "Epochs this node declared.",
-        m.declarations,
-    );
-    out.single(
-        "coordinator_changes_total",
-        "counter",
-        "Times the coordinator seen by this node changed.",
-        m.coordinator_changes,
-    );
-    out.family(
-        "messages_sent_total",
-        "counter",
-        "Peer messages handed to the transport, by type.",
-        &by_kind(&m.sent),
-    );
-    out.family(
-        "messages_received_total",
-        "counter",
-        "Peer messages received, by type.",
-        &by_kind(&m.received),
-    );
-    out.single(
-        "hook_runs_total",
-        "counter",
-        "Hook commands run.",
-        m.hook_runs,
-    );
-    out.single(
-        "hook_failures_total",
-        "counter",
-        "Hook commands that failed, timed out or could not start.",
-        m.hook_failures,
-    );
-    out.single(
-        "health_checks_total",
-        "counter",
-        "Health check commands run.",
-        m.health_checks,
-    );
-    out.single(
-        "health_check_failures_total",
-        "counter",
-        "Health check commands that failed or timed out.",
-        m.health_failures,
-    );
-    let h = &m.failover;
-    let mut cumulative = 0;
-    let mut samples: Vec<(String, String)> = Vec::new();
-    for (i, count) in h.counts.iter().enumerate() {
-        cumulative += count;
-        let le = match h.bounds_ms.get(i) {
-            Some(&ms) => seconds(ms),
-            None => "+Inf".to_string(),
-        };
-        samples.push((format!(",le=\"{le}\""), cumulative.to_string()));
-    }
-    out.histogram(
-        "failover_seconds",
-        "Time from losing the coordinator to following a new one.",
-        &samples,
-        &seconds(h.sum_ms),
-        h.count,
-    );
-    out.text
-}
-
-/// Writes metric families for one node.
-struct Exposition {
-    node: NodeId,
-    text: String,
-}
-
-impl Exposition {
-    fn header(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP bully_{name} {help}");
-        let _ = writeln!(self.text, "# TYPE bully_{name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
-        let node = self.node;
-        let _ = writeln!(self.text, "bully_{name}{{node=\"{node}\"{labels}}} {value}");
-    }
-
-    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
-        self.header(name, kind, help);
-        self.sample(name, "", value);
-    }
-
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
-        self.header(name, kind, help);
-        for (labels, value) in samples {
-            self.sample(name, labels, value);
-        }
-    }
-
-    fn histogram(
-        &mut self,
-        name: &str,
-        help: &str,
-        buckets: &[(String, String)],
-        sum: &str,
-        count: u64,
-    ) {
-        self.header(name, "histogram", help);
-        for (labels, value) in buckets {
-            self.sample(&format!("{name}_bucket"), labels, value);
-        }
-        self.sample(&format!("{name}_sum"), "", sum);
-        self.sample(&format!("{name}_count"), "", count);
-    }
-}
-
-/// Milliseconds as a decimal number of seconds without float rounding noise.
-fn seconds(ms: u64) -> String {
-    format!("{}.{:03}", ms / 1000, ms % 1000)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,9 +354,9 @@ mod tests {
         m.message_sent(MessageKind::Heartbeat);
         m.message_sent(MessageKind::Heartbeat);
         m.message_received(MessageKind::Ack);
-        m.observe_failover(120);
-        m.observe_failover(20_000);
-        m.hook_ran(true);
+        m.observe_failover(Duration::from_millis(120));
+        m.observe_failover(Duration::from_secs(20));
+        m.hook_ran("on_change", true);
         m.set_health(HealthState::Failing);
         let s = m.snapshot();
         assert_eq!(s.sent["heartbeat"], 2);
@@ -450,7 +364,7 @@ mod tests {
         assert_eq!(s.received["ack"], 1);
         assert_eq!(s.sent.len(), MessageKind::ALL.len());
         assert_eq!(s.failover.count, 2);
-        assert_eq!(s.failover.sum_ms, 20_120);
+        assert_eq!(s.failover.sum_us, 20_120_000);
         assert_eq!(s.failover.counts[2], 1, "120 ms falls in (100, 200]");
         assert_eq!(
             *s.failover.counts.last().unwrap(),
@@ -458,43 +372,14 @@ mod tests {
             "20 s is above every bound"
         );
         assert_eq!((s.hook_runs, s.hook_failures), (1, 1));
+        assert_eq!(
+            s.hooks["on_change"],
+            HookCounts {
+                runs: 1,
+                failures: 1
+            }
+        );
+        assert_eq!(s.hooks["on_elected"], HookCounts::default());
         assert_eq!(s.health, HealthState::Failing);
-    }
-
-    #[test]
-    fn prometheus_text_has_every_family_once() {
-        let m = Metrics::new(2);
-        m.set_view(true, 7);
-        m.observe_failover(250);
-        let text = render_prometheus(&m.snapshot());
-        for family in [
-            "bully_is_coordinator",
-            "bully_epoch_term",
-            "bully_eligible",
-            "bully_health_state",
-            "bully_elections_started_total",
-            "bully_declarations_total",
-            "bully_coordinator_changes_total",
-            "bully_messages_sent_total",
-            "bully_messages_received_total",
-            "bully_hook_runs_total",
-            "bully_hook_failures_total",
-            "bully_peers_up",
-            "bully_failover_seconds",
-        ] {
-            assert_eq!(
-                text.matches(&format!("# TYPE {family} ")).count(),
-                1,
-                "{family} in\n{text}"
-            );
-        }
-        assert!(text.contains("bully_is_coordinator{node=\"2\"} 1\n"));
-        assert!(text.contains("bully_epoch_term{node=\"2\"} 7\n"));
-        assert!(text.contains("bully_messages_sent_total{node=\"2\",type=\"heartbeat\"} 0\n"));
-        assert!(text.contains("bully_failover_seconds_bucket{node=\"2\",le=\"0.200\"} 0\n"));
-        assert!(text.contains("bully_failover_seconds_bucket{node=\"2\",le=\"0.300\"} 1\n"));
-        assert!(text.contains("bully_failover_seconds_bucket{node=\"2\",le=\"+Inf\"} 1\n"));
-        assert!(text.contains("bully_failover_seconds_sum{node=\"2\"} 0.250\n"));
-        assert!(text.contains("bully_health_state{node=\"2\"} -1\n"));
     }
 }

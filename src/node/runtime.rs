@@ -6,10 +6,11 @@ use super::api::{self, Command};
 use super::error::NodeError;
 use super::event_log::EventLog;
 use super::hooks::{ElectedHookDone, Hooks};
-use super::http::HttpState;
 use super::metrics::{HealthState, Metrics};
+use super::reload::{self, Services};
 use super::status::{wall_ms, Status};
 use super::step_down::{self, Handover};
+use super::switchover::{self, Hold, Members};
 use super::transitions::Tracker;
 use crate::config::{CoordinatorReady, ElectedHookFailure, NodeConfig};
 use crate::history::Record;
@@ -18,7 +19,7 @@ use crate::protocol::{
     View,
 };
 use crate::storage::Storage;
-use crate::transport::{Transport, TransportConfig, TransportEvent};
+use crate::transport::{Transport, TransportEvent};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio::task::JoinHandle;
 
 /// A running node. Dropping it does not stop the node; call [`NodeHandle::shutdown`].
 pub struct NodeHandle {
+    commands: mpsc::Sender<Command>,
     status: watch::Receiver<Status>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), NodeError>>,
@@ -52,7 +54,8 @@ impl NodeHandle {
         Arc::clone(&self.metrics)
     }
 
-    /// The TCP address of the HTTP endpoint, when `[http]` is configured.
+    /// The TCP address of the HTTP endpoint as started, when `[http]` is configured (a
+    /// reload may move it).
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
     }
@@ -60,6 +63,22 @@ impl NodeHandle {
     /// The UDP address the node's QUIC endpoint is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Applies a re-read config without leaving the cluster (see [`super::reload`]):
+    /// `Ok` says what changed, `Err` why nothing did.
+    pub async fn reload(&self, config: NodeConfig) -> Result<String, String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let command = Command::Reload {
+            config: Box::new(config),
+            reply,
+        };
+        if self.commands.send(command).await.is_err() {
+            return Err("the node is stopping".into());
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the node is stopping".into()))
     }
 
     /// Stops the node: closes connections (peers see it go at once rather than after
@@ -111,22 +130,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     };
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
-    let (transport, events) = Transport::start(TransportConfig {
-        id: config.id,
-        listen: config.listen,
-        tls: crate::certs::TlsFiles {
-            ca: config.tls.ca.clone(),
-            cert: config.tls.cert.clone(),
-            key: config.tls.key.clone(),
-        },
-        peers: config
-            .peers
-            .iter()
-            .map(|p| (p.id, p.addr.clone()))
-            .collect(),
-        timing: config.timing,
-    })
-    .await?;
+    let (transport, events) = Transport::start(reload::transport_config(&config)).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
@@ -170,8 +174,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     );
     let metrics = Arc::new(Metrics::new(config.id));
     metrics.set_health(health_state);
+    metrics.attach_transport(transport.clone());
     metrics.set_eligible(machine.view().eligible);
-    let mut helpers = Vec::new();
     let (elected_tx, elected_hooks) = mpsc::unbounded_channel();
     let (led, led_rx) = watch::channel(None);
     let (hooks, hook_task) = Hooks::start(
@@ -182,31 +186,21 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         elected_tx,
         led_rx,
     );
-    helpers.push(hook_task);
     let (verdicts_tx, verdicts) = mpsc::channel(4);
-    if let Some(health) = config.health.clone() {
-        helpers.push(tokio::spawn(super::health::run(
-            health,
-            workdir,
-            config.data_dir.clone(),
-            status_rx.clone(),
-            Arc::clone(&metrics),
-            verdicts_tx,
-        )));
-    }
-    if let Some(listener) = http {
-        let state = HttpState {
-            status: status_rx.clone(),
-            metrics: Arc::clone(&metrics),
-        };
-        helpers.push(tokio::spawn(super::http::serve(listener, state)));
-    }
     let readiness = Readiness {
         at_once: config.hooks.on_elected.is_none()
             || config.http.map(|h| h.coordinator_ready) == Some(CoordinatorReady::Elected),
         on_failure: config.hooks.on_elected_failure,
         resign_for_ms: config.hooks.resign_for_ms,
     };
+    let services = Services::start(
+        &config,
+        workdir,
+        status_rx.clone(),
+        Arc::clone(&metrics),
+        verdicts_tx,
+        http,
+    );
     let runtime = Runtime {
         timing: config.timing,
         readiness,
@@ -215,7 +209,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         metrics: Arc::clone(&metrics),
         tracker: Tracker::default(),
         hooks,
-        helpers,
+        hook_task,
+        services,
         verdicts,
         health: health_state,
         machine,
@@ -225,13 +220,20 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         events,
         status: status_tx,
         commands: commands_rx,
-        commands_tx,
+        commands_tx: commands_tx.clone(),
         clock,
         eligible_again_at: None,
         handover: None,
+        hold: None,
+        members: Arc::new(Members {
+            peers: config.peers.clone(),
+            tls: reload::transport_config(&config).tls,
+            local_addr,
+        }),
     };
     let task = tokio::spawn(runtime.run(stop_rx));
     Ok(NodeHandle {
+        commands: commands_tx,
         status: status_rx,
         stop: stop_tx,
         task,
@@ -300,14 +302,20 @@ struct Runtime {
     eligible_again_at: Option<Millis>,
     /// A step-down waiting for another node to take over.
     handover: Option<Handover>,
+    /// Held back (ineligible) for a switchover to another node.
+    hold: Option<Hold>,
     /// The health check's verdicts (never yields without a `[health]` section).
     verdicts: mpsc::Receiver<bool>,
     health: HealthState,
     hooks: Hooks,
-    /// Hook runner, health check and HTTP tasks; aborted when the node stops.
-    helpers: Vec<JoinHandle<()>>,
+    /// The hook runner; aborted when the node stops.
+    hook_task: JoinHandle<()>,
+    /// Health check and HTTP endpoint, replaced by a reload.
+    services: Services,
     metrics: Arc<Metrics>,
     tracker: Tracker,
+    /// Peers and our certificate, for a switchover's requests to them.
+    members: Arc<Members>,
 }
 
 impl Runtime {
@@ -331,9 +339,8 @@ impl Runtime {
             tracing::warn!("while stopping: {e}");
         }
         self.hooks.drain().await;
-        for helper in &self.helpers {
-            helper.abort();
-        }
+        self.hook_task.abort();
+        self.services.stop();
         self.transport.shutdown().await;
         tracing::info!(id = self.machine.id(), "node stopped");
         result
@@ -357,11 +364,12 @@ impl Runtime {
                     Some(event) => self.on_transport(event),
                     None => return Ok(()),
                 },
-                Some(command) = self.commands.recv() => self.on_command(command),
+                Some(command) = self.commands.recv() => self.on_command(command).await,
                 Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
                 Some(done) = self.elected_hooks.recv() => self.on_elected_hook(done),
                 _ = sleep_until_some(eligible_at) => {
                     self.eligible_again_at = None;
+                    self.hold = None;
                     tracing::info!("step-down period over");
                     self.refresh_eligibility();
                 }
@@ -403,6 +411,7 @@ impl Runtime {
                         status: self.status.subscribe(),
                         commands: self.commands_tx.clone(),
                         metrics: Arc::clone(&self.metrics),
+                        members: Arc::clone(&self.members),
                     },
                 ));
             }
@@ -416,20 +425,62 @@ impl Runtime {
         }
     }
 
-    fn on_command(&mut self, command: Command) {
+    async fn on_command(&mut self, command: Command) {
         match command {
-            Command::StepDown { for_ms, reply } => {
-                tracing::info!(for_ms, "stepping down on request");
-                self.step_down(for_ms, reply);
+            Command::Reload { config, reply } => {
+                let result = self
+                    .services
+                    .reload(*config, &mut self.hooks, &self.transport)
+                    .await;
+                let answer = match result {
+                    Ok(reloaded) => {
+                        tracing::info!("{}", reloaded.summary);
+                        if reloaded.health_removed {
+                            self.health = HealthState::Unchecked;
+                            self.metrics.set_health(HealthState::Unchecked);
+                            self.refresh_eligibility();
+                        }
+                        Ok(reloaded.summary)
+                    }
+                    Err(e) => {
+                        tracing::error!("reload refused, nothing changed: {e}");
+                        Err(e)
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            Command::StandAside {
+                for_ms,
+                target,
+                reply,
+            } => {
+                if let Some(reason) = switchover::stand_aside_refusal(&self.status.borrow(), for_ms)
+                {
+                    let _ = reply.send(Err(reason));
+                    return;
+                }
+                tracing::info!(for_ms, target, "standing aside for a switchover");
+                self.hold = Some(Hold::new(target));
+                self.eligible_again_at = Some(self.clock.now().saturating_add(for_ms));
+                self.refresh_eligibility();
+                let _ = reply.send(Ok(format!(
+                    "node {} stands aside for node {target}",
+                    self.machine.id()
+                )));
+            }
+            Command::StepDown { for_ms, to, reply } => {
+                tracing::info!(for_ms, ?to, "stepping down on request");
+                self.step_down(for_ms, to, reply);
             }
         }
     }
 
-    /// Becomes ineligible for `for_ms` and waits for another node to take over (see
-    /// [`step_down`]); `reply` gets the outcome.
+    /// Becomes ineligible for `for_ms` and waits for another node (`to`, if given) to
+    /// take over (see [`step_down`]); `reply` gets the outcome.
     fn step_down(
         &mut self,
         for_ms: u64,
+        to: Option<NodeId>,
         reply: tokio::sync::oneshot::Sender<Result<String, String>>,
     ) {
         let refused = step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
@@ -439,7 +490,8 @@ impl Runtime {
         }
         let now = self.clock.now();
         self.eligible_again_at = Some(now.saturating_add(for_ms));
-        self.handover = Some(Handover::new(reply, now, for_ms, &self.timing));
+        self.handover = Some(Handover::new(reply, now, for_ms, &self.timing, to));
+        self.hold = to.map(Hold::new);
         self.refresh_eligibility();
     }
 
@@ -463,7 +515,7 @@ impl Runtime {
                 let for_ms = self.readiness.resign_for_ms;
                 tracing::warn!(for_ms, "on_elected failed; resigning");
                 let (reply, mut outcome) = tokio::sync::oneshot::channel();
-                self.step_down(for_ms, reply);
+                self.step_down(for_ms, None, reply);
                 if let Ok(Err(reason)) = outcome.try_recv() {
                     tracing::warn!("cannot resign: {reason}; staying coordinator, not ready");
                 }
@@ -478,6 +530,7 @@ impl Runtime {
         };
         tracing::warn!("step-down refused: no other eligible node took over");
         self.eligible_again_at = None;
+        self.hold = None;
         self.refresh_eligibility();
         handover.refuse(&self.status.borrow(), &self.timing);
     }
@@ -627,7 +680,7 @@ impl Runtime {
             m.coordinator_changed();
         }
         if let Some(took) = transition.failover {
-            m.observe_failover(took.as_millis() as u64);
+            m.observe_failover(took);
         }
         // Before the hooks, and before any later action (a Resign) goes out: a running
         // on_elected for an epoch now over is killed first.
@@ -641,6 +694,13 @@ impl Runtime {
             .handover
             .take()
             .and_then(|h| h.complete_if_taken_over(view));
+        if self.hold.as_mut().is_some_and(|h| !h.keeps_holding(view)) {
+            // The switchover's target stopped leading: the wait branch makes this node
+            // eligible again on the next turn of the loop.
+            tracing::info!("the switchover target stopped leading; no longer held back");
+            self.hold = None;
+            self.eligible_again_at = Some(self.clock.now());
+        }
     }
 
     /// The machine's lease end as an instant readers can compare with `Instant::now()`.
@@ -653,9 +713,11 @@ impl Runtime {
     /// Writes and flushes the cells.
     async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
         let storage = Arc::clone(&self.storage);
+        let started = Instant::now();
         tokio::task::spawn_blocking(move || storage.save(&cells))
             .await
             .map_err(|e| NodeError::Join(e.to_string()))??;
+        self.metrics.observe_persist(started.elapsed());
         self.event_log.append(Record::Persisted(cells));
         self.status.send_modify(|s| s.apply_cells(cells));
         Ok(())

@@ -145,6 +145,7 @@ impl Status {
     pub fn metrics(&self, metrics: &Metrics) -> MetricsSnapshot {
         let mut snapshot = metrics.snapshot();
         snapshot.is_coordinator = self.role == Role::Coordinator;
+        snapshot.peer_up = self.peers.iter().map(|p| (p.id, p.connected)).collect();
         snapshot
     }
 

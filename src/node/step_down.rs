@@ -12,7 +12,7 @@
 //! and gives an honest answer: "node 2 took over at epoch 9@2 after 104 ms".
 
 use super::status::Status;
-use crate::protocol::{Millis, Role, Timing, View};
+use crate::protocol::{Millis, NodeId, Role, Timing, View};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -24,6 +24,8 @@ pub struct Handover {
     pub deadline: Millis,
     started: Instant,
     for_ms: u64,
+    /// A switchover's chosen successor; any other node taking over is a refusal.
+    to: Option<NodeId>,
 }
 
 impl Handover {
@@ -33,12 +35,14 @@ impl Handover {
         now: Millis,
         for_ms: u64,
         timing: &Timing,
+        to: Option<NodeId>,
     ) -> Handover {
         Handover {
             reply,
             deadline: now + handover_wait_ms(timing),
             started: Instant::now(),
             for_ms,
+            to,
         }
     }
 
@@ -51,6 +55,12 @@ impl Handover {
             return Some(self);
         }
         let took = self.started.elapsed().as_millis();
+        if let Some(to) = self.to.filter(|&to| to != coordinator) {
+            let _ = self.reply.send(Err(format!(
+                "node {coordinator} took over at epoch {epoch} instead of node {to} (after {took} ms)"
+            )));
+            return None;
+        }
         let _ = self.reply.send(Ok(format!(
             "node {id} stepped down; node {coordinator} took over at epoch {epoch} after {took} ms; node {id} stays ineligible for {} ms",
             self.for_ms,

@@ -1,6 +1,7 @@
 //! [`Transport`]: the node's QUIC endpoint, its accept loop, and the handle the
 //! runtime uses to send messages.
 
+use super::hello::Hello;
 use super::inbound::{self, InboundTable};
 use super::peer::{self, Link};
 use super::tls::{self, negotiated_alpn, peer_identity};
@@ -9,7 +10,7 @@ use super::{
 };
 use crate::certs::Identity;
 use crate::protocol::{Message, NodeId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
@@ -33,8 +34,17 @@ pub struct Transport {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("id", &self.shared.id)
+            .field("local_addr", &self.shared.local_addr)
+            .finish()
+    }
+}
+
 /// Counters for metrics and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransportStats {
     /// Messages written to a peer stream.
     pub messages_sent: u64,
@@ -103,6 +113,10 @@ pub(super) struct Shared {
     pub stats: Counters,
     /// Sent in every hello; new per process (see `inbound`).
     pub nonce: u64,
+    /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
+    pub members: Vec<NodeId>,
+    /// The TLS config each dial uses; replaced by [`Transport::reload_tls`].
+    dial: Mutex<quinn::ClientConfig>,
     events: mpsc::Sender<TransportEvent>,
     shutdown: watch::Sender<bool>,
     tasks: Mutex<JoinSet<()>>,
@@ -136,6 +150,19 @@ impl Shared {
     /// For informational events: never waits, drops the event if the queue is full.
     pub fn emit_nowait(&self, event: TransportEvent) {
         let _ = self.events.try_send(event);
+    }
+
+    /// Our hello: nonce and member list.
+    pub fn hello(&self) -> Hello {
+        Hello {
+            nonce: self.nonce,
+            members: self.members.clone(),
+        }
+    }
+
+    /// The dial config as of now (certificates may have been reloaded).
+    pub fn dial_config(&self) -> quinn::ClientConfig {
+        self.dial.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn tasks(&self) -> MutexGuard<'_, JoinSet<()>> {
@@ -187,6 +214,24 @@ impl Transport {
             self.shared.stats.add_dropped(1);
             debug!(peer = to, kind = msg.body.kind().name(), "message dropped");
         }
+    }
+
+    /// Re-reads the certificate, key and CA named in `cfg.tls` (the rest of `cfg` is
+    /// only checked): new handshakes and dials use them, connections already up stay
+    /// up, so a node rotates its certificate without leaving the cluster. On an error
+    /// nothing changes.
+    pub fn reload_tls(&self, cfg: &TransportConfig) -> Result<(), TransportError> {
+        if cfg.id != self.shared.id {
+            return Err(TransportError::Config(format!(
+                "id changed from {} to {}",
+                self.shared.id, cfg.id
+            )));
+        }
+        let configs = prepare(cfg)?;
+        self.shared.endpoint.set_server_config(Some(configs.server));
+        *self.shared.dial.lock().unwrap_or_else(|e| e.into_inner()) = configs.dial;
+        info!(id = cfg.id, cert = %cfg.tls.cert.display(), "certificates reloaded");
+        Ok(())
     }
 
     /// Closes every inbound connection from `peer` (e.g. it broke a protocol rule).
@@ -309,12 +354,19 @@ fn launch(
         inbound: InboundTable::default(),
         stats: Counters::default(),
         nonce: rand::random(),
+        members: {
+            let mut members: Vec<NodeId> = cfg.peers.iter().map(|(id, _)| *id).collect();
+            members.push(cfg.id);
+            members.sort_unstable();
+            members
+        },
+        dial: Mutex::new(configs.dial),
         events,
         shutdown: watch::channel(false).0,
         tasks: Mutex::new(JoinSet::new()),
     });
     for (link, queue) in queues {
-        shared.spawn(peer::run(shared.clone(), link, queue, configs.dial.clone()));
+        shared.spawn(peer::run(shared.clone(), link, queue));
     }
     shared.spawn(accept_loop(shared.clone()));
     info!(id = cfg.id, addr = %local_addr, peers = cfg.peers.len(), "transport listening");
@@ -410,7 +462,8 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     }
 }
 
-fn refuse(
+/// Refuses a connection: counts it, logs it, closes it with `code` and tells the runtime.
+pub(super) fn refuse(
     shared: &Shared,
     conn: &quinn::Connection,
     peer: Option<NodeId>,

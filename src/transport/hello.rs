@@ -8,18 +8,46 @@
 //! connection points at a dead process (the peer restarted) and is redialed at once
 //! instead of after the idle timeout. The dialer also waits for the accepting side's
 //! hello before it reports the peer up, which proves the peer accepted our certificate.
+//!
+//! A hello also carries the sender's member list (itself and its configured peers).
+//! Both sides refuse a peer whose list differs from theirs by more than one member
+//! ([`membership_mismatch`]): in quorum mode two configurations that differ by two or
+//! more can each count a different majority and elect two coordinators in one term.
+//! Changing membership one node at a time keeps any two lists within one.
 
 use super::frame::{read_frame, write_frame, FrameError};
 use crate::codec::{CodecError, HEADER_LEN};
+use crate::protocol::NodeId;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The first frame on a peer stream. Public because it is part of the wire protocol
 /// (tests speak it with raw quinn).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     /// Random, fixed for the life of the sending process.
     pub nonce: u64,
+    /// The sender and its configured peers, in ascending order.
+    pub members: Vec<NodeId>,
+}
+
+/// Why a peer's member list is refused, naming both lists, if it is: when the two lists
+/// differ by more than one member (counting members on either side only).
+pub fn membership_mismatch(ours: &[NodeId], theirs: &[NodeId]) -> Option<String> {
+    let ours_only = ours.iter().filter(|id| !theirs.contains(id)).count();
+    let theirs_only = theirs.iter().filter(|id| !ours.contains(id)).count();
+    (ours_only + theirs_only > 1).then(|| {
+        format!(
+            "member lists differ by more than one member: ours {} theirs {}; change membership one node at a time",
+            list(ours),
+            list(theirs)
+        )
+    })
+}
+
+fn list(ids: &[NodeId]) -> String {
+    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    format!("[{}]", ids.join(","))
 }
 
 /// Both hellos must arrive within this long of the handshake, or the connection is
@@ -29,10 +57,10 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Opens a unidirectional stream and writes our hello on it. Not cancellation-safe.
 pub(super) async fn send(
     conn: &quinn::Connection,
-    nonce: u64,
+    hello: &Hello,
 ) -> Result<quinn::SendStream, FrameError> {
     let mut stream = conn.open_uni().await.map_err(io_error)?;
-    write_frame(&mut stream, &Hello { nonce }).await?;
+    write_frame(&mut stream, hello).await?;
     Ok(stream)
 }
 
@@ -54,4 +82,24 @@ pub(super) async fn recv(
 
 fn io_error(e: quinn::ConnectionError) -> FrameError {
     FrameError::Io(e.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::membership_mismatch;
+
+    #[test]
+    fn lists_within_one_member_are_accepted() {
+        assert_eq!(membership_mismatch(&[1, 2, 3], &[1, 2, 3]), None);
+        assert_eq!(membership_mismatch(&[1, 2, 3], &[1, 2, 3, 4]), None);
+        assert_eq!(membership_mismatch(&[1, 2, 3, 4], &[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn lists_two_apart_are_refused_naming_both() {
+        let why = membership_mismatch(&[1, 2, 3], &[1, 2, 3, 4, 5]).unwrap();
+        assert!(why.contains("ours [1,2,3] theirs [1,2,3,4,5]"), "{why}");
+        // One added and one removed is two changes too.
+        assert!(membership_mismatch(&[1, 2, 3], &[1, 2, 4]).is_some());
+    }
 }

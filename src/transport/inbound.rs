@@ -1,7 +1,7 @@
 //! The inbound side of peer connections: read the peer's one stream (hello, then
 //! messages), drop the connection on any bad frame, and notice a restarted peer.
 
-use super::endpoint::{Shared, Shutdown};
+use super::endpoint::{refuse, Shared, Shutdown};
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::{close, TransportEvent};
@@ -55,14 +55,14 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
     let exchange = async {
         // Ours first: the dialer reports us up only once it has it. Dropping the
         // stream finishes it; the hello is still delivered.
-        hello::send(&conn, shared.nonce).await?;
+        hello::send(&conn, &shared.hello()).await?;
         hello::recv(&conn).await
     };
-    let hello = tokio::select! {
+    let theirs = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
         _ = shutdown.wait() => return,
     };
-    let (mut recv, hello) = match hello {
+    let (mut recv, hello) = match theirs {
         Ok(Ok(v)) => v,
         Ok(Err(FrameError::Codec(e))) => return bad_frame(&shared, peer, &conn, e),
         Ok(Err(FrameError::Io(e))) => {
@@ -81,6 +81,9 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
             return;
         }
     };
+    if let Some(reason) = hello::membership_mismatch(&shared.members, &hello.members) {
+        return refuse(&shared, &conn, Some(peer), close::MEMBERSHIP, reason);
+    }
     note_arrival(&shared, peer, &conn, hello);
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
     read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;

@@ -74,6 +74,8 @@ pub mod close {
     pub const FORBIDDEN: VarInt = VarInt::from_u32(5);
     /// The peer did not follow the stream protocol (e.g. no hello in time).
     pub const PROTOCOL: VarInt = VarInt::from_u32(6);
+    /// The peer's member list differs from ours by more than one member.
+    pub const MEMBERSHIP: VarInt = VarInt::from_u32(7);
 }
 
 /// Everything the transport needs to run one node.

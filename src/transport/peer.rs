@@ -123,12 +123,7 @@ enum Served {
 }
 
 /// The dialer task for one peer. Runs until shutdown.
-pub(super) async fn run(
-    shared: Arc<Shared>,
-    link: Arc<Link>,
-    mut queue: mpsc::Receiver<Message>,
-    config: quinn::ClientConfig,
-) {
+pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::Receiver<Message>) {
     let mut shutdown = shared.shutdown_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
@@ -143,6 +138,8 @@ pub(super) async fn run(
                 _ = shutdown.wait() => return,
             }
         }
+        // Fetched per dial: a reload may have replaced the certificates.
+        let config = shared.dial_config();
         match dial(&shared, &link, &config, &mut shutdown).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
@@ -245,7 +242,7 @@ async fn dial(
         }
     };
     let exchange = async {
-        let stream = hello::send(&conn, shared.nonce).await?;
+        let stream = hello::send(&conn, &shared.hello()).await?;
         let (_, theirs) = hello::recv(&conn).await?;
         Ok::<_, FrameError>((stream, theirs))
     };
@@ -255,10 +252,19 @@ async fn dial(
     };
     let reason = match outcome {
         Ok(Ok((stream, theirs))) => {
-            return Dialed::Up {
-                conn,
-                stream,
-                nonce: theirs.nonce,
+            match hello::membership_mismatch(&shared.members, &theirs.members) {
+                None => {
+                    return Dialed::Up {
+                        conn,
+                        stream,
+                        nonce: theirs.nonce,
+                    }
+                }
+                Some(reason) => {
+                    shared.stats.add_refused();
+                    conn.close(close::MEMBERSHIP, reason.as_bytes());
+                    reason
+                }
             }
         }
         Ok(Err(FrameError::Codec(e))) => {

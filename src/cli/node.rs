@@ -1,0 +1,106 @@
+//! `bully node --config F`: runs one node until SIGTERM/Ctrl-C, re-reads its config on
+//! SIGHUP (`systemctl reload`), and tells systemd when it is ready (`Type=notify`).
+
+use super::sd_notify::{self, READY, RELOADING, STOPPING};
+use crate::node::NodeHandle;
+use std::path::Path;
+use std::process::ExitCode;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+/// Runs the node; exit 2 on a config or start error, 1 on a fatal runtime error.
+pub async fn run(path: &Path) -> ExitCode {
+    // Before anything slow: SIGHUP's default action would end the process.
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(e) => {
+            eprintln!("warning: cannot handle SIGHUP, reload disabled: {e}");
+            None
+        }
+    };
+    let config = match crate::config::load(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Hooks and health checks run beside the config file (e.g. `./health.sh`).
+    let workdir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let node = match crate::node::start_in(config, workdir).await {
+        Ok(node) => node,
+        Err(e) => {
+            match e.config_field() {
+                Some(field) => eprintln!("error: {}: {field}: {}", path.display(), e.explain()),
+                None => eprintln!("error: {}", e.explain()),
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let ready = tokio::spawn(announce_ready(node.subscribe()));
+    let mut status = node.subscribe();
+    let requested = loop {
+        tokio::select! {
+            _ = super::shutdown_signal() => break true,
+            Some(()) = async { hangup.as_mut()?.recv().await } => reload(path, &node).await,
+            // The runtime task ends only on a fatal error (e.g. the disk failed).
+            _ = async { while status.changed().await.is_ok() {} } => break false,
+        }
+    };
+    ready.abort();
+    sd_notify::notify(STOPPING);
+    let result = if requested {
+        tracing::info!("stop requested; shutting down");
+        node.shutdown().await
+    } else {
+        node.wait().await
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Tells systemd the node is ready once it knows a coordinator (itself or another):
+/// only then can it answer `leader` and serve `/coordinator` meaningfully.
+async fn announce_ready(mut status: watch::Receiver<crate::node::Status>) {
+    let Ok(status) = status.wait_for(|s| s.coordinator.is_some()).await else {
+        return;
+    };
+    let coordinator = status.coordinator.map_or(0, |c| c);
+    tracing::info!(coordinator, "ready: a coordinator is known");
+    sd_notify::notify(&format!(
+        "{READY}\nSTATUS=coordinator is node {coordinator}"
+    ));
+}
+
+/// Re-reads the config file and applies it; a broken file changes nothing.
+async fn reload(path: &Path, node: &NodeHandle) {
+    tracing::info!(config = %path.display(), "SIGHUP: reloading");
+    sd_notify::notify(&format!("{RELOADING}\nMONOTONIC_USEC={}", monotonic_usec()));
+    match crate::config::load(path) {
+        Ok(config) => match node.reload(config).await {
+            Ok(_) => {} // the runtime logged what changed
+            Err(e) => tracing::error!("reload failed: {e}"),
+        },
+        Err(e) => tracing::error!("reload refused, nothing changed: {e}"),
+    }
+    sd_notify::notify(READY);
+}
+
+/// CLOCK_MONOTONIC in microseconds, which systemd wants with `RELOADING=1`.
+fn monotonic_usec() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1000
+}

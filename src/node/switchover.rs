@@ -1,0 +1,196 @@
+//! Switchover to a chosen node (`bully step-down --to N`), built on the plain
+//! step-down without new protocol rules: Bully elects the highest eligible node, so the
+//! coordinator first asks every reachable eligible member above N to stand aside (be
+//! ineligible for the step-down period), then steps down itself; N is then the highest
+//! eligible node and wins the election the Resign starts.
+//!
+//! Refused up front, with the reason, when N cannot take over: N is this node, not a
+//! member, a witness, unreachable, ineligible, or follows another coordinator; or a
+//! member above N that is connected does not agree to stand aside.
+//!
+//! A stand-aside (and the old coordinator's step-down) ends early when N, having led,
+//! stops leading: the nodes held back must not leave the cluster leaderless if N dies.
+
+use super::api::{Command, Request, Response};
+use super::status::Status;
+use crate::certs::TlsFiles;
+use crate::client::Client;
+use crate::config::PeerConfig;
+use crate::protocol::{NodeId, Role, View};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long each peer has to answer during the preparation.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the coordinator needs to reach its peers' APIs: its own certificate (the API
+/// accepts any certificate of the cluster CA) and where the peers are.
+#[derive(Debug, Clone)]
+pub struct Members {
+    pub peers: Vec<PeerConfig>,
+    pub tls: TlsFiles,
+    /// Our own QUIC address, to pick the address family when resolving a peer's name.
+    pub local_addr: SocketAddr,
+}
+
+/// Runs a switchover to `to` on the coordinator: checks, stand-asides, then the
+/// step-down through the runtime. `Ok` once `to` leads.
+pub async fn run(
+    members: &Members,
+    status: &Status,
+    commands: &mpsc::Sender<Command>,
+    to: NodeId,
+    for_ms: u64,
+) -> Result<String, String> {
+    let target = check_target(members, status, to)?;
+    let candidate = ask(members, target, Request::Status)
+        .await
+        .map_err(|e| format!("node {to} is unreachable: {e}"))?;
+    let Response::Status(theirs) = candidate else {
+        return Err(format!(
+            "node {to} answered {candidate:?} to a status request"
+        ));
+    };
+    if !theirs.eligible {
+        return Err(format!(
+            "node {to} is not eligible to lead (health: {:?}{})",
+            theirs.health,
+            if theirs.stepped_down_until_ms.is_some() {
+                ", stepped down"
+            } else {
+                ""
+            }
+        ));
+    }
+    if theirs.coordinator != Some(status.id) {
+        return Err(format!(
+            "node {to} does not follow this node (its coordinator: {:?})",
+            theirs.coordinator
+        ));
+    }
+    for peer in above(members, status, to) {
+        let request = Request::StandAside { for_ms, target: to };
+        match ask(members, peer, request).await {
+            Ok(Response::Done(_)) => tracing::info!(peer = peer.id, to, "stands aside"),
+            Ok(Response::Refused(why)) => {
+                return Err(format!(
+                    "node {} above node {to} refused to stand aside: {why}",
+                    peer.id
+                ))
+            }
+            Ok(other) => return Err(format!("node {} answered {other:?}", peer.id)),
+            Err(e) => {
+                return Err(format!(
+                    "node {} above node {to} cannot be asked to stand aside: {e}",
+                    peer.id
+                ))
+            }
+        }
+    }
+    let (reply, answer) = oneshot::channel();
+    let command = Command::StepDown {
+        for_ms,
+        to: Some(to),
+        reply,
+    };
+    commands
+        .send(command)
+        .await
+        .map_err(|_| "the node is stopping".to_string())?;
+    answer
+        .await
+        .unwrap_or_else(|_| Err("the node is stopping".into()))
+}
+
+/// The target's config entry, if it is a member that could lead.
+fn check_target<'a>(
+    members: &'a Members,
+    status: &Status,
+    to: NodeId,
+) -> Result<&'a PeerConfig, String> {
+    if status.role != Role::Coordinator {
+        return Err(format!(
+            "node {} is not the coordinator (coordinator: {})",
+            status.id,
+            status
+                .coordinator
+                .map_or_else(|| "none".to_string(), |c| c.to_string())
+        ));
+    }
+    if to == status.id {
+        return Err(format!("node {to} is the coordinator already"));
+    }
+    let Some(target) = members.peers.iter().find(|p| p.id == to) else {
+        let known: Vec<String> = members.peers.iter().map(|p| p.id.to_string()).collect();
+        return Err(format!(
+            "node {to} is not a member (peers of node {}: {})",
+            status.id,
+            known.join(",")
+        ));
+    };
+    if target.witness {
+        return Err(format!("node {to} is a witness and never leads"));
+    }
+    if !status.peers.iter().any(|p| p.id == to && p.connected) {
+        return Err(format!("node {to} is unreachable from node {}", status.id));
+    }
+    Ok(target)
+}
+
+/// The members above `to` that could win the election instead of it: connected, not
+/// witnesses, not this node (which steps down itself).
+fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerConfig> {
+    members
+        .peers
+        .iter()
+        .filter(|p| p.id > to && !p.witness)
+        .filter(|p| status.peers.iter().any(|s| s.id == p.id && s.connected))
+        .collect()
+}
+
+async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<Response, String> {
+    let addr = peer.addr.resolve(members.local_addr).await?;
+    let client = Client::connect(addr, &members.tls, Some(peer.id), ASK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    client.request(request).await.map_err(|e| e.to_string())
+}
+
+/// A node held back for a switchover to `target`: it stays ineligible until its period
+/// ends, or at once when `target`, having led, stops leading.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    target: NodeId,
+    target_led: bool,
+}
+
+impl Hold {
+    /// Holds back for `target`.
+    pub fn new(target: NodeId) -> Hold {
+        Hold {
+            target,
+            target_led: false,
+        }
+    }
+
+    /// Whether to keep holding back after `view`.
+    pub fn keeps_holding(&mut self, view: View) -> bool {
+        let target_leads = view.coordinator() == Some(self.target);
+        self.target_led |= target_leads;
+        target_leads || !self.target_led
+    }
+}
+
+/// Why a node cannot stand aside now, if it cannot.
+pub fn stand_aside_refusal(status: &Status, for_ms: u64) -> Option<String> {
+    if for_ms == 0 {
+        return Some("a stand-aside needs a duration above 0".into());
+    }
+    (status.role == Role::Coordinator).then(|| {
+        format!(
+            "node {} is the coordinator; ask it to step down instead",
+            status.id
+        )
+    })
+}

@@ -1,0 +1,131 @@
+//! Slow clients cannot starve the HTTP endpoint: with 500 connections each holding a
+//! half-sent request, `/coordinator` still answers a well-formed request within 100 ms;
+//! beyond `MAX_CONNECTIONS` the oldest connections are closed, and the node's resident
+//! memory stays bounded (figures printed; run with `--nocapture`).
+
+mod common;
+#[path = "common/primary.rs"]
+mod primary;
+
+use bully::cluster::free_tcp_addr;
+use bully::config::HttpConfig;
+use bully::node::http::MAX_CONNECTIONS;
+use bully::protocol::{Preempt, Timing};
+use common::{wait_until, TestCluster};
+use primary::{http_get, phase};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const AGREE: Duration = Duration::from_secs(20);
+const SLOW: usize = 500;
+const MORE: usize = 400;
+
+/// The node's resident memory in KiB, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+/// Opens `n` connections that each send half a request head and then wait. Plain
+/// non-blocking std sockets, so [`state`] can ask the kernel directly.
+fn half_requests(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET /coordinator HTTP/1.1\r\nHost: slow\r\n")
+                .unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect()
+}
+
+/// What the server did with a slow connection so far.
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// Closed without an answer: evicted.
+    Closed,
+    /// Answered (a 408 once the read timeout passed).
+    Answered,
+}
+
+fn state(stream: &mut TcpStream) -> State {
+    let mut buf = [0u8; 512];
+    match stream.read(&mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => State::Open,
+        Ok(0) | Err(_) => State::Closed,
+        Ok(_) => State::Answered,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_do_not_starve_coordinator_and_memory_stays_bounded() {
+    const { assert!(SLOW < MAX_CONNECTIONS && SLOW + MORE > MAX_CONNECTIONS) };
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    let listen = free_tcp_addr().unwrap();
+    t.cluster
+        .edit_config(3, |c| c.http = Some(HttpConfig::on(listen)))
+        .unwrap();
+    t.start_all();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    let pid = t.cluster.pid(3).unwrap();
+    let (code, _) = http_get(listen, "/coordinator").await.unwrap();
+    assert_eq!(code, 200);
+    let before = rss_kib(pid);
+
+    phase("500 connections hold half-sent requests; /coordinator still answers");
+    let opened = Instant::now();
+    let mut slow = half_requests(listen, SLOW);
+    eprintln!("opened {SLOW} slow connections in {:?}", opened.elapsed());
+    for _ in 0..3 {
+        let asked = Instant::now();
+        let (code, body) = http_get(listen, "/coordinator").await.unwrap();
+        let took = asked.elapsed();
+        eprintln!("/coordinator with {SLOW} slow clients: {code} in {took:?}");
+        assert_eq!(code, 200, "{body}");
+        assert!(took < Duration::from_millis(100), "took {took:?}");
+    }
+    let with_slow = rss_kib(pid);
+
+    phase("400 more: the oldest are closed, at most MAX_CONNECTIONS stay open");
+    slow.extend(half_requests(listen, MORE));
+    let must_close = SLOW + MORE - MAX_CONNECTIONS;
+    wait_until("the oldest connections to be closed", AGREE, || {
+        let states: Vec<State> = slow[..must_close].iter_mut().map(state).collect();
+        assert!(
+            !states.contains(&State::Answered),
+            "the read timeout struck first"
+        );
+        let n = states.iter().filter(|&s| *s == State::Closed).count();
+        async move { (n == must_close).then_some(()) }
+    })
+    .await;
+    let newest_open = slow[SLOW + MORE - 100..]
+        .iter_mut()
+        .map(state)
+        .filter(|s| *s == State::Open)
+        .count();
+    assert_eq!(
+        newest_open, 100,
+        "the newest connections were closed instead"
+    );
+    let (code, _) = http_get(listen, "/coordinator").await.unwrap();
+    assert_eq!(code, 200);
+    let full = rss_kib(pid);
+    eprintln!(
+        "node RSS: {before} KiB idle, {with_slow} KiB with {SLOW} slow clients, \
+         {full} KiB after {} (at most {MAX_CONNECTIONS} open)",
+        SLOW + MORE
+    );
+    assert!(
+        full < before + 32 * 1024,
+        "RSS grew from {before} to {full} KiB"
+    );
+}
