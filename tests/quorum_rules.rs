@@ -427,3 +427,39 @@ fn witness_never_leads_but_votes() {
         "{electing:?}"
     );
 }
+
+#[test]
+fn one_vote() {
+    let votes = |actions: &[Action]| -> Vec<(NodeId, Body)> {
+        sent(actions)
+            .into_iter()
+            .filter(|(_, b)| matches!(b, Body::Vote { .. }))
+            .collect()
+    };
+    // Node 1 votes for 4 at term 1; 3 asking for the same term within T' gets nothing,
+    // after T' the vote no longer binds (4 may have died) and 3 gets it.
+    let mut m = start(config(1, &[2, 3, 4]), fresh(), 0);
+    let to_4 = deliver(&mut m, 4, 0, Body::PreVote { term: 1 }, 10);
+    assert_eq!(votes(&to_4), vec![(4, Body::Vote { term: 1 })]);
+    assert_eq!(
+        votes(&deliver(&mut m, 3, 0, Body::PreVote { term: 1 }, 20)),
+        vec![]
+    );
+    assert_eq!(
+        votes(&deliver(&mut m, 3, 0, Body::PreVote { term: 1 }, 311)),
+        vec![(3, Body::Vote { term: 1 })]
+    );
+
+    // A running higher node answers a lower candidate at once, asks for the term above
+    // the one the lower candidate asked for, and declares the term it was voted for.
+    let mut m = start(config(3, &[1, 2]), fresh(), 0);
+    let answered = deliver(&mut m, 2, 0, Body::PreVote { term: 1 }, 10);
+    assert_eq!(sent(&answered), vec![(2, Body::Answer)]);
+    let asked = tick(&mut m, 100);
+    assert!(
+        sent(&asked).contains(&(1, Body::PreVote { term: 2 })),
+        "{asked:?}"
+    );
+    let declared = deliver(&mut m, 1, 1, Body::Vote { term: 2 }, 110);
+    assert_eq!(facts(&declared), vec![Fact::Declared { epoch: ep(2, 3) }]);
+}
