@@ -14,6 +14,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Whether `program` runs (`--version`, or `-v` for haproxy): tests that need an outside
+/// program skip, saying so, when it is missing.
+pub fn installed(program: &str) -> bool {
+    let flag = if program == "haproxy" {
+        "-v"
+    } else {
+        "--version"
+    };
+    std::process::Command::new(program)
+        .arg(flag)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// The `bully` binary cargo built for these tests.
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bully"))

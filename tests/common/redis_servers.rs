@@ -22,20 +22,6 @@ pub fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/redis-primary")
 }
 
-/// Whether `program --version` runs (the tests skip, saying so, when it does not).
-pub fn installed(program: &str) -> bool {
-    Command::new(program)
-        .arg(if program == "haproxy" {
-            "-v"
-        } else {
-            "--version"
-        })
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The redis-server processes, one per bully node.
 pub struct Redises {
     pub dir: PathBuf,
