@@ -9,6 +9,7 @@ use crate::config::{self, HooksConfig, NodeConfig, PeerConfig, TlsPaths};
 use crate::history::{Entry, Record};
 use crate::node::{event_log, Status};
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
+use crate::signals::Signal;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
@@ -219,7 +220,7 @@ impl Cluster {
     /// process writes nothing) and bound a paused one's.
     fn note(&mut self, node: NodeId, record: Record) {
         self.faults.push(Entry {
-            at_ms: crate::node::status::wall_ms(),
+            at_ms: crate::wall_clock::wall_ms(),
             node,
             record,
         });
@@ -227,7 +228,7 @@ impl Cluster {
 
     /// Stops a node's process with SIGSTOP: it keeps its sockets but processes nothing.
     pub fn pause(&mut self, id: NodeId) -> Result<()> {
-        self.signal(id, libc::SIGSTOP)?;
+        self.signal(id, Signal::SIGSTOP)?;
         self.member_mut(id).paused = true;
         self.note(id, Record::Paused);
         Ok(())
@@ -236,7 +237,7 @@ impl Cluster {
     /// Continues a paused node with SIGCONT.
     pub fn resume(&mut self, id: NodeId) -> Result<()> {
         self.note(id, Record::Resumed);
-        self.signal(id, libc::SIGCONT)?;
+        self.signal(id, Signal::SIGCONT)?;
         self.member_mut(id).paused = false;
         Ok(())
     }
@@ -246,7 +247,7 @@ impl Cluster {
         if self.is_paused(id) {
             self.resume(id)?;
         }
-        self.signal(id, libc::SIGTERM)?;
+        self.signal(id, Signal::SIGTERM)?;
         let deadline = std::time::Instant::now() + timeout;
         while std::time::Instant::now() < deadline {
             if !self.is_running(id) {
@@ -257,19 +258,14 @@ impl Cluster {
         self.kill(id)
     }
 
-    fn signal(&mut self, id: NodeId, signal: libc::c_int) -> Result<()> {
+    /// Sends `signal` to a running node's process (spawned here, not yet reaped).
+    pub fn signal(&mut self, id: NodeId, signal: Signal) -> Result<()> {
         if !self.is_running(id) {
             bail!("node {id} is not running");
         }
-        let pid = self.pid(id).expect("running node has a pid") as libc::pid_t;
-        // SAFETY: kill(2) with a PID we spawned and still own (not yet reaped).
-        if unsafe { libc::kill(pid, signal) } != 0 {
-            bail!(
-                "cannot signal node {id} (pid {pid}): {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
+        let pid = self.pid(id).expect("running node has a pid");
+        crate::signals::send(pid, signal)
+            .with_context(|| format!("cannot signal node {id} (pid {pid})"))
     }
 
     /// Changes a node's config file (hooks, health check, HTTP, timing, ...): reads and

@@ -36,6 +36,8 @@ pub mod node;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;
+pub mod signals;
 pub mod sim;
 pub mod storage;
 pub mod transport;
+pub mod wall_clock;

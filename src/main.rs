@@ -6,7 +6,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = bully::cli::Cli::parse();
     if cli.command.only_prints() {
-        bully::cli::logging::die_quietly_on_sigpipe();
+        bully::signals::die_quietly_on_sigpipe();
     }
     bully::cli::logging::init(cli.log_format);
     bully::cli::run(cli)

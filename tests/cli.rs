@@ -300,7 +300,6 @@ fn completions_and_man_page_cover_every_command() {
 
 #[test]
 fn printing_commands_die_quietly_when_stdout_is_closed() {
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::ExitStatusExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
@@ -314,12 +313,7 @@ fn printing_commands_die_quietly_when_stdout_is_closed() {
     ];
     for args in commands {
         // A pipe whose reader is already gone: the first write fails.
-        let mut fds = [0; 2];
-        // SAFETY: pipe(2) fills two fresh descriptors; we own both.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: fds[0] and fds[1] were just created and are owned only here.
-        let (reader, writer) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (reader, writer) = nix::unistd::pipe().expect("pipe");
         drop(reader);
         let out = Command::new(binary())
             .args(args)
@@ -330,7 +324,7 @@ fn printing_commands_die_quietly_when_stdout_is_closed() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(
             out.status.signal(),
-            Some(libc::SIGPIPE),
+            Some(nix::sys::signal::Signal::SIGPIPE as i32),
             "{args:?}: {:?} {stderr}",
             out.status
         );

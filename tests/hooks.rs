@@ -174,9 +174,8 @@ async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
 }
 
 /// Whether process `pid` still exists (zombies count as gone once reaped by init).
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+fn alive(pid: u32) -> bool {
+    bully::signals::exists(pid)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,9 +200,9 @@ async fn a_hook_past_its_timeout_is_killed_with_its_children_and_counted() {
     phase("a one-node cluster elects itself; on_elected hangs");
     t.start_all();
     t.wait_for_leader(&[1], 1, AGREE).await;
-    let started: Vec<i32> = wait_until("the hook's PIDs", AGREE, || async {
+    let started: Vec<u32> = wait_until("the hook's PIDs", AGREE, || async {
         let text = std::fs::read_to_string(&pids).ok()?;
-        let pids: Vec<i32> = text
+        let pids: Vec<u32> = text
             .split_whitespace()
             .filter_map(|p| p.parse().ok())
             .collect();

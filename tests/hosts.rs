@@ -115,8 +115,8 @@ impl Hosts {
     /// SIGTERM, then a bounded wait for the exit (SIGKILL if it does not come).
     fn stop(&mut self, id: NodeId) {
         let mut child = self.nodes.remove(&id).expect("node is running");
-        // SAFETY: kill(2) on a child we spawned and have not reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        // A child we spawned and have not reaped.
+        let _ = bully::signals::send(child.id(), bully::signals::Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if child.try_wait().unwrap().is_some() {

@@ -18,8 +18,8 @@ use bully::chaos::office;
 use bully::chaos::plan::Step;
 use bully::checker::{self, Convergence, Leader, Violation};
 use bully::history::{self, Entry};
-use bully::node::status::wall_ms;
 use bully::protocol::{Mode, NodeId, Timing};
+use bully::wall_clock::wall_ms;
 use std::time::{Duration, Instant};
 
 const NODES: u64 = 5;

@@ -47,10 +47,10 @@ async fn kill_restart_pause_resume(nodes: u64) {
     t.cluster.resume(top).unwrap();
     let fifth = t.wait_for_leader(&all, top, AGREE).await;
     assert!(fifth > fourth);
-    let converged_at = bully::node::status::wall_ms();
+    let converged_at = bully::wall_clock::wall_ms();
 
     phase("check I1–I7 on every node's event log");
-    let stopping_at = bully::node::status::wall_ms();
+    let stopping_at = bully::wall_clock::wall_ms();
     for id in t.cluster.ids() {
         t.cluster.stop(id, Duration::from_secs(5)).unwrap();
     }

@@ -11,6 +11,7 @@ mod primary;
 use bully::checker;
 use bully::config::HooksConfig;
 use bully::protocol::{NodeId, Preempt, Timing};
+use bully::signals::Signal;
 use common::{binary, wait_until, TestCluster};
 use primary::{lines, metrics, phase, quoted, status};
 use std::os::unix::net::UnixDatagram;
@@ -30,10 +31,10 @@ impl Drop for Spawned {
     }
 }
 
-fn hangup(t: &TestCluster, id: NodeId) {
-    let pid = t.cluster.pid(id).expect("node runs") as libc::pid_t;
-    // SAFETY: kill(2) on a child process this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+fn hangup(t: &mut TestCluster, id: NodeId) {
+    t.cluster
+        .signal(id, Signal::SIGHUP)
+        .expect("SIGHUP our own node");
 }
 
 /// How many lines of `log` contain `needle`.
@@ -161,7 +162,7 @@ async fn sighup_applies_a_new_hook_without_an_election() {
     phase("a broken config file: SIGHUP changes nothing");
     let good = std::fs::read_to_string(t.cluster.config_path(2)).unwrap();
     std::fs::write(t.cluster.config_path(2), "id = \"two\"\n").unwrap();
-    hangup(&t, 2);
+    hangup(&mut t, 2);
     wait_until("the refused reload in node 2's log", AGREE, || async {
         (logged(&log2, "reload refused") == 1).then_some(())
     })
@@ -179,7 +180,7 @@ async fn sighup_applies_a_new_hook_without_an_election() {
             c.tls.key = key.with_file_name("node-1.key");
         })
         .unwrap();
-    hangup(&t, 2);
+    hangup(&mut t, 2);
     wait_until("the refused certificate in node 2's log", AGREE, || async {
         (logged(&log2, "reload refused") == 2).then_some(())
     })
@@ -206,7 +207,7 @@ async fn sighup_applies_a_new_hook_without_an_election() {
     phase("node 2's hooks now write elsewhere; SIGHUP node 2");
     let second = hooks(&new_file);
     t.cluster.edit_config(2, |c| c.hooks = second).unwrap();
-    hangup(&t, 2);
+    hangup(&mut t, 2);
     wait_until("the reload in node 2's log", AGREE, || async {
         (logged(&log2, "reloaded hooks") == 1).then_some(())
     })

@@ -6,8 +6,8 @@
 
 use crate::history::{Entry, Record};
 use crate::node::event_log::EVENT_LOG;
-use crate::node::status::wall_ms;
 use crate::protocol::NodeId;
+use crate::wall_clock::wall_ms;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};

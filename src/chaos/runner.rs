@@ -7,7 +7,7 @@ use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec};
 use super::progress::Progress;
 use super::report::{Report, RunParams};
-use crate::node::status::wall_ms;
+use crate::wall_clock::wall_ms;
 use anyhow::Result;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -93,7 +93,7 @@ pub enum BenchKind {
 pub async fn run(args: &ChaosArgs) -> ExitCode {
     let timing = args.timing.timing();
     let mode = args.mode.mode();
-    let seed = args.seed.unwrap_or_else(crate::node::status::wall_ms);
+    let seed = args.seed.unwrap_or_else(crate::wall_clock::wall_ms);
     let slack_ms = args
         .slack
         .map_or(timing.convergence_bound_in(mode), |d| d.as_millis() as u64);

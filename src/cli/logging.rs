@@ -26,15 +26,3 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().with_ansi(false).init(),
     }
 }
-
-/// Lets the process die quietly of SIGPIPE when its stdout reader goes away
-/// (`bully status | head -1`), like other Unix tools, instead of panicking in
-/// `println!`. Only for commands that own no children and no sockets to other
-/// processes' streams: a node (which writes to HTTP clients) keeps Rust's default of
-/// ignoring SIGPIPE so a vanished client is an error, not a death.
-pub fn die_quietly_on_sigpipe() {
-    // SAFETY: signal(2) with SIG_DFL for SIGPIPE, before any thread is started.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}

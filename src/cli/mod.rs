@@ -100,7 +100,7 @@ pub enum Commands {
 
 impl Commands {
     /// Whether the command only prints and owns no child processes, so it may die of
-    /// SIGPIPE when its reader goes away (see [`logging::die_quietly_on_sigpipe`]).
+    /// SIGPIPE when its reader goes away (see [`crate::signals::die_quietly_on_sigpipe`]).
     pub fn only_prints(&self) -> bool {
         !matches!(
             self,

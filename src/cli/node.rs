@@ -96,11 +96,7 @@ async fn reload(path: &Path, node: &NodeHandle) {
 
 /// CLOCK_MONOTONIC in microseconds, which systemd wants with `RELOADING=1`.
 fn monotonic_usec() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1000
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000)
+        .unwrap_or(0)
 }

@@ -130,7 +130,7 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
     let stepped_down = match status.stepped_down_until_ms {
         Some(until) => format!(
             "  stepped down for {} more ms",
-            until.saturating_sub(crate::node::status::wall_ms())
+            until.saturating_sub(crate::wall_clock::wall_ms())
         ),
         None => String::new(),
     };

@@ -114,15 +114,10 @@ async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = 
 }
 
 /// SIGKILLs the process group led by `pid` (the shell we started with
-/// `process_group(0)`, so its group ID is its PID).
+/// `process_group(0)`), so the commands it started go too.
 fn kill_group(pid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: kill(2) on the group of a child we spawned and have not reaped yet, so
-    // the group ID cannot have been reused by an unrelated process.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
+    if let Err(e) = crate::signals::send_group(pid, crate::signals::Signal::SIGKILL) {
+        tracing::debug!(pid, "cannot kill the command's process group: {e}");
     }
 }
 

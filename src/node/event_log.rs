@@ -31,7 +31,7 @@ impl EventLog {
     /// Appends one record stamped with wall-clock time.
     pub fn append(&mut self, record: Record) {
         let entry = Entry {
-            at_ms: super::status::wall_ms(),
+            at_ms: crate::wall_clock::wall_ms(),
             node: self.node,
             record,
         };

@@ -8,7 +8,7 @@ use super::event_log::EventLog;
 use super::hooks::{ElectedHookDone, Hooks};
 use super::metrics::{HealthState, Metrics};
 use super::reload::{self, Services};
-use super::status::{wall_ms, Status};
+use super::status::Status;
 use super::step_down::{self, Handover};
 use super::switchover::{self, Hold, Members};
 use super::transitions::Tracker;
@@ -20,6 +20,7 @@ use crate::protocol::{
 };
 use crate::storage::Storage;
 use crate::transport::{Transport, TransportEvent};
+use crate::wall_clock::wall_ms;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -211,12 +211,3 @@ impl Status {
         format!("  (ineligible: {})", reasons.join(", "))
     }
 }
-
-/// Wall-clock milliseconds since the Unix epoch, for logs and histories that are
-/// compared across processes on one machine.
-pub fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}

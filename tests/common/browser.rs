@@ -31,11 +31,8 @@ pub struct Group(pub Child);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the process group our own child leads (it was spawned
-        // with `process_group(0)`, so the group ID is its PID).
-        unsafe {
-            libc::kill(-(self.0.id() as libc::pid_t), libc::SIGKILL);
-        }
+        // Our own child leads the group (spawned with `process_group(0)`).
+        let _ = bully::signals::send_group(self.0.id(), bully::signals::Signal::SIGKILL);
         let _ = self.0.wait();
     }
 }
