@@ -182,6 +182,7 @@ fn quorum_chaos_has_no_violation_and_never_two_coordinators() {
 const QUORUM_SEED: u64 = 12;
 
 /// The invariants a sabotaged run broke, from its JSON report.
+#[cfg(debug_assertions)]
 fn broken_invariants(out: &Outcome) -> BTreeSet<String> {
     out.report
         .as_ref()
