@@ -45,14 +45,9 @@ impl Tail {
             return 0;
         };
         let complete: Vec<u8> = self.partial.drain(..=end).collect();
-        let mut bad = 0;
-        for line in complete.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice::<Entry>(line) {
-                Ok(entry) => out.push(entry),
-                Err(_) => bad += 1,
-            }
-        }
-        bad
+        let parsed = crate::history::parse_json_lines(&complete);
+        out.extend(parsed.entries);
+        parsed.unparsed
     }
 }
 
