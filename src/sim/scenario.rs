@@ -258,156 +258,244 @@ impl Adversary {
         }
     }
 
+    /// Starts every node, all at once (concurrent elections) or staggered; sometimes
+    /// one or two fail their health check from the start (by config or by a later
+    /// event). Returns whether some did.
+    fn start_cluster(&mut self) -> bool {
+        let ids = self.ids();
+        let ineligible_from_start = self.rng.gen_bool(0.15);
+        let mut unhealthy: Vec<NodeId> = ids.clone();
+        unhealthy.shuffle(&mut self.rng);
+        let two = ids.len() > 2 && self.rng.gen_bool(0.35);
+        unhealthy.truncate(if two { 2 } else { 1 });
+        let via_event = self.rng.gen_bool(0.5);
+        if ineligible_from_start && !via_event {
+            for &id in &unhealthy {
+                self.note(format!("n{id} starts ineligible"));
+                self.sim.set_eligible(id, false);
+            }
+        }
+        let staggered = self.rng.gen_bool(0.5);
+        for &id in &ids {
+            let at = if staggered {
+                self.rng.gen_range(0..=600)
+            } else {
+                0
+            };
+            self.schedule(at, Todo::Start(id));
+        }
+        self.run_to(0);
+        if ineligible_from_start && via_event {
+            let at = self.rng.gen_range(0..=300);
+            self.run_to(at);
+            for &id in &unhealthy {
+                self.note(format!("n{id} ineligible"));
+                self.sim.set_eligible(id, false);
+            }
+        }
+        ineligible_from_start
+    }
+
+    /// Up to eight faults, some in quick bursts; returns how many.
+    fn inject_faults(&mut self) -> usize {
+        let faults = self.rng.gen_range(0..=8usize);
+        let mut t = self.sim.now() + self.rng.gen_range(200..=1500);
+        for _ in 0..faults {
+            self.run_to(t);
+            self.inject();
+            t += if self.rng.gen_bool(0.3) {
+                self.rng.gen_range(0..=40)
+            } else {
+                self.rng.gen_range(50..=1500)
+            };
+        }
+        self.run_to(t);
+        faults
+    }
+
     /// One fault, chosen by weight among those that make sense right now.
     fn inject(&mut self) {
         let up = self.up();
         let down = self.down();
         let roll = self.rng.gen_range(0..110);
         match roll {
-            0..=19 if !up.is_empty() => {
-                let Some(c) = self.coordinator() else { return };
-                self.crash(c, "coordinator");
-                self.maybe_restart_later(c, 0.6, (50, 2000));
-            }
-            20..=29 if !up.is_empty() => {
-                let Some(n) = self.pick(&up) else { return };
-                self.crash(n, "random");
-                self.maybe_restart_later(n, 0.5, (50, 2000));
-            }
-            30..=44 => {
-                // The would-be winner dies after its Answer (or while declaring).
-                let Some(c) = self.coordinator() else { return };
-                let Some(&heir) = up.iter().rev().find(|&&n| n != c) else {
-                    return;
-                };
-                let point = match self.rng.gen_range(0..6) {
-                    0 | 1 => CrashPoint::AfterSend(MessageKind::Answer),
-                    2 => CrashPoint::AfterSend(MessageKind::Coordinator),
-                    3 => CrashPoint::AfterPersist,
-                    _ => self.any_point(),
-                };
-                self.note(format!("arm crash of n{heir} at {point:?}"));
-                self.sim.arm_crash(heir, point);
-                self.crash(c, "coordinator, heir armed");
-                if let Some(&low) = up.iter().find(|&&n| n != heir && n != c) {
-                    let at = self.sim.now() + 1;
-                    self.schedule(at, Todo::PeerDown { node: low, peer: c });
-                }
-                self.maybe_restart_later(heir, 0.5, (300, 2500));
-                self.maybe_restart_later(c, 0.3, (300, 2500));
-            }
-            45..=59 if !down.is_empty() => {
-                let id = if self.rng.gen_bool(0.6) {
-                    down[down.len() - 1]
-                } else {
-                    self.pick(&down).unwrap_or(down[0])
-                };
-                self.note(format!("restart n{id}"));
-                self.sim.start(id);
-                if self.rng.gen_bool(0.25) {
-                    // A crash loop: it dies again somewhere in its first election.
-                    let point = self.any_point();
-                    self.note(format!("arm crash of n{id} at {point:?}"));
-                    self.sim.arm_crash(id, point);
-                }
-            }
-            60..=64 if !up.is_empty() => {
-                // The highest node crashes and comes back before anyone suspects it.
-                let top = up[up.len() - 1];
-                self.crash(top, "highest, quick restart");
-                let at = self.sim.now() + self.rng.gen_range(1..=200);
-                self.schedule(at, Todo::Start(top));
-            }
-            65..=74 if !up.is_empty() => {
-                let id = if self.rng.gen_bool(0.5) {
-                    self.coordinator()
-                } else {
-                    self.pick(&up)
-                };
-                let Some(id) = id else { return };
-                self.note(format!("pause n{id}"));
-                self.sim.pause(id);
-                let at = self.sim.now() + self.rng.gen_range(20..=1200);
-                self.schedule(at, Todo::Resume(id));
-            }
-            75..=80 => {
-                let mut ids = self.ids();
-                ids.shuffle(&mut self.rng);
-                let parts = if ids.len() > 2 && self.rng.gen_bool(0.2) {
-                    3
-                } else {
-                    2
-                };
-                let mut groups: Vec<Vec<NodeId>> = vec![Vec::new(); parts];
-                for (i, id) in ids.into_iter().enumerate() {
-                    let g = if i < parts {
-                        i
-                    } else {
-                        self.rng.gen_range(0..parts)
-                    };
-                    groups[g].push(id);
-                }
-                groups.iter_mut().for_each(|g| g.sort_unstable());
-                self.note(format!("partition {groups:?}"));
-                self.sim.partition(&groups);
-                let at = self.sim.now() + self.rng.gen_range(50..=2000);
-                self.schedule(at, Todo::Heal);
-            }
-            81..=84 => {
-                let percent = self.rng.gen_range(5..=60);
-                self.note(format!("lose {percent}% of messages"));
-                self.sim.set_loss(percent);
-                let at = self.sim.now() + self.rng.gen_range(50..=2000);
-                self.schedule(at, Todo::Heal);
-            }
-            85..=88 if !up.is_empty() => {
-                let Some(id) = self.pick(&up) else { return };
-                let point = self.any_point();
-                self.note(format!("arm crash of n{id} at {point:?}"));
-                self.sim.arm_crash(id, point);
-                self.maybe_restart_later(id, 0.7, (300, 2500));
-            }
-            89..=102 => {
-                let ineligible: Vec<NodeId> = self
-                    .ids()
-                    .into_iter()
-                    .filter(|&id| !self.sim.is_eligible(id))
-                    .collect();
-                if !ineligible.is_empty() && self.rng.gen_bool(0.6) {
-                    let Some(id) = self.pick(&ineligible) else {
-                        return;
-                    };
-                    self.note(format!("n{id} eligible again"));
-                    self.sim.set_eligible(id, true);
-                } else {
-                    let id = if self.rng.gen_bool(0.5) {
-                        self.coordinator()
-                    } else {
-                        self.pick(&up)
-                    };
-                    let Some(id) = id else { return };
-                    self.note(format!("n{id} ineligible"));
-                    self.sim.set_eligible(id, false);
-                }
-            }
-            103..=109 => {
-                // Reported down but alive: a node's transport wrongly reports a live peer
-                // down, the coordinator or any other (it then skips waiting for it).
-                let target = if self.rng.gen_bool(0.5) {
-                    self.coordinator()
-                } else {
-                    self.pick(&up)
-                };
-                let Some(c) = target else { return };
-                let others: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
-                let Some(f) = self.pick(&others) else {
-                    return;
-                };
-                self.note(format!("n{f} wrongly told n{c} is down"));
-                self.sim.peer_down(f, c);
-            }
+            0..=19 if !up.is_empty() => self.crash_coordinator(),
+            20..=29 if !up.is_empty() => self.crash_random(&up),
+            30..=44 => self.crash_coordinator_and_heir(&up),
+            45..=59 if !down.is_empty() => self.restart_one(&down),
+            60..=64 if !up.is_empty() => self.crash_and_quickly_restart_highest(&up),
+            65..=74 if !up.is_empty() => self.pause_one(&up),
+            75..=80 => self.partition(),
+            81..=84 => self.lose_messages(),
+            85..=88 if !up.is_empty() => self.arm_crash_anywhere(&up),
+            89..=102 => self.flip_eligibility(&up),
+            103..=109 => self.report_down_but_alive(&up),
             _ => {}
         }
+    }
+
+    /// The coordinator crashes; it may come back later.
+    fn crash_coordinator(&mut self) {
+        let Some(c) = self.coordinator() else { return };
+        self.crash(c, "coordinator");
+        self.maybe_restart_later(c, 0.6, (50, 2000));
+    }
+
+    /// Any live node crashes; it may come back later.
+    fn crash_random(&mut self, up: &[NodeId]) {
+        let Some(n) = self.pick(up) else { return };
+        self.crash(n, "random");
+        self.maybe_restart_later(n, 0.5, (50, 2000));
+    }
+
+    /// The would-be winner dies after its Answer (or while declaring) as the coordinator crashes.
+    fn crash_coordinator_and_heir(&mut self, up: &[NodeId]) {
+        // The would-be winner dies after its Answer (or while declaring).
+        let Some(c) = self.coordinator() else { return };
+        let Some(&heir) = up.iter().rev().find(|&&n| n != c) else {
+            return;
+        };
+        let point = match self.rng.gen_range(0..6) {
+            0 | 1 => CrashPoint::AfterSend(MessageKind::Answer),
+            2 => CrashPoint::AfterSend(MessageKind::Coordinator),
+            3 => CrashPoint::AfterPersist,
+            _ => self.any_point(),
+        };
+        self.note(format!("arm crash of n{heir} at {point:?}"));
+        self.sim.arm_crash(heir, point);
+        self.crash(c, "coordinator, heir armed");
+        if let Some(&low) = up.iter().find(|&&n| n != heir && n != c) {
+            let at = self.sim.now() + 1;
+            self.schedule(at, Todo::PeerDown { node: low, peer: c });
+        }
+        self.maybe_restart_later(heir, 0.5, (300, 2500));
+        self.maybe_restart_later(c, 0.3, (300, 2500));
+    }
+
+    /// A down node restarts, the highest one more often; sometimes into a crash loop.
+    fn restart_one(&mut self, down: &[NodeId]) {
+        let id = if self.rng.gen_bool(0.6) {
+            down[down.len() - 1]
+        } else {
+            self.pick(down).unwrap_or(down[0])
+        };
+        self.note(format!("restart n{id}"));
+        self.sim.start(id);
+        if self.rng.gen_bool(0.25) {
+            // A crash loop: it dies again somewhere in its first election.
+            let point = self.any_point();
+            self.note(format!("arm crash of n{id} at {point:?}"));
+            self.sim.arm_crash(id, point);
+        }
+    }
+
+    /// The highest node crashes and comes back before anyone suspects it.
+    fn crash_and_quickly_restart_highest(&mut self, up: &[NodeId]) {
+        // The highest node crashes and comes back before anyone suspects it.
+        let top = up[up.len() - 1];
+        self.crash(top, "highest, quick restart");
+        let at = self.sim.now() + self.rng.gen_range(1..=200);
+        self.schedule(at, Todo::Start(top));
+    }
+
+    /// The coordinator or a random node pauses, and resumes later.
+    fn pause_one(&mut self, up: &[NodeId]) {
+        let id = if self.rng.gen_bool(0.5) {
+            self.coordinator()
+        } else {
+            self.pick(up)
+        };
+        let Some(id) = id else { return };
+        self.note(format!("pause n{id}"));
+        self.sim.pause(id);
+        let at = self.sim.now() + self.rng.gen_range(20..=1200);
+        self.schedule(at, Todo::Resume(id));
+    }
+
+    /// The nodes split into two or three groups until a later heal.
+    fn partition(&mut self) {
+        let mut ids = self.ids();
+        ids.shuffle(&mut self.rng);
+        let parts = if ids.len() > 2 && self.rng.gen_bool(0.2) {
+            3
+        } else {
+            2
+        };
+        let mut groups: Vec<Vec<NodeId>> = vec![Vec::new(); parts];
+        for (i, id) in ids.into_iter().enumerate() {
+            let g = if i < parts {
+                i
+            } else {
+                self.rng.gen_range(0..parts)
+            };
+            groups[g].push(id);
+        }
+        groups.iter_mut().for_each(|g| g.sort_unstable());
+        self.note(format!("partition {groups:?}"));
+        self.sim.partition(&groups);
+        let at = self.sim.now() + self.rng.gen_range(50..=2000);
+        self.schedule(at, Todo::Heal);
+    }
+
+    /// A share of messages is lost until a later heal.
+    fn lose_messages(&mut self) {
+        let percent = self.rng.gen_range(5..=60);
+        self.note(format!("lose {percent}% of messages"));
+        self.sim.set_loss(percent);
+        let at = self.sim.now() + self.rng.gen_range(50..=2000);
+        self.schedule(at, Todo::Heal);
+    }
+
+    /// A live node will crash at a random point of its next steps.
+    fn arm_crash_anywhere(&mut self, up: &[NodeId]) {
+        let Some(id) = self.pick(up) else { return };
+        let point = self.any_point();
+        self.note(format!("arm crash of n{id} at {point:?}"));
+        self.sim.arm_crash(id, point);
+        self.maybe_restart_later(id, 0.7, (300, 2500));
+    }
+
+    /// An ineligible node becomes eligible again, or a node becomes ineligible.
+    fn flip_eligibility(&mut self, up: &[NodeId]) {
+        let ineligible: Vec<NodeId> = self
+            .ids()
+            .into_iter()
+            .filter(|&id| !self.sim.is_eligible(id))
+            .collect();
+        if !ineligible.is_empty() && self.rng.gen_bool(0.6) {
+            let Some(id) = self.pick(&ineligible) else {
+                return;
+            };
+            self.note(format!("n{id} eligible again"));
+            self.sim.set_eligible(id, true);
+        } else {
+            let id = if self.rng.gen_bool(0.5) {
+                self.coordinator()
+            } else {
+                self.pick(up)
+            };
+            let Some(id) = id else { return };
+            self.note(format!("n{id} ineligible"));
+            self.sim.set_eligible(id, false);
+        }
+    }
+
+    /// Reported down but alive: a node's transport wrongly reports a live peer down.
+    fn report_down_but_alive(&mut self, up: &[NodeId]) {
+        // Reported down but alive: a node's transport wrongly reports a live peer
+        // down, the coordinator or any other (it then skips waiting for it).
+        let target = if self.rng.gen_bool(0.5) {
+            self.coordinator()
+        } else {
+            self.pick(up)
+        };
+        let Some(c) = target else { return };
+        let others: Vec<NodeId> = up.iter().copied().filter(|&n| n != c).collect();
+        let Some(f) = self.pick(&others) else {
+            return;
+        };
+        self.note(format!("n{f} wrongly told n{c} is down"));
+        self.sim.peer_down(f, c);
     }
 
     /// Ends every fault: disarm, heal, resume, run what is scheduled, make sure some
@@ -554,128 +642,33 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
     let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
     config.flaw = flaw;
-    let description = format!(
-        "{mode} mode, nodes {:?}, witnesses {:?}, timing {:?}, preempt {:?}, delay {:?} ms, \
-         clocks ±{}‰",
-        config.ids,
-        config.witnesses,
-        config.timing,
-        config.preempt,
-        config.delay_ms,
-        config.drift_permille
-    );
-    let slow_network = flavor.slow_network;
-    let timing = config.timing;
-    let preempt = config.preempt;
-    let max_delay = config.delay_ms.1;
+    let description = describe(&config);
+    let judge = Judge {
+        mode,
+        timing: config.timing,
+        preempt: config.preempt,
+        max_delay: config.delay_ms.1,
+        slow_network: flavor.slow_network,
+    };
     let mut adv = Adversary {
         rng,
+        max_delay: config.delay_ms.1,
         sim: Sim::new(config),
         agenda: BinaryHeap::new(),
         seq: 0,
         steps: Vec::new(),
-        max_delay,
     };
-    let ids = adv.ids();
-
-    // Sometimes one or two nodes fail their health check from the start (config or
-    // event).
-    let ineligible_from_start = adv.rng.gen_bool(0.15);
-    let mut unhealthy: Vec<NodeId> = ids.clone();
-    unhealthy.shuffle(&mut adv.rng);
-    let two = ids.len() > 2 && adv.rng.gen_bool(0.35);
-    unhealthy.truncate(if two { 2 } else { 1 });
-    let via_event = adv.rng.gen_bool(0.5);
-    if ineligible_from_start && !via_event {
-        for &id in &unhealthy {
-            adv.note(format!("n{id} starts ineligible"));
-            adv.sim.set_eligible(id, false);
-        }
-    }
-    // All at once (concurrent elections) or staggered joins.
-    let staggered = adv.rng.gen_bool(0.5);
-    for &id in &ids {
-        let at = if staggered {
-            adv.rng.gen_range(0..=600)
-        } else {
-            0
-        };
-        adv.schedule(at, Todo::Start(id));
-    }
-    adv.run_to(0);
-    if ineligible_from_start && via_event {
-        let at = adv.rng.gen_range(0..=300);
-        adv.run_to(at);
-        for &id in &unhealthy {
-            adv.note(format!("n{id} ineligible"));
-            adv.sim.set_eligible(id, false);
-        }
-    }
-    flavor.ineligible = ineligible_from_start;
-
-    let faults = adv.rng.gen_range(0..=8usize);
-    flavor.faults = faults;
-    let mut t = adv.sim.now() + adv.rng.gen_range(200..=1500);
-    for _ in 0..faults {
-        adv.run_to(t);
-        adv.inject();
-        t += if adv.rng.gen_bool(0.3) {
-            adv.rng.gen_range(0..=40)
-        } else {
-            adv.rng.gen_range(50..=1500)
-        };
-    }
-    adv.run_to(t);
+    flavor.ineligible = adv.start_cluster();
+    flavor.faults = adv.inject_faults();
     adv.calm_down();
 
     let last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
-    // The bound plus eight one-way delays of slack (see `convergence_deadline`), and the
-    // clocks' drift over it.
-    let bound = timing.convergence_bound_in(mode) + 8 * max_delay;
-    let deadline = last_fault + bound + bound / 50;
-    adv.run_to(deadline + timing.convergence_bound_in(mode));
-
-    let live = adv.sim.live();
-    let leader = match preempt {
-        Preempt::Always => live
-            .iter()
-            .rev()
-            .copied()
-            .find(|&id| adv.sim.is_eligible(id))
-            .map_or(Leader::AnyLive, Leader::Node),
-        Preempt::Never => Leader::AnyLive,
-    };
+    let deadline = judge.deadline(last_fault);
+    adv.run_to(deadline + judge.timing.convergence_bound_in(mode));
     let history = adv.sim.history().to_vec();
+    let live = adv.sim.live();
     let mut violations = adv.sim.violations().to_vec();
-    // The node's clock may run up to 1% fast: its delay can end that much early.
-    let delay = timing.preempt_delay_ms;
-    violations.extend(check_start_delay(&history, delay * 98 / 100));
-    if !slow_network {
-        let mut quiet = quiet_window(&timing, max_delay);
-        if preempt == Preempt::Never && mode == Mode::Classic {
-            // Such a node listens D after a start before it may declare (machine.rs
-            // `start`), silent like one in a preempt delay.
-            quiet.before_ms += timing.suspect_after_ms;
-        }
-        violations.extend(check_unique_terms(&history, quiet));
-    }
-    if mode == Mode::Quorum {
-        violations.extend(check_no_overlap(&history, lease_bound_ms(&timing)));
-        violations.extend(check_one_per_term(&history));
-    }
-    // A quorum coordinator holds its lease only while acks come back within
-    // D - 2 x heartbeat; on a slower network quorum mode promises safety, not a leader.
-    let lease_holds = 2 * max_delay < timing.suspect_after_ms - 2 * timing.heartbeat_ms;
-    if mode == Mode::Classic || lease_holds {
-        violations.extend(check_convergence(
-            &history,
-            &Convergence {
-                live: live.clone(),
-                leader,
-                deadline_ms: deadline,
-            },
-        ));
-    }
+    violations.extend(judge.violations(&adv.sim, &history, &live, deadline));
     let settled = history
         .iter()
         .filter(|e| matches!(e.record, Record::View(_)) && live.contains(&e.node))
@@ -695,5 +688,85 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
         deadline_ms: deadline,
         settled_after_ms: settled,
         flavor,
+    }
+}
+
+/// The cluster and settings a seed chose, for the failure message.
+fn describe(config: &SimConfig) -> String {
+    format!(
+        "{} mode, nodes {:?}, witnesses {:?}, timing {:?}, preempt {:?}, delay {:?} ms, \
+         clocks ±{}‰",
+        config.mode,
+        config.ids,
+        config.witnesses,
+        config.timing,
+        config.preempt,
+        config.delay_ms,
+        config.drift_permille
+    )
+}
+
+/// Which checks apply to a run, and with which bounds, given its settings.
+struct Judge {
+    mode: Mode,
+    timing: Timing,
+    preempt: Preempt,
+    max_delay: Millis,
+    slow_network: bool,
+}
+
+impl Judge {
+    /// When the cluster must have converged after the last fault: the bound plus eight
+    /// one-way delays of slack (see `convergence_deadline`), and the clocks' drift.
+    fn deadline(&self, last_fault: Millis) -> Millis {
+        let bound = self.timing.convergence_bound_in(self.mode) + 8 * self.max_delay;
+        last_fault + bound + bound / 50
+    }
+
+    /// The history checks beyond the ones the simulator runs as it goes.
+    fn violations(
+        &self,
+        sim: &Sim,
+        history: &[Entry],
+        live: &[NodeId],
+        deadline_ms: Millis,
+    ) -> Vec<Violation> {
+        let (timing, mode) = (&self.timing, self.mode);
+        // The node's clock may run up to 1% fast: its delay can end that much early.
+        let mut violations = check_start_delay(history, timing.preempt_delay_ms * 98 / 100);
+        if !self.slow_network {
+            let mut quiet = quiet_window(timing, self.max_delay);
+            if self.preempt == Preempt::Never && mode == Mode::Classic {
+                // Such a node listens D after a start before it may declare (machine.rs
+                // `start`), silent like one in a preempt delay.
+                quiet.before_ms += timing.suspect_after_ms;
+            }
+            violations.extend(check_unique_terms(history, quiet));
+        }
+        if mode == Mode::Quorum {
+            violations.extend(check_no_overlap(history, lease_bound_ms(timing)));
+            violations.extend(check_one_per_term(history));
+        }
+        // A quorum coordinator holds its lease only while acks come back within
+        // D - 2 x heartbeat; on a slower network quorum mode promises safety, not a leader.
+        let lease_holds = 2 * self.max_delay < timing.suspect_after_ms - 2 * timing.heartbeat_ms;
+        if mode == Mode::Classic || lease_holds {
+            let leader = match self.preempt {
+                Preempt::Always => live
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&id| sim.is_eligible(id))
+                    .map_or(Leader::AnyLive, Leader::Node),
+                Preempt::Never => Leader::AnyLive,
+            };
+            let convergence = Convergence {
+                live: live.to_vec(),
+                leader,
+                deadline_ms,
+            };
+            violations.extend(check_convergence(history, &convergence));
+        }
+        violations
     }
 }
