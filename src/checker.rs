@@ -667,37 +667,70 @@ pub fn convergence_deadline(
 /// Views are read per node: the node's view at the deadline is its last View record at
 /// or before it; every later View record must satisfy the same rule.
 pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violation> {
-    let mut out = Vec::new();
     let at = expect.deadline_ms;
-    let fail = |node, at_ms, explanation| Violation {
-        invariant: Invariant::Convergence,
-        node,
-        at_ms,
-        explanation,
+    let views = views_from(entries, expect);
+    let missing: Vec<Violation> = views
+        .iter()
+        .filter(|(_, list)| list.first().map_or(true, |&(t, _)| t > at))
+        .map(|(&node, _)| convergence_failure(node, at, "no view published by the deadline".into()))
+        .collect();
+    if !missing.is_empty() {
+        return missing;
+    }
+    let leader = match expected_leader(&views, expect) {
+        Ok(leader) => leader,
+        Err(violation) => return vec![violation],
     };
-    // Per live node: its view at the deadline, then every later view.
-    let mut views: BTreeMap<NodeId, Vec<(Millis, View)>> =
-        expect.live.iter().map(|&n| (n, Vec::new())).collect();
+    let wrong = wrong_views(&views, leader, at);
+    if !wrong.is_empty() {
+        return wrong;
+    }
+    let final_epoch = |n: &NodeId| views[n].last().and_then(|&(_, v)| v.epoch);
+    let leader_epoch = final_epoch(&leader);
+    views
+        .keys()
+        .filter(|n| final_epoch(n) != leader_epoch)
+        .map(|&node| {
+            let explanation = format!(
+                "ends on epoch {}, the leader on {}",
+                show(final_epoch(&node)),
+                show(leader_epoch)
+            );
+            convergence_failure(node, at, explanation)
+        })
+        .collect()
+}
+
+/// Per live node, its views from the deadline on: the last one at or before the
+/// deadline first (absent if it published none by then), then every later one.
+type ViewsFrom = BTreeMap<NodeId, Vec<(Millis, View)>>;
+
+fn views_from(entries: &[Entry], expect: &Convergence) -> ViewsFrom {
+    let mut views: ViewsFrom = expect.live.iter().map(|&n| (n, Vec::new())).collect();
     for entry in entries {
         if let (Record::View(view), Some(list)) = (&entry.record, views.get_mut(&entry.node)) {
-            if entry.at_ms <= at {
+            if entry.at_ms <= expect.deadline_ms {
                 list.clear();
             }
             list.push((entry.at_ms, *view));
         }
     }
-    for (&node, list) in &views {
-        if list.first().map_or(true, |&(t, _)| t > at) {
-            out.push(fail(
-                node,
-                at,
-                "no view published by the deadline".to_string(),
-            ));
-        }
+    views
+}
+
+fn convergence_failure(node: NodeId, at_ms: Millis, explanation: String) -> Violation {
+    Violation {
+        invariant: Invariant::Convergence,
+        node,
+        at_ms,
+        explanation,
     }
-    if !out.is_empty() {
-        return out;
-    }
+}
+
+/// The node every live node must follow: the expected one, or with
+/// [`Leader::AnyLive`] the one live coordinator at the deadline.
+fn expected_leader(views: &ViewsFrom, expect: &Convergence) -> Result<NodeId, Violation> {
+    let at = expect.deadline_ms;
     let leader = match expect.leader {
         Leader::Node(id) => id,
         Leader::AnyLive => {
@@ -706,32 +739,30 @@ pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violati
                 .filter(|(_, list)| list[0].1.role == Role::Coordinator)
                 .map(|(&n, _)| n)
                 .collect();
-            match coordinators[..] {
-                [one] => one,
-                _ => {
-                    let node = expect.live.first().copied().unwrap_or_default();
-                    out.push(fail(
-                        node,
-                        at,
-                        format!("live coordinators at the deadline: {coordinators:?}, not one"),
-                    ));
-                    return out;
-                }
-            }
+            let [one] = coordinators[..] else {
+                let node = expect.live.first().copied().unwrap_or_default();
+                let explanation =
+                    format!("live coordinators at the deadline: {coordinators:?}, not one");
+                return Err(convergence_failure(node, at, explanation));
+            };
+            one
         }
     };
     if !views.contains_key(&leader) {
-        out.push(fail(
-            leader,
-            at,
-            format!(
-                "expected leader {leader} is not in the live set {:?}",
-                expect.live
-            ),
-        ));
-        return out;
+        let explanation = format!(
+            "expected leader {leader} is not in the live set {:?}",
+            expect.live
+        );
+        return Err(convergence_failure(leader, at, explanation));
     }
-    for (&node, list) in &views {
+    Ok(leader)
+}
+
+/// Each node's first view from the deadline on that is not "the leader as an eligible
+/// coordinator" or "following the leader".
+fn wrong_views(views: &ViewsFrom, leader: NodeId, at: Millis) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&node, list) in views {
         let bad = list.iter().find(|(_, v)| {
             if node == leader {
                 v.role != Role::Coordinator || !v.eligible
@@ -745,31 +776,13 @@ pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violati
             } else {
                 format!("following node {leader}")
             };
-            out.push(fail(
-                node,
-                t.max(at),
-                format!(
-                    "view is {} {} (eligible {}), expected {wanted}",
-                    v.role,
-                    show(v.epoch),
-                    v.eligible
-                ),
-            ));
-        }
-    }
-    if out.is_empty() {
-        let final_epoch = |n: &NodeId| views[n].last().and_then(|&(_, v)| v.epoch);
-        let leader_epoch = final_epoch(&leader);
-        for node in views.keys().filter(|n| final_epoch(n) != leader_epoch) {
-            out.push(fail(
-                *node,
-                at,
-                format!(
-                    "ends on epoch {}, the leader on {}",
-                    show(final_epoch(node)),
-                    show(leader_epoch)
-                ),
-            ));
+            let explanation = format!(
+                "view is {} {} (eligible {}), expected {wanted}",
+                v.role,
+                show(v.epoch),
+                v.eligible
+            );
+            out.push(convergence_failure(node, t.max(at), explanation));
         }
     }
     out
