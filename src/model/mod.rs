@@ -485,7 +485,6 @@ impl Model {
 
     /// Runs node `i`'s actions in order, checking each against the properties.
     fn run_actions(&self, w: &mut World, i: usize) -> Result<(), Violation> {
-        let n = self.n();
         let id = self.config.ids[i];
         let quorum = self.config.mode == Mode::Quorum;
         loop {
@@ -503,26 +502,7 @@ impl Model {
                     }
                     w.nodes[i].disk = cells;
                 }
-                Action::Send { to, msg } => {
-                    let disk = w.nodes[i].disk;
-                    let ok = match msg.body {
-                        Body::Coordinator { epoch }
-                        | Body::Heartbeat { epoch, .. }
-                        | Body::Resign { epoch } => Some(epoch) == disk.accepted,
-                        Body::Election { accepted } | Body::Ack { accepted, .. } => {
-                            accepted <= disk.accepted
-                        }
-                        _ => true,
-                    };
-                    if !ok {
-                        return fail(
-                            "I3",
-                            format!("n{id} sends {:?} but stored {:?}", msg.body, disk.accepted),
-                        );
-                    }
-                    let t = self.index(to);
-                    w.links[i * n + t].push_back(msg);
-                }
+                Action::Send { to, msg } => self.send(w, i, to, msg)?,
                 Action::Fact(Fact::ElectionStarted) => {
                     let seen = w.nodes[i].machine.as_ref().map_or(0, |m| m.seen_term());
                     let reached = self.has_live_majority(w, i);
@@ -550,32 +530,7 @@ impl Model {
                     }
                 }
                 Action::Fact(Fact::Established { epoch }) if quorum => {
-                    if let Some(&holder) = w.holders.get(&epoch.term) {
-                        if holder != id {
-                            return fail(
-                                "I7",
-                                format!("n{id} leads term {}, which n{holder} led", epoch.term),
-                            );
-                        }
-                    }
-                    w.holders.insert(epoch.term, id);
-                    for (j, other) in w.nodes.iter().enumerate() {
-                        let Some(m) = other.machine.as_ref().filter(|_| j != i) else {
-                            continue;
-                        };
-                        if m.role_at(w.now) == Role::Coordinator {
-                            return fail(
-                                "I6",
-                                format!(
-                                    "n{id} becomes coordinator of {epoch} at {} while n{} still holds {:?} (lease until {:?})",
-                                    w.now,
-                                    self.config.ids[j],
-                                    m.view().epoch,
-                                    m.lease_until()
-                                ),
-                            );
-                        }
-                    }
+                    self.established(w, i, epoch)?
                 }
                 Action::Misbehaved { peer, what } => {
                     return fail(
@@ -586,6 +541,61 @@ impl Model {
                 _ => {}
             }
         }
+    }
+
+    /// I3 for a send (it reveals only what node `i` stored), then queues it on its link.
+    fn send(&self, w: &mut World, i: usize, to: NodeId, msg: Message) -> Result<(), Violation> {
+        let disk = w.nodes[i].disk;
+        let ok = match msg.body {
+            Body::Coordinator { epoch }
+            | Body::Heartbeat { epoch, .. }
+            | Body::Resign { epoch } => Some(epoch) == disk.accepted,
+            Body::Election { accepted } | Body::Ack { accepted, .. } => accepted <= disk.accepted,
+            _ => true,
+        };
+        if !ok {
+            let id = self.config.ids[i];
+            return fail(
+                "I3",
+                format!("n{id} sends {:?} but stored {:?}", msg.body, disk.accepted),
+            );
+        }
+        let t = self.index(to);
+        w.links[i * self.n() + t].push_back(msg);
+        Ok(())
+    }
+
+    /// I7 (one coordinator per term) and I6 (no other node still holds a lease) when
+    /// node `i` establishes itself in quorum mode.
+    fn established(&self, w: &mut World, i: usize, epoch: Epoch) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        if let Some(&holder) = w.holders.get(&epoch.term) {
+            if holder != id {
+                return fail(
+                    "I7",
+                    format!("n{id} leads term {}, which n{holder} led", epoch.term),
+                );
+            }
+        }
+        w.holders.insert(epoch.term, id);
+        for (j, other) in w.nodes.iter().enumerate() {
+            let Some(m) = other.machine.as_ref().filter(|_| j != i) else {
+                continue;
+            };
+            if m.role_at(w.now) == Role::Coordinator {
+                return fail(
+                    "I6",
+                    format!(
+                        "n{id} becomes coordinator of {epoch} at {} while n{} still holds {:?} (lease until {:?})",
+                        w.now,
+                        self.config.ids[j],
+                        m.view().epoch,
+                        m.lease_until()
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn highest_term(&self, w: &World) -> u64 {
