@@ -199,8 +199,25 @@ impl Report {
 
     /// The human rendering: parameters, counts, the timing table, violations.
     pub fn render(&self) -> String {
-        let p = &self.params;
         let mut out = String::new();
+        self.render_parameters(&mut out);
+        self.render_counts(&mut out);
+        self.render_timings(&mut out);
+        self.render_findings(&mut out);
+        let _ = writeln!(
+            out,
+            "\nverdict: {} ({} violations, {} anomalies, {} advisory warnings)",
+            self.verdict.to_uppercase(),
+            self.violations.len(),
+            self.anomalies.len(),
+            self.warnings_total
+        );
+        out
+    }
+
+    /// The command, mode, seed and timing the run used.
+    fn render_parameters(&self, out: &mut String) {
+        let p = &self.params;
         let _ = writeln!(
             out,
             "bully {}: {} mode, {} nodes, seed {}, {}, timing {} (heartbeat {} ms, D {} ms, T {} ms, T' {} ms)",
@@ -221,6 +238,11 @@ impl Report {
         if let Some(dir) = &p.dir {
             let _ = writeln!(out, "files kept in {dir}");
         }
+    }
+
+    /// Steps, elections, time without (or with two) coordinators, and the costs.
+    fn render_counts(&self, out: &mut String) {
+        let p = &self.params;
         let steps: Vec<String> = self
             .faults
             .iter()
@@ -270,10 +292,10 @@ impl Report {
             );
         }
         if let Some(idle) = &self.idle {
-            idle.render(&mut out);
+            idle.render(out);
         }
         match &self.failover_costs {
-            Some(c) => c.render(&mut out),
+            Some(c) => c.render(out),
             None if self.idle.is_some() => {}
             None => {
                 let _ = writeln!(
@@ -282,15 +304,19 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// The failover and reclaim percentiles with their phases and causes.
+    fn render_timings(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "\n{:<22}{:>6}{:>8}{:>8}{:>8}{:>8}   (ms)",
             "", "n", "p50", "p90", "p99", "max"
         );
         for (name, t) in [("failover", &self.failover), ("reclaim", &self.reclaim)] {
-            row(&mut out, name, &t.total);
+            row(out, name, &t.total);
             for phase in &t.phases {
-                row(&mut out, &format!("  {}", phase.name), &phase.summary);
+                row(out, &format!("  {}", phase.name), &phase.summary);
             }
             let causes: Vec<String> = t.causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
             if !causes.is_empty() || t.unmeasured > 0 {
@@ -306,6 +332,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// Anomalies, then violations and warnings (the first few with their history).
+    fn render_findings(&self, out: &mut String) {
         for a in &self.anomalies {
             let _ = writeln!(out, "\nANOMALY: {a}");
         }
@@ -333,15 +363,6 @@ impl Report {
                 }
             }
         }
-        let _ = writeln!(
-            out,
-            "\nverdict: {} ({} violations, {} anomalies, {} advisory warnings)",
-            self.verdict.to_uppercase(),
-            self.violations.len(),
-            self.anomalies.len(),
-            self.warnings_total
-        );
-        out
     }
 }
 

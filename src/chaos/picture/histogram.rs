@@ -36,31 +36,66 @@ pub fn svg(name: &str, what: &str, values: &[Millis], summary: &Summary) -> Stri
         );
         return out;
     };
-    let bin = BINS
-        .iter()
-        .copied()
-        .find(|&b| max / b < MAX_BINS)
-        .unwrap_or(BINS[BINS.len() - 1]);
-    let bins = (max / bin + 1) as usize;
-    let mut counts = vec![0u32; bins];
+    let scale = Scale::for_max(max);
+    let tallest = bars(&mut out, values, &scale);
+    axes(&mut out, &scale, tallest);
+    percentile_marks(&mut out, summary, &scale);
+    out.push_str("</svg>");
+    out
+}
+
+/// The bin width chosen for the values and where a value lands on the x axis.
+struct Scale {
+    bin: Millis,
+    bins: usize,
+    /// The axis spans 0..range ms.
+    range: Millis,
+}
+
+impl Scale {
+    fn for_max(max: Millis) -> Scale {
+        let bin = BINS
+            .iter()
+            .copied()
+            .find(|&b| max / b < MAX_BINS)
+            .unwrap_or(BINS[BINS.len() - 1]);
+        let bins = (max / bin + 1) as usize;
+        Scale {
+            bin,
+            bins,
+            range: bins as Millis * bin,
+        }
+    }
+
+    fn x(&self, v: Millis) -> f64 {
+        LEFT as f64 + v.min(self.range) as f64 * (RIGHT - LEFT) as f64 / self.range as f64
+    }
+}
+
+/// One bar per non-empty bin; returns the tallest bin's count.
+fn bars(out: &mut String, values: &[Millis], scale: &Scale) -> u32 {
+    let mut counts = vec![0u32; scale.bins];
     for &v in values {
-        counts[(v / bin) as usize] += 1;
+        counts[(v / scale.bin) as usize] += 1;
     }
     let tallest = counts.iter().copied().max().unwrap_or(1).max(1);
-    let range = bins as Millis * bin;
-    let x = |v: Millis| LEFT as f64 + v.min(range) as f64 * (RIGHT - LEFT) as f64 / range as f64;
     let height = (BASE - TOP) as f64;
     for (i, &count) in counts.iter().enumerate().filter(|(_, &c)| c > 0) {
-        let (lo, hi) = (i as Millis * bin, (i as Millis + 1) * bin);
+        let (lo, hi) = (i as Millis * scale.bin, (i as Millis + 1) * scale.bin);
         let h = height * count as f64 / tallest as f64;
         let _ = write!(
             out,
             r#"<rect class="bar" x="{:.1}" y="{:.1}" width="{:.1}" height="{h:.1}"><title>{lo}–{hi} ms: {count}</title></rect>"#,
-            x(lo) + 0.5,
+            scale.x(lo) + 0.5,
             BASE as f64 - h,
-            (x(hi) - x(lo) - 1.0).max(1.0),
+            (scale.x(hi) - scale.x(lo) - 1.0).max(1.0),
         );
     }
+    tallest
+}
+
+/// The base line, the count scale and about six ms labels.
+fn axes(out: &mut String, scale: &Scale, tallest: u32) {
     let _ = write!(
         out,
         r#"<line class="axis" x1="{LEFT}" x2="{RIGHT}" y1="{BASE}" y2="{BASE}"/><text class="num" x="{}" y="{}" text-anchor="end">{tallest}</text><text class="num" x="{}" y="{}" text-anchor="end">0</text>"#,
@@ -69,12 +104,12 @@ pub fn svg(name: &str, what: &str, values: &[Millis], summary: &Summary) -> Stri
         LEFT - 4,
         BASE,
     );
-    let every = bins.div_ceil(6).max(1) as Millis * bin;
-    for v in (0..=range).step_by(every as usize) {
+    let every = scale.bins.div_ceil(6).max(1) as Millis * scale.bin;
+    for v in (0..=scale.range).step_by(every as usize) {
         let _ = write!(
             out,
             r#"<text class="num" x="{:.1}" y="{}" text-anchor="middle">{v}</text>"#,
-            x(v),
+            scale.x(v),
             BASE + 14
         );
     }
@@ -83,7 +118,11 @@ pub fn svg(name: &str, what: &str, values: &[Millis], summary: &Summary) -> Stri
         r#"<text class="num" x="{RIGHT}" y="{}" text-anchor="end">ms</text>"#,
         HEIGHT - 1
     );
-    // One label per distinct value (`p90 = p99 412`), each on its own line.
+}
+
+/// A line at p50, p90 and p99, and one label per distinct value (`p90 = p99 412`),
+/// each on its own line.
+fn percentile_marks(out: &mut String, summary: &Summary, scale: &Scale) {
     let marks = [
         ("p50", summary.p50),
         ("p90", summary.p90),
@@ -91,7 +130,7 @@ pub fn svg(name: &str, what: &str, values: &[Millis], summary: &Summary) -> Stri
     ];
     let mut row = 0;
     for (i, &(name, value)) in marks.iter().enumerate() {
-        let px = x(value);
+        let px = scale.x(value);
         let _ = write!(
             out,
             r#"<g class="pct" data-p="{name}" data-ms="{value}"><line x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{BASE}"/>"#,
@@ -118,8 +157,6 @@ pub fn svg(name: &str, what: &str, values: &[Millis], summary: &Summary) -> Stri
         }
         out.push_str("</g>");
     }
-    out.push_str("</svg>");
-    out
 }
 
 #[cfg(test)]
