@@ -11,7 +11,7 @@ use super::plan::Step;
 use super::progress::Progress;
 use super::report::{FailoverCosts, Report, RunParams};
 use super::stats::Summary;
-use crate::protocol::{MessageKind, Mode, NodeId};
+use crate::protocol::{MessageKind, Mode, NodeId, Timing};
 use anyhow::Result;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -83,30 +83,14 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         if !h.anomalies.is_empty() {
             break;
         }
-        // Let the cluster settle, then strike at a random point of the heartbeat cycle.
-        let settle = timing.suspect_after_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
-        tokio::time::sleep(Duration::from_millis(settle)).await;
-        let before = election_messages_sent(&h, &survivors).await;
-        h.poll();
-        let declared_before = h.declarations;
-        h.execute(Step::Kill(top));
-        let converged = h.wait_for_leader(top - 1, limit).await;
-        let after = election_messages_sent(&h, &survivors).await;
-        costs.add(before, after, h.declarations - declared_before);
-        if !converged {
-            h.anomalies.push(format!(
-                "run {run}: the survivors did not agree on node {} within {limit:?}",
-                top - 1
-            ));
-            break;
-        }
-        let settle = 2 * timing.heartbeat_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
-        tokio::time::sleep(Duration::from_millis(settle)).await;
-        h.execute(Step::Start(top));
-        if !h.wait_for_leader(top, limit).await {
-            h.anomalies.push(format!(
-                "run {run}: node {top} did not lead everywhere again within {limit:?}"
-            ));
+        let round = Round {
+            run,
+            top,
+            limit,
+            timing: &timing,
+            survivors: &survivors,
+        };
+        if !round.run(&mut h, &mut rng, &mut costs).await {
             break;
         }
         progress.status(&format!("bench failover: run {run}/{} done", config.runs));
@@ -129,6 +113,50 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     report.failover_costs = costs.summary();
     report.startup_declarations = Some(startup_declarations);
     Ok(report)
+}
+
+/// One round of the failover benchmark: kill the top node, wait for the next to lead,
+/// restart it, wait for it to lead again.
+struct Round<'a> {
+    run: u32,
+    top: NodeId,
+    limit: Duration,
+    timing: &'a Timing,
+    survivors: &'a [NodeId],
+}
+
+impl Round<'_> {
+    /// Returns false (with an anomaly recorded) when the cluster did not converge.
+    async fn run(&self, h: &mut Harness, rng: &mut SmallRng, costs: &mut Costs) -> bool {
+        let (run, top, limit, timing) = (self.run, self.top, self.limit, self.timing);
+        // Let the cluster settle, then strike at a random point of the heartbeat cycle.
+        let settle = timing.suspect_after_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
+        tokio::time::sleep(Duration::from_millis(settle)).await;
+        let before = election_messages_sent(h, self.survivors).await;
+        h.poll();
+        let declared_before = h.declarations;
+        h.execute(Step::Kill(top));
+        let converged = h.wait_for_leader(top - 1, limit).await;
+        let after = election_messages_sent(h, self.survivors).await;
+        costs.add(before, after, h.declarations - declared_before);
+        if !converged {
+            h.anomalies.push(format!(
+                "run {run}: the survivors did not agree on node {} within {limit:?}",
+                top - 1
+            ));
+            return false;
+        }
+        let settle = 2 * timing.heartbeat_ms + rng.gen_range(0..timing.heartbeat_ms.max(1));
+        tokio::time::sleep(Duration::from_millis(settle)).await;
+        h.execute(Step::Start(top));
+        if !h.wait_for_leader(top, limit).await {
+            h.anomalies.push(format!(
+                "run {run}: node {top} did not lead everywhere again within {limit:?}"
+            ));
+            return false;
+        }
+        true
+    }
 }
 
 /// Per-kill costs collected by the failover loop; `None` once a node's metrics could
