@@ -67,8 +67,8 @@ pub struct ChaosArgs {
     pub runs: u32,
 }
 
-/// What the arguments ask for.
-enum Job {
+/// What the arguments ask for: a benchmark or a chaos run.
+enum Workload {
     Bench(BenchKind, BenchConfig),
     Chaos(ChaosConfig),
 }
@@ -91,77 +91,29 @@ pub enum BenchKind {
 
 /// Runs `bully chaos` and maps the outcome to the exit code.
 pub async fn run(args: &ChaosArgs) -> ExitCode {
-    let timing = args.timing.timing();
-    let mode = args.mode.mode();
-    let seed = args.seed.unwrap_or_else(crate::wall_clock::wall_ms);
-    let slack_ms = args
-        .slack
-        .map_or(timing.convergence_bound_in(mode), |d| d.as_millis() as u64);
-    let temp = match &args.dir {
-        Some(_) => None,
-        None => match tempfile::Builder::new().prefix("bully-chaos-").tempdir() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!("error: cannot make a temp folder: {e}");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let dir = match (&args.dir, &temp) {
-        (Some(dir), _) => dir.clone(),
-        (_, Some(t)) => t.path().to_path_buf(),
-        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
-    };
-    let binary = match std::env::current_exe() {
-        Ok(b) => b,
+    let (temp, setup) = match prepare(args) {
+        Ok(prepared) => prepared,
         Err(e) => {
-            eprintln!("error: cannot find the bully executable: {e}");
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let profile = format!("{:?}", args.timing).to_lowercase();
-    let setup = RunSetup {
-        nodes: args.nodes,
-        seed,
-        timing_profile: profile,
-        timing,
-        mode,
-        slack_ms,
-        binary,
-        dir: dir.clone(),
-        progress: Mode::detect(),
-    };
-    let job = match args.bench {
-        Some(kind) => {
-            let config = BenchConfig {
-                setup,
-                runs: args.runs,
-            };
-            if let Err(e) = config.validate() {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-            Job::Bench(kind, config)
-        }
-        None => {
-            let config = ChaosConfig {
-                setup,
-                duration: args.duration,
-                faults: dedup(&args.faults),
-            };
-            if let Err(e) = config.plan_spec().validate() {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-            Job::Chaos(config)
+    let dir = setup.dir.clone();
+    let workload = match workload(args, setup) {
+        Ok(workload) => workload,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
         }
     };
     // Ctrl-C drops the run: the cluster's drop kills every node by PID, no orphans.
     let run = async {
-        match &job {
-            Job::Bench(BenchKind::Idle, config) => chaos::bench_idle(config, args.duration).await,
-            Job::Bench(_, config) => chaos::bench_failover(config).await,
-            Job::Chaos(config) => chaos::run(config).await,
+        match &workload {
+            Workload::Bench(BenchKind::Idle, config) => {
+                chaos::bench_idle(config, args.duration).await
+            }
+            Workload::Bench(_, config) => chaos::bench_failover(config).await,
+            Workload::Chaos(config) => chaos::run(config).await,
         }
     };
     let outcome = tokio::select! {
@@ -186,6 +138,65 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// The run's folder (a temp dir unless `--dir` is given) and its settings.
+fn prepare(args: &ChaosArgs) -> Result<(Option<tempfile::TempDir>, RunSetup), String> {
+    let timing = args.timing.timing();
+    let mode = args.mode.mode();
+    let temp = match &args.dir {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("bully-chaos-")
+                .tempdir()
+                .map_err(|e| format!("cannot make a temp folder: {e}"))?,
+        ),
+    };
+    let dir = match (&args.dir, &temp) {
+        (Some(dir), _) => dir.clone(),
+        (_, Some(t)) => t.path().to_path_buf(),
+        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
+    };
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find the bully executable: {e}"))?;
+    let setup = RunSetup {
+        nodes: args.nodes,
+        seed: args.seed.unwrap_or_else(crate::wall_clock::wall_ms),
+        timing_profile: format!("{:?}", args.timing).to_lowercase(),
+        timing,
+        mode,
+        slack_ms: args
+            .slack
+            .map_or(timing.convergence_bound_in(mode), |d| d.as_millis() as u64),
+        binary,
+        dir,
+        progress: Mode::detect(),
+    };
+    Ok((temp, setup))
+}
+
+/// The benchmark or chaos run the arguments ask for, checked before anything starts.
+fn workload(args: &ChaosArgs, setup: RunSetup) -> Result<Workload, String> {
+    match args.bench {
+        Some(kind) => {
+            let config = BenchConfig {
+                setup,
+                runs: args.runs,
+            };
+            config.validate()?;
+            Ok(Workload::Bench(kind, config))
+        }
+        None => {
+            let config = ChaosConfig {
+                setup,
+                duration: args.duration,
+                faults: dedup(&args.faults),
+            };
+            config.plan_spec().validate()?;
+            Ok(Workload::Chaos(config))
         }
     }
 }
