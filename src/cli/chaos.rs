@@ -2,6 +2,7 @@
 //! run's folder, and the exit code (0 no violation, 1 violations or anomalies, 2 bad
 //! arguments or a cluster that could not be set up, 130 interrupted).
 
+use super::run_dir::RunDir;
 use super::{parse_duration, ModeArg, TimingProfile};
 use crate::chaos::progress::Mode;
 use crate::chaos::{self, BenchConfig, ChaosConfig, FaultKind, Report, RunSetup};
@@ -91,14 +92,13 @@ pub enum BenchKind {
 
 /// Runs `bully chaos` and maps the outcome to the exit code.
 pub async fn run(args: &ChaosArgs) -> ExitCode {
-    let (temp, setup) = match prepare(args) {
+    let (run_dir, setup) = match prepare(args) {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let dir = setup.dir.clone();
     let workload = match workload(args, setup) {
         Ok(workload) => workload,
         Err(e) => {
@@ -125,11 +125,7 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
     };
     // A failed run keeps its folder: the node logs and event logs are the evidence.
     let failed = !matches!(&outcome, Ok(report) if report.passed());
-    let kept = if args.keep_dir || failed {
-        temp.map(|t| t.keep()).or(Some(dir))
-    } else {
-        args.dir.clone()
-    };
+    let kept = (args.keep_dir || failed || !run_dir.is_temporary()).then(|| run_dir.keep());
     match outcome {
         Ok(mut report) => {
             report.params.dir = kept.map(|d| d.display().to_string());
@@ -143,23 +139,11 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
 }
 
 /// The run's folder (a temp dir unless `--dir` is given) and its settings.
-fn prepare(args: &ChaosArgs) -> Result<(Option<tempfile::TempDir>, RunSetup), String> {
+fn prepare(args: &ChaosArgs) -> Result<(RunDir, RunSetup), String> {
     let timing = args.timing.timing();
     let mode = args.mode.mode();
-    let temp = match &args.dir {
-        Some(_) => None,
-        None => Some(
-            tempfile::Builder::new()
-                .prefix("bully-chaos-")
-                .tempdir()
-                .map_err(|e| format!("cannot make a temp folder: {e}"))?,
-        ),
-    };
-    let dir = match (&args.dir, &temp) {
-        (Some(dir), _) => dir.clone(),
-        (_, Some(t)) => t.path().to_path_buf(),
-        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
-    };
+    let run_dir = RunDir::new(args.dir.as_deref(), "bully-chaos-")
+        .map_err(|e| format!("cannot make a temp folder: {e}"))?;
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find the bully executable: {e}"))?;
     let setup = RunSetup {
@@ -172,10 +156,10 @@ fn prepare(args: &ChaosArgs) -> Result<(Option<tempfile::TempDir>, RunSetup), St
             .slack
             .map_or(timing.convergence_bound_in(mode), |d| d.as_millis() as u64),
         binary,
-        dir,
+        dir: run_dir.path().to_path_buf(),
         progress: Mode::detect(),
     };
-    Ok((temp, setup))
+    Ok((run_dir, setup))
 }
 
 /// The benchmark or chaos run the arguments ask for, checked before anything starts.

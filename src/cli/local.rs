@@ -2,6 +2,7 @@
 //! view of every node, and a tiny shell (`kill K`, `start K`, `pause K`, `resume K`,
 //! `status`, `quit`) so a newcomer can watch the bully take over.
 
+use super::run_dir::RunDir;
 use super::LocalArgs;
 use crate::certs::TlsFiles;
 use crate::chaos::harness::{Harness, HarnessSpec};
@@ -12,10 +13,12 @@ use crate::node::Status;
 use crate::protocol::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// A status update from one node's watcher; `None` means the node is unreachable.
 type Update = (NodeId, Option<Status>);
@@ -32,83 +35,14 @@ pub async fn run(args: &LocalArgs) -> ExitCode {
 }
 
 async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
-    let temp = match &args.dir {
-        Some(_) => None,
-        None => Some(tempfile::Builder::new().prefix("bully-local-").tempdir()?),
-    };
-    let dir = match (&args.dir, &temp) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(t)) => t.path().to_path_buf(),
-        (None, None) => unreachable!("a temp dir is made when no --dir is given"),
-    };
-    let (timing, mode) = (args.timing.timing(), args.mode.mode());
-    // The chaos harness without the relay: it records every command as a step and
-    // collects the history, so `--html` draws the session the way it draws a chaos run.
-    let mut h = Harness::start(&HarnessSpec {
-        nodes: args.nodes,
-        timing,
-        mode,
-        binary: std::env::current_exe()?,
-        dir: dir.clone(),
-        relay: false,
-        seed: 0,
-        http: false,
-    })
-    .await?;
-    println!(
-        "bully local: {} nodes on 127.0.0.1, files in {}",
-        args.nodes,
-        dir.display()
-    );
-    let ids = h.ids().to_vec();
-    for &id in &ids {
-        println!(
-            "  started node {id} at {} (pid {})",
-            h.cluster.addr(id),
-            h.cluster.pid(id).unwrap_or(0)
-        );
-    }
-    println!("commands: kill K | start K | pause K | resume K | status | quit");
-
-    let (updates_tx, mut updates) = mpsc::channel::<Update>(256);
-    let watchers: Vec<_> = ids
-        .iter()
-        .map(|&id| {
-            tokio::spawn(watch_node(
-                id,
-                h.cluster.addr(id),
-                h.cluster.client_tls().clone(),
-                updates_tx.clone(),
-            ))
-        })
-        .collect();
-    let started = Instant::now();
-    let mut views: BTreeMap<NodeId, Option<Status>> = ids.iter().map(|&id| (id, None)).collect();
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut stdin_open = true;
-    loop {
-        tokio::select! {
-            Some((id, status)) = updates.recv() => {
-                if let Some(line) = describe_change(views.get(&id).cloned().flatten(), status.as_ref(), id) {
-                    println!("[{:>7.3}s] {line}", started.elapsed().as_secs_f64());
-                    views.insert(id, status);
-                    println!("           {}", agreement(&views));
-                } else {
-                    views.insert(id, status);
-                }
-            }
-            line = stdin.next_line(), if stdin_open => match line {
-                Ok(Some(line)) => {
-                    if !command(&mut h, line.trim(), &views) { break; }
-                }
-                _ => { stdin_open = false; }
-            },
-            _ = super::shutdown_signal() => break,
-        }
-    }
+    let run_dir = RunDir::new(args.dir.as_deref(), "bully-local-")?;
+    let mut h = start(args, run_dir.path()).await?;
+    let (updates, watchers) = watch_every_node(&h);
+    shell(&mut h, updates).await;
     for watcher in watchers {
         watcher.abort();
     }
+    let (timing, mode) = (args.timing.timing(), args.mode.mode());
     let origin_ms = h.origin_ms;
     let report = h.finish(|end_ms| RunParams {
         command: "local".into(),
@@ -129,14 +63,90 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
             report.violations.len()
         );
     }
-    if args.keep_dir {
-        if let Some(temp) = temp {
-            let kept = temp.keep();
-            println!("kept {}", kept.display());
-        }
+    if args.keep_dir && run_dir.is_temporary() {
+        println!("kept {}", run_dir.keep().display());
     }
     println!("stopped every node");
     Ok(())
+}
+
+/// Starts the nodes and says where they are. The chaos harness without the relay: it
+/// records every command as a step and collects the history, so `--html` draws the
+/// session the way it draws a chaos run.
+async fn start(args: &LocalArgs, dir: &Path) -> anyhow::Result<Harness> {
+    let h = Harness::start(&HarnessSpec {
+        nodes: args.nodes,
+        timing: args.timing.timing(),
+        mode: args.mode.mode(),
+        binary: std::env::current_exe()?,
+        dir: dir.to_path_buf(),
+        relay: false,
+        seed: 0,
+        http: false,
+    })
+    .await?;
+    println!(
+        "bully local: {} nodes on 127.0.0.1, files in {}",
+        args.nodes,
+        dir.display()
+    );
+    for &id in h.ids() {
+        println!(
+            "  started node {id} at {} (pid {})",
+            h.cluster.addr(id),
+            h.cluster.pid(id).unwrap_or(0)
+        );
+    }
+    println!("commands: kill K | start K | pause K | resume K | status | quit");
+    Ok(h)
+}
+
+/// One watcher task per node, all sending their status updates to one channel.
+fn watch_every_node(h: &Harness) -> (mpsc::Receiver<Update>, Vec<JoinHandle<()>>) {
+    let (updates_tx, updates) = mpsc::channel::<Update>(256);
+    let watchers = h
+        .ids()
+        .iter()
+        .map(|&id| {
+            tokio::spawn(watch_node(
+                id,
+                h.cluster.addr(id),
+                h.cluster.client_tls().clone(),
+                updates_tx.clone(),
+            ))
+        })
+        .collect();
+    (updates, watchers)
+}
+
+/// Prints every change of view as it comes and runs the user's commands, until
+/// `quit` or Ctrl-C (the end of input only stops the reading of commands).
+async fn shell(h: &mut Harness, mut updates: mpsc::Receiver<Update>) {
+    let started = Instant::now();
+    let mut views: BTreeMap<NodeId, Option<Status>> =
+        h.ids().iter().map(|&id| (id, None)).collect();
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            Some((id, status)) = updates.recv() => {
+                if let Some(line) = describe_change(views.get(&id).cloned().flatten(), status.as_ref(), id) {
+                    println!("[{:>7.3}s] {line}", started.elapsed().as_secs_f64());
+                    views.insert(id, status);
+                    println!("           {}", agreement(&views));
+                } else {
+                    views.insert(id, status);
+                }
+            }
+            line = stdin.next_line(), if stdin_open => match line {
+                Ok(Some(line)) => {
+                    if !command(h, line.trim(), &views) { break; }
+                }
+                _ => { stdin_open = false; }
+            },
+            _ = super::shutdown_signal() => break,
+        }
+    }
 }
 
 /// Runs one shell command; returns false on `quit`.

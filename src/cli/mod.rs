@@ -10,6 +10,7 @@ mod local;
 pub mod logging;
 mod node;
 mod query;
+mod run_dir;
 mod sd_notify;
 mod table;
 
