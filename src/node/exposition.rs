@@ -93,127 +93,145 @@ fn histogram(
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        use MetricType::{Counter, Gauge};
         let m = &self.0;
-        let flag = |b: bool| f64::from(u8::from(b));
-        let version = [("version", env!("CARGO_PKG_VERSION"))];
-        let info = "Always 1; the version label says which bully build runs.";
-        let mut build = e.encode_descriptor("build_info", info, None, Gauge)?;
-        sample(build.encode_family(&version)?, Gauge, 1.0)?;
-        let lead = "1 if this node is the coordinator.";
-        single(
-            &mut e,
-            "is_coordinator",
-            lead,
-            Gauge,
-            flag(m.is_coordinator),
-        )?;
-        let term = "Term of the epoch this node follows or leads; 0 if none.";
-        single(&mut e, "epoch_term", term, Gauge, m.epoch_term as f64)?;
-        let eligible = "1 if this node may lead (health passing, not stepped down).";
-        single(&mut e, "eligible", eligible, Gauge, flag(m.eligible))?;
-        let states = [
-            ("unchecked", HealthState::Unchecked),
-            ("pending", HealthState::Pending),
-            ("passing", HealthState::Passing),
-            ("failing", HealthState::Failing),
-        ];
-        family(
-            &mut e,
-            "health_state",
-            "1 on the health check's current state (unchecked: no check configured).",
-            Gauge,
-            "state",
-            states.map(|(name, s)| (name.to_string(), flag(m.health == s))),
-        )?;
-        let up = "Peers whose connection is up.";
-        single(&mut e, "peers_up", up, Gauge, m.peers_up as f64)?;
-        family(
-            &mut e,
-            "peer_up",
-            "1 while the connection to this peer is up.",
-            Gauge,
-            "peer",
-            m.peer_up.iter().map(|(id, &up)| (id.to_string(), flag(up))),
-        )?;
-        let counters: [(&str, &str, u64); 9] = [
-            ("elections_started", "Election rounds this node began.", m.elections_started),
-            ("declarations", "Epochs this node declared.", m.declarations),
-            (
-                "coordinator_changes",
-                "Times the coordinator seen by this node changed.",
-                m.coordinator_changes,
-            ),
-            ("health_checks", "Health check commands run.", m.health_checks),
-            (
-                "health_check_failures",
-                "Health check commands that failed or timed out.",
-                m.health_failures,
-            ),
-            (
-                "transport_refused",
-                "Incoming connections or handshakes refused (certificate, unknown peer, member list).",
-                m.transport.connections_refused,
-            ),
-            (
-                "transport_bad_frames",
-                "Frames refused as truncated, oversized or undecodable; each closed its connection.",
-                m.transport.bad_frames,
-            ),
-            (
-                "transport_messages_dropped",
-                "Messages dropped: peer unreachable or its queue full.",
-                m.transport.messages_dropped,
-            ),
-            (
-                "transport_peer_connects",
-                "Outbound peer connections established (connects and reconnects).",
-                m.transport.peer_connects,
-            ),
-        ];
-        for (name, help, value) in counters {
-            single(&mut e, name, help, Counter, value as f64)?;
-        }
-        let by_type = |map: &std::collections::BTreeMap<String, u64>| {
-            map.iter()
-                .map(|(kind, &n)| (kind.clone(), n as f64))
-                .collect::<Vec<_>>()
-        };
-        let sent = "Peer messages handed to the transport, by type.";
-        family(
-            &mut e,
-            "messages_sent",
-            sent,
-            Counter,
-            "type",
-            by_type(&m.sent),
-        )?;
-        let got = "Peer messages received, by type.";
-        family(
-            &mut e,
-            "messages_received",
-            got,
-            Counter,
-            "type",
-            by_type(&m.received),
-        )?;
-        let runs = m.hooks.iter().map(|(n, c)| (n.clone(), c.runs as f64));
-        family(
-            &mut e,
-            "hook_runs",
-            "Hook commands run, by hook.",
-            Counter,
-            "hook",
-            runs,
-        )?;
-        let failures = m.hooks.iter().map(|(n, c)| (n.clone(), c.failures as f64));
-        let help = "Hook commands that failed, timed out or could not start, by hook.";
-        family(&mut e, "hook_failures", help, Counter, "hook", failures)?;
+        encode_role(&mut e, m)?;
+        encode_counters(&mut e, m)?;
+        encode_traffic(&mut e, m)?;
         let help = "From losing the coordinator to following one again.";
         histogram(&mut e, "failover_seconds", help, &m.failover)?;
         let help = "Writing and fsyncing the durable cells (every new epoch waits for it).";
         histogram(&mut e, "persist_seconds", help, &m.persist)
     }
+}
+
+/// 1 for true, 0 for false: how Prometheus gauges carry flags.
+fn flag(b: bool) -> f64 {
+    f64::from(u8::from(b))
+}
+
+/// What the node is: build, coordinator or not, term, eligibility, health, peers.
+fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
+    use MetricType::Gauge;
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    let info = "Always 1; the version label says which bully build runs.";
+    let mut build = e.encode_descriptor("build_info", info, None, Gauge)?;
+    sample(build.encode_family(&version)?, Gauge, 1.0)?;
+    let lead = "1 if this node is the coordinator.";
+    single(e, "is_coordinator", lead, Gauge, flag(m.is_coordinator))?;
+    let term = "Term of the epoch this node follows or leads; 0 if none.";
+    single(e, "epoch_term", term, Gauge, m.epoch_term as f64)?;
+    let eligible = "1 if this node may lead (health passing, not stepped down).";
+    single(e, "eligible", eligible, Gauge, flag(m.eligible))?;
+    let states = [
+        ("unchecked", HealthState::Unchecked),
+        ("pending", HealthState::Pending),
+        ("passing", HealthState::Passing),
+        ("failing", HealthState::Failing),
+    ];
+    family(
+        e,
+        "health_state",
+        "1 on the health check's current state (unchecked: no check configured).",
+        Gauge,
+        "state",
+        states.map(|(name, s)| (name.to_string(), flag(m.health == s))),
+    )?;
+    let up = "Peers whose connection is up.";
+    single(e, "peers_up", up, Gauge, m.peers_up as f64)?;
+    family(
+        e,
+        "peer_up",
+        "1 while the connection to this peer is up.",
+        Gauge,
+        "peer",
+        m.peer_up.iter().map(|(id, &up)| (id.to_string(), flag(up))),
+    )?;
+    Ok(())
+}
+
+/// The node's event counters and the transport's.
+fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
+    let counters: [(&str, &str, u64); 9] = [
+        (
+            "elections_started",
+            "Election rounds this node began.",
+            m.elections_started,
+        ),
+        ("declarations", "Epochs this node declared.", m.declarations),
+        (
+            "coordinator_changes",
+            "Times the coordinator seen by this node changed.",
+            m.coordinator_changes,
+        ),
+        (
+            "health_checks",
+            "Health check commands run.",
+            m.health_checks,
+        ),
+        (
+            "health_check_failures",
+            "Health check commands that failed or timed out.",
+            m.health_failures,
+        ),
+        (
+            "transport_refused",
+            "Incoming connections or handshakes refused (certificate, unknown peer, member list).",
+            m.transport.connections_refused,
+        ),
+        (
+            "transport_bad_frames",
+            "Frames refused as truncated, oversized or undecodable; each closed its connection.",
+            m.transport.bad_frames,
+        ),
+        (
+            "transport_messages_dropped",
+            "Messages dropped: peer unreachable or its queue full.",
+            m.transport.messages_dropped,
+        ),
+        (
+            "transport_peer_connects",
+            "Outbound peer connections established (connects and reconnects).",
+            m.transport.peer_connects,
+        ),
+    ];
+    for (name, help, value) in counters {
+        single(e, name, help, MetricType::Counter, value as f64)?;
+    }
+    Ok(())
+}
+
+/// Messages by type and hook runs by hook.
+fn encode_traffic(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
+    use MetricType::Counter;
+    let by_type = |map: &std::collections::BTreeMap<String, u64>| {
+        map.iter()
+            .map(|(kind, &n)| (kind.clone(), n as f64))
+            .collect::<Vec<_>>()
+    };
+    let sent = "Peer messages handed to the transport, by type.";
+    family(e, "messages_sent", sent, Counter, "type", by_type(&m.sent))?;
+    let got = "Peer messages received, by type.";
+    family(
+        e,
+        "messages_received",
+        got,
+        Counter,
+        "type",
+        by_type(&m.received),
+    )?;
+    let runs = m.hooks.iter().map(|(n, c)| (n.clone(), c.runs as f64));
+    family(
+        e,
+        "hook_runs",
+        "Hook commands run, by hook.",
+        Counter,
+        "hook",
+        runs,
+    )?;
+    let failures = m.hooks.iter().map(|(n, c)| (n.clone(), c.failures as f64));
+    let help = "Hook commands that failed, timed out or could not start, by hook.";
+    family(e, "hook_failures", help, Counter, "hook", failures)?;
+    Ok(())
 }
 
 /// `process_*` from /proc/self, named as the Prometheus Go client names them. A figure
