@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A chaos run's output: exit code, report (JSON) and the human text.
-struct Outcome {
+struct ChaosRun {
     code: Option<i32>,
     report: Option<Value>,
     text: String,
@@ -27,7 +27,7 @@ struct Outcome {
 /// the protocol.
 static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn chaos(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outcome {
+fn chaos(args: &[&str], env: &[(&str, &str)], limit: Duration) -> ChaosRun {
     let _turn = ONE_RUN_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -69,7 +69,7 @@ fn chaos(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outcome {
     let report = std::fs::read_to_string(&json)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    Outcome {
+    ChaosRun {
         code: status.code(),
         report,
         text,
@@ -183,7 +183,7 @@ const QUORUM_SEED: u64 = 12;
 
 /// The invariants a sabotaged run broke, from its JSON report.
 #[cfg(debug_assertions)]
-fn broken_invariants(out: &Outcome) -> BTreeSet<String> {
+fn broken_invariants(out: &ChaosRun) -> BTreeSet<String> {
     out.report
         .as_ref()
         .and_then(|r| r["violations"].as_array().cloned())

@@ -4,7 +4,7 @@
 //! that must be caught with a counterexample. `cargo test --test model_check -- --ignored`
 //! runs the deep bounds whose figures are in the README.
 
-use bully::model::{Bounds, Model, ModelConfig, Outcome, Step};
+use bully::model::{Bounds, Exploration, Model, ModelConfig, Step};
 use bully::protocol::{Flaw, Mode, NodeId, Preempt};
 use std::time::Instant;
 
@@ -57,7 +57,7 @@ fn quick4() -> Bounds {
     }
 }
 
-fn run(name: &str, config: ModelConfig) -> Outcome {
+fn run(name: &str, config: ModelConfig) -> Exploration {
     let started = Instant::now();
     let bounds = config.bounds;
     let outcome = Model::new(config).explore();

@@ -11,7 +11,7 @@ use bully::checker::{
 };
 use bully::history::{last_fault_ms, tail, Record};
 use bully::protocol::{Body, Epoch, Flaw, MessageKind, Millis, Mode, NodeId, Role};
-use bully::sim::scenario::{run_seed, run_seed_with, Flavor, Outcome};
+use bully::sim::scenario::{run_seed, run_seed_with, Flavor, SeedRun};
 use bully::sim::{CrashPoint, Sim, SimConfig};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -45,7 +45,7 @@ struct Summary {
 }
 
 /// Which of the named scenarios a run's history shows.
-fn scenarios_in(o: &Outcome) -> Vec<&'static str> {
+fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     let h = &o.history;
     let mut found = Vec::new();
     let top = h.iter().map(|e| e.node).max().unwrap_or(0);
@@ -87,7 +87,7 @@ fn scenarios_in(o: &Outcome) -> Vec<&'static str> {
 }
 
 impl Summary {
-    fn add(&mut self, o: &Outcome) {
+    fn add(&mut self, o: &SeedRun) {
         let f: Flavor = o.flavor;
         self.runs += 1;
         *self.by_nodes.entry(f.nodes).or_default() += 1;

@@ -176,7 +176,7 @@ pub struct World {
 
 /// The result of one exploration.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Exploration {
     pub states: usize,
     pub transitions: usize,
     pub max_depth: usize,
@@ -693,8 +693,8 @@ impl Model {
     }
 
     /// Breadth-first search over every state within the bounds.
-    pub fn explore(&self) -> Outcome {
-        let mut outcome = Outcome {
+    pub fn explore(&self) -> Exploration {
+        let mut outcome = Exploration {
             states: 0,
             transitions: 0,
             max_depth: 0,

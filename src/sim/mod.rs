@@ -263,11 +263,6 @@ impl Sim {
         self.nodes.get(&id)?.machine.as_ref().map(Machine::view)
     }
 
-    /// The stored cells of a node (what a restart loads).
-    pub fn disk(&self, id: NodeId) -> Option<Cells> {
-        self.nodes.get(&id).map(|n| n.disk)
-    }
-
     /// When (in real time) a running node's machine next wants a tick.
     pub fn next_deadline(&self, id: NodeId) -> Option<Millis> {
         let node = self.nodes.get(&id)?;

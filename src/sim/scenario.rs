@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 pub const REPORT_TAIL: usize = 200;
 
 /// The result of one seeded run: everything needed to judge and to debug it.
-pub struct Outcome {
+pub struct SeedRun {
     pub seed: u64,
     /// The cluster and settings the seed chose.
     pub description: String,
@@ -66,7 +66,7 @@ pub struct Flavor {
     pub faults: usize,
 }
 
-impl Outcome {
+impl SeedRun {
     /// No violation of any kind.
     pub fn passed(&self) -> bool {
         self.violations.is_empty()
@@ -633,12 +633,12 @@ fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flav
 }
 
 /// Runs the scenario this seed describes and judges it. Deterministic in `seed`.
-pub fn run_seed(seed: u64, mode: Mode) -> Outcome {
+pub fn run_seed(seed: u64, mode: Mode) -> SeedRun {
     run_seed_with(seed, mode, None)
 }
 
 /// [`run_seed`] with a deliberately broken machine: the checkers must catch it.
-pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>) -> Outcome {
+pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>) -> SeedRun {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
     let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
     config.flaw = flaw;
@@ -676,7 +676,7 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
         .max()
         .unwrap_or(0)
         .saturating_sub(last_fault);
-    Outcome {
+    SeedRun {
         seed,
         description,
         steps: adv.steps,
