@@ -181,6 +181,33 @@ fn quorum_chaos_has_no_violation_and_never_two_coordinators() {
 /// off alone for about 3 s, with every node up.
 const QUORUM_SEED: u64 = 12;
 
+/// A 3-node classic chaos run (seed 7, fast timing) of a node built with `sabotage`,
+/// which the checker must catch (exit 1).
+#[cfg(debug_assertions)]
+fn sabotaged_run(sabotage: &str, duration: &str, faults: &str) -> ChaosRun {
+    let args = [
+        "--nodes",
+        "3",
+        "--duration",
+        duration,
+        "--seed",
+        "7",
+        "--faults",
+        faults,
+        "--timing",
+        "fast",
+        "--mode",
+        "classic",
+    ];
+    let out = chaos(
+        &args,
+        &[(bully::sabotage::ENV, sabotage)],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, Some(1), "sabotage not caught:\n{}", out.text);
+    out
+}
+
 /// The invariants a sabotaged run broke, from its JSON report.
 #[cfg(debug_assertions)]
 fn broken_invariants(out: &ChaosRun) -> BTreeSet<String> {
@@ -198,26 +225,7 @@ fn broken_invariants(out: &ChaosRun) -> BTreeSet<String> {
 #[cfg(debug_assertions)]
 #[test]
 fn a_build_that_skips_the_flush_is_caught() {
-    let args = [
-        "--nodes",
-        "3",
-        "--duration",
-        "6s",
-        "--seed",
-        "7",
-        "--faults",
-        "restart",
-        "--timing",
-        "fast",
-        "--mode",
-        "classic",
-    ];
-    let out = chaos(
-        &args,
-        &[(bully::sabotage::ENV, "skip_flush")],
-        Duration::from_secs(90),
-    );
-    assert_eq!(out.code, Some(1), "sabotage not caught:\n{}", out.text);
+    let out = sabotaged_run("skip_flush", "6s", "restart");
     let broken = broken_invariants(&out);
     assert!(broken.contains("I1 fencing"), "{broken:?}\n{}", out.text);
     let report = out.report.expect("a report");
@@ -236,26 +244,7 @@ fn a_build_that_skips_the_flush_is_caught() {
 #[cfg(debug_assertions)]
 #[test]
 fn a_build_that_ignores_higher_coordinators_is_caught() {
-    let args = [
-        "--nodes",
-        "3",
-        "--duration",
-        "5s",
-        "--seed",
-        "7",
-        "--faults",
-        "pause",
-        "--timing",
-        "fast",
-        "--mode",
-        "classic",
-    ];
-    let out = chaos(
-        &args,
-        &[(bully::sabotage::ENV, "ignore_higher_coordinator")],
-        Duration::from_secs(90),
-    );
-    assert_eq!(out.code, Some(1), "sabotage not caught:\n{}", out.text);
+    let out = sabotaged_run("ignore_higher_coordinator", "5s", "pause");
     let broken = broken_invariants(&out);
     assert!(
         broken.contains("I5 convergence"),

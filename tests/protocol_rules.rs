@@ -76,6 +76,25 @@ fn coordinator_view(id: NodeId, epoch: Epoch) -> Action {
     view(id, Role::Coordinator, Some(epoch), true)
 }
 
+/// What a classic declaration of `epoch` by its leader does, in order: persist it (with
+/// the node's `incarnation`), tell every peer, then publish the coordinator view.
+fn declaration(epoch: Epoch, peers: &[NodeId], incarnation: u64) -> Vec<Action> {
+    let mut actions = vec![persist(epoch.term, epoch, incarnation)];
+    for &peer in peers {
+        actions.push(send(peer, epoch.term, Body::Coordinator { epoch }));
+    }
+    actions.push(coordinator_view(epoch.leader, epoch));
+    actions
+}
+
+/// An Ack that carries nothing: only its term matters to the receiver.
+fn empty_ack() -> Body {
+    Body::Ack {
+        accepted: None,
+        round: 0,
+    }
+}
+
 fn follower_view(id: NodeId, epoch: Epoch) -> Action {
     view(id, Role::Follower, Some(epoch), true)
 }
@@ -114,16 +133,7 @@ fn follower_of_3() -> Machine {
 fn coordinator_3() -> Machine {
     let mut m = started(config(3, &[1, 2]), 0);
     assert_eq!(m.next_deadline(), 100);
-    let epoch = ep(1, 3);
-    assert_eq!(
-        tick(&mut m, 100),
-        vec![
-            persist(1, epoch, 1),
-            send(1, 1, Body::Coordinator { epoch }),
-            send(2, 1, Body::Coordinator { epoch }),
-            coordinator_view(3, epoch),
-        ]
-    );
+    assert_eq!(tick(&mut m, 100), declaration(ep(1, 3), &[1, 2], 1));
     m
 }
 
@@ -265,30 +275,9 @@ fn answer_timeout() {
         vec![send(3, 0, Body::Election { accepted: None })]
     );
     // Any message raises the highest seen term; the declaration goes above it.
-    assert_eq!(
-        deliver(
-            &mut m,
-            1,
-            7,
-            Body::Ack {
-                accepted: None,
-                round: 0
-            },
-            150
-        ),
-        vec![]
-    );
+    assert_eq!(deliver(&mut m, 1, 7, empty_ack(), 150), vec![]);
     assert_eq!(tick(&mut m, 199), vec![]);
-    let epoch = ep(8, 2);
-    assert_eq!(
-        tick(&mut m, 200),
-        vec![
-            persist(8, epoch, 1),
-            send(1, 8, Body::Coordinator { epoch }),
-            send(3, 8, Body::Coordinator { epoch }),
-            coordinator_view(2, epoch),
-        ]
-    );
+    assert_eq!(tick(&mut m, 200), declaration(ep(8, 2), &[1, 3], 1));
 }
 
 #[test]
@@ -545,26 +534,9 @@ fn newer_news() {
     let mut m = started(config(2, &[1, 3]), 0);
     tick(&mut m, 100);
     let mine = ep(1, 2);
+    assert_eq!(tick(&mut m, 200), declaration(mine, &[1, 3], 1));
     assert_eq!(
-        tick(&mut m, 200),
-        vec![
-            persist(1, mine, 1),
-            send(1, 1, Body::Coordinator { epoch: mine }),
-            send(3, 1, Body::Coordinator { epoch: mine }),
-            coordinator_view(2, mine),
-        ]
-    );
-    assert_eq!(
-        deliver(
-            &mut m,
-            1,
-            3,
-            Body::Ack {
-                accepted: None,
-                round: 0
-            },
-            250
-        ),
+        deliver(&mut m, 1, 3, empty_ack(), 250),
         vec![
             candidate_view(2),
             send(1, 3, Body::Resign { epoch: mine }),
