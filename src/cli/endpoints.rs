@@ -5,12 +5,11 @@
 //! that is down costs nothing while another answers.
 
 use super::QueryArgs;
-use crate::certs::{TlsFiles, CA_CERT_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE};
+use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::node::Status;
 use crate::protocol::NodeId;
 use crate::transport::PeerAddr;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -88,19 +87,11 @@ pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, String> {
             )
         }
     };
+    let in_dir = TlsFiles::for_client(&default_dir);
     let tls = TlsFiles {
-        ca: args
-            .ca
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CA_CERT_FILE)),
-        cert: args
-            .cert
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CLIENT_CERT_FILE)),
-        key: args
-            .key
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CLIENT_KEY_FILE)),
+        ca: args.ca.clone().unwrap_or(in_dir.ca),
+        cert: args.cert.clone().unwrap_or(in_dir.cert),
+        key: args.key.clone().unwrap_or(in_dir.key),
     };
     for (flag, file) in [
         ("--ca", &tls.ca),
@@ -124,23 +115,15 @@ pub async fn connect(
     tls: &TlsFiles,
     timeout: Duration,
 ) -> Result<Client, String> {
-    let addr = resolve(&endpoint.addr).await?;
+    // A query has no endpoint of its own to match an address family against.
+    let addr = endpoint
+        .addr
+        .resolve_any()
+        .await
+        .map_err(|e| e.to_string())?;
     Client::connect(addr, tls, endpoint.expect, timeout)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// A query has no endpoint of its own to match a family against: take the first
-/// address the name resolves to.
-async fn resolve(addr: &PeerAddr) -> Result<SocketAddr, String> {
-    if let Some(ip) = addr.ip() {
-        return Ok(ip);
-    }
-    tokio::net::lookup_host((addr.host(), addr.port()))
-        .await
-        .map_err(|e| format!("cannot resolve host name `{}`: {e}", addr.host()))?
-        .next()
-        .ok_or_else(|| format!("host name `{}` has no address", addr.host()))
 }
 
 async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
