@@ -852,6 +852,10 @@ async fn shutdown_closes_connections_and_frees_the_port() {
     let shutting = Instant::now();
     node2.t.shutdown().await;
     let took = shutting.elapsed();
+    eprintln!("shutdown took {took:?}");
+    // The port can be bound again (by a restarted node) at once, though the handle lives.
+    let rebound = UdpSocket::bind(addr2);
+    assert!(rebound.is_ok(), "port {addr2} still bound after shutdown");
     // Node 1 hears the close at once instead of waiting for the idle timeout.
     nodes[0]
         .expect("PeerDown(2)", WAIT, |e| {
@@ -859,21 +863,55 @@ async fn shutdown_closes_connections_and_frees_the_port() {
         })
         .await;
     drop(node2);
-    eprintln!("shutdown took {took:?}");
-    // The port can be bound again (by a restarted node) once the handles are gone.
-    let mut rebound = None;
-    for _ in 0..200 {
-        match UdpSocket::bind(addr2) {
-            Ok(s) => {
-                rebound = Some(s);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+    shutdown(&nodes).await;
+}
+
+/// Tasks alive on the calling test's own runtime (ours and quinn's).
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_no_task_and_no_socket_behind() {
+    init_logs();
+    let baseline = alive_tasks();
+    let dir = certs_dir(&[1, 2]);
+    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
+    wait_connected(&nodes, &[1, 2]).await;
+    // An API client as well; the test lets go of both ends of it before shutdown.
+    let client = connect_client(nodes[0].addr(), &TlsFiles::for_client(dir.path()), Some(1))
+        .await
+        .expect("client connects");
+    let accepted = nodes[0]
+        .expect("Client event", WAIT, |e| {
+            matches!(e, TransportEvent::Client(_))
+        })
+        .await;
+    drop((accepted, client));
+    let running = alive_tasks();
+    assert!(
+        running > baseline,
+        "{running} tasks running, {baseline} before"
+    );
+    let addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
+    shutdown(&nodes).await;
+    // The handles and their event queues are still alive, yet every port is free...
+    for addr in &addrs {
+        if let Err(e) = UdpSocket::bind(addr) {
+            panic!("{addr} still bound after shutdown: {e}");
         }
     }
-    assert!(
-        rebound.is_some(),
-        "port {addr2} still bound 2 s after shutdown"
-    );
-    shutdown(&nodes).await;
+    // ...and every task is gone (quinn's end as their connections finish draining).
+    let deadline = Instant::now() + WAIT;
+    while alive_tasks() != baseline {
+        assert!(
+            Instant::now() < deadline,
+            "{} tasks alive {WAIT:?} after shutdown ({running} running, {baseline} before)",
+            alive_tasks()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(nodes);
 }
