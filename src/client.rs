@@ -29,12 +29,18 @@ pub enum ClientError {
     },
     /// A watch stream broke (the node went away mid-frame or the connection failed).
     #[error("cannot reach {addr}: {source}")]
-    Disconnected { addr: SocketAddr, source: FrameError },
+    Disconnected {
+        addr: SocketAddr,
+        source: FrameError,
+    },
     #[error("{addr} did not answer within {0:?}", .timeout)]
     Timeout { addr: SocketAddr, timeout: Duration },
     /// A request or answer could not be written or read.
     #[error("{addr} answered with something unexpected: {source}")]
-    Broken { addr: SocketAddr, source: FrameError },
+    Broken {
+        addr: SocketAddr,
+        source: FrameError,
+    },
     #[error("{addr} answered with something unexpected: stream closed before an answer")]
     NoAnswer { addr: SocketAddr },
     #[error("{addr} answered with something unexpected: unexpected answer {answer:?}")]
