@@ -7,7 +7,7 @@ use crate::node::api::{Request, Response};
 use crate::node::metrics::MetricsSnapshot;
 use crate::node::Status;
 use crate::protocol::NodeId;
-use crate::transport::{connect_client, read_frame, write_frame};
+use crate::transport::{connect_client, read_frame, write_frame, FrameError, TransportError};
 use std::net::SocketAddr;
 use std::time::Duration;
 use thiserror::Error;
@@ -15,12 +15,39 @@ use thiserror::Error;
 /// Why a request did not get an answer. The CLI maps every case to exit code 2.
 #[derive(Debug, Error)]
 pub enum ClientError {
-    #[error("cannot reach {addr}: {detail}")]
-    Unreachable { addr: SocketAddr, detail: String },
+    /// No connection: unreachable, refused our certificate, or not a node we trust.
+    #[error("cannot reach {addr}: {source}")]
+    Unreachable {
+        addr: SocketAddr,
+        source: TransportError,
+    },
+    /// The connection failed when a request stream was opened.
+    #[error("cannot reach {addr}: {source}")]
+    Lost {
+        addr: SocketAddr,
+        source: quinn::ConnectionError,
+    },
+    /// A watch stream broke (the node went away mid-frame or the connection failed).
+    #[error("cannot reach {addr}: {source}")]
+    Disconnected {
+        addr: SocketAddr,
+        source: FrameError,
+    },
     #[error("{addr} did not answer within {0:?}", .timeout)]
     Timeout { addr: SocketAddr, timeout: Duration },
-    #[error("{addr} answered with something unexpected: {detail}")]
-    Protocol { addr: SocketAddr, detail: String },
+    /// A request or answer could not be written or read.
+    #[error("{addr} answered with something unexpected: {source}")]
+    Broken {
+        addr: SocketAddr,
+        source: FrameError,
+    },
+    #[error("{addr} answered with something unexpected: stream closed before an answer")]
+    NoAnswer { addr: SocketAddr },
+    #[error("{addr} answered with something unexpected: unexpected answer {answer:?}")]
+    Unexpected {
+        addr: SocketAddr,
+        answer: Box<Response>,
+    },
     #[error("{addr} refused: {0}", .reason)]
     Refused { addr: SocketAddr, reason: String },
 }
@@ -47,10 +74,7 @@ impl Client {
         let conn = tokio::time::timeout(timeout, connect_client(addr, tls, expect))
             .await
             .map_err(|_| ClientError::Timeout { addr, timeout })?
-            .map_err(|e| ClientError::Unreachable {
-                addr,
-                detail: e.to_string(),
-            })?;
+            .map_err(|source| ClientError::Unreachable { addr, source })?;
         Ok(Client {
             addr,
             conn,
@@ -140,7 +164,7 @@ impl Client {
             read_frame::<Response>(&mut recv)
                 .await
                 .map_err(|e| self.broken(e))?
-                .ok_or_else(|| self.broken("stream closed before an answer"))
+                .ok_or(ClientError::NoAnswer { addr: self.addr })
         };
         tokio::time::timeout(timeout, exchange)
             .await
@@ -154,21 +178,28 @@ impl Client {
         self.conn
             .open_bi()
             .await
-            .map_err(|e| ClientError::Unreachable {
+            .map_err(|source| ClientError::Lost {
                 addr: self.addr,
-                detail: e.to_string(),
+                source,
             })
     }
 
-    fn broken(&self, detail: impl std::fmt::Display) -> ClientError {
-        ClientError::Protocol {
+    fn broken(&self, source: FrameError) -> ClientError {
+        ClientError::Broken {
             addr: self.addr,
-            detail: detail.to_string(),
+            source,
         }
     }
 
-    fn unexpected(&self, response: Response) -> ClientError {
-        self.broken(format!("unexpected answer {response:?}"))
+    fn unexpected(&self, answer: Response) -> ClientError {
+        unexpected(self.addr, answer)
+    }
+}
+
+fn unexpected(addr: SocketAddr, answer: Response) -> ClientError {
+    ClientError::Unexpected {
+        addr,
+        answer: Box::new(answer),
     }
 }
 
@@ -186,14 +217,11 @@ impl Watch {
     pub async fn next(&mut self) -> Result<Option<Status>, ClientError> {
         match read_frame::<Response>(&mut self.recv).await {
             Ok(Some(Response::Status(status))) => Ok(Some(status)),
-            Ok(Some(other)) => Err(ClientError::Protocol {
-                addr: self.addr,
-                detail: format!("unexpected answer {other:?}"),
-            }),
+            Ok(Some(other)) => Err(unexpected(self.addr, other)),
             Ok(None) => Ok(None),
-            Err(e) => Err(ClientError::Unreachable {
+            Err(source) => Err(ClientError::Disconnected {
                 addr: self.addr,
-                detail: e.to_string(),
+                source,
             }),
         }
     }

@@ -5,7 +5,7 @@
 
 use crate::certs::{self, TlsFiles};
 use crate::client::Client;
-use crate::config::{self, HooksConfig, NodeConfig, PeerConfig, TlsPaths};
+use crate::config::{self, HooksConfig, NodeConfig, PeerConfig};
 use crate::history::{Entry, Record};
 use crate::node::{event_log, Status};
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
@@ -105,11 +105,7 @@ impl Cluster {
             );
         }
         Ok(Cluster {
-            client_tls: TlsFiles {
-                ca: cert_dir.join("ca.pem"),
-                cert: cert_dir.join("client.pem"),
-                key: cert_dir.join("client.key"),
-            },
+            client_tls: TlsFiles::for_client(&cert_dir),
             spec,
             members,
             faults: Vec::new(),
@@ -375,11 +371,7 @@ fn node_config(
         preempt: spec.preempt,
         mode: spec.mode,
         witness: false,
-        tls: TlsPaths {
-            ca: cert_dir.join("ca.pem"),
-            cert: cert_dir.join(format!("node-{id}.pem")),
-            key: cert_dir.join(format!("node-{id}.key")),
-        },
+        tls: TlsFiles::for_node(cert_dir, id),
         timing: spec.timing,
         peers: peers
             .iter()

@@ -580,6 +580,61 @@ fn hook_and_health_limits_are_checked() {
 }
 
 #[test]
+fn millisecond_keys_take_duration_strings_too() {
+    let fx = Fixture::new();
+    let text = with(
+        "[hooks]\ntimeout_ms = \"1m30s\"\nresign_for_ms = \"250ms\"\n\n\
+         [health]\ncommand = \"true\"\ninterval_ms = \"2s\"\ntimeout_ms = \"1.5s\"\n",
+    );
+    let config = fx.parse(&text).expect("valid");
+    assert_eq!(
+        (config.hooks.timeout_ms, config.hooks.resign_for_ms),
+        (90_000, 250)
+    );
+    let health = config.health.as_ref().unwrap();
+    assert_eq!((health.interval_ms, health.timeout_ms), (2000, 1500));
+    // Rendered back as plain milliseconds, as before.
+    let rendered = config::render(&config).unwrap();
+    assert!(rendered.contains("timeout_ms = 90000"), "{rendered}");
+    // A bare number in a string is milliseconds too.
+    let bare = fx.parse(&with("[hooks]\ntimeout_ms = \"750\"\n")).unwrap();
+    assert_eq!(bare.hooks.timeout_ms, 750);
+}
+
+#[test]
+fn bad_durations_name_the_key_and_what_was_read() {
+    let fx = Fixture::new();
+    let cases = [
+        (
+            "[hooks]\ntimeout_ms = \"5x\"\n",
+            "hooks.timeout_ms",
+            "unknown duration unit `x` in `5x`",
+        ),
+        (
+            "[health]\ncommand = \"true\"\ninterval_ms = \"soon\"\n",
+            "health.interval_ms",
+            "`soon` is not a duration (try 500ms, 2s, 1m30s or 1h)",
+        ),
+        (
+            "[hooks]\nresign_for_ms = -5\n",
+            "hooks.resign_for_ms",
+            "invalid value: integer `-5`",
+        ),
+    ];
+    for (extra, field, expected) in cases {
+        let shown = fx.expect_error(&with(extra), field, expected);
+        // toml's position is kept: the error points at a line.
+        assert!(shown.contains(".toml:"), "no line:column in {shown}");
+    }
+    // A duration that parses is checked like a number: zero is refused.
+    fx.expect_error(
+        &with("[hooks]\ntimeout_ms = \"0s\"\n"),
+        "hooks.timeout_ms",
+        "must be at least 1",
+    );
+}
+
+#[test]
 fn empty_paths_are_refused() {
     let fx = Fixture::new();
     // Resolved against the config dir, "" would silently mean the config dir itself.

@@ -151,6 +151,15 @@ async fn shutdown(nodes: &[Node]) {
     }
 }
 
+/// Nodes `ids` with certificates in a fresh directory, all connected to each other.
+async fn connected_cluster(ids: &[NodeId]) -> (tempfile::TempDir, Vec<Node>) {
+    init_logs();
+    let dir = certs_dir(ids);
+    let nodes = cluster(dir.path(), ids, &[], Timing::default()).await;
+    wait_connected(&nodes, ids).await;
+    (dir, nodes)
+}
+
 fn certs_dir(ids: &[NodeId]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     certs::init(dir.path(), ids).unwrap();
@@ -178,10 +187,7 @@ async fn one_way_latencies(from: &Node, to: &mut Node, n: u64) -> Vec<Duration> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_exchange_messages_in_order() {
-    init_logs();
-    let dir = certs_dir(&[1, 2, 3]);
-    let mut nodes = cluster(dir.path(), &[1, 2, 3], &[], Timing::default()).await;
-    wait_connected(&nodes, &[1, 2, 3]).await;
+    let (_dir, mut nodes) = connected_cluster(&[1, 2, 3]).await;
 
     // Phase 1: 200 messages each from 1 and 3 to 2 in a burst (within the per-peer queue
     // of 256), interleaved; each sender's arrive in order.
@@ -361,6 +367,18 @@ async fn clients_without_a_cluster_certificate_are_refused() {
     shutdown(&nodes).await;
 }
 
+/// Waits for a `Rejected` event about `peer`, failing if `node` reports it up first.
+async fn expect_refusal_of(node: &mut Node, peer: NodeId) -> TransportEvent {
+    node.expect(&format!("refusal of node {peer}"), WAIT, |e| {
+        assert!(
+            !matches!(e, TransportEvent::PeerUp(p) if *p == peer),
+            "node {peer} refused, yet reported up"
+        );
+        matches!(e, TransportEvent::Rejected { peer: Some(p), .. } if *p == peer)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_certificate_cannot_speak_for_another_id() {
     init_logs();
@@ -398,15 +416,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
     )
     .await
     .unwrap();
-    let ev = node1
-        .expect("refusal of the impostor", WAIT, |e| {
-            assert!(
-                !matches!(e, TransportEvent::PeerUp(3)),
-                "impostor accepted as node 3"
-            );
-            matches!(e, TransportEvent::Rejected { peer: Some(3), .. })
-        })
-        .await;
+    let ev = expect_refusal_of(&mut node1, 3).await;
     eprintln!("impostor: {ev:?}");
     let dropped = node1.t.stats().messages_dropped;
     node1.t.send(3, msg(1));
@@ -424,15 +434,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
         t: impostor,
         rx: irx,
     };
-    let ev = impostor
-        .expect("node 2 told it is refused", WAIT, |e| {
-            assert!(
-                !matches!(e, TransportEvent::PeerUp(1)),
-                "refused yet PeerUp"
-            );
-            matches!(e, TransportEvent::Rejected { peer: Some(1), .. })
-        })
-        .await;
+    let ev = expect_refusal_of(&mut impostor, 1).await;
     let TransportEvent::Rejected { reason, .. } = ev else {
         unreachable!()
     };
@@ -444,10 +446,7 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_datagrams_do_no_harm() {
-    init_logs();
-    let dir = certs_dir(&[1, 2]);
-    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
-    wait_connected(&nodes, &[1, 2]).await;
+    let (_dir, mut nodes) = connected_cluster(&[1, 2]).await;
     let target = nodes[0].addr();
 
     // Phase 1: 2000 datagrams of random bytes, some shaped like QUIC long headers.
@@ -629,10 +628,7 @@ async fn a_peer_whose_member_list_differs_by_two_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_drops_the_peers_inbound_connection() {
-    init_logs();
-    let dir = certs_dir(&[1, 2]);
-    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
-    wait_connected(&nodes, &[1, 2]).await;
+    let (_dir, mut nodes) = connected_cluster(&[1, 2]).await;
     nodes[0].t.disconnect(2, "test says so");
     // Node 2's outbound connection is the one node 1 dropped: it goes down and comes back.
     nodes[1]
@@ -808,9 +804,7 @@ async fn a_peer_back_after_an_outage_is_reached_promptly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement; run with --ignored --nocapture"]
 async fn measure_latency_and_reconnect() {
-    let dir = certs_dir(&[1, 2]);
-    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
-    wait_connected(&nodes, &[1, 2]).await;
+    let (_dir, mut nodes) = connected_cluster(&[1, 2]).await;
     let (a, b) = nodes.split_at_mut(1);
     let samples = one_way_latencies(&a[0], &mut b[0], 2000).await;
     eprintln!(
@@ -843,15 +837,16 @@ async fn measure_latency_and_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_connections_and_frees_the_port() {
-    init_logs();
-    let dir = certs_dir(&[1, 2]);
-    let mut nodes = cluster(dir.path(), &[1, 2], &[], Timing::default()).await;
-    wait_connected(&nodes, &[1, 2]).await;
+    let (_dir, mut nodes) = connected_cluster(&[1, 2]).await;
     let node2 = nodes.pop().unwrap();
     let addr2 = node2.addr();
     let shutting = Instant::now();
     node2.t.shutdown().await;
     let took = shutting.elapsed();
+    eprintln!("shutdown took {took:?}");
+    // The port can be bound again (by a restarted node) at once, though the handle lives.
+    let rebound = UdpSocket::bind(addr2);
+    assert!(rebound.is_ok(), "port {addr2} still bound after shutdown");
     // Node 1 hears the close at once instead of waiting for the idle timeout.
     nodes[0]
         .expect("PeerDown(2)", WAIT, |e| {
@@ -859,21 +854,53 @@ async fn shutdown_closes_connections_and_frees_the_port() {
         })
         .await;
     drop(node2);
-    eprintln!("shutdown took {took:?}");
-    // The port can be bound again (by a restarted node) once the handles are gone.
-    let mut rebound = None;
-    for _ in 0..200 {
-        match UdpSocket::bind(addr2) {
-            Ok(s) => {
-                rebound = Some(s);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+    shutdown(&nodes).await;
+}
+
+/// Tasks alive on the calling test's own runtime (ours and quinn's).
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_no_task_and_no_socket_behind() {
+    init_logs();
+    let baseline = alive_tasks();
+    let (dir, mut nodes) = connected_cluster(&[1, 2]).await;
+    // An API client as well; the test lets go of both ends of it before shutdown.
+    let client = connect_client(nodes[0].addr(), &TlsFiles::for_client(dir.path()), Some(1))
+        .await
+        .expect("client connects");
+    let accepted = nodes[0]
+        .expect("Client event", WAIT, |e| {
+            matches!(e, TransportEvent::Client(_))
+        })
+        .await;
+    drop((accepted, client));
+    let running = alive_tasks();
+    assert!(
+        running > baseline,
+        "{running} tasks running, {baseline} before"
+    );
+    let addrs: Vec<SocketAddr> = nodes.iter().map(Node::addr).collect();
+    shutdown(&nodes).await;
+    // The handles and their event queues are still alive, yet every port is free...
+    for addr in &addrs {
+        if let Err(e) = UdpSocket::bind(addr) {
+            panic!("{addr} still bound after shutdown: {e}");
         }
     }
-    assert!(
-        rebound.is_some(),
-        "port {addr2} still bound 2 s after shutdown"
-    );
-    shutdown(&nodes).await;
+    // ...and every task is gone (quinn's end as their connections finish draining).
+    let deadline = Instant::now() + WAIT;
+    while alive_tasks() != baseline {
+        assert!(
+            Instant::now() < deadline,
+            "{} tasks alive {WAIT:?} after shutdown ({running} running, {baseline} before)",
+            alive_tasks()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(nodes);
 }

@@ -2,8 +2,8 @@
 //! whether the directory's CA signed it and whether its key is there and matches —
 //! the questions to answer before copying files to hosts or after a rotation.
 
-use super::{identity_of, load_certs, public_key_of, read_file, CertError, Identity, CA_CERT_FILE};
-use rcgen::KeyPair;
+use super::load::{load_key_pair, public_key_of};
+use super::{identity_of, load_certs, CertError, Identity, CA_CERT_FILE};
 use rustls::pki_types::CertificateDer;
 use std::fmt;
 use std::fs;
@@ -81,9 +81,9 @@ fn summarise(
 ) -> Result<CertSummary, CertError> {
     let der = load_certs(file)?.remove(0);
     let (_, parsed) = x509_parser::parse_x509_certificate(der.as_ref())
-        .map_err(|e| CertError::Parse(format!("{}: {e}", file.display())))?;
-    let (_, ca_parsed) = x509_parser::parse_x509_certificate(ca.as_ref())
-        .map_err(|e| CertError::Parse(e.to_string()))?;
+        .map_err(|e| CertError::Parse(e).in_file(file))?;
+    let (_, ca_parsed) =
+        x509_parser::parse_x509_certificate(ca.as_ref()).map_err(CertError::Parse)?;
     let is_ca = der.as_ref() == ca.as_ref();
     let identity = if is_ca {
         "CA".to_string()
@@ -133,11 +133,7 @@ fn key_state(cert_file: &Path, cert: &CertificateDer<'_>, ca_key: Option<&[u8]>)
             Err(_) => return KeyState::Mismatch,
         },
     };
-    let matches = read_file(&key_file)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|pem| KeyPair::from_pem(&pem).ok())
-        .is_some_and(|key| key.public_key_der() == public);
+    let matches = load_key_pair(&key_file).is_ok_and(|key| key.public_key_der() == public);
     if matches {
         KeyState::Matches(meta.permissions().mode() & 0o7777)
     } else {

@@ -2,7 +2,7 @@
 //! directory holds. Every command that signs needs `ca.key`, so they run on the
 //! machine that keeps it, never on a node.
 
-use crate::certs::{self, CertError};
+use crate::certs;
 use crate::protocol::NodeId;
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
@@ -68,10 +68,8 @@ pub fn run(command: &CertsCommand) -> ExitCode {
             dir,
             nodes,
             replace,
-        } => certs::add_nodes_with(dir, nodes, *replace).map_err(|e| with_hint(e, dir)),
-        CertsCommand::Client { dir, name, replace } => {
-            certs::issue_client(dir, name, *replace).map_err(|e| with_hint(e, dir))
-        }
+        } => certs::add_nodes_with(dir, nodes, *replace),
+        CertsCommand::Client { dir, name, replace } => certs::issue_client(dir, name, *replace),
         CertsCommand::Show { dir, json } => return show(dir, *json),
     };
     match written {
@@ -85,22 +83,6 @@ pub fn run(command: &CertsCommand) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
-    }
-}
-
-/// A missing CA key is the one error an operator on a node will meet: say where the
-/// key is meant to be.
-fn with_hint(e: CertError, dir: &Path) -> CertError {
-    match e {
-        CertError::Missing(path) if path.ends_with(certs::CA_KEY_FILE) => {
-            CertError::Generate(format!(
-                "{} does not exist: run this where the CA key is kept (it never goes to the \
-                 nodes), or make a CA first with `bully certs init --dir {}`",
-                path.display(),
-                dir.display()
-            ))
-        }
-        other => other,
     }
 }
 

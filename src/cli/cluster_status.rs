@@ -29,7 +29,7 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
                     "endpoint": a.endpoint.addr.to_string(), "status": status }),
                 Err(e) => serde_json::json!({
                     "endpoint": a.endpoint.addr.to_string(), "member": a.endpoint.expect,
-                    "error": e }),
+                    "error": e.to_string() }),
             })
             .collect();
         print_json(&rows);

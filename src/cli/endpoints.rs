@@ -5,14 +5,15 @@
 //! that is down costs nothing while another answers.
 
 use super::QueryArgs;
-use crate::certs::{TlsFiles, CA_CERT_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE};
-use crate::client::Client;
+use crate::certs::TlsFiles;
+use crate::client::{Client, ClientError};
+use crate::config::ConfigError;
 use crate::node::Status;
 use crate::protocol::NodeId;
-use crate::transport::PeerAddr;
-use std::net::SocketAddr;
-use std::path::Path;
+use crate::transport::{PeerAddr, PeerAddrError, ResolveError};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use thiserror::Error;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -40,16 +41,49 @@ pub struct Targets {
 #[derive(Debug)]
 pub struct Answer {
     pub endpoint: Endpoint,
-    pub status: Result<Status, String>,
+    pub status: Result<Status, AskError>,
+}
+
+/// Why the flags name no node to ask, or no certificate to ask with.
+#[derive(Debug, Error)]
+pub enum TargetsError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("--endpoints: {0}")]
+    Endpoint(#[from] PeerAddrError),
+    #[error(
+        "say which node to ask: --config FILE, or --endpoints HOST:PORT,... (or BULLY_ENDPOINTS)"
+    )]
+    NoNode,
+    #[error(
+        "{flag}: {} does not exist (make a client certificate with `bully certs client`, \
+         pass --certs DIR or set BULLY_CERTS, or pass {flag})",
+        file.display()
+    )]
+    MissingFile { flag: &'static str, file: PathBuf },
+}
+
+/// Why one node gave no status.
+#[derive(Debug, Error)]
+pub enum AskError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{addr} did not answer within {timeout:?}")]
+    Timeout { addr: PeerAddr, timeout: Duration },
+    /// Still asking when another node's answer had been waited on long enough.
+    #[error("{0} did not answer in time")]
+    Late(PeerAddr),
 }
 
 /// Reads the flags: with `--config`, the node's own address (and, with `peers`, every
 /// peer's) and the client files beside its CA; with `--endpoints`, those addresses and
 /// the client files in `--certs`. `--ca/--cert/--key` override either.
-pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, String> {
+pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, TargetsError> {
     let (endpoints, default_dir) = match (&args.config, args.endpoints.is_empty()) {
         (Some(path), _) => {
-            let config = crate::config::load(path).map_err(|e| e.to_string())?;
+            let config = crate::config::load(path)?;
             let mut own = config.listen;
             if own.ip().is_unspecified() {
                 own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
@@ -72,35 +106,19 @@ pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, String> {
                 .endpoints
                 .iter()
                 .map(|text| {
-                    text.trim()
-                        .parse::<PeerAddr>()
-                        .map(|addr| Endpoint { addr, expect: None })
-                        .map_err(|e| format!("--endpoints: {e}"))
+                    let addr = text.trim().parse::<PeerAddr>()?;
+                    Ok(Endpoint { addr, expect: None })
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, PeerAddrError>>()?;
             (endpoints, args.certs.clone())
         }
-        (None, true) => {
-            return Err(
-                "say which node to ask: --config FILE, or --endpoints HOST:PORT,... \
-                 (or BULLY_ENDPOINTS)"
-                    .into(),
-            )
-        }
+        (None, true) => return Err(TargetsError::NoNode),
     };
+    let in_dir = TlsFiles::for_client(&default_dir);
     let tls = TlsFiles {
-        ca: args
-            .ca
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CA_CERT_FILE)),
-        cert: args
-            .cert
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CLIENT_CERT_FILE)),
-        key: args
-            .key
-            .clone()
-            .unwrap_or_else(|| default_dir.join(CLIENT_KEY_FILE)),
+        ca: args.ca.clone().unwrap_or(in_dir.ca),
+        cert: args.cert.clone().unwrap_or(in_dir.cert),
+        key: args.key.clone().unwrap_or(in_dir.key),
     };
     for (flag, file) in [
         ("--ca", &tls.ca),
@@ -108,11 +126,8 @@ pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, String> {
         ("--key", &tls.key),
     ] {
         if !file.is_file() {
-            return Err(format!(
-                "{flag}: {} does not exist (make a client certificate with `bully certs \
-                 client`, pass --certs DIR or set BULLY_CERTS, or pass {flag})",
-                file.display()
-            ));
+            let file = file.clone();
+            return Err(TargetsError::MissingFile { flag, file });
         }
     }
     Ok(Targets { endpoints, tls })
@@ -123,37 +138,23 @@ pub async fn connect(
     endpoint: &Endpoint,
     tls: &TlsFiles,
     timeout: Duration,
-) -> Result<Client, String> {
-    let addr = resolve(&endpoint.addr).await?;
-    Client::connect(addr, tls, endpoint.expect, timeout)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// A query has no endpoint of its own to match a family against: take the first
-/// address the name resolves to.
-async fn resolve(addr: &PeerAddr) -> Result<SocketAddr, String> {
-    if let Some(ip) = addr.ip() {
-        return Ok(ip);
-    }
-    tokio::net::lookup_host((addr.host(), addr.port()))
-        .await
-        .map_err(|e| format!("cannot resolve host name `{}`: {e}", addr.host()))?
-        .next()
-        .ok_or_else(|| format!("host name `{}` has no address", addr.host()))
+) -> Result<Client, AskError> {
+    // A query has no endpoint of its own to match an address family against.
+    let addr = endpoint.addr.resolve_any().await?;
+    Ok(Client::connect(addr, tls, endpoint.expect, timeout).await?)
 }
 
 async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
     let status = async {
         let client = connect(&endpoint, &tls, timeout).await?;
-        client.status().await.map_err(|e| e.to_string())
+        Ok(client.status().await?)
     };
     let status = match tokio::time::timeout(timeout, status).await {
         Ok(result) => result,
-        Err(_) => Err(format!(
-            "{} did not answer within {timeout:?}",
-            endpoint.addr
-        )),
+        Err(_) => Err(AskError::Timeout {
+            addr: endpoint.addr.clone(),
+            timeout,
+        }),
     };
     Answer { endpoint, status }
 }
@@ -187,7 +188,7 @@ pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Ans
                 i,
                 Answer {
                     endpoint: endpoint.clone(),
-                    status: Err(format!("{} did not answer in time", endpoint.addr)),
+                    status: Err(AskError::Late(endpoint.addr.clone())),
                 },
             ));
         }

@@ -16,6 +16,7 @@ mod table;
 
 pub use certs::CertsCommand;
 
+use crate::config::duration::{self, BareUnit, DurationError};
 use crate::protocol::{NodeId, Timing};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -74,7 +75,7 @@ pub enum Commands {
     StepDown {
         #[command(flatten)]
         query: QueryArgs,
-        /// How long the node stays ineligible, e.g. 60s or 500ms.
+        /// How long the node stays ineligible, e.g. 60s, 500ms or 1h (a bare number: seconds).
         #[arg(long = "for", value_parser = parse_duration, default_value = "60s")]
         for_: Duration,
         /// Hand over to this node: members above it stand aside for the same period (or
@@ -144,7 +145,7 @@ pub struct QueryArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// How long to wait for the node, e.g. 2s.
+    /// How long to wait for the node, e.g. 2s or 500ms (a bare number: seconds).
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pub timeout: Duration,
 }
@@ -208,26 +209,10 @@ impl TimingProfile {
     }
 }
 
-/// Parses `500ms`, `2s`, `1m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (try 500ms, 2s or 1m)"))?;
-    let ms = match unit.trim() {
-        "ms" => value,
-        "" | "s" => value * 1000.0,
-        "m" | "min" => value * 60_000.0,
-        other => return Err(format!("unknown duration unit `{other}` (use ms, s or m)")),
-    };
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(format!("`{text}` is not a valid duration"));
-    }
-    Ok(Duration::from_millis(ms as u64))
+/// Parses a command-line duration: `500ms`, `2s`, `1m30s`, `1h`, `1.5s`, or a bare
+/// number of seconds (see [`crate::config::duration`], the one parser).
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    duration::parse(text, BareUnit::Seconds)
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -298,13 +283,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_with_units() {
+    fn durations_parse_with_units_and_bare_seconds() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5h"), Ok(Duration::from_secs(5 * 3600)));
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn a_bad_duration_flag_is_refused_naming_it() {
+        use clap::Parser;
+        let err = Cli::try_parse_from(["bully", "step-down", "--for", "5x", "-e", "h:1"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--for"), "{err}");
+        assert!(err.contains("unknown duration unit `x` in `5x`"), "{err}");
+        let ok = Cli::try_parse_from(["bully", "step-down", "--for", "1m30s", "-e", "h:1"]);
+        match ok.map(|cli| cli.command) {
+            Ok(Commands::StepDown { for_, .. }) => assert_eq!(for_, Duration::from_secs(90)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -38,10 +38,10 @@ async fn connect_first(
     args: &QueryArgs,
     pick: impl Fn(&Status) -> bool,
 ) -> Result<Client, ExitCode> {
-    let fail = |e: String| {
+    fn fail(e: impl std::fmt::Display) -> ExitCode {
         eprintln!("error: {e}");
         ExitCode::from(2)
-    };
+    }
     let targets = endpoints::targets(args, false).map_err(fail)?;
     let answers = endpoints::ask_all(&targets, args.timeout, true).await;
     let chosen = answers

@@ -166,11 +166,7 @@ pub fn transport_config(config: &NodeConfig) -> TransportConfig {
     TransportConfig {
         id: config.id,
         listen: config.listen,
-        tls: crate::certs::TlsFiles {
-            ca: config.tls.ca.clone(),
-            cert: config.tls.cert.clone(),
-            key: config.tls.key.clone(),
-        },
+        tls: config.tls.clone(),
         peers: config
             .peers
             .iter()

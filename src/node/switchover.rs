@@ -150,7 +150,11 @@ fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerC
 }
 
 async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<Response, String> {
-    let addr = peer.addr.resolve(members.local_addr).await?;
+    let addr = peer
+        .addr
+        .resolve(members.local_addr)
+        .await
+        .map_err(|e| e.to_string())?;
     let client = Client::connect(addr, &members.tls, Some(peer.id), ASK_TIMEOUT)
         .await
         .map_err(|e| e.to_string())?;

@@ -86,11 +86,6 @@ impl Storage {
         })
     }
 
-    /// The directory this store lives in, for log lines.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Reads the cells; a fresh store gives `Cells::default()`. A value that does not
     /// decode, or a cell missing beside the others, is `Corrupt`.
     pub fn load(&self) -> Result<Cells, StorageError> {

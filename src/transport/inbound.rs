@@ -1,53 +1,15 @@
 //! The inbound side of peer connections: read the peer's one stream (hello, then
 //! messages), drop the connection on any bad frame, and notice a restarted peer.
 
-use super::endpoint::{refuse, Shared, Shutdown};
+use super::close;
+use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
-use super::{close, TransportEvent};
+use super::shared::{Shared, Shutdown};
 use crate::codec::CodecError;
 use crate::protocol::{Message, NodeId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use tracing::{debug, info, warn};
-
-/// Inbound peer connections by peer, so `disconnect` can find them and a newer
-/// connection can retire older ones.
-#[derive(Default)]
-pub(super) struct InboundTable {
-    peers: Mutex<HashMap<NodeId, Vec<quinn::Connection>>>,
-}
-
-impl InboundTable {
-    fn lock(&self) -> MutexGuard<'_, HashMap<NodeId, Vec<quinn::Connection>>> {
-        self.peers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records a new connection from `peer` and returns the older ones: the peer holds
-    /// one outbound connection at a time, so those are dead or abandoned.
-    fn register(&self, peer: NodeId, conn: &quinn::Connection) -> Vec<quinn::Connection> {
-        let mut peers = self.lock();
-        let conns = peers.entry(peer).or_default();
-        let superseded = std::mem::take(conns);
-        conns.push(conn.clone());
-        superseded
-    }
-
-    /// Forgets a connection that ended.
-    fn unregister(&self, peer: NodeId, conn: &quinn::Connection) {
-        if let Some(conns) = self.lock().get_mut(&peer) {
-            conns.retain(|c| c.stable_id() != conn.stable_id());
-        }
-    }
-
-    /// Removes and returns every connection from `peer`.
-    pub fn take_all(&self, peer: NodeId) -> Vec<quinn::Connection> {
-        self.lock()
-            .get_mut(&peer)
-            .map(std::mem::take)
-            .unwrap_or_default()
-    }
-}
 
 /// Serves one authenticated connection from configured peer `peer` until it ends.
 pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
@@ -73,16 +35,12 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
             let reason = format!("no hello within {HELLO_TIMEOUT:?}");
             warn!(peer, remote = %conn.remote_address(), %reason, "dropping inbound connection");
             conn.close(close::PROTOCOL, reason.as_bytes());
-            shared.emit_nowait(TransportEvent::Rejected {
-                peer: Some(peer),
-                remote: conn.remote_address().to_string(),
-                reason,
-            });
+            shared.reject(Some(peer), conn.remote_address().to_string(), reason);
             return;
         }
     };
     if let Some(reason) = hello::membership_mismatch(&shared.members, &hello.members) {
-        return refuse(&shared, &conn, Some(peer), close::MEMBERSHIP, reason);
+        return shared.refuse(&conn, Some(peer), close::MEMBERSHIP, reason);
     }
     note_arrival(&shared, peer, &conn, hello);
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
@@ -158,9 +116,5 @@ fn bad_frame(shared: &Shared, peer: NodeId, conn: &quinn::Connection, e: CodecEr
     shared.stats.add_bad_frame();
     let reason = format!("bad frame: {e}");
     conn.close(close::BAD_FRAME, reason.as_bytes());
-    shared.emit_nowait(TransportEvent::Rejected {
-        peer: Some(peer),
-        remote: remote.to_string(),
-        reason,
-    });
+    shared.reject(Some(peer), remote.to_string(), reason);
 }

@@ -6,6 +6,42 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
+use thiserror::Error;
+
+/// Why text is not a `host:port` (the text is quoted in each message).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PeerAddrError {
+    #[error("`{0}` has no port; write HOST:PORT, e.g. db-1.example.com:7001")]
+    NoPort(String),
+    #[error("`{port}` in `{text}` is not a port number")]
+    BadPort { port: String, text: String },
+    #[error("`{0}` is not a valid IPv6 address")]
+    BadIpv6(String),
+    #[error("`{0}` is neither an IP address nor a valid host name")]
+    BadHost(String),
+}
+
+/// Why a host name gave no address to dial.
+#[derive(Debug, Error)]
+pub enum ResolveError {
+    #[error("cannot resolve host name `{host}`: {source}")]
+    Lookup {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "host name `{host}` resolves to no {family} address (found {found:?}); this node \
+         listens on {local}"
+    )]
+    NoAddressOfFamily {
+        host: String,
+        family: &'static str,
+        found: Vec<SocketAddr>,
+        local: SocketAddr,
+    },
+    #[error("host name `{0}` has no address")]
+    NoAddress(String),
+}
 
 /// `host:port` with `host` an IPv4 address, a bracketed IPv6 address or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,26 +72,42 @@ impl PeerAddr {
     /// Resolves the host now (the system resolver: /etc/hosts, DNS) and picks the
     /// first address of the family our endpoint is bound to (`local`): a socket bound
     /// to IPv4 cannot send to IPv6. Errors say which name failed and why.
-    pub async fn resolve(&self, local: SocketAddr) -> Result<SocketAddr, String> {
-        if let Some(addr) = self.ip() {
-            return Ok(addr);
-        }
-        let found: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| format!("cannot resolve host name `{}`: {e}", self.host))?
-            .collect();
+    pub async fn resolve(&self, local: SocketAddr) -> Result<SocketAddr, ResolveError> {
+        let found = self.lookup().await?;
         found
             .iter()
             .find(|a| a.is_ipv4() == local.is_ipv4())
             .copied()
-            .ok_or_else(|| {
-                let family = if local.is_ipv4() { "IPv4" } else { "IPv6" };
-                format!(
-                    "host name `{}` resolves to no {family} address (found {found:?}); this \
-                     node listens on {local}",
-                    self.host
-                )
+            .ok_or_else(|| ResolveError::NoAddressOfFamily {
+                host: self.host.clone(),
+                family: if local.is_ipv4() { "IPv4" } else { "IPv6" },
+                found,
+                local,
             })
+    }
+
+    /// Resolves the host now and takes its first address, for a client that has no
+    /// endpoint of its own to match a family against.
+    pub async fn resolve_any(&self) -> Result<SocketAddr, ResolveError> {
+        self.lookup()
+            .await?
+            .first()
+            .copied()
+            .ok_or_else(|| ResolveError::NoAddress(self.host.clone()))
+    }
+
+    /// Every address the host stands for now (itself, for an IP literal).
+    async fn lookup(&self) -> Result<Vec<SocketAddr>, ResolveError> {
+        if let Some(addr) = self.ip() {
+            return Ok(vec![addr]);
+        }
+        let found = tokio::net::lookup_host((self.host.as_str(), self.port))
+            .await
+            .map_err(|source| ResolveError::Lookup {
+                host: self.host.clone(),
+                source,
+            })?;
+        Ok(found.collect())
     }
 }
 
@@ -79,21 +131,22 @@ impl fmt::Display for PeerAddr {
 }
 
 impl FromStr for PeerAddr {
-    type Err = String;
+    type Err = PeerAddrError;
 
     /// Accepts `1.2.3.4:7001`, `[::1]:7001` and `db-1.example.com:7001`.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, PeerAddrError> {
         if let Ok(addr) = text.parse::<SocketAddr>() {
             return Ok(addr.into());
         }
-        let (host, port) = text.rsplit_once(':').ok_or_else(|| {
-            format!("`{text}` has no port; write HOST:PORT, e.g. db-1.example.com:7001")
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| PeerAddrError::NoPort(text.to_string()))?;
+        let port: u16 = port.parse().map_err(|_| PeerAddrError::BadPort {
+            port: port.to_string(),
+            text: text.to_string(),
         })?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("`{port}` in `{text}` is not a port number"))?;
         if host.starts_with('[') || host.contains(':') {
-            return Err(format!("`{host}` is not a valid IPv6 address"));
+            return Err(PeerAddrError::BadIpv6(host.to_string()));
         }
         let valid_name = !host.is_empty()
             && host.len() <= 253
@@ -107,9 +160,7 @@ impl FromStr for PeerAddr {
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             });
         if !valid_name {
-            return Err(format!(
-                "`{host}` is neither an IP address nor a valid host name"
-            ));
+            return Err(PeerAddrError::BadHost(host.to_string()));
         }
         Ok(PeerAddr {
             host: host.to_ascii_lowercase(),
@@ -179,7 +230,8 @@ mod tests {
         let err = missing
             .resolve("127.0.0.1:0".parse().unwrap())
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("cannot resolve host name `no-such-host.invalid`"),
             "{err}"

@@ -3,7 +3,7 @@
 //! cannot make rustls panic. TLS 1.3 only (QUIC requires it), no 0-RTT (its data is
 //! replayable and arrives before the client is authenticated).
 
-use super::{TransportError, ALPN_API, ALPN_PEER};
+use super::error::{PeerIdentityError, TransportError};
 use crate::certs::{identity_of, node_dns_name, Identity, TlsFiles, TlsMaterial};
 use crate::protocol::{NodeId, Timing};
 use quinn::crypto::rustls::{HandshakeData, QuicClientConfig, QuicServerConfig};
@@ -16,6 +16,11 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// ALPN for node-to-node connections (the peer stream protocol, see [`super`]).
+pub const ALPN_PEER: &[u8] = b"bully-peer/1";
+/// ALPN for API clients (`bully leader`, `status`, `watch`): bidirectional request streams.
+pub const ALPN_API: &[u8] = b"bully-api/1";
 
 /// First RTT guess before any measurement. quinn's default (333 ms) is meant for the
 /// open internet; cluster members share a LAN, and a short guess makes handshake
@@ -38,14 +43,12 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub fn peer_identity(conn: &quinn::Connection) -> Result<Identity, TransportError> {
     let any = conn
         .peer_identity()
-        .ok_or_else(|| TransportError::PeerIdentity("no certificate presented".into()))?;
+        .ok_or(PeerIdentityError::NoCertificate)?;
     let chain = any
         .downcast::<Vec<CertificateDer<'static>>>()
-        .map_err(|_| TransportError::PeerIdentity("unexpected identity type".into()))?;
-    let leaf = chain
-        .first()
-        .ok_or_else(|| TransportError::PeerIdentity("empty certificate chain".into()))?;
-    identity_of(leaf).map_err(|e| TransportError::PeerIdentity(e.to_string()))
+        .map_err(|_| PeerIdentityError::UnexpectedType)?;
+    let leaf = chain.first().ok_or(PeerIdentityError::EmptyChain)?;
+    Ok(identity_of(leaf).map_err(PeerIdentityError::Cert)?)
 }
 
 /// The ALPN protocol the handshake settled on, if any.
@@ -181,15 +184,17 @@ fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportE
 }
 
 fn idle_timeout(d: Duration) -> Result<IdleTimeout, TransportError> {
-    IdleTimeout::try_from(d)
-        .map_err(|_| TransportError::Config(format!("idle timeout {d:?} is out of range")))
+    IdleTimeout::try_from(d).map_err(|_| TransportError::IdleTimeout(d))
 }
 
-fn config_error(files: &TlsFiles, e: impl std::fmt::Display) -> TransportError {
+fn config_error(
+    files: &TlsFiles,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> TransportError {
     TransportError::Tls {
         cert: files.cert.clone(),
         key: files.key.clone(),
-        detail: e.to_string(),
+        source: Box::new(e),
     }
 }
 

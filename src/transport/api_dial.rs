@@ -1,7 +1,8 @@
-//! Connecting to a node as an API client (`bully leader`, `status`, `watch`).
+//! Dialing a node as an API client (`bully leader`, `status`, `watch`): a client
+//! endpoint of its own and one connection on the API ALPN.
 
+use super::error::{ConnectError, TransportError};
 use super::tls::{self, ANY_NODE_SERVER_NAME};
-use super::TransportError;
 use crate::certs::{node_dns_name, TlsFiles};
 use crate::protocol::NodeId;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -25,14 +26,15 @@ pub async fn connect_client(
     } else {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     };
-    let connect_error = |detail: String| TransportError::Connect { addr, detail };
-    let endpoint = quinn::Endpoint::client(bind).map_err(|e| connect_error(e.to_string()))?;
+    let connect_error = |source: ConnectError| TransportError::Connect { addr, source };
+    let endpoint =
+        quinn::Endpoint::client(bind).map_err(|e| connect_error(ConnectError::Bind(e)))?;
     let server_name = match expect {
         Some(id) => node_dns_name(id),
         None => ANY_NODE_SERVER_NAME.to_string(),
     };
     let connecting = endpoint
         .connect_with(config, addr, &server_name)
-        .map_err(|e| connect_error(e.to_string()))?;
-    connecting.await.map_err(|e| connect_error(e.to_string()))
+        .map_err(|e| connect_error(e.into()))?;
+    connecting.await.map_err(|e| connect_error(e.into()))
 }

@@ -3,17 +3,18 @@
 //! While no connection is up, messages to the peer are dropped: the protocol tolerates
 //! loss, and heartbeats queued during an outage would only arrive stale.
 
-use super::endpoint::{Shared, Shutdown};
+use super::close;
+use super::event::TransportEvent;
 use super::frame::{write_frame, FrameError};
-use super::hello::{self, HELLO_TIMEOUT};
+use super::hello::{self, Hello, HELLO_TIMEOUT};
+use super::link::Link;
+use super::shared::{Shared, Shutdown};
 use super::tls::INITIAL_RTT;
-use super::PeerAddr;
-use super::{close, TransportEvent};
 use crate::certs::node_dns_name;
-use crate::protocol::{Message, NodeId};
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::protocol::Message;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 /// First retry delay after a failed dial; doubles up to [`MAX_BACKOFF`].
@@ -24,86 +25,21 @@ pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// A connection that lasted this long resets the backoff; one that dies sooner (a peer
 /// that accepts then drops us) keeps backing off instead of spinning.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
-/// Messages queued per peer while its stream is busy; beyond this, `send` drops.
-const QUEUE_LEN: usize = 256;
 /// An attempt younger than this is not abandoned when the peer reaches us: its first
 /// retransmission is still to come.
 const ABANDON_AFTER: Duration = Duration::from_millis(3 * INITIAL_RTT.as_millis() as u64);
 
-/// Our outbound state for one peer, shared by the dialer task, `send`, and the
-/// inbound side (which can tell us the peer is back or has restarted).
-pub(super) struct Link {
-    pub peer: NodeId,
-    /// As configured; a host name is resolved at each dial.
-    pub addr: PeerAddr,
-    queue: mpsc::Sender<Message>,
-    current: Mutex<Option<Current>>,
-    /// "The peer just reached us": skip the rest of the backoff and dial now.
-    wake: Notify,
-}
-
-/// The outbound connection in use and which process of the peer it reached.
-struct Current {
+/// A connection with both hellos exchanged.
+struct Up {
     conn: quinn::Connection,
-    /// The nonce in the peer's hello on this connection.
+    /// Carries our messages, in order.
+    stream: quinn::SendStream,
+    /// The nonce in the peer's hello: which process of the peer we reached.
     nonce: u64,
 }
 
-impl Link {
-    pub fn new(peer: NodeId, addr: PeerAddr) -> (Arc<Link>, mpsc::Receiver<Message>) {
-        let (queue, rx) = mpsc::channel(QUEUE_LEN);
-        let link = Link {
-            peer,
-            addr,
-            queue,
-            current: Mutex::new(None),
-            wake: Notify::new(),
-        };
-        (Arc::new(link), rx)
-    }
-
-    fn current(&self) -> MutexGuard<'_, Option<Current>> {
-        // A panic while holding this lock cannot leave the Option half-written.
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a message if the peer is connected and its queue has room; never blocks.
-    pub fn try_send(&self, msg: Message) -> bool {
-        self.is_connected() && self.queue.try_send(msg).is_ok()
-    }
-
-    pub fn is_connected(&self) -> bool {
-        self.current().is_some()
-    }
-
-    /// The peer just connected to us, so it is up: dial now instead of waiting.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// The peer just dialed us from the process with `live_nonce`. If our outbound
-    /// connection reached a different process, that one is gone (the peer restarted):
-    /// close it so the dialer reconnects at once rather than after the idle timeout.
-    /// Returns whether it did.
-    pub fn kick_if_stale(&self, live_nonce: u64) -> bool {
-        let current = self.current();
-        match current.as_ref() {
-            Some(c) if c.nonce != live_nonce => {
-                c.conn.close(close::SUPERSEDED, b"you restarted; redialing");
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 enum Dialed {
-    /// Connected and both hellos exchanged: `stream` carries our messages.
-    Up {
-        conn: quinn::Connection,
-        stream: quinn::SendStream,
-        nonce: u64,
-    },
+    Up(Up),
     /// `quiet`: the peer is merely down (timed out), not refusing us.
     Failed {
         reason: String,
@@ -111,6 +47,16 @@ enum Dialed {
     },
     Woken,
     Shutdown,
+}
+
+impl Dialed {
+    /// A failure that is worth a warning (not a peer that is merely down).
+    fn refused(reason: impl ToString) -> Dialed {
+        Dialed::Failed {
+            reason: reason.to_string(),
+            quiet: false,
+        }
+    }
 }
 
 enum Served {
@@ -134,13 +80,11 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::R
         if let Some(d) = delay {
             tokio::select! {
                 _ = tokio::time::sleep(d) => {}
-                _ = link.wake.notified() => {}
+                _ = link.woken() => {}
                 _ = shutdown.wait() => return,
             }
         }
-        // Fetched per dial: a reload may have replaced the certificates.
-        let config = shared.dial_config();
-        match dial(&shared, &link, &config, &mut shutdown).await {
+        match dial(&shared, &link, &mut shutdown).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
             Dialed::Failed { reason, quiet } => {
@@ -156,16 +100,11 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::R
                 }
                 delay = Some(next_delay(delay));
             }
-            Dialed::Up {
-                conn,
-                stream,
-                nonce,
-            } => {
+            Dialed::Up(up) => {
                 last_failure = None;
                 reported_down = true; // serve() reports the loss of this connection
                 let up_at = Instant::now();
-                let up = Current { conn, nonce };
-                match serve(&shared, &link, up, stream, &mut queue, &mut shutdown).await {
+                match serve(&shared, &link, up, &mut queue, &mut shutdown).await {
                     Served::Shutdown => return,
                     Served::Lost { reason, kicked } => {
                         info!(peer = link.peer, %reason, "outbound connection lost");
@@ -185,66 +124,64 @@ fn next_delay(delay: Option<Duration>) -> Duration {
     delay.map_or(MIN_BACKOFF, |d| (d * 2).min(MAX_BACKOFF))
 }
 
-/// One connection attempt: the QUIC handshake, then the hello exchange. If the peer
-/// reaches us during the handshake and this attempt is old (its packets went out while
-/// the peer was down), a fresh attempt beats waiting for this one's retransmission.
-async fn dial(
+/// One connection attempt: the QUIC handshake, then the hello exchange.
+async fn dial(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> Dialed {
+    match handshake(shared, link, shutdown).await {
+        Ok(conn) => exchange_hellos(shared, conn, shutdown).await,
+        Err(outcome) => outcome,
+    }
+}
+
+/// Resolves the peer's address and completes the QUIC handshake with the dial config
+/// of the moment (a reload may have replaced the certificates). If the peer reaches us
+/// during the handshake and this attempt is old (its packets went out while the peer
+/// was down), a fresh attempt beats waiting for this one's retransmission.
+async fn handshake(
     shared: &Shared,
     link: &Link,
-    config: &quinn::ClientConfig,
     shutdown: &mut Shutdown,
-) -> Dialed {
+) -> Result<quinn::Connection, Dialed> {
     let started = Instant::now();
-    let server_name = node_dns_name(link.peer);
     // Resolved afresh each time, so a peer whose name now points elsewhere is followed.
     let resolved = tokio::select! {
         r = link.addr.resolve(shared.local_addr) => r,
-        _ = shutdown.wait() => return Dialed::Shutdown,
+        _ = shutdown.wait() => return Err(Dialed::Shutdown),
     };
-    let target = match resolved {
-        Ok(target) => target,
-        Err(reason) => {
-            return Dialed::Failed {
-                reason,
-                quiet: false,
-            }
-        }
-    };
-    let connecting = match shared
-        .endpoint
-        .connect_with(config.clone(), target, &server_name)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            // A local problem (unusable address, endpoint closed); retry with backoff.
-            return Dialed::Failed {
-                reason: e.to_string(),
-                quiet: false,
-            };
-        }
-    };
+    let target = resolved.map_err(Dialed::refused)?;
+    let endpoint = shared.endpoint().ok_or(Dialed::Shutdown)?;
+    // An error is a local problem (unusable address, endpoint closed); retry with backoff.
+    let connecting = endpoint
+        .connect_with(shared.dial_config(), target, &node_dns_name(link.peer))
+        .map_err(Dialed::refused)?;
+    drop(endpoint);
     tokio::pin!(connecting);
-    let conn = loop {
+    loop {
         tokio::select! {
-            r = &mut connecting => match r {
-                Ok(conn) => break conn,
-                Err(e) => return Dialed::Failed {
-                    quiet: matches!(e, quinn::ConnectionError::TimedOut),
-                    reason: e.to_string(),
-                },
-            },
-            _ = link.wake.notified() => {
+            r = &mut connecting => return r.map_err(|e| Dialed::Failed {
+                quiet: matches!(e, quinn::ConnectionError::TimedOut),
+                reason: e.to_string(),
+            }),
+            _ = link.woken() => {
                 if started.elapsed() >= ABANDON_AFTER {
-                    return Dialed::Woken;
+                    return Err(Dialed::Woken);
                 }
             }
-            _ = shutdown.wait() => return Dialed::Shutdown,
+            _ = shutdown.wait() => return Err(Dialed::Shutdown),
         }
-    };
+    }
+}
+
+/// Sends our hello on the stream that will carry our messages and waits for the
+/// peer's; a peer whose member list is too far from ours is refused.
+async fn exchange_hellos(
+    shared: &Shared,
+    conn: quinn::Connection,
+    shutdown: &mut Shutdown,
+) -> Dialed {
     let exchange = async {
         let stream = hello::send(&conn, &shared.hello()).await?;
         let (_, theirs) = hello::recv(&conn).await?;
-        Ok::<_, FrameError>((stream, theirs))
+        Ok::<(quinn::SendStream, Hello), FrameError>((stream, theirs))
     };
     let outcome = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
@@ -254,11 +191,11 @@ async fn dial(
         Ok(Ok((stream, theirs))) => {
             match hello::membership_mismatch(&shared.members, &theirs.members) {
                 None => {
-                    return Dialed::Up {
+                    return Dialed::Up(Up {
                         conn,
                         stream,
                         nonce: theirs.nonce,
-                    }
+                    })
                 }
                 Some(reason) => {
                     shared.stats.add_refused();
@@ -281,10 +218,7 @@ async fn dial(
             reason
         }
     };
-    Dialed::Failed {
-        reason,
-        quiet: false,
-    }
+    Dialed::refused(reason)
 }
 
 /// A peer that is down just times out: that is normal and logged quietly. Anything else
@@ -301,33 +235,36 @@ fn report_failure(
         debug!(peer = link.peer, addr = %link.addr, %reason, "dial failed");
     } else {
         warn!(peer = link.peer, addr = %link.addr, %reason, "dial refused");
-        shared.emit_nowait(TransportEvent::Rejected {
-            peer: Some(link.peer),
-            remote: link.addr.to_string(),
-            reason: format!("dialing node-{}: {reason}", link.peer),
-        });
+        shared.reject(
+            Some(link.peer),
+            link.addr.to_string(),
+            format!("dialing node-{}: {reason}", link.peer),
+        );
     }
     *last = Some(reason);
 }
 
-/// Runs one established connection: every queued message in order on `stream`,
+/// Runs one established connection: every queued message in order on its stream,
 /// until the connection is lost or we shut down.
 async fn serve(
     shared: &Shared,
     link: &Link,
-    up: Current,
-    mut stream: quinn::SendStream,
+    up: Up,
     queue: &mut mpsc::Receiver<Message>,
     shutdown: &mut Shutdown,
 ) -> Served {
-    let conn = up.conn.clone();
+    let Up {
+        conn,
+        mut stream,
+        nonce,
+    } = up;
     // Whatever was queued before belongs to a previous connection: stale by now.
     let mut stale = 0;
     while queue.try_recv().is_ok() {
         stale += 1;
     }
     shared.stats.add_dropped(stale);
-    *link.current() = Some(up);
+    link.connected(conn.clone(), nonce);
     shared.stats.add_connect();
     info!(peer = link.peer, addr = %link.addr, "outbound connection up");
     if !shared
@@ -340,7 +277,7 @@ async fn serve(
         tokio::select! {
             biased;
             _ = shutdown.wait() => {
-                link.current().take();
+                link.disconnected();
                 return Served::Shutdown;
             }
             // Only `Link::kick_if_stale` closes an outbound connection locally
@@ -354,13 +291,16 @@ async fn serve(
                     // E.g. the peer stopped our stream: without it the connection is
                     // useless, so drop it and redial.
                     conn.close(close::PROTOCOL, b"message stream failed");
-                    break lost(e.to_string());
+                    break Served::Lost {
+                        reason: e.to_string(),
+                        kicked: false,
+                    };
                 }
                 shared.stats.add_sent();
             }
         }
     };
-    link.current().take();
+    link.disconnected();
     if !shared
         .emit(TransportEvent::PeerDown(link.peer), shutdown)
         .await
@@ -374,12 +314,5 @@ fn lost_because(e: quinn::ConnectionError) -> Served {
     Served::Lost {
         kicked: matches!(e, quinn::ConnectionError::LocallyClosed),
         reason: e.to_string(),
-    }
-}
-
-fn lost(reason: String) -> Served {
-    Served::Lost {
-        reason,
-        kicked: false,
     }
 }

@@ -1,0 +1,215 @@
+//! The config's types: one struct per TOML table, with its defaults. Keys ending in
+//! `_ms` take milliseconds, or a duration string such as `"5s"` ([`super::duration`]).
+
+use super::duration;
+use crate::certs::TlsFiles;
+use crate::protocol::{Mode, NodeId, Preempt, Timing};
+use crate::transport::PeerAddr;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything one `bully node` process needs to know before it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This node's ID; its certificate must be issued for it. Higher IDs win elections.
+    pub id: NodeId,
+    /// The UDP address the QUIC endpoint binds (peers and clients connect here).
+    pub listen: SocketAddr,
+    /// Where the storage cells and the event log live; created on start.
+    pub data_dir: PathBuf,
+    /// Whether a (re)started higher node takes over from a healthy lower coordinator.
+    #[serde(default)]
+    pub preempt: Preempt,
+    /// `quorum` (default): never two coordinators; `classic`: the seeds' Bully, where a
+    /// partition gives one coordinator per side. Every member must use the same mode.
+    #[serde(default)]
+    pub mode: Mode,
+    /// A witness votes and counts for majorities but never leads (no hooks, no health).
+    #[serde(default)]
+    pub witness: bool,
+    /// The `[tls]` table: the CA, and this node's certificate and key.
+    pub tls: TlsFiles,
+    /// The protocol's timers, in milliseconds (see [`Timing`]).
+    #[serde(default)]
+    pub timing: Timing,
+    /// Every other member of the cluster.
+    #[serde(default)]
+    pub peers: Vec<PeerConfig>,
+    /// Commands run on role changes; none by default.
+    #[serde(default)]
+    pub hooks: HooksConfig,
+    /// Off unless set: without a health check the node is always eligible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthConfig>,
+    /// Off unless set: the HTTP endpoint for load balancers and Prometheus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpConfig>,
+}
+
+impl NodeConfig {
+    /// This node's ID followed by its peers' IDs, sorted: the cluster's members.
+    pub fn members(&self) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = std::iter::once(self.id)
+            .chain(self.peers.iter().map(|p| p.id))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// One other member of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The ID its certificate must carry; a peer presenting another ID is refused.
+    pub id: NodeId,
+    /// Where to dial it: `IP:port` or `host:port`; a host name is resolved at every
+    /// dial, so a peer that moves to a new address behind its name is followed.
+    pub addr: PeerAddr,
+    /// Whether that peer is a witness (it never leads, so it gets no Election).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub witness: bool,
+}
+
+/// Commands run (with `sh -c`) on role changes, with `BULLY_*` environment variables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// Run when this node becomes coordinator, and again on each re-declaration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_elected: Option<String>,
+    /// Run when this node stops being coordinator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_demoted: Option<String>,
+    /// Run whenever the coordinator this node follows or is changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_change: Option<String>,
+    /// A hook still running after this long is killed (and counted as failed).
+    #[serde(deserialize_with = "duration::millis")]
+    pub timeout_ms: u64,
+    /// What a coordinator does when `on_elected` fails: by default it resigns, so a
+    /// node whose database could not be promoted never stays in office.
+    pub on_elected_failure: ElectedHookFailure,
+    /// How long a node that resigned after a failed `on_elected` stays ineligible
+    /// (if no other node takes over, it leads again at once and retries the hook).
+    #[serde(deserialize_with = "duration::millis")]
+    pub resign_for_ms: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            on_elected: None,
+            on_demoted: None,
+            on_change: None,
+            timeout_ms: 5000,
+            on_elected_failure: ElectedHookFailure::default(),
+            resign_for_ms: 5000,
+        }
+    }
+}
+
+/// `[hooks] on_elected_failure`: whether a failed `on_elected` ends the term of office.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElectedHookFailure {
+    /// Step down for `resign_for_ms` so another node (whose hook may work) leads.
+    #[default]
+    Resign,
+    /// Stay coordinator; with `coordinator_ready = "hook_ok"` `/coordinator` stays 503.
+    Stay,
+}
+
+/// A health check gating eligibility: a failing node neither answers nor declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Run with `sh -c`; exit status 0 means healthy.
+    pub command: String,
+    /// Time between the starts of two checks.
+    #[serde(
+        default = "HealthConfig::default_interval_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub interval_ms: u64,
+    /// A check still running after this long is killed and counts as a failure.
+    #[serde(
+        default = "HealthConfig::default_timeout_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub timeout_ms: u64,
+    /// Consecutive successes before an ineligible node becomes eligible.
+    #[serde(default = "HealthConfig::default_rise")]
+    pub rise: u32,
+    /// Consecutive failures before an eligible node becomes ineligible.
+    #[serde(default = "HealthConfig::default_fall")]
+    pub fall: u32,
+}
+
+impl HealthConfig {
+    /// A check of `command` with the default interval, timeout, rise and fall.
+    pub fn new(command: impl Into<String>) -> Self {
+        HealthConfig {
+            command: command.into(),
+            interval_ms: Self::default_interval_ms(),
+            timeout_ms: Self::default_timeout_ms(),
+            rise: Self::default_rise(),
+            fall: Self::default_fall(),
+        }
+    }
+
+    fn default_interval_ms() -> u64 {
+        1000
+    }
+
+    fn default_timeout_ms() -> u64 {
+        500
+    }
+
+    fn default_rise() -> u32 {
+        2
+    }
+
+    fn default_fall() -> u32 {
+        3
+    }
+}
+
+/// The plain-HTTP endpoint (`/coordinator`, `/health`, `/status`, `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The TCP address to bind; keep it on loopback or a trusted network (no TLS).
+    pub listen: SocketAddr,
+    /// When `/coordinator` starts answering 200 on a new coordinator.
+    #[serde(default)]
+    pub coordinator_ready: CoordinatorReady,
+}
+
+impl HttpConfig {
+    /// An endpoint on `listen` with the default readiness.
+    pub fn on(listen: SocketAddr) -> Self {
+        HttpConfig {
+            listen,
+            coordinator_ready: CoordinatorReady::default(),
+        }
+    }
+}
+
+/// `[http] coordinator_ready`: what "coordinator" means to a load balancer.
+///
+/// The default is `hook_ok` because a load balancer sends writes to whatever answers
+/// 200: before `on_elected` has promoted the database, those writes would be refused
+/// (or worse, land on a replica that is about to be resynced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoordinatorReady {
+    /// 200 once the node leads (established in quorum mode), hooks or not.
+    Elected,
+    /// 200 once `on_elected` has succeeded for the epoch the node leads (at once when
+    /// no `on_elected` is configured).
+    #[default]
+    HookOk,
+}

@@ -1,0 +1,21 @@
+//! QUIC application close codes, so the other side's logs say why it was dropped.
+
+use quinn::VarInt;
+
+/// Orderly shutdown of this node.
+pub const SHUTDOWN: VarInt = VarInt::from_u32(0);
+/// Replaced by a newer connection (the peer redialed or restarted).
+pub const SUPERSEDED: VarInt = VarInt::from_u32(1);
+/// The certificate names a node that is not one of our configured peers.
+pub const UNKNOWN_PEER: VarInt = VarInt::from_u32(2);
+/// A truncated, oversized, wrong-version or undecodable frame.
+pub const BAD_FRAME: VarInt = VarInt::from_u32(3);
+/// The runtime asked to drop the peer (it broke a protocol rule).
+pub const MISBEHAVED: VarInt = VarInt::from_u32(4);
+/// The certificate's identity may not use the requested protocol (e.g. a client
+/// certificate on the peer ALPN), or names no identity.
+pub const FORBIDDEN: VarInt = VarInt::from_u32(5);
+/// The peer did not follow the stream protocol (e.g. no hello in time).
+pub const PROTOCOL: VarInt = VarInt::from_u32(6);
+/// The peer's member list differs from ours by more than one member.
+pub const MEMBERSHIP: VarInt = VarInt::from_u32(7);

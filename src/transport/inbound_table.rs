@@ -1,0 +1,43 @@
+//! [`InboundTable`]: the inbound peer connections by peer.
+
+use crate::protocol::NodeId;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// Inbound peer connections by peer, so `disconnect` can find them and a newer
+/// connection can retire older ones.
+#[derive(Default)]
+pub(super) struct InboundTable {
+    peers: Mutex<HashMap<NodeId, Vec<quinn::Connection>>>,
+}
+
+impl InboundTable {
+    fn lock(&self) -> MutexGuard<'_, HashMap<NodeId, Vec<quinn::Connection>>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a new connection from `peer` and returns the older ones: the peer holds
+    /// one outbound connection at a time, so those are dead or abandoned.
+    pub fn register(&self, peer: NodeId, conn: &quinn::Connection) -> Vec<quinn::Connection> {
+        let mut peers = self.lock();
+        let conns = peers.entry(peer).or_default();
+        let superseded = std::mem::take(conns);
+        conns.push(conn.clone());
+        superseded
+    }
+
+    /// Forgets a connection that ended.
+    pub fn unregister(&self, peer: NodeId, conn: &quinn::Connection) {
+        if let Some(conns) = self.lock().get_mut(&peer) {
+            conns.retain(|c| c.stable_id() != conn.stable_id());
+        }
+    }
+
+    /// Removes and returns every connection from `peer`.
+    pub fn take_all(&self, peer: NodeId) -> Vec<quinn::Connection> {
+        self.lock()
+            .get_mut(&peer)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,183 @@
+//! [`Shared`]: the state the [`super::Transport`] handle and every task it spawned
+//! hold, and [`Shutdown`], the one signal that ends them all.
+
+use super::event::TransportEvent;
+use super::hello::Hello;
+use super::inbound_table::InboundTable;
+use super::link::Link;
+use super::socket::Released;
+use super::stats::Counters;
+use crate::protocol::NodeId;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tracing::warn;
+
+/// Locks a mutex whose data stays whole even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// State shared by the handle and every task.
+pub(super) struct Shared {
+    pub id: NodeId,
+    pub local_addr: SocketAddr,
+    pub links: HashMap<NodeId, Arc<Link>>,
+    pub inbound: InboundTable,
+    pub stats: Counters,
+    /// Sent in every hello; new per process (see `inbound`).
+    pub nonce: u64,
+    /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
+    pub members: Vec<NodeId>,
+    /// The endpoint until shutdown takes it (its last handle: dropping it lets quinn
+    /// close the socket).
+    endpoint: Mutex<Option<quinn::Endpoint>>,
+    /// Resolves once the socket is closed; shutdown waits for it.
+    released: Mutex<Option<Released>>,
+    /// The TLS config each dial uses; replaced by [`super::Transport::reload_tls`].
+    dial: Mutex<quinn::ClientConfig>,
+    events: mpsc::Sender<TransportEvent>,
+    shutdown: watch::Sender<bool>,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+/// What [`Shared::new`] needs besides the peers' links.
+pub(super) struct Parts {
+    pub id: NodeId,
+    pub endpoint: quinn::Endpoint,
+    pub released: Released,
+    pub local_addr: SocketAddr,
+    pub links: HashMap<NodeId, Arc<Link>>,
+    pub dial: quinn::ClientConfig,
+    pub events: mpsc::Sender<TransportEvent>,
+}
+
+/// Resolves once shutdown has begun; every task selects on it.
+pub(super) struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// Cancellation-safe; returns at once if shutdown already began.
+    pub async fn wait(&mut self) {
+        // An error means the sender is gone, which also means shutdown.
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+impl Shared {
+    pub fn new(parts: Parts) -> Shared {
+        let mut members: Vec<NodeId> = parts.links.keys().copied().collect();
+        members.push(parts.id);
+        members.sort_unstable();
+        Shared {
+            id: parts.id,
+            local_addr: parts.local_addr,
+            links: parts.links,
+            inbound: InboundTable::default(),
+            stats: Counters::default(),
+            nonce: rand::random(),
+            members,
+            endpoint: Mutex::new(Some(parts.endpoint)),
+            released: Mutex::new(Some(parts.released)),
+            dial: Mutex::new(parts.dial),
+            events: parts.events,
+            shutdown: watch::channel(false).0,
+            tasks: Mutex::new(JoinSet::new()),
+        }
+    }
+
+    pub fn shutdown_signal(&self) -> Shutdown {
+        Shutdown(self.shutdown.subscribe())
+    }
+
+    /// Signals shutdown to every task; returns whether it had already begun.
+    pub fn begin_shutdown(&self) -> bool {
+        // Under the task lock, so `spawn` either sees the signal or adds its task
+        // before `take_tasks` collects them.
+        let _tasks = lock(&self.tasks);
+        self.shutdown.send_replace(true)
+    }
+
+    /// A handle on the endpoint; `None` once shutdown has taken it.
+    pub fn endpoint(&self) -> Option<quinn::Endpoint> {
+        lock(&self.endpoint).clone()
+    }
+
+    /// The endpoint and the socket's release signal, for shutdown (once).
+    pub fn take_endpoint(&self) -> Option<(quinn::Endpoint, Released)> {
+        let endpoint = lock(&self.endpoint).take()?;
+        Some((endpoint, lock(&self.released).take()?))
+    }
+
+    /// Every task spawned so far; after [`Shared::begin_shutdown`], all there will be.
+    pub fn take_tasks(&self) -> JoinSet<()> {
+        std::mem::take(&mut *lock(&self.tasks))
+    }
+
+    /// Spawns a task that `shutdown` will wait for (and abort if it lingers). Once
+    /// shutdown has begun the task is not started.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut tasks = lock(&self.tasks);
+        if *self.shutdown.borrow() {
+            return;
+        }
+        // Reap finished tasks so the set does not grow with every connection.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
+    }
+
+    /// Hands an event to the runtime, waiting for room unless shutdown begins.
+    /// Returns false if the event could not be delivered (shutdown or no receiver).
+    pub async fn emit(&self, event: TransportEvent, shutdown: &mut Shutdown) -> bool {
+        tokio::select! {
+            r = self.events.send(event) => r.is_ok(),
+            _ = shutdown.wait() => false,
+        }
+    }
+
+    /// Tells the runtime a connection or peer was refused or dropped. Informational:
+    /// never waits, dropped if the queue is full.
+    pub fn reject(&self, peer: Option<NodeId>, remote: String, reason: String) {
+        let _ = self.events.try_send(TransportEvent::Rejected {
+            peer,
+            remote,
+            reason,
+        });
+    }
+
+    /// Refuses a connection: counts it, logs it, closes it with `code` and tells the
+    /// runtime.
+    pub fn refuse(
+        &self,
+        conn: &quinn::Connection,
+        peer: Option<NodeId>,
+        code: quinn::VarInt,
+        reason: String,
+    ) {
+        let remote = conn.remote_address();
+        self.stats.add_refused();
+        warn!(?peer, %remote, %reason, "refusing connection");
+        conn.close(code, reason.as_bytes());
+        self.reject(peer, remote.to_string(), reason);
+    }
+
+    /// Our hello: nonce and member list.
+    pub fn hello(&self) -> Hello {
+        Hello {
+            nonce: self.nonce,
+            members: self.members.clone(),
+        }
+    }
+
+    /// The dial config as of now (certificates may have been reloaded).
+    pub fn dial_config(&self) -> quinn::ClientConfig {
+        lock(&self.dial).clone()
+    }
+
+    /// Dials from now on use `config`.
+    pub fn set_dial_config(&self, config: quinn::ClientConfig) {
+        *lock(&self.dial) = config;
+    }
+}

@@ -1,0 +1,71 @@
+//! The transport's counters: [`TransportStats`] for metrics and tests, and the atomics
+//! every task counts into.
+
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportStats {
+    /// Messages written to a peer stream.
+    pub messages_sent: u64,
+    /// Messages read from peers and handed to the runtime.
+    pub messages_received: u64,
+    /// Messages dropped: peer unreachable, queue full, or queued before a reconnect.
+    pub messages_dropped: u64,
+    /// Frames refused (truncated, oversized, wrong version, undecodable); each one
+    /// closed its connection.
+    pub bad_frames: u64,
+    /// Incoming handshakes or connections refused (no or foreign certificate, unknown
+    /// peer, client certificate on the peer protocol).
+    pub connections_refused: u64,
+    /// Outbound peer connections established (first connects and reconnects).
+    pub peer_connects: u64,
+}
+
+/// The live counters behind [`TransportStats`], shared by every task.
+#[derive(Default)]
+pub(super) struct Counters {
+    sent: AtomicU64,
+    received: AtomicU64,
+    dropped: AtomicU64,
+    bad_frames: AtomicU64,
+    refused: AtomicU64,
+    connects: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub fn add_sent(&self) {
+        add(&self.sent, 1);
+    }
+    pub fn add_received(&self) {
+        add(&self.received, 1);
+    }
+    pub fn add_dropped(&self, n: u64) {
+        add(&self.dropped, n);
+    }
+    pub fn add_bad_frame(&self) {
+        add(&self.bad_frames, 1);
+    }
+    pub fn add_refused(&self) {
+        add(&self.refused, 1);
+    }
+    pub fn add_connect(&self) {
+        add(&self.connects, 1);
+    }
+    pub fn snapshot(&self) -> TransportStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        TransportStats {
+            messages_sent: get(&self.sent),
+            messages_received: get(&self.received),
+            messages_dropped: get(&self.dropped),
+            bad_frames: get(&self.bad_frames),
+            connections_refused: get(&self.refused),
+            peer_connects: get(&self.connects),
+        }
+    }
+}
