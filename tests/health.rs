@@ -8,7 +8,7 @@ mod primary;
 
 use bully::config::HealthConfig;
 use bully::history::Record;
-use bully::node::metrics::HealthState;
+use bully::node::HealthState;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use primary::{events, metrics, phase, quoted, status};

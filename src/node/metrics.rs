@@ -6,11 +6,13 @@
 //! copy (also sent over the client API); [`super::exposition`] renders it with
 //! prometheus-client.
 
+// Re-exported for `exposition`, which names it through this module.
+pub use super::health_state::HealthState;
 use crate::protocol::{MessageKind, NodeId};
 use crate::transport::{Transport, TransportStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -45,8 +47,8 @@ pub struct Metrics {
     hook_failures: [AtomicU64; 3],
     health_checks: AtomicU64,
     health_failures: AtomicU64,
-    /// -1: no health check configured, 0: failing, 1: passing, 2: no result yet.
-    health: AtomicI8,
+    /// A [`HealthState::index`].
+    health: AtomicU8,
     eligible: AtomicBool,
     is_coordinator: AtomicBool,
     epoch_term: AtomicU64,
@@ -92,20 +94,6 @@ impl<const B: usize> AtomicHistogram<B> {
             sum_us: load(&self.sum_us),
         }
     }
-}
-
-/// Where a health check stands, as exported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HealthState {
-    /// No `[health]` section: the node is always healthy.
-    Unchecked,
-    /// A check is configured but has not reported yet; the node is not eligible.
-    Pending,
-    /// The last rise/fall verdict was "healthy".
-    Passing,
-    /// The last rise/fall verdict was "failing".
-    Failing,
 }
 
 /// A histogram of durations in microseconds; `counts[i]` counts observations in
@@ -181,7 +169,7 @@ impl Metrics {
             hook_failures: Default::default(),
             health_checks: AtomicU64::new(0),
             health_failures: AtomicU64::new(0),
-            health: AtomicI8::new(-1),
+            health: AtomicU8::new(HealthState::Unchecked.index()),
             eligible: AtomicBool::new(true),
             is_coordinator: AtomicBool::new(false),
             epoch_term: AtomicU64::new(0),
@@ -253,13 +241,7 @@ impl Metrics {
 
     /// Sets the health verdict (after rise/fall).
     pub fn set_health(&self, state: HealthState) {
-        let value = match state {
-            HealthState::Unchecked => -1,
-            HealthState::Failing => 0,
-            HealthState::Passing => 1,
-            HealthState::Pending => 2,
-        };
-        self.health.store(value, Ordering::Relaxed);
+        self.health.store(state.index(), Ordering::Relaxed);
     }
 
     /// Sets whether the node may lead (health and step-down together).
@@ -310,12 +292,7 @@ impl Metrics {
                 .collect(),
             health_checks: load(&self.health_checks),
             health_failures: load(&self.health_failures),
-            health: match self.health.load(Ordering::Relaxed) {
-                0 => HealthState::Failing,
-                1 => HealthState::Passing,
-                2 => HealthState::Pending,
-                _ => HealthState::Unchecked,
-            },
+            health: HealthState::from_index(self.health.load(Ordering::Relaxed)),
             eligible: self.eligible.load(Ordering::Relaxed),
             failover: self.failover.snapshot(),
             persist: self.persist.snapshot(),
