@@ -275,23 +275,16 @@ impl Runtime {
 
     /// Logs what the machine reports. A demotion also ends the lease the readers check
     /// at once, before any later action (a Resign) can go out.
-    fn on_fact(&mut self, fact: Fact) {
-        if let Fact::Demoted { .. } = fact {
+    fn on_fact(&mut self, mut fact: Fact) {
+        if let Fact::Demoted {
+            office_ended_at, ..
+        } = &mut fact
+        {
+            // The machine has left office: its lease is gone for readers too.
             self.publisher.lease(self.lease_instant());
+            *office_ended_at = self.clock.wall(*office_ended_at);
         }
         self.publisher.fact(&fact);
-        let fact = match fact {
-            Fact::Demoted {
-                epoch,
-                reason,
-                office_ended_at,
-            } => Fact::Demoted {
-                epoch,
-                reason,
-                office_ended_at: self.clock.wall(office_ended_at),
-            },
-            other => other,
-        };
         self.journal.log(Record::Fact(fact));
     }
 
