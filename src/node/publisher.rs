@@ -199,6 +199,21 @@ impl Publisher {
         }
     }
 
+    /// New readiness settings (a reload): they apply to the next view and the next
+    /// finished `on_elected`, except that a coordinator not ready yet is ready at once
+    /// when it no longer has to wait (`coordinator_ready = "elected"`, or no
+    /// `on_elected`). A coordinator already ready stays ready for its epoch.
+    pub fn set_readiness(&mut self, readiness: Readiness) {
+        self.readiness = readiness;
+        if !readiness.at_once() {
+            return;
+        }
+        let now = self.status.borrow().as_of_now();
+        if now.role == Role::Coordinator && !now.ready() {
+            self.status.send_modify(|s| s.ready_epoch = now.epoch);
+        }
+    }
+
     /// Waits for the hooks queued so far (a stopping node's `on_demoted`); the hook
     /// runner then ends.
     pub async fn finish_hooks(&self) {

@@ -1,7 +1,8 @@
 //! Reload (`systemctl reload`, SIGHUP): the node re-reads its config file and replaces
 //! what can change without leaving the cluster — hooks, the health check, the HTTP
-//! endpoint and the TLS certificates — while its peer connections, its state machine
-//! and its term stay as they are, so a reload never causes an election.
+//! endpoint, the readiness settings and the TLS certificates — while its peer
+//! connections, its state machine and its term stay as they are, so a reload never
+//! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
 //! What the protocol or the peers depend on (`id`, `listen`, `data_dir`, `mode`,
 //! `witness`, `preempt`, `timing`, `peers`) needs a restart: a reload that changes those
@@ -11,6 +12,7 @@
 
 use super::hooks::Hooks;
 use super::http;
+use super::readiness::Readiness;
 use super::services::Services;
 use crate::config::NodeConfig;
 use crate::transport::{Transport, TransportConfig, TransportError};
@@ -39,6 +41,8 @@ pub enum ReloadError {
 pub struct Reloaded {
     /// The `[health]` section is gone: the node is no longer gated by a check.
     pub health_removed: bool,
+    /// The readiness settings now in force.
+    pub readiness: Readiness,
     /// One line for the log and the `Done` answer.
     pub summary: String,
 }
@@ -57,24 +61,16 @@ pub async fn reload(
     // Peers are not reloaded; check the certificates against the ones in use.
     tls.peers = transport_config(applied).peers;
     transport.reload_tls(&tls)?;
-    let listener = match (&new.http, &applied.http) {
-        (Some(wanted), Some(now)) if wanted == now => None,
-        (Some(wanted), _) => {
-            Some(
-                http::bind(wanted.listen)
-                    .await
-                    .map_err(|source| ReloadError::Http {
-                        addr: wanted.listen,
-                        source,
-                    })?,
-            )
-        }
-        (None, _) => None,
+    let listen = |config: &NodeConfig| config.http.map(|h| h.listen);
+    let http_moved = listen(&new) != listen(applied);
+    let listener = match new.http {
+        Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
+        _ => None,
     };
     let http_changed = new.http != applied.http;
     let health_changed = new.health != applied.health;
     let health_removed = health_changed && new.health.is_none();
-    if http_changed {
+    if http_moved {
         services.stop_http();
     }
     if let Some(listener) = listener {
@@ -92,8 +88,15 @@ pub async fn reload(
     }
     Ok(Reloaded {
         health_removed,
+        readiness: Readiness::from_config(services.applied()),
         summary,
     })
+}
+
+async fn bind_http(addr: SocketAddr) -> Result<tokio::net::TcpListener, ReloadError> {
+    http::bind(addr)
+        .await
+        .map_err(|source| ReloadError::Http { addr, source })
 }
 
 /// The log line of a reload: what it changed and what needs a restart.

@@ -181,6 +181,7 @@ impl Runtime {
         match result {
             Ok(reloaded) => {
                 tracing::info!("{}", reloaded.summary);
+                self.publisher.set_readiness(reloaded.readiness);
                 if reloaded.health_removed {
                     self.eligibility.set_health(HealthState::Unchecked);
                     self.publisher.health(HealthState::Unchecked);
