@@ -1,7 +1,7 @@
 //! A stopped node leaves nothing behind: started in this process with an HTTP endpoint,
 //! a health check and a hook, holding an API watch and an idle HTTP connection, its
 //! `shutdown` ends every task it spawned, closes the API connection, and frees its UDP
-//! and TCP ports and its file descriptors.
+//! and TCP ports and its file descriptors, even while its counters are still held.
 
 mod common;
 
@@ -47,6 +47,8 @@ async fn a_stopped_node_leaves_no_task_or_socket_behind() {
 
     let node = bully::node::start(config).await.unwrap();
     let udp = node.local_addr();
+    // An embedder may keep the counters after the node is gone.
+    let counters = node.metrics();
     let mut status = node.subscribe();
     let led = tokio::time::timeout(SOON, status.wait_for(|s| s.coordinator == Some(1))).await;
     assert!(led.is_ok_and(|r| r.is_ok()), "node 1 leads alone");
@@ -90,6 +92,7 @@ async fn a_stopped_node_leaves_no_task_or_socket_behind() {
     .await;
     drop(idle_http);
     std::net::UdpSocket::bind(udp).expect("the QUIC port is free again");
+    assert_eq!(counters.snapshot().node, 1, "the counters outlive the node");
     std::net::TcpListener::bind(http).expect("the HTTP port is free again");
     wait_until("the file descriptors to close", SOON, || async {
         (open_fds() <= fds_before).then_some(())

@@ -1,8 +1,8 @@
 //! Hooks: `[hooks] on_elected, on_demoted, on_change` run with `sh -c` when the view
 //! changes, with the `BULLY_*` environment below.
 //!
-//! - One at a time, in the order of the changes: the runtime only pushes jobs onto an
-//!   unbounded queue (it never waits for a hook), and one task runs them in turn.
+//! - One at a time, in the order of the changes: the runtime only queues hook runs (an
+//!   unbounded queue: it never waits for a hook), and one task runs them in turn.
 //! - A hook still running after `timeout_ms` is killed with its whole process group;
 //!   failures (non-zero exit, timeout, cannot start) are logged and counted.
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
@@ -57,7 +57,7 @@ struct HookRun {
     env: Vec<(String, String)>,
     /// The epoch the node followed or led when the hook was queued.
     epoch: Option<Epoch>,
-    /// Per job, so a reload's new `timeout_ms` applies from the next hook on.
+    /// Per run, so a reload's new `timeout_ms` applies from the next hook on.
     timeout: Duration,
 }
 

@@ -2,7 +2,8 @@
 //! (`Request::Metrics`), the chaos runner and the HTTP `/metrics` endpoint.
 //!
 //! Plain atomics: every value is written by one task and read by a snapshot, so relaxed
-//! loads are enough and nothing is locked. A [`MetricsSnapshot`] is the serializable
+//! loads are enough and nothing is locked (but the transport's counters, whose source a
+//! snapshot reads under a lock). A [`MetricsSnapshot`] is the serializable
 //! copy (also sent over the client API); [`super::exposition`] renders it with
 //! prometheus-client.
 
@@ -13,7 +14,7 @@ use crate::transport::{Transport, TransportStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Upper bounds (µs) of the failover-duration histogram buckets; a last `+Inf` bucket
@@ -54,8 +55,18 @@ pub struct Metrics {
     epoch_term: AtomicU64,
     failover: AtomicHistogram<{ FAILOVER_BUCKETS_US.len() }>,
     persist: AtomicHistogram<{ PERSIST_BUCKETS_US.len() }>,
-    /// Set once the transport runs, so its counters can be exported.
-    transport: OnceLock<Transport>,
+    /// Where the transport's counters come from.
+    transport: Mutex<TransportCounters>,
+}
+
+/// The transport's counters: none before it runs, read live while it runs, their last
+/// values once the node stopped.
+#[derive(Debug, Default)]
+enum TransportCounters {
+    #[default]
+    None,
+    Live(Transport),
+    Final(TransportStats),
 }
 
 /// A histogram of durations recorded lock-free; `B` bounds plus the `+Inf` bucket.
@@ -175,13 +186,26 @@ impl Metrics {
             epoch_term: AtomicU64::new(0),
             failover: AtomicHistogram::new(FAILOVER_BUCKETS_US),
             persist: AtomicHistogram::new(PERSIST_BUCKETS_US),
-            transport: OnceLock::new(),
+            transport: Mutex::default(),
         }
     }
 
     /// Exports the transport's counters from now on.
     pub fn attach_transport(&self, transport: Transport) {
-        let _ = self.transport.set(transport);
+        *self.transport_counters() = TransportCounters::Live(transport);
+    }
+
+    /// The node stopped: keeps the transport's last counters and drops the handle, so
+    /// counters kept after the node (an embedder's `Arc`) hold no socket or task.
+    pub fn detach_transport(&self) {
+        let mut counters = self.transport_counters();
+        if let TransportCounters::Live(transport) = &*counters {
+            *counters = TransportCounters::Final(transport.stats());
+        }
+    }
+
+    fn transport_counters(&self) -> MutexGuard<'_, TransportCounters> {
+        self.transport.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One write + fsync of the cells took `took`.
@@ -260,6 +284,7 @@ impl Metrics {
         self.failover.observe(took);
     }
 
+    /// A copy of every counter now: what the API, `/metrics` and the chaos runner read.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let by_kind = |counters: &[AtomicU64; KINDS]| {
             MessageKind::ALL
@@ -297,11 +322,11 @@ impl Metrics {
             failover: self.failover.snapshot(),
             persist: self.persist.snapshot(),
             peer_up: BTreeMap::new(),
-            transport: self
-                .transport
-                .get()
-                .map(Transport::stats)
-                .unwrap_or_default(),
+            transport: match &*self.transport_counters() {
+                TransportCounters::None => TransportStats::default(),
+                TransportCounters::Live(transport) => transport.stats(),
+                TransportCounters::Final(stats) => *stats,
+            },
         }
     }
 }

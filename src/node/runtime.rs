@@ -91,6 +91,7 @@ impl Runtime {
             tracing::warn!(left, "node tasks still running after {TASKS_GRACE:?}");
         }
         self.transport.shutdown().await;
+        self.publisher.metrics().detach_transport();
         tracing::info!(id = self.machine.id(), "node stopped");
     }
 
