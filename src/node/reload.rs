@@ -8,7 +8,7 @@
 //! `witness`, `preempt`, `timing`, `peers`) needs a restart: a reload that changes those
 //! applies the rest and names the fields it left alone. A reload that cannot be applied
 //! (a certificate that does not load, an HTTP address in use) changes nothing.
-//! The running services themselves are [`super::services`]'s.
+//! The running services themselves are `services`'s.
 
 use super::hooks::Hooks;
 use super::http;
