@@ -8,7 +8,7 @@ mod primary;
 
 use bully::config::HealthConfig;
 use bully::history::Record;
-use bully::node::metrics::HealthState;
+use bully::node::HealthState;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use primary::{events, metrics, phase, quoted, status};
@@ -22,14 +22,18 @@ fn sick_marker(t: &TestCluster, id: NodeId) -> PathBuf {
     t.dir.path().join(format!("sick-{id}"))
 }
 
-fn check(command: String, rise: u32, fall: u32) -> HealthConfig {
-    HealthConfig {
+/// Gives node `id` a check of `command` every 50 ms with `rise` and `fall`.
+fn set_check(t: &TestCluster, id: NodeId, command: String, rise: u32, fall: u32) {
+    let check = HealthConfig {
         command,
         interval_ms: 50,
         timeout_ms: 1000,
         rise,
         fall,
-    }
+    };
+    t.cluster
+        .edit_config(id, |c| c.health = Some(check))
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,9 +41,7 @@ async fn a_failing_check_moves_leadership_and_a_passing_one_brings_it_back() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     for id in t.cluster.ids() {
         let command = format!("test ! -e {}", quoted(&sick_marker(&t, id)));
-        t.cluster
-            .edit_config(id, |c| c.health = Some(check(command, 2, 2)))
-            .unwrap();
+        set_check(&t, id, command, 2, 2);
     }
 
     phase("start; the highest node leads once its first check passed");
@@ -84,10 +86,7 @@ async fn a_restarted_node_with_a_failing_check_never_takes_over() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     let marker = sick_marker(&t, 3);
     std::fs::write(&marker, "").unwrap();
-    let command = format!("test ! -e {}", quoted(&marker));
-    t.cluster
-        .edit_config(3, |c| c.health = Some(check(command, 1, 1)))
-        .unwrap();
+    set_check(&t, 3, format!("test ! -e {}", quoted(&marker)), 1, 1);
 
     phase("node 3 starts failing: it follows node 2 and never leads");
     t.start_all();
@@ -113,9 +112,7 @@ async fn a_flapping_check_with_rise_and_fall_does_not_flap_leadership() {
         "n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) > {c}; [ $((n % 2)) -eq 0 ]",
         c = quoted(&counter)
     );
-    t.cluster
-        .edit_config(3, |c| c.health = Some(check(command, 2, 2)))
-        .unwrap();
+    set_check(&t, 3, command, 2, 2);
 
     phase("start; node 3 leads");
     t.start_all();

@@ -2,18 +2,20 @@
 //! `$NOTIFY_SOCKET` only once a coordinator is known, and SIGHUP (`systemctl reload`)
 //! applies a changed hook and a re-issued certificate with no election, no change of
 //! coordinator and no dropped peer connection, while a broken config file or another
-//! node's certificate changes nothing.
+//! node's certificate changes nothing; SIGHUP also applies the readiness settings
+//! (`coordinator_ready`, `on_elected_failure`).
 
 mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
 use bully::checker;
-use bully::config::HooksConfig;
+use bully::cluster::free_tcp_addr;
+use bully::config::{CoordinatorReady, ElectedHookFailure, HooksConfig, HttpConfig};
 use bully::protocol::{NodeId, Preempt, Timing};
 use bully::signals::Signal;
 use common::{binary, wait_until, TestCluster};
-use primary::{lines, metrics, phase, quoted, status};
+use primary::{client, http_get, lines, metrics, phase, quoted, status};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -248,6 +250,85 @@ async fn sighup_applies_a_new_hook_without_an_election() {
     .await;
     assert_eq!(lines(&old_file), ["on_change 3"], "the old hook ran again");
     for id in [1, 2] {
+        t.cluster.stop(id, Duration::from_secs(5)).unwrap();
+    }
+    check_invariants(&t);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_the_readiness_settings() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    let http = free_tcp_addr().unwrap();
+    let log3 = t.cluster.log_path(3);
+    t.cluster
+        .edit_config(3, |c| {
+            c.http = Some(HttpConfig::on(http));
+            c.hooks = HooksConfig {
+                on_elected: Some("exit 1".into()),
+                on_elected_failure: ElectedHookFailure::Stay,
+                resign_for_ms: 60_000,
+                ..HooksConfig::default()
+            };
+        })
+        .unwrap();
+    t.start_all();
+    let term = t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    wait_until("node 3's on_elected to fail", AGREE, || async {
+        let m = metrics(&t, 3).await?;
+        (m.hooks["on_elected"].failures == 1).then_some(())
+    })
+    .await;
+    let (code, body) = http_get(http, "/coordinator").await.unwrap();
+    assert_eq!(code, 503, "node 3 stays coordinator, not ready: {body}");
+
+    phase("SIGHUP with coordinator_ready = elected: node 3 is ready at once");
+    let elected = HttpConfig {
+        coordinator_ready: CoordinatorReady::Elected,
+        ..HttpConfig::on(http)
+    };
+    t.cluster
+        .edit_config(3, |c| c.http = Some(elected))
+        .unwrap();
+    hangup(&mut t, 3);
+    wait_until("/coordinator 200 on node 3", AGREE, || async {
+        let (code, _) = http_get(http, "/coordinator").await.ok()?;
+        (code == 200).then_some(())
+    })
+    .await;
+    assert_eq!(
+        logged(&log3, "reload refused"),
+        0,
+        "the endpoint kept its port"
+    );
+    assert_eq!(t.wait_for_leader(&[1, 2, 3], 3, AGREE).await, term);
+
+    phase("SIGHUP with on_elected_failure = resign: node 3's next failure resigns");
+    t.cluster
+        .edit_config(3, |c| {
+            c.http = Some(HttpConfig::on(http));
+            c.hooks.on_elected_failure = ElectedHookFailure::Resign;
+        })
+        .unwrap();
+    hangup(&mut t, 3);
+    wait_until("the second reload in node 3's log", AGREE, || async {
+        (logged(&log3, "reloaded hooks") == 2).then_some(())
+    })
+    .await;
+    let handed = client(&t, 3).await.unwrap().step_down(3_000).await;
+    assert!(handed.is_ok(), "{handed:?}");
+    wait_until(
+        "node 3 to lead again, fail and resign for 60 s",
+        AGREE,
+        || async {
+            let failed = metrics(&t, 3).await?.hooks["on_elected"].failures;
+            let s3 = status(&t, 3).await?;
+            let until = s3.stepped_down_until_ms?;
+            let resigned = until > bully::wall_clock::wall_ms() + 30_000;
+            (failed == 2 && resigned && s3.coordinator == Some(2)).then_some(())
+        },
+    )
+    .await;
+    for id in [1, 2, 3] {
         t.cluster.stop(id, Duration::from_secs(5)).unwrap();
     }
     check_invariants(&t);

@@ -121,12 +121,7 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         .map(|p| format!("{}:{}", p.id, if p.connected { "up" } else { "down" }))
         .collect();
     println!("  peers {}", peers.join(" "));
-    let health = match status.health {
-        crate::node::metrics::HealthState::Unchecked => "none configured",
-        crate::node::metrics::HealthState::Pending => "no result yet",
-        crate::node::metrics::HealthState::Passing => "passing",
-        crate::node::metrics::HealthState::Failing => "failing",
-    };
+    let health = status.health.described();
     let stepped_down = match status.stepped_down_until_ms {
         Some(until) => format!(
             "  stepped down for {} more ms",

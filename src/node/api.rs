@@ -2,13 +2,16 @@
 //! framed by the codec. Clients authenticate with a certificate from the cluster CA.
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now and after every
-//! change, until the client goes away), `StepDown` (switchover), `Metrics` (counters).
+//! change, until the client goes away), `StepDown` and `SwitchOver` (handing over
+//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters).
 
+use super::inputs::Command;
 use super::metrics::{Metrics, MetricsSnapshot};
 use super::status::Status;
 use super::switchover::{self, Members};
+use super::tasks::NodeTasks;
 use crate::protocol::NodeId;
-use crate::transport::{read_frame, write_frame};
+use crate::transport::{close, read_frame, write_frame};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -48,36 +51,50 @@ pub enum Response {
     Refused(String),
 }
 
-/// Commands the API hands to the node's runtime (the only writer of the machine).
-#[derive(Debug)]
-pub enum Command {
-    /// Apply a re-read config (SIGHUP); never sent by a network client.
-    Reload {
-        config: Box<crate::config::NodeConfig>,
-        reply: oneshot::Sender<Result<String, String>>,
-    },
-    StepDown {
-        for_ms: u64,
-        /// A switchover: the handover succeeds only when this node leads.
-        to: Option<NodeId>,
-        reply: oneshot::Sender<Result<String, String>>,
-    },
-    StandAside {
-        for_ms: u64,
-        target: NodeId,
-        reply: oneshot::Sender<Result<String, String>>,
-    },
+/// The client API's one home, created once when the node starts: the runtime hands it
+/// every API connection the transport accepts, and it serves each as one of the node's
+/// tasks, which end when the node stops.
+pub struct Api {
+    context: ApiContext,
+    tasks: NodeTasks,
 }
 
-/// What the API serves from: the published status, the runtime's command queue and
-/// the counters. Cheap to clone (one per request stream).
+/// What a request stream is served from: the published status, the runtime's command
+/// queue and the counters. Cheap to clone (one per request stream).
 #[derive(Clone)]
-pub struct ApiContext {
-    pub status: watch::Receiver<Status>,
-    pub commands: mpsc::Sender<Command>,
-    pub metrics: Arc<Metrics>,
+struct ApiContext {
+    status: watch::Receiver<Status>,
+    commands: mpsc::Sender<Command>,
+    metrics: Arc<Metrics>,
     /// Where the peers are, for a switchover.
-    pub members: Arc<Members>,
+    members: Arc<Members>,
+}
+
+impl Api {
+    /// The API of a node publishing `status`, taking commands on `commands`.
+    pub fn new(
+        status: watch::Receiver<Status>,
+        commands: mpsc::Sender<Command>,
+        metrics: Arc<Metrics>,
+        members: Members,
+        tasks: NodeTasks,
+    ) -> Api {
+        let context = ApiContext {
+            status,
+            commands,
+            metrics,
+            members: Arc::new(members),
+        };
+        Api { context, tasks }
+    }
+
+    /// Serves every request stream a client opens on `conn` until it closes or the
+    /// node stops (then the connection is closed).
+    pub fn serve(&self, conn: quinn::Connection) {
+        let context = self.context.clone();
+        let tasks = self.tasks.clone();
+        self.tasks.spawn(serve_client(conn, context, tasks));
+    }
 }
 
 /// The answer to a command the runtime accepted or refused.
@@ -88,21 +105,25 @@ fn answered(result: Result<String, String>) -> Response {
     }
 }
 
-/// Serves every request stream a client opens on `conn` until it closes.
 /// Each stream runs in its own task so a long watch does not block a status query.
-pub async fn serve_client(conn: quinn::Connection, context: ApiContext) {
+async fn serve_client(conn: quinn::Connection, context: ApiContext, tasks: NodeTasks) {
     let remote = conn.remote_address();
     loop {
-        let (send, recv) = match conn.accept_bi().await {
-            Ok(streams) => streams,
-            Err(e) => {
+        let (send, recv) = match tasks.until_stopped(conn.accept_bi()).await {
+            Some(Ok(streams)) => streams,
+            Some(Err(e)) => {
                 tracing::debug!(%remote, "client connection ended: {e}");
+                return;
+            }
+            None => {
+                conn.close(close::SHUTDOWN, b"node shutting down");
                 return;
             }
         };
         let context = context.clone();
-        tokio::spawn(async move {
-            if let Err(e) = serve_stream(send, recv, context).await {
+        let group = tasks.clone();
+        tasks.spawn(async move {
+            if let Some(Err(e)) = group.until_stopped(serve_stream(send, recv, context)).await {
                 tracing::debug!(%remote, "client request failed: {e}");
             }
         });
@@ -114,57 +135,67 @@ async fn serve_stream(
     mut recv: quinn::RecvStream,
     context: ApiContext,
 ) -> anyhow::Result<()> {
-    let ApiContext {
-        mut status,
-        commands,
-        metrics,
-        members,
-    } = context;
     let Some(request) = read_frame::<Request>(&mut recv).await? else {
         return Ok(());
     };
-    match request {
-        Request::Status => {
-            let now = status.borrow_and_update().as_of_now();
-            write_frame(&mut send, &Response::Status(now)).await?;
+    let response = match request {
+        Request::Watch => return watch_status(send, context.status).await,
+        Request::Status => Response::Status(context.status.borrow().as_of_now()),
+        Request::Metrics => {
+            let now = context.status.borrow().as_of_now();
+            Response::Metrics(now.metrics(&context.metrics))
         }
-        Request::Watch => loop {
-            let now = status.borrow_and_update().as_of_now();
-            write_frame(&mut send, &Response::Status(now)).await?;
-            // `changed` is cancellation-safe; it fails only when the node shuts down.
-            tokio::select! {
-                changed = status.changed() => if changed.is_err() { break },
-                _ = send.stopped() => break,
-            }
-        },
         Request::StepDown { for_ms } => {
-            let (reply, answer) = oneshot::channel();
-            let to = None;
-            commands
-                .send(Command::StepDown { for_ms, to, reply })
-                .await?;
-            write_frame(&mut send, &answered(answer.await?)).await?;
+            let ask = |reply| Command::StepDown {
+                for_ms,
+                to: None,
+                reply,
+            };
+            answered(ask_runtime(&context.commands, ask).await?)
         }
         Request::StandAside { for_ms, target } => {
-            let (reply, answer) = oneshot::channel();
-            let command = Command::StandAside {
+            let ask = |reply| Command::StandAside {
                 for_ms,
                 target,
                 reply,
             };
-            commands.send(command).await?;
-            write_frame(&mut send, &answered(answer.await?)).await?;
+            answered(ask_runtime(&context.commands, ask).await?)
         }
         Request::SwitchOver { to, for_ms } => {
-            let now = status.borrow().as_of_now();
-            let result = switchover::run(&members, &now, &commands, to, for_ms).await;
-            write_frame(&mut send, &answered(result)).await?;
+            let now = context.status.borrow().as_of_now();
+            let members = &context.members;
+            answered(switchover::run(members, &now, &context.commands, to, for_ms).await)
         }
-        Request::Metrics => {
-            let now = status.borrow().as_of_now();
-            write_frame(&mut send, &Response::Metrics(now.metrics(&metrics))).await?;
+    };
+    write_frame(&mut send, &response).await?;
+    let _ = send.finish();
+    Ok(())
+}
+
+/// A status frame now and after every change, until the client goes away.
+async fn watch_status(
+    mut send: quinn::SendStream,
+    mut status: watch::Receiver<Status>,
+) -> anyhow::Result<()> {
+    loop {
+        let now = status.borrow_and_update().as_of_now();
+        write_frame(&mut send, &Response::Status(now)).await?;
+        // `changed` is cancellation-safe; it fails only when the node shuts down.
+        tokio::select! {
+            changed = status.changed() => if changed.is_err() { break },
+            _ = send.stopped() => break,
         }
     }
     let _ = send.finish();
     Ok(())
+}
+
+/// Hands the runtime the command `ask` builds around a reply channel; its answer.
+async fn ask_runtime(
+    commands: &mpsc::Sender<Command>,
+    ask: impl FnOnce(oneshot::Sender<Result<String, String>>) -> Command,
+) -> anyhow::Result<Result<String, String>> {
+    let (reply, answer) = oneshot::channel();
+    commands.send(ask(reply)).await?;
+    Ok(answer.await?)
 }

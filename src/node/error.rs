@@ -20,8 +20,12 @@ pub enum NodeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The blocking task that writes the cells panicked or was cancelled.
     #[error("the storage task failed: {0}")]
-    Join(String),
+    StorageTask(#[from] tokio::task::JoinError),
+    /// The runtime task itself panicked or was cancelled.
+    #[error("the node's runtime task failed: {0}")]
+    RuntimeTask(#[source] tokio::task::JoinError),
 }
 
 impl NodeError {

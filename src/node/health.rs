@@ -6,11 +6,15 @@
 //! has passed (the Redis example relies on this: an empty Redis must not lead).
 //!
 //! The check runs in its own task and only reports verdict changes, so a slow check
-//! never delays the protocol.
+//! never delays the protocol. It ends on its group's stop signal (the node stopping, or
+//! a reload replacing the check), killing a check that is still running.
 
-use super::command::{self, Shell};
-use super::metrics::{HealthState, Metrics};
+use super::environment::environment;
+use super::health_state::HealthState;
+use super::metrics::Metrics;
+use super::shell::{self, Shell};
 use super::status::Status;
+use super::tasks::NodeTasks;
 use crate::config::HealthConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -66,16 +70,24 @@ impl Gate {
     }
 }
 
-/// Runs the check in `workdir` until `verdicts` is closed (the runtime stopped),
-/// sending each verdict change. `status` supplies the `BULLY_*` environment of each run.
-pub async fn run(
-    config: HealthConfig,
-    workdir: PathBuf,
-    data_dir: PathBuf,
-    status: watch::Receiver<Status>,
-    metrics: Arc<Metrics>,
-    verdicts: mpsc::Sender<bool>,
-) {
+/// What a health check task runs with.
+pub struct HealthCheck {
+    pub config: HealthConfig,
+    /// Where the command runs (the config file's directory).
+    pub workdir: PathBuf,
+    /// For `BULLY_DATA_DIR`.
+    pub data_dir: PathBuf,
+    /// Supplies the `BULLY_*` environment of each run.
+    pub status: watch::Receiver<Status>,
+    pub metrics: Arc<Metrics>,
+    /// Where each verdict change goes: the runtime's eligibility.
+    pub health_verdicts: mpsc::Sender<bool>,
+}
+
+/// Runs the check until `tasks` stops or the runtime stops listening, sending each
+/// verdict change.
+pub async fn run(check: HealthCheck, tasks: NodeTasks) {
+    let config = &check.config;
     let mut gate = Gate::new(config.rise, config.fall);
     let interval = Duration::from_millis(config.interval_ms);
     let mut ticks = tokio::time::interval(interval);
@@ -84,36 +96,40 @@ pub async fn run(
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            _ = verdicts.closed() => return,
+            _ = check.health_verdicts.closed() => return,
+            _ = tasks.stopped() => return,
         }
-        let env = super::hooks::environment(&status.borrow().as_of_now(), None, &data_dir);
+        let env = environment(&check.status.borrow().as_of_now(), None, &check.data_dir);
         let shell = Shell {
             command: &config.command,
-            dir: &workdir,
+            dir: &check.workdir,
             env: &env,
             timeout: Duration::from_millis(config.timeout_ms),
             quiet: true,
         };
-        let (outcome, took) = command::run(&shell).await;
-        let passed = outcome.is_success();
-        metrics.health_checked(passed);
-        if !passed {
-            tracing::debug!(?took, "health check {outcome}");
+        let (exit, took) = shell::run_until(&shell, tasks.stopped()).await;
+        if tasks.is_stopped() {
+            return;
         }
-        if let Some(healthy) = gate.record(passed) {
-            metrics.set_health(if healthy {
-                HealthState::Passing
-            } else {
-                HealthState::Failing
-            });
-            if healthy {
-                tracing::info!(?took, "health check passing");
-            } else {
-                tracing::warn!(?took, "health check failing (last run {outcome})");
-            }
-            if verdicts.send(healthy).await.is_err() {
-                return;
-            }
+        let passed = exit.is_success();
+        check.metrics.health_checked(passed);
+        if !passed {
+            tracing::debug!(?took, "health check {exit}");
+        }
+        let Some(healthy) = gate.record(passed) else {
+            continue;
+        };
+        check.metrics.set_health(HealthState::from_verdict(healthy));
+        if healthy {
+            tracing::info!(?took, "health check passing");
+        } else {
+            tracing::warn!(?took, "health check failing (last run {exit})");
+        }
+        let sent = tasks
+            .until_stopped(check.health_verdicts.send(healthy))
+            .await;
+        if !matches!(sent, Some(Ok(()))) {
+            return;
         }
     }
 }

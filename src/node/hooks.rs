@@ -1,8 +1,8 @@
 //! Hooks: `[hooks] on_elected, on_demoted, on_change` run with `sh -c` when the view
 //! changes, with the `BULLY_*` environment below.
 //!
-//! - One at a time, in the order of the changes: the runtime only pushes jobs onto an
-//!   unbounded queue (it never waits for a hook), and one task runs them in turn.
+//! - One at a time, in the order of the changes: the runtime only queues hook runs (an
+//!   unbounded queue: it never waits for a hook), and one task runs them in turn.
 //! - A hook still running after `timeout_ms` is killed with its whole process group;
 //!   failures (non-zero exit, timeout, cannot start) are logged and counted.
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
@@ -27,35 +27,37 @@
 //! `BULLY_PREVIOUS_EPOCH` (the previous token), `BULLY_ELIGIBLE` (1 or 0),
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
 
-use super::command::{self, Shell};
+use super::environment::environment;
 use super::metrics::Metrics;
+use super::shell::{self, Shell};
 use super::status::Status;
+use super::tasks::NodeTasks;
 use super::transitions::Transition;
 use crate::config::HooksConfig;
 use crate::protocol::Epoch;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
 /// What the hook task works through, in order.
 #[derive(Debug)]
 enum Queued {
-    Run(Job),
-    /// Answered once every job queued before it has finished.
-    Drained(oneshot::Sender<()>),
+    Run(HookRun),
+    /// The last entry: answered once every run queued before it has finished, and
+    /// the hook task ends.
+    Finish(oneshot::Sender<()>),
 }
 
 /// One queued hook run.
 #[derive(Debug)]
-struct Job {
+struct HookRun {
     name: &'static str,
     command: String,
     env: Vec<(String, String)>,
     /// The epoch the node followed or led when the hook was queued.
     epoch: Option<Epoch>,
-    /// Per job, so a reload's new `timeout_ms` applies from the next hook on.
+    /// Per run, so a reload's new `timeout_ms` applies from the next hook on.
     timeout: Duration,
 }
 
@@ -75,29 +77,25 @@ pub struct Hooks {
 }
 
 impl Hooks {
-    /// Starts the task that runs hooks in `workdir`; abort the handle to stop it (a
-    /// running hook is then killed). Every finished `on_elected` is sent to `elected`;
-    /// `led` is the epoch the node leads right now (`None` when it does not lead): an
-    /// `on_elected` for another epoch is killed.
+    /// Starts the task (one of `tasks`) that runs hooks in `workdir`, until
+    /// [`Hooks::finish`]. It does not stop on the node's stop signal: the `on_demoted` a
+    /// stopping coordinator queues must still run. Every finished `on_elected` is sent
+    /// to `elected`; `led` is the epoch the node leads right now (`None` when it does
+    /// not lead): an `on_elected` for another epoch is killed.
     pub fn start(
         config: HooksConfig,
         workdir: PathBuf,
         data_dir: PathBuf,
-        metrics: Arc<Metrics>,
-        elected: mpsc::UnboundedSender<ElectedHookDone>,
-        led: watch::Receiver<Option<Epoch>>,
-    ) -> (Hooks, JoinHandle<()>) {
-        let (queue, jobs) = mpsc::unbounded_channel();
-        let reports = Reports { metrics, elected };
-        let task = tokio::spawn(run_jobs(jobs, workdir, reports, led));
-        (
-            Hooks {
-                config,
-                data_dir,
-                queue,
-            },
-            task,
-        )
+        reports: HookReports,
+        tasks: &NodeTasks,
+    ) -> Hooks {
+        let (queue, runs) = mpsc::unbounded_channel();
+        tasks.spawn(run_hooks(runs, workdir, reports));
+        Hooks {
+            config,
+            data_dir,
+            queue,
+        }
     }
 
     /// Replaces the commands and timeout (a reload): hooks already queued run as they
@@ -121,82 +119,37 @@ impl Hooks {
             };
             let mut env = environment(status, Some(transition), &self.data_dir);
             env.push(("BULLY_HOOK".into(), name.into()));
-            let job = Job {
+            let run = HookRun {
                 name,
                 command: command.clone(),
                 env,
                 epoch: status.coordinator.and(status.epoch),
                 timeout: Duration::from_millis(c.timeout_ms),
             };
-            if self.queue.send(Queued::Run(job)).is_err() {
+            if self.queue.send(Queued::Run(run)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
             }
         }
     }
 
     /// Waits until every hook queued so far has run (each is bounded by `timeout_ms`),
-    /// so a stopping node's on_demoted finishes before the process exits.
-    pub async fn drain(&self) {
+    /// so a stopping node's on_demoted finishes before the process exits; the hook task
+    /// then ends. Hooks fired later are not run.
+    pub async fn finish(&self) {
         let (done, finished) = oneshot::channel();
-        if self.queue.send(Queued::Drained(done)).is_ok() {
+        if self.queue.send(Queued::Finish(done)).is_ok() {
             let _ = finished.await;
         }
     }
 }
 
-/// The `BULLY_*` variables for a hook (with its transition) or a health check.
-pub fn environment(
-    status: &Status,
-    transition: Option<&Transition>,
-    data_dir: &Path,
-) -> Vec<(String, String)> {
-    fn text(value: Option<impl ToString>) -> String {
-        value.map(|v| v.to_string()).unwrap_or_default()
-    }
-    let epoch = status.coordinator.and(status.epoch);
-    let token = status.token();
-    let mut env = vec![
-        ("BULLY_NODE_ID".to_string(), status.id.to_string()),
-        ("BULLY_ROLE".to_string(), status.role.to_string()),
-        ("BULLY_MODE".to_string(), status.mode.to_string()),
-        ("BULLY_EPOCH".to_string(), text(token)),
-        ("BULLY_TOKEN".to_string(), text(token)),
-        ("BULLY_TERM".to_string(), text(epoch.map(|e| e.term))),
-        (
-            "BULLY_EPOCH_LEADER".to_string(),
-            text(epoch.map(|e| e.leader)),
-        ),
-        ("BULLY_COORDINATOR".to_string(), text(status.coordinator)),
-        (
-            "BULLY_ELIGIBLE".to_string(),
-            if status.eligible { "1" } else { "0" }.to_string(),
-        ),
-        (
-            "BULLY_DATA_DIR".to_string(),
-            std::path::absolute(data_dir)
-                .unwrap_or_else(|_| data_dir.to_path_buf())
-                .display()
-                .to_string(),
-        ),
-    ];
-    if let Some(t) = transition {
-        let previous = t.previous_epoch;
-        env.push((
-            "BULLY_PREVIOUS_COORDINATOR".to_string(),
-            text(previous.map(|e| e.leader)),
-        ));
-        env.push((
-            "BULLY_PREVIOUS_EPOCH".to_string(),
-            text(previous.map(|e| e.token(status.mode))),
-        ));
-    }
-    env
-}
-
-/// Where the hook task reports what it ran.
-struct Reports {
-    metrics: Arc<Metrics>,
-    elected: mpsc::UnboundedSender<ElectedHookDone>,
+/// Where the hook task reports what it ran, and what it kills an `on_elected` on.
+pub struct HookReports {
+    pub metrics: Arc<Metrics>,
+    /// Every finished `on_elected`, for the runtime to mark the epoch ready or resign.
+    pub elected: mpsc::UnboundedSender<ElectedHookDone>,
+    /// The epoch the node leads (`None` when it does not).
+    pub led: watch::Receiver<Option<Epoch>>,
 }
 
 /// Completes once the node no longer leads `epoch` (at once if it does not now).
@@ -205,81 +158,67 @@ async fn leadership_over(mut led: watch::Receiver<Option<Epoch>>, epoch: Option<
     let _ = led.wait_for(|now| *now != epoch).await;
 }
 
-async fn run_jobs(
-    mut jobs: mpsc::UnboundedReceiver<Queued>,
+async fn run_hooks(
+    mut runs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
-    reports: Reports,
-    led: watch::Receiver<Option<Epoch>>,
+    reports: HookReports,
 ) {
-    while let Some(queued) = jobs.recv().await {
-        let job = match queued {
-            Queued::Run(job) => job,
-            Queued::Drained(done) => {
+    while let Some(queued) = runs.recv().await {
+        let run = match queued {
+            Queued::Run(run) => run,
+            Queued::Finish(done) => {
                 let _ = done.send(());
-                continue;
+                return;
             }
         };
-        let shell = Shell {
-            command: &job.command,
-            dir: &workdir,
-            env: &job.env,
-            timeout: job.timeout,
-            quiet: false,
-        };
-        let (outcome, took) = if job.name == "on_elected" {
-            command::run_until(&shell, leadership_over(led.clone(), job.epoch)).await
-        } else {
-            command::run(&shell).await
-        };
-        let failed = !outcome.is_success();
-        reports.metrics.hook_ran(job.name, failed);
-        if job.name == "on_elected" {
-            // The runtime may be stopping (receiver gone): nothing left to report to.
-            let _ = reports.elected.send(ElectedHookDone {
-                epoch: job.epoch,
-                succeeded: !failed,
-            });
-        }
-        let epoch = job
-            .env
-            .iter()
-            .find(|(k, _)| k == "BULLY_EPOCH")
-            .map_or("", |(_, v)| v.as_str());
-        if failed {
-            tracing::warn!(hook = job.name, epoch, ?took, "hook {outcome}");
-        } else {
-            tracing::info!(hook = job.name, epoch, ?took, "hook {outcome}");
-        }
-        if jobs.len() > 16 {
+        run_one(&run, &workdir, &reports).await;
+        if runs.len() > 16 {
             tracing::warn!(
-                queued = jobs.len(),
+                queued = runs.len(),
                 "hooks are falling behind the view changes"
             );
         }
     }
 }
 
+/// Runs one hook to its end and reports it.
+async fn run_one(run: &HookRun, workdir: &std::path::Path, reports: &HookReports) {
+    let shell = Shell {
+        command: &run.command,
+        dir: workdir,
+        env: &run.env,
+        timeout: run.timeout,
+        quiet: false,
+    };
+    let (exit, took) = if run.name == "on_elected" {
+        shell::run_until(&shell, leadership_over(reports.led.clone(), run.epoch)).await
+    } else {
+        shell::run(&shell).await
+    };
+    let failed = !exit.is_success();
+    reports.metrics.hook_ran(run.name, failed);
+    if run.name == "on_elected" {
+        // The runtime may be stopping (receiver gone): nothing left to report to.
+        let _ = reports.elected.send(ElectedHookDone {
+            epoch: run.epoch,
+            succeeded: !failed,
+        });
+    }
+    let epoch = run
+        .env
+        .iter()
+        .find(|(k, _)| k == "BULLY_EPOCH")
+        .map_or("", |(_, v)| v.as_str());
+    if failed {
+        tracing::warn!(hook = run.name, epoch, ?took, "hook {exit}");
+    } else {
+        tracing::info!(hook = run.name, epoch, ?took, "hook {exit}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Cells, Mode, Role, View};
-
-    #[test]
-    fn data_dir_is_absolute_for_hooks_running_elsewhere() {
-        let view = View {
-            id: 1,
-            role: Role::Follower,
-            epoch: None,
-            eligible: true,
-            incarnation: 1,
-        };
-        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[], 0);
-        let env = environment(&status, None, Path::new("data/node1"));
-        let dir = &env.iter().find(|(k, _)| k == "BULLY_DATA_DIR").unwrap().1;
-        let dir = Path::new(dir);
-        assert!(dir.is_absolute(), "{}", dir.display());
-        assert_eq!(dir, std::env::current_dir().unwrap().join("data/node1"));
-    }
 
     #[tokio::test]
     async fn on_elected_is_killed_when_its_epoch_ends() {
@@ -288,20 +227,21 @@ mod tests {
         let epoch = Some(Epoch { term: 4, leader: 1 });
         let (led_tx, led) = watch::channel(epoch);
         let (elected, mut done) = mpsc::unbounded_channel();
-        let (queue, jobs) = mpsc::unbounded_channel();
-        let reports = Reports {
+        let (queue, runs) = mpsc::unbounded_channel();
+        let reports = HookReports {
             metrics: Arc::new(Metrics::new(1)),
             elected,
+            led,
         };
-        let task = tokio::spawn(run_jobs(jobs, dir.path().into(), reports, led));
-        let job = Job {
+        let task = tokio::spawn(run_hooks(runs, dir.path().into(), reports));
+        let run = HookRun {
             name: "on_elected",
             command: format!("sleep 1; touch {}", marker.display()),
             env: Vec::new(),
             epoch,
             timeout: Duration::from_secs(10),
         };
-        queue.send(Queued::Run(job)).unwrap();
+        queue.send(Queued::Run(run)).unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         led_tx.send_replace(None); // demoted while the hook runs
         let report = tokio::time::timeout(Duration::from_secs(5), done.recv()).await;
@@ -314,6 +254,12 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!marker.exists(), "the cancelled on_elected went on");
-        task.abort();
+        let (finish, finished) = oneshot::channel();
+        queue.send(Queued::Finish(finish)).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(
+            ended.is_ok() && finished.await.is_ok(),
+            "the hook task ended"
+        );
     }
 }

@@ -2,16 +2,19 @@
 //! (`Request::Metrics`), the chaos runner and the HTTP `/metrics` endpoint.
 //!
 //! Plain atomics: every value is written by one task and read by a snapshot, so relaxed
-//! loads are enough and nothing is locked. A [`MetricsSnapshot`] is the serializable
+//! loads are enough and nothing is locked (but the transport's counters, whose source a
+//! snapshot reads under a lock). A [`MetricsSnapshot`] is the serializable
 //! copy (also sent over the client API); [`super::exposition`] renders it with
 //! prometheus-client.
 
+// Re-exported for `exposition`, which names it through this module.
+pub use super::health_state::HealthState;
 use crate::protocol::{MessageKind, NodeId};
 use crate::transport::{Transport, TransportStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI8, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Upper bounds (µs) of the failover-duration histogram buckets; a last `+Inf` bucket
@@ -45,15 +48,25 @@ pub struct Metrics {
     hook_failures: [AtomicU64; 3],
     health_checks: AtomicU64,
     health_failures: AtomicU64,
-    /// -1: no health check configured, 0: failing, 1: passing, 2: no result yet.
-    health: AtomicI8,
+    /// A [`HealthState::index`].
+    health: AtomicU8,
     eligible: AtomicBool,
     is_coordinator: AtomicBool,
     epoch_term: AtomicU64,
     failover: AtomicHistogram<{ FAILOVER_BUCKETS_US.len() }>,
     persist: AtomicHistogram<{ PERSIST_BUCKETS_US.len() }>,
-    /// Set once the transport runs, so its counters can be exported.
-    transport: OnceLock<Transport>,
+    /// Where the transport's counters come from.
+    transport: Mutex<TransportCounters>,
+}
+
+/// The transport's counters: none before it runs, read live while it runs, their last
+/// values once the node stopped.
+#[derive(Debug, Default)]
+enum TransportCounters {
+    #[default]
+    None,
+    Live(Transport),
+    Final(TransportStats),
 }
 
 /// A histogram of durations recorded lock-free; `B` bounds plus the `+Inf` bucket.
@@ -92,20 +105,6 @@ impl<const B: usize> AtomicHistogram<B> {
             sum_us: load(&self.sum_us),
         }
     }
-}
-
-/// Where a health check stands, as exported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HealthState {
-    /// No `[health]` section: the node is always healthy.
-    Unchecked,
-    /// A check is configured but has not reported yet; the node is not eligible.
-    Pending,
-    /// The last rise/fall verdict was "healthy".
-    Passing,
-    /// The last rise/fall verdict was "failing".
-    Failing,
 }
 
 /// A histogram of durations in microseconds; `counts[i]` counts observations in
@@ -181,19 +180,32 @@ impl Metrics {
             hook_failures: Default::default(),
             health_checks: AtomicU64::new(0),
             health_failures: AtomicU64::new(0),
-            health: AtomicI8::new(-1),
+            health: AtomicU8::new(HealthState::Unchecked.index()),
             eligible: AtomicBool::new(true),
             is_coordinator: AtomicBool::new(false),
             epoch_term: AtomicU64::new(0),
             failover: AtomicHistogram::new(FAILOVER_BUCKETS_US),
             persist: AtomicHistogram::new(PERSIST_BUCKETS_US),
-            transport: OnceLock::new(),
+            transport: Mutex::default(),
         }
     }
 
     /// Exports the transport's counters from now on.
     pub fn attach_transport(&self, transport: Transport) {
-        let _ = self.transport.set(transport);
+        *self.transport_counters() = TransportCounters::Live(transport);
+    }
+
+    /// The node stopped: keeps the transport's last counters and drops the handle, so
+    /// counters kept after the node (an embedder's `Arc`) hold no socket or task.
+    pub fn detach_transport(&self) {
+        let mut counters = self.transport_counters();
+        if let TransportCounters::Live(transport) = &*counters {
+            *counters = TransportCounters::Final(transport.stats());
+        }
+    }
+
+    fn transport_counters(&self) -> MutexGuard<'_, TransportCounters> {
+        self.transport.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One write + fsync of the cells took `took`.
@@ -253,13 +265,7 @@ impl Metrics {
 
     /// Sets the health verdict (after rise/fall).
     pub fn set_health(&self, state: HealthState) {
-        let value = match state {
-            HealthState::Unchecked => -1,
-            HealthState::Failing => 0,
-            HealthState::Passing => 1,
-            HealthState::Pending => 2,
-        };
-        self.health.store(value, Ordering::Relaxed);
+        self.health.store(state.index(), Ordering::Relaxed);
     }
 
     /// Sets whether the node may lead (health and step-down together).
@@ -278,6 +284,7 @@ impl Metrics {
         self.failover.observe(took);
     }
 
+    /// A copy of every counter now: what the API, `/metrics` and the chaos runner read.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let by_kind = |counters: &[AtomicU64; KINDS]| {
             MessageKind::ALL
@@ -310,21 +317,16 @@ impl Metrics {
                 .collect(),
             health_checks: load(&self.health_checks),
             health_failures: load(&self.health_failures),
-            health: match self.health.load(Ordering::Relaxed) {
-                0 => HealthState::Failing,
-                1 => HealthState::Passing,
-                2 => HealthState::Pending,
-                _ => HealthState::Unchecked,
-            },
+            health: HealthState::from_index(self.health.load(Ordering::Relaxed)),
             eligible: self.eligible.load(Ordering::Relaxed),
             failover: self.failover.snapshot(),
             persist: self.persist.snapshot(),
             peer_up: BTreeMap::new(),
-            transport: self
-                .transport
-                .get()
-                .map(Transport::stats)
-                .unwrap_or_default(),
+            transport: match &*self.transport_counters() {
+                TransportCounters::None => TransportStats::default(),
+                TransportCounters::Live(transport) => transport.stats(),
+                TransportCounters::Final(stats) => *stats,
+            },
         }
     }
 }

@@ -1,36 +1,39 @@
 //! Reload (`systemctl reload`, SIGHUP): the node re-reads its config file and replaces
 //! what can change without leaving the cluster — hooks, the health check, the HTTP
-//! endpoint and the TLS certificates — while its peer connections, its state machine
-//! and its term stay as they are, so a reload never causes an election.
+//! endpoint, the readiness settings and the TLS certificates — while its peer
+//! connections, its state machine and its term stay as they are, so a reload never
+//! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
 //! What the protocol or the peers depend on (`id`, `listen`, `data_dir`, `mode`,
 //! `witness`, `preempt`, `timing`, `peers`) needs a restart: a reload that changes those
 //! applies the rest and names the fields it left alone. A reload that cannot be applied
 //! (a certificate that does not load, an HTTP address in use) changes nothing.
+//! The running services themselves are `services`'s.
 
-use super::health;
 use super::hooks::Hooks;
-use super::http::{self, HttpState};
-use super::metrics::Metrics;
-use super::status::Status;
+use super::http;
+use super::readiness::Readiness;
+use super::services::Services;
 use crate::config::NodeConfig;
-use crate::transport::{Transport, TransportConfig};
-use std::path::PathBuf;
-use std::sync::Arc;
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use crate::transport::{Transport, TransportConfig, TransportError};
+use std::net::SocketAddr;
+use thiserror::Error;
 
-/// The helper tasks a reload may replace (health check, HTTP endpoint) and the config
-/// they were started from.
-pub struct Services {
-    applied: NodeConfig,
-    workdir: PathBuf,
-    status: watch::Receiver<Status>,
-    metrics: Arc<Metrics>,
-    verdicts: mpsc::Sender<bool>,
-    health: Option<JoinHandle<()>>,
-    http: Option<JoinHandle<()>>,
+/// Why a reload changed nothing.
+#[derive(Debug, Error)]
+pub enum ReloadError {
+    /// The new certificates do not load or do not fit the running node.
+    #[error(transparent)]
+    Tls(#[from] TransportError),
+    /// The new HTTP address cannot be listened on.
+    #[error("http.listen: cannot listen on {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The node stopped before it could apply the reload.
+    #[error("the node is stopping")]
+    Stopping,
 }
 
 /// What a successful reload changed, for the runtime and the log.
@@ -38,127 +41,78 @@ pub struct Services {
 pub struct Reloaded {
     /// The `[health]` section is gone: the node is no longer gated by a check.
     pub health_removed: bool,
+    /// The readiness settings now in force.
+    pub readiness: Readiness,
     /// One line for the log and the `Done` answer.
     pub summary: String,
 }
 
-impl Services {
-    /// Starts the health check (if configured) and serves HTTP on `listener` (bound by
-    /// the caller, so a busy port fails the node's start).
-    pub fn start(
-        config: &NodeConfig,
-        workdir: PathBuf,
-        status: watch::Receiver<Status>,
-        metrics: Arc<Metrics>,
-        verdicts: mpsc::Sender<bool>,
-        listener: Option<TcpListener>,
-    ) -> Services {
-        let mut services = Services {
-            applied: config.clone(),
-            workdir,
-            status,
-            metrics,
-            verdicts,
-            health: None,
-            http: None,
-        };
-        services.start_health();
-        if let Some(listener) = listener {
-            services.serve_http(listener);
-        }
-        services
+/// Applies `new` to the running services, hooks and certificates: the fallible steps
+/// (certificates, HTTP bind) first, so an error leaves the node exactly as it was.
+pub async fn reload(
+    services: &mut Services,
+    new: NodeConfig,
+    hooks: &mut Hooks,
+    transport: &Transport,
+) -> Result<Reloaded, ReloadError> {
+    let applied = services.applied();
+    let ignored = restart_needed(applied, &new);
+    let mut tls = transport_config(&new);
+    // Peers are not reloaded; check the certificates against the ones in use.
+    tls.peers = transport_config(applied).peers;
+    transport.reload_tls(&tls)?;
+    let listen = |config: &NodeConfig| config.http.map(|h| h.listen);
+    let http_moved = listen(&new) != listen(applied);
+    let listener = match new.http {
+        Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
+        _ => None,
+    };
+    let http_changed = new.http != applied.http;
+    let health_changed = new.health != applied.health;
+    let health_removed = health_changed && new.health.is_none();
+    if http_moved {
+        services.stop_http();
     }
+    if let Some(listener) = listener {
+        services.serve_http(listener);
+    }
+    hooks.reconfigure(new.hooks.clone());
+    let summary = summary(health_changed, http_changed, &ignored);
+    // Keep the fields that need a restart as they run, so the next reload reports
+    // them again rather than believing they took effect.
+    let mut applied = new;
+    keep_restart_fields(&mut applied, services.applied().clone());
+    services.set_applied(applied);
+    if health_changed {
+        services.restart_health();
+    }
+    Ok(Reloaded {
+        health_removed,
+        readiness: Readiness::from_config(services.applied()),
+        summary,
+    })
+}
 
-    /// Stops the health check and the HTTP endpoint (the node is stopping).
-    pub fn stop(&mut self) {
-        for task in [self.health.take(), self.http.take()].into_iter().flatten() {
-            task.abort();
-        }
-    }
+async fn bind_http(addr: SocketAddr) -> Result<tokio::net::TcpListener, ReloadError> {
+    http::bind(addr)
+        .await
+        .map_err(|source| ReloadError::Http { addr, source })
+}
 
-    /// Applies `new`: the fallible steps (certificates, HTTP bind) first, so an error
-    /// leaves the node exactly as it was.
-    pub async fn reload(
-        &mut self,
-        new: NodeConfig,
-        hooks: &mut Hooks,
-        transport: &Transport,
-    ) -> Result<Reloaded, String> {
-        let ignored = restart_needed(&self.applied, &new);
-        let mut tls = transport_config(&new);
-        // Peers are not reloaded; check the certificates against the ones in use.
-        tls.peers = transport_config(&self.applied).peers;
-        transport.reload_tls(&tls).map_err(|e| e.to_string())?;
-        let listener =
-            match (&new.http, &self.applied.http) {
-                (Some(wanted), Some(now)) if wanted == now => None,
-                (Some(wanted), _) => Some(http::bind(wanted.listen).await.map_err(|e| {
-                    format!("http.listen: cannot listen on {}: {e}", wanted.listen)
-                })?),
-                (None, _) => None,
-            };
-        if new.http != self.applied.http {
-            if let Some(old) = self.http.take() {
-                old.abort();
-            }
-        }
-        if let Some(listener) = listener {
-            self.serve_http(listener);
-        }
-        hooks.reconfigure(new.hooks.clone());
-        let health_changed = new.health != self.applied.health;
-        let health_removed = health_changed && new.health.is_none();
-        let mut summary = format!(
-            "reloaded hooks, certificates{}{}",
-            if health_changed { ", health check" } else { "" },
-            if new.http != self.applied.http {
-                ", http"
-            } else {
-                ""
-            },
-        );
-        if !ignored.is_empty() {
-            summary.push_str(&format!(
-                "; changes to {} need a restart and were not applied",
-                ignored.join(", ")
-            ));
-        }
-        // Keep the fields that need a restart as they run, so the next reload reports
-        // them again rather than believing they took effect.
-        let running = std::mem::replace(&mut self.applied, new);
-        keep_restart_fields(&mut self.applied, running);
-        if health_changed {
-            if let Some(old) = self.health.take() {
-                old.abort();
-            }
-            self.start_health();
-        }
-        Ok(Reloaded {
-            health_removed,
-            summary,
-        })
+/// The log line of a reload: what it changed and what needs a restart.
+fn summary(health_changed: bool, http_changed: bool, ignored: &[&str]) -> String {
+    let mut summary = format!(
+        "reloaded hooks, certificates{}{}",
+        if health_changed { ", health check" } else { "" },
+        if http_changed { ", http" } else { "" },
+    );
+    if !ignored.is_empty() {
+        summary.push_str(&format!(
+            "; changes to {} need a restart and were not applied",
+            ignored.join(", ")
+        ));
     }
-
-    fn start_health(&mut self) {
-        if let Some(config) = self.applied.health.clone() {
-            self.health = Some(tokio::spawn(health::run(
-                config,
-                self.workdir.clone(),
-                self.applied.data_dir.clone(),
-                self.status.clone(),
-                Arc::clone(&self.metrics),
-                self.verdicts.clone(),
-            )));
-        }
-    }
-
-    fn serve_http(&mut self, listener: TcpListener) {
-        let state = HttpState {
-            status: self.status.clone(),
-            metrics: Arc::clone(&self.metrics),
-        };
-        self.http = Some(tokio::spawn(http::serve(listener, state)));
-    }
+    summary
 }
 
 /// The transport's part of a node config.

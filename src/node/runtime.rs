@@ -1,383 +1,120 @@
-//! The node runtime: one task owns the state machine, feeds it transport events,
-//! timer ticks and API commands, and runs its actions in order — a Persist is written
-//! and flushed before the next action (a send, a published view) can reveal it (I3).
+//! The node runtime: one task owns the state machine, feeds it its [`Inputs`] and runs
+//! its actions in order. It is a thin driver; what it carries out is decided elsewhere
+//! (the machine, the [`Eligibility`] policy, [`super::readiness`]) and published by the
+//! [`Publisher`].
+//!
+//! Order guarantees:
+//! - a Persist is written and flushed before the next action (a send, a published view)
+//!   can reveal it (I3);
+//! - on a demotion the lease is withdrawn for readers before anything later goes out
+//!   (a Resign);
+//! - the led-epoch watch is updated before hooks fire, so a stale `on_elected` is
+//!   killed first.
+//!
+//! On stop (asked, or on a fatal error) a coordinator demotes itself, runs `on_demoted`
+//! and resigns; then every node task is stopped through one signal and waited for, and
+//! the transport closes.
 
-use super::api::{self, Command};
+use super::api::Api;
+use super::clock::Clock;
+use super::eligibility::{Eligibility, Expired};
 use super::error::NodeError;
-use super::event_log::EventLog;
-use super::hooks::{ElectedHookDone, Hooks};
-use super::metrics::{HealthState, Metrics};
-use super::reload::{self, Services};
-use super::status::Status;
-use super::step_down::{self, Handover};
-use super::switchover::{self, Hold, Members};
-use super::transitions::Tracker;
-use crate::config::{CoordinatorReady, ElectedHookFailure, NodeConfig};
+use super::health_state::HealthState;
+use super::hooks::ElectedHookDone;
+use super::inputs::{Command, Input, Inputs, Reply};
+use super::journal::Journal;
+use super::publisher::Publisher;
+use super::reload::{self, ReloadError};
+use super::services::Services;
+use super::step_down::Answered;
+use super::tasks::NodeTasks;
+use crate::config::NodeConfig;
 use crate::history::Record;
-use crate::protocol::{
-    Action, Body, Cells, Epoch, Event, Fact, Machine, MachineConfig, Millis, NodeId, Role, Timing,
-    View,
-};
-use crate::storage::Storage;
+use crate::protocol::{Action, Body, Event, Fact, Machine, NodeId, View};
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use std::time::Duration;
 
-/// A running node. Dropping it does not stop the node; call [`NodeHandle::shutdown`].
-pub struct NodeHandle {
-    commands: mpsc::Sender<Command>,
-    status: watch::Receiver<Status>,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<(), NodeError>>,
-    local_addr: SocketAddr,
-    http_addr: Option<SocketAddr>,
-    metrics: Arc<Metrics>,
-}
+/// How long a stopping node waits for its tasks (each ends at once on the stop signal;
+/// this only bounds a task stuck somewhere it cannot see the signal).
+const TASKS_GRACE: Duration = Duration::from_secs(5);
 
-impl NodeHandle {
-    /// The node's current status (role, epoch, coordinator, peers).
-    pub fn view(&self) -> Status {
-        self.status.borrow().as_of_now()
-    }
-
-    /// A receiver that wakes on every status change.
-    pub fn subscribe(&self) -> watch::Receiver<Status> {
-        self.status.clone()
-    }
-
-    /// The node's live counters.
-    pub fn metrics(&self) -> Arc<Metrics> {
-        Arc::clone(&self.metrics)
-    }
-
-    /// The TCP address of the HTTP endpoint as started, when `[http]` is configured (a
-    /// reload may move it).
-    pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http_addr
-    }
-
-    /// The UDP address the node's QUIC endpoint is bound to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// Applies a re-read config without leaving the cluster (see [`super::reload`]):
-    /// `Ok` says what changed, `Err` why nothing did.
-    pub async fn reload(&self, config: NodeConfig) -> Result<String, String> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let command = Command::Reload {
-            config: Box::new(config),
-            reply,
-        };
-        if self.commands.send(command).await.is_err() {
-            return Err("the node is stopping".into());
-        }
-        answer
-            .await
-            .unwrap_or_else(|_| Err("the node is stopping".into()))
-    }
-
-    /// Stops the node: closes connections (peers see it go at once rather than after
-    /// the idle timeout) and waits for the runtime task to end.
-    pub async fn shutdown(self) -> Result<(), NodeError> {
-        let _ = self.stop.send(true);
-        self.wait().await
-    }
-
-    /// Waits until the node stops by itself (a fatal storage error) or is shut down.
-    pub async fn wait(self) -> Result<(), NodeError> {
-        match self.task.await {
-            Ok(result) => result,
-            Err(e) => Err(NodeError::Join(e.to_string())),
-        }
-    }
-}
-
-/// Starts a node from a validated config: opens its data dir (refusing a locked or
-/// corrupted one), binds its endpoints and begins as a candidate (I4). Hooks and the
-/// health check run in the data dir; see [`start_in`].
-pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
-    let workdir = config.data_dir.clone();
-    start_in(config, workdir).await
-}
-
-/// Like [`start`], with hooks and the health check run in `workdir` (`bully node` passes
-/// the config file's directory, so commands such as `./health.sh` sit beside it).
-pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
-    let storage = Arc::new(Storage::open(&config.data_dir)?);
-    let cells = storage.load()?;
-    let event_log =
-        EventLog::open(&config.data_dir, config.id).map_err(|source| NodeError::EventLog {
-            dir: config.data_dir.display().to_string(),
-            source,
-        })?;
-    let http = match config.http {
-        Some(http) => {
-            Some(
-                super::http::bind(http.listen)
-                    .await
-                    .map_err(|source| NodeError::Http {
-                        addr: http.listen,
-                        source,
-                    })?,
-            )
-        }
-        None => None,
-    };
-    let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
-    let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
-    let (transport, events) = Transport::start(reload::transport_config(&config)).await?;
-    let local_addr = transport.local_addr();
-    let clock = Clock::new();
-    // With a health check the node starts ineligible; its first result decides.
-    let health_state = if config.health.is_some() {
-        HealthState::Pending
-    } else {
-        HealthState::Unchecked
-    };
-    let machine = Machine::start(
-        MachineConfig {
-            id: config.id,
-            peers: peers.clone(),
-            timing: config.timing,
-            preempt: config.preempt,
-            eligible: config.health.is_none(),
-            mode: config.mode,
-            witness: config.witness,
-            witnesses: config
-                .peers
-                .iter()
-                .filter(|p| p.witness)
-                .map(|p| p.id)
-                .collect(),
-            flaw: None,
-        },
-        cells,
-        clock.now(),
-    );
-    let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
-    status.health = health_state;
-    let (status_tx, status_rx) = watch::channel(status);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (commands_tx, commands_rx) = mpsc::channel(16);
-    tracing::info!(
-        id = config.id,
-        %local_addr,
-        ?http_addr,
-        incarnation = cells.incarnation + 1,
-        accepted = ?cells.accepted,
-        "node starting as a candidate"
-    );
-    let metrics = Arc::new(Metrics::new(config.id));
-    metrics.set_health(health_state);
-    metrics.attach_transport(transport.clone());
-    metrics.set_eligible(machine.view().eligible);
-    let (elected_tx, elected_hooks) = mpsc::unbounded_channel();
-    let (led, led_rx) = watch::channel(None);
-    let (hooks, hook_task) = Hooks::start(
-        config.hooks.clone(),
-        workdir.clone(),
-        config.data_dir.clone(),
-        Arc::clone(&metrics),
-        elected_tx,
-        led_rx,
-    );
-    let (verdicts_tx, verdicts) = mpsc::channel(4);
-    let readiness = Readiness {
-        at_once: config.hooks.on_elected.is_none()
-            || config.http.map(|h| h.coordinator_ready) == Some(CoordinatorReady::Elected),
-        on_failure: config.hooks.on_elected_failure,
-        resign_for_ms: config.hooks.resign_for_ms,
-    };
-    let services = Services::start(
-        &config,
-        workdir,
-        status_rx.clone(),
-        Arc::clone(&metrics),
-        verdicts_tx,
-        http,
-    );
-    let runtime = Runtime {
-        timing: config.timing,
-        readiness,
-        elected_hooks,
-        led,
-        metrics: Arc::clone(&metrics),
-        tracker: Tracker::default(),
-        hooks,
-        hook_task,
-        services,
-        verdicts,
-        health: health_state,
-        machine,
-        storage,
-        event_log,
-        transport,
-        events,
-        status: status_tx,
-        commands: commands_rx,
-        commands_tx: commands_tx.clone(),
-        clock,
-        eligible_again_at: None,
-        handover: None,
-        hold: None,
-        members: Arc::new(Members {
-            peers: config.peers.clone(),
-            tls: reload::transport_config(&config).tls,
-            local_addr,
-        }),
-    };
-    let task = tokio::spawn(runtime.run(stop_rx));
-    Ok(NodeHandle {
-        commands: commands_tx,
-        status: status_rx,
-        stop: stop_tx,
-        task,
-        local_addr,
-        http_addr,
-        metrics,
-    })
-}
-
-/// Milliseconds since the node started: the machine's notion of `now`.
-struct Clock {
-    origin: Instant,
-    /// Wall-clock ms (Unix) at `origin`, to put machine times into the event log.
-    wall_origin: Millis,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        Clock {
-            origin: Instant::now(),
-            wall_origin: wall_ms(),
-        }
-    }
-
-    /// A machine time as wall-clock ms, the event log's clock.
-    fn wall(&self, at: Millis) -> Millis {
-        self.wall_origin + at
-    }
-
-    fn now(&self) -> Millis {
-        self.origin.elapsed().as_millis() as Millis
-    }
-
-    fn instant(&self, at: Millis) -> tokio::time::Instant {
-        (self.origin + Duration::from_millis(at)).into()
-    }
-}
-
-/// When a new coordinator counts as ready for clients, and what a failed
-/// `on_elected` does (`[http] coordinator_ready`, `[hooks] on_elected_failure`).
-struct Readiness {
-    /// Ready as soon as it leads: no `on_elected`, or `coordinator_ready = "elected"`.
-    at_once: bool,
-    on_failure: ElectedHookFailure,
-    resign_for_ms: u64,
-}
-
-struct Runtime {
-    machine: Machine,
-    readiness: Readiness,
-    /// Finished `on_elected` runs, to mark an epoch ready or resign.
-    elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
-    /// The epoch the node leads (`None` when it does not): the hook task kills an
-    /// `on_elected` whose epoch is over.
-    led: watch::Sender<Option<Epoch>>,
-    storage: Arc<Storage>,
-    event_log: EventLog,
-    transport: Transport,
-    events: mpsc::Receiver<TransportEvent>,
-    status: watch::Sender<Status>,
-    commands: mpsc::Receiver<Command>,
-    commands_tx: mpsc::Sender<Command>,
-    clock: Clock,
-    timing: Timing,
-    /// When a step-down ends and the node may lead again.
-    eligible_again_at: Option<Millis>,
-    /// A step-down waiting for another node to take over.
-    handover: Option<Handover>,
-    /// Held back (ineligible) for a switchover to another node.
-    hold: Option<Hold>,
-    /// The health check's verdicts (never yields without a `[health]` section).
-    verdicts: mpsc::Receiver<bool>,
-    health: HealthState,
-    hooks: Hooks,
-    /// The hook runner; aborted when the node stops.
-    hook_task: JoinHandle<()>,
+/// The driver: the machine and what it drives.
+pub struct Runtime {
+    pub machine: Machine,
+    pub clock: Clock,
+    pub inputs: Inputs,
+    /// Storage and event log: persist, then log.
+    pub journal: Journal,
+    pub transport: Transport,
+    /// Health, step-down, handover and hold: whether the node may lead. A step-down's
+    /// reply is `None` for a resign after a failed `on_elected` (nobody to answer).
+    pub eligibility: Eligibility<Option<Reply>>,
+    pub publisher: Publisher,
     /// Health check and HTTP endpoint, replaced by a reload.
-    services: Services,
-    metrics: Arc<Metrics>,
-    tracker: Tracker,
-    /// Peers and our certificate, for a switchover's requests to them.
-    members: Arc<Members>,
+    pub services: Services,
+    pub api: Api,
+    /// Every task of the node but this one, and the signal that stops them.
+    pub tasks: NodeTasks,
 }
 
 impl Runtime {
-    async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<(), NodeError> {
-        self.event_log.append(Record::Started {
+    /// Runs until asked to stop or a fatal (storage) error, then stops the node.
+    pub async fn run(mut self) -> Result<(), NodeError> {
+        self.journal.log(Record::Started {
             incarnation: self.machine.cells().incarnation,
         });
         if !self.machine.view().eligible {
-            self.event_log
-                .append(Record::EligibilitySet { eligible: false });
+            self.journal.log(Record::EligibilitySet { eligible: false });
         }
-        let result = self.event_loop(&mut stop).await;
+        let result = self.event_loop().await;
         if let Err(e) = &result {
             tracing::error!("node stopping on a fatal error: {e}");
         }
-        // A coordinator that stops (cleanly or on a storage error) demotes itself, runs
-        // on_demoted and resigns before the process goes, so its database stops being
-        // primary and the others elect at once. Nothing is persisted on this path.
+        self.stop().await;
+        result
+    }
+
+    /// A coordinator that stops (cleanly or on a storage error) demotes itself, runs
+    /// on_demoted and resigns before the process goes, so its database stops being
+    /// primary and the others elect at once. Nothing is persisted on this path. Then
+    /// every task ends, and the transport closes.
+    async fn stop(mut self) {
         self.machine.handle(Event::Shutdown, self.clock.now());
         if let Err(e) = self.run_actions().await {
             tracing::warn!("while stopping: {e}");
         }
-        self.hooks.drain().await;
-        self.hook_task.abort();
-        self.services.stop();
+        self.publisher.finish_hooks().await;
+        self.tasks.stop();
+        let left = self.tasks.wait(TASKS_GRACE).await;
+        if left > 0 {
+            tracing::warn!(left, "node tasks still running after {TASKS_GRACE:?}");
+        }
         self.transport.shutdown().await;
+        self.publisher.metrics().detach_transport();
         tracing::info!(id = self.machine.id(), "node stopped");
-        result
     }
 
-    async fn event_loop(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), NodeError> {
+    async fn event_loop(&mut self) -> Result<(), NodeError> {
         self.run_actions().await?;
         loop {
             let tick_at = self.clock.instant(self.machine.next_deadline());
-            let eligible_at = self.eligible_again_at.map(|at| self.clock.instant(at));
-            let handover_at = self
-                .handover
-                .as_ref()
-                .map(|h| self.clock.instant(h.deadline));
-            // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
-            // nothing when another branch wins.
-            tokio::select! {
-                biased;
-                _ = stop.changed() => return Ok(()),
-                event = self.events.recv() => match event {
-                    Some(event) => self.on_transport(event),
-                    None => return Ok(()),
-                },
-                Some(command) = self.commands.recv() => self.on_command(command).await,
-                Some(healthy) = self.verdicts.recv() => self.on_health(healthy),
-                Some(done) = self.elected_hooks.recv() => self.on_elected_hook(done),
-                _ = sleep_until_some(eligible_at) => {
-                    self.eligible_again_at = None;
-                    self.hold = None;
-                    tracing::info!("step-down period over");
-                    self.refresh_eligibility();
+            let policy_at = self
+                .eligibility
+                .next_deadline()
+                .map(|at| self.clock.instant(at));
+            match self.inputs.next(policy_at, tick_at).await {
+                Input::Stop => return Ok(()),
+                Input::Transport(event) => self.on_transport(event),
+                Input::Command(command) => self.on_command(command).await,
+                Input::HealthVerdict(healthy) => {
+                    let health = HealthState::from_verdict(healthy);
+                    self.eligibility.set_health(health);
+                    self.apply_eligibility();
                 }
-                _ = sleep_until_some(handover_at) => self.handover_timed_out(),
-                _ = tokio::time::sleep_until(tick_at) => {
-                    self.machine.handle(Event::Tick, self.clock.now());
-                }
+                Input::ElectedHook(done) => self.on_elected_hook(done),
+                Input::PolicyDeadline => self.on_policy_deadline(),
+                Input::Tick => self.machine.handle(Event::Tick, self.clock.now()),
             }
             self.run_actions().await?;
         }
@@ -387,35 +124,21 @@ impl Runtime {
         let now = self.clock.now();
         match event {
             TransportEvent::Message { from, msg } => {
-                self.metrics.message_received(msg.body.kind());
+                self.publisher.metrics().message_received(msg.body.kind());
                 if let Body::Heartbeat { .. } = msg.body {
-                    // Readers compute the lag from this; no watcher needs waking.
-                    self.status.send_if_modified(|s| {
-                        s.last_heartbeat = Some((from, Instant::now()));
-                        false
-                    });
+                    self.publisher.heartbeat(from);
                 }
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
-                self.set_peer(peer, true);
+                self.publisher.peer(peer, true);
                 self.machine.handle(Event::PeerUp(peer), now);
             }
             TransportEvent::PeerDown(peer) => {
-                self.set_peer(peer, false);
+                self.publisher.peer(peer, false);
                 self.machine.handle(Event::PeerDown(peer), now);
             }
-            TransportEvent::Client(conn) => {
-                tokio::spawn(api::serve_client(
-                    conn,
-                    api::ApiContext {
-                        status: self.status.subscribe(),
-                        commands: self.commands_tx.clone(),
-                        metrics: Arc::clone(&self.metrics),
-                        members: Arc::clone(&self.members),
-                    },
-                ));
-            }
+            TransportEvent::Client(conn) => self.api.serve(conn),
             TransportEvent::Rejected {
                 peer,
                 remote,
@@ -429,25 +152,7 @@ impl Runtime {
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Reload { config, reply } => {
-                let result = self
-                    .services
-                    .reload(*config, &mut self.hooks, &self.transport)
-                    .await;
-                let answer = match result {
-                    Ok(reloaded) => {
-                        tracing::info!("{}", reloaded.summary);
-                        if reloaded.health_removed {
-                            self.health = HealthState::Unchecked;
-                            self.metrics.set_health(HealthState::Unchecked);
-                            self.refresh_eligibility();
-                        }
-                        Ok(reloaded.summary)
-                    }
-                    Err(e) => {
-                        tracing::error!("reload refused, nothing changed: {e}");
-                        Err(e)
-                    }
-                };
+                let answer = self.reload(*config).await;
                 let _ = reply.send(answer);
             }
             Command::StandAside {
@@ -455,131 +160,94 @@ impl Runtime {
                 target,
                 reply,
             } => {
-                if let Some(reason) = switchover::stand_aside_refusal(&self.status.borrow(), for_ms)
-                {
-                    let _ = reply.send(Err(reason));
-                    return;
+                let now = self.clock.now();
+                let status = self.publisher.status().clone();
+                let answer = self.eligibility.stand_aside(&status, now, for_ms, target);
+                if answer.is_ok() {
+                    self.apply_eligibility();
                 }
-                tracing::info!(for_ms, target, "standing aside for a switchover");
-                self.hold = Some(Hold::new(target));
-                self.eligible_again_at = Some(self.clock.now().saturating_add(for_ms));
-                self.refresh_eligibility();
-                let _ = reply.send(Ok(format!(
-                    "node {} stands aside for node {target}",
-                    self.machine.id()
-                )));
+                let _ = reply.send(answer);
             }
             Command::StepDown { for_ms, to, reply } => {
                 tracing::info!(for_ms, ?to, "stepping down on request");
-                self.step_down(for_ms, to, reply);
+                self.step_down(for_ms, to, Some(reply));
+            }
+        }
+    }
+
+    /// Applies a re-read config (see [`reload`]).
+    async fn reload(&mut self, config: NodeConfig) -> Result<String, ReloadError> {
+        let hooks = self.publisher.hooks_mut();
+        let result = reload::reload(&mut self.services, config, hooks, &self.transport).await;
+        match result {
+            Ok(reloaded) => {
+                tracing::info!("{}", reloaded.summary);
+                self.publisher.set_readiness(reloaded.readiness);
+                if reloaded.health_removed {
+                    self.eligibility.set_health(HealthState::Unchecked);
+                    self.publisher.health(HealthState::Unchecked);
+                    self.apply_eligibility();
+                }
+                Ok(reloaded.summary)
+            }
+            Err(e) => {
+                tracing::error!("reload refused, nothing changed: {e}");
+                Err(e)
             }
         }
     }
 
     /// Becomes ineligible for `for_ms` and waits for another node (`to`, if given) to
-    /// take over (see [`step_down`]); `reply` gets the outcome.
-    fn step_down(
-        &mut self,
-        for_ms: u64,
-        to: Option<NodeId>,
-        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
-    ) {
-        let refused = step_down::refusal(&self.status.borrow(), for_ms, self.handover.is_some());
-        if let Some(reason) = refused {
-            let _ = reply.send(Err(reason));
-            return;
-        }
+    /// take over; a refusal goes to `reply`, or for a resign (no reply) to the log.
+    fn step_down(&mut self, for_ms: u64, to: Option<NodeId>, reply: Option<Reply>) {
         let now = self.clock.now();
-        self.eligible_again_at = Some(now.saturating_add(for_ms));
-        self.handover = Some(Handover::new(reply, now, for_ms, &self.timing, to));
-        self.hold = to.map(Hold::new);
-        self.refresh_eligibility();
+        let status = self.publisher.status().clone();
+        match self.eligibility.step_down(&status, now, for_ms, to, reply) {
+            Ok(()) => self.apply_eligibility(),
+            Err(Answered {
+                reply: None,
+                answer: Err(reason),
+            }) => tracing::warn!("cannot resign: {reason}; staying coordinator, not ready"),
+            Err(refused) => deliver(refused),
+        }
     }
 
-    /// An `on_elected` finished. If the node still leads that epoch: success makes it
-    /// ready for clients; failure resigns (unless configured to stay), so a database
-    /// that could not be promoted never sits behind a coordinator.
+    /// An `on_elected` finished: success makes its epoch ready for clients, failure
+    /// resigns (unless configured to stay), so a database that could not be promoted
+    /// never sits behind a coordinator.
     fn on_elected_hook(&mut self, done: ElectedHookDone) {
-        let status = self.status.borrow().as_of_now();
-        if status.role != Role::Coordinator || status.epoch != done.epoch {
-            return;
+        if let Some(for_ms) = self.publisher.elected_hook_done(done) {
+            self.step_down(for_ms, None, None);
         }
-        if done.succeeded {
-            self.status.send_modify(|s| s.ready_epoch = done.epoch);
-            return;
-        }
-        match self.readiness.on_failure {
-            ElectedHookFailure::Stay => {
-                tracing::warn!("on_elected failed; staying coordinator, not ready for clients");
-            }
-            ElectedHookFailure::Resign => {
-                let for_ms = self.readiness.resign_for_ms;
-                tracing::warn!(for_ms, "on_elected failed; resigning");
-                let (reply, mut outcome) = tokio::sync::oneshot::channel();
-                self.step_down(for_ms, None, reply);
-                if let Ok(Err(reason)) = outcome.try_recv() {
-                    tracing::warn!("cannot resign: {reason}; staying coordinator, not ready");
-                }
+    }
+
+    /// The policy's deadline: a step-down period ended or a handover timed out.
+    fn on_policy_deadline(&mut self) {
+        let status = self.publisher.status().clone();
+        match self.eligibility.on_deadline(&status) {
+            None => {}
+            Some(Expired::SteppedDownPeriodOver) => self.apply_eligibility(),
+            Some(Expired::HandoverTimedOut(refused)) => {
+                self.apply_eligibility();
+                deliver(refused);
             }
         }
     }
 
-    /// No other node took over in time: undo the step-down and refuse it.
-    fn handover_timed_out(&mut self) {
-        let Some(handover) = self.handover.take() else {
-            return;
-        };
-        tracing::warn!("step-down refused: no other eligible node took over");
-        self.eligible_again_at = None;
-        self.hold = None;
-        self.refresh_eligibility();
-        handover.refuse(&self.status.borrow(), &self.timing);
-    }
-
-    fn on_health(&mut self, healthy: bool) {
-        self.health = if healthy {
-            HealthState::Passing
-        } else {
-            HealthState::Failing
-        };
-        self.refresh_eligibility();
-    }
-
-    /// Eligible = health passing (or unchecked) and not stepped down; tells the machine
-    /// when that changes and publishes why in the status.
-    fn refresh_eligibility(&mut self) {
-        let healthy = matches!(self.health, HealthState::Passing | HealthState::Unchecked);
-        let eligible = healthy && self.eligible_again_at.is_none();
+    /// Tells the machine when the policy's verdict changed, and publishes why.
+    fn apply_eligibility(&mut self) {
+        let now = self.clock.now();
+        let eligible = self.eligibility.eligible();
+        let health = self.eligibility.health();
+        let stepped_down_until = self.eligibility.stepped_down_until();
         if eligible != self.machine.view().eligible {
-            tracing::info!(eligible, health = ?self.health, stepped_down = self.eligible_again_at.is_some(), "eligibility changed");
-            self.event_log.append(Record::EligibilitySet { eligible });
-            self.machine
-                .handle(Event::SetEligible(eligible), self.clock.now());
+            let stepped_down = stepped_down_until.is_some();
+            tracing::info!(eligible, ?health, stepped_down, "eligibility changed");
+            self.journal.log(Record::EligibilitySet { eligible });
+            self.machine.handle(Event::SetEligible(eligible), now);
         }
-        let health = self.health;
-        let until = self
-            .eligible_again_at
-            .map(|at| wall_ms() + at.saturating_sub(self.clock.now()));
-        self.status.send_if_modified(|s| {
-            let changed =
-                s.health != health || s.stepped_down_until_ms.is_some() != until.is_some();
-            s.health = health;
-            s.stepped_down_until_ms = until;
-            changed
-        });
-    }
-
-    fn set_peer(&mut self, peer: NodeId, connected: bool) {
-        self.status
-            .send_if_modified(|s| s.set_peer(peer, connected));
-        let up = self
-            .status
-            .borrow()
-            .peers
-            .iter()
-            .filter(|p| p.connected)
-            .count();
-        self.metrics.set_peers_up(up as u64);
+        let until = stepped_down_until.map(|at| wall_ms() + at.saturating_sub(now));
+        self.publisher.eligibility(health, until);
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
@@ -587,9 +255,12 @@ impl Runtime {
     async fn run_actions(&mut self) -> Result<(), NodeError> {
         while let Some(action) = self.machine.poll_action() {
             match action {
-                Action::Persist(cells) => self.persist(cells).await?,
+                Action::Persist(cells) => {
+                    let took = self.journal.persist(cells).await?;
+                    self.publisher.persisted(cells, took);
+                }
                 Action::Send { to, msg } => {
-                    self.metrics.message_sent(msg.body.kind());
+                    self.publisher.metrics().message_sent(msg.body.kind());
                     self.transport.send(to, msg);
                 }
                 Action::ViewChanged(view) => self.publish(view),
@@ -600,107 +271,32 @@ impl Runtime {
                 Action::Fact(fact) => self.on_fact(fact),
             }
         }
-        self.publish_lease();
+        self.publisher.lease(self.lease_instant());
         Ok(())
     }
 
-    /// Counts and logs what the machine reports. A demotion also ends the lease the
-    /// readers check at once, before any later action (a Resign) can go out.
-    fn on_fact(&mut self, fact: Fact) {
-        let fact = match fact {
-            Fact::ElectionStarted => {
-                self.metrics.election_started();
-                fact
-            }
-            Fact::Declared { epoch } => {
-                self.metrics.declared();
-                tracing::info!(%epoch, "declared");
-                fact
-            }
-            Fact::Established { epoch } => {
-                tracing::info!(%epoch, "established as coordinator");
-                fact
-            }
-            Fact::Demoted {
-                epoch,
-                reason,
-                office_ended_at,
-            } => {
-                // The machine has left office: its lease is gone for readers too.
-                self.publish_lease();
-                tracing::info!(%epoch, %reason, "no longer coordinator");
-                Fact::Demoted {
-                    epoch,
-                    reason,
-                    office_ended_at: self.clock.wall(office_ended_at),
-                }
-            }
-        };
-        self.event_log.append(Record::Fact(fact));
+    /// Logs what the machine reports. A demotion also ends the lease the readers check
+    /// at once, before any later action (a Resign) can go out.
+    fn on_fact(&mut self, mut fact: Fact) {
+        if let Fact::Demoted {
+            office_ended_at, ..
+        } = &mut fact
+        {
+            // The machine has left office: its lease is gone for readers too.
+            self.publisher.lease(self.lease_instant());
+            *office_ended_at = self.clock.wall(*office_ended_at);
+        }
+        self.publisher.fact(&fact);
+        self.journal.log(Record::Fact(fact));
     }
 
-    /// Hands the machine's current lease end to the readers (Q4), without waking
-    /// watchers: it changes with every acked heartbeat.
-    fn publish_lease(&mut self) {
-        let until = self.lease_instant();
-        self.status.send_if_modified(|s| {
-            s.lease_until = until;
-            false
-        });
-    }
-
-    /// Publishes a view: event log, status watch, metrics, hooks, pending step-down.
-    /// The epoch in it is already durable (the machine persists before it publishes).
+    /// Publishes a view (its epoch is already durable: the machine persists before it
+    /// publishes): event log, then the publisher, then the policy's handover and hold.
     fn publish(&mut self, view: View) {
-        self.event_log.append(Record::View(view));
-        let now = wall_ms();
-        let lease = self.lease_instant();
-        let ready_at_once = self.readiness.at_once;
-        self.status.send_modify(|s| {
-            s.lease_until = lease;
-            if ready_at_once && view.role == Role::Coordinator {
-                s.ready_epoch = view.epoch;
-            }
-            if s.apply_view(view, now) {
-                tracing::info!(
-                    role = %view.role,
-                    epoch = ?view.epoch,
-                    coordinator = ?view.coordinator(),
-                    "view changed"
-                );
-            }
-        });
-        let transition = self.tracker.on_view(view, Instant::now());
-        let m = &self.metrics;
-        m.set_view(
-            view.role == Role::Coordinator,
-            view.coordinator().and(view.epoch).map_or(0, |e| e.term),
-        );
-        m.set_eligible(view.eligible);
-        if transition.coordinator_changed {
-            m.coordinator_changed();
-        }
-        if let Some(took) = transition.failover {
-            m.observe_failover(took);
-        }
-        // Before the hooks, and before any later action (a Resign) goes out: a running
-        // on_elected for an epoch now over is killed first.
-        let led = (view.role == Role::Coordinator)
-            .then_some(view.epoch)
-            .flatten();
-        self.led
-            .send_if_modified(|l| std::mem::replace(l, led) != led);
-        self.hooks.fire(&transition, &self.status.borrow());
-        self.handover = self
-            .handover
-            .take()
-            .and_then(|h| h.complete_if_taken_over(view));
-        if self.hold.as_mut().is_some_and(|h| !h.keeps_holding(view)) {
-            // The switchover's target stopped leading: the wait branch makes this node
-            // eligible again on the next turn of the loop.
-            tracing::info!("the switchover target stopped leading; no longer held back");
-            self.hold = None;
-            self.eligible_again_at = Some(self.clock.now());
+        self.journal.log(Record::View(view));
+        self.publisher.view(view, self.lease_instant());
+        if let Some(answered) = self.eligibility.on_view(view, self.clock.now()) {
+            deliver(answered);
         }
     }
 
@@ -710,25 +306,11 @@ impl Runtime {
             .lease_until()
             .map(|at| self.clock.instant(at).into_std())
     }
-
-    /// Writes and flushes the cells.
-    async fn persist(&mut self, cells: Cells) -> Result<(), NodeError> {
-        let storage = Arc::clone(&self.storage);
-        let started = Instant::now();
-        tokio::task::spawn_blocking(move || storage.save(&cells))
-            .await
-            .map_err(|e| NodeError::Join(e.to_string()))??;
-        self.metrics.observe_persist(started.elapsed());
-        self.event_log.append(Record::Persisted(cells));
-        self.status.send_modify(|s| s.apply_cells(cells));
-        Ok(())
-    }
 }
 
-/// Sleeps until `at`, or forever when there is nothing to wait for.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// Sends a step-down's answer to whoever asked, if anyone did.
+fn deliver(answered: Answered<Option<Reply>>) {
+    if let Some(reply) = answered.reply {
+        let _ = reply.send(answered.answer);
     }
 }

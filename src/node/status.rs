@@ -1,7 +1,8 @@
 //! What a node tells the world about itself: the payload of `bully status`, the watch
 //! stream, `/status` and the hooks.
 
-use super::metrics::{HealthState, Metrics, MetricsSnapshot};
+use super::health_state::HealthState;
+use super::metrics::{Metrics, MetricsSnapshot};
 use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, View};
 use serde::{Deserialize, Serialize};
 
@@ -199,12 +200,7 @@ impl Status {
         if self.eligible {
             return String::new();
         }
-        let mut reasons = Vec::new();
-        match self.health {
-            HealthState::Failing => reasons.push("health check failing"),
-            HealthState::Pending => reasons.push("waiting for the first health check"),
-            HealthState::Unchecked | HealthState::Passing => {}
-        }
+        let mut reasons: Vec<&str> = self.health.ineligible_reason().into_iter().collect();
         if self.stepped_down_until_ms.is_some() {
             reasons.push("stepped down");
         }

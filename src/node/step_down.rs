@@ -10,79 +10,95 @@
 //!
 //! Step 2 costs a short leaderless spell (about the wait) when every peer is ineligible,
 //! and gives an honest answer: "node 2 took over at epoch 9@2 after 104 ms".
+//!
+//! Pure: times are the runtime's milliseconds and the reply is whatever the caller
+//! answers through (`R`), so [`super::eligibility`] tests all of it without tokio.
 
 use super::status::Status;
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
-use std::time::Instant;
-use tokio::sync::oneshot;
 
-/// A step-down in progress: the answer waits until another node leads, or until
-/// `deadline`, when the step-down is undone and refused.
-pub struct Handover {
-    reply: oneshot::Sender<Result<String, String>>,
+/// A reply and the answer it is owed: the text a client is shown as done (`Ok`) or
+/// refused (`Err`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Answered<R> {
+    pub reply: R,
+    pub answer: Result<String, String>,
+}
+
+/// A step-down in progress: the answer waits until another node leads, or until its
+/// deadline, when the step-down is undone and refused.
+#[derive(Debug)]
+pub struct Handover<R> {
+    reply: R,
     /// On the runtime's clock.
-    pub deadline: Millis,
-    started: Instant,
+    deadline: Millis,
+    started: Millis,
     for_ms: u64,
     /// A switchover's chosen successor; any other node taking over is a refusal.
     to: Option<NodeId>,
 }
 
-impl Handover {
-    /// Starts waiting for a successor at `now`.
-    pub fn new(
-        reply: oneshot::Sender<Result<String, String>>,
-        now: Millis,
-        for_ms: u64,
-        timing: &Timing,
-        to: Option<NodeId>,
-    ) -> Handover {
+impl<R> Handover<R> {
+    /// Starts waiting, at `now`, up to `wait_ms` for a successor.
+    pub fn new(reply: R, now: Millis, for_ms: u64, wait_ms: Millis, to: Option<NodeId>) -> Self {
         Handover {
             reply,
-            deadline: now + handover_wait_ms(timing),
-            started: Instant::now(),
+            deadline: now + wait_ms,
+            started: now,
             for_ms,
             to,
         }
     }
 
-    /// Answers if `view` shows another node leading; otherwise gives the handover back.
-    pub fn complete_if_taken_over(self, view: View) -> Option<Handover> {
-        let (Some(coordinator), Some(epoch)) = (view.coordinator(), view.epoch) else {
-            return Some(self);
-        };
-        if coordinator == view.id {
-            return Some(self);
-        }
-        let took = self.started.elapsed().as_millis();
-        if let Some(to) = self.to.filter(|&to| to != coordinator) {
-            let _ = self.reply.send(Err(format!(
-                "node {coordinator} took over at epoch {epoch} instead of node {to} (after {took} ms)"
-            )));
-            return None;
-        }
-        let _ = self.reply.send(Ok(format!(
-            "node {id} stepped down; node {coordinator} took over at epoch {epoch} after {took} ms; node {id} stays ineligible for {} ms",
-            self.for_ms,
-            id = view.id,
-        )));
-        None
+    /// When the step-down is undone and refused if no other node leads by then.
+    pub fn deadline(&self) -> Millis {
+        self.deadline
     }
 
-    /// Refuses after the wait; the caller has made the node eligible again.
-    pub fn refuse(self, status: &Status, timing: &Timing) {
+    /// The answer if `view` (published at `now`) shows another node leading;
+    /// otherwise the handover, still waiting.
+    pub fn complete_if_taken_over(self, view: View, now: Millis) -> Result<Answered<R>, Self> {
+        let (Some(coordinator), Some(epoch)) = (view.coordinator(), view.epoch) else {
+            return Err(self);
+        };
+        if coordinator == view.id {
+            return Err(self);
+        }
+        let took = now.saturating_sub(self.started);
+        let answer = match self.to.filter(|&to| to != coordinator) {
+            Some(to) => Err(format!(
+                "node {coordinator} took over at epoch {epoch} instead of node {to} (after {took} ms)"
+            )),
+            None => Ok(format!(
+                "node {id} stepped down; node {coordinator} took over at epoch {epoch} after {took} ms; node {id} stays ineligible for {} ms",
+                self.for_ms,
+                id = view.id,
+            )),
+        };
+        Ok(Answered {
+            reply: self.reply,
+            answer,
+        })
+    }
+
+    /// The refusal after `wait_ms` without a successor; the caller has made the node
+    /// eligible again.
+    pub fn refuse(self, status: &Status, wait_ms: Millis) -> Answered<R> {
         let up: Vec<String> = status
             .peers
             .iter()
             .filter(|p| p.connected)
             .map(|p| p.id.to_string())
             .collect();
-        let _ = self.reply.send(Err(format!(
-            "no other eligible node took over within {} ms (peers up: {}); node {} is eligible again and will lead",
-            handover_wait_ms(timing),
+        let answer = Err(format!(
+            "no other eligible node took over within {wait_ms} ms (peers up: {}); node {} is eligible again and will lead",
             up.join(","),
             status.id
-        )));
+        ));
+        Answered {
+            reply: self.reply,
+            answer,
+        }
     }
 }
 

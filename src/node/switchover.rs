@@ -9,14 +9,16 @@
 //! member above N that is connected does not agree to stand aside.
 //!
 //! A stand-aside (and the old coordinator's step-down) ends early when N, having led,
-//! stops leading: the nodes held back must not leave the cluster leaderless if N dies.
+//! stops leading: the nodes held back must not leave the cluster leaderless if N dies
+//! (the hold is part of [`super::eligibility`]).
 
-use super::api::{Command, Request, Response};
+use super::api::{Request, Response};
+use super::inputs::Command;
 use super::status::Status;
 use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::config::PeerConfig;
-use crate::protocol::{NodeId, Role, View};
+use crate::protocol::{NodeId, Role};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -159,42 +161,4 @@ async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<R
         .await
         .map_err(|e| e.to_string())?;
     client.request(request).await.map_err(|e| e.to_string())
-}
-
-/// A node held back for a switchover to `target`: it stays ineligible until its period
-/// ends, or at once when `target`, having led, stops leading.
-#[derive(Debug, Clone, Copy)]
-pub struct Hold {
-    target: NodeId,
-    target_led: bool,
-}
-
-impl Hold {
-    /// Holds back for `target`.
-    pub fn new(target: NodeId) -> Hold {
-        Hold {
-            target,
-            target_led: false,
-        }
-    }
-
-    /// Whether to keep holding back after `view`.
-    pub fn keeps_holding(&mut self, view: View) -> bool {
-        let target_leads = view.coordinator() == Some(self.target);
-        self.target_led |= target_leads;
-        target_leads || !self.target_led
-    }
-}
-
-/// Why a node cannot stand aside now, if it cannot.
-pub fn stand_aside_refusal(status: &Status, for_ms: u64) -> Option<String> {
-    if for_ms == 0 {
-        return Some("a stand-aside needs a duration above 0".into());
-    }
-    (status.role == Role::Coordinator).then(|| {
-        format!(
-            "node {} is the coordinator; ask it to step down instead",
-            status.id
-        )
-    })
 }

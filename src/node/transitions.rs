@@ -114,11 +114,17 @@ mod tests {
         assert_eq!(follows.failover, Some(Duration::from_millis(250)));
     }
 
+    /// A tracker that has seen the node follow `epoch` (term, leader) at `t0`.
+    fn following(epoch: (u64, u64), t0: Instant) -> Tracker {
+        let mut tracker = Tracker::default();
+        tracker.on_view(view(Role::Follower, Some(epoch)), t0);
+        tracker
+    }
+
     #[test]
     fn regaining_the_same_epoch_is_a_failover_but_no_change() {
-        let mut tracker = Tracker::default();
         let t0 = Instant::now();
-        tracker.on_view(view(Role::Follower, Some((2, 3))), t0);
+        let mut tracker = following((2, 3), t0);
         tracker.on_view(view(Role::Candidate, None), t0);
         let back = tracker.on_view(
             view(Role::Follower, Some((2, 3))),
@@ -130,9 +136,8 @@ mod tests {
 
     #[test]
     fn a_follower_taken_over_directly_changes_without_failover() {
-        let mut tracker = Tracker::default();
         let t0 = Instant::now();
-        tracker.on_view(view(Role::Follower, Some((2, 2))), t0);
+        let mut tracker = following((2, 2), t0);
         let bullied = tracker.on_view(view(Role::Follower, Some((3, 3))), t0);
         assert!(bullied.coordinator_changed && bullied.failover.is_none());
     }

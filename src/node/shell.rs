@@ -10,9 +10,10 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// How a command ended.
+/// How a shell command ended (named apart from the API's answers and the machine's
+/// outcomes: this is only ever a child process's end).
 #[derive(Debug)]
-pub enum Outcome {
+pub enum ShellExit {
     /// Exit status 0.
     Success,
     /// A non-zero exit status or a signal.
@@ -26,21 +27,21 @@ pub enum Outcome {
     Error(std::io::Error),
 }
 
-impl Outcome {
+impl ShellExit {
     /// Whether the command succeeded.
     pub fn is_success(&self) -> bool {
-        matches!(self, Outcome::Success)
+        matches!(self, ShellExit::Success)
     }
 }
 
-impl std::fmt::Display for Outcome {
+impl std::fmt::Display for ShellExit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Outcome::Success => f.write_str("succeeded"),
-            Outcome::Failed(status) => write!(f, "failed ({status})"),
-            Outcome::TimedOut => f.write_str("timed out and was killed"),
-            Outcome::Cancelled => f.write_str("was cancelled and killed"),
-            Outcome::Error(e) => write!(f, "could not run: {e}"),
+            ShellExit::Success => f.write_str("succeeded"),
+            ShellExit::Failed(status) => write!(f, "failed ({status})"),
+            ShellExit::TimedOut => f.write_str("timed out and was killed"),
+            ShellExit::Cancelled => f.write_str("was cancelled and killed"),
+            ShellExit::Error(e) => write!(f, "could not run: {e}"),
         }
     }
 }
@@ -58,7 +59,7 @@ pub struct Shell<'a> {
 }
 
 /// Runs the command to completion or timeout; returns how it ended and how long it took.
-pub async fn run(shell: &Shell<'_>) -> (Outcome, Duration) {
+pub async fn run(shell: &Shell<'_>) -> (ShellExit, Duration) {
     run_until(shell, std::future::pending()).await
 }
 
@@ -67,13 +68,13 @@ pub async fn run(shell: &Shell<'_>) -> (Outcome, Duration) {
 pub async fn run_until(
     shell: &Shell<'_>,
     cancel: impl std::future::Future<Output = ()>,
-) -> (Outcome, Duration) {
+) -> (ShellExit, Duration) {
     let started = Instant::now();
     let outcome = run_inner(shell, cancel).await;
     (outcome, started.elapsed())
 }
 
-async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = ()>) -> Outcome {
+async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = ()>) -> ShellExit {
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -92,18 +93,18 @@ async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = 
         .kill_on_drop(true);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return Outcome::Error(e),
+        Err(e) => return ShellExit::Error(e),
     };
     let pid = child.id();
     let ended = tokio::select! {
         // Cancellation first: a cancel that is already due wins over a finished child.
         biased;
-        _ = cancel => Outcome::Cancelled,
+        _ = cancel => ShellExit::Cancelled,
         waited = tokio::time::timeout(shell.timeout, child.wait()) => match waited {
-            Ok(Ok(status)) if status.success() => return Outcome::Success,
-            Ok(Ok(status)) => return Outcome::Failed(status),
-            Ok(Err(e)) => return Outcome::Error(e),
-            Err(_) => Outcome::TimedOut,
+            Ok(Ok(status)) if status.success() => return ShellExit::Success,
+            Ok(Ok(status)) => return ShellExit::Failed(status),
+            Ok(Err(e)) => return ShellExit::Error(e),
+            Err(_) => ShellExit::TimedOut,
         },
     };
     if let Some(pid) = pid {
@@ -147,7 +148,7 @@ mod tests {
         assert!(ok.is_success(), "{ok}");
         let (failed, _) = run(&shell("exit 3", &[], 5000)).await;
         assert!(
-            matches!(failed, Outcome::Failed(s) if s.code() == Some(3)),
+            matches!(failed, ShellExit::Failed(s) if s.code() == Some(3)),
             "{failed}"
         );
     }
@@ -159,7 +160,7 @@ mod tests {
         let command = format!("(sleep 1; touch {}) & sleep 5", marker.display());
         let cancel = tokio::time::sleep(Duration::from_millis(200));
         let (outcome, took) = run_until(&shell(&command, &[], 10_000), cancel).await;
-        assert!(matches!(outcome, Outcome::Cancelled), "{outcome}");
+        assert!(matches!(outcome, ShellExit::Cancelled), "{outcome}");
         assert!(took < Duration::from_secs(3), "took {took:?}");
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!marker.exists(), "a child of the cancelled hook lived on");
@@ -172,7 +173,7 @@ mod tests {
         // A background grandchild that would write the marker after the timeout.
         let command = format!("(sleep 1; touch {}) & sleep 5", marker.display());
         let (outcome, took) = run(&shell(&command, &[], 200)).await;
-        assert!(matches!(outcome, Outcome::TimedOut), "{outcome}");
+        assert!(matches!(outcome, ShellExit::TimedOut), "{outcome}");
         assert!(took < Duration::from_secs(3), "took {took:?}");
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!marker.exists(), "a child of the hook outlived its timeout");

@@ -1,0 +1,352 @@
+//! Whether this node may lead, as a pure policy: its health (see [`HealthState`]), a
+//! step-down or stand-aside period ([`super::step_down`], [`super::switchover`]), the
+//! step-down's pending handover and a switchover's hold. Like the machine it is fed
+//! inputs with explicit millisecond times and answers with what to do; the runtime
+//! carries that out (tells the machine, publishes, replies), so every rule here is
+//! tested without tokio, channels or a clock.
+//!
+//! The reply owed to whoever asked for a step-down is the caller's type `R`: a oneshot
+//! sender in the runtime, anything in the tests.
+
+use super::health_state::HealthState;
+use super::status::Status;
+use super::step_down::{self, Answered, Handover};
+use crate::protocol::{Millis, NodeId, Role, View};
+
+/// The policy's state: why the node may or may not lead, and what it waits for.
+#[derive(Debug)]
+pub struct Eligibility<R> {
+    health: HealthState,
+    /// When a step-down or stand-aside ends and the node may lead again.
+    stepped_down_until: Option<Millis>,
+    /// A step-down waiting for another node to take over.
+    handover: Option<Handover<R>>,
+    /// Held back (ineligible) for a switchover to another node.
+    hold: Option<Hold>,
+    /// How long a step-down waits for a successor ([`step_down::handover_wait_ms`]).
+    handover_wait_ms: Millis,
+}
+
+/// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Expired<R> {
+    /// The step-down (or stand-aside) period is over: the node may lead again.
+    SteppedDownPeriodOver,
+    /// No other node took over in time: the step-down is undone, and refused.
+    HandoverTimedOut(Answered<R>),
+}
+
+impl<R> Eligibility<R> {
+    /// A node whose health is `health`, not stepped down.
+    pub fn new(health: HealthState, handover_wait_ms: Millis) -> Self {
+        Eligibility {
+            health,
+            stepped_down_until: None,
+            handover: None,
+            hold: None,
+            handover_wait_ms,
+        }
+    }
+
+    /// Health passing (or unchecked) and not stepped down.
+    pub fn eligible(&self) -> bool {
+        self.health.allows_leading() && self.stepped_down_until.is_none()
+    }
+
+    /// The health check's verdict as the policy knows it.
+    pub fn health(&self) -> HealthState {
+        self.health
+    }
+
+    /// When the current step-down or stand-aside ends, on the runtime's clock.
+    pub fn stepped_down_until(&self) -> Option<Millis> {
+        self.stepped_down_until
+    }
+
+    /// When to call [`Eligibility::on_deadline`] next, if ever.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let handover = self.handover.as_ref().map(Handover::deadline);
+        match (self.stepped_down_until, handover) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A new health verdict (or a reload that removed the check).
+    pub fn set_health(&mut self, health: HealthState) {
+        self.health = health;
+    }
+
+    /// Becomes ineligible at `now` for `for_ms` and waits for another node (`to`, if
+    /// given) to take over; `Err` with the reply and the refusal if it cannot start.
+    pub fn step_down(
+        &mut self,
+        status: &Status,
+        now: Millis,
+        for_ms: u64,
+        to: Option<NodeId>,
+        reply: R,
+    ) -> Result<(), Answered<R>> {
+        let in_progress = self.handover.is_some();
+        if let Some(reason) = step_down::refusal(status, for_ms, in_progress) {
+            return Err(Answered {
+                reply,
+                answer: Err(reason),
+            });
+        }
+        self.stepped_down_until = Some(now.saturating_add(for_ms));
+        let wait = self.handover_wait_ms;
+        self.handover = Some(Handover::new(reply, now, for_ms, wait, to));
+        self.hold = to.map(Hold::new);
+        Ok(())
+    }
+
+    /// Stands aside at `now` for `for_ms` so that `target` can win a switchover: the
+    /// answer for the coordinator that asked.
+    pub fn stand_aside(
+        &mut self,
+        status: &Status,
+        now: Millis,
+        for_ms: u64,
+        target: NodeId,
+    ) -> Result<String, String> {
+        if let Some(reason) = stand_aside_refusal(status, for_ms) {
+            return Err(reason);
+        }
+        tracing::info!(for_ms, target, "standing aside for a switchover");
+        self.hold = Some(Hold::new(target));
+        self.stepped_down_until = Some(now.saturating_add(for_ms));
+        Ok(format!("node {} stands aside for node {target}", status.id))
+    }
+
+    /// The earliest deadline has come: ends the step-down period, or (when the
+    /// handover's deadline is earlier) undoes the step-down and refuses it. `status`
+    /// names the peers in the refusal.
+    pub fn on_deadline(&mut self, status: &Status) -> Option<Expired<R>> {
+        let handover_at = self.handover.as_ref().map(Handover::deadline);
+        let period_first = match (self.stepped_down_until, handover_at) {
+            (Some(until), Some(handover)) => until <= handover,
+            (until, _) => until.is_some(),
+        };
+        if period_first {
+            self.stepped_down_until = None;
+            self.hold = None;
+            tracing::info!("step-down period over");
+            return Some(Expired::SteppedDownPeriodOver);
+        }
+        let handover = self.handover.take()?;
+        tracing::warn!("step-down refused: no other eligible node took over");
+        self.stepped_down_until = None;
+        self.hold = None;
+        let refused = handover.refuse(status, self.handover_wait_ms);
+        Some(Expired::HandoverTimedOut(refused))
+    }
+
+    /// A view was published at `now`: answers a handover another node completed, and
+    /// ends a hold whose target has led and stopped leading (the period then ends at
+    /// the next deadline, which is `now`).
+    pub fn on_view(&mut self, view: View, now: Millis) -> Option<Answered<R>> {
+        let answered = match self.handover.take() {
+            Some(handover) => match handover.complete_if_taken_over(view, now) {
+                Ok(answered) => Some(answered),
+                Err(waiting) => {
+                    self.handover = Some(waiting);
+                    None
+                }
+            },
+            None => None,
+        };
+        self.release_hold(view, now);
+        answered
+    }
+
+    fn release_hold(&mut self, view: View, now: Millis) {
+        if self.hold.as_mut().is_some_and(|h| !h.keeps_holding(view)) {
+            tracing::info!("the switchover target stopped leading; no longer held back");
+            self.hold = None;
+            self.stepped_down_until = Some(now);
+        }
+    }
+}
+
+/// A node held back for a switchover to `target`: it stays ineligible until its period
+/// ends, or at once when `target`, having led, stops leading.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    target: NodeId,
+    target_led: bool,
+}
+
+impl Hold {
+    fn new(target: NodeId) -> Hold {
+        Hold {
+            target,
+            target_led: false,
+        }
+    }
+
+    /// Whether to keep holding back after `view`.
+    fn keeps_holding(&mut self, view: View) -> bool {
+        let target_leads = view.coordinator() == Some(self.target);
+        self.target_led |= target_leads;
+        target_leads || !self.target_led
+    }
+}
+
+/// Why a node cannot stand aside now, if it cannot.
+fn stand_aside_refusal(status: &Status, for_ms: u64) -> Option<String> {
+    if for_ms == 0 {
+        return Some("a stand-aside needs a duration above 0".into());
+    }
+    (status.role == Role::Coordinator).then(|| {
+        format!(
+            "node {} is the coordinator; ask it to step down instead",
+            status.id
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Cells, Epoch, Mode};
+
+    const WAIT: Millis = 1_000;
+
+    fn view(id: NodeId, role: Role, leader: Option<NodeId>, term: u64) -> View {
+        View {
+            id,
+            role,
+            epoch: leader.map(|leader| Epoch { term, leader }),
+            eligible: true,
+            incarnation: 1,
+        }
+    }
+
+    /// Node 3 of 1..=3, leading term 5 with its peers connected.
+    fn leading() -> Status {
+        let mut status = Status::initial(
+            view(3, Role::Coordinator, Some(3), 5),
+            Mode::Quorum,
+            Cells::default(),
+            &[1, 2],
+            0,
+        );
+        status.set_peer(1, true);
+        status.set_peer(2, true);
+        status
+    }
+
+    fn policy() -> Eligibility<&'static str> {
+        Eligibility::new(HealthState::Unchecked, WAIT)
+    }
+
+    #[test]
+    fn health_gates_eligibility_until_the_first_pass() {
+        let mut p: Eligibility<()> = Eligibility::new(HealthState::at_start(true), WAIT);
+        assert!(!p.eligible(), "a configured check holds the node back");
+        p.set_health(HealthState::from_verdict(true));
+        assert!(p.eligible());
+        p.set_health(HealthState::from_verdict(false));
+        assert!(!p.eligible());
+        p.set_health(HealthState::Unchecked);
+        assert!(p.eligible(), "a removed check no longer gates");
+        assert_eq!(p.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_step_down_answers_once_another_node_leads_and_ends_after_its_period() {
+        let mut p = policy();
+        p.step_down(&leading(), 100, 5_000, None, "client").unwrap();
+        assert!(!p.eligible());
+        assert_eq!(p.next_deadline(), Some(100 + WAIT), "the handover's wait");
+        assert_eq!(p.on_view(view(3, Role::Candidate, None, 0), 150), None);
+        let answered = p.on_view(view(3, Role::Follower, Some(2), 6), 340).unwrap();
+        assert_eq!(answered.reply, "client");
+        let text = answered.answer.unwrap();
+        assert!(
+            text.contains("node 2 took over at epoch 6@2 after 240 ms"),
+            "{text}"
+        );
+        assert_eq!(p.next_deadline(), Some(5_100), "the period alone is left");
+        assert!(!p.eligible());
+        let over = p.on_deadline(&leading());
+        assert_eq!(over, Some(Expired::SteppedDownPeriodOver));
+        assert!(p.eligible() && p.next_deadline().is_none());
+    }
+
+    #[test]
+    fn a_step_down_nobody_takes_over_is_undone_and_refused() {
+        let mut p = policy();
+        p.step_down(&leading(), 0, 60_000, None, "client").unwrap();
+        assert_eq!(p.next_deadline(), Some(WAIT));
+        let Some(Expired::HandoverTimedOut(refused)) = p.on_deadline(&leading()) else {
+            panic!("the handover's deadline comes first");
+        };
+        let reason = refused.answer.unwrap_err();
+        assert!(
+            reason.contains("within 1000 ms (peers up: 1,2)"),
+            "{reason}"
+        );
+        assert!(p.eligible(), "eligible again at once");
+        assert_eq!(p.next_deadline(), None);
+    }
+
+    #[test]
+    fn refused_up_front_when_it_cannot_start() {
+        let mut p = policy();
+        let refused = p.step_down(&leading(), 0, 0, None, "zero").unwrap_err();
+        assert!(refused.answer.unwrap_err().contains("above 0"));
+        let mut follower = leading();
+        follower.apply_view(view(3, Role::Follower, Some(4), 6), 0);
+        let refused = p.step_down(&follower, 0, 10, None, "follower").unwrap_err();
+        assert_eq!(refused.reply, "follower");
+        assert!(refused.answer.unwrap_err().contains("coordinator: 4"));
+        p.step_down(&leading(), 0, 10, None, "first").unwrap();
+        let again = p.step_down(&leading(), 1, 10, None, "second").unwrap_err();
+        assert!(again.answer.unwrap_err().contains("already stepping down"));
+        assert!(
+            p.stand_aside(&leading(), 0, 10, 2).is_err(),
+            "a coordinator"
+        );
+    }
+
+    #[test]
+    fn a_switchover_taken_by_another_node_is_refused() {
+        let mut p = policy();
+        p.step_down(&leading(), 0, 5_000, Some(1), "client")
+            .unwrap();
+        let answered = p.on_view(view(3, Role::Follower, Some(2), 6), 80).unwrap();
+        let reason = answered.answer.unwrap_err();
+        assert!(
+            reason.contains("instead of node 1 (after 80 ms)"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_stand_aside_ends_when_its_target_has_led_and_stops() {
+        let mut p = policy();
+        let mut follower = leading();
+        follower.apply_view(view(3, Role::Follower, Some(4), 6), 0);
+        let done = p.stand_aside(&follower, 10, 30_000, 2).unwrap();
+        assert_eq!(done, "node 3 stands aside for node 2");
+        assert!(!p.eligible());
+        assert_eq!(p.next_deadline(), Some(30_010));
+        p.on_view(view(3, Role::Candidate, None, 0), 20);
+        assert_eq!(
+            p.next_deadline(),
+            Some(30_010),
+            "the target has not led yet"
+        );
+        p.on_view(view(3, Role::Follower, Some(2), 7), 30);
+        assert_eq!(p.next_deadline(), Some(30_010), "the target leads");
+        p.on_view(view(3, Role::Candidate, None, 0), 900);
+        assert_eq!(p.next_deadline(), Some(900), "its leadership ended");
+        assert_eq!(
+            p.on_deadline(&follower),
+            Some(Expired::SteppedDownPeriodOver)
+        );
+        assert!(p.eligible());
+    }
+}

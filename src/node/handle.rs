@@ -1,0 +1,83 @@
+//! What the embedder holds of a running node ([`NodeHandle`]): its status, counters and
+//! addresses, a reload, and the way to stop it and wait for every one of its tasks.
+
+use super::error::NodeError;
+use super::inputs::Command;
+use super::metrics::Metrics;
+use super::reload::ReloadError;
+use super::status::Status;
+use crate::config::NodeConfig;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// A running node. Dropping it stops the node without waiting for it; call
+/// [`NodeHandle::shutdown`] to wait.
+pub struct NodeHandle {
+    pub(super) commands: mpsc::Sender<Command>,
+    pub(super) status: watch::Receiver<Status>,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) runtime: JoinHandle<Result<(), NodeError>>,
+    pub(super) local_addr: SocketAddr,
+    pub(super) http_addr: Option<SocketAddr>,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+impl NodeHandle {
+    /// The node's current status (role, epoch, coordinator, peers).
+    pub fn view(&self) -> Status {
+        self.status.borrow().as_of_now()
+    }
+
+    /// A receiver that wakes on every status change.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// The node's live counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// The TCP address of the HTTP endpoint as started, when `[http]` is configured (a
+    /// reload may move it).
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// The UDP address the node's QUIC endpoint is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Applies a re-read config without leaving the cluster (see [`super::reload`]):
+    /// `Ok` says what changed, `Err` why nothing did.
+    pub async fn reload(&self, config: NodeConfig) -> Result<String, ReloadError> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Reload {
+            config: Box::new(config),
+            reply,
+        };
+        if self.commands.send(command).await.is_err() {
+            return Err(ReloadError::Stopping);
+        }
+        answer.await.unwrap_or(Err(ReloadError::Stopping))
+    }
+
+    /// Stops the node: a coordinator demotes itself and runs `on_demoted`, every task
+    /// of the node ends, connections close (peers see it go at once rather than after
+    /// the idle timeout); returns once all that is done.
+    pub async fn shutdown(self) -> Result<(), NodeError> {
+        let _ = self.stop.send(true);
+        self.wait().await
+    }
+
+    /// Waits until the node stops by itself (a fatal storage error) or is shut down.
+    pub async fn wait(self) -> Result<(), NodeError> {
+        match self.runtime.await {
+            Ok(result) => result,
+            Err(e) => Err(NodeError::RuntimeTask(e)),
+        }
+    }
+}

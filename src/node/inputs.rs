@@ -1,0 +1,94 @@
+//! Everything the runtime waits for, in one place and in one priority order: a stop
+//! request, transport events, commands (from the API and the handle), health verdicts,
+//! finished `on_elected` runs, the eligibility policy's next deadline and the machine's.
+
+use super::hooks::ElectedHookDone;
+use super::reload::ReloadError;
+use crate::config::NodeConfig;
+use crate::protocol::NodeId;
+use crate::transport::TransportEvent;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+/// Where the answer to a step-down or stand-aside goes: the text a client is shown as
+/// done (`Ok`) or refused (`Err`).
+pub type Reply = oneshot::Sender<Result<String, String>>;
+
+/// What the API and the [`super::NodeHandle`] ask of the runtime, the only writer of
+/// the machine.
+#[derive(Debug)]
+pub enum Command {
+    /// Apply a re-read config (SIGHUP); never sent by a network client.
+    Reload {
+        config: Box<NodeConfig>,
+        reply: oneshot::Sender<Result<String, ReloadError>>,
+    },
+    StepDown {
+        for_ms: u64,
+        /// A switchover: the handover succeeds only when this node leads.
+        to: Option<NodeId>,
+        reply: Reply,
+    },
+    StandAside {
+        for_ms: u64,
+        target: NodeId,
+        reply: Reply,
+    },
+}
+
+/// The receivers the runtime selects over.
+pub struct Inputs {
+    /// Changed by [`super::NodeHandle::shutdown`], closed when the handle is dropped:
+    /// either stops the node.
+    pub stop_requested: watch::Receiver<bool>,
+    pub transport: mpsc::Receiver<TransportEvent>,
+    pub commands: mpsc::Receiver<Command>,
+    /// The health check's verdict changes (never yields without a `[health]` section).
+    pub health_verdicts: mpsc::Receiver<bool>,
+    /// Finished `on_elected` runs, to mark an epoch ready or resign.
+    pub elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+}
+
+/// The next thing the runtime handles.
+pub enum Input {
+    /// Stop: asked to, or the transport is gone.
+    Stop,
+    Transport(TransportEvent),
+    Command(Command),
+    HealthVerdict(bool),
+    ElectedHook(ElectedHookDone),
+    /// The eligibility policy's deadline has come.
+    PolicyDeadline,
+    /// The machine's deadline has come.
+    Tick,
+}
+
+impl Inputs {
+    /// Waits for the next input, in the priority order of the module docs;
+    /// `policy_at` and `tick_at` are the deadlines to wake for.
+    pub async fn next(&mut self, policy_at: Option<Instant>, tick_at: Instant) -> Input {
+        // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
+        // nothing when another branch wins.
+        tokio::select! {
+            biased;
+            _ = self.stop_requested.changed() => Input::Stop,
+            event = self.transport.recv() => match event {
+                Some(event) => Input::Transport(event),
+                None => Input::Stop,
+            },
+            Some(command) = self.commands.recv() => Input::Command(command),
+            Some(healthy) = self.health_verdicts.recv() => Input::HealthVerdict(healthy),
+            Some(done) = self.elected_hooks.recv() => Input::ElectedHook(done),
+            _ = sleep_until_some(policy_at) => Input::PolicyDeadline,
+            _ = tokio::time::sleep_until(tick_at) => Input::Tick,
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

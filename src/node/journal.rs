@@ -1,0 +1,47 @@
+//! What a node writes down about itself, in order: its durable cells (sled, flushed)
+//! and the event log the checker reads. Persisting is "save, flush, then log": the log
+//! never claims a state the disk does not hold (I3).
+
+use super::error::NodeError;
+use super::event_log::EventLog;
+use crate::history::Record;
+use crate::protocol::{Cells, NodeId};
+use crate::storage::Storage;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The node's storage and event log.
+pub struct Journal {
+    storage: Arc<Storage>,
+    event_log: EventLog,
+}
+
+impl Journal {
+    /// Opens both in `data_dir` (refusing a locked or corrupted store); the cells as
+    /// last flushed.
+    pub fn open(data_dir: &Path, id: NodeId) -> Result<(Journal, Cells), NodeError> {
+        let storage = Arc::new(Storage::open(data_dir)?);
+        let cells = storage.load()?;
+        let event_log = EventLog::open(data_dir, id).map_err(|source| NodeError::EventLog {
+            dir: data_dir.display().to_string(),
+            source,
+        })?;
+        Ok((Journal { storage, event_log }, cells))
+    }
+
+    /// Appends `record` to the event log.
+    pub fn log(&mut self, record: Record) {
+        self.event_log.append(record);
+    }
+
+    /// Writes and flushes `cells`, then logs them; how long the write and flush took.
+    pub async fn persist(&mut self, cells: Cells) -> Result<Duration, NodeError> {
+        let storage = Arc::clone(&self.storage);
+        let started = Instant::now();
+        tokio::task::spawn_blocking(move || storage.save(&cells)).await??;
+        let took = started.elapsed();
+        self.event_log.append(Record::Persisted(cells));
+        Ok(took)
+    }
+}

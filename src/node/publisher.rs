@@ -1,0 +1,222 @@
+//! Everything the world learns from the runtime, in one place and one order: the
+//! status watch (API, HTTP, health checks' environment), the counters, the led-epoch
+//! watch the hook runner kills a stale `on_elected` by, and the hooks themselves.
+//!
+//! For one view the order is: status (with readiness), metrics, led epoch, hooks. The
+//! led-epoch watch changes before any hook is queued, so a running `on_elected` for an
+//! epoch that is over is killed first.
+
+use super::health_state::HealthState;
+use super::hooks::{ElectedHookDone, Hooks};
+use super::metrics::Metrics;
+use super::readiness::{AfterElectedHook, Readiness};
+use super::status::Status;
+use super::transitions::Tracker;
+use crate::protocol::{Cells, Epoch, Fact, NodeId, Role, View};
+use crate::wall_clock::wall_ms;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The publishing side of a node.
+pub struct Publisher {
+    status: watch::Sender<Status>,
+    metrics: Arc<Metrics>,
+    /// What each new view means compared with the ones before it.
+    transitions: Tracker,
+    /// The epoch the node leads (`None` when it does not).
+    led: watch::Sender<Option<Epoch>>,
+    hooks: Hooks,
+    readiness: Readiness,
+}
+
+/// The watches a [`Publisher`] writes.
+pub struct Watches {
+    pub status: watch::Sender<Status>,
+    pub led: watch::Sender<Option<Epoch>>,
+}
+
+impl Publisher {
+    /// Publishes through `watches`, counts in `metrics` and fires `hooks`.
+    pub fn new(
+        watches: Watches,
+        metrics: Arc<Metrics>,
+        hooks: Hooks,
+        readiness: Readiness,
+    ) -> Publisher {
+        Publisher {
+            status: watches.status,
+            metrics,
+            transitions: Tracker::default(),
+            led: watches.led,
+            hooks,
+            readiness,
+        }
+    }
+
+    /// The status as last published (not read against the lease).
+    pub fn status(&self) -> watch::Ref<'_, Status> {
+        self.status.borrow()
+    }
+
+    /// The counters, for what the runtime counts itself (messages).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The hook commands, for a reload to replace.
+    pub fn hooks_mut(&mut self) -> &mut Hooks {
+        &mut self.hooks
+    }
+
+    /// Publishes a view whose epoch is already durable, and the lease with it.
+    pub fn view(&mut self, view: View, lease: Option<Instant>) {
+        let now = wall_ms();
+        let ready_at_once = self.readiness.at_once();
+        self.status.send_modify(|s| {
+            s.lease_until = lease;
+            if ready_at_once && view.role == Role::Coordinator {
+                s.ready_epoch = view.epoch;
+            }
+            if s.apply_view(view, now) {
+                tracing::info!(
+                    role = %view.role,
+                    epoch = ?view.epoch,
+                    coordinator = ?view.coordinator(),
+                    "view changed"
+                );
+            }
+        });
+        let transition = self.transitions.on_view(view, Instant::now());
+        let m = &self.metrics;
+        m.set_view(
+            view.role == Role::Coordinator,
+            view.coordinator().and(view.epoch).map_or(0, |e| e.term),
+        );
+        m.set_eligible(view.eligible);
+        if transition.coordinator_changed {
+            m.coordinator_changed();
+        }
+        if let Some(took) = transition.failover {
+            m.observe_failover(took);
+        }
+        let led = (view.role == Role::Coordinator)
+            .then_some(view.epoch)
+            .flatten();
+        self.led
+            .send_if_modified(|l| std::mem::replace(l, led) != led);
+        self.hooks.fire(&transition, &self.status.borrow());
+    }
+
+    /// Hands the lease end to readers (Q4) without waking watchers: it changes with
+    /// every acked heartbeat.
+    pub fn lease(&self, until: Option<Instant>) {
+        self.status.send_if_modified(|s| {
+            s.lease_until = until;
+            false
+        });
+    }
+
+    /// A heartbeat from `from` arrived: readers compute the lag from it; no watcher
+    /// needs waking.
+    pub fn heartbeat(&self, from: NodeId) {
+        self.status.send_if_modified(|s| {
+            s.last_heartbeat = Some((from, Instant::now()));
+            false
+        });
+    }
+
+    /// A peer's connection went up or down.
+    pub fn peer(&self, peer: NodeId, connected: bool) {
+        self.status
+            .send_if_modified(|s| s.set_peer(peer, connected));
+        let up = self
+            .status
+            .borrow()
+            .peers
+            .iter()
+            .filter(|p| p.connected)
+            .count();
+        self.metrics.set_peers_up(up as u64);
+    }
+
+    /// The cells were flushed (in `took`).
+    pub fn persisted(&self, cells: Cells, took: Duration) {
+        self.metrics.observe_persist(took);
+        self.status.send_modify(|s| s.apply_cells(cells));
+    }
+
+    /// Why the node may or may not lead: its health and, when stepped down, until when
+    /// (wall-clock ms).
+    pub fn eligibility(&self, health: HealthState, stepped_down_until_ms: Option<u64>) {
+        self.status.send_if_modified(|s| {
+            let changed = s.health != health
+                || s.stepped_down_until_ms.is_some() != stepped_down_until_ms.is_some();
+            s.health = health;
+            s.stepped_down_until_ms = stepped_down_until_ms;
+            changed
+        });
+    }
+
+    /// A health verdict the check did not report itself (a reload removed the check).
+    pub fn health(&self, health: HealthState) {
+        self.metrics.set_health(health);
+    }
+
+    /// Counts and logs what the machine reports about itself.
+    pub fn fact(&self, fact: &Fact) {
+        match fact {
+            Fact::ElectionStarted => self.metrics.election_started(),
+            Fact::Declared { epoch } => {
+                self.metrics.declared();
+                tracing::info!(%epoch, "declared");
+            }
+            Fact::Established { epoch } => tracing::info!(%epoch, "established as coordinator"),
+            Fact::Demoted { epoch, reason, .. } => {
+                tracing::info!(%epoch, %reason, "no longer coordinator")
+            }
+        }
+    }
+
+    /// An `on_elected` finished: marks its epoch ready if the node still leads it;
+    /// returns for how long to resign when it failed and the node must.
+    pub fn elected_hook_done(&self, done: ElectedHookDone) -> Option<u64> {
+        let now = self.status.borrow().as_of_now();
+        match self.readiness.after_elected_hook(done, &now) {
+            AfterElectedHook::Stale => None,
+            AfterElectedHook::Ready(epoch) => {
+                self.status.send_modify(|s| s.ready_epoch = epoch);
+                None
+            }
+            AfterElectedHook::Stay => {
+                tracing::warn!("on_elected failed; staying coordinator, not ready for clients");
+                None
+            }
+            AfterElectedHook::Resign { for_ms } => {
+                tracing::warn!(for_ms, "on_elected failed; resigning");
+                Some(for_ms)
+            }
+        }
+    }
+
+    /// New readiness settings (a reload): they apply to the next view and the next
+    /// finished `on_elected`, except that a coordinator not ready yet is ready at once
+    /// when it no longer has to wait (`coordinator_ready = "elected"`, or no
+    /// `on_elected`). A coordinator already ready stays ready for its epoch.
+    pub fn set_readiness(&mut self, readiness: Readiness) {
+        self.readiness = readiness;
+        if !readiness.at_once() {
+            return;
+        }
+        let now = self.status.borrow().as_of_now();
+        if now.role == Role::Coordinator && !now.ready() {
+            self.status.send_modify(|s| s.ready_epoch = now.epoch);
+        }
+    }
+
+    /// Waits for the hooks queued so far (a stopping node's `on_demoted`); the hook
+    /// runner then ends.
+    pub async fn finish_hooks(&self) {
+        self.hooks.finish().await;
+    }
+}

@@ -1,0 +1,115 @@
+//! The node's replaceable helper services, the health check and the HTTP endpoint:
+//! each runs as its own child group of the node's tasks, so a reload retires the one it
+//! replaces (gracefully, through that group's stop signal) and the node's stop ends
+//! them all. What a reload changes is decided in [`super::reload`].
+
+use super::health::{self, HealthCheck};
+use super::http::{self, HttpState};
+use super::metrics::Metrics;
+use super::status::Status;
+use super::tasks::NodeTasks;
+use crate::config::NodeConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// The running health check and HTTP endpoint, and the config they run from.
+pub struct Services {
+    /// The config as applied (restart-only fields as they run).
+    applied: NodeConfig,
+    workdir: PathBuf,
+    status: watch::Receiver<Status>,
+    metrics: Arc<Metrics>,
+    health_verdicts: mpsc::Sender<bool>,
+    tasks: NodeTasks,
+    /// The running check's group, if any.
+    health: Option<NodeTasks>,
+    /// The running endpoint's group, if any.
+    http: Option<NodeTasks>,
+}
+
+/// What the services read and report to, shared by every check and endpoint started.
+pub struct ServiceLinks {
+    /// Where hooks and checks run (the config file's directory).
+    pub workdir: PathBuf,
+    pub status: watch::Receiver<Status>,
+    pub metrics: Arc<Metrics>,
+    pub health_verdicts: mpsc::Sender<bool>,
+}
+
+impl Services {
+    /// Starts the health check (if configured) and serves HTTP on `listener` (bound by
+    /// the caller, so a busy port fails the node's start), as children of `tasks`.
+    pub fn start(
+        config: &NodeConfig,
+        links: ServiceLinks,
+        listener: Option<TcpListener>,
+        tasks: &NodeTasks,
+    ) -> Services {
+        let mut services = Services {
+            applied: config.clone(),
+            workdir: links.workdir,
+            status: links.status,
+            metrics: links.metrics,
+            health_verdicts: links.health_verdicts,
+            tasks: tasks.clone(),
+            health: None,
+            http: None,
+        };
+        services.restart_health();
+        if let Some(listener) = listener {
+            services.serve_http(listener);
+        }
+        services
+    }
+
+    /// The config the services run from.
+    pub fn applied(&self) -> &NodeConfig {
+        &self.applied
+    }
+
+    /// Records `config` as applied; the caller restarts what it changed.
+    pub fn set_applied(&mut self, config: NodeConfig) {
+        self.applied = config;
+    }
+
+    /// Stops the endpoint, if one runs.
+    pub fn stop_http(&mut self) {
+        if let Some(old) = self.http.take() {
+            old.stop();
+        }
+    }
+
+    /// Serves HTTP on `listener` (stop the old endpoint first).
+    pub fn serve_http(&mut self, listener: TcpListener) {
+        let state = HttpState {
+            status: self.status.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        let group = self.tasks.child();
+        group.spawn(http::serve(listener, state, group.clone()));
+        self.http = Some(group);
+    }
+
+    /// Stops the running check and starts the applied config's, if it has one.
+    pub fn restart_health(&mut self) {
+        if let Some(old) = self.health.take() {
+            old.stop();
+        }
+        let Some(config) = self.applied.health.clone() else {
+            return;
+        };
+        let check = HealthCheck {
+            config,
+            workdir: self.workdir.clone(),
+            data_dir: self.applied.data_dir.clone(),
+            status: self.status.clone(),
+            metrics: Arc::clone(&self.metrics),
+            health_verdicts: self.health_verdicts.clone(),
+        };
+        let group = self.tasks.child();
+        group.spawn(health::run(check, group.clone()));
+        self.health = Some(group);
+    }
+}

@@ -1,0 +1,197 @@
+//! Starting a node: open its data dir, bind its endpoints, wire the runtime's parts
+//! together and spawn it. Every step that can fail (a locked data dir, a port in use, a
+//! certificate for another node) fails here, before anything runs.
+
+use super::api::Api;
+use super::clock::Clock;
+use super::eligibility::Eligibility;
+use super::error::NodeError;
+use super::handle::NodeHandle;
+use super::health_state::HealthState;
+use super::hooks::{HookReports, Hooks};
+use super::inputs::Inputs;
+use super::journal::Journal;
+use super::metrics::Metrics;
+use super::publisher::{Publisher, Watches};
+use super::readiness::Readiness;
+use super::reload;
+use super::runtime::Runtime;
+use super::services::{ServiceLinks, Services};
+use super::status::Status;
+use super::step_down::handover_wait_ms;
+use super::switchover::Members;
+use super::tasks::NodeTasks;
+use crate::config::NodeConfig;
+use crate::protocol::{Machine, MachineConfig, NodeId};
+use crate::transport::Transport;
+use crate::wall_clock::wall_ms;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// Starts a node from a validated config: opens its data dir (refusing a locked or
+/// corrupted one), binds its endpoints and begins as a candidate (I4). Hooks and the
+/// health check run in the data dir; see [`start_in`].
+pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
+    let workdir = config.data_dir.clone();
+    start_in(config, workdir).await
+}
+
+/// Like [`start`], with hooks and the health check run in `workdir` (`bully node` passes
+/// the config file's directory, so commands such as `./health.sh` sit beside it).
+pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
+    let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
+    let http = bind_http(&config).await?;
+    let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
+    let (transport, transport_events) = Transport::start(reload::transport_config(&config)).await?;
+    let local_addr = transport.local_addr();
+    let clock = Clock::new();
+    // With a health check the node starts ineligible; its first result decides.
+    let health = HealthState::at_start(config.health.is_some());
+    let machine = Machine::start(machine_config(&config), cells, clock.now());
+    let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
+    let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
+    status.health = health;
+    let (status_tx, status_rx) = watch::channel(status);
+    tracing::info!(
+        id = config.id,
+        %local_addr,
+        ?http_addr,
+        incarnation = cells.incarnation + 1,
+        accepted = ?cells.accepted,
+        "node starting as a candidate"
+    );
+    let metrics = node_metrics(config.id, health, machine.view().eligible, &transport);
+    let tasks = NodeTasks::new();
+    let (publisher, elected_hooks) = publisher(&config, &workdir, status_tx, &metrics, &tasks);
+    let (commands_tx, commands) = mpsc::channel(16);
+    let (verdicts_tx, health_verdicts) = mpsc::channel(4);
+    let links = ServiceLinks {
+        workdir,
+        status: status_rx.clone(),
+        metrics: Arc::clone(&metrics),
+        health_verdicts: verdicts_tx,
+    };
+    let services = Services::start(&config, links, http, &tasks);
+    let members = Members {
+        peers: config.peers.clone(),
+        tls: reload::transport_config(&config).tls,
+        local_addr,
+    };
+    let api = Api::new(
+        status_rx.clone(),
+        commands_tx.clone(),
+        Arc::clone(&metrics),
+        members,
+        tasks.clone(),
+    );
+    let (stop, stop_requested) = watch::channel(false);
+    let runtime = Runtime {
+        machine,
+        clock,
+        inputs: Inputs {
+            stop_requested,
+            transport: transport_events,
+            commands,
+            health_verdicts,
+            elected_hooks,
+        },
+        journal,
+        transport,
+        eligibility: Eligibility::new(health, handover_wait_ms(&config.timing)),
+        publisher,
+        services,
+        api,
+        tasks,
+    };
+    Ok(NodeHandle {
+        commands: commands_tx,
+        status: status_rx,
+        stop,
+        runtime: tokio::spawn(runtime.run()),
+        local_addr,
+        http_addr,
+        metrics,
+    })
+}
+
+/// The node's counters, with what is known at start.
+fn node_metrics(
+    id: NodeId,
+    health: HealthState,
+    eligible: bool,
+    transport: &Transport,
+) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::new(id));
+    metrics.set_health(health);
+    metrics.attach_transport(transport.clone());
+    metrics.set_eligible(eligible);
+    metrics
+}
+
+/// Binds `[http] listen`, if configured, so a busy port fails the start.
+async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError> {
+    let Some(http) = config.http else {
+        return Ok(None);
+    };
+    let listener = super::http::bind(http.listen)
+        .await
+        .map_err(|source| NodeError::Http {
+            addr: http.listen,
+            source,
+        })?;
+    Ok(Some(listener))
+}
+
+/// The machine's part of a node config; the node starts eligible only without a check.
+fn machine_config(config: &NodeConfig) -> MachineConfig {
+    MachineConfig {
+        id: config.id,
+        peers: config.peers.iter().map(|p| p.id).collect(),
+        timing: config.timing,
+        preempt: config.preempt,
+        eligible: config.health.is_none(),
+        mode: config.mode,
+        witness: config.witness,
+        witnesses: config
+            .peers
+            .iter()
+            .filter(|p| p.witness)
+            .map(|p| p.id)
+            .collect(),
+        flaw: None,
+    }
+}
+
+/// The publisher, with the hook runner started as one of `tasks`; the receiver of the
+/// runner's finished `on_elected` runs.
+fn publisher(
+    config: &NodeConfig,
+    workdir: &std::path::Path,
+    status: watch::Sender<Status>,
+    metrics: &Arc<Metrics>,
+    tasks: &NodeTasks,
+) -> (
+    Publisher,
+    mpsc::UnboundedReceiver<super::hooks::ElectedHookDone>,
+) {
+    let (elected, elected_hooks) = mpsc::unbounded_channel();
+    let (led, led_rx) = watch::channel(None);
+    let reports = HookReports {
+        metrics: Arc::clone(metrics),
+        elected,
+        led: led_rx,
+    };
+    let hooks = Hooks::start(
+        config.hooks.clone(),
+        workdir.to_path_buf(),
+        config.data_dir.clone(),
+        reports,
+        tasks,
+    );
+    let watches = Watches { status, led };
+    let readiness = Readiness::from_config(config);
+    let publisher = Publisher::new(watches, Arc::clone(metrics), hooks, readiness);
+    (publisher, elected_hooks)
+}
