@@ -10,15 +10,22 @@
 //!   the simulator, the real-process tests and the chaos runner.
 //! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
 //! - [`model`]: exhaustive, bounded model checking of the same machine (N ≤ 4).
-//! - [`certs`] / [`transport`]: certificates bound to node IDs; the QUIC endpoint with
-//!   mutual TLS, one FIFO stream per peer, and API connections.
-//! - [`config`]: the TOML node config and its validation.
-//! - [`node`]: the runtime that runs the machine's actions in order, plus the client
-//!   API, status, event log, health checks, hooks, metrics and HTTP.
+//! - [`certs`] / [`transport`]: certificates bound to node IDs (file names, identity,
+//!   loading and issuing in one module each); the QUIC endpoint with mutual TLS, one
+//!   FIFO stream per peer, and API connections (`transport/shared.rs` holds the state
+//!   the accept loop, the dialers and the inbound readers share, so none imports another).
+//! - [`config`]: the TOML node config: types, validation, error location, durations.
+//! - [`node`]: a thin runtime (`node/runtime.rs`) that runs the machine's actions in
+//!   order, fed by `inputs`, writing through `journal`, publishing through `publisher`;
+//!   the eligibility policy (`eligibility.rs`, pure, tested like the machine); the client
+//!   API, status, event log, health checks, hooks, metrics and HTTP; every task stops on
+//!   one shutdown signal (`tasks.rs`).
 //! - [`client`]: the API client behind the CLI queries, `local`, chaos and the tests.
 //! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests).
 //! - [`chaos`]: seeded fault injection through a UDP relay, verdicts and benchmarks.
 //! - [`cli`]: the clap command line of the `bully` binary.
+//! - [`signals`]: signals to child processes through nix, the crate's one `unsafe`.
+//! - [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - `sabotage` (debug builds only): switches that break the node on purpose so the
 //!   tests can show the checker catches it.
 
