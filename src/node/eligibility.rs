@@ -11,7 +11,7 @@
 use super::health_state::HealthState;
 use super::status::Status;
 use super::step_down::{self, Answered, Handover};
-use crate::protocol::{Millis, NodeId, Role, View};
+use crate::protocol::{Millis, NodeId, Role, Timing, View};
 
 /// The policy's state: why the node may or may not lead, and what it waits for.
 #[derive(Debug)]
@@ -25,6 +25,9 @@ pub struct Eligibility<R> {
     hold: Option<Hold>,
     /// How long a step-down waits for a successor ([`step_down::handover_wait_ms`]).
     handover_wait_ms: Millis,
+    /// How long a hold outlasts its target's leadership while the target is still
+    /// connected ([`hold_grace_ms`]).
+    hold_grace_ms: Millis,
 }
 
 /// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
@@ -37,14 +40,15 @@ pub enum Expired<R> {
 }
 
 impl<R> Eligibility<R> {
-    /// A node whose health is `health`, not stepped down.
-    pub fn new(health: HealthState, handover_wait_ms: Millis) -> Self {
+    /// A node whose health is `health`, not stepped down; its waits follow `timing`.
+    pub fn new(health: HealthState, timing: &Timing) -> Self {
         Eligibility {
             health,
             stepped_down_until: None,
             handover: None,
             hold: None,
-            handover_wait_ms,
+            handover_wait_ms: step_down::handover_wait_ms(timing),
+            hold_grace_ms: hold_grace_ms(timing),
         }
     }
 
@@ -58,18 +62,17 @@ impl<R> Eligibility<R> {
         self.health
     }
 
-    /// When the current step-down or stand-aside ends, on the runtime's clock.
+    /// When the current step-down or stand-aside ends, on the runtime's clock: its
+    /// period's end, or earlier when a switchover's hold is being released.
     pub fn stepped_down_until(&self) -> Option<Millis> {
-        self.stepped_down_until
+        let release = self.hold.and_then(|hold| hold.release_at);
+        earliest(self.stepped_down_until, release)
     }
 
     /// When to call [`Eligibility::on_deadline`] next, if ever.
     pub fn next_deadline(&self) -> Option<Millis> {
         let handover = self.handover.as_ref().map(Handover::deadline);
-        match (self.stepped_down_until, handover) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(self.stepped_down_until(), handover)
     }
 
     /// A new health verdict (or a reload that removed the check).
@@ -97,7 +100,7 @@ impl<R> Eligibility<R> {
         self.stepped_down_until = Some(now.saturating_add(for_ms));
         let wait = self.handover_wait_ms;
         self.handover = Some(Handover::new(reply, now, for_ms, wait, to));
-        self.hold = to.map(Hold::new);
+        self.hold = to.map(|target| Hold::new(target, status));
         Ok(())
     }
 
@@ -114,7 +117,7 @@ impl<R> Eligibility<R> {
             return Err(reason);
         }
         tracing::info!(for_ms, target, "standing aside for a switchover");
-        self.hold = Some(Hold::new(target));
+        self.hold = Some(Hold::new(target, status));
         self.stepped_down_until = Some(now.saturating_add(for_ms));
         Ok(format!("node {} stands aside for node {target}", status.id))
     }
@@ -124,7 +127,7 @@ impl<R> Eligibility<R> {
     /// names the peers in the refusal.
     pub fn on_deadline(&mut self, status: &Status) -> Option<Expired<R>> {
         let handover_at = self.handover.as_ref().map(Handover::deadline);
-        let period_first = match (self.stepped_down_until, handover_at) {
+        let period_first = match (self.stepped_down_until(), handover_at) {
             (Some(until), Some(handover)) => until <= handover,
             (until, _) => until.is_some(),
         };
@@ -143,8 +146,8 @@ impl<R> Eligibility<R> {
     }
 
     /// A view was published at `now`: answers a handover another node completed, and
-    /// ends a hold whose target has led and stopped leading (the period then ends at
-    /// the next deadline, which is `now`).
+    /// starts releasing a hold whose target has led and stopped leading (see
+    /// [`Hold::on_view`]).
     pub fn on_view(&mut self, view: View, now: Millis) -> Option<Answered<R>> {
         let answered = match self.handover.take() {
             Some(handover) => match handover.complete_if_taken_over(view, now) {
@@ -156,40 +159,89 @@ impl<R> Eligibility<R> {
             },
             None => None,
         };
-        self.release_hold(view, now);
+        if let Some(hold) = &mut self.hold {
+            hold.on_view(view, now, self.hold_grace_ms);
+        }
         answered
     }
 
-    fn release_hold(&mut self, view: View, now: Millis) {
-        if self.hold.as_mut().is_some_and(|h| !h.keeps_holding(view)) {
-            tracing::info!("the switchover target stopped leading; no longer held back");
-            self.hold = None;
-            self.stepped_down_until = Some(now);
+    /// A peer's connection came up or went down at `now`: a hold whose target is gone
+    /// is released at once.
+    pub fn on_peer(&mut self, peer: NodeId, connected: bool, now: Millis) {
+        if let Some(hold) = self.hold.as_mut().filter(|hold| hold.target == peer) {
+            hold.on_link(connected, now);
         }
+    }
+}
+
+/// How long a node held back for a switchover stays held after its target stopped
+/// leading while still connected: the target may have resigned only to retry (in
+/// quorum mode a declaration whose votes come back after the lease span is retried),
+/// and releasing the hold at that moment hands leadership back to the highest node,
+/// undoing the switchover. An answer timeout, a coordinator timeout and a suspicion
+/// timeout cover one retried election; a target that is truly gone loses its
+/// connection and releases the hold sooner.
+pub fn hold_grace_ms(timing: &Timing) -> Millis {
+    timing.answer_timeout_ms + timing.coordinator_timeout_ms + timing.suspect_after_ms
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
 /// A node held back for a switchover to `target`: it stays ineligible until its period
-/// ends, or at once when `target`, having led, stops leading.
+/// ends, or earlier once `target`, having led, stopped leading (at once when its
+/// connection is down, else after the grace unless it leads again).
 #[derive(Debug, Clone, Copy)]
 struct Hold {
     target: NodeId,
     target_led: bool,
+    /// Whether our connection to the target is up, as last reported.
+    target_connected: bool,
+    /// When the hold ends early because the target stopped leading.
+    release_at: Option<Millis>,
 }
 
 impl Hold {
-    fn new(target: NodeId) -> Hold {
+    fn new(target: NodeId, status: &Status) -> Hold {
+        let target_connected = status.peers.iter().any(|p| p.id == target && p.connected);
         Hold {
             target,
             target_led: false,
+            target_connected,
+            release_at: None,
         }
     }
 
-    /// Whether to keep holding back after `view`.
-    fn keeps_holding(&mut self, view: View) -> bool {
-        let target_leads = view.coordinator() == Some(self.target);
-        self.target_led |= target_leads;
-        target_leads || !self.target_led
+    /// The target leading again cancels a pending release; the target having led and
+    /// no longer leading schedules one.
+    fn on_view(&mut self, view: View, now: Millis, grace_ms: Millis) {
+        if view.coordinator() == Some(self.target) {
+            if self.release_at.take().is_some() {
+                tracing::info!("the switchover target leads again; still held back");
+            }
+            self.target_led = true;
+        } else if self.target_led && self.release_at.is_none() {
+            let wait = if self.target_connected { grace_ms } else { 0 };
+            tracing::info!(
+                wait_ms = wait,
+                "the switchover target stopped leading; held back until it leads again \
+                 or the wait ends"
+            );
+            self.release_at = Some(now.saturating_add(wait));
+        }
+    }
+
+    /// The target's connection changed; once it is down, a pending release is due now.
+    fn on_link(&mut self, connected: bool, now: Millis) {
+        self.target_connected = connected;
+        if !connected {
+            self.release_at = self.release_at.map(|at| at.min(now));
+        }
     }
 }
 
@@ -211,7 +263,15 @@ mod tests {
     use super::*;
     use crate::protocol::{Cells, Epoch, Mode};
 
-    const WAIT: Millis = 1_000;
+    /// The handover wait and hold grace of the default timing: 1600 and 700 ms.
+    const WAIT: Millis = 1_600;
+    const GRACE: Millis = 700;
+
+    #[test]
+    fn waits_follow_the_default_timing() {
+        let p: Eligibility<()> = Eligibility::new(HealthState::Unchecked, &Timing::default());
+        assert_eq!((p.handover_wait_ms, p.hold_grace_ms), (WAIT, GRACE));
+    }
 
     fn view(id: NodeId, role: Role, leader: Option<NodeId>, term: u64) -> View {
         View {
@@ -238,12 +298,13 @@ mod tests {
     }
 
     fn policy() -> Eligibility<&'static str> {
-        Eligibility::new(HealthState::Unchecked, WAIT)
+        Eligibility::new(HealthState::Unchecked, &Timing::default())
     }
 
     #[test]
     fn health_gates_eligibility_until_the_first_pass() {
-        let mut p: Eligibility<()> = Eligibility::new(HealthState::at_start(true), WAIT);
+        let mut p: Eligibility<()> =
+            Eligibility::new(HealthState::at_start(true), &Timing::default());
         assert!(!p.eligible(), "a configured check holds the node back");
         p.set_health(HealthState::from_verdict(true));
         assert!(p.eligible());
@@ -285,7 +346,7 @@ mod tests {
         };
         let reason = refused.answer.unwrap_err();
         assert!(
-            reason.contains("within 1000 ms (peers up: 1,2)"),
+            reason.contains("within 1600 ms (peers up: 1,2)"),
             "{reason}"
         );
         assert!(p.eligible(), "eligible again at once");
@@ -324,8 +385,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_stand_aside_ends_when_its_target_has_led_and_stops() {
+    /// Node 3 following node 4, standing aside at 10 for 30 s so that node 2 can lead.
+    fn standing_aside_for_2() -> (Eligibility<&'static str>, Status) {
         let mut p = policy();
         let mut follower = leading();
         follower.apply_view(view(3, Role::Follower, Some(4), 6), 0);
@@ -333,6 +394,12 @@ mod tests {
         assert_eq!(done, "node 3 stands aside for node 2");
         assert!(!p.eligible());
         assert_eq!(p.next_deadline(), Some(30_010));
+        (p, follower)
+    }
+
+    #[test]
+    fn a_stand_aside_ends_at_once_when_its_target_led_and_is_gone() {
+        let (mut p, follower) = standing_aside_for_2();
         p.on_view(view(3, Role::Candidate, None, 0), 20);
         assert_eq!(
             p.next_deadline(),
@@ -341,8 +408,60 @@ mod tests {
         );
         p.on_view(view(3, Role::Follower, Some(2), 7), 30);
         assert_eq!(p.next_deadline(), Some(30_010), "the target leads");
+        p.on_peer(2, false, 850);
+        assert_eq!(p.next_deadline(), Some(30_010), "it still led last we saw");
         p.on_view(view(3, Role::Candidate, None, 0), 900);
         assert_eq!(p.next_deadline(), Some(900), "its leadership ended");
+        assert_eq!(
+            p.on_deadline(&follower),
+            Some(Expired::SteppedDownPeriodOver)
+        );
+        assert!(p.eligible());
+    }
+
+    /// The switchover_quorum flake: node 2's first declaration got its votes back after
+    /// the lease span, so it resigned and declared again. Releasing the hold at its
+    /// resignation let node 4 (the highest) take leadership back.
+    #[test]
+    fn a_stand_aside_outlasts_a_connected_target_that_resigns_to_retry() {
+        let (mut p, follower) = standing_aside_for_2();
+        p.on_view(view(3, Role::Follower, Some(2), 7), 30);
+        p.on_view(view(3, Role::Candidate, None, 0), 240);
+        assert_eq!(
+            p.next_deadline(),
+            Some(240 + GRACE),
+            "the grace, not at once"
+        );
+        assert!(!p.eligible());
+        p.on_view(view(3, Role::Follower, Some(2), 8), 400);
+        assert_eq!(
+            p.next_deadline(),
+            Some(30_010),
+            "leading again: the hold stays"
+        );
+        assert_eq!(p.stepped_down_until(), Some(30_010));
+        p.on_view(view(3, Role::Candidate, None, 0), 5_000);
+        assert_eq!(p.next_deadline(), Some(5_000 + GRACE), "stopped again");
+        p.on_peer(2, false, 5_100);
+        assert_eq!(p.next_deadline(), Some(5_100), "gone: released at once");
+        assert_eq!(
+            p.on_deadline(&follower),
+            Some(Expired::SteppedDownPeriodOver)
+        );
+        assert!(p.eligible() && p.next_deadline().is_none());
+    }
+
+    #[test]
+    fn a_stand_aside_ends_after_the_grace_when_its_target_does_not_lead_again() {
+        let (mut p, follower) = standing_aside_for_2();
+        p.on_view(view(3, Role::Follower, Some(2), 7), 30);
+        p.on_view(view(3, Role::Candidate, None, 0), 240);
+        p.on_view(view(3, Role::Follower, Some(4), 9), 500);
+        assert_eq!(
+            p.next_deadline(),
+            Some(240 + GRACE),
+            "another leader: no change"
+        );
         assert_eq!(
             p.on_deadline(&follower),
             Some(Expired::SteppedDownPeriodOver)

@@ -132,10 +132,12 @@ impl Runtime {
             }
             TransportEvent::PeerUp(peer) => {
                 self.publisher.peer(peer, true);
+                self.eligibility.on_peer(peer, true, now);
                 self.machine.handle(Event::PeerUp(peer), now);
             }
             TransportEvent::PeerDown(peer) => {
                 self.publisher.peer(peer, false);
+                self.eligibility.on_peer(peer, false, now);
                 self.machine.handle(Event::PeerDown(peer), now);
             }
             TransportEvent::Client(conn) => self.api.serve(conn),

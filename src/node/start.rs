@@ -18,7 +18,6 @@ use super::reload;
 use super::runtime::Runtime;
 use super::services::{ServiceLinks, Services};
 use super::status::Status;
-use super::step_down::handover_wait_ms;
 use super::switchover::Members;
 use super::tasks::NodeTasks;
 use crate::config::NodeConfig;
@@ -99,7 +98,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         },
         journal,
         transport,
-        eligibility: Eligibility::new(health, handover_wait_ms(&config.timing)),
+        eligibility: Eligibility::new(health, &config.timing),
         publisher,
         services,
         api,

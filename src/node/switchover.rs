@@ -9,7 +9,8 @@
 //! member above N that is connected does not agree to stand aside.
 //!
 //! A stand-aside (and the old coordinator's step-down) ends early when N, having led,
-//! stops leading: the nodes held back must not leave the cluster leaderless if N dies
+//! stops leading and does not lead again within a grace (at once if N's connection is
+//! down): the nodes held back must not leave the cluster leaderless if N dies
 //! (the hold is part of [`super::eligibility`]).
 
 use super::api::{Request, Response};
