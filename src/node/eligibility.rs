@@ -181,7 +181,7 @@ impl<R> Eligibility<R> {
 /// undoing the switchover. An answer timeout, a coordinator timeout and a suspicion
 /// timeout cover one retried election; a target that is truly gone loses its
 /// connection and releases the hold sooner.
-pub fn hold_grace_ms(timing: &Timing) -> Millis {
+fn hold_grace_ms(timing: &Timing) -> Millis {
     timing.answer_timeout_ms + timing.coordinator_timeout_ms + timing.suspect_after_ms
 }
 
