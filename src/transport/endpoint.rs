@@ -106,15 +106,15 @@ impl Transport {
         Ok(())
     }
 
-    /// Closes every inbound connection from `peer` (e.g. it broke a protocol rule).
-    /// The peer may dial again; our outbound connection to it is left alone.
+    /// Closes every connection with `peer` (e.g. it broke a protocol rule): its
+    /// messages may come on either. Both sides may dial again.
     pub fn disconnect(&self, peer: NodeId, reason: &str) {
-        let conns = self.shared.inbound.take_all(peer);
-        if !conns.is_empty() {
-            warn!(peer, %reason, "disconnecting peer");
-        }
-        for conn in conns {
+        warn!(peer, %reason, "disconnecting peer");
+        for conn in self.shared.inbound.take_all(peer) {
             conn.close(close::MISBEHAVED, reason.as_bytes());
+        }
+        if let Some(link) = self.shared.links.get(&peer) {
+            link.close_outbound(reason);
         }
     }
 
@@ -230,13 +230,11 @@ fn launch(
     let local_addr = endpoint.local_addr().map_err(bind_error)?;
 
     let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
-    let mut links = HashMap::new();
-    let mut queues = Vec::new();
-    for (peer, addr) in &cfg.peers {
-        let (link, queue) = Link::new(*peer, addr.clone());
-        links.insert(*peer, link.clone());
-        queues.push((link, queue));
-    }
+    let links: HashMap<NodeId, Arc<Link>> = cfg
+        .peers
+        .iter()
+        .map(|(peer, addr)| (*peer, Link::new(*peer, addr.clone())))
+        .collect();
     let shared = Arc::new(Shared::new(Parts {
         id: cfg.id,
         endpoint,
@@ -246,8 +244,8 @@ fn launch(
         dial: configs.dial,
         events,
     }));
-    for (link, queue) in queues {
-        shared.spawn(outbound::run(shared.clone(), link, queue));
+    for link in shared.links.values() {
+        shared.spawn(outbound::run(shared.clone(), link.clone()));
     }
     shared.spawn(accept_loop(shared.clone()));
     info!(id = cfg.id, addr = %local_addr, peers = cfg.peers.len(), "transport listening");

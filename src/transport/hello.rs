@@ -1,6 +1,6 @@
 //! The hello both ends of a peer connection send first, each on its own unidirectional
-//! stream: the dialer on the stream that then carries its messages, the accepting node
-//! on a stream of its own that ends after the hello.
+//! stream, which then carries that end's messages when it is its path to the other
+//! (see [`super::path`]).
 //!
 //! A hello carries a random nonce chosen once per process. The dialer learns which
 //! process it reached; the accepting side learns which process dialed it. When a peer

@@ -1,10 +1,12 @@
-//! The inbound side of peer connections: read the peer's one stream (hello, then
-//! messages), drop the connection on any bad frame, and notice a restarted peer.
+//! The inbound side of peer connections: read the peer's stream (hello, then
+//! messages), drop the connection on any bad frame, notice a restarted peer, and offer
+//! our hello stream back as a path for our messages (see [`super::path`]).
 
 use super::close;
 use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
+use super::path;
 use super::shared::{Shared, Shutdown};
 use crate::codec::CodecError;
 use crate::protocol::{Message, NodeId};
@@ -15,16 +17,16 @@ use tracing::{debug, info, warn};
 pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
     let mut shutdown = shared.shutdown_signal();
     let exchange = async {
-        // Ours first: the dialer reports us up only once it has it. Dropping the
-        // stream finishes it; the hello is still delivered.
-        hello::send(&conn, &shared.hello()).await?;
-        hello::recv(&conn).await
+        // Ours first: the dialer reports us up only once it has it.
+        let back = hello::send(&conn, &shared.hello()).await?;
+        let (recv, theirs) = hello::recv(&conn).await?;
+        Ok::<_, FrameError>((back, recv, theirs))
     };
     let theirs = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
         _ = shutdown.wait() => return,
     };
-    let (mut recv, hello) = match theirs {
+    let (back, mut recv, hello) = match theirs {
         Ok(Ok(v)) => v,
         Ok(Err(FrameError::Codec(e))) => return bad_frame(&shared, peer, &conn, e),
         Ok(Err(FrameError::Io(e))) => {
@@ -42,10 +44,30 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
     if let Some(reason) = hello::membership_mismatch(&shared.members, &hello.members) {
         return shared.refuse(&conn, Some(peer), close::MEMBERSHIP, reason);
     }
+    let nonce = hello.nonce;
     note_arrival(&shared, peer, &conn, hello);
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
+    if let Some(link) = shared.links.get(&peer).cloned() {
+        let (shared, conn) = (shared.clone(), conn.clone());
+        shared.clone().spawn(async move {
+            let mut shutdown = shared.shutdown_signal();
+            path::carry(&shared, &link, &conn, nonce, back, &mut shutdown).await;
+        });
+    }
     read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
     shared.inbound.unregister(peer, &conn);
+}
+
+/// Reads the peer's stream back on our own outbound connection (its hello already
+/// read) until it ends: the peer's messages when that is its path to us.
+pub(super) async fn read_stream(
+    shared: Arc<Shared>,
+    peer: NodeId,
+    conn: quinn::Connection,
+    mut recv: quinn::RecvStream,
+) {
+    let mut shutdown = shared.shutdown_signal();
+    read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
 }
 
 /// Registers the connection, retires older ones from the same peer, and tells our

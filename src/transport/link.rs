@@ -1,9 +1,13 @@
-//! [`Link`]: our outbound state for one peer, shared by its dialer task, `send`, and
-//! the inbound side (which can tell us the peer is back or has restarted).
+//! [`Link`]: our state for one peer, shared by its dialer task, `send`, the inbound
+//! side (which can tell us the peer is back or has restarted) and the paths that carry
+//! our messages to it (see [`super::path`]).
 
 use super::close;
+use super::event::TransportEvent;
 use super::peer_addr::PeerAddr;
+use super::shared::{Shared, Shutdown};
 use crate::protocol::{Message, NodeId};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
@@ -11,15 +15,32 @@ use tokio::sync::{mpsc, Notify};
 /// Messages queued per peer while its stream is busy; beyond this, `send` drops.
 const QUEUE_LEN: usize = 256;
 
-/// Our outbound state for one peer.
+/// Our state for one peer.
 pub(super) struct Link {
     pub peer: NodeId,
     /// As configured; a host name is resolved at each dial.
     pub addr: PeerAddr,
     queue: mpsc::Sender<Message>,
+    /// The queue's reading end. The path that holds it writes every message; a second
+    /// path waits for it, so the peer sees one stream, in order, at a time.
+    pub(super) pending: tokio::sync::Mutex<mpsc::Receiver<Message>>,
+    /// The paths that are up. Changed (and PeerUp/PeerDown told) under this lock, so
+    /// the runtime hears the transitions in the order they happened.
+    paths: tokio::sync::Mutex<Paths>,
+    /// `paths > 0`, readable without waiting.
+    sendable: AtomicBool,
     current: Mutex<Option<Current>>,
+    /// Set when [`Link::kick_if_stale`] closed the outbound connection: redial at once.
+    kicked: AtomicBool,
     /// "The peer just reached us": skip the rest of the backoff and dial now.
     wake: Notify,
+}
+
+/// How many paths are up, and which process of the peer the newest one reached.
+#[derive(Default)]
+struct Paths {
+    up: usize,
+    nonce: u64,
 }
 
 /// The outbound connection in use and which process of the peer it reached.
@@ -30,18 +51,20 @@ struct Current {
 }
 
 impl Link {
-    /// A link with no connection yet, and the receiving end of its message queue (for
-    /// the dialer task).
-    pub fn new(peer: NodeId, addr: PeerAddr) -> (Arc<Link>, mpsc::Receiver<Message>) {
+    /// A link with no connection yet.
+    pub fn new(peer: NodeId, addr: PeerAddr) -> Arc<Link> {
         let (queue, rx) = mpsc::channel(QUEUE_LEN);
-        let link = Link {
+        Arc::new(Link {
             peer,
             addr,
             queue,
+            pending: tokio::sync::Mutex::new(rx),
+            paths: tokio::sync::Mutex::new(Paths::default()),
+            sendable: AtomicBool::new(false),
             current: Mutex::new(None),
+            kicked: AtomicBool::new(false),
             wake: Notify::new(),
-        };
-        (Arc::new(link), rx)
+        })
     }
 
     fn current(&self) -> MutexGuard<'_, Option<Current>> {
@@ -49,24 +72,89 @@ impl Link {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues a message if the peer is connected and its queue has room; never blocks.
+    /// Queues a message if a path to the peer is up and its queue has room; never
+    /// blocks.
     pub fn try_send(&self, msg: Message) -> bool {
-        self.is_connected() && self.queue.try_send(msg).is_ok()
+        self.sendable.load(Ordering::Acquire) && self.queue.try_send(msg).is_ok()
     }
 
-    /// Whether an outbound connection to the peer is up.
+    /// A path to the peer's process `nonce` came up: the first one, or the first to a
+    /// restarted process (whose old paths are being closed), tells the runtime the
+    /// peer is up, so it repeats what the peer must know. Returns false if the event
+    /// could not be delivered (shutdown).
+    pub async fn path_up(&self, nonce: u64, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+        let mut paths = self.paths.lock().await;
+        let news = paths.up == 0 || paths.nonce != nonce;
+        paths.up += 1;
+        paths.nonce = nonce;
+        if !news {
+            return true;
+        }
+        self.sendable.store(true, Ordering::Release);
+        shared
+            .emit(TransportEvent::PeerUp(self.peer), shutdown)
+            .await
+    }
+
+    /// A path went down: after the last one, what is still queued is stale (dropped,
+    /// counted) and the runtime hears the peer is down.
+    pub async fn path_down(&self, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+        let mut paths = self.paths.lock().await;
+        paths.up = paths.up.saturating_sub(1);
+        if paths.up > 0 {
+            return true;
+        }
+        self.sendable.store(false, Ordering::Release);
+        if let Ok(mut queue) = self.pending.try_lock() {
+            let mut stale = 0;
+            while queue.try_recv().is_ok() {
+                stale += 1;
+            }
+            shared.stats.add_dropped(stale);
+        }
+        shared
+            .emit(TransportEvent::PeerDown(self.peer), shutdown)
+            .await
+    }
+
+    /// A dial failed before any path was up: tells the runtime the peer cannot be
+    /// reached (unless the peer's own connection to us carries our messages).
+    pub async fn report_unreached(&self, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+        if self.paths.lock().await.up > 0 {
+            return true;
+        }
+        shared
+            .emit(TransportEvent::PeerDown(self.peer), shutdown)
+            .await
+    }
+
+    /// Whether our own outbound connection to the peer is up.
     pub fn is_connected(&self) -> bool {
         self.current().is_some()
     }
 
     /// Records the connection now carrying our messages, to the process with `nonce`.
     pub fn connected(&self, conn: quinn::Connection, nonce: u64) {
+        self.kicked.store(false, Ordering::Release);
         *self.current() = Some(Current { conn, nonce });
     }
 
-    /// The outbound connection is gone: messages are dropped until the next one.
+    /// The outbound connection is gone.
     pub fn disconnected(&self) {
         self.current().take();
+    }
+
+    /// Whether the outbound connection that just ended was closed by
+    /// [`Link::kick_if_stale`] (the peer restarted): then redial at once.
+    pub fn take_kicked(&self) -> bool {
+        self.kicked.swap(false, Ordering::AcqRel)
+    }
+
+    /// Closes our outbound connection, if one is up (the peer broke a protocol rule).
+    pub fn close_outbound(&self, reason: &str) {
+        if let Some(c) = self.current().as_ref() {
+            c.conn.close(close::MISBEHAVED, reason.as_bytes());
+        }
     }
 
     /// The peer just connected to us, so it is up: dial now instead of waiting.
@@ -87,6 +175,7 @@ impl Link {
         let current = self.current();
         match current.as_ref() {
             Some(c) if c.nonce != live_nonce => {
+                self.kicked.store(true, Ordering::Release);
                 c.conn.close(close::SUPERSEDED, b"you restarted; redialing");
                 true
             }

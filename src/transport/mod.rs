@@ -4,9 +4,12 @@
 //! - `endpoint`: [`Transport`], the handle: start, send, reload, shut down.
 //! - `shared`: the state the handle and every task hold, and the one shutdown signal.
 //! - `accept`: the accept loop, sorting each connection by certificate and ALPN.
-//! - `outbound`: one connection and one unidirectional stream per peer, dialed by us,
-//!   redialed with capped backoff. This stream is the FIFO channel the algorithm
-//!   assumes. `link`: the per-peer state it shares with `send` and the inbound side.
+//! - `outbound`: one connection per peer, dialed by us, redialed with capped backoff;
+//!   it carries our stream to the peer and the peer's stream back.
+//! - `path`: the streams our messages to a peer can take (ours on our connection, or
+//!   the one back on the peer's connection to us); one carries them at a time, so the
+//!   peer reads the FIFO channel the algorithm assumes. `link`: the per-peer state the
+//!   dialer, the paths, `send` and the inbound side share.
 //! - `inbound`: reading a peer's stream, dropping peers that send bad frames, noticing
 //!   a peer that restarted; `inbound_table`: those connections by peer.
 //! - [`tls`]: rustls (ring only) and quinn configs; who a connection's certificate is.
@@ -32,10 +35,16 @@
 //! # Peer stream protocol
 //! The dialer opens one unidirectional stream, writes a [`hello::Hello`] frame carrying
 //! a random per-process nonce, then one frame per message. The accepting node answers
-//! with its own hello on a stream of its own. The dialer reports `PeerUp` only after
-//! that answer (so the peer has accepted our certificate), and a node that is dialed
-//! by a process other than the one its own outbound connection reached knows that
-//! connection is stale (the peer restarted) and redials at once.
+//! with its own hello on a stream of its own, which then carries the accepting node's
+//! messages whenever that stream is its path to the dialer. Each node dials each peer,
+//! so a pair has two connections; a node writes its messages on the first path that
+//! came up and moves to the other only when that one dies. A reply therefore goes back
+//! on the connection the request came on even while our own dial is still under way.
+//! A path comes up only after both hellos (so the peer has accepted our certificate);
+//! the first one, or the first to a restarted process, is `PeerUp`, and losing the
+//! last is `PeerDown`. A node that is dialed by a process other than the one its own
+//! outbound connection reached knows that connection is stale (the peer restarted)
+//! and redials at once.
 
 mod accept;
 mod api_dial;
@@ -51,6 +60,7 @@ mod inbound_table;
 mod link;
 mod members;
 mod outbound;
+mod path;
 mod peer_addr;
 mod shared;
 mod socket;

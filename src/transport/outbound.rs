@@ -1,20 +1,21 @@
-//! The outbound side: one task per peer dials it, opens the single unidirectional
-//! stream that carries every message to it in order, and redials with capped backoff.
-//! While no connection is up, messages to the peer are dropped: the protocol tolerates
-//! loss, and heartbeats queued during an outage would only arrive stale.
+//! The outbound side: one task per peer dials it, opens the unidirectional stream that
+//! carries our messages to it in order (one of the link's paths, see [`super::path`]),
+//! reads what the peer sends back on its own stream of this connection, and redials
+//! with capped backoff. While no path is up, messages to the peer are dropped: the
+//! protocol tolerates loss, and heartbeats queued during an outage would only arrive
+//! stale.
 
 use super::close;
-use super::event::TransportEvent;
-use super::frame::{write_frame, FrameError};
+use super::frame::FrameError;
 use super::hello::{self, Hello, HELLO_TIMEOUT};
+use super::inbound;
 use super::link::Link;
+use super::path::{self, PathEnd};
 use super::shared::{Shared, Shutdown};
 use super::tls::INITIAL_RTT;
 use crate::certs::node_dns_name;
-use crate::protocol::Message;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 /// First retry delay after a failed dial; doubles up to [`MAX_BACKOFF`].
@@ -34,6 +35,8 @@ struct Up {
     conn: quinn::Connection,
     /// Carries our messages, in order.
     stream: quinn::SendStream,
+    /// The peer's stream on this connection: its hello, then its messages.
+    back: quinn::RecvStream,
     /// The nonce in the peer's hello: which process of the peer we reached.
     nonce: u64,
 }
@@ -69,7 +72,7 @@ enum Served {
 }
 
 /// The dialer task for one peer. Runs until shutdown.
-pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::Receiver<Message>) {
+pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
     let mut shutdown = shared.shutdown_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
@@ -91,10 +94,7 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::R
                 report_failure(&shared, &link, reason, quiet, &mut last_failure);
                 if !reported_down {
                     reported_down = true;
-                    if !shared
-                        .emit(TransportEvent::PeerDown(link.peer), &mut shutdown)
-                        .await
-                    {
+                    if !link.report_unreached(&shared, &mut shutdown).await {
                         return;
                     }
                 }
@@ -104,7 +104,7 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>, mut queue: mpsc::R
                 last_failure = None;
                 reported_down = true; // serve() reports the loss of this connection
                 let up_at = Instant::now();
-                match serve(&shared, &link, up, &mut queue, &mut shutdown).await {
+                match serve(&shared, &link, up, &mut shutdown).await {
                     Served::Shutdown => return,
                     Served::Lost { reason, kicked } => {
                         info!(peer = link.peer, %reason, "outbound connection lost");
@@ -180,20 +180,21 @@ async fn exchange_hellos(
 ) -> Dialed {
     let exchange = async {
         let stream = hello::send(&conn, &shared.hello()).await?;
-        let (_, theirs) = hello::recv(&conn).await?;
-        Ok::<(quinn::SendStream, Hello), FrameError>((stream, theirs))
+        let (back, theirs) = hello::recv(&conn).await?;
+        Ok::<(quinn::SendStream, quinn::RecvStream, Hello), FrameError>((stream, back, theirs))
     };
     let outcome = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
         _ = shutdown.wait() => return Dialed::Shutdown,
     };
     let reason = match outcome {
-        Ok(Ok((stream, theirs))) => {
+        Ok(Ok((stream, back, theirs))) => {
             match hello::membership_mismatch(&shared.members, &theirs.members) {
                 None => {
                     return Dialed::Up(Up {
                         conn,
                         stream,
+                        back,
                         nonce: theirs.nonce,
                     })
                 }
@@ -244,75 +245,32 @@ fn report_failure(
     *last = Some(reason);
 }
 
-/// Runs one established connection: every queued message in order on its stream,
-/// until the connection is lost or we shut down.
-async fn serve(
-    shared: &Shared,
-    link: &Link,
-    up: Up,
-    queue: &mut mpsc::Receiver<Message>,
-    shutdown: &mut Shutdown,
-) -> Served {
+/// Runs one established connection: reads the peer's stream back in a task of its
+/// own, and carries our messages as one of the link's paths until the connection is
+/// lost or we shut down.
+async fn serve(shared: &Arc<Shared>, link: &Link, up: Up, shutdown: &mut Shutdown) -> Served {
     let Up {
         conn,
-        mut stream,
+        stream,
+        back,
         nonce,
     } = up;
-    // Whatever was queued before belongs to a previous connection: stale by now.
-    let mut stale = 0;
-    while queue.try_recv().is_ok() {
-        stale += 1;
-    }
-    shared.stats.add_dropped(stale);
     link.connected(conn.clone(), nonce);
     shared.stats.add_connect();
     info!(peer = link.peer, addr = %link.addr, "outbound connection up");
-    if !shared
-        .emit(TransportEvent::PeerUp(link.peer), shutdown)
-        .await
-    {
-        return Served::Shutdown;
-    }
-    let outcome = loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.wait() => {
-                link.disconnected();
-                return Served::Shutdown;
-            }
-            // Only `Link::kick_if_stale` closes an outbound connection locally
-            // (shutdown returned above), so LocallyClosed means "kicked".
-            e = conn.closed() => break lost_because(e),
-            msg = queue.recv() => {
-                // The Link holds the sender, so the queue never closes while we run.
-                let Some(msg) = msg else { return Served::Shutdown };
-                // Written in the branch body, not raced: write_all is not cancel-safe.
-                if let Err(e) = write_frame(&mut stream, &msg).await {
-                    // E.g. the peer stopped our stream: without it the connection is
-                    // useless, so drop it and redial.
-                    conn.close(close::PROTOCOL, b"message stream failed");
-                    break Served::Lost {
-                        reason: e.to_string(),
-                        kicked: false,
-                    };
-                }
-                shared.stats.add_sent();
-            }
-        }
-    };
+    shared.spawn(inbound::read_stream(
+        shared.clone(),
+        link.peer,
+        conn.clone(),
+        back,
+    ));
+    let end = path::carry(shared, link, &conn, nonce, stream, shutdown).await;
     link.disconnected();
-    if !shared
-        .emit(TransportEvent::PeerDown(link.peer), shutdown)
-        .await
-    {
-        return Served::Shutdown;
-    }
-    outcome
-}
-
-fn lost_because(e: quinn::ConnectionError) -> Served {
-    Served::Lost {
-        kicked: matches!(e, quinn::ConnectionError::LocallyClosed),
-        reason: e.to_string(),
+    match end {
+        PathEnd::Shutdown => Served::Shutdown,
+        PathEnd::Lost(reason) => Served::Lost {
+            reason,
+            kicked: link.take_kicked(),
+        },
     }
 }
