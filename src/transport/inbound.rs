@@ -48,10 +48,11 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
     note_arrival(&shared, peer, &conn, hello);
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
     if let Some(link) = shared.links.get(&peer).cloned() {
-        let (shared, conn) = (shared.clone(), conn.clone());
-        shared.clone().spawn(async move {
-            let mut shutdown = shared.shutdown_signal();
-            path::carry(&shared, &link, &conn, nonce, back, &mut shutdown).await;
+        // Our stream back is a path for our messages while this connection lives.
+        let (task_shared, task_conn) = (shared.clone(), conn.clone());
+        shared.spawn(async move {
+            let mut shutdown = task_shared.shutdown_signal();
+            path::carry(&task_shared, &link, &task_conn, nonce, back, &mut shutdown).await;
         });
     }
     read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
