@@ -252,6 +252,33 @@ fn startup_wait() {
 }
 
 #[test]
+fn startup_answer() {
+    // The start-up wait outlasted the probe window because higher peers were still
+    // coming up: the election that ends it gives them T' (300), not T, to answer.
+    let mut m = Machine::start(config(2, &[1, 3, 4]), Cells::default(), 0);
+    drain(&mut m);
+    m.handle(Event::PeerUp(3), 250);
+    drain(&mut m);
+    m.handle(Event::PeerUp(4), 400);
+    let elected = drain(&mut m);
+    assert!(
+        elected.contains(&send(4, 0, Body::Election { accepted: None })),
+        "{elected:?}"
+    );
+    assert_eq!(m.next_deadline(), 700, "400 + T'");
+    assert_eq!(tick(&mut m, 699), vec![]);
+    assert_eq!(
+        tick(&mut m, 700),
+        declaration(ep(1, 2), &[1, 3, 4], 1),
+        "no Answer within T': declare"
+    );
+    // Peers that were up by the end of the probe window get the usual T.
+    let mut m = started(config(2, &[1, 3]), 0);
+    tick(&mut m, 100);
+    assert_eq!(m.next_deadline(), 200);
+}
+
+#[test]
 fn election() {
     // Election goes to every higher ID only, then the node waits T.
     let mut m = started(config(2, &[1, 3]), 0);

@@ -29,6 +29,10 @@
 //!   highest survivor runs and a failover costs O(N) messages.
 //! - answer_timeout: no Answer within T ⇒ classic: declare at `highest seen term + 1`;
 //!   quorum: ask for pre-votes first.
+//! - startup_answer: an election that ends a start-up wait extended for higher peers
+//!   waits T' (not T) for an Answer: those peers are starting too and answer late while
+//!   they do their own handshakes; each Answer late by more than T made a lower node
+//!   declare in a fresh cluster.
 //! - coordinator_timeout: an Answer but no Coordinator within T' ⇒ elect again.
 //! - answer_lower: an eligible node answers every Election from a lower ID; a
 //!   coordinator also re-sends its epoch, or gives way if the sender knows a newer one.
@@ -1291,12 +1295,17 @@ impl Machine {
                 self.declare(now);
             }
         } else {
-            self.enter(
-                State::Electing {
-                    until: now + timing.answer_timeout_ms,
-                },
-                now,
-            );
+            // startup_answer: the higher peers we waited for are starting too, busy with
+            // their own dozens of handshakes; an Answer late by more than T made lower
+            // nodes declare.
+            let waited_for_peers =
+                matches!(self.state, State::Starting { until, .. } if now > until);
+            let wait = if waited_for_peers {
+                timing.answer_timeout_ms.max(timing.coordinator_timeout_ms)
+            } else {
+                timing.answer_timeout_ms
+            };
+            self.enter(State::Electing { until: now + wait }, now);
         }
     }
 
