@@ -630,20 +630,63 @@ async fn a_peer_whose_member_list_differs_by_two_is_refused() {
 /// `disconnect` closes both: each side's dialer loses its connection and dials again,
 /// and messages flow again both ways.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disconnect_drops_both_connections_and_the_peer_comes_back() {
+async fn disconnect_drops_every_connection_and_the_peer_comes_back() {
     let (_dir, mut nodes) = connected_cluster(&[1, 2]).await;
-    let connects = |n: &Node| n.t.stats().peer_connects;
-    let before = (connects(&nodes[0]), connects(&nodes[1]));
+    let before = pair_connects(&nodes);
     nodes[0].t.disconnect(2, "test says so");
-    common::wait_until("both sides to redial", WAIT, || {
-        let now = (connects(&nodes[0]), connects(&nodes[1]));
-        async move { (now.0 > before.0 && now.1 > before.1).then_some(()) }
+    common::wait_until("the pair to reconnect", WAIT, || {
+        let now = pair_connects(&nodes);
+        async move { (now > before).then_some(()) }
     })
     .await;
     nodes[1].t.send(1, msg(9));
     nodes[0].expect_message(2, msg(9)).await;
     nodes[0].t.send(2, msg(10));
     nodes[1].expect_message(1, msg(10)).await;
+    shutdown(&nodes).await;
+}
+
+/// Outbound connections the nodes made, together.
+fn pair_connects(nodes: &[Node]) -> u64 {
+    nodes.iter().map(|n| n.t.stats().peer_connects).sum()
+}
+
+#[tokio::test]
+async fn a_pair_of_nodes_shares_one_connection() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    // Node 2's address, free until node 2 starts: node 1's dials go nowhere meanwhile.
+    let addr2 = socket().local_addr().unwrap();
+    let free = socket();
+    let addr1 = free.local_addr().unwrap();
+    let (t, rx) = Transport::start_on(
+        config(dir.path(), 1, vec![(2, addr2)], Timing::default()),
+        free,
+    )
+    .await
+    .expect("node 1 starts");
+    let mut nodes = vec![Node { t, rx }];
+    tokio::time::sleep(Duration::from_millis(100)).await; // node 1 is up before node 2
+    let two = UdpSocket::bind(addr2).expect("rebind node 2's port");
+    let (t, rx) = Transport::start_on(
+        config(dir.path(), 2, vec![(1, addr1)], Timing::default()),
+        two,
+    )
+    .await
+    .expect("node 2 starts");
+    nodes.push(Node { t, rx });
+    wait_connected(&nodes, &[1, 2]).await;
+    nodes[0].t.send(2, msg(1));
+    nodes[1].expect_message(1, msg(1)).await;
+    nodes[1].t.send(1, msg(2));
+    nodes[0].expect_message(2, msg(2)).await;
+    // The side that was reached does not dial a second connection, not even after its
+    // own backoff (at most 500 ms) comes round: watch for twice that.
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_millis(1000) {
+        assert_eq!(pair_connects(&nodes), 1, "one connection per pair");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     shutdown(&nodes).await;
 }
 

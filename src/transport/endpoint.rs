@@ -128,13 +128,13 @@ impl Transport {
         self.shared.id
     }
 
-    /// Peers whose outbound connection is up, in ID order.
+    /// Peers we can send to (a connection either side dialed is up), in ID order.
     pub fn connected_peers(&self) -> Vec<NodeId> {
         let mut peers: Vec<NodeId> = self
             .shared
             .links
             .iter()
-            .filter(|(_, l)| l.is_connected())
+            .filter(|(_, l)| l.is_sendable())
             .map(|(id, _)| *id)
             .collect();
         peers.sort_unstable();

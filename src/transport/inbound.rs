@@ -56,7 +56,12 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         });
     }
     read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
-    shared.inbound.unregister(peer, &conn);
+    if !shared.inbound.unregister(peer, &conn) {
+        // Our dialer stood back while this connection carried both directions.
+        if let Some(link) = shared.links.get(&peer) {
+            link.wake();
+        }
+    }
 }
 
 /// Reads the peer's stream back on our own outbound connection (its hello already
@@ -83,8 +88,10 @@ fn note_arrival(shared: &Shared, peer: NodeId, conn: &quinn::Connection, hello: 
     // After a crash and restart our outbound connection still points at the dead
     // process and would only notice after the idle timeout.
     if link.kick_if_stale(hello.nonce) {
-        info!(peer, "peer restarted; redialing it");
+        info!(peer, "peer restarted; its connection carries us now");
     }
+    // A dial of ours still in its handshake is abandoned: this connection carries both
+    // directions (see outbound::run).
     if !link.is_connected() {
         link.wake();
     }

@@ -26,11 +26,20 @@ impl InboundTable {
         superseded
     }
 
-    /// Forgets a connection that ended.
-    pub fn unregister(&self, peer: NodeId, conn: &quinn::Connection) {
-        if let Some(conns) = self.lock().get_mut(&peer) {
-            conns.retain(|c| c.stable_id() != conn.stable_id());
-        }
+    /// Forgets a connection that ended; returns whether another from `peer` is live.
+    pub fn unregister(&self, peer: NodeId, conn: &quinn::Connection) -> bool {
+        let mut peers = self.lock();
+        let Some(conns) = peers.get_mut(&peer) else {
+            return false;
+        };
+        conns.retain(|c| c.stable_id() != conn.stable_id());
+        !conns.is_empty()
+    }
+
+    /// Whether `peer`'s own connection to us is live (its hello done): it carries both
+    /// directions, so we need not dial a second one.
+    pub fn has(&self, peer: NodeId) -> bool {
+        self.lock().get(&peer).is_some_and(|c| !c.is_empty())
     }
 
     /// Removes and returns every connection from `peer`.

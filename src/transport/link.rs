@@ -75,7 +75,7 @@ impl Link {
     /// Queues a message if a path to the peer is up and its queue has room; never
     /// blocks.
     pub fn try_send(&self, msg: Message) -> bool {
-        self.sendable.load(Ordering::Acquire) && self.queue.try_send(msg).is_ok()
+        self.is_sendable() && self.queue.try_send(msg).is_ok()
     }
 
     /// A path to the peer's process `nonce` came up: the first one, or the first to a
@@ -128,6 +128,11 @@ impl Link {
             .await
     }
 
+    /// Whether a path to the peer is up (on either side's connection).
+    pub fn is_sendable(&self) -> bool {
+        self.sendable.load(Ordering::Acquire)
+    }
+
     /// Whether our own outbound connection to the peer is up.
     pub fn is_connected(&self) -> bool {
         self.current().is_some()
@@ -157,7 +162,8 @@ impl Link {
         }
     }
 
-    /// The peer just connected to us, so it is up: dial now instead of waiting.
+    /// The peer's connection to us came up (our dialer stands back, abandoning a
+    /// handshake in progress) or ended (our dialer dials now instead of waiting).
     pub fn wake(&self) {
         self.wake.notify_one();
     }

@@ -1,7 +1,8 @@
-//! The outbound side: one task per peer dials it, opens the unidirectional stream that
-//! carries our messages to it in order (one of the link's paths, see [`super::path`]),
-//! reads what the peer sends back on its own stream of this connection, and redials
-//! with capped backoff. While no path is up, messages to the peer are dropped: the
+//! The outbound side: one task per peer dials it (unless the peer's own connection to
+//! us is up: one connection per pair), opens the unidirectional stream that carries our
+//! messages to it in order (one of the link's paths, see [`super::path`]), reads what
+//! the peer sends back on its own stream of this connection, and redials with capped
+//! backoff. While no path is up, messages to the peer are dropped: the
 //! protocol tolerates loss, and heartbeats queued during an outage would only arrive
 //! stale.
 
@@ -87,6 +88,9 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
                 _ = shutdown.wait() => return,
             }
         }
+        if !stand_back(&shared, &link, &mut shutdown).await {
+            return;
+        }
         match dial(&shared, &link, &mut shutdown).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
@@ -118,6 +122,22 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
             }
         }
     }
+}
+
+/// One connection per pair of nodes: while the peer's own connection to us is live it
+/// carries both directions (see [`super::path`]), and a second one would only double
+/// the handshakes (at start-up, 32 nodes on 2 cores starved on them) and the
+/// keep-alives (most of an idle 32-node cluster's packets). Waits until it ends; two
+/// dials that cross still make two connections, and both carry. Returns false at
+/// shutdown.
+async fn stand_back(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> bool {
+    while shared.inbound.has(link.peer) {
+        tokio::select! {
+            _ = link.woken() => {}
+            _ = shutdown.wait() => return false,
+        }
+    }
+    true
 }
 
 fn next_delay(delay: Option<Duration>) -> Duration {
@@ -162,7 +182,9 @@ async fn handshake(
                 reason: e.to_string(),
             }),
             _ = link.woken() => {
-                if started.elapsed() >= ABANDON_AFTER {
+                // The peer's connection to us carries both directions now; or this
+                // attempt went out while the peer was down and a fresh one is faster.
+                if shared.inbound.has(link.peer) || started.elapsed() >= ABANDON_AFTER {
                     return Err(Dialed::Woken);
                 }
             }
