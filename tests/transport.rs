@@ -100,6 +100,30 @@ fn config(
     }
 }
 
+/// Starts node `id` on `sock` with `peers` and default timing.
+async fn start_node(
+    dir: &Path,
+    id: NodeId,
+    peers: Vec<(NodeId, SocketAddr)>,
+    sock: UdpSocket,
+) -> Node {
+    start_node_timed(dir, id, peers, Timing::default(), sock).await
+}
+
+/// Starts node `id` on `sock` with `peers` and the given timing.
+async fn start_node_timed(
+    dir: &Path,
+    id: NodeId,
+    peers: Vec<(NodeId, SocketAddr)>,
+    timing: Timing,
+    sock: UdpSocket,
+) -> Node {
+    let (t, rx) = Transport::start_on(config(dir, id, peers, timing), sock)
+        .await
+        .unwrap_or_else(|e| panic!("node {id} starts: {e}"));
+    Node { t, rx }
+}
+
 /// Starts `ids` on pre-bound loopback sockets, each with every other as a peer, plus
 /// any `extra` peers (ID and address) in every node's list.
 async fn cluster(
@@ -118,10 +142,7 @@ async fn cluster(
     for (id, sock) in ids.iter().zip(sockets) {
         let mut peers: Vec<_> = addrs.iter().copied().filter(|(p, _)| p != id).collect();
         peers.extend_from_slice(extra);
-        let (t, rx) = Transport::start_on(config(dir, *id, peers, timing), sock)
-            .await
-            .expect("transport starts");
-        nodes.push(Node { t, rx });
+        nodes.push(start_node_timed(dir, *id, peers, timing, sock).await);
     }
     nodes
 }
@@ -403,19 +424,8 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
     let impostor_addr = impostor_sock.local_addr().unwrap();
     let node1_sock = socket();
     let node1_addr = node1_sock.local_addr().unwrap();
-    let (t1, rx1) = Transport::start_on(
-        config(dir.path(), 1, vec![(3, impostor_addr)], Timing::default()),
-        node1_sock,
-    )
-    .await
-    .unwrap();
-    let mut node1 = Node { t: t1, rx: rx1 };
-    let (impostor, irx) = Transport::start_on(
-        config(dir.path(), 2, vec![(1, node1_addr)], Timing::default()),
-        impostor_sock,
-    )
-    .await
-    .unwrap();
+    let mut node1 = start_node(dir.path(), 1, vec![(3, impostor_addr)], node1_sock).await;
+    let mut impostor = start_node(dir.path(), 2, vec![(1, node1_addr)], impostor_sock).await;
     let ev = expect_refusal_of(&mut node1, 3).await;
     eprintln!("impostor: {ev:?}");
     let dropped = node1.t.stats().messages_dropped;
@@ -430,10 +440,6 @@ async fn a_node_certificate_cannot_speak_for_another_id() {
             matches!(e, TransportEvent::Rejected { peer: Some(2), .. })
         })
         .await;
-    let mut impostor = Node {
-        t: impostor,
-        rx: irx,
-    };
     let ev = expect_refusal_of(&mut impostor, 1).await;
     let TransportEvent::Rejected { reason, .. } = ev else {
         unreachable!()
@@ -659,22 +665,10 @@ async fn a_pair_of_nodes_shares_one_connection() {
     let addr2 = socket().local_addr().unwrap();
     let free = socket();
     let addr1 = free.local_addr().unwrap();
-    let (t, rx) = Transport::start_on(
-        config(dir.path(), 1, vec![(2, addr2)], Timing::default()),
-        free,
-    )
-    .await
-    .expect("node 1 starts");
-    let mut nodes = vec![Node { t, rx }];
+    let mut nodes = vec![start_node(dir.path(), 1, vec![(2, addr2)], free).await];
     tokio::time::sleep(Duration::from_millis(100)).await; // node 1 is up before node 2
     let two = UdpSocket::bind(addr2).expect("rebind node 2's port");
-    let (t, rx) = Transport::start_on(
-        config(dir.path(), 2, vec![(1, addr1)], Timing::default()),
-        two,
-    )
-    .await
-    .expect("node 2 starts");
-    nodes.push(Node { t, rx });
+    nodes.push(start_node(dir.path(), 2, vec![(1, addr1)], two).await);
     wait_connected(&nodes, &[1, 2]).await;
     nodes[0].t.send(2, msg(1));
     nodes[1].expect_message(1, msg(1)).await;
@@ -778,10 +772,7 @@ async fn restart_pair(timing: Timing) -> (tempfile::TempDir, Node, Crashable, Tr
         ..config(dir.path(), 2, vec![(1, a1)], timing)
     };
     let node2 = Crashable::start(cfg2.clone()).await;
-    let (t, rx) = Transport::start_on(config(dir.path(), 1, vec![(2, a2)], timing), s1)
-        .await
-        .unwrap();
-    let mut node1 = Node { t, rx };
+    let mut node1 = start_node_timed(dir.path(), 1, vec![(2, a2)], timing, s1).await;
     node1
         .expect("PeerUp(2)", WAIT, |e| {
             matches!(e, TransportEvent::PeerUp(2))
