@@ -231,6 +231,20 @@ impl Scene {
         .await;
     }
 
+    /// Writes node `id`'s Redis snapshot to disk. A replica's full sync makes the
+    /// primary run a background save, and SAVE is refused while one runs: wait it out.
+    async fn save(&self, id: NodeId) {
+        let what = format!("SAVE on node {id}'s Redis");
+        primary::wait_logged(&self.t, &what, AGREE, || async {
+            match redis(self.addr(id), self.auth(), &["SAVE"]) {
+                Ok(reply) if reply.is_ok() => Some(()),
+                Ok(Reply::Error(e)) if e.contains("in progress") => None,
+                other => panic!("{what}: {other:?}"),
+            }
+        })
+        .await;
+    }
+
     /// Waits until both HAProxy writers had a write accepted by node `id`'s Redis after
     /// `since`.
     async fn wait_writes_on(&self, id: NodeId, since: Instant) {
@@ -355,8 +369,7 @@ impl Scene {
     async fn kill_the_primary(&mut self, scenario: &str) {
         phase(scenario);
         // A snapshot first: the stale-RDB restart reads it (it misses what follows).
-        let saved = redis(self.addr(3), self.auth(), &["SAVE"]).unwrap();
-        assert!(saved.is_ok(), "SAVE: {saved:?}");
+        self.save(3).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let fault = Instant::now();
         self.t.cluster.kill(3).unwrap();
@@ -509,8 +522,7 @@ impl Scene {
         )
         .await;
         for id in [1, 2, 3] {
-            let saved = redis(self.addr(id), self.auth(), &["SAVE"]).unwrap();
-            assert!(saved.is_ok(), "SAVE on {id}: {saved:?}");
+            self.save(id).await;
         }
         let keys = self.dbsize(3);
         for id in [1, 2, 3] {
