@@ -278,15 +278,19 @@ fn settle_and_check(sim: &mut Sim, leader: NodeId) -> Epoch {
 
 #[test]
 fn heir_crashes_after_answer_before_coordinator() {
-    // Phase 1: 5 leads. Phase 2: 5 dies and 1 notices; 4 is armed to die right after
-    // its first Answer, so 1..3 hear "I take over" and then nothing.
+    // Phase 1: 5 leads. Phase 2: 5 dies; once its last messages have landed (so no
+    // stale heartbeat undoes the notice), 1 is told. 4 is armed to die right after its
+    // first Answer, so 1..3 hear "I take over" and then nothing.
     let mut sim = converged_five(11, Mode::Classic);
     sim.arm_crash(4, CrashPoint::AfterSend(MessageKind::Answer));
     sim.crash(5);
+    let max_delay = sim.config().delay_ms.1;
+    sim.run_until(sim.now() + max_delay);
     sim.peer_down(1, 5);
-    // 1 first waits T for a higher node's declaration (defer), then elects.
-    sim.run_until(sim.now() + 200);
-    assert!(!sim.is_up(4), "4 crashed after answering");
+    // 1 elects at once (5 is known down); 4 answers and dies.
+    let bound = sim.now() + sim.config().timing.convergence_bound_in(Mode::Classic);
+    let crashed = sim.run_until_or(bound, |sim| !sim.is_up(4));
+    assert!(crashed, "4 crashed after answering, by {bound} ms");
     // Phase 3: nobody above 3 is alive. 3 declares (after T, or after T' and a new
     // election if 4's Answer reached it first) and everyone follows 3.
     let epoch = settle_and_check(&mut sim, 3);

@@ -805,20 +805,80 @@ async fn a_restarted_peer_is_redialed_before_the_idle_timeout() {
     node1.t.shutdown().await;
 }
 
+/// Sends to `peer` every heartbeat period, as a coordinator would, until the silence
+/// watch cuts the connection and `PeerDown` comes (within the silence timeout, 20 D,
+/// plus a margin); returns how long that took.
+async fn notice_silence(node: &mut Node, peer: NodeId, timing: Timing) -> Duration {
+    let started = Instant::now();
+    let silence = Duration::from_millis(timing.peer_idle_timeout_ms());
+    let deadline = tokio::time::Instant::now() + silence * 2 + WAIT;
+    let mut beat = tokio::time::interval(Duration::from_millis(timing.heartbeat_ms));
+    loop {
+        tokio::select! {
+            _ = beat.tick() => node.t.send(peer, msg(1)),
+            ev = tokio::time::timeout_at(deadline, node.rx.recv()) => match ev {
+                Ok(Some(TransportEvent::PeerDown(p))) if p == peer => break,
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("event channel closed"),
+                Err(_) => panic!("no PeerDown({peer}) within {:?}", silence * 2 + WAIT),
+            },
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= silence,
+        "cut after {took:?}, before the silence timeout"
+    );
+    assert!(
+        node.t.stats().connections_silenced >= 1,
+        "the silence watch cut it"
+    );
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_link_outlives_the_silence_timeout_and_a_silent_one_is_cut() {
+    init_logs();
+    // Silence timeout 1 s; QUIC's idle timeout (quiet links) 10 s.
+    let timing = Timing {
+        heartbeat_ms: 10,
+        suspect_after_ms: 50,
+        ..Timing::default()
+    };
+    let (_dir, mut node1, mut node2, _cfg2) = restart_pair(timing).await;
+    let silence = Duration::from_millis(timing.peer_idle_timeout_ms());
+    // Nothing sent for 2.5 timeouts (1.25 watched on each side in turn): the link stays
+    // up on both sides.
+    for node in [&mut node1, node2.node()] {
+        let quiet = tokio::time::timeout(silence * 5 / 4, async {
+            loop {
+                match node.rx.recv().await {
+                    Some(TransportEvent::PeerDown(p)) => return p,
+                    Some(_) => {}
+                    None => return 0,
+                }
+            }
+        })
+        .await;
+        assert!(quiet.is_err(), "a quiet link went down: {quiet:?}");
+        assert_eq!(node.t.stats().connections_silenced, 0);
+    }
+    node1.t.send(2, msg(7));
+    node2.node().expect_message(1, msg(7)).await;
+    // Node 2 dies (no close frame): node 1's messages go unanswered and it is cut.
+    node2.crash();
+    let took = notice_silence(&mut node1, 2, timing).await;
+    eprintln!("silence {silence:?}: cut after {took:?}");
+    node1.t.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_back_after_an_outage_is_reached_promptly() {
     init_logs();
     let (_dir, mut node1, mut node2, cfg2) = restart_pair(Timing::default()).await;
     node2.crash();
-    // Node 1 notices within about the idle timeout (20 D).
-    let crashed = Instant::now();
-    let idle = Duration::from_millis(Timing::default().peer_idle_timeout_ms());
-    node1
-        .expect("PeerDown(2)", idle + WAIT, |e| {
-            matches!(e, TransportEvent::PeerDown(2))
-        })
-        .await;
-    eprintln!("crash noticed after {:?}", crashed.elapsed());
+    let noticed = notice_silence(&mut node1, 2, Timing::default()).await;
+    eprintln!("crash noticed after {noticed:?}");
     // Down for 1.2 s: node 1's redial backoff has reached its cap by then.
     let took = crash_and_restart(
         &mut node1,

@@ -151,7 +151,7 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
 
 /// The node's event counters and the transport's.
 fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
-    let counters: [(&str, &str, u64); 9] = [
+    let counters: [(&str, &str, u64); 10] = [
         (
             "elections_started",
             "Election rounds this node began.",
@@ -192,6 +192,11 @@ fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(),
             "transport_peer_connects",
             "Outbound peer connections established (connects and reconnects).",
             m.transport.peer_connects,
+        ),
+        (
+            "transport_connections_silenced",
+            "Peer connections cut because what the node sent went unanswered for 20 D.",
+            m.transport.connections_silenced,
         ),
     ];
     for (name, help, value) in counters {

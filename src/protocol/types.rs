@@ -341,13 +341,23 @@ impl Timing {
         3 * self.suspect_after_ms
     }
 
-    /// How long a peer connection may carry nothing before the transport drops it and
-    /// reports the peer down (20 D). The protocol's own suspicion detects a dead leader
-    /// after D; the notice is a hint, and a short timeout would cost a keep-alive on
-    /// every quiet link (at half of it) often: at 32 nodes, those on the links between
-    /// followers were most of an idle cluster's CPU. The simulator uses the same figure.
+    /// How long a peer connection that carries messages may hear nothing back before
+    /// the transport drops it and reports the peer down (20 D); also the bound on a dial.
+    /// The protocol's own suspicion detects a dead leader after D; the notice is a hint.
+    /// A stalled connection must not live much longer: after a partition heals, QUIC's
+    /// retransmission backoff would hold its messages back for about as long as the
+    /// partition lasted. The simulator uses the same figure.
     pub fn peer_idle_timeout_ms(&self) -> u64 {
-        20 * self.suspect_after_ms
+        self.suspect_after_ms.saturating_mul(20)
+    }
+
+    /// QUIC's own idle timeout (200 D), which applies to quiet links only: those between
+    /// followers carry nothing for as long as the coordinator lives, and a keep-alive at
+    /// half of [`Timing::peer_idle_timeout_ms`] on each of them was a third of an idle
+    /// 32-node cluster's CPU. The dialer pings at half of this; a connection with
+    /// traffic is watched against the shorter timeout instead (`transport::silence`).
+    pub fn quiet_link_timeout_ms(&self) -> u64 {
+        self.suspect_after_ms.saturating_mul(200)
     }
 
     /// The I5 bound: every live node follows the highest live ID within this long

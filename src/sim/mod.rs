@@ -348,9 +348,12 @@ impl Sim {
     }
 
     /// The transport's connection notices, as the runtime gets them: a connection that
-    /// stops carrying packets is reported down after the idle timeout (20 D); one that
-    /// (re)connects is reported up after a handshake (one delay). Each notice is checked
-    /// again when it falls due, so a link that recovered in the meantime is not reported.
+    /// stops carrying packets is reported down between the silence timeout (20 D, a link
+    /// with traffic) and QUIC's idle timeout (200 D, a quiet link whose peer never pings
+    /// it); one that (re)connects is reported up after a handshake (one delay). Each
+    /// notice is checked again when it falls due, so a link that recovered in the
+    /// meantime is not reported. Notices are hints: nothing safe depends on when, or
+    /// whether, one comes.
     fn notice_at(&mut self, at: Millis, node: NodeId, peer: NodeId, up: bool) {
         self.seq += 1;
         self.notices.insert((at, self.seq), (node, peer, up));
@@ -363,7 +366,12 @@ impl Sim {
     }
 
     fn notice_after_idle_timeout(&mut self, node: NodeId, peer: NodeId) {
-        let at = self.now + self.config.timing.peer_idle_timeout_ms();
+        let timing = &self.config.timing;
+        let (lo, hi) = (
+            timing.peer_idle_timeout_ms(),
+            timing.quiet_link_timeout_ms(),
+        );
+        let at = self.now + self.rng.gen_range(lo..=hi.max(lo));
         self.notice_at(at, node, peer, false);
     }
 

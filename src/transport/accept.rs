@@ -32,13 +32,18 @@ pub(super) async fn accept_loop(shared: Arc<Shared>) {
 async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     let remote = incoming.remote_address();
     let mut shutdown = shared.shutdown_signal();
+    // QUIC's own handshake timeout is its idle timeout, which is long (quiet links).
     let conn = tokio::select! {
-        r = incoming.into_future() => r,
+        r = tokio::time::timeout(shared.silence, incoming.into_future()) => r,
         _ = shutdown.wait() => return,
     };
     let conn = match conn {
-        Ok(conn) => conn,
-        Err(e) => {
+        Ok(Ok(conn)) => conn,
+        Err(_) => {
+            info!(%remote, timeout = ?shared.silence, "incoming handshake timed out");
+            return;
+        }
+        Ok(Err(e)) => {
             shared.stats.add_refused();
             info!(%remote, error = %e, "incoming handshake failed");
             shared.reject(None, remote.to_string(), format!("handshake failed: {e}"));

@@ -19,3 +19,5 @@ pub const FORBIDDEN: VarInt = VarInt::from_u32(5);
 pub const PROTOCOL: VarInt = VarInt::from_u32(6);
 /// The peer's member list differs from ours by more than one member.
 pub const MEMBERSHIP: VarInt = VarInt::from_u32(7);
+/// What we sent went unanswered for the silence timeout (see `super::silence`).
+pub const SILENT: VarInt = VarInt::from_u32(8);

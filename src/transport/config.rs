@@ -16,7 +16,7 @@ pub struct TransportConfig {
     pub tls: TlsFiles,
     /// Every other member and where to dial it (a name is resolved at each dial).
     pub peers: Vec<(NodeId, PeerAddr)>,
-    /// Checked with [`Timing::validate`]; a quiet peer connection is dropped after
-    /// [`Timing::peer_idle_timeout_ms`].
+    /// Checked with [`Timing::validate`]; a peer connection that hears nothing back is
+    /// dropped after [`Timing::peer_idle_timeout_ms`].
     pub timing: Timing,
 }

@@ -10,6 +10,7 @@ use super::link::Link;
 use super::members::{check_node_id, check_peers};
 use super::outbound;
 use super::shared::{Parts, Shared};
+use super::silence;
 use super::socket;
 use super::stats::TransportStats;
 use super::tls;
@@ -243,11 +244,13 @@ fn launch(
         links,
         dial: configs.dial,
         events,
+        silence: Duration::from_millis(cfg.timing.peer_idle_timeout_ms()),
     }));
     for link in shared.links.values() {
         shared.spawn(outbound::run(shared.clone(), link.clone()));
     }
     shared.spawn(accept_loop(shared.clone()));
+    shared.spawn(silence::watch(shared.clone(), shared.silence));
     info!(id = cfg.id, addr = %local_addr, peers = cfg.peers.len(), "transport listening");
     Ok((Transport { shared }, events_rx))
 }

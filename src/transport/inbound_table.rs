@@ -42,6 +42,14 @@ impl InboundTable {
         self.lock().get(&peer).is_some_and(|c| !c.is_empty())
     }
 
+    /// Every live inbound connection, with its peer, for the silence watch.
+    pub fn all(&self) -> Vec<(NodeId, quinn::Connection)> {
+        self.lock()
+            .iter()
+            .flat_map(|(peer, conns)| conns.iter().map(|c| (*peer, c.clone())))
+            .collect()
+    }
+
     /// Removes and returns every connection from `peer`.
     pub fn take_all(&self, peer: NodeId) -> Vec<quinn::Connection> {
         self.lock()

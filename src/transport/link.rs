@@ -144,6 +144,11 @@ impl Link {
         *self.current() = Some(Current { conn, nonce });
     }
 
+    /// Our outbound connection, while it is up.
+    pub fn outbound_connection(&self) -> Option<quinn::Connection> {
+        self.current().as_ref().map(|c| c.conn.clone())
+    }
+
     /// The outbound connection is gone.
     pub fn disconnected(&self) {
         self.current().take();

@@ -12,6 +12,8 @@
 //!   dialer, the paths, `send` and the inbound side share.
 //! - `inbound`: reading a peer's stream, dropping peers that send bad frames, noticing
 //!   a peer that restarted; `inbound_table`: those connections by peer.
+//! - `silence`: cuts a connection whose sends go unanswered for 20 D (QUIC's own idle
+//!   timeout is long, so quiet links need no frequent keep-alive).
 //! - [`tls`]: rustls (ring only) and quinn configs; who a connection's certificate is.
 //! - [`frame`]: one length-prefixed frame on a stream ([`read_frame`], [`write_frame`]).
 //! - [`hello`]: the first frame each side of a peer connection sends.
@@ -21,6 +23,11 @@
 //! - [`close`], `config`, `event`, `error`, `stats`, `peer_addr`: close codes,
 //!   [`TransportConfig`], [`TransportEvent`], [`TransportError`], [`TransportStats`],
 //!   [`PeerAddr`].
+//!
+//! # Timeouts
+//! A connection on which what we sent goes unanswered for 20 D is cut (`silence`);
+//! QUIC's own idle timeout is 200 D and only the dialer pings, at half of it, so a
+//! quiet link between two followers costs two packets a minute at default timing.
 //!
 //! # Who is who
 //! A peer is identified by its certificate (SAN `node-<id>.bully`), never by its
@@ -36,9 +43,10 @@
 //! The dialer opens one unidirectional stream, writes a [`hello::Hello`] frame carrying
 //! a random per-process nonce, then one frame per message. The accepting node answers
 //! with its own hello on a stream of its own, which then carries the accepting node's
-//! messages whenever that stream is its path to the dialer. Each node dials each peer,
-//! so a pair has two connections; a node writes its messages on the first path that
-//! came up and moves to the other only when that one dies. A reply therefore goes back
+//! messages whenever that stream is its path to the dialer. A node does not dial a peer
+//! whose connection to it is up, so a pair usually shares one connection (two when
+//! the dials cross); a node writes its messages on the first path that came up and
+//! moves to the other only when that one dies. A reply therefore goes back
 //! on the connection the request came on even while our own dial is still under way.
 //! A path comes up only after both hellos (so the peer has accepted our certificate);
 //! the first one, or the first to a restarted process, is `PeerUp`, and losing the
@@ -63,6 +71,7 @@ mod outbound;
 mod path;
 mod peer_addr;
 mod shared;
+mod silence;
 mod socket;
 mod stats;
 pub mod tls;

@@ -175,11 +175,18 @@ async fn handshake(
         .map_err(Dialed::refused)?;
     drop(endpoint);
     tokio::pin!(connecting);
+    // QUIC's own handshake timeout is its idle timeout, which is long (quiet links).
+    let give_up = tokio::time::sleep(shared.silence);
+    tokio::pin!(give_up);
     loop {
         tokio::select! {
             r = &mut connecting => return r.map_err(|e| Dialed::Failed {
                 quiet: matches!(e, quinn::ConnectionError::TimedOut),
                 reason: e.to_string(),
+            }),
+            _ = &mut give_up => return Err(Dialed::Failed {
+                quiet: true,
+                reason: format!("no handshake within {:?}", shared.silence),
             }),
             _ = link.woken() => {
                 // The peer's connection to us carries both directions now; or this

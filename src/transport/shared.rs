@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::warn;
@@ -32,6 +33,9 @@ pub(super) struct Shared {
     pub nonce: u64,
     /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
     pub members: Vec<NodeId>,
+    /// [`crate::protocol::Timing::peer_idle_timeout_ms`]: how long a connection may go
+    /// unanswered, and a handshake may take.
+    pub silence: Duration,
     /// The endpoint until shutdown takes it (its last handle: dropping it lets quinn
     /// close the socket).
     endpoint: Mutex<Option<quinn::Endpoint>>,
@@ -53,6 +57,7 @@ pub(super) struct Parts {
     pub links: HashMap<NodeId, Arc<Link>>,
     pub dial: quinn::ClientConfig,
     pub events: mpsc::Sender<TransportEvent>,
+    pub silence: Duration,
 }
 
 /// Resolves once shutdown has begun; every task selects on it.
@@ -79,6 +84,7 @@ impl Shared {
             stats: Counters::default(),
             nonce: rand::random(),
             members,
+            silence: parts.silence,
             endpoint: Mutex::new(Some(parts.endpoint)),
             released: Mutex::new(Some(parts.released)),
             dial: Mutex::new(parts.dial),

@@ -21,6 +21,9 @@ pub struct TransportStats {
     pub connections_refused: u64,
     /// Outbound peer connections established (first connects and reconnects).
     pub peer_connects: u64,
+    /// Peer connections cut because what we sent went unanswered for the silence
+    /// timeout (a dead or cut-off peer).
+    pub connections_silenced: u64,
 }
 
 /// The live counters behind [`TransportStats`], shared by every task.
@@ -32,6 +35,7 @@ pub(super) struct Counters {
     bad_frames: AtomicU64,
     refused: AtomicU64,
     connects: AtomicU64,
+    silenced: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -57,6 +61,9 @@ impl Counters {
     pub fn add_connect(&self) {
         add(&self.connects, 1);
     }
+    pub fn add_silenced(&self) {
+        add(&self.silenced, 1);
+    }
     pub fn snapshot(&self) -> TransportStats {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         TransportStats {
@@ -66,6 +73,7 @@ impl Counters {
             bad_frames: get(&self.bad_frames),
             connections_refused: get(&self.refused),
             peer_connects: get(&self.connects),
+            connections_silenced: get(&self.silenced),
         }
     }
 }

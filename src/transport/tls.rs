@@ -167,13 +167,14 @@ fn webpki_server_verifier(
         .map_err(|e| config_error(files, e))
 }
 
-/// [`Timing::peer_idle_timeout_ms`], and a keep-alive after half of it without receiving
-/// anything: quinn restarts that timer on every packet received, so a link that carries
-/// heartbeats never sends one; only links with no traffic do, twice per idle timeout,
-/// and only from the dialing side (the accepting side turns it off).
+/// [`Timing::quiet_link_timeout_ms`], and a keep-alive after half of it without
+/// receiving anything: quinn restarts that timer on every packet received, so a link
+/// that carries heartbeats never sends one; only links with no traffic do, twice per
+/// idle timeout, and only from the dialing side (the accepting side turns it off).
+/// Links with traffic are held to the shorter silence timeout by `super::silence`.
 /// Quinn's defaults: no keep-alive, 30 s.
 fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportError> {
-    let idle = Duration::from_millis(timing.peer_idle_timeout_ms());
+    let idle = Duration::from_millis(timing.quiet_link_timeout_ms());
     let mut transport = quinn::TransportConfig::default();
     transport
         .keep_alive_interval(Some(idle / 2))
