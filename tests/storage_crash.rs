@@ -206,19 +206,10 @@ impl Drop for Writer {
 }
 
 /// Opens the store after a kill. The kernel drops the dead writer's flock when it is
-/// reaped, so `Locked` should not happen; retry briefly (bounded) in case it lingers.
+/// reaped, so `Locked` should not happen; wait briefly (bounded) in case it lingers.
 fn reopen(dir: &Path) -> (Storage, u32) {
-    let mut retries = 0;
-    loop {
-        match Storage::open(dir) {
-            Ok(storage) => return (storage, retries),
-            Err(StorageError::Locked { .. }) if retries < 50 => {
-                retries += 1;
-                thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("reopen after kill failed: {e}"),
-        }
-    }
+    Storage::open_waiting(dir, Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("reopen after kill failed: {e}"))
 }
 
 #[test]

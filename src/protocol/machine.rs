@@ -577,8 +577,8 @@ impl Machine {
                 self.start_election(now)
             }
             State::Follower { epoch, .. } => {
-                // No heartbeat for D: as good a sign the leader is gone as the
-                // transport's idle timeout, which fires about now too.
+                // No heartbeat for D: the leader is gone or cut off. The transport's
+                // notice (silence timeout, 20 D) would come much later.
                 self.suspected = Some(epoch.leader);
                 self.suspect(now)
             }

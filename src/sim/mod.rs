@@ -335,7 +335,7 @@ impl Sim {
         self.record(id, Record::Started { incarnation });
         self.drain(id);
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
-        // that reaches nobody fails after the handshake's idle timeout (20 D), unless the
+        // that reaches nobody fails when the handshake bound (20 D) runs out, unless the
         // peer came up meanwhile (then its own start reports the link up).
         for peer in self.config.ids.clone() {
             if peer != id && self.is_up(peer) {

@@ -31,6 +31,7 @@ use crate::protocol::Cells;
 use serde::de::DeserializeOwned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The key of each cell. Separate keys keep each value small and let a future cell be
 /// added without rewriting the others.
@@ -84,6 +85,25 @@ impl Storage {
             db,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// Like [`Storage::open`], but waits up to `wait` while the store is `Locked`, and
+    /// says how many times it found it locked. The lock outlives its holder for a
+    /// moment: sled's io threads can hold the files briefly after the last handle in
+    /// this process is dropped, and a killed process holds them until the kernel has
+    /// torn it down. For reopening a store one knows was just released.
+    pub fn open_waiting(dir: &Path, wait: Duration) -> Result<(Storage, u32), StorageError> {
+        let deadline = Instant::now() + wait;
+        let mut locked = 0;
+        loop {
+            match Storage::open(dir) {
+                Err(StorageError::Locked { .. }) if Instant::now() < deadline => {
+                    locked += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => return other.map(|storage| (storage, locked)),
+            }
+        }
     }
 
     /// Reads the cells; a fresh store gives `Cells::default()`. A value that does not

@@ -17,6 +17,15 @@ fn data_dir() -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// Opens a store this test has just dropped (see [`Storage::open_waiting`]).
+fn open_after_close(dir: &Path) -> Result<Storage, StorageError> {
+    Storage::open_waiting(dir, Duration::from_secs(5)).map(|(storage, _)| storage)
+}
+
+fn reopen(dir: &Path) -> Storage {
+    open_after_close(dir).expect("reopen a released store")
+}
+
 /// A store holding `saved`, closed again.
 fn closed_store_with(saved: Cells) -> (tempfile::TempDir, PathBuf) {
     let (tmp, dir) = data_dir();
@@ -53,11 +62,11 @@ fn saved_cells_round_trip() {
 #[test]
 fn cells_survive_drop_and_reopen() {
     let (_tmp, dir) = closed_store_with(cells(7, 3, 2));
-    let storage = Storage::open(&dir).unwrap();
+    let storage = reopen(&dir);
     assert_eq!(storage.load().unwrap(), cells(7, 3, 2));
     storage.save(&cells(8, 5, 3)).unwrap();
     drop(storage);
-    assert_eq!(Storage::open(&dir).unwrap().load().unwrap(), cells(8, 5, 3));
+    assert_eq!(reopen(&dir).load().unwrap(), cells(8, 5, 3));
 }
 
 #[test]
@@ -83,7 +92,7 @@ fn second_open_of_a_held_dir_is_locked_with_a_clear_message() {
     );
     // Releasing the first handle releases the lock.
     drop(first);
-    Storage::open(&dir).unwrap();
+    reopen(&dir);
 }
 
 #[test]
@@ -161,7 +170,7 @@ fn a_missing_cell_beside_the_others_is_corrupt() {
 fn garbage_config_file_is_corrupt_not_a_panic() {
     let (_tmp, dir) = closed_store_with(cells(5, 2, 1));
     std::fs::write(dir.join("conf"), b"this is not a sled config").unwrap();
-    let err = Storage::open(&dir).expect_err("open must fail");
+    let err = open_after_close(&dir).expect_err("open must fail");
     assert!(matches!(err, StorageError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains(&dir.display().to_string()));
 }
@@ -202,7 +211,7 @@ fn garbage_in_the_log_never_panics() {
         let mut bytes = pristine.clone();
         damage(&mut bytes);
         std::fs::write(dir.join("db"), &bytes).unwrap();
-        match Storage::open(&dir) {
+        match open_after_close(&dir) {
             Err(e) => assert!(
                 e.to_string().contains(&dir.display().to_string()),
                 "{name}: {e}"
@@ -237,10 +246,7 @@ fn nested_missing_dirs_are_created() {
         .unwrap()
         .save(&cells(1, 1, 1))
         .unwrap();
-    assert_eq!(
-        Storage::open(&nested).unwrap().load().unwrap(),
-        cells(1, 1, 1)
-    );
+    assert_eq!(reopen(&nested).load().unwrap(), cells(1, 1, 1));
 }
 
 /// The cost of one durable save (transaction + flush + fsyncs). Run in release:

