@@ -784,8 +784,8 @@ async fn restart_pair(timing: Timing) -> (tempfile::TempDir, Node, Crashable, Tr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_peer_is_redialed_before_the_idle_timeout() {
     init_logs();
-    // A long idle timeout (5 s): without restart detection node 1 would keep its stale
-    // connection to the dead process that long.
+    // Long timeouts (D = 5 s, so silence 100 s): without restart detection node 1 would
+    // keep its stale connection to the dead process that long.
     let timing = Timing {
         heartbeat_ms: 1000,
         suspect_after_ms: 5000,
@@ -801,7 +801,7 @@ async fn a_restarted_peer_is_redialed_before_the_idle_timeout() {
         );
         figures.push(took);
     }
-    eprintln!("reconnect after an immediate restart (idle timeout 5 s): {figures:?}");
+    eprintln!("reconnect after an immediate restart (D = 5 s): {figures:?}");
     node1.t.shutdown().await;
 }
 
