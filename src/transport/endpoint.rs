@@ -250,7 +250,7 @@ fn launch(
         shared.spawn(outbound::run(shared.clone(), link.clone()));
     }
     shared.spawn(accept_loop(shared.clone()));
-    shared.spawn(silence::watch(shared.clone(), shared.silence));
+    shared.spawn(silence::watch(shared.clone()));
     info!(id = cfg.id, addr = %local_addr, peers = cfg.peers.len(), "transport listening");
     Ok((Transport { shared }, events_rx))
 }

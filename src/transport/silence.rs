@@ -103,8 +103,9 @@ fn connections(shared: &Shared) -> Vec<(NodeId, quinn::Connection)> {
     outbound.chain(shared.inbound.all()).collect()
 }
 
-/// Runs until shutdown: cuts connections that stay unanswered for `silence`.
-pub(super) async fn watch(shared: Arc<Shared>, silence: Duration) {
+/// Runs until shutdown: cuts connections that stay unanswered for `shared.silence`.
+pub(super) async fn watch(shared: Arc<Shared>) {
+    let silence = shared.silence;
     let mut shutdown: Shutdown = shared.shutdown_signal();
     let mut ticks = tokio::time::interval(silence / CHECKS_PER_TIMEOUT);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -124,7 +125,7 @@ pub(super) async fn watch(shared: Arc<Shared>, silence: Duration) {
                 .entry(conn.stable_id())
                 .or_insert_with(|| Seen::new(counters, at));
             if entry.check(counters, at, silence) {
-                cut(&shared, *peer, conn, silence);
+                cut(&shared, *peer, conn);
                 silent_peers.push(*peer);
             }
         }
@@ -136,14 +137,14 @@ pub(super) async fn watch(shared: Arc<Shared>, silence: Duration) {
                 .get(&conn.stable_id())
                 .is_some_and(|s| s.unheard_for(at, silence));
             if quiet && silent_peers.contains(peer) && conn.close_reason().is_none() {
-                cut(&shared, *peer, conn, silence);
+                cut(&shared, *peer, conn);
             }
         }
     }
 }
 
-fn cut(shared: &Shared, peer: NodeId, conn: &quinn::Connection, silence: Duration) {
-    info!(peer, remote = %conn.remote_address(), ?silence, "peer connection silent; dropping it");
+fn cut(shared: &Shared, peer: NodeId, conn: &quinn::Connection) {
+    info!(peer, remote = %conn.remote_address(), silence = ?shared.silence, "peer connection silent; dropping it");
     shared.stats.add_silenced();
     conn.close(close::SILENT, b"nothing heard back");
 }
