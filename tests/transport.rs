@@ -598,6 +598,46 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
     shutdown(&nodes).await;
 }
 
+/// A peer that ends its message stream but keeps the connection (only a dying process
+/// or a broken implementation does): node 1 closes it, so its own messages, which
+/// that connection carried back, move on at once instead of going out unwatched until
+/// QUIC's long idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_ends_its_stream_loses_the_connection() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
+    let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+    let mut send = conn.open_uni().await.unwrap();
+    let hello = Hello {
+        nonce: 9,
+        members: vec![1, 2, 3],
+    };
+    send.write_all(&codec::encode_frame(&hello).unwrap())
+        .await
+        .unwrap();
+    send.write_all(&codec::encode_frame(&msg(6)).unwrap())
+        .await
+        .unwrap();
+    nodes[0].expect_message(2, msg(6)).await;
+    nodes[0]
+        .expect("PeerUp(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerUp(2))
+        })
+        .await;
+    send.finish().unwrap();
+    match tokio::time::timeout(WAIT, conn.closed()).await {
+        Ok(quinn::ConnectionError::ApplicationClosed(c)) => {
+            assert_eq!(c.error_code, close::PROTOCOL)
+        }
+        other => panic!("expected a close by node 1, got {other:?}"),
+    }
+    nodes[0]
+        .expect("PeerDown(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(2))
+        })
+        .await;
+    shutdown(&nodes).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_whose_member_list_differs_by_two_is_refused() {
     let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
@@ -721,11 +761,15 @@ impl Crashable {
         self.node.as_mut().unwrap()
     }
 
+    /// Stops the node as `kill -9` would: nothing more leaves its socket. The runtime
+    /// is stopped, and its worker has dropped every task, before the handle goes:
+    /// dropping the handle first lets tasks that are still polled see their event
+    /// channel closed and end, and their dropped streams send the peer a FIN.
     fn crash(&mut self) {
-        self.node.take();
         if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
+            tokio::task::block_in_place(|| rt.shutdown_timeout(WAIT));
         }
+        self.node.take();
     }
 }
 

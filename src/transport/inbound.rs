@@ -126,12 +126,20 @@ async fn read_messages(
                 }
             }
             Ok(None) => {
-                debug!(peer, "peer finished its stream");
+                // A live peer never finishes its stream and keeps the connection (it
+                // closes the connection instead): this one is dying, or not following
+                // the protocol. Close it, so a path of ours on it ends now rather than
+                // carrying on unwatched until QUIC's long idle timeout.
+                debug!(peer, "peer finished its stream; closing the connection");
+                conn.close(close::PROTOCOL, b"your message stream ended");
                 return;
             }
             Err(FrameError::Codec(e)) => return bad_frame(shared, peer, conn, e),
             Err(FrameError::Io(e)) => {
+                // Usually the connection is gone already; if only the stream was reset,
+                // the connection is no use either (as above).
                 debug!(peer, error = %e, "inbound connection ended");
+                conn.close(close::PROTOCOL, b"your message stream failed");
                 return;
             }
         }
