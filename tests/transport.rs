@@ -757,6 +757,10 @@ impl Crashable {
         panic!("could not bind {addr} within 2 s");
     }
 
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.rt.as_ref().unwrap()
+    }
+
     fn node(&mut self) -> &mut Node {
         self.node.as_mut().unwrap()
     }
@@ -913,6 +917,78 @@ async fn a_quiet_link_outlives_the_silence_timeout_and_a_silent_one_is_cut() {
     node2.crash();
     let took = notice_silence(&mut node1, 2, timing).await;
     eprintln!("silence {silence:?}: cut after {took:?}");
+    node1.t.shutdown().await;
+}
+
+/// A node's RTT estimates for its connections to `peer`, the largest first.
+fn rtts_to(node: &Node, peer: NodeId) -> Vec<Duration> {
+    let mut rtts: Vec<Duration> = node
+        .t
+        .link_rtts()
+        .into_iter()
+        .filter(|(p, _)| *p == peer)
+        .map(|(_, rtt)| rtt)
+        .collect();
+    rtts.sort_unstable_by(|a, b| b.cmp(a));
+    rtts
+}
+
+/// A link whose RTT estimate a stall inflated gets it back down although nothing more
+/// is sent on it: otherwise its resend timeout stays several times the stall, and a
+/// later lost packet waits that long. The stall: node 2 sends, then its only worker
+/// thread blocks before it can read node 1's ACK (and before it could resend), so its
+/// one RTT sample is the stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_links_inflated_rtt_estimate_comes_back_down() {
+    init_logs();
+    // Silence timeout 2 s (above the stall), so the watch (and the RTT refresh) looks
+    // every 250 ms.
+    let timing = Timing {
+        heartbeat_ms: 20,
+        suspect_after_ms: 100,
+        ..Timing::default()
+    };
+    let (_dir, mut node1, mut node2, _cfg2) = restart_pair(timing).await;
+    node2
+        .node()
+        .expect("PeerUp(1)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerUp(1))
+        })
+        .await;
+    node2.node().t.send(1, msg(1));
+    node1.expect_message(2, msg(1)).await;
+    let probes_before = node2.node().t.stats().rtt_probes;
+    let stall = Duration::from_millis(800);
+    // Both land in the worker's queue from outside, in this order: the path task
+    // writes the message and quinn's driver (woken by it, so run next) sends it before
+    // the worker takes the stall; it reads the socket, and so the ACK, only after.
+    node2.node().t.send(1, msg(2));
+    node2
+        .runtime()
+        .spawn(async move { std::thread::sleep(stall) });
+    node1.expect_message(2, msg(2)).await;
+    let deadline = Instant::now() + WAIT;
+    let mut worst = Duration::ZERO;
+    loop {
+        let rtts = rtts_to(node2.node(), 1);
+        worst = worst.max(rtts.first().copied().unwrap_or_default());
+        if worst >= Duration::from_millis(50)
+            && rtts.iter().all(|rtt| *rtt <= Duration::from_millis(10))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "estimates to node 1 still {rtts:?} after {WAIT:?} (worst seen {worst:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let probes = node2.node().t.stats().rtt_probes - probes_before;
+    eprintln!(
+        "estimate after a {stall:?} stall: worst seen {worst:?}, back to {:?} after {probes} probes",
+        rtts_to(node2.node(), 1)
+    );
+    assert!(probes > 0, "brought down by probes, not by traffic");
     node1.t.shutdown().await;
 }
 

@@ -151,7 +151,7 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
 
 /// The node's event counters and the transport's.
 fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
-    let counters: [(&str, &str, u64); 10] = [
+    let counters: [(&str, &str, u64); 11] = [
         (
             "elections_started",
             "Election rounds this node began.",
@@ -197,6 +197,11 @@ fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(),
             "transport_connections_silenced",
             "Peer connections cut because what the node sent went unanswered for 20 D.",
             m.transport.connections_silenced,
+        ),
+        (
+            "transport_rtt_probes",
+            "Probes sent to bring a quiet link's RTT estimate (and so its resend timeout) back down.",
+            m.transport.rtt_probes,
         ),
     ];
     for (name, help, value) in counters {

@@ -142,6 +142,20 @@ impl Transport {
         peers
     }
 
+    /// Each live peer connection's smoothed RTT estimate, by peer (a pair whose dials
+    /// crossed has two): what QUIC's resend timeout is computed from, so an operator
+    /// or a test can see a link that would resend slowly.
+    pub fn link_rtts(&self) -> Vec<(NodeId, Duration)> {
+        let mut rtts: Vec<(NodeId, Duration)> = self
+            .shared
+            .peer_connections()
+            .into_iter()
+            .map(|(peer, conn)| (peer, conn.rtt()))
+            .collect();
+        rtts.sort_unstable();
+        rtts
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> TransportStats {
         self.shared.stats.snapshot()

@@ -14,6 +14,8 @@
 //!   a peer that restarted; `inbound_table`: those connections by peer.
 //! - `silence`: cuts a connection whose sends go unanswered for 20 D (QUIC's own idle
 //!   timeout is long, so quiet links need no frequent keep-alive).
+//! - `rtt_refresh`: probes a quiet link whose RTT estimate is far above what it has
+//!   shown, so a message lost on it is resent after milliseconds (called by `silence`).
 //! - [`tls`]: rustls (ring only) and quinn configs; who a connection's certificate is.
 //! - [`frame`]: one length-prefixed frame on a stream ([`read_frame`], [`write_frame`]).
 //! - [`hello`]: the first frame each side of a peer connection sends.
@@ -70,6 +72,7 @@ mod members;
 mod outbound;
 mod path;
 mod peer_addr;
+mod rtt_refresh;
 mod shared;
 mod silence;
 mod socket;

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tracing::warn;
 
 /// Locks a mutex whose data stays whole even if a holder panicked.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -167,6 +167,15 @@ impl Shared {
         warn!(?peer, %remote, %reason, "refusing connection");
         conn.close(code, reason.as_bytes());
         self.reject(peer, remote.to_string(), reason);
+    }
+
+    /// Every live peer connection, outbound and inbound, with its peer.
+    pub fn peer_connections(&self) -> Vec<(NodeId, quinn::Connection)> {
+        let outbound = self
+            .links
+            .values()
+            .filter_map(|link| link.outbound_connection().map(|c| (link.peer, c)));
+        outbound.chain(self.inbound.all()).collect()
     }
 
     /// Our hello: nonce and member list.

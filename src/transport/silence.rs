@@ -15,6 +15,7 @@
 //! far fewer wake-ups than a timer per connection.
 
 use super::close;
+use super::rtt_refresh::Refresher;
 use super::shared::{Shared, Shutdown};
 use crate::protocol::NodeId;
 use std::collections::HashMap;
@@ -94,15 +95,6 @@ impl Seen {
     }
 }
 
-/// Every live peer connection, outbound and inbound, with its peer.
-fn connections(shared: &Shared) -> Vec<(NodeId, quinn::Connection)> {
-    let outbound = shared
-        .links
-        .values()
-        .filter_map(|link| link.outbound_connection().map(|c| (link.peer, c)));
-    outbound.chain(shared.inbound.all()).collect()
-}
-
 /// Runs until shutdown: cuts connections that stay unanswered for `shared.silence`.
 pub(super) async fn watch(shared: Arc<Shared>) {
     let silence = shared.silence;
@@ -110,13 +102,14 @@ pub(super) async fn watch(shared: Arc<Shared>) {
     let mut ticks = tokio::time::interval(silence / CHECKS_PER_TIMEOUT);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut seen: HashMap<usize, Seen> = HashMap::new();
+    let refresher = Refresher::default();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             _ = shutdown.wait() => return,
         }
         let at = Instant::now();
-        let live = connections(&shared);
+        let live = shared.peer_connections();
         seen.retain(|id, _| live.iter().any(|(_, c)| c.stable_id() == *id));
         let mut silent_peers = Vec::new();
         for (peer, conn) in &live {
@@ -129,6 +122,7 @@ pub(super) async fn watch(shared: Arc<Shared>) {
                 silent_peers.push(*peer);
             }
         }
+        refresher.look(&shared, &live);
         // Both connections of a pair run between the same two sockets: if one went
         // unanswered, the other, quiet just as long, is no better; otherwise our
         // messages would move to it and wait out the timeout once more.

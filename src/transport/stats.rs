@@ -24,6 +24,9 @@ pub struct TransportStats {
     /// Peer connections cut because what we sent went unanswered for the silence
     /// timeout (a dead or cut-off peer).
     pub connections_silenced: u64,
+    /// Probes sent to bring a quiet link's RTT estimate back down (see
+    /// `rtt_refresh`): a few dozen per link after a busy start, then none.
+    pub rtt_probes: u64,
 }
 
 /// The live counters behind [`TransportStats`], shared by every task.
@@ -36,6 +39,7 @@ pub(super) struct Counters {
     refused: AtomicU64,
     connects: AtomicU64,
     silenced: AtomicU64,
+    rtt_probes: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -64,6 +68,9 @@ impl Counters {
     pub fn add_silenced(&self) {
         add(&self.silenced, 1);
     }
+    pub fn add_rtt_probe(&self) {
+        add(&self.rtt_probes, 1);
+    }
     pub fn snapshot(&self) -> TransportStats {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         TransportStats {
@@ -74,6 +81,7 @@ impl Counters {
             connections_refused: get(&self.refused),
             peer_connects: get(&self.connects),
             connections_silenced: get(&self.silenced),
+            rtt_probes: get(&self.rtt_probes),
         }
     }
 }

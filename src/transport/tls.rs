@@ -167,6 +167,12 @@ fn webpki_server_verifier(
         .map_err(|e| config_error(files, e))
 }
 
+/// Bytes a connection may receive ahead of what we have read, across its streams.
+/// Finite (quinn's default is unlimited) so that `super::rtt_refresh` can raise it by
+/// one byte to make the connection send a frame; our messages are tens of bytes, so
+/// this never holds a peer back.
+pub(super) const RECEIVE_WINDOW: u32 = 4 << 20;
+
 /// [`Timing::quiet_link_timeout_ms`], and a keep-alive after half of it without
 /// receiving anything: quinn restarts that timer on every packet received, so a link
 /// that carries heartbeats never sends one; only links with no traffic do, twice per
@@ -181,6 +187,7 @@ fn timed_transport(timing: &Timing) -> Result<quinn::TransportConfig, TransportE
         .max_idle_timeout(Some(idle_timeout(idle)?))
         .initial_rtt(INITIAL_RTT)
         .datagram_receive_buffer_size(None)
+        .receive_window(VarInt::from_u32(RECEIVE_WINDOW))
         .ack_frequency_config(Some(ack_at_once()));
     Ok(transport)
 }
