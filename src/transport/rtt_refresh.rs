@@ -13,7 +13,13 @@
 //! So each time the silence watch looks, a connection whose estimate is far above the
 //! least RTT it ever measured gets a short train of probes, one at a time, until the
 //! estimate is back near that least (each sample moves it by 1/8, so a few dozen
-//! probes). quinn 0.11 has no public ping and our peers read only frames on the wire,
+//! probes) or stops falling (the machine is busy, and that is the link's real RTT now).
+//! A connection is trained again once new samples (traffic) have pushed its estimate
+//! well above what its last train left, or, if that train stopped short of fresh (it
+//! ran while the machine was busy, as at start-up), after a backoff that doubles from
+//! 10 s. Probes on a loaded machine bring slow samples of their own, and retraining on
+//! those at once would feed on itself (the first version did, and tripled an idle
+//! 32-node cluster's CPU). quinn 0.11 has no public ping and our peers read only frames on the wire,
 //! so a probe is a QUIC MAX_DATA frame, which every QUIC peer acknowledges: raising the
 //! connection's receive window by one byte queues one, and lowering it again costs
 //! nothing on the wire. No message changes, so nodes of earlier builds take part.
@@ -25,6 +31,7 @@ use quinn::VarInt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::time::Instant;
 use tracing::debug;
 
 /// An estimate above `STALE_FACTOR` × the least RTT + `STALE_MARGIN` gets a train.
@@ -34,6 +41,9 @@ const STALE_MARGIN: Duration = Duration::from_millis(5);
 const FRESH_MARGIN: Duration = Duration::from_millis(2);
 /// Probes in one train, at most: enough to bring 600 ms down to a few (7/8 per sample).
 const MAX_PROBES: u32 = 48;
+/// A train also ends after this many answered probes in a row that did not bring the
+/// estimate to a new low: it has met the link's present RTT.
+const MAX_FLAT: u32 = 6;
 /// Time between looks at whether a probe was answered; also the least time between
 /// probes, far above a loopback or LAN round trip.
 const PROBE_GAP: Duration = Duration::from_millis(10);
@@ -41,6 +51,10 @@ const PROBE_GAP: Duration = Duration::from_millis(10);
 const PROBE_WAIT: Duration = Duration::from_millis(250);
 /// ...and this many in a row end the train (the far end is gone or swamped).
 const MAX_UNANSWERED: u32 = 3;
+/// A train that stopped short of fresh is tried again after this, doubled per try up
+/// to 64 times this.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+const MAX_RETRY_DOUBLINGS: u32 = 6;
 
 /// One connection's RTT figures, as quinn reports them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,10 +84,9 @@ impl Rtt {
     }
 }
 
-/// Which connections need a train, remembering those whose last train ended without
-/// reaching a fresh estimate (a link that really got slower) until their estimate
-/// rises again, so they are not probed on every look. Shared by the silence watch and
-/// the train it started.
+/// Which connections need a train, remembering what each one's last train left, so a
+/// connection is trained again only after traffic has pushed its estimate up since.
+/// Shared by the silence watch and the train it started.
 #[derive(Default)]
 pub(super) struct Refresher {
     state: Arc<Mutex<State>>,
@@ -83,18 +96,47 @@ pub(super) struct Refresher {
 struct State {
     /// Whether a train is running: one at a time per node.
     running: bool,
-    /// Connection (quinn's stable id) → the estimate its last unfinished train left.
-    settled: HashMap<usize, Duration>,
+    /// Connection (quinn's stable id) → what its last train left.
+    trained: HashMap<usize, Trained>,
+}
+
+/// What a connection's last train left.
+#[derive(Debug, Clone, Copy)]
+struct Trained {
+    /// The estimate when it ended.
+    left: Duration,
+    /// When it ended, and the backoff before trying again if it stopped short of
+    /// fresh (`None` if it reached fresh).
+    at: Instant,
+    retry_after: Option<Duration>,
+}
+
+impl Trained {
+    /// After a train ending at `at` with estimate `left`; `before` is the connection's
+    /// previous record, whose backoff this one doubles.
+    fn new(left: Rtt, at: Instant, before: Option<&Trained>) -> Trained {
+        let retry_after = (!left.is_fresh()).then(|| {
+            before.and_then(|t| t.retry_after).map_or(RETRY_AFTER, |d| {
+                (d * 2).min(RETRY_AFTER * (1 << MAX_RETRY_DOUBLINGS))
+            })
+        });
+        Trained {
+            left: left.smoothed,
+            at,
+            retry_after,
+        }
+    }
 }
 
 impl State {
-    /// Whether `rtt` calls for a train, given what an earlier train left on `conn_id`.
-    fn wants_train(&self, conn_id: usize, rtt: Rtt) -> bool {
+    /// Whether `rtt` calls for a train at `now`, given what an earlier train left on
+    /// `conn_id`.
+    fn wants_train(&self, conn_id: usize, rtt: Rtt, now: Instant) -> bool {
         rtt.is_stale()
-            && self
-                .settled
-                .get(&conn_id)
-                .map_or(true, |&left| rtt.smoothed > left * 2)
+            && self.trained.get(&conn_id).map_or(true, |t| {
+                rtt.smoothed > t.left * 2 + STALE_MARGIN
+                    || t.retry_after.is_some_and(|d| now >= t.at + d)
+            })
     }
 }
 
@@ -108,7 +150,7 @@ impl Refresher {
     pub fn look(&self, shared: &Arc<Shared>, live: &[(NodeId, quinn::Connection)]) {
         let mut state = self.state();
         state
-            .settled
+            .trained
             .retain(|id, _| live.iter().any(|(_, c)| c.stable_id() == *id));
         if state.running {
             return;
@@ -116,7 +158,7 @@ impl Refresher {
         let stale: Vec<(NodeId, quinn::Connection)> = live
             .iter()
             .filter(|(_, c)| c.close_reason().is_none())
-            .filter(|(_, c)| state.wants_train(c.stable_id(), Rtt::of(c)))
+            .filter(|(_, c)| state.wants_train(c.stable_id(), Rtt::of(c), Instant::now()))
             .cloned()
             .collect();
         if stale.is_empty() {
@@ -132,9 +174,12 @@ impl Refresher {
                 let (end, probes) = train(&task_shared, &conn, &mut shutdown).await;
                 debug!(peer, ?from, to = ?conn.rtt(), least = ?conn.min_rtt(), probes, outcome = ?end, "link RTT estimate refreshed");
                 match end {
-                    Train::Fresh | Train::Closed => {}
-                    Train::Settled(left) => {
-                        lock(&task_state).settled.insert(conn.stable_id(), left);
+                    Train::Closed => {}
+                    Train::Fresh | Train::Settled => {
+                        let mut state = lock(&task_state);
+                        let id = conn.stable_id();
+                        let record = Trained::new(Rtt::of(&conn), Instant::now(), state.trained.get(&id));
+                        state.trained.insert(id, record);
                     }
                     Train::Shutdown => break,
                 }
@@ -149,8 +194,8 @@ impl Refresher {
 enum Train {
     /// The estimate is near the least RTT again.
     Fresh,
-    /// The probes ran out, or went unanswered, with the estimate here.
-    Settled(Duration),
+    /// The estimate stopped falling, or the probes ran out or went unanswered.
+    Settled,
     /// The connection closed meanwhile.
     Closed,
     Shutdown,
@@ -160,7 +205,8 @@ enum Train {
 /// slows the train down rather than ending it), until its estimate is fresh. Returns
 /// how it ended and how many probes it sent.
 async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &mut Shutdown) -> (Train, u32) {
-    let mut unanswered = 0;
+    let (mut unanswered, mut flat) = (0, 0);
+    let mut lowest = conn.rtt();
     for sent in 0..MAX_PROBES {
         if conn.close_reason().is_some() {
             return (Train::Closed, sent);
@@ -173,11 +219,22 @@ async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &mut Shutdow
         shared.stats.add_rtt_probe();
         match answered(conn, acks_before, shutdown).await {
             None => return (Train::Shutdown, sent + 1),
-            Some(true) => unanswered = 0,
+            Some(true) => {
+                unanswered = 0;
+                let now = conn.rtt();
+                if now < lowest {
+                    (lowest, flat) = (now, 0);
+                } else {
+                    flat += 1;
+                    if flat >= MAX_FLAT {
+                        return (Train::Settled, sent + 1);
+                    }
+                }
+            }
             Some(false) => {
                 unanswered += 1;
                 if unanswered >= MAX_UNANSWERED {
-                    return (Train::Settled(conn.rtt()), sent + 1);
+                    return (Train::Settled, sent + 1);
                 }
             }
         }
@@ -185,7 +242,7 @@ async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &mut Shutdow
     let end = if Rtt::of(conn).is_fresh() {
         Train::Fresh
     } else {
-        Train::Settled(conn.rtt())
+        Train::Settled
     };
     (end, MAX_PROBES)
 }
@@ -243,16 +300,52 @@ mod tests {
         assert!(!rtt(80, 60_000).is_stale());
     }
 
+    fn trained(left_ms: u64, at: Instant, retry_after: Option<Duration>) -> Trained {
+        Trained {
+            left: Duration::from_millis(left_ms),
+            at,
+            retry_after,
+        }
+    }
+
     #[test]
-    fn a_link_left_slow_by_a_train_waits_until_its_estimate_doubles() {
+    fn a_trained_link_is_trained_again_once_traffic_pushed_its_estimate_up() {
+        let t0 = Instant::now();
         let mut state = State::default();
-        assert!(state.wants_train(7, rtt(65, 200)));
-        state.settled.insert(7, Duration::from_millis(40));
-        assert!(!state.wants_train(7, rtt(65, 200)));
-        assert!(state.wants_train(7, rtt(81, 200)));
+        assert!(state.wants_train(7, rtt(65, 200), t0));
+        // A calm machine: the train reached 1 ms. A burst that lifts it to 6 ms waits,
+        // 8 ms does not; time alone never brings it back.
+        state.trained.insert(7, trained(1, t0, None));
+        assert!(!state.wants_train(7, rtt(6, 200), t0 + Duration::from_secs(3600)));
+        assert!(state.wants_train(7, rtt(8, 200), t0));
         assert!(
-            state.wants_train(8, rtt(65, 200)),
+            state.wants_train(8, rtt(65, 200), t0),
             "other connections unaffected"
         );
+    }
+
+    #[test]
+    fn a_train_stopped_short_is_retried_after_a_doubling_backoff() {
+        let t0 = Instant::now();
+        let mut state = State::default();
+        // A busy machine: the train stopped at 40 ms.
+        let first = Trained::new(rtt(40, 200), t0, None);
+        assert_eq!(first.retry_after, Some(RETRY_AFTER));
+        state.trained.insert(7, first);
+        assert!(!state.wants_train(7, rtt(40, 200), t0 + RETRY_AFTER / 2));
+        assert!(
+            state.wants_train(7, rtt(86, 200), t0),
+            "traffic pushed it up"
+        );
+        assert!(state.wants_train(7, rtt(40, 200), t0 + RETRY_AFTER));
+        let second = Trained::new(rtt(40, 200), t0, Some(&first));
+        assert_eq!(second.retry_after, Some(RETRY_AFTER * 2));
+        let mut last = second;
+        for _ in 0..10 {
+            last = Trained::new(rtt(40, 200), t0, Some(&last));
+        }
+        assert_eq!(last.retry_after, Some(RETRY_AFTER * 64), "capped");
+        // Reaching fresh ends the retries.
+        assert_eq!(Trained::new(rtt(1, 200), t0, Some(&last)).retry_after, None);
     }
 }
