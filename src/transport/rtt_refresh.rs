@@ -10,6 +10,11 @@
 //! the burst, the survivor hears the coordinator a second late (one failover in 80 at
 //! 32 nodes took 1445 ms).
 //!
+//! Only the resend timeout of the node that announces itself decides how fast a
+//! failover is heard, and Bully makes the highest live node coordinator, so only the
+//! [`TRAINING_RANKS`] highest members refresh their links (at 32 nodes, every node
+//! training cost an idle cluster three times its CPU for the first half minute).
+//!
 //! So each time the silence watch looks, a connection whose estimate is far above the
 //! least RTT it ever measured gets a short train of probes, one at a time, until the
 //! estimate is back near that least (each sample moves it by 1/8, so a few dozen
@@ -33,6 +38,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
+
+/// How many of the highest members refresh their links: the coordinator and its heir.
+pub(super) const TRAINING_RANKS: usize = 2;
+
+/// Whether node `id` is one of the [`TRAINING_RANKS`] highest of `members` (ascending).
+pub(super) fn trains(id: NodeId, members: &[NodeId]) -> bool {
+    members.iter().rev().take(TRAINING_RANKS).any(|&m| m == id)
+}
 
 /// An estimate above `STALE_FACTOR` × the least RTT + `STALE_MARGIN` gets a train.
 const STALE_FACTOR: u32 = 4;
@@ -148,6 +161,9 @@ impl Refresher {
     /// Called by the silence watch on each look at `live`, the node's peer
     /// connections: starts a train over those that need one, unless one is running.
     pub fn look(&self, shared: &Arc<Shared>, live: &[(NodeId, quinn::Connection)]) {
+        if !trains(shared.id, &shared.members) {
+            return;
+        }
         let mut state = self.state();
         state
             .trained
@@ -306,6 +322,16 @@ mod tests {
             at,
             retry_after,
         }
+    }
+
+    #[test]
+    fn only_the_two_highest_members_train() {
+        let members = [1, 2, 3, 4, 5];
+        let training: Vec<NodeId> = members
+            .into_iter()
+            .filter(|&id| trains(id, &members))
+            .collect();
+        assert_eq!(training, vec![4, 5]);
     }
 
     #[test]
