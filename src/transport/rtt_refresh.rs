@@ -118,9 +118,10 @@ struct State {
 struct Trained {
     /// The estimate when it ended.
     left: Duration,
-    /// When it ended, and the backoff before trying again if it stopped short of
-    /// fresh (`None` if it reached fresh).
+    /// When it ended.
     at: Instant,
+    /// How long after `at` to try again, had it stopped short of fresh (`None` if it
+    /// reached fresh: only traffic brings it back).
     retry_after: Option<Duration>,
 }
 
