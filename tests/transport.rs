@@ -809,6 +809,16 @@ async fn crash_and_restart(
     reconnect
 }
 
+/// Default timing but for the heartbeat period and D (which set the silence timeout,
+/// 20 D, and the watch's look, every 20 D / 8).
+fn timing_of(heartbeat_ms: u64, suspect_after_ms: u64) -> Timing {
+    Timing {
+        heartbeat_ms,
+        suspect_after_ms,
+        ..Timing::default()
+    }
+}
+
 async fn restart_pair(timing: Timing) -> (tempfile::TempDir, Node, Crashable, TransportConfig) {
     let dir = certs_dir(&[1, 2]);
     let s1 = socket();
@@ -834,11 +844,7 @@ async fn a_restarted_peer_is_redialed_before_the_idle_timeout() {
     init_logs();
     // Long timeouts (D = 5 s, so silence 100 s): without restart detection node 1 would
     // keep its stale connection to the dead process that long.
-    let timing = Timing {
-        heartbeat_ms: 1000,
-        suspect_after_ms: 5000,
-        ..Timing::default()
-    };
+    let timing = timing_of(1000, 5000);
     let (_dir, mut node1, mut node2, cfg2) = restart_pair(timing).await;
     let mut figures = Vec::new();
     for round in 0..3 {
@@ -888,11 +894,7 @@ async fn notice_silence(node: &mut Node, peer: NodeId, timing: Timing) -> Durati
 async fn a_quiet_link_outlives_the_silence_timeout_and_a_silent_one_is_cut() {
     init_logs();
     // Silence timeout 1 s; QUIC's idle timeout (quiet links) 10 s.
-    let timing = Timing {
-        heartbeat_ms: 10,
-        suspect_after_ms: 50,
-        ..Timing::default()
-    };
+    let timing = timing_of(10, 50);
     let (_dir, mut node1, mut node2, _cfg2) = restart_pair(timing).await;
     let silence = Duration::from_millis(timing.peer_idle_timeout_ms());
     // Nothing sent for 2.5 timeouts (1.25 watched on each side in turn): the link stays
@@ -943,11 +945,7 @@ async fn a_quiet_links_inflated_rtt_estimate_comes_back_down() {
     init_logs();
     // Silence timeout 2 s (above the stall), so the watch (and the RTT refresh) looks
     // every 250 ms.
-    let timing = Timing {
-        heartbeat_ms: 20,
-        suspect_after_ms: 100,
-        ..Timing::default()
-    };
+    let timing = timing_of(20, 100);
     let (_dir, mut node1, mut node2, _cfg2) = restart_pair(timing).await;
     node2
         .node()
