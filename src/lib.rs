@@ -24,7 +24,10 @@
 //! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests).
 //! - [`chaos`]: seeded fault injection through a UDP relay, verdicts and benchmarks.
 //! - [`cli`]: the clap command line of the `bully` binary.
-//! - [`signals`]: signals to child processes through nix, the crate's one `unsafe`.
+//! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
+//!   blocks (the other is in `exact_timer`).
+//! - [`exact_timer`]: a kernel timer for the idle node's long waits, which tokio's
+//!   timer wheel would wake for twice.
 //! - [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - `sabotage` (debug builds only): switches that break the node on purpose so the
 //!   tests can show the checker catches it.
@@ -37,6 +40,7 @@ pub mod client;
 pub mod cluster;
 pub mod codec;
 pub mod config;
+pub mod exact_timer;
 pub mod history;
 pub mod model;
 pub mod node;

@@ -1,5 +1,6 @@
 //! Signals to processes this program started, through `nix`: the one place the crate
-//! touches process signals, and the one documented `unsafe` block in it.
+//! touches process signals, and one of the crate's two documented `unsafe` blocks
+//! (the other registers [`crate::exact_timer`]'s timerfd with tokio's reactor).
 
 pub use nix::sys::signal::Signal;
 use nix::sys::signal::{self, SigHandler};
@@ -36,9 +37,9 @@ fn to_pid(pid: u32) -> std::io::Result<Pid> {
 /// processes' streams: a node (which writes to HTTP clients) keeps Rust's default of
 /// ignoring SIGPIPE so a vanished client is an error, not a death.
 pub fn die_quietly_on_sigpipe() {
-    // SAFETY: the crate's one `unsafe`. Installing SIG_DFL runs no handler code, so
-    // none of signal(2)'s async-signal-safety conditions apply; it is called before
-    // the command starts any thread.
+    // SAFETY: installing SIG_DFL runs no handler code, so none of signal(2)'s
+    // async-signal-safety conditions apply; it is called before the command starts
+    // any thread.
     unsafe {
         let _ = signal::signal(Signal::SIGPIPE, SigHandler::SigDfl);
     }

@@ -5,6 +5,7 @@
 use super::hooks::ElectedHookDone;
 use super::reload::ReloadError;
 use crate::config::NodeConfig;
+use crate::exact_timer::ExactTimer;
 use crate::protocol::NodeId;
 use crate::transport::TransportEvent;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -47,6 +48,9 @@ pub struct Inputs {
     pub health_verdicts: mpsc::Receiver<bool>,
     /// Finished `on_elected` runs, to mark an epoch ready or resign.
     pub elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+    /// Wakes the runtime for the machine's deadline once, when it is due (see
+    /// [`crate::exact_timer`]: a coordinator waits for its next heartbeat here).
+    pub tick_timer: ExactTimer,
 }
 
 /// The next thing the runtime handles.
@@ -80,7 +84,7 @@ impl Inputs {
             Some(healthy) = self.health_verdicts.recv() => Input::HealthVerdict(healthy),
             Some(done) = self.elected_hooks.recv() => Input::ElectedHook(done),
             _ = sleep_until_some(policy_at) => Input::PolicyDeadline,
-            _ = tokio::time::sleep_until(tick_at) => Input::Tick,
+            _ = self.tick_timer.sleep_until(tick_at) => Input::Tick,
         }
     }
 }

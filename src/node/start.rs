@@ -21,6 +21,7 @@ use super::status::Status;
 use super::switchover::Members;
 use super::tasks::NodeTasks;
 use crate::config::NodeConfig;
+use crate::exact_timer::ExactTimer;
 use crate::protocol::{Machine, MachineConfig, NodeId};
 use crate::transport::Transport;
 use crate::wall_clock::wall_ms;
@@ -95,6 +96,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             commands,
             health_verdicts,
             elected_hooks,
+            tick_timer: ExactTimer::new(),
         },
         journal,
         transport,

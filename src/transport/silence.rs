@@ -17,11 +17,12 @@
 use super::close;
 use super::rtt_refresh::Refresher;
 use super::shared::{Shared, Shutdown};
+use crate::exact_timer::ExactTimer;
 use crate::protocol::NodeId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tracing::info;
 
 /// Checks per silence timeout: a stall is cut between 1 and 1 + 1/8 timeouts after
@@ -99,13 +100,14 @@ impl Seen {
 pub(super) async fn watch(shared: Arc<Shared>) {
     let silence = shared.silence;
     let mut shutdown: Shutdown = shared.shutdown_signal();
-    let mut ticks = tokio::time::interval(silence / CHECKS_PER_TIMEOUT);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let period = silence / CHECKS_PER_TIMEOUT;
+    // A kernel timer: tokio's would wake this idle node twice per look.
+    let mut timer = ExactTimer::new();
     let mut seen: HashMap<usize, Seen> = HashMap::new();
     let refresher = Refresher::default();
     loop {
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = timer.sleep_until(Instant::now() + period) => {}
             _ = shutdown.wait() => return,
         }
         let at = Instant::now();

@@ -1,0 +1,185 @@
+//! A one-shot timer on the kernel's clock (a Linux timerfd in tokio's reactor), for the
+//! idle node's long waits: the coordinator's next heartbeat and the silence watch.
+//!
+//! Why not `tokio::time::sleep`: tokio's timer wheel keeps a deadline more than 64 ms
+//! ahead in a coarser level and wakes the thread once at the start of that level's
+//! slot, only to move the entry down, then again when it is due. A coordinator waiting
+//! 100 ms for its next heartbeat thus woke twice per heartbeat, and on this class of
+//! machine a wake-up costs about 100 µs, more than sending the heartbeats. The kernel
+//! timer wakes the thread once, when the deadline comes.
+
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::time::Instant;
+
+/// One reusable deadline: [`ExactTimer::sleep_until`] re-arms the kernel timer only
+/// when the deadline changes, so a loop that waits for the same deadline again and
+/// again (while other inputs arrive) costs no system call.
+#[derive(Debug)]
+pub struct ExactTimer {
+    /// `None` when no timerfd could be made or it failed: tokio's timer stands in.
+    kernel: Option<AsyncFd<Kernel>>,
+    /// The deadline the kernel timer is set for, if any.
+    armed: Option<Instant>,
+}
+
+impl ExactTimer {
+    /// A disarmed timer; must be called inside a tokio runtime (it registers with its
+    /// reactor). Out of file descriptors, it warns and uses tokio's timer: a wait
+    /// that costs one more wake-up is better than a node that does not start.
+    #[allow(clippy::new_without_default)] // needs a runtime; `Default` would hide that
+    pub fn new() -> Self {
+        let kernel = Kernel::register().map_err(|error| {
+            tracing::warn!(%error, "no kernel timer; waits use tokio's timer");
+        });
+        Self {
+            kernel: kernel.ok(),
+            armed: None,
+        }
+    }
+
+    /// Completes at `at` (at once if it has passed). Cancellation-safe: dropped before
+    /// the deadline, the timer stays armed for the next call.
+    pub async fn sleep_until(&mut self, at: Instant) {
+        let Some(kernel) = &self.kernel else {
+            return tokio::time::sleep_until(at).await;
+        };
+        if let Err(error) = wait_until(kernel, &mut self.armed, at).await {
+            // Not expected once the timerfd exists; the caller's loop must go on.
+            tracing::warn!(%error, "kernel timer failed; waits use tokio's timer");
+            self.kernel = None;
+            tokio::time::sleep_until(at).await;
+        }
+    }
+}
+
+async fn wait_until(
+    kernel: &AsyncFd<Kernel>,
+    armed: &mut Option<Instant>,
+    at: Instant,
+) -> io::Result<()> {
+    loop {
+        let now = Instant::now();
+        if at <= now {
+            return Ok(());
+        }
+        if *armed != Some(at) {
+            // Relative to now; never zero, which would disarm the timer instead.
+            let left = TimeSpec::from_duration(at - now);
+            kernel
+                .get_ref()
+                .0
+                .set(Expiration::OneShot(left), TimerSetTimeFlags::empty())?;
+            *armed = Some(at);
+        }
+        let mut ready = kernel.readable().await?;
+        // Readiness can be stale (from a deadline set before this one): a read that
+        // would block clears it and the loop waits again.
+        if let Ok(read) = ready.try_io(|fd| fd.get_ref().0.wait().map_err(io::Error::from)) {
+            read?;
+            // The expiry is consumed, so the fd is not readable until the next one.
+            ready.clear_ready();
+            *armed = None;
+            // The kernel fired at or after `at` on the same monotonic clock as tokio's
+            // `Instant`: the check at the top of the loop returns.
+        }
+    }
+}
+
+/// The timerfd as tokio's reactor takes it (nix gives it `AsFd` only).
+#[derive(Debug)]
+struct Kernel(TimerFd);
+
+impl Kernel {
+    fn register() -> io::Result<AsyncFd<Kernel>> {
+        let timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        // SAFETY: `Kernel` owns the timerfd and closes it only when dropped, which is
+        // when the `AsyncFd` holding it is dropped; `as_raw_fd` always returns that fd.
+        unsafe { AsyncFd::register_with_interest(Kernel(timer), Interest::READABLE) }
+            .map_err(io::Error::from)
+    }
+}
+
+impl AsRawFd for Kernel {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_new_timer_waits_on_the_kernel_clock() {
+        assert!(
+            ExactTimer::new().kernel.is_some(),
+            "fell back to tokio's timer"
+        );
+    }
+
+    #[tokio::test]
+    async fn fires_at_the_deadline_not_before() {
+        let mut timer = ExactTimer::new();
+        let start = Instant::now();
+        let at = start + Duration::from_millis(30);
+        timer.sleep_until(at).await;
+        let woke = Instant::now();
+        assert!(woke >= at, "woke {:?} early", at - woke);
+        assert!(
+            woke - start < Duration::from_secs(5),
+            "took {:?}",
+            woke - start
+        );
+    }
+
+    #[tokio::test]
+    async fn a_past_deadline_completes_at_once() {
+        let mut timer = ExactTimer::new();
+        let past = Instant::now() - Duration::from_millis(5);
+        tokio::time::timeout(Duration::from_secs(5), timer.sleep_until(past))
+            .await
+            .expect("a passed deadline must not wait");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_then_an_earlier_deadline_fires_at_the_new_one() {
+        let mut timer = ExactTimer::new();
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+        // Dropped before the deadline, as a select! loop does when another input wins.
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(20), timer.sleep_until(far)).await;
+        assert!(cancelled.is_err(), "a 60 s deadline cannot have fired");
+        let near = Instant::now() + Duration::from_millis(20);
+        tokio::time::timeout(Duration::from_secs(5), timer.sleep_until(near))
+            .await
+            .expect("re-armed for the nearer deadline");
+        assert!(Instant::now() >= near);
+    }
+
+    #[tokio::test]
+    async fn a_fired_but_unread_deadline_does_not_end_the_next_wait_early() {
+        let mut timer = ExactTimer::new();
+        let first = Instant::now() + Duration::from_millis(10);
+        timer.sleep_until(first).await;
+        // Arm, let it fire in the kernel without reading it, then ask for a later one.
+        let second = Instant::now() + Duration::from_millis(5);
+        let _ = tokio::time::timeout(Duration::from_millis(1), timer.sleep_until(second)).await;
+        std::thread::sleep(Duration::from_millis(10));
+        let third = Instant::now() + Duration::from_millis(40);
+        timer.sleep_until(third).await;
+        assert!(
+            Instant::now() >= third,
+            "the stale expiry ended the wait early"
+        );
+    }
+}
