@@ -9,6 +9,7 @@ use super::event::TransportEvent;
 use super::link::Link;
 use super::members::{check_node_id, check_peers};
 use super::outbound;
+use super::runtime::QuietRuntime;
 use super::shared::{Parts, Shared};
 use super::silence;
 use super::socket;
@@ -233,7 +234,7 @@ fn launch(
         addr: cfg.listen,
         source,
     };
-    let runtime = Arc::new(quinn::TokioRuntime);
+    let runtime = Arc::new(QuietRuntime);
     let (socket, released) = socket::wrap(socket, &*runtime).map_err(bind_error)?;
     let endpoint = quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),

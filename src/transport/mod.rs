@@ -22,6 +22,8 @@
 //! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
 //! - `api_dial`: [`connect_client`], an API client's connection to a node.
 //! - `socket`: the UDP socket, wrapped so shutdown knows when it is closed.
+//! - `runtime`: quinn's tokio runtime, with connection timers that do not wake the
+//!   thread for a deadline they moved away from.
 //! - [`close`], `config`, `event`, `error`, `stats`, `peer_addr`: close codes,
 //!   [`TransportConfig`], [`TransportEvent`], [`TransportError`], [`TransportStats`],
 //!   [`PeerAddr`].
@@ -73,6 +75,7 @@ mod outbound;
 mod path;
 mod peer_addr;
 mod rtt_refresh;
+mod runtime;
 mod shared;
 mod silence;
 mod socket;
