@@ -41,13 +41,12 @@ pub async fn run(path: &Path) -> ExitCode {
         }
     };
     let ready = tokio::spawn(announce_ready(node.subscribe()));
-    let mut status = node.subscribe();
     let requested = loop {
         tokio::select! {
             _ = super::shutdown_signal() => break true,
             Some(()) = async { hangup.as_mut()?.recv().await } => reload(path, &node).await,
             // The runtime task ends only on a fatal error (e.g. the disk failed).
-            _ = async { while status.changed().await.is_ok() {} } => break false,
+            _ = node.ended() => break false,
         }
     };
     ready.abort();

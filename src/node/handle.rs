@@ -73,6 +73,14 @@ impl NodeHandle {
         self.wait().await
     }
 
+    /// Completes once the node's runtime has ended: by itself (a fatal storage error)
+    /// or after a shutdown; [`NodeHandle::wait`] then returns at once. Unlike a status
+    /// subscription it does not wake its waiter on every heartbeat.
+    pub async fn ended(&self) {
+        // The runtime holds the only receiver; it is dropped when the runtime ends.
+        self.stop.closed().await;
+    }
+
     /// Waits until the node stops by itself (a fatal storage error) or is shut down.
     pub async fn wait(self) -> Result<(), NodeError> {
         match self.runtime.await {
