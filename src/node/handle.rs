@@ -89,3 +89,53 @@ impl NodeHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Cells, Mode, Role, View};
+    use std::time::Duration;
+
+    /// A handle on a stand-in runtime that ends when `end` fires, holding the stop
+    /// receiver as the real one does.
+    fn handle_on_stand_in(end: oneshot::Receiver<()>) -> NodeHandle {
+        let view = View {
+            id: 1,
+            role: Role::Candidate,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[2], 0);
+        let (_status_tx, status) = watch::channel(status);
+        let (stop, stop_requested) = watch::channel(false);
+        let (commands, _commands_rx) = mpsc::channel(1);
+        let runtime = tokio::spawn(async move {
+            let _held = stop_requested;
+            let _ = end.await;
+            Ok(())
+        });
+        NodeHandle {
+            commands,
+            status,
+            stop,
+            runtime,
+            local_addr: "127.0.0.1:1".parse().expect("an address"),
+            http_addr: None,
+            metrics: Arc::new(Metrics::new(1)),
+        }
+    }
+
+    #[tokio::test]
+    async fn ended_waits_for_the_runtime_and_completes_when_it_is_gone() {
+        let (end, ended) = oneshot::channel();
+        let node = handle_on_stand_in(ended);
+        let early = tokio::time::timeout(Duration::from_millis(100), node.ended()).await;
+        assert!(early.is_err(), "ended while the runtime still ran");
+        end.send(()).expect("the runtime is waiting");
+        tokio::time::timeout(Duration::from_secs(5), node.ended())
+            .await
+            .expect("the runtime's end must be noticed");
+        node.wait().await.expect("the stand-in ends cleanly");
+    }
+}
