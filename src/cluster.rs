@@ -1,5 +1,5 @@
 //! A cluster of real `bully node` processes on loopback, shared by `bully local`,
-//! `bully chaos` and the real-process tests: certificates, configs, free ports, and
+//! `bully chaos` and the real-process tests: certificates, configs, ports, and
 //! children that are started, killed (SIGKILL), paused (SIGSTOP) and resumed by PID.
 //! Dropping a [`Cluster`] kills every child it started, also when a test panics.
 
@@ -8,12 +8,13 @@ use crate::client::Client;
 use crate::config::{self, HooksConfig, NodeConfig, PeerConfig};
 use crate::history::{Entry, Record};
 use crate::node::{event_log, Status};
+use crate::ports::free_udp_addrs;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use crate::signals::Signal;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -77,8 +78,9 @@ impl Cluster {
         certs::init(&cert_dir, &ids).context("cannot make certificates")?;
         let addrs: BTreeMap<NodeId, SocketAddr> = ids
             .iter()
-            .map(|&id| Ok((id, free_udp_addr()?)))
-            .collect::<Result<_>>()?;
+            .copied()
+            .zip(free_udp_addrs(ids.len())?)
+            .collect();
         let mut members = BTreeMap::new();
         for &id in &ids {
             let data_dir = spec.dir.join(format!("data/node{id}"));
@@ -339,20 +341,6 @@ impl Drop for Cluster {
             }
         }
     }
-}
-
-/// A free UDP port on 127.0.0.1, found by binding port 0 and letting go.
-pub fn free_udp_addr() -> Result<SocketAddr> {
-    let socket = UdpSocket::bind("127.0.0.1:0").context("cannot bind a UDP port on 127.0.0.1")?;
-    Ok(socket.local_addr()?)
-}
-
-/// A free TCP port on 127.0.0.1 (e.g. for a node's `[http] listen`), found by binding
-/// port 0 and letting go.
-pub fn free_tcp_addr() -> Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .context("cannot bind a TCP port on 127.0.0.1")?;
-    Ok(listener.local_addr()?)
 }
 
 /// The config of one generated node: absolute paths, the spec's timing and preemption.

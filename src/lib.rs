@@ -21,7 +21,8 @@
 //!   API, status, event log, health checks, hooks, metrics and HTTP; every task stops on
 //!   one shutdown signal (`tasks.rs`).
 //! - [`client`]: the API client behind the CLI queries, `local`, chaos and the tests.
-//! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests).
+//! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests); [`ports`]:
+//!   the free loopback ports they and the tests are given, picked together.
 //! - [`chaos`]: seeded fault injection through a UDP relay, verdicts and benchmarks.
 //! - [`cli`]: the clap command line of the `bully` binary.
 //! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
@@ -44,6 +45,7 @@ pub mod exact_timer;
 pub mod history;
 pub mod model;
 pub mod node;
+pub mod ports;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;

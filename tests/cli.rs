@@ -212,7 +212,7 @@ fn a_bad_config_exits_2_naming_file_and_field() {
 fn leader_exits_2_when_nobody_answers() {
     let t = TestCluster::new(1, Timing::default(), Preempt::Always);
     let certs = t.dir.path().join("certs");
-    let addr = bully::cluster::free_udp_addr().unwrap().to_string();
+    let addr = bully::ports::free_udp_addr().unwrap().to_string();
     let out = bully(&[
         "leader",
         "--endpoint",
@@ -338,7 +338,7 @@ fn node_log_lines(extra: &[&str], lines: usize) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
     init_certs(&certs, "1");
-    let port = bully::cluster::free_udp_addr().unwrap().port();
+    let port = bully::ports::free_udp_addr().unwrap().port();
     let config = single_node_config(dir.path(), 1, "data", port);
     let mut child = Command::new(binary())
         .args(extra)

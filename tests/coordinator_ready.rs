@@ -9,8 +9,8 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
-use bully::cluster::free_tcp_addr;
 use bully::config::{CoordinatorReady, HooksConfig, HttpConfig};
+use bully::ports::free_tcp_addrs;
 use bully::protocol::{NodeId, Preempt, Role, Timing};
 use common::TestCluster;
 use primary::{ever_led, http_get, phase, quoted, status};
@@ -28,8 +28,8 @@ fn configure(
     hooks: impl Fn(NodeId) -> HooksConfig,
 ) -> BTreeMap<NodeId, SocketAddr> {
     let mut http = BTreeMap::new();
-    for id in t.cluster.ids() {
-        let listen = free_tcp_addr().unwrap();
+    let ids = t.cluster.ids();
+    for (id, listen) in ids.iter().copied().zip(free_tcp_addrs(ids.len()).unwrap()) {
         http.insert(id, listen);
         t.cluster
             .edit_config(id, |c| {

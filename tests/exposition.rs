@@ -10,8 +10,8 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
-use bully::cluster::free_tcp_addr;
 use bully::config::HttpConfig;
+use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use common::TestCluster;
 use primary::{http_get, phase};
@@ -86,8 +86,8 @@ fn check_strictly(text: &str, what: &str) {
 async fn metrics_parse(mode: Mode) {
     let mut t = TestCluster::with_mode(3, Timing::default(), Preempt::Always, mode);
     let mut http: Vec<SocketAddr> = Vec::new();
-    for id in t.cluster.ids() {
-        let listen = free_tcp_addr().unwrap();
+    let ids = t.cluster.ids();
+    for (id, listen) in ids.iter().copied().zip(free_tcp_addrs(ids.len()).unwrap()) {
         http.push(listen);
         t.cluster
             .edit_config(id, |c| c.http = Some(HttpConfig::on(listen)))

@@ -220,7 +220,8 @@ fn three_hosts_by_name_grow_to_four_and_answer_with_one_down() {
     let mut hosts = Hosts {
         root: tempfile::tempdir().unwrap(),
         ports: (1..=4)
-            .map(|id| (id, bully::cluster::free_udp_addr().unwrap().port()))
+            .zip(bully::ports::free_udp_addrs(4).unwrap())
+            .map(|(id, addr)| (id, addr.port()))
             .collect(),
         nodes: BTreeMap::new(),
     };

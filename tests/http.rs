@@ -6,9 +6,9 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
-use bully::cluster::free_tcp_addr;
 use bully::config::HttpConfig;
 use bully::node::Status;
+use bully::ports::free_tcp_addrs;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use primary::{http_get, http_raw, phase};
@@ -22,8 +22,8 @@ const AGREE: Duration = Duration::from_secs(20);
 async fn endpoints_answer_with_the_right_codes_and_metric_names() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     let mut http: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
-    for id in t.cluster.ids() {
-        let listen = free_tcp_addr().unwrap();
+    let ids = t.cluster.ids();
+    for (id, listen) in ids.iter().copied().zip(free_tcp_addrs(ids.len()).unwrap()) {
         http.insert(id, listen);
         t.cluster
             .edit_config(id, |c| c.http = Some(HttpConfig::on(listen)))

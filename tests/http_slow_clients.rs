@@ -7,9 +7,9 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
-use bully::cluster::free_tcp_addr;
 use bully::config::HttpConfig;
 use bully::node::http::MAX_CONNECTIONS;
+use bully::ports::free_tcp_addr;
 use bully::protocol::{Preempt, Timing};
 use common::{wait_until, TestCluster};
 use primary::{http_get, phase};

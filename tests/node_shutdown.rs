@@ -6,8 +6,8 @@
 mod common;
 
 use bully::client::Client;
-use bully::cluster::free_tcp_addr;
 use bully::config::{HealthConfig, HooksConfig, HttpConfig};
+use bully::ports::free_tcp_addr;
 use bully::protocol::{Mode, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use std::time::Duration;

@@ -78,7 +78,7 @@ async fn intruders_and_garbage_do_not_change_the_view() {
         )
         .replace(
             &t.cluster.addr(3).to_string(),
-            &bully::cluster::free_udp_addr().unwrap().to_string(),
+            &bully::ports::free_udp_addr().unwrap().to_string(),
         );
     let impostor_path = t.dir.path().join("impostor.toml");
     std::fs::write(&impostor_path, impostor).unwrap();

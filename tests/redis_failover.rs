@@ -36,8 +36,9 @@ mod resp;
 mod writers;
 
 use bully::chaos::relay::Relay;
-use bully::cluster::{free_tcp_addr, Cluster, ClusterSpec};
+use bully::cluster::{Cluster, ClusterSpec};
 use bully::config::{HealthConfig, HooksConfig, HttpConfig};
+use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use common::{installed, TestCluster};
 use primary::{http_get, phase, quoted};
@@ -169,18 +170,18 @@ impl Scene {
             dir.disable_cleanup(true);
         }
         let t = TestCluster { cluster, dir };
-        let free_addrs = || -> BTreeMap<NodeId, SocketAddr> {
-            ids.iter()
-                .map(|&id| (id, free_tcp_addr().unwrap()))
-                .collect()
+        // One batch, so no two of the 2N + 1 listeners are handed the same port.
+        let mut ports = free_tcp_addrs(2 * ids.len() + 1).unwrap().into_iter();
+        let mut take_each = || -> BTreeMap<NodeId, SocketAddr> {
+            ids.iter().map(|&id| (id, ports.next().unwrap())).collect()
         };
-        let (redis_addrs, http) = (free_addrs(), free_addrs());
+        let (redis_addrs, http) = (take_each(), take_each());
         configure(&t, &redis_addrs, &http);
         let mut redises = Redises::new(t.dir.path(), redis_addrs, PASSWORD);
         for &id in &ids {
             redises.start(id, false);
         }
-        let front = free_tcp_addr().unwrap();
+        let front = ports.next().unwrap();
         let haproxy = Haproxy::start(t.dir.path(), front, &redises.addrs, &http);
         let mut t = t;
         t.start_all();

@@ -10,8 +10,8 @@ mod common;
 mod primary;
 
 use bully::checker;
-use bully::cluster::free_tcp_addr;
 use bully::config::{CoordinatorReady, ElectedHookFailure, HooksConfig, HttpConfig};
+use bully::ports::free_tcp_addr;
 use bully::protocol::{NodeId, Preempt, Timing};
 use bully::signals::Signal;
 use common::{binary, wait_until, TestCluster};

@@ -126,8 +126,8 @@ impl Harness {
         let collector = Collector::new(&spec.dir, &data_dirs)
             .with_context(|| format!("cannot write the runner's log in {}", spec.dir.display()))?;
         if spec.http {
-            for &id in &ids {
-                let listen = crate::cluster::free_tcp_addr()?;
+            let listens = crate::ports::free_tcp_addrs(ids.len())?;
+            for (&id, listen) in ids.iter().zip(listens) {
                 cluster
                     .edit_config(id, |c| c.http = Some(crate::config::HttpConfig::on(listen)))?;
             }
