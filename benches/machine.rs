@@ -52,9 +52,15 @@ fn follower(nodes: u64) -> (Machine, Message) {
     (machine, heartbeat)
 }
 
-/// The highest node, once it has declared itself coordinator.
+/// The highest node, once it has declared itself coordinator (from a store that has
+/// run before: an empty one first recovers its terms, src/protocol/recovery.rs).
 fn coordinator(nodes: u64) -> (Machine, Millis) {
-    let mut machine = Machine::start(config(nodes, nodes), Cells::default(), 0);
+    let cells = Cells {
+        term: 41,
+        accepted: None,
+        incarnation: 2,
+    };
+    let mut machine = Machine::start(config(nodes, nodes), cells, 0);
     let now = machine.next_deadline();
     machine.handle(Event::Tick, now);
     drain(&mut machine);

@@ -183,6 +183,9 @@ impl Safety {
                 }
             }
             Record::View(view) => Self::observe_view(track, entry, view, out),
+            // A new, empty store: what the lost one held binds nothing per node any more.
+            // Two holders of one term still show in I7 and I2's cluster-wide checks.
+            Record::StoreLost => *track = NodeTrack::default(),
             _ => {}
         }
     }

@@ -53,6 +53,9 @@ pub struct Cluster {
     client_tls: TlsFiles,
     /// Faults injected through this handle, as history records.
     faults: Vec<Entry>,
+    /// The event logs of stores this handle deleted ([`Cluster::lose_store`]), so the
+    /// history still holds what those lives did.
+    lost_logs: Vec<Entry>,
 }
 
 impl Cluster {
@@ -111,6 +114,7 @@ impl Cluster {
             spec,
             members,
             faults: Vec::new(),
+            lost_logs: Vec::new(),
         })
     }
 
@@ -210,6 +214,21 @@ impl Cluster {
         let _ = child.kill();
         let _ = child.wait();
         self.note(id, Record::Crashed);
+        Ok(())
+    }
+
+    /// Deletes a stopped node's data dir, as a replaced disk or a container without its
+    /// volume would: its next start is on an empty store. What its event log held is
+    /// kept for [`Cluster::history`], followed by a `StoreLost` record.
+    pub fn lose_store(&mut self, id: NodeId) -> Result<()> {
+        if self.is_running(id) {
+            bail!("node {id} is running: stop or kill it before its store is lost");
+        }
+        let dir = self.data_dir(id);
+        self.lost_logs
+            .extend(event_log::read_log(&dir).unwrap_or_default());
+        fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+        self.note(id, Record::StoreLost);
         Ok(())
     }
 
@@ -316,7 +335,8 @@ impl Cluster {
             .members
             .values()
             .filter_map(|m| event_log::read_log(&m.data_dir).ok());
-        crate::history::merge(logs.chain(std::iter::once(self.faults.clone())))
+        let kept = [self.lost_logs.clone(), self.faults.clone()];
+        crate::history::merge(logs.chain(kept))
     }
 
     fn member(&self, id: NodeId) -> &Member {

@@ -59,6 +59,10 @@ pub enum Record {
     Lossy { percent: u8 },
     /// Every partition or lossy link involving this node healed.
     Healed,
+    /// The node's data dir was lost while it was down (a replaced disk, a container
+    /// without its volume): its next start is on an empty store (simulator, and tests
+    /// that delete a data dir). Per-node checks start afresh: it is a new store.
+    StoreLost,
 }
 
 impl Record {
@@ -77,6 +81,10 @@ impl Record {
                 | Record::Healed
                 | Record::PeerDown { .. }
                 | Record::EligibilitySet { .. }
+                | Record::StoreLost
+                // A node on an empty store votes and leads only from here: as if it
+                // started now (src/protocol/recovery.rs).
+                | Record::Fact(Fact::Recovered { .. })
         )
     }
 }
@@ -185,6 +193,8 @@ fn fmt_msg(msg: &Message) -> String {
         Body::Resign { epoch } => format!("Resign({epoch})"),
         Body::PreVote { term } => format!("PreVote({term})"),
         Body::Vote { term } => format!("Vote({term})"),
+        Body::TermQuery => "TermQuery".to_string(),
+        Body::TermReport => "TermReport".to_string(),
     };
     format!("{body} term {}", msg.term)
 }
@@ -220,6 +230,10 @@ impl fmt::Display for Entry {
                     f,
                     "DEMOTED {epoch} ({reason}; office ended at {office_ended_at} ms)"
                 ),
+                Fact::RecoveryStarted { needed } => {
+                    write!(f, "EMPTY STORE: waits for {needed} peers' terms")
+                }
+                Fact::Recovered { term } => write!(f, "RECOVERED term {term}"),
             },
             Record::Sent { to, msg } => write!(f, "-> n{to} {}", fmt_msg(msg)),
             Record::Received { from, msg } => write!(f, "<- n{from} {}", fmt_msg(msg)),
@@ -233,6 +247,7 @@ impl fmt::Display for Entry {
             Record::Partitioned { cut_off } => write!(f, "PARTITIONED from {cut_off:?}"),
             Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),
             Record::Healed => write!(f, "HEALED"),
+            Record::StoreLost => write!(f, "STORE LOST"),
         }
     }
 }

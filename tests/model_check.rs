@@ -35,6 +35,7 @@ fn quick3() -> Bounds {
         depth: depth(10),
         time: 14,
         crashes: 1,
+        wipes: 0,
         partitions: 1,
         pauses: 1,
         health_flips: 1,
@@ -49,6 +50,7 @@ fn quick4() -> Bounds {
         depth: depth(10),
         time: 10,
         crashes: 1,
+        wipes: 0,
         partitions: 1,
         pauses: 0,
         health_flips: 0,
@@ -155,6 +157,33 @@ fn deep_three_nodes_both_modes() {
             config(&[1, 2, 3], mode, bounds),
         );
     }
+}
+
+/// N = 3 with one lost store instead of the crash and the pause: the node comes back on
+/// an empty store (src/protocol/recovery.rs) anywhere in the bounded schedule.
+fn quick3_lost_store() -> Bounds {
+    Bounds {
+        crashes: 0,
+        wipes: 1,
+        pauses: 0,
+        ..quick3()
+    }
+}
+
+#[test]
+fn three_nodes_quorum_with_a_lost_store_holds() {
+    holds(
+        "quorum N=3 lost store",
+        config(&[1, 2, 3], Mode::Quorum, quick3_lost_store()),
+    );
+}
+
+#[test]
+fn three_nodes_classic_with_a_lost_store_holds() {
+    holds(
+        "classic N=3 lost store",
+        config(&[1, 2, 3], Mode::Classic, quick3_lost_store()),
+    );
 }
 
 #[test]

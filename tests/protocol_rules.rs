@@ -23,9 +23,10 @@ fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
 
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
     // The rules below are the classic algorithm's; quorum mode's are in
-    // tests/quorum_rules.rs.
+    // tests/quorum_rules.rs. Empty stores are recovered there (`store_recovery_*`).
     MachineConfig {
         mode: Mode::Classic,
+        recover_empty_store: false,
         ..MachineConfig::new(id, peers.to_vec())
     }
 }

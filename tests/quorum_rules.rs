@@ -12,8 +12,13 @@ fn ep(term: u64, leader: NodeId) -> Epoch {
     Epoch { term, leader }
 }
 
+/// A member whose empty store needs no recovery, so a test can start it at t = 0;
+/// the recovery rules have their own tests (`store_recovery_*`).
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
-    MachineConfig::new(id, peers.to_vec())
+    MachineConfig {
+        recover_empty_store: false,
+        ..MachineConfig::new(id, peers.to_vec())
+    }
 }
 
 fn start(config: MachineConfig, cells: Cells, now: Millis) -> Machine {
@@ -462,4 +467,158 @@ fn one_vote() {
     );
     let declared = deliver(&mut m, 1, 1, Body::Vote { term: 2 }, 110);
     assert_eq!(facts(&declared), vec![Fact::Declared { epoch: ep(2, 3) }]);
+}
+
+/// Node 1 of {1, 2, 3} started at t = 0 on an empty store that must be recovered.
+fn recovering_one() -> Machine {
+    let config = MachineConfig::new(1, vec![2, 3]);
+    let mut m = Machine::start(config, fresh(), 0);
+    let started = drain(&mut m);
+    assert!(
+        facts(&started).contains(&Fact::RecoveryStarted { needed: 2 }),
+        "an empty store announces its recovery: {started:?}"
+    );
+    m.handle(Event::PeerUp(2), 0);
+    m.handle(Event::PeerUp(3), 0);
+    drain(&mut m);
+    m
+}
+
+#[test]
+fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
+    // A node on an empty store may have lost the term it acked: until D has passed and
+    // M - q + 1 = 2 other members have reported their terms it neither follows, acks,
+    // votes, answers nor declares.
+    let mut m = recovering_one();
+    let declared = deliver(&mut m, 3, 4, Body::Coordinator { epoch: ep(4, 3) }, 10);
+    assert!(!persisted(&declared), "{declared:?}");
+    assert!(
+        sent(&declared).is_empty(),
+        "no ack while recovering: {declared:?}"
+    );
+    let beat = deliver(
+        &mut m,
+        3,
+        4,
+        Body::Heartbeat {
+            epoch: ep(4, 3),
+            round: 1,
+        },
+        20,
+    );
+    assert!(sent(&beat).is_empty(), "no heartbeat ack either: {beat:?}");
+    assert!(sent(&deliver(&mut m, 2, 4, Body::PreVote { term: 5 }, 30)).is_empty());
+    assert_eq!(m.recovery_progress(), Some((0, 2)));
+    // A report that answers no query of ours counts for nothing.
+    deliver(&mut m, 2, 4, Body::TermReport, 40);
+    assert_eq!(m.recovery_progress(), Some((0, 2)));
+    // D after start the query goes to every peer; it is repeated every T'.
+    assert!(m.next_deadline() <= 300);
+    let asked = tick(&mut m, 300);
+    assert!(sent(&asked).contains(&(2, Body::TermQuery)), "{asked:?}");
+    assert!(sent(&asked).contains(&(3, Body::TermQuery)), "{asked:?}");
+    let one = deliver(&mut m, 2, 3, Body::TermReport, 310);
+    assert!(!persisted(&one), "one report of two is not enough");
+    assert_eq!(m.role_at(310), Role::Candidate);
+    let again = tick(&mut m, 300 + 300);
+    assert!(
+        sent(&again).contains(&(3, Body::TermQuery)),
+        "asked again: {again:?}"
+    );
+    let two = deliver(&mut m, 3, 4, Body::TermReport, 610);
+    assert!(
+        two.contains(&Action::Persist(Cells {
+            term: 4,
+            accepted: None,
+            incarnation: 1
+        })),
+        "the highest reported term becomes the term cell: {two:?}"
+    );
+    assert!(
+        facts(&two).contains(&Fact::Recovered { term: 4 }),
+        "{two:?}"
+    );
+    assert_eq!(m.recovery_progress(), None);
+    // From now on only terms above the cell are accepted (Q1).
+    let old = deliver(&mut m, 2, 4, Body::Coordinator { epoch: ep(4, 2) }, 620);
+    assert!(!persisted(&old), "term 4 may be held already: {old:?}");
+    let new = deliver(&mut m, 2, 5, Body::Coordinator { epoch: ep(5, 2) }, 630);
+    assert!(persisted(&new));
+    assert_eq!(sent(&new), vec![(2, ack(ep(5, 2), 0))]);
+}
+
+#[test]
+fn store_recovery_follows_the_coordinator_of_the_reported_term() {
+    // The highest term reported is usually the running coordinator's: it accepted no
+    // declaration at that term, so its heartbeats are followed (and acked) at once.
+    let mut m = recovering_one();
+    tick(&mut m, 300);
+    deliver(&mut m, 2, 4, Body::TermReport, 310);
+    deliver(&mut m, 3, 4, Body::TermReport, 311);
+    let beat = deliver(
+        &mut m,
+        3,
+        4,
+        Body::Heartbeat {
+            epoch: ep(4, 3),
+            round: 7,
+        },
+        350,
+    );
+    assert!(persisted(&beat), "{beat:?}");
+    assert_eq!(sent(&beat), vec![(3, ack(ep(4, 3), 7))]);
+    assert_eq!(m.role_at(351), Role::Follower);
+}
+
+#[test]
+fn store_recovery_is_only_for_an_empty_store() {
+    // A store that holds a term knows what it promised (Q5 covers the rest).
+    let config = MachineConfig::new(1, vec![2, 3]);
+    let m = Machine::start(
+        config,
+        Cells {
+            term: 3,
+            accepted: Some(ep(3, 3)),
+            incarnation: 2,
+        },
+        0,
+    );
+    assert_eq!(m.recovery_progress(), None);
+    // A lone node has nobody to ask, and nobody to disagree with.
+    let alone = Machine::start(MachineConfig::new(1, vec![]), fresh(), 0);
+    assert_eq!(alone.recovery_progress(), None);
+}
+
+#[test]
+fn store_recovery_in_classic_mode_declares_only_afterwards() {
+    // Classic mode leads alone, but not on a store that may have forgotten a term it
+    // declared: the same reports first.
+    let config = MachineConfig {
+        mode: Mode::Classic,
+        ..MachineConfig::new(3, vec![1, 2])
+    };
+    let mut m = Machine::start(config, fresh(), 0);
+    m.handle(Event::PeerUp(1), 0);
+    m.handle(Event::PeerUp(2), 0);
+    drain(&mut m);
+    let early = tick(&mut m, 100);
+    assert!(
+        !persisted(&early),
+        "no declaration before the reports: {early:?}"
+    );
+    tick(&mut m, 300);
+    deliver(&mut m, 1, 6, Body::TermReport, 310);
+    deliver(&mut m, 2, 2, Body::TermReport, 311);
+    let mut declared = None;
+    for now in (311..2000).step_by(10) {
+        let actions = tick(&mut m, now);
+        if let Some(Fact::Declared { epoch }) = facts(&actions)
+            .into_iter()
+            .find(|f| matches!(f, Fact::Declared { .. }))
+        {
+            declared = Some(epoch);
+            break;
+        }
+    }
+    assert_eq!(declared, Some(ep(7, 3)), "declares above the reported 6");
 }

@@ -67,6 +67,7 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
             (Record::Partitioned { .. }, _) => found.push("partition"),
             (Record::Paused, _) => found.push("pause"),
             (Record::Lossy { .. }, _) => found.push("message loss"),
+            (Record::StoreLost, _) => found.push("store lost"),
             (Record::Sent { msg, .. }, _) if matches!(msg.body, Body::Election { .. }) => {
                 elections_at.entry(e.at_ms).or_default().push(e.node)
             }
@@ -385,4 +386,75 @@ fn sabotaged_term_check_is_caught_as_two_coordinators_per_term() {
     let caught = first_catch(Flaw::AcceptEqualTerm, Invariant::OnePerTerm, 20_000);
     let (seed, violation) = caught.expect("I7 never flagged a machine that accepts equal terms");
     println!("equal-term acceptance caught on seed {seed}: {violation}");
+}
+
+/// The operator's lost disk, step by step (issue 26): in {1, 2, 3}, node 3 wins term 2
+/// with node 1's ack while node 2 is cut off; node 1 then loses its store and comes back
+/// at once beside node 2, cut off from 3. Returns the run's violations (I1–I7) after the
+/// partition heals.
+fn lost_store_beside_the_other_side(flaw: Option<Flaw>) -> (Vec<bully::checker::Violation>, Sim) {
+    let mut config = SimConfig::new(5, vec![1, 2, 3], Mode::Quorum);
+    config.flaw = flaw;
+    let mut sim = Sim::new(config);
+    for id in 1..=3 {
+        sim.start(id);
+    }
+    sim.run_until(2_000);
+    assert_eq!(sim.view(1).and_then(|v| v.coordinator()), Some(3), "start-up");
+    // 2 is cut off; 3 restarts and wins term 2 with 1's ack alone.
+    sim.partition(&[vec![1, 3], vec![2]]);
+    sim.crash(3);
+    sim.start(3);
+    let timing = sim.config().timing;
+    let by = sim.now() + timing.convergence_bound_in(Mode::Quorum);
+    let won = sim.run_until_or(by, |sim| {
+        sim.view(3)
+            .is_some_and(|v| v.role == Role::Coordinator && v.epoch.is_some_and(|e| e.term >= 2))
+    });
+    assert!(won, "3 leads a new term with 1's ack\n{}", tail(sim.history(), 60));
+    // 1 loses its disk and returns at once, now beside 2 and cut off from 3.
+    sim.lose_store(1);
+    sim.partition(&[vec![1, 2], vec![3]]);
+    sim.start(1);
+    sim.run_until(sim.now() + 3_000);
+    sim.heal();
+    sim.run_until(sim.now() + 3_000);
+    let history = sim.history();
+    let mut violations = sim.violations().to_vec();
+    violations.extend(check_no_overlap(history, lease_bound_ms(&timing)));
+    violations.extend(check_one_per_term(history));
+    (violations, sim)
+}
+
+#[test]
+fn lost_store_never_gives_one_term_two_holders() {
+    let (violations, mut sim) = lost_store_beside_the_other_side(None);
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}",
+        tail(sim.history(), 200)
+    );
+    // While cut off from 3, 1 could not hear enough terms to vote: 2 never led.
+    assert!(
+        !sim.history().iter().any(|e| e.node == 2
+            && matches!(e.record, Record::Fact(bully::protocol::Fact::Established { .. }))),
+        "2 led with the vote of a store that forgot term 2\n{}",
+        tail(sim.history(), 200)
+    );
+    // After the heal everyone follows 3 again, and 1 recovered its term.
+    settle_and_check(&mut sim, 3);
+    assert!(sim.history().iter().any(|e| e.node == 1
+        && matches!(e.record, Record::Fact(bully::protocol::Fact::Recovered { term }) if term >= 2)));
+}
+
+#[test]
+fn sabotaged_store_recovery_is_caught_as_two_holders_of_one_term() {
+    // Without the recovery rule the empty store votes at once: 2 declares term 2 with
+    // its vote while 3 still holds term 2.
+    let (violations, sim) = lost_store_beside_the_other_side(Some(Flaw::SkipStoreRecovery));
+    assert!(
+        violations.iter().any(|v| v.invariant == Invariant::OnePerTerm),
+        "I7 did not flag two holders of one term: {violations:#?}\n{}",
+        tail(sim.history(), 200)
+    );
 }

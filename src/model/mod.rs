@@ -41,6 +41,8 @@ pub struct Bounds {
     /// The global clock never passes this (ms of the model's timing).
     pub time: Millis,
     pub crashes: u8,
+    /// Crashes that also lose the node's store (it restarts on an empty one).
+    pub wipes: u8,
     pub partitions: u8,
     pub pauses: u8,
     pub health_flips: u8,
@@ -92,6 +94,7 @@ impl ModelConfig {
             mode: self.mode,
             witness: self.witness == Some(id),
             witnesses: self.witness.into_iter().collect(),
+            recover_empty_store: self.flaw != Some(Flaw::SkipStoreRecovery),
             flaw: self.flaw,
         }
     }
@@ -107,6 +110,8 @@ pub enum Step {
     Tick(NodeId),
     Advance(Millis),
     Crash(NodeId),
+    /// A crash that also loses the node's store (a replaced disk).
+    Wipe(NodeId),
     Restart(NodeId),
     Pause(NodeId),
     Resume(NodeId),
@@ -123,6 +128,7 @@ impl fmt::Display for Step {
             Step::Tick(n) => write!(f, "timer of n{n} fires"),
             Step::Advance(t) => write!(f, "clock to {t}"),
             Step::Crash(n) => write!(f, "crash n{n}"),
+            Step::Wipe(n) => write!(f, "crash n{n}, its store lost"),
             Step::Restart(n) => write!(f, "restart n{n}"),
             Step::Pause(n) => write!(f, "pause n{n}"),
             Step::Resume(n) => write!(f, "resume n{n}"),
@@ -167,6 +173,7 @@ pub struct World {
     /// Bit i set: member i is on the cut-off side (0: healed).
     cut: u8,
     crashes: u8,
+    wipes: u8,
     partitions: u8,
     pauses: u8,
     flips: u8,
@@ -257,6 +264,7 @@ impl Model {
             links: vec![VecDeque::new(); n * n],
             cut: 0,
             crashes: 0,
+            wipes: 0,
             partitions: 0,
             pauses: 0,
             flips: 0,
@@ -388,6 +396,9 @@ impl Model {
                 if w.crashes < b.crashes {
                     steps.push(Step::Crash(id));
                 }
+                if w.wipes < b.wipes {
+                    steps.push(Step::Wipe(id));
+                }
                 if w.nodes[i].paused {
                     steps.push(Step::Resume(id));
                 } else if w.pauses < b.pauses {
@@ -434,13 +445,17 @@ impl Model {
             Step::Tick(id) => self.feed(&mut w, self.index(id), Event::Tick)?,
             Step::Advance(t) => w.now = t,
             Step::Crash(id) => {
-                let i = self.index(id);
-                w.nodes[i].machine = None;
-                w.nodes[i].paused = false;
-                for j in 0..n {
-                    w.links[j * n + i].clear(); // the connections to it died with it
-                }
+                self.crash(&mut w, self.index(id));
                 w.crashes += 1;
+            }
+            Step::Wipe(id) => {
+                let i = self.index(id);
+                self.crash(&mut w, i);
+                // A new, empty store: the per-node checks (I1, I2) start afresh; I7 and
+                // I6 still see every coordinator the lost store helped elect.
+                w.nodes[i].disk = Cells::default();
+                w.nodes[i].declared = 0;
+                w.wipes += 1;
             }
             Step::Restart(id) => self.start(&mut w, self.index(id))?,
             Step::Pause(id) => {
@@ -464,6 +479,16 @@ impl Model {
         }
         self.note_contact(&mut w);
         Ok(w)
+    }
+
+    /// Kills node `i`: its machine and the connections to it are gone, its store stays.
+    fn crash(&self, w: &mut World, i: usize) {
+        let n = self.n();
+        w.nodes[i].machine = None;
+        w.nodes[i].paused = false;
+        for j in 0..n {
+            w.links[j * n + i].clear(); // the connections to it died with it
+        }
     }
 
     /// Marks every node that now reaches a live majority (Q6 bookkeeping).
@@ -637,6 +662,17 @@ impl Model {
             Mode::Quorum => live.len() >= self.config.majority(),
             Mode::Classic => !live.is_empty(),
         };
+        // A node on an empty store votes and leads only once M - q + 1 other members
+        // reported their terms (src/protocol/recovery.rs): with fewer up, nothing is
+        // promised.
+        let needed = crate::protocol::recovery::reports_needed(n, self.config.majority());
+        let recovering = live.iter().any(|&i| {
+            w.nodes[i]
+                .machine
+                .as_ref()
+                .is_some_and(|m| m.recovery_progress().is_some())
+        });
+        let enough = enough && (!recovering || live.len() > needed);
         if !can_lead || !enough {
             return Ok(()); // nothing is promised
         }

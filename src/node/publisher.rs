@@ -175,6 +175,14 @@ impl Publisher {
             Fact::Demoted { epoch, reason, .. } => {
                 tracing::info!(%epoch, %reason, "no longer coordinator")
             }
+            Fact::RecoveryStarted { needed } => tracing::warn!(
+                needed,
+                "the store is empty: a first start, or this node lost its data dir; it votes \
+                 and leads nothing until {needed} other members have reported their terms"
+            ),
+            Fact::Recovered { term } => {
+                tracing::info!(term, "store recovered: peers reported terms up to {term}")
+            }
         }
     }
 

@@ -161,6 +161,7 @@ fn machine_config(config: &NodeConfig) -> MachineConfig {
             .filter(|p| p.witness)
             .map(|p| p.id)
             .collect(),
+        recover_empty_store: true,
         flaw: None,
     }
 }

@@ -89,6 +89,7 @@
 //!   declare one term unless something failed (the soft half of I2).
 
 use super::lease::{Lease, Promise};
+use super::recovery::Recovery;
 use super::types::*;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -107,6 +108,11 @@ pub struct MachineConfig {
     pub witness: bool,
     /// Peers that are witnesses; they get no Election (they would never answer).
     pub witnesses: Vec<NodeId>,
+    /// Whether a node that starts on an empty store learns the terms it may have
+    /// forgotten before it votes or leads (src/protocol/recovery.rs). Always on in a
+    /// real node; the rule tests of the other rules turn it off to start from empty cells
+    /// at t = 0, and the simulator's sabotage [`Flaw::SkipStoreRecovery`] does too.
+    pub recover_empty_store: bool,
     /// Deliberately broken behaviour, only so tests can show the checkers catch it.
     pub flaw: Option<Flaw>,
 }
@@ -124,6 +130,7 @@ impl MachineConfig {
             mode: Mode::Quorum,
             witness: false,
             witnesses: Vec::new(),
+            recover_empty_store: true,
             flaw: None,
         }
     }
@@ -143,6 +150,10 @@ pub enum Flaw {
     IgnoreLease,
     /// Quorum mode: a declaration at a term equal to the node's term cell is accepted.
     AcceptEqualTerm,
+    /// A node that starts on an empty store votes and leads at once, as if it had never
+    /// run before: the simulator and model checker build its machine with
+    /// `recover_empty_store` off (src/protocol/recovery.rs).
+    SkipStoreRecovery,
 }
 
 /// The furthest a message's term may be above the highest term we have seen. Each
@@ -316,36 +327,30 @@ pub struct Machine {
     /// The leader whose heartbeats stopped: unreachable for the election that follows,
     /// until we follow someone or hear from it again.
     suspected: Option<NodeId>,
+    /// Started on an empty store: votes and leads nothing until enough peers reported
+    /// their terms (src/protocol/recovery.rs).
+    recovery: Option<Recovery>,
 }
 
 impl Machine {
     /// Starts a node from its loaded cells (I4: always as a candidate, whatever it was
     /// before the crash). The first actions persist the new incarnation and probe peers.
     pub fn start(config: MachineConfig, loaded: Cells, now: Millis) -> Machine {
-        let timing = config.timing;
-        let mut wait = timing.answer_timeout_ms.max(timing.preempt_delay_ms);
-        if config.preempt == Preempt::Never && config.mode == Mode::Classic {
-            // A live coordinator heartbeats every peer within D; a node that must not
-            // out-declare it listens that long before it may declare (quorum mode needs
-            // no wait: the coordinator's followers refuse the upstart).
-            wait = wait.max(timing.suspect_after_ms);
-        }
-        let wait = if config.peers.is_empty() { 0 } else { wait };
-        let give_up = now + timing.startup_wait_ms().max(wait);
         // Q5: promises made in an earlier life were volatile. A node that never accepted
         // anything never promised anything, so a fresh cluster starts without waiting.
         let holdoff_until = match (config.mode, loaded.accepted) {
             (Mode::Quorum, Some(_)) => now + config.timing.suspect_after_ms,
             _ => now,
         };
+        // An empty store may be a lost one: learn the terms it forgot first.
+        let empty = loaded.term == 0 && loaded.accepted.is_none();
+        let recovery = (empty && config.recover_empty_store && !config.peers.is_empty())
+            .then(|| Recovery::new(config.peers.len(), config.majority(), &config.timing, now));
         let mut machine = Machine {
             eligible: config.eligible && !config.witness,
             seen: loaded.term,
             cells: loaded,
-            state: State::Starting {
-                until: now + wait,
-                give_up,
-            },
+            state: starting(&config, now),
             actions: VecDeque::new(),
             published: None,
             leaving: None,
@@ -357,11 +362,16 @@ impl Machine {
             voted: None,
             reach: Default::default(),
             suspected: None,
+            recovery,
             config,
         };
         let mut cells = machine.cells;
         cells.incarnation += 1;
         machine.persist(cells);
+        if let Some(recovery) = &machine.recovery {
+            let (_, needed) = recovery.progress();
+            machine.fact(Fact::RecoveryStarted { needed });
+        }
         machine.broadcast(Body::Probe);
         machine.publish();
         machine
@@ -428,14 +438,26 @@ impl Machine {
     /// When the caller should deliver the next `Event::Tick`.
     pub fn next_deadline(&self) -> Millis {
         let deadline = self.state_deadline();
-        match self.deferred_vote_at() {
+        let deadline = match self.deferred_vote_at() {
             Some(at) => deadline.min(at),
+            None => deadline,
+        };
+        match &self.recovery {
+            Some(recovery) => deadline.min(recovery.deadline()),
             None => deadline,
         }
     }
 
+    /// While the node recovers from an empty store: how many peers have reported their
+    /// terms, and how many must (src/protocol/recovery.rs). `None` once it may vote.
+    pub fn recovery_progress(&self) -> Option<(usize, usize)> {
+        self.recovery.as_ref().map(Recovery::progress)
+    }
+
     fn state_deadline(&self) -> Millis {
         match self.state {
+            // Recovering an empty store: the start-up ends only once it has recovered.
+            State::Starting { .. } if self.recovery.is_some() => Millis::MAX,
             State::Starting { until, give_up } => {
                 if self.higher_resolved() {
                     until
@@ -482,6 +504,9 @@ impl Machine {
                 }
                 let newly_heard = self.heard_from(from);
                 self.observe(msg.term);
+                if self.recovery.is_some() && !self.handle_while_recovering(&msg) {
+                    return self.publish();
+                }
                 match msg.body {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
                     Body::Answer => self.on_answer(now),
@@ -505,6 +530,8 @@ impl Machine {
                     // A classic node ignores quorum-only messages (a mixed-mode cluster
                     // is a config error the operator sees in the logs of both).
                     Body::PreVote { .. } | Body::Vote { .. } => {}
+                    Body::TermQuery => self.send(from, Body::TermReport),
+                    Body::TermReport => self.on_term_report(from, now),
                 }
                 // After the message itself: a heartbeat that brings the last higher peer
                 // is followed, not answered with an election.
@@ -559,6 +586,14 @@ impl Machine {
     }
 
     fn on_tick(&mut self, now: Millis) {
+        let timing = self.config.timing;
+        if self
+            .recovery
+            .as_mut()
+            .is_some_and(|r| r.query_due(&timing, now))
+        {
+            self.broadcast(Body::TermQuery);
+        }
         // The state's own deadline first: a follower whose promise and suspicion end
         // together suspects (and defers) before it answers the held-back pre-vote.
         let vote_due = self.deferred_vote_at().is_some_and(|at| now >= at);
@@ -670,7 +705,9 @@ impl Machine {
     /// every higher peer is known, an election once no higher peer is left to answer.
     fn on_reach_change(&mut self, now: Millis) {
         match self.state {
-            State::Starting { until, .. } if now >= until && self.higher_resolved() => {
+            State::Starting { until, .. }
+                if now >= until && self.higher_resolved() && self.recovery.is_none() =>
+            {
                 self.start_election(now)
             }
             State::Electing { .. } if self.reachable_higher().is_empty() => {
@@ -826,6 +863,9 @@ impl Machine {
     /// lower node go ahead: not while a long start-up wait (a preempt delay) is still
     /// running, which would hold the failover up for that long.
     fn runs_soon(&self, now: Millis) -> bool {
+        if self.recovery.is_some() {
+            return false;
+        }
         match self.state {
             State::Starting { until, .. } => {
                 until.saturating_sub(now) <= self.config.timing.answer_timeout_ms
@@ -989,7 +1029,10 @@ impl Machine {
             }
             return;
         }
-        if epoch.term <= self.cells.term {
+        // A term cell above the accepted epoch (raised by a store recovery) is no reason to
+        // refuse an established coordinator of that very term: we accepted nothing in it.
+        let knows_term = accepted.is_some_and(|a| a.term >= epoch.term);
+        if epoch.term < self.cells.term || knows_term {
             self.send(from, Body::Ack { accepted, round: 0 });
             return;
         }
@@ -1099,6 +1142,54 @@ impl Machine {
         if following {
             self.start_election(now);
         }
+    }
+
+    /// While recovering an empty store: whether `msg` is handled as usual. Claims,
+    /// Elections and pre-votes are not (the node may neither follow, answer nor vote
+    /// before it knows which terms it forgot); the terms they name still count as seen.
+    fn handle_while_recovering(&mut self, msg: &Message) -> bool {
+        match msg.body {
+            Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } => {
+                self.observe(epoch.term);
+                false
+            }
+            Body::Election { accepted } => {
+                if let Some(a) = accepted {
+                    self.observe(a.term);
+                }
+                false
+            }
+            Body::PreVote { .. } => false,
+            Body::Answer
+            | Body::Ack { .. }
+            | Body::Probe
+            | Body::Resign { .. }
+            | Body::Vote { .. }
+            | Body::TermQuery
+            | Body::TermReport => true,
+        }
+    }
+
+    /// A peer's answer to our `TermQuery` (its term already observed). Once enough have
+    /// answered, the highest term seen becomes the term cell, persisted before the node
+    /// votes for anything (src/protocol/recovery.rs).
+    fn on_term_report(&mut self, from: NodeId, now: Millis) {
+        let Some(recovery) = self.recovery.as_mut() else {
+            return;
+        };
+        if !recovery.report(from) {
+            return;
+        }
+        self.recovery = None;
+        let term = self.seen;
+        if term > self.cells.term {
+            self.persist(Cells { term, ..self.cells });
+        }
+        self.fact(Fact::Recovered { term });
+        // Start again, as if it started now: probe for the coordinator, wait for higher
+        // peers, then elect in Bully order (it answered no Election meanwhile).
+        self.state = starting(&self.config, now);
+        self.broadcast(Body::Probe);
     }
 
     /// Quorum mode: a candidate asks whether we would accept it at `term` (Q6).
@@ -1347,8 +1438,9 @@ impl Machine {
         // I1/I2 (release). No term is left above it, so refuse to declare and retry
         // after T' like an idle node; only a misbehaving peer can cause this.
         match self.seen.checked_add(1) {
-            Some(term) => self.declare_term(term, now),
-            None => self.idle(now),
+            Some(term) if self.recovery.is_none() => self.declare_term(term, now),
+            // Out of terms, or an empty store that has not yet heard which terms it forgot.
+            _ => self.idle(now),
         }
     }
 
@@ -1532,6 +1624,26 @@ impl Machine {
     }
 }
 
+/// The start-up state (I4): probing, no election for `max(T, preempt_delay)` (D more with
+/// preempt never in classic mode), nor before every higher peer has been up unless the
+/// start-up wait gives up first. A node on an empty store enters it again once it has
+/// recovered, as if it started then (src/protocol/recovery.rs).
+fn starting(config: &MachineConfig, now: Millis) -> State {
+    let timing = config.timing;
+    let mut wait = timing.answer_timeout_ms.max(timing.preempt_delay_ms);
+    if config.preempt == Preempt::Never && config.mode == Mode::Classic {
+        // A live coordinator heartbeats every peer within D; a node that must not
+        // out-declare it listens that long before it may declare (quorum mode needs
+        // no wait: the coordinator's followers refuse the upstart).
+        wait = wait.max(timing.suspect_after_ms);
+    }
+    let wait = if config.peers.is_empty() { 0 } else { wait };
+    State::Starting {
+        until: now + wait,
+        give_up: now + timing.startup_wait_ms().max(wait),
+    }
+}
+
 /// Quorum mode: whether `accepted` (someone's accepted epoch) shows that `ours` is no
 /// longer current: a higher term, or the same term held by another declarer.
 fn newer_than(accepted: Option<Epoch>, ours: Epoch) -> bool {
@@ -1546,6 +1658,6 @@ fn message_epoch_term(body: &Body) -> Option<u64> {
             Some(epoch.term)
         }
         Body::PreVote { term } | Body::Vote { term } => Some(term),
-        Body::Answer | Body::Probe => None,
+        Body::Answer | Body::Probe | Body::TermQuery | Body::TermReport => None,
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod lease;
 mod machine;
+pub mod recovery;
 mod types;
 
 pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP};

@@ -50,7 +50,8 @@ pub struct Message {
 /// The kinds of message. `Election`, `Answer`, `Coordinator` and `Heartbeat` are the
 /// classic Bully set; `Ack`, `Probe` and `Resign` let nodes learn the current term after
 /// a restart and hand leadership over without waiting for a timeout; `PreVote` and
-/// `Vote` are quorum mode's ask-before-you-raise-the-term round (Q6).
+/// `Vote` are quorum mode's ask-before-you-raise-the-term round (Q6); `TermQuery` and
+/// `TermReport` let a node with an empty store learn the terms it forgot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Body {
     /// To every higher ID: "is anyone above me alive?" Carries the sender's accepted
@@ -79,6 +80,11 @@ pub enum Body {
     PreVote { term: u64 },
     /// Quorum mode: a yes to a `PreVote` for `term`.
     Vote { term: u64 },
+    /// From a node whose store is empty (first boot or a lost disk): "what is the highest
+    /// term you have seen?" (src/protocol/recovery.rs). Sent D after its start.
+    TermQuery,
+    /// The answer to a `TermQuery`; the message's own `term` is the answer.
+    TermReport,
 }
 
 impl Body {
@@ -94,6 +100,8 @@ impl Body {
             Body::Resign { .. } => MessageKind::Resign,
             Body::PreVote { .. } => MessageKind::PreVote,
             Body::Vote { .. } => MessageKind::Vote,
+            Body::TermQuery => MessageKind::TermQuery,
+            Body::TermReport => MessageKind::TermReport,
         }
     }
 }
@@ -110,11 +118,13 @@ pub enum MessageKind {
     Resign,
     PreVote,
     Vote,
+    TermQuery,
+    TermReport,
 }
 
 impl MessageKind {
     /// Every kind, in a stable order for tables and metrics.
-    pub const ALL: [MessageKind; 9] = [
+    pub const ALL: [MessageKind; 11] = [
         MessageKind::Election,
         MessageKind::Answer,
         MessageKind::Coordinator,
@@ -124,6 +134,8 @@ impl MessageKind {
         MessageKind::Resign,
         MessageKind::PreVote,
         MessageKind::Vote,
+        MessageKind::TermQuery,
+        MessageKind::TermReport,
     ];
 
     /// Lower-case name used in logs, JSON and metric labels.
@@ -138,6 +150,8 @@ impl MessageKind {
             MessageKind::Resign => "resign",
             MessageKind::PreVote => "prevote",
             MessageKind::Vote => "vote",
+            MessageKind::TermQuery => "term_query",
+            MessageKind::TermReport => "term_report",
         }
     }
 }
@@ -281,6 +295,12 @@ pub enum Fact {
         reason: DemotionReason,
         office_ended_at: Millis,
     },
+    /// This node started on an empty store and waits for its peers' terms before it
+    /// votes or leads (src/protocol/recovery.rs): `needed` of them must report.
+    RecoveryStarted { needed: usize },
+    /// Enough peers reported: the node's term cell is now `term`, the highest reported,
+    /// and it votes and leads by the usual rules from here on.
+    Recovered { term: u64 },
 }
 
 /// Whether a restarted higher node takes over from a healthy lower coordinator.

@@ -327,6 +327,7 @@ impl Sim {
             mode: self.config.mode,
             witness: self.config.witnesses.contains(&id),
             witnesses: self.config.witnesses.clone(),
+            recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
             flaw: self.config.flaw,
         };
         let incarnation = node.disk.incarnation + 1;
@@ -433,6 +434,28 @@ impl Sim {
             );
         }
         self.lose_unsent_suffix(id);
+    }
+
+    /// The disk of a node that is down is lost (a replaced disk, a container without
+    /// its volume): its next start is on an empty store. Crashes it first if it is up.
+    pub fn lose_store(&mut self, id: NodeId) {
+        self.crash(id);
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        node.disk = Cells::default();
+        node.revealed = None;
+        node.declared_term = 0;
+        self.record(id, Record::StoreLost);
+    }
+
+    /// Whether the node is up and still recovering an empty store (it votes and leads
+    /// nothing until enough peers reported their terms).
+    pub fn is_recovering(&self, id: NodeId) -> bool {
+        self.nodes
+            .get(&id)
+            .and_then(|n| n.machine.as_ref())
+            .is_some_and(|m| m.recovery_progress().is_some())
     }
 
     fn lose_unsent_suffix(&mut self, id: NodeId) {
@@ -912,7 +935,12 @@ impl Sim {
             | Body::Heartbeat { epoch, .. }
             | Body::Resign { epoch } => (Some(epoch), true),
             Body::Election { accepted } | Body::Ack { accepted, .. } => (accepted, false),
-            Body::Answer | Body::Probe | Body::PreVote { .. } | Body::Vote { .. } => (None, false),
+            Body::Answer
+            | Body::Probe
+            | Body::PreVote { .. }
+            | Body::Vote { .. }
+            | Body::TermQuery
+            | Body::TermReport => (None, false),
         };
         let ok = if claim {
             epoch == disk.accepted

@@ -16,7 +16,7 @@ use crate::checker::{
     lease_bound_ms, quiet_window, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
-use crate::protocol::{MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
+use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -317,7 +317,7 @@ impl Adversary {
     fn inject(&mut self) {
         let up = self.up();
         let down = self.down();
-        let roll = self.rng.gen_range(0..110);
+        let roll = self.rng.gen_range(0..118);
         match roll {
             0..=19 if !up.is_empty() => self.crash_coordinator(),
             20..=29 if !up.is_empty() => self.crash_random(&up),
@@ -330,6 +330,7 @@ impl Adversary {
             85..=88 if !up.is_empty() => self.arm_crash_anywhere(&up),
             89..=102 => self.flip_eligibility(&up),
             103..=109 => self.report_down_but_alive(&up),
+            110..=117 if !up.is_empty() => self.lose_a_store(&up),
             _ => {}
         }
     }
@@ -396,6 +397,22 @@ impl Adversary {
         self.crash(top, "highest, quick restart");
         let at = self.sim.now() + self.rng.gen_range(1..=200);
         self.schedule(at, Todo::Start(top));
+    }
+
+    /// A node (the coordinator half the time) dies and loses its disk; it usually comes
+    /// back on an empty store, sometimes at once (a container restarted without its
+    /// volume), sometimes much later (a replaced disk).
+    fn lose_a_store(&mut self, up: &[NodeId]) {
+        let id = if self.rng.gen_bool(0.5) {
+            self.coordinator()
+        } else {
+            self.pick(up)
+        };
+        let Some(id) = id else { return };
+        self.note(format!("n{id} loses its store"));
+        self.sim.lose_store(id);
+        self.notices_for(id);
+        self.maybe_restart_later(id, 0.8, (1, 2500));
     }
 
     /// The coordinator or a random node pauses, and resumes later.
@@ -535,6 +552,15 @@ impl Adversary {
                 self.note(format!("restart n{id} (for a majority)"));
                 self.sim.start(id);
             }
+        }
+        // A node on an empty store votes and leads only once enough other members
+        // report their terms (src/protocol/recovery.rs): M - q + 1 of them up.
+        let members = self.ids().len();
+        let needed = recovery::reports_needed(members, members / 2 + 1);
+        while self.up().iter().any(|&id| self.sim.is_recovering(id)) && self.up().len() <= needed {
+            let Some(id) = self.down().pop() else { break };
+            self.note(format!("restart n{id} (for a store recovery)"));
+            self.sim.start(id);
         }
         let up = self.up();
         if !up.iter().any(|&id| self.sim.is_eligible(id)) {

@@ -1,0 +1,129 @@
+//! Store recovery: what a node with an empty store does before it may vote or lead.
+//!
+//! An empty store is either a first boot or a lost one (a replaced disk, a container or
+//! witness without a volume, a data dir deleted by hand); the node cannot tell which.
+//! A lost store forgot every term it accepted and every lease promise it made, so if it
+//! voted at once it could help a second candidate to a term it already helped another
+//! to: two holders of one fencing token. The rule, in both modes:
+//!
+//! 1. Wait D after start before asking anything: a declaration the lost store acked
+//!    before the loss is established within D − heartbeat of being sent or never (the
+//!    lease span, `super::lease`), and every promise it made has run out by then.
+//! 2. Then ask every peer for its highest term (`TermQuery`) and count the peers that
+//!    report (`TermReport`), asking again every T' until enough have answered.
+//! 3. Enough is `M − q + 1` of the *other* members (M members, majority q): together
+//!    with any majority that accepted a term before the loss they share at least one
+//!    member besides this node, whose term cell holds that term. The node raises its
+//!    own term cell to the highest term reported (persisted) and from then on follows the
+//!    usual rules, which accept only declarations above the term cell (Q1).
+//!
+//! Until then it accepts nothing, acks nothing, grants no pre-vote, answers no Election
+//! and declares nothing; it does answer probes and term queries. It tolerates the loss
+//! of one store at a time: two stores lost together may report each other's empty terms.
+//! A store restored from an older copy is not empty and is not detected (README, "What
+//! the guarantee assumes").
+
+use super::types::{Millis, NodeId, Timing};
+use std::collections::BTreeSet;
+
+/// The state of one recovery, from start until enough peers reported their terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Recovery {
+    /// When the next `TermQuery` goes out (the first one D after start).
+    query_at: Millis,
+    /// Whether a query went out: only reports to one of ours count.
+    asked: bool,
+    /// Peers that reported their term since the first query.
+    heard: BTreeSet<NodeId>,
+    /// How many distinct peers must report.
+    needed: usize,
+}
+
+impl Recovery {
+    /// A recovery for a node with `peers` other members, `majority` of all members
+    /// needed for a quorum, started at `now`.
+    pub(super) fn new(peers: usize, majority: usize, timing: &Timing, now: Millis) -> Recovery {
+        Recovery {
+            query_at: now + timing.suspect_after_ms,
+            asked: false,
+            heard: BTreeSet::new(),
+            needed: reports_needed(peers + 1, majority),
+        }
+    }
+
+    /// When the machine must act next for this recovery (send or repeat the query).
+    pub(super) fn deadline(&self) -> Millis {
+        self.query_at
+    }
+
+    /// Whether the query is due at `now`; if so, the caller sends it and the next one is
+    /// scheduled T' later (peers that were down may have come up).
+    pub(super) fn query_due(&mut self, timing: &Timing, now: Millis) -> bool {
+        if now < self.query_at {
+            return false;
+        }
+        self.asked = true;
+        self.query_at = now + timing.coordinator_timeout_ms;
+        true
+    }
+
+    /// Counts a report from `from`; whether enough peers have now reported.
+    pub(super) fn report(&mut self, from: NodeId) -> bool {
+        if self.asked {
+            self.heard.insert(from);
+        }
+        self.complete()
+    }
+
+    /// Whether enough peers have reported.
+    pub(super) fn complete(&self) -> bool {
+        self.asked && self.heard.len() >= self.needed
+    }
+
+    /// How many peers have reported, and how many must.
+    pub(super) fn progress(&self) -> (usize, usize) {
+        (self.heard.len(), self.needed)
+    }
+}
+
+/// Other members that must report so that they meet every majority of `members` in a
+/// member other than the asking node: a majority holds at least `majority − 1` of the
+/// `members − 1` others, so `members − majority + 1` of them always include one.
+pub fn reports_needed(members: usize, majority: usize) -> usize {
+    (members + 1).saturating_sub(majority).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_needed_meet_every_majority_outside_the_asker() {
+        for members in 2..=32usize {
+            let majority = members / 2 + 1;
+            let needed = reports_needed(members, majority);
+            let others = members - 1;
+            // Any majority keeps at least majority - 1 others; together with `needed`
+            // others they exceed the others there are, so they share one.
+            assert!(needed + (majority - 1) > others, "members {members}");
+            // And no fewer would do.
+            assert!((needed - 1) + (majority - 1) <= others, "members {members}");
+        }
+        assert_eq!(reports_needed(3, 2), 2);
+        assert_eq!(reports_needed(5, 3), 3);
+        assert_eq!(reports_needed(4, 3), 2);
+    }
+
+    #[test]
+    fn reports_count_only_after_the_first_query() {
+        let timing = Timing::default();
+        let mut r = Recovery::new(2, 2, &timing, 1000);
+        assert!(!r.report(2), "a report before any query counts for nothing");
+        assert!(!r.query_due(&timing, 1000 + timing.suspect_after_ms - 1));
+        assert!(r.query_due(&timing, 1000 + timing.suspect_after_ms));
+        assert!(!r.report(2));
+        assert!(!r.report(2), "the same peer twice is one report");
+        assert!(r.report(3));
+        assert_eq!(r.progress(), (2, 2));
+    }
+}
