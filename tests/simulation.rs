@@ -400,7 +400,11 @@ fn lost_store_beside_the_other_side(flaw: Option<Flaw>) -> (Vec<bully::checker::
         sim.start(id);
     }
     sim.run_until(2_000);
-    assert_eq!(sim.view(1).and_then(|v| v.coordinator()), Some(3), "start-up");
+    assert_eq!(
+        sim.view(1).and_then(|v| v.coordinator()),
+        Some(3),
+        "start-up"
+    );
     // 2 is cut off; 3 restarts and wins term 2 with 1's ack alone.
     sim.partition(&[vec![1, 3], vec![2]]);
     sim.crash(3);
@@ -411,7 +415,11 @@ fn lost_store_beside_the_other_side(flaw: Option<Flaw>) -> (Vec<bully::checker::
         sim.view(3)
             .is_some_and(|v| v.role == Role::Coordinator && v.epoch.is_some_and(|e| e.term >= 2))
     });
-    assert!(won, "3 leads a new term with 1's ack\n{}", tail(sim.history(), 60));
+    assert!(
+        won,
+        "3 leads a new term with 1's ack\n{}",
+        tail(sim.history(), 60)
+    );
     // 1 loses its disk and returns at once, now beside 2 and cut off from 3.
     sim.lose_store(1);
     sim.partition(&[vec![1, 2], vec![3]]);
@@ -437,7 +445,10 @@ fn lost_store_never_gives_one_term_two_holders() {
     // While cut off from 3, 1 could not hear enough terms to vote: 2 never led.
     assert!(
         !sim.history().iter().any(|e| e.node == 2
-            && matches!(e.record, Record::Fact(bully::protocol::Fact::Established { .. }))),
+            && matches!(
+                e.record,
+                Record::Fact(bully::protocol::Fact::Established { .. })
+            )),
         "2 led with the vote of a store that forgot term 2\n{}",
         tail(sim.history(), 200)
     );
@@ -453,7 +464,9 @@ fn sabotaged_store_recovery_is_caught_as_two_holders_of_one_term() {
     // its vote while 3 still holds term 2.
     let (violations, sim) = lost_store_beside_the_other_side(Some(Flaw::SkipStoreRecovery));
     assert!(
-        violations.iter().any(|v| v.invariant == Invariant::OnePerTerm),
+        violations
+            .iter()
+            .any(|v| v.invariant == Invariant::OnePerTerm),
         "I7 did not flag two holders of one term: {violations:#?}\n{}",
         tail(sim.history(), 200)
     );

@@ -59,8 +59,7 @@ async fn a_lost_store_votes_only_after_its_peers_reported() {
     }
     let history = t.cluster.history();
     let recovered = history.iter().any(|e| {
-        e.node == 1
-            && matches!(e.record, Record::Fact(Fact::Recovered { term }) if term >= first)
+        e.node == 1 && matches!(e.record, Record::Fact(Fact::Recovered { term }) if term >= first)
     });
     assert!(
         recovered,
