@@ -62,7 +62,7 @@ fn stamping_hooks(t: &TestCluster, id: NodeId) -> HooksConfig {
 }
 
 /// The stamp node `id`'s `hook` recorded for `token`, once it has.
-async fn stamp(t: &TestCluster, hook: &str, id: NodeId, token: u64) -> u128 {
+pub async fn stamp(t: &TestCluster, hook: &str, id: NodeId, token: u64) -> u128 {
     let file = stamps(t, hook, id);
     let what = format!("node {id}'s {hook} stamp for token {token}");
     wait_logged(t, &what, AGREE, || async {
@@ -74,9 +74,9 @@ async fn stamp(t: &TestCluster, hook: &str, id: NodeId, token: u64) -> u128 {
     .await
 }
 
-/// Three quorum-mode nodes with stamping hooks; runs the three voluntary changes and
-/// returns what each measured (asserting only that every change happened).
-pub async fn voluntary_changes() -> Vec<Change> {
+/// Three quorum-mode nodes (D = 3 s) with stamping hooks, started, node 3 leading and
+/// its `on_elected` done; returns the cluster and node 3's token.
+pub async fn stamping_cluster() -> (TestCluster, u64) {
     let timing = Timing {
         suspect_after_ms: SUSPECT_AFTER_MS,
         ..Timing::default()
@@ -86,12 +86,18 @@ pub async fn voluntary_changes() -> Vec<Change> {
         let hooks = stamping_hooks(&t, id);
         t.cluster.edit_config(id, |c| c.hooks = hooks).unwrap();
     }
-    let mut changes = Vec::new();
-
     phase("start: node 3 leads");
     t.start_all();
     let first = t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
     stamp(&t, "elected", 3, first).await;
+    (t, first)
+}
+
+/// Runs the three voluntary changes on a [`stamping_cluster`] and returns what each
+/// measured (asserting only that every change happened).
+pub async fn voluntary_changes() -> Vec<Change> {
+    let (mut t, first) = stamping_cluster().await;
+    let mut changes = Vec::new();
 
     phase("clean stop (SIGTERM) of node 3: node 2 takes over");
     t.cluster.stop(3, Duration::from_secs(15)).unwrap();
