@@ -17,8 +17,8 @@
 //!   killed first.
 //!
 //! On stop (asked, or on a fatal error) a coordinator demotes itself, runs `on_demoted`
-//! to its end and then resigns; then every node task is stopped through one signal and waited for, and
-//! the transport closes.
+//! to its end and then resigns; then every node task is stopped through one signal and
+//! waited for, and the transport closes.
 
 use super::api::Api;
 use super::clock::Clock;
