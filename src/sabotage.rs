@@ -7,6 +7,9 @@
 //!   has already revealed (breaks I3; the checker sees I1/I2 go backwards on restart).
 //! - `ignore_higher_coordinator`: the transport drops Coordinator and Heartbeat
 //!   messages from higher IDs, so lower nodes never follow them (breaks I5).
+//! - `resign_before_on_demoted`: a coordinator leaving office voluntarily sends its
+//!   Resign before its `on_demoted` has ended, so a successor may promote its database
+//!   while the old one is still primary (`tests/hook_order.rs` checks it is caught).
 //!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
@@ -30,4 +33,10 @@ pub fn drops(me: NodeId, from: NodeId, msg: &Message) -> bool {
     from > me
         && matches!(msg.body, Body::Coordinator { .. } | Body::Heartbeat { .. })
         && enabled("ignore_higher_coordinator")
+}
+
+/// Whether a coordinator leaving office voluntarily should send its Resign at once,
+/// before `on_demoted` has ended (the old order; `tests/hook_order.rs` must notice).
+pub fn resign_before_on_demoted() -> bool {
+    enabled("resign_before_on_demoted")
 }

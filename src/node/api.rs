@@ -1,8 +1,8 @@
 //! The client API on the node's QUIC endpoint: one bidirectional stream per request,
 //! framed by the codec. Clients authenticate with a certificate from the cluster CA.
 //!
-//! Requests: `Status` (one answer), `Watch` (a status frame now and after every
-//! change, until the client goes away), `StepDown` and `SwitchOver` (handing over
+//! Requests: `Status` (one answer), `Watch` (a status frame now, after every change and
+//! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
 //! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters).
 
 use super::inputs::Command;
@@ -172,24 +172,53 @@ async fn serve_stream(
     Ok(())
 }
 
-/// A status frame now and after every change, until the client goes away.
+/// A status frame now, after every change and when the lease lapses (read against the
+/// lease, Q4), until the client goes away.
 async fn watch_status(
     mut send: quinn::SendStream,
     mut status: watch::Receiver<Status>,
 ) -> anyhow::Result<()> {
+    let mut now = status.borrow_and_update().as_of_now();
     loop {
-        let now = status.borrow_and_update().as_of_now();
         write_frame(&mut send, &Response::Status(now)).await?;
-        // `changed` is cancellation-safe; it fails only when the node shuts down.
-        tokio::select! {
-            changed = status.changed() => if changed.is_err() { break },
-            _ = send.stopped() => break,
+        let next = tokio::select! {
+            next = next_status(&mut status) => next,
+            _ = send.stopped() => None,
+        };
+        match next {
+            Some(next) => now = next,
+            None => break,
         }
     }
     let _ = send.finish();
     Ok(())
 }
 
+/// Waits for the next status to show a watcher: after a change, or at the moment the
+/// coordinator's lease lapses (its role as read against the lease changes then, with
+/// nothing published: a runtime that has not noticed yet, or that a late ack will
+/// renew, must still not be shown leading). `None` when the node shuts down.
+/// Cancellation-safe: `changed` and a sleep lose nothing.
+async fn next_status(status: &mut watch::Receiver<Status>) -> Option<Status> {
+    let lapses_at = {
+        let current = status.borrow();
+        let leads = current.role == crate::protocol::Role::Coordinator;
+        let at = current.lease_until.filter(|_| leads);
+        // A lease already lapsed was shown as lapsed: no need to wake for it again.
+        at.filter(|at| *at > std::time::Instant::now())
+    };
+    let lapse = async {
+        match lapses_at {
+            Some(at) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        changed = status.changed() => changed.ok()?,
+        _ = lapse => {}
+    }
+    Some(status.borrow_and_update().as_of_now())
+}
 /// Hands the runtime the command `ask` builds around a reply channel; its answer.
 async fn ask_runtime(
     commands: &mpsc::Sender<Command>,
@@ -198,4 +227,45 @@ async fn ask_runtime(
     let (reply, answer) = oneshot::channel();
     commands.send(ask(reply)).await?;
     Ok(answer.await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Cells, Epoch, Mode, Role, View};
+    use std::time::{Duration, Instant};
+
+    fn leading(lease_until: Instant) -> Status {
+        let view = View {
+            id: 2,
+            role: Role::Coordinator,
+            epoch: Some(Epoch { term: 5, leader: 2 }),
+            eligible: true,
+            incarnation: 1,
+        };
+        let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[1, 3], 0);
+        status.lease_until = Some(lease_until);
+        status
+    }
+
+    #[tokio::test]
+    async fn a_watch_wakes_when_the_lease_lapses_with_nothing_published() {
+        let lease_until = Instant::now() + Duration::from_millis(300);
+        let (_publisher, mut status) = watch::channel(leading(lease_until));
+        assert_eq!(
+            status.borrow_and_update().as_of_now().role,
+            Role::Coordinator
+        );
+        let next = tokio::time::timeout(Duration::from_secs(10), next_status(&mut status))
+            .await
+            .expect("the watch woke at the lapse")
+            .expect("the node is still there");
+        assert!(Instant::now() >= lease_until, "not before the lapse");
+        assert_eq!(next.role, Role::Candidate, "{next:?}");
+        assert_eq!(next.coordinator, None, "{next:?}");
+
+        // Shown lapsed once: the next frame waits for a change, not for the old lapse.
+        let again = tokio::time::timeout(Duration::from_millis(300), next_status(&mut status));
+        assert!(again.await.is_err(), "no second frame for the same lapse");
+    }
 }

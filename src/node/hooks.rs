@@ -2,7 +2,13 @@
 //! changes, with the `BULLY_*` environment below.
 //!
 //! - One at a time, in the order of the changes: the runtime only queues hook runs (an
-//!   unbounded queue: it never waits for a hook), and one task runs them in turn.
+//!   unbounded queue), and one task runs them in turn. One exception to the order: an
+//!   `on_demoted` goes ahead of every `on_change` still queued ([`enqueue`]), so a
+//!   demoted node (a lapsed lease included) stops acting as primary before any
+//!   informational hook runs.
+//! - The runtime waits for one hook only: the `on_demoted` of a coordinator that leaves
+//!   office voluntarily ([`DemotedHook`]), which must finish before its Resign goes out
+//!   (see `runtime.rs` and `resign_hold.rs`).
 //! - A hook still running after `timeout_ms` is killed with its whole process group;
 //!   failures (non-zero exit, timeout, cannot start) are logged and counted.
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
@@ -35,6 +41,7 @@ use super::tasks::NodeTasks;
 use super::transitions::Transition;
 use crate::config::HooksConfig;
 use crate::protocol::Epoch;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +66,34 @@ struct HookRun {
     epoch: Option<Epoch>,
     /// Per run, so a reload's new `timeout_ms` applies from the next hook on.
     timeout: Duration,
+    /// Told when the run has ended (or dropped unrun): an `on_demoted` the runtime
+    /// waits for.
+    ended: Option<oneshot::Sender<()>>,
+}
+
+/// A queued `on_demoted` the runtime can wait for: a coordinator leaving office
+/// voluntarily sends its Resign only once its database has stopped being primary.
+#[derive(Debug)]
+pub struct DemotedHook {
+    ended: oneshot::Receiver<()>,
+    /// How long waiting may take: the hook running now and this one, each bounded by
+    /// `timeout_ms`, plus a second to kill and reap.
+    bound: Duration,
+}
+
+impl DemotedHook {
+    /// Waits until the `on_demoted` has ended (succeeded, failed, timed out and been
+    /// killed, or dropped because the hook task ended), at most its bound. Returns
+    /// whether it ended in time.
+    pub async fn ended(self) -> bool {
+        // The sender is dropped when the run ends: an error is the end too.
+        tokio::time::timeout(self.bound, self.ended).await.is_ok()
+    }
+
+    /// The longest [`DemotedHook::ended`] waits.
+    pub fn bound(&self) -> Duration {
+        self.bound
+    }
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
@@ -105,9 +140,11 @@ impl Hooks {
     }
 
     /// Queues the hooks `transition` calls for, with the environment of `status` (the
-    /// status that includes the new view). Never waits.
-    pub fn fire(&self, transition: &Transition, status: &Status) {
+    /// status that includes the new view). Never waits; returns the queued `on_demoted`
+    /// for a caller that must wait for it.
+    pub fn fire(&self, transition: &Transition, status: &Status) -> Option<DemotedHook> {
         let c = &self.config;
+        let mut demoted = None;
         let wanted = [
             ("on_demoted", transition.demoted, &c.on_demoted),
             ("on_elected", transition.elected, &c.on_elected),
@@ -119,17 +156,29 @@ impl Hooks {
             };
             let mut env = environment(status, Some(transition), &self.data_dir);
             env.push(("BULLY_HOOK".into(), name.into()));
+            let timeout = Duration::from_millis(c.timeout_ms);
+            let mut ended = None;
+            if name == "on_demoted" {
+                let (tx, rx) = oneshot::channel();
+                ended = Some(tx);
+                demoted = Some(DemotedHook {
+                    ended: rx,
+                    bound: 2 * timeout + Duration::from_secs(1),
+                });
+            }
             let run = HookRun {
                 name,
                 command: command.clone(),
                 env,
                 epoch: status.coordinator.and(status.epoch),
-                timeout: Duration::from_millis(c.timeout_ms),
+                timeout,
+                ended,
             };
             if self.queue.send(Queued::Run(run)).is_err() {
                 tracing::error!("hook {name} not run: the hook task has stopped");
             }
         }
+        demoted
     }
 
     /// Waits until every hook queued so far has run (each is bounded by `timeout_ms`),
@@ -158,12 +207,42 @@ async fn leadership_over(mut led: watch::Receiver<Option<Epoch>>, epoch: Option<
     let _ = led.wait_for(|now| *now != epoch).await;
 }
 
+/// Adds `queued` to the runs not started yet: at the back, except that an `on_demoted`
+/// goes ahead of every `on_change` waiting (they keep their order among themselves, and
+/// so does everything else), unless a Finish is waiting (nothing after it runs).
+fn enqueue(pending: &mut VecDeque<Queued>, queued: Queued) {
+    let is = |q: &Queued, name: &str| matches!(q, Queued::Run(r) if r.name == name);
+    let finishing = pending.iter().any(|q| matches!(q, Queued::Finish(_)));
+    if !is(&queued, "on_demoted") || finishing {
+        pending.push_back(queued);
+        return;
+    }
+    let (changes, mut rest): (VecDeque<Queued>, VecDeque<Queued>) =
+        pending.drain(..).partition(|q| is(q, "on_change"));
+    rest.push_back(queued);
+    rest.extend(changes);
+    *pending = rest;
+}
+
 async fn run_hooks(
     mut runs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
     reports: HookReports,
 ) {
-    while let Some(queued) = runs.recv().await {
+    let mut pending = VecDeque::new();
+    loop {
+        if pending.is_empty() {
+            match runs.recv().await {
+                Some(queued) => enqueue(&mut pending, queued),
+                None => return,
+            }
+        }
+        while let Ok(queued) = runs.try_recv() {
+            enqueue(&mut pending, queued);
+        }
+        let Some(queued) = pending.pop_front() else {
+            continue;
+        };
         let run = match queued {
             Queued::Run(run) => run,
             Queued::Finish(done) => {
@@ -172,11 +251,14 @@ async fn run_hooks(
             }
         };
         run_one(&run, &workdir, &reports).await;
-        if runs.len() > 16 {
-            tracing::warn!(
-                queued = runs.len(),
-                "hooks are falling behind the view changes"
-            );
+        if let Some(ended) = run.ended {
+            // Whoever waits for this run (an on_demoted) may go on; a run dropped
+            // unrun (after a Finish) tells them the same by dropping the sender.
+            let _ = ended.send(());
+        }
+        let behind = pending.len() + runs.len();
+        if behind > 16 {
+            tracing::warn!(queued = behind, "hooks are falling behind the view changes");
         }
     }
 }
@@ -240,6 +322,7 @@ mod tests {
             env: Vec::new(),
             epoch,
             timeout: Duration::from_secs(10),
+            ended: None,
         };
         queue.send(Queued::Run(run)).unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -261,5 +344,88 @@ mod tests {
             ended.is_ok() && finished.await.is_ok(),
             "the hook task ended"
         );
+    }
+
+    fn queued(name: &'static str, term: u64) -> Queued {
+        Queued::Run(HookRun {
+            name,
+            command: String::new(),
+            env: Vec::new(),
+            epoch: Some(Epoch { term, leader: 1 }),
+            timeout: Duration::from_secs(1),
+            ended: None,
+        })
+    }
+
+    fn names(pending: &VecDeque<Queued>) -> Vec<String> {
+        pending
+            .iter()
+            .map(|q| match q {
+                Queued::Run(r) => format!("{}:{}", r.name, r.epoch.unwrap().term),
+                Queued::Finish(_) => "finish".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_demoted_goes_ahead_of_every_queued_on_change_only() {
+        let mut pending = VecDeque::new();
+        for q in [
+            queued("on_change", 2),
+            queued("on_elected", 3),
+            queued("on_change", 3),
+        ] {
+            enqueue(&mut pending, q);
+        }
+        enqueue(&mut pending, queued("on_demoted", 3));
+        assert_eq!(
+            names(&pending),
+            ["on_elected:3", "on_demoted:3", "on_change:2", "on_change:3"],
+            "the on_elected before it keeps its place, the on_changes wait"
+        );
+        enqueue(&mut pending, queued("on_change", 4));
+        assert_eq!(names(&pending).last().unwrap(), "on_change:4");
+
+        let (finish, _finished) = oneshot::channel();
+        let mut finishing = VecDeque::new();
+        enqueue(&mut finishing, queued("on_change", 2));
+        enqueue(&mut finishing, Queued::Finish(finish));
+        enqueue(&mut finishing, queued("on_demoted", 2));
+        assert_eq!(
+            names(&finishing),
+            ["on_change:2", "finish", "on_demoted:2"],
+            "nothing moves ahead of a finish (what comes after it never runs)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_demoted_hook_is_waited_for_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("demoted");
+        let (_led_tx, led) = watch::channel(None);
+        let (elected, _done) = mpsc::unbounded_channel();
+        let (queue, runs) = mpsc::unbounded_channel();
+        let reports = HookReports {
+            metrics: Arc::new(Metrics::new(1)),
+            elected,
+            led,
+        };
+        tokio::spawn(run_hooks(runs, dir.path().into(), reports));
+        let (tx, rx) = oneshot::channel();
+        let run = HookRun {
+            name: "on_demoted",
+            command: format!("sleep 0.3; touch {}", marker.display()),
+            env: Vec::new(),
+            epoch: None,
+            timeout: Duration::from_secs(10),
+            ended: Some(tx),
+        };
+        queue.send(Queued::Run(run)).unwrap();
+        let hook = DemotedHook {
+            ended: rx,
+            bound: Duration::from_secs(10),
+        };
+        assert!(hook.ended().await, "the on_demoted ended within its bound");
+        assert!(marker.exists(), "waiting ended only once the hook had run");
     }
 }

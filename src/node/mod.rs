@@ -6,6 +6,7 @@
 //! - `start`: opens the data dir, binds the endpoints, wires the parts below; `handle`:
 //!   the [`NodeHandle`] an embedder holds.
 //! - `runtime`: the one task that owns the state machine and runs its actions in order;
+//!   `resign_hold`: how far it runs before a voluntary demotion's `on_demoted` ends;
 //!   `inputs`: what it waits for; `clock`: its milliseconds; `journal`: storage and
 //!   event log, persisted then logged; `error`: why a node could not start or stopped.
 //! - `tasks`: every other task of the node and the one signal that stops them.
@@ -53,6 +54,7 @@ pub mod metrics;
 mod publisher;
 mod readiness;
 pub mod reload;
+mod resign_hold;
 mod runtime;
 mod services;
 mod shell;

@@ -7,7 +7,7 @@
 //! epoch that is over is killed first.
 
 use super::health_state::HealthState;
-use super::hooks::{ElectedHookDone, Hooks};
+use super::hooks::{DemotedHook, ElectedHookDone, Hooks};
 use super::metrics::Metrics;
 use super::readiness::{AfterElectedHook, Readiness};
 use super::status::Status;
@@ -69,8 +69,9 @@ impl Publisher {
         &mut self.hooks
     }
 
-    /// Publishes a view whose epoch is already durable, and the lease with it.
-    pub fn view(&mut self, view: View, lease: Option<Instant>) {
+    /// Publishes a view whose epoch is already durable, and the lease with it. Returns
+    /// the `on_demoted` it queued, if any, for the runtime to wait for before a Resign.
+    pub fn view(&mut self, view: View, lease: Option<Instant>) -> Option<DemotedHook> {
         let now = wall_ms();
         let ready_at_once = self.readiness.at_once();
         self.status.send_modify(|s| {
@@ -105,15 +106,20 @@ impl Publisher {
             .flatten();
         self.led
             .send_if_modified(|l| std::mem::replace(l, led) != led);
-        self.hooks.fire(&transition, &self.status.borrow());
+        self.hooks.fire(&transition, &self.status.borrow())
     }
 
-    /// Hands the lease end to readers (Q4) without waking watchers: it changes with
-    /// every acked heartbeat.
+    /// Hands the lease end to readers (Q4). Watchers are woken only when a coordinator's
+    /// lapsed lease comes back (a late ack renewed it before the machine noticed the
+    /// lapse): readers see it lead again. Otherwise the lease changes with every acked
+    /// heartbeat and wakes nobody; a watcher wakes at the lapse by itself (`api.rs`).
     pub fn lease(&self, until: Option<Instant>) {
+        let now = Instant::now();
         self.status.send_if_modified(|s| {
+            let was_lapsed = s.lease_until.is_some_and(|at| at <= now);
             s.lease_until = until;
-            false
+            let leads_again = until.is_some_and(|at| at > now);
+            s.role == Role::Coordinator && was_lapsed && leads_again
         });
     }
 
@@ -188,9 +194,15 @@ impl Publisher {
 
     /// An `on_elected` finished: marks its epoch ready if the node still leads it;
     /// returns for how long to resign when it failed and the node must.
+    ///
+    /// "Still leads" is the published view, not read against the lease: a lease that
+    /// lapsed a moment ago and that a late ack renewed before the machine noticed (so
+    /// the node never left office, and no new `on_elected` will come) must not leave
+    /// the epoch not ready for good. Readers still see it not ready while the lease is
+    /// lapsed: [`Status::ready`] is read through [`Status::as_of_now`].
     pub fn elected_hook_done(&self, done: ElectedHookDone) -> Option<u64> {
-        let now = self.status.borrow().as_of_now();
-        match self.readiness.after_elected_hook(done, &now) {
+        let published = self.status.borrow().clone();
+        match self.readiness.after_elected_hook(done, &published) {
             AfterElectedHook::Stale => None,
             AfterElectedHook::Ready(epoch) => {
                 self.status.send_modify(|s| s.ready_epoch = epoch);
@@ -216,9 +228,11 @@ impl Publisher {
         if !readiness.at_once() {
             return;
         }
-        let now = self.status.borrow().as_of_now();
-        if now.role == Role::Coordinator && !now.ready() {
-            self.status.send_modify(|s| s.ready_epoch = now.epoch);
+        // The published view, as in `elected_hook_done`: a momentary lapse must not
+        // leave the node not ready once it is read as leading again.
+        let published = self.status.borrow().clone();
+        if published.role == Role::Coordinator && !published.ready() {
+            self.status.send_modify(|s| s.ready_epoch = published.epoch);
         }
     }
 
@@ -226,5 +240,91 @@ impl Publisher {
     /// runner then ends.
     pub async fn finish_hooks(&self) {
         self.hooks.finish().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HooksConfig;
+    use crate::node::hooks::HookReports;
+    use crate::node::tasks::NodeTasks;
+    use crate::protocol::Mode;
+    use tokio::sync::mpsc;
+
+    /// A quorum-mode publisher of node 2 that waits for `on_elected` before it is ready.
+    fn publisher(dir: &std::path::Path) -> (Publisher, watch::Receiver<Status>) {
+        let view = View {
+            id: 2,
+            role: Role::Candidate,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        let initial = Status::initial(view, Mode::Quorum, Cells::default(), &[1, 3], 0);
+        let (status, readers) = watch::channel(initial);
+        let (led, led_rx) = watch::channel(None);
+        let metrics = Arc::new(Metrics::new(2));
+        let (elected, _) = mpsc::unbounded_channel();
+        let reports = HookReports {
+            metrics: metrics.clone(),
+            elected,
+            led: led_rx,
+        };
+        let tasks = NodeTasks::new();
+        let hooks = Hooks::start(
+            HooksConfig::default(),
+            dir.into(),
+            dir.into(),
+            reports,
+            &tasks,
+        );
+        let readiness = Readiness::waiting_for_on_elected(5_000);
+        let watches = Watches { status, led };
+        (Publisher::new(watches, metrics, hooks, readiness), readers)
+    }
+
+    #[tokio::test]
+    async fn an_on_elected_ending_in_a_lapse_is_ready_once_the_lease_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut p, mut readers) = publisher(dir.path());
+        let epoch = Some(Epoch { term: 4, leader: 2 });
+        let leads = View {
+            id: 2,
+            role: Role::Coordinator,
+            epoch,
+            eligible: true,
+            incarnation: 1,
+        };
+        let now = Instant::now();
+        p.view(leads, Some(now + Duration::from_secs(60)));
+        assert!(!readers.borrow_and_update().as_of_now().ready());
+
+        // The lease lapses; the machine has not noticed yet, and on_elected ends now.
+        p.lease(Some(now - Duration::from_millis(1)));
+        assert_eq!(readers.borrow().as_of_now().role, Role::Candidate);
+        let done = ElectedHookDone {
+            epoch,
+            succeeded: true,
+        };
+        assert_eq!(p.elected_hook_done(done), None, "no resign on success");
+        assert!(
+            !readers.borrow().as_of_now().ready(),
+            "not ready while the lease is lapsed"
+        );
+
+        // A late ack renews the lease for the same epoch: readers are woken, and ready.
+        p.lease(Some(Instant::now() + Duration::from_secs(60)));
+        assert!(
+            readers.has_changed().unwrap(),
+            "the lease's return wakes watchers"
+        );
+        let back = readers.borrow_and_update().as_of_now();
+        assert!(back.ready(), "ready again once it leads again: {back:?}");
+        p.lease(Some(Instant::now() + Duration::from_secs(61)));
+        assert!(
+            !readers.has_changed().unwrap(),
+            "a lease that only moves on wakes nobody"
+        );
     }
 }

@@ -46,7 +46,18 @@ impl Readiness {
         self.at_once
     }
 
-    /// What `done` means for a node whose status (read against its lease) is `now`.
+    /// Settings that wait for `on_elected` and resign for `resign_for_ms` when it fails.
+    #[cfg(test)]
+    pub fn waiting_for_on_elected(resign_for_ms: u64) -> Readiness {
+        Readiness {
+            at_once: false,
+            on_failure: ElectedHookFailure::Resign,
+            resign_for_ms,
+        }
+    }
+
+    /// What `done` means for a node whose published status (its view, not read against
+    /// the lease: see `Publisher::elected_hook_done`) is `now`.
     pub fn after_elected_hook(&self, done: ElectedHookDone, now: &Status) -> AfterElectedHook {
         if now.role != Role::Coordinator || now.epoch != done.epoch {
             return AfterElectedHook::Stale;

@@ -8,23 +8,29 @@
 //!   can reveal it (I3);
 //! - on a demotion the lease is withdrawn for readers before anything later goes out
 //!   (a Resign);
+//! - a coordinator leaving office voluntarily (stop, step-down, resign after a failed
+//!   `on_elected`, health, handover) runs `on_demoted` to its end (or its timeout, which
+//!   kills it) before its Resign and every later action go out ([`resign_hold`]); the
+//!   runtime handles no input meanwhile, for at most the hook's bound
+//!   ([`DemotedHook::bound`]): a stop request is handled right after;
 //! - the led-epoch watch is updated before hooks fire, so a stale `on_elected` is
 //!   killed first.
 //!
 //! On stop (asked, or on a fatal error) a coordinator demotes itself, runs `on_demoted`
-//! and resigns; then every node task is stopped through one signal and waited for, and
-//! the transport closes.
+//! to its end and then resigns; then every node task is stopped through one signal and
+//! waited for, and the transport closes.
 
 use super::api::Api;
 use super::clock::Clock;
 use super::eligibility::{Eligibility, Expired};
 use super::error::NodeError;
 use super::health_state::HealthState;
-use super::hooks::ElectedHookDone;
+use super::hooks::{DemotedHook, ElectedHookDone};
 use super::inputs::{Command, Input, Inputs, Reply};
 use super::journal::Journal;
 use super::publisher::Publisher;
 use super::reload::{self, ReloadError};
+use super::resign_hold;
 use super::services::Services;
 use super::step_down::Answered;
 use super::tasks::NodeTasks;
@@ -33,6 +39,7 @@ use crate::history::Record;
 use crate::protocol::{Action, Body, Event, Fact, Machine, NodeId, View};
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How long a stopping node waits for its tasks (each ends at once on the stop signal;
@@ -76,9 +83,9 @@ impl Runtime {
     }
 
     /// A coordinator that stops (cleanly or on a storage error) demotes itself, runs
-    /// on_demoted and resigns before the process goes, so its database stops being
-    /// primary and the others elect at once. Nothing is persisted on this path. Then
-    /// every task ends, and the transport closes.
+    /// on_demoted to its end and then resigns before the process goes, so its database
+    /// stops being primary and the others elect at once. Nothing is persisted on this
+    /// path. Then every task ends, and the transport closes.
     async fn stop(mut self) {
         self.machine.handle(Event::Shutdown, self.clock.now());
         if let Err(e) = self.run_actions().await {
@@ -253,28 +260,49 @@ impl Runtime {
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
-    /// before the next action runs.
+    /// before the next action runs. After a voluntary demotion the actions from the
+    /// Resign on wait until `on_demoted` has ended ([`resign_hold`]).
     async fn run_actions(&mut self) -> Result<(), NodeError> {
-        while let Some(action) = self.machine.poll_action() {
-            match action {
-                Action::Persist(cells) => {
-                    let took = self.journal.persist(cells).await?;
-                    self.publisher.persisted(cells, took);
+        let mut pending: VecDeque<Action> =
+            std::iter::from_fn(|| self.machine.poll_action()).collect();
+        while !pending.is_empty() {
+            let wait_after = hold_point(&mut pending);
+            let now = wait_after.unwrap_or(pending.len());
+            let mut demoted_hook = None;
+            for action in pending.drain(..now).collect::<Vec<_>>() {
+                if let Some(hook) = self.run_action(action).await? {
+                    demoted_hook = Some(hook);
                 }
-                Action::Send { to, msg } => {
-                    self.publisher.metrics().message_sent(msg.body.kind());
-                    self.transport.send(to, msg);
+            }
+            if wait_after.is_some() {
+                if let Some(hook) = demoted_hook {
+                    wait_for_on_demoted(hook).await;
                 }
-                Action::ViewChanged(view) => self.publish(view),
-                Action::Misbehaved { peer, what } => {
-                    tracing::warn!(peer, "peer {what}; closing its connection");
-                    self.transport.disconnect(peer, &what.to_string());
-                }
-                Action::Fact(fact) => self.on_fact(fact),
             }
         }
         self.publisher.lease(self.lease_instant());
         Ok(())
+    }
+
+    /// Runs one action; returns the `on_demoted` a published view queued, if any.
+    async fn run_action(&mut self, action: Action) -> Result<Option<DemotedHook>, NodeError> {
+        match action {
+            Action::Persist(cells) => {
+                let took = self.journal.persist(cells).await?;
+                self.publisher.persisted(cells, took);
+            }
+            Action::Send { to, msg } => {
+                self.publisher.metrics().message_sent(msg.body.kind());
+                self.transport.send(to, msg);
+            }
+            Action::ViewChanged(view) => return Ok(self.publish(view)),
+            Action::Misbehaved { peer, what } => {
+                tracing::warn!(peer, "peer {what}; closing its connection");
+                self.transport.disconnect(peer, &what.to_string());
+            }
+            Action::Fact(fact) => self.on_fact(fact),
+        }
+        Ok(None)
     }
 
     /// Logs what the machine reports. A demotion also ends the lease the readers check
@@ -294,12 +322,14 @@ impl Runtime {
 
     /// Publishes a view (its epoch is already durable: the machine persists before it
     /// publishes): event log, then the publisher, then the policy's handover and hold.
-    fn publish(&mut self, view: View) {
+    /// Returns the `on_demoted` it queued, if any.
+    fn publish(&mut self, view: View) -> Option<DemotedHook> {
         self.journal.log(Record::View(view));
-        self.publisher.view(view, self.lease_instant());
+        let demoted_hook = self.publisher.view(view, self.lease_instant());
         if let Some(answered) = self.eligibility.on_view(view, self.clock.now()) {
             deliver(answered);
         }
+        demoted_hook
     }
 
     /// The machine's lease end as an instant readers can compare with `Instant::now()`.
@@ -307,6 +337,28 @@ impl Runtime {
         self.machine
             .lease_until()
             .map(|at| self.clock.instant(at).into_std())
+    }
+}
+
+/// How many of `pending`'s actions may run before `on_demoted` must have ended (see
+/// [`resign_hold::wait_point`]); the debug-only sabotage `resign_before_on_demoted`
+/// restores the old order (Resign at once) to show that `tests/hook_order.rs` notices.
+fn hold_point(pending: &mut VecDeque<Action>) -> Option<usize> {
+    #[cfg(debug_assertions)]
+    if crate::sabotage::resign_before_on_demoted() {
+        return None;
+    }
+    resign_hold::wait_point(pending)
+}
+
+/// Waits for a voluntary demotion's `on_demoted` (bounded); says so when it ran over.
+async fn wait_for_on_demoted(hook: DemotedHook) {
+    let bound = hook.bound();
+    let started = std::time::Instant::now();
+    if hook.ended().await {
+        tracing::info!(took = ?started.elapsed(), "on_demoted ended; resigning");
+    } else {
+        tracing::warn!(?bound, "on_demoted still not ended; resigning anyway");
     }
 }
 
