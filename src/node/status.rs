@@ -17,7 +17,7 @@ pub struct PeerState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub id: NodeId,
-    /// The election algorithm this node runs (decides what the fencing token is).
+    /// The election algorithm this node runs.
     #[serde(default)]
     pub mode: Mode,
     pub role: Role,
@@ -151,10 +151,9 @@ impl Status {
     }
 
     /// The fencing token of the epoch followed or led, unique per leadership and ordered
-    /// like the epoch: the term in quorum mode, term and leader folded in classic mode
-    /// (see [`Epoch::token`]).
+    /// like the epoch, the same form in both modes (see [`Epoch::token`]).
     pub fn token(&self) -> Option<u64> {
-        self.coordinator.and(self.epoch).map(|e| e.token(self.mode))
+        self.coordinator.and(self.epoch).map(|e| e.token())
     }
 
     /// Records the durable cells after a flush.
