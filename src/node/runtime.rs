@@ -125,7 +125,8 @@ impl Runtime {
         match event {
             TransportEvent::Message { from, msg } => {
                 self.publisher.metrics().message_received(msg.body.kind());
-                if let Body::Heartbeat { .. } = msg.body {
+                // The declaration is the lease's round 0: readers age a view from it too.
+                if let Body::Heartbeat { .. } | Body::Coordinator { .. } = msg.body {
                     self.publisher.heartbeat(from);
                 }
                 self.machine.handle(Event::Message { from, msg }, now)

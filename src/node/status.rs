@@ -3,7 +3,7 @@
 
 use super::health_state::HealthState;
 use super::metrics::{Metrics, MetricsSnapshot};
-use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, View};
+use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
@@ -53,6 +53,10 @@ pub struct Status {
     /// The last heartbeat's sender and arrival, updated without waking watchers.
     #[serde(skip)]
     pub last_heartbeat: Option<(NodeId, std::time::Instant)>,
+    /// The node's timing, so a reader can judge how old a follower's view may be before
+    /// the coordinator it names could have lost its lease (`bully leader`).
+    #[serde(default)]
+    pub timing: Timing,
 }
 
 impl Status {
@@ -82,6 +86,7 @@ impl Status {
             lease_until: None,
             heartbeat_age_ms: None,
             last_heartbeat: None,
+            timing: Timing::default(),
         };
         status.apply_view(view, now_ms);
         status
