@@ -8,6 +8,7 @@ mod docs;
 mod endpoints;
 mod leader;
 mod local;
+mod local_board;
 pub mod logging;
 mod node;
 mod query;
