@@ -12,6 +12,7 @@ use super::metrics::Metrics;
 use super::readiness::{AfterElectedHook, Readiness};
 use super::status::Status;
 use super::transitions::Tracker;
+use crate::boot_clock::BootInstant;
 use crate::protocol::{Cells, Epoch, Fact, NodeId, Role, View};
 use crate::wall_clock::wall_ms;
 use std::sync::Arc;
@@ -70,7 +71,7 @@ impl Publisher {
     }
 
     /// Publishes a view whose epoch is already durable, and the lease with it.
-    pub fn view(&mut self, view: View, lease: Option<Instant>) {
+    pub fn view(&mut self, view: View, lease: Option<BootInstant>) {
         let now = wall_ms();
         let ready_at_once = self.readiness.at_once();
         self.status.send_modify(|s| {
@@ -110,7 +111,7 @@ impl Publisher {
 
     /// Hands the lease end to readers (Q4) without waking watchers: it changes with
     /// every acked heartbeat.
-    pub fn lease(&self, until: Option<Instant>) {
+    pub fn lease(&self, until: Option<BootInstant>) {
         self.status.send_if_modified(|s| {
             s.lease_until = until;
             false
@@ -121,7 +122,7 @@ impl Publisher {
     /// needs waking.
     pub fn heartbeat(&self, from: NodeId) {
         self.status.send_if_modified(|s| {
-            s.last_heartbeat = Some((from, Instant::now()));
+            s.last_heartbeat = Some((from, BootInstant::now()));
             false
         });
     }

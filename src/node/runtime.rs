@@ -303,11 +303,10 @@ impl Runtime {
         }
     }
 
-    /// The machine's lease end as an instant readers can compare with `Instant::now()`.
-    fn lease_instant(&self) -> Option<std::time::Instant> {
-        self.machine
-            .lease_until()
-            .map(|at| self.clock.instant(at).into_std())
+    /// The machine's lease end on the clock readers compare it with
+    /// ([`crate::boot_clock`], which counts suspension like the machine's time).
+    fn lease_instant(&self) -> Option<crate::boot_clock::BootInstant> {
+        self.machine.lease_until().map(|at| self.clock.instant(at))
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::health_state::HealthState;
 use super::metrics::{Metrics, MetricsSnapshot};
+use crate::boot_clock::BootInstant;
 use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
@@ -44,15 +45,16 @@ pub struct Status {
     pub changed_at_ms: u64,
     /// Quorum mode: when the coordinator role ends unless the lease is renewed. Updated
     /// on every renewal without waking watchers; readers go through [`Status::as_of`].
+    /// On the clock that counts suspension, like the machine's.
     #[serde(skip)]
-    pub lease_until: Option<std::time::Instant>,
+    pub lease_until: Option<BootInstant>,
     /// Milliseconds since the last heartbeat from the coordinator this node follows
     /// (none on the coordinator itself or while none is known): the lag column of
     /// `status --cluster`. Computed by [`Status::as_of`].
     pub heartbeat_age_ms: Option<u64>,
     /// The last heartbeat's sender and arrival, updated without waking watchers.
     #[serde(skip)]
-    pub last_heartbeat: Option<(NodeId, std::time::Instant)>,
+    pub last_heartbeat: Option<(NodeId, BootInstant)>,
     /// The node's timing, so a reader can judge how old a follower's view may be before
     /// the coordinator it names could have lost its lease (`bully leader`).
     #[serde(default)]
@@ -97,11 +99,11 @@ impl Status {
     /// was paused and has not noticed yet. Every reader (CLI, HTTP, hooks' environment)
     /// goes through here.
     pub fn as_of_now(&self) -> Status {
-        self.as_of(std::time::Instant::now())
+        self.as_of(BootInstant::now())
     }
 
     /// [`Status::as_of_now`] at a given instant.
-    pub fn as_of(&self, now: std::time::Instant) -> Status {
+    pub fn as_of(&self, now: BootInstant) -> Status {
         let mut status = self.clone();
         let lease_over = match (status.mode, status.lease_until) {
             (_, Some(until)) => now >= until,
