@@ -48,9 +48,10 @@ pub struct Status {
     /// On the clock that counts suspension, like the machine's.
     #[serde(skip)]
     pub lease_until: Option<BootInstant>,
-    /// Milliseconds since the last heartbeat from the coordinator this node follows
-    /// (none on the coordinator itself or while none is known): the lag column of
-    /// `status --cluster`. Computed by [`Status::as_of`].
+    /// Milliseconds since the last heartbeat (or the declaration, the lease's round 0)
+    /// from the coordinator this node follows (none on the coordinator itself or while
+    /// none is known): the lag column of `status --cluster`, and how `bully leader`
+    /// judges a follower's view. Computed by [`Status::as_of`].
     pub heartbeat_age_ms: Option<u64>,
     /// The last heartbeat's sender and arrival, updated without waking watchers.
     #[serde(skip)]
