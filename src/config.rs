@@ -18,8 +18,8 @@
 //! # Checks
 //! - unknown keys anywhere (every table denies unknown fields), missing required keys;
 //! - `id` and every peer ID at least 1 (0 is reserved for "no node", e.g. in metrics)
-//!   and at most [`MAX_NODE_ID`](crate::protocol::MAX_NODE_ID) (a classic-mode fencing
-//!   token keeps the leader ID in its low bits, see [`crate::protocol::Epoch::token`]);
+//!   and at most [`MAX_NODE_ID`](crate::protocol::MAX_NODE_ID) (a fencing token keeps
+//!   the leader ID in its low bits, see [`crate::protocol::Epoch::token`]);
 //! - no duplicate peer IDs, own ID not among the peers, no peer at the node's own listen
 //!   address, no two peers at one address, peer addresses dialable (no `0.0.0.0`, no
 //!   port 0);

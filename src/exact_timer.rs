@@ -7,8 +7,12 @@
 //! 100 ms for its next heartbeat thus woke twice per heartbeat, and on this class of
 //! machine a wake-up costs about 100 µs, more than sending the heartbeats. The kernel
 //! timer wakes the thread once, when the deadline comes.
+//!
+//! The timer runs on [`crate::boot_clock`]'s clock (CLOCK_BOOTTIME on Linux), with
+//! absolute deadlines: one due while the machine was suspended fires when it wakes,
+//! where a monotonic timer would wait out the rest of its time again.
 
-use nix::sys::time::TimeSpec;
+use crate::boot_clock::{self, BootInstant, Source};
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -24,7 +28,7 @@ pub struct ExactTimer {
     /// `None` when no timerfd could be made or it failed: tokio's timer stands in.
     kernel: Option<AsyncFd<Kernel>>,
     /// The deadline the kernel timer is set for, if any.
-    armed: Option<Instant>,
+    armed: Option<BootInstant>,
 }
 
 impl ExactTimer {
@@ -42,38 +46,45 @@ impl ExactTimer {
         }
     }
 
-    /// Completes at `at` (at once if it has passed). Cancellation-safe: dropped before
-    /// the deadline, the timer stays armed for the next call.
+    /// Completes `at - now` from now on the boot clock (at once if `at` has passed),
+    /// for waits measured with tokio's `Instant`.
     pub async fn sleep_until(&mut self, at: Instant) {
+        let left = at.saturating_duration_since(Instant::now());
+        self.sleep_until_boot(BootInstant::now() + left).await
+    }
+
+    /// Completes when the boot clock reaches `at` (at once if it has passed).
+    /// Cancellation-safe: dropped before the deadline, the timer stays armed for the
+    /// next call.
+    pub async fn sleep_until_boot(&mut self, at: BootInstant) {
         let Some(kernel) = &self.kernel else {
-            return tokio::time::sleep_until(at).await;
+            return boot_clock::sleep_until(at).await;
         };
         if let Err(error) = wait_until(kernel, &mut self.armed, at).await {
             // Not expected once the timerfd exists; the caller's loop must go on.
             tracing::warn!(%error, "kernel timer failed; waits use tokio's timer");
             self.kernel = None;
-            tokio::time::sleep_until(at).await;
+            boot_clock::sleep_until(at).await;
         }
     }
 }
 
 async fn wait_until(
     kernel: &AsyncFd<Kernel>,
-    armed: &mut Option<Instant>,
-    at: Instant,
+    armed: &mut Option<BootInstant>,
+    at: BootInstant,
 ) -> io::Result<()> {
     loop {
-        let now = Instant::now();
-        if at <= now {
+        if at <= BootInstant::now() {
             return Ok(());
         }
         if *armed != Some(at) {
-            // Relative to now; never zero, which would disarm the timer instead.
-            let left = TimeSpec::from_duration(at - now);
-            kernel
-                .get_ref()
-                .0
-                .set(Expiration::OneShot(left), TimerSetTimeFlags::empty())?;
+            // Absolute, on the clock `at` was read from; never zero (that would disarm
+            // the timer), since `at` is after a reading of that clock.
+            kernel.get_ref().0.set(
+                Expiration::OneShot(at.as_timespec()),
+                TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+            )?;
             *armed = Some(at);
         }
         let mut ready = kernel.readable().await?;
@@ -84,8 +95,8 @@ async fn wait_until(
             // The expiry is consumed, so the fd is not readable until the next one.
             ready.clear_ready();
             *armed = None;
-            // The kernel fired at or after `at` on the same monotonic clock as tokio's
-            // `Instant`: the check at the top of the loop returns.
+            // The kernel fired at or after `at` on the clock `BootInstant` reads: the
+            // check at the top of the loop returns.
         }
     }
 }
@@ -95,11 +106,13 @@ async fn wait_until(
 struct Kernel(TimerFd);
 
 impl Kernel {
+    /// A timerfd on the clock [`BootInstant`] reads, registered with tokio's reactor.
     fn register() -> io::Result<AsyncFd<Kernel>> {
-        let timer = TimerFd::new(
-            ClockId::CLOCK_MONOTONIC,
-            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-        )?;
+        let clock = match boot_clock::source() {
+            Source::Boottime => ClockId::CLOCK_BOOTTIME,
+            Source::Monotonic => ClockId::CLOCK_MONOTONIC,
+        };
+        let timer = TimerFd::new(clock, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)?;
         // SAFETY: `Kernel` owns the timerfd and closes it only when dropped, which is
         // when the `AsyncFd` holding it is dropped; `as_raw_fd` always returns that fd.
         unsafe { AsyncFd::register_with_interest(Kernel(timer), Interest::READABLE) }
@@ -124,6 +137,27 @@ mod tests {
             ExactTimer::new().kernel.is_some(),
             "fell back to tokio's timer"
         );
+    }
+
+    #[tokio::test]
+    async fn the_kernel_timer_counts_suspension() {
+        // /proc/self/fdinfo shows a timerfd's clock: 7 is CLOCK_BOOTTIME.
+        let timer = ExactTimer::new();
+        let fd = timer.kernel.as_ref().expect("a kernel timer").as_raw_fd();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let clockid = info.lines().find_map(|l| l.strip_prefix("clockid:"));
+        let boottime = nix::libc::CLOCK_BOOTTIME.to_string();
+        assert_eq!(clockid.map(str::trim), Some(boottime.as_str()), "{info}");
+    }
+
+    #[tokio::test]
+    async fn a_boot_clock_deadline_fires_then_not_before() {
+        let mut timer = ExactTimer::new();
+        let at = BootInstant::now() + Duration::from_millis(30);
+        tokio::time::timeout(Duration::from_secs(5), timer.sleep_until_boot(at))
+            .await
+            .expect("a 30 ms deadline fires");
+        assert!(BootInstant::now() >= at);
     }
 
     #[tokio::test]

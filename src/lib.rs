@@ -29,10 +29,12 @@
 //!   blocks (the other is in `exact_timer`).
 //! - [`exact_timer`]: a kernel timer for the idle node's long waits, which tokio's
 //!   timer wheel would wake for twice.
+//! - [`boot_clock`]: the clock leases run on, which counts time suspended.
 //! - [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - `sabotage` (debug builds only): switches that break the node on purpose so the
 //!   tests can show the checker catches it.
 
+pub mod boot_clock;
 pub mod certs;
 pub mod chaos;
 pub mod checker;

@@ -9,7 +9,7 @@ mod primary;
 
 use bully::config::HooksConfig;
 use bully::history::Record;
-use bully::protocol::{NodeId, Preempt, Role, Timing};
+use bully::protocol::{Epoch, NodeId, Preempt, Role, Timing};
 use common::{wait_until, TestCluster};
 use primary::{events, lines, metrics, phase, quoted};
 use std::collections::BTreeMap;
@@ -17,6 +17,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const AGREE: Duration = Duration::from_secs(20);
+
+/// The fencing token hooks get as `BULLY_EPOCH` for `term` led by `leader`.
+fn token(term: u64, leader: NodeId) -> String {
+    Epoch { term, leader }.token().to_string()
+}
 
 fn hook_file(t: &TestCluster, id: NodeId) -> PathBuf {
     t.dir.path().join(format!("hooks-{id}.log"))
@@ -82,7 +87,7 @@ async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
     .await;
     let elected = &recorded(&t, 3)[0];
     assert_eq!(elected["role"], "coordinator");
-    assert_eq!(elected["epoch"], first.to_string());
+    assert_eq!(elected["epoch"], token(first, 3));
     assert_eq!(elected["leader"], "3");
     assert_eq!(elected["node"], "3");
     assert_eq!(elected["prev"], "");
@@ -102,9 +107,9 @@ async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
     })
     .await;
     let h2 = recorded(&t, 2);
-    assert_eq!(h2[1]["epoch"], second.to_string());
+    assert_eq!(h2[1]["epoch"], token(second, 2));
     assert_eq!(h2[1]["prev"], "3");
-    assert_eq!(h2[1]["prev_epoch"], first.to_string());
+    assert_eq!(h2[1]["prev_epoch"], token(first, 3));
 
     phase("SIGCONT node 3: it re-declares at a new epoch and runs on_elected again");
     t.cluster.resume(3).unwrap();
@@ -113,7 +118,7 @@ async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
     wait_until("node 3's second on_elected", AGREE, || async {
         let h = recorded(&t, 3);
         h.iter()
-            .any(|l| l["hook"] == "on_elected" && l["epoch"] == third.to_string())
+            .any(|l| l["hook"] == "on_elected" && l["epoch"] == token(third, 3))
             .then_some(())
     })
     .await;
@@ -145,7 +150,7 @@ async fn hooks_run_in_order_with_the_epoch_and_again_after_a_split() {
         let persisted: Vec<u64> = events(&t, id)
             .iter()
             .filter_map(|e| match &e.record {
-                Record::Persisted(c) => c.accepted.map(|a| a.term),
+                Record::Persisted(c) => c.accepted.map(|a| a.token()),
                 _ => None,
             })
             .collect();

@@ -290,7 +290,7 @@ fn a_local_session_is_drawn_on_quit() {
     };
     wait_for("coordinator 3 (3 of 3 reachable agree)");
     writeln!(stdin, "kill 3").expect("type");
-    wait_for("coordinator 2 (2 of 2 reachable agree)");
+    wait_for("coordinator 2 (2 of 2 reachable agree, 1 down)");
     writeln!(stdin, "quit").expect("type");
     wait_for("wrote the session's timeline");
     let page = std::fs::read_to_string(&html).expect("the session's page");

@@ -2,6 +2,7 @@
 //! view of every node, and a tiny shell (`kill K`, `start K`, `pause K`, `resume K`,
 //! `status`, `quit`) so a newcomer can watch the bully take over.
 
+use super::local_board::{Board, NodeState};
 use super::run_dir::RunDir;
 use super::LocalArgs;
 use crate::certs::TlsFiles;
@@ -37,11 +38,9 @@ pub async fn run(args: &LocalArgs) -> ExitCode {
 async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
     let run_dir = RunDir::new(args.dir.as_deref(), "bully-local-")?;
     let mut h = start(args, run_dir.path()).await?;
-    let (updates, watchers) = watch_every_node(&h);
-    shell(&mut h, updates).await;
-    for watcher in watchers {
-        watcher.abort();
-    }
+    let mut watchers = Watchers::start(&h);
+    shell(&mut h, &mut watchers).await;
+    watchers.stop_all();
     let (timing, mode) = (args.timing.timing(), args.mode.mode());
     let origin_ms = h.origin_ms;
     let report = h.finish(|end_ms| RunParams {
@@ -101,46 +100,90 @@ async fn start(args: &LocalArgs, dir: &Path) -> anyhow::Result<Harness> {
     Ok(h)
 }
 
-/// One watcher task per node, all sending their status updates to one channel.
-fn watch_every_node(h: &Harness) -> (mpsc::Receiver<Update>, Vec<JoinHandle<()>>) {
-    let (updates_tx, updates) = mpsc::channel::<Update>(256);
-    let watchers = h
-        .ids()
-        .iter()
-        .map(|&id| {
-            tokio::spawn(watch_node(
-                id,
-                h.cluster.addr(id),
-                h.cluster.client_tls().clone(),
-                updates_tx.clone(),
-            ))
-        })
-        .collect();
-    (updates, watchers)
+/// One watcher task per running node, all sending their status updates to one channel.
+/// A node's watcher is stopped when the shell kills or pauses it (its connection
+/// would hang on until QUIC gives up) and started afresh when the node runs again.
+struct Watchers {
+    tasks: BTreeMap<NodeId, JoinHandle<()>>,
+    updates_tx: mpsc::Sender<Update>,
+    updates: mpsc::Receiver<Update>,
+    tls: TlsFiles,
+    addrs: BTreeMap<NodeId, SocketAddr>,
+}
+
+impl Watchers {
+    fn start(h: &Harness) -> Watchers {
+        let (updates_tx, updates) = mpsc::channel::<Update>(256);
+        let mut watchers = Watchers {
+            tasks: BTreeMap::new(),
+            updates_tx,
+            updates,
+            tls: h.cluster.client_tls().clone(),
+            addrs: h.ids().iter().map(|&id| (id, h.cluster.addr(id))).collect(),
+        };
+        for &id in h.ids() {
+            watchers.watch(id);
+        }
+        watchers
+    }
+
+    /// (Re)starts node `id`'s watcher.
+    fn watch(&mut self, id: NodeId) {
+        self.stop(id);
+        let task = tokio::spawn(watch_node(
+            id,
+            self.addrs[&id],
+            self.tls.clone(),
+            self.updates_tx.clone(),
+        ));
+        self.tasks.insert(id, task);
+    }
+
+    fn stop(&mut self, id: NodeId) {
+        if let Some(task) = self.tasks.remove(&id) {
+            task.abort();
+        }
+    }
+
+    fn stop_all(&mut self) {
+        for (_, task) in std::mem::take(&mut self.tasks) {
+            task.abort();
+        }
+    }
 }
 
 /// Prints every change of view as it comes and runs the user's commands, until
 /// `quit` or Ctrl-C (the end of input only stops the reading of commands).
-async fn shell(h: &mut Harness, mut updates: mpsc::Receiver<Update>) {
+async fn shell(h: &mut Harness, watchers: &mut Watchers) {
     let started = Instant::now();
-    let mut views: BTreeMap<NodeId, Option<Status>> =
-        h.ids().iter().map(|&id| (id, None)).collect();
+    let stamp = || format!("[{:>7.3}s]", started.elapsed().as_secs_f64());
+    let mut board = Board::new(h.ids());
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
     loop {
         tokio::select! {
-            Some((id, status)) = updates.recv() => {
-                if let Some(line) = describe_change(views.get(&id).cloned().flatten(), status.as_ref(), id) {
-                    println!("[{:>7.3}s] {line}", started.elapsed().as_secs_f64());
-                    views.insert(id, status);
-                    println!("           {}", agreement(&views));
-                } else {
-                    views.insert(id, status);
+            Some((id, status)) = watchers.updates.recv() => {
+                let before = board.view(id).cloned();
+                board.update(id, status);
+                if let Some(line) = describe_change(before, board.view(id), id) {
+                    println!("{} {line}", stamp());
+                    println!("           {}", board.agreement());
                 }
             }
             line = stdin.next_line(), if stdin_open => match line {
                 Ok(Some(line)) => {
-                    if !command(h, line.trim(), &views) { break; }
+                    match command(h, line.trim(), &mut board) {
+                        Outcome::Quit => break,
+                        Outcome::Stay => {}
+                        Outcome::Changed(id, state) => {
+                            match state {
+                                NodeState::Live(_) => watchers.watch(id),
+                                _ => watchers.stop(id),
+                            }
+                            board.set(id, state);
+                            println!("           {}", board.agreement());
+                        }
+                    }
                 }
                 _ => { stdin_open = false; }
             },
@@ -149,38 +192,58 @@ async fn shell(h: &mut Harness, mut updates: mpsc::Receiver<Update>) {
     }
 }
 
-/// Runs one shell command; returns false on `quit`.
-fn command(h: &mut Harness, line: &str, views: &BTreeMap<NodeId, Option<Status>>) -> bool {
+/// What a shell command did.
+enum Outcome {
+    Quit,
+    Stay,
+    /// A node's process was killed, started, paused or resumed: its new state.
+    Changed(NodeId, NodeState),
+}
+
+/// Runs one shell command.
+fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
     let mut words = line.split_whitespace();
     let verb = words.next().unwrap_or("");
     let target: Option<NodeId> = words.next().and_then(|w| w.parse().ok());
     let result = match (verb, target) {
-        ("", _) => Ok(()),
-        ("quit" | "exit" | "q", _) => return false,
+        ("", _) => Ok(None),
+        ("quit" | "exit" | "q", _) => return Outcome::Quit,
         ("status" | "s", _) => {
-            for (id, view) in views {
-                match view {
-                    Some(status) => println!("  {}", status.line()),
-                    None => println!("  node {id:<3} unreachable"),
+            // A node that died on its own is down too, whatever its watcher last heard.
+            for id in h.ids().to_vec() {
+                if !h.cluster.is_running(id) {
+                    board.set(id, NodeState::Down);
                 }
             }
-            Ok(())
+            for line in board.lines() {
+                println!("  {line}");
+            }
+            println!("  {}", board.agreement());
+            Ok(None)
         }
         (_, Some(id)) if !h.ids().contains(&id) => {
             Err(anyhow::anyhow!("no node {id}; nodes are {:?}", h.ids()))
         }
-        ("kill" | "k", Some(id)) => take(h, Step::Kill(id)),
-        ("start", Some(id)) => take(h, Step::Start(id)),
-        ("pause" | "p", Some(id)) => take(h, Step::Pause(id)),
-        ("resume" | "r", Some(id)) => take(h, Step::Resume(id)),
+        ("kill" | "k", Some(id)) => take(h, Step::Kill(id)).map(|()| Some((id, NodeState::Down))),
+        ("start", Some(id)) => take(h, Step::Start(id)).map(|()| Some((id, NodeState::Live(None)))),
+        ("pause" | "p", Some(id)) => {
+            take(h, Step::Pause(id)).map(|()| Some((id, NodeState::Paused)))
+        }
+        ("resume" | "r", Some(id)) => {
+            take(h, Step::Resume(id)).map(|()| Some((id, NodeState::Live(None))))
+        }
         _ => Err(anyhow::anyhow!(
             "unknown command `{line}`; try kill K, start K, pause K, resume K, status, quit"
         )),
     };
-    if let Err(e) = result {
-        println!("  {e}");
+    match result {
+        Ok(Some((id, state))) => Outcome::Changed(id, state),
+        Ok(None) => Outcome::Stay,
+        Err(e) => {
+            println!("  {e}");
+            Outcome::Stay
+        }
     }
-    true
 }
 
 /// Takes a step if the node's state allows it (a typo is no fault to record).
@@ -240,20 +303,5 @@ fn describe_change(before: Option<Status>, after: Option<&Status>, id: NodeId) -
             None
         }
         (_, Some(a)) => Some(a.line()),
-    }
-}
-
-/// Who the reachable nodes follow, e.g. `coordinator 5 (5 of 5 agree)`.
-fn agreement(views: &BTreeMap<NodeId, Option<Status>>) -> String {
-    let mut votes: BTreeMap<NodeId, usize> = BTreeMap::new();
-    let reachable = views.values().flatten().count();
-    for status in views.values().flatten() {
-        if let Some(c) = status.coordinator {
-            *votes.entry(c).or_default() += 1;
-        }
-    }
-    match votes.iter().max_by_key(|(_, n)| **n) {
-        Some((c, n)) => format!("coordinator {c} ({n} of {reachable} reachable agree)"),
-        None => format!("no coordinator yet ({reachable} reachable)"),
     }
 }

@@ -6,7 +6,9 @@ mod chaos;
 mod cluster_status;
 mod docs;
 mod endpoints;
+mod leader;
 mod local;
+mod local_board;
 pub mod logging;
 mod node;
 mod query;
@@ -55,8 +57,9 @@ pub enum Commands {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Print the coordinator the nodes know (all endpoints asked at once; the first
-    /// answer counts, a disagreement is reported). Exit 0: known, 1: none, 2: no answer.
+    /// Print the coordinator: its own answer if it gives one (all endpoints asked at
+    /// once; with --config the node and its peers), else the followers' view while it is
+    /// fresh. Exit 0: known, 1: none or only a stale view, 2: no answer.
     Leader(QueryArgs),
     /// Print a node's role, epoch, coordinator and peers; with --cluster one row per
     /// member.
@@ -114,12 +117,13 @@ impl Commands {
 /// How a query finds and authenticates to a node.
 #[derive(Debug, Args, Clone)]
 pub struct QueryArgs {
-    /// A node's config: its listen address (for --cluster also its peers') and the
-    /// client certificate beside its CA file (never the node's own key).
+    /// A node's config: its listen address (for `leader` and --cluster also its
+    /// peers') and the client certificate beside its CA file (never the node's own key).
     #[arg(long, short, conflicts_with = "endpoints")]
     pub config: Option<PathBuf>,
     /// Nodes to ask, comma separated HOST:PORT (names or IPs), e.g.
-    /// db-1:7001,db-2:7001,db-3:7001; all are asked at once and the first answer counts.
+    /// db-1:7001,db-2:7001,db-3:7001; all are asked at once (`leader` prefers the
+    /// coordinator's own answer, `status` shows the first).
     /// Read from BULLY_ENDPOINTS when not given.
     #[arg(
         long,
@@ -239,7 +243,7 @@ pub fn run(cli: Cli) -> ExitCode {
         match cli.command {
             Commands::Certs { action } => certs::run(&action),
             Commands::Node { config } => node::run(&config).await,
-            Commands::Leader(args) => query::leader(&args).await,
+            Commands::Leader(args) => leader::run(&args).await,
             Commands::Status { query, cluster } => match cluster {
                 true => cluster_status::run(&query).await,
                 false => query::status(&query).await,

@@ -1,5 +1,5 @@
-//! `bully leader`, `status`, `watch` and `step-down`: ask the nodes (see
-//! [`super::endpoints`]), print.
+//! `bully status`, `watch` and `step-down`: ask the nodes (see [`super::endpoints`]),
+//! print (`bully leader` is in [`super::leader`]).
 
 use super::{endpoints, print_json, QueryArgs};
 use crate::client::Client;
@@ -59,40 +59,6 @@ async fn connect_first(
     endpoints::connect(&chosen.endpoint, &targets.tls, args.timeout)
         .await
         .map_err(fail)
-}
-
-/// `bully leader`: exit 0 with the coordinator, 1 when none is known, 2 unreachable.
-pub async fn leader(args: &QueryArgs) -> ExitCode {
-    let status = match first_status(args).await {
-        Ok(status) => status,
-        Err(code) => return code,
-    };
-    if args.json {
-        print_json(&serde_json::json!({
-            "node": status.id,
-            "role": status.role,
-            "coordinator": status.coordinator,
-            "epoch": status.epoch,
-            "mode": status.mode,
-            "token": status.token(),
-        }));
-    } else {
-        match (status.coordinator, status.epoch, status.token()) {
-            (Some(c), Some(e), Some(token)) => println!(
-                "{c} (epoch {e}, fencing token {token}, {} mode, asked node {})",
-                status.mode, status.id
-            ),
-            _ => println!(
-                "no coordinator known (node {} is a {})",
-                status.id, status.role
-            ),
-        }
-    }
-    if status.coordinator.is_some() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
 }
 
 /// `bully status`: everything the node knows about itself and its peers.

@@ -205,11 +205,11 @@ async fn next_status(status: &mut watch::Receiver<Status>) -> Option<Status> {
         let leads = current.role == crate::protocol::Role::Coordinator;
         let at = current.lease_until.filter(|_| leads);
         // A lease already lapsed was shown as lapsed: no need to wake for it again.
-        at.filter(|at| *at > std::time::Instant::now())
+        at.filter(|at| *at > crate::boot_clock::BootInstant::now())
     };
     let lapse = async {
         match lapses_at {
-            Some(at) => tokio::time::sleep_until(at.into()).await,
+            Some(at) => crate::boot_clock::sleep_until(at).await,
             None => std::future::pending().await,
         }
     };
@@ -232,10 +232,11 @@ async fn ask_runtime(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boot_clock::BootInstant;
     use crate::protocol::{Cells, Epoch, Mode, Role, View};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    fn leading(lease_until: Instant) -> Status {
+    fn leading(lease_until: BootInstant) -> Status {
         let view = View {
             id: 2,
             role: Role::Coordinator,
@@ -250,7 +251,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_wakes_when_the_lease_lapses_with_nothing_published() {
-        let lease_until = Instant::now() + Duration::from_millis(300);
+        let lease_until = BootInstant::now() + Duration::from_millis(300);
         let (_publisher, mut status) = watch::channel(leading(lease_until));
         assert_eq!(
             status.borrow_and_update().as_of_now().role,
@@ -260,7 +261,7 @@ mod tests {
             .await
             .expect("the watch woke at the lapse")
             .expect("the node is still there");
-        assert!(Instant::now() >= lease_until, "not before the lapse");
+        assert!(BootInstant::now() >= lease_until, "not before the lapse");
         assert_eq!(next.role, Role::Candidate, "{next:?}");
         assert_eq!(next.coordinator, None, "{next:?}");
 

@@ -48,7 +48,7 @@ pub fn environment(
         ));
         env.push((
             "BULLY_PREVIOUS_EPOCH".to_string(),
-            text(previous.map(|e| e.token(status.mode))),
+            text(previous.map(|e| e.token())),
         ));
     }
     env

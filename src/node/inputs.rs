@@ -4,12 +4,12 @@
 
 use super::hooks::ElectedHookDone;
 use super::reload::ReloadError;
+use crate::boot_clock::{self, BootInstant};
 use crate::config::NodeConfig;
 use crate::exact_timer::ExactTimer;
 use crate::protocol::NodeId;
 use crate::transport::TransportEvent;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::time::Instant;
 
 /// Where the answer to a step-down or stand-aside goes: the text a client is shown as
 /// done (`Ok`) or refused (`Err`).
@@ -69,8 +69,9 @@ pub enum Input {
 
 impl Inputs {
     /// Waits for the next input, in the priority order of the module docs;
-    /// `policy_at` and `tick_at` are the deadlines to wake for.
-    pub async fn next(&mut self, policy_at: Option<Instant>, tick_at: Instant) -> Input {
+    /// `policy_at` and `tick_at` are the deadlines to wake for, on the machine's clock
+    /// (see [`crate::boot_clock`]).
+    pub async fn next(&mut self, policy_at: Option<BootInstant>, tick_at: BootInstant) -> Input {
         // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
         // nothing when another branch wins.
         tokio::select! {
@@ -84,15 +85,15 @@ impl Inputs {
             Some(healthy) = self.health_verdicts.recv() => Input::HealthVerdict(healthy),
             Some(done) = self.elected_hooks.recv() => Input::ElectedHook(done),
             _ = sleep_until_some(policy_at) => Input::PolicyDeadline,
-            _ = self.tick_timer.sleep_until(tick_at) => Input::Tick,
+            _ = self.tick_timer.sleep_until_boot(tick_at) => Input::Tick,
         }
     }
 }
 
 /// Sleeps until `at`, or forever when there is nothing to wait for.
-async fn sleep_until_some(at: Option<Instant>) {
+async fn sleep_until_some(at: Option<BootInstant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+        Some(at) => boot_clock::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

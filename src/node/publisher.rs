@@ -12,6 +12,7 @@ use super::metrics::Metrics;
 use super::readiness::{AfterElectedHook, Readiness};
 use super::status::Status;
 use super::transitions::Tracker;
+use crate::boot_clock::BootInstant;
 use crate::protocol::{Cells, Epoch, Fact, NodeId, Role, View};
 use crate::wall_clock::wall_ms;
 use std::sync::Arc;
@@ -71,7 +72,7 @@ impl Publisher {
 
     /// Publishes a view whose epoch is already durable, and the lease with it. Returns
     /// the `on_demoted` it queued, if any, for the runtime to wait for before a Resign.
-    pub fn view(&mut self, view: View, lease: Option<Instant>) -> Option<DemotedHook> {
+    pub fn view(&mut self, view: View, lease: Option<BootInstant>) -> Option<DemotedHook> {
         let now = wall_ms();
         let ready_at_once = self.readiness.at_once();
         self.status.send_modify(|s| {
@@ -113,8 +114,8 @@ impl Publisher {
     /// lapsed lease comes back (a late ack renewed it before the machine noticed the
     /// lapse): readers see it lead again. Otherwise the lease changes with every acked
     /// heartbeat and wakes nobody; a watcher wakes at the lapse by itself (`api.rs`).
-    pub fn lease(&self, until: Option<Instant>) {
-        let now = Instant::now();
+    pub fn lease(&self, until: Option<BootInstant>) {
+        let now = BootInstant::now();
         self.status.send_if_modified(|s| {
             let was_lapsed = s.lease_until.is_some_and(|at| at <= now);
             s.lease_until = until;
@@ -127,7 +128,7 @@ impl Publisher {
     /// needs waking.
     pub fn heartbeat(&self, from: NodeId) {
         self.status.send_if_modified(|s| {
-            s.last_heartbeat = Some((from, Instant::now()));
+            s.last_heartbeat = Some((from, BootInstant::now()));
             false
         });
     }
@@ -296,7 +297,7 @@ mod tests {
             eligible: true,
             incarnation: 1,
         };
-        let now = Instant::now();
+        let now = BootInstant::now();
         p.view(leads, Some(now + Duration::from_secs(60)));
         assert!(!readers.borrow_and_update().as_of_now().ready());
 
@@ -314,14 +315,14 @@ mod tests {
         );
 
         // A late ack renews the lease for the same epoch: readers are woken, and ready.
-        p.lease(Some(Instant::now() + Duration::from_secs(60)));
+        p.lease(Some(BootInstant::now() + Duration::from_secs(60)));
         assert!(
             readers.has_changed().unwrap(),
             "the lease's return wakes watchers"
         );
         let back = readers.borrow_and_update().as_of_now();
         assert!(back.ready(), "ready again once it leads again: {back:?}");
-        p.lease(Some(Instant::now() + Duration::from_secs(61)));
+        p.lease(Some(BootInstant::now() + Duration::from_secs(61)));
         assert!(
             !readers.has_changed().unwrap(),
             "a lease that only moves on wakes nobody"

@@ -132,7 +132,8 @@ impl Runtime {
         match event {
             TransportEvent::Message { from, msg } => {
                 self.publisher.metrics().message_received(msg.body.kind());
-                if let Body::Heartbeat { .. } = msg.body {
+                // The declaration is the lease's round 0: readers age a view from it too.
+                if let Body::Heartbeat { .. } | Body::Coordinator { .. } = msg.body {
                     self.publisher.heartbeat(from);
                 }
                 self.machine.handle(Event::Message { from, msg }, now)
@@ -332,11 +333,10 @@ impl Runtime {
         demoted_hook
     }
 
-    /// The machine's lease end as an instant readers can compare with `Instant::now()`.
-    fn lease_instant(&self) -> Option<std::time::Instant> {
-        self.machine
-            .lease_until()
-            .map(|at| self.clock.instant(at).into_std())
+    /// The machine's lease end on the clock readers compare it with
+    /// ([`crate::boot_clock`], which counts suspension like the machine's time).
+    fn lease_instant(&self) -> Option<crate::boot_clock::BootInstant> {
+        self.machine.lease_until().map(|at| self.clock.instant(at))
     }
 }
 

@@ -53,6 +53,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health;
+    status.timing = config.timing;
     let (status_tx, status_rx) = watch::channel(status);
     tracing::info!(
         id = config.id,

@@ -3,7 +3,8 @@
 
 use super::health_state::HealthState;
 use super::metrics::{Metrics, MetricsSnapshot};
-use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, View};
+use crate::boot_clock::BootInstant;
+use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
@@ -17,7 +18,7 @@ pub struct PeerState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub id: NodeId,
-    /// The election algorithm this node runs (decides what the fencing token is).
+    /// The election algorithm this node runs.
     #[serde(default)]
     pub mode: Mode,
     pub role: Role,
@@ -44,15 +45,21 @@ pub struct Status {
     pub changed_at_ms: u64,
     /// Quorum mode: when the coordinator role ends unless the lease is renewed. Updated
     /// on every renewal without waking watchers; readers go through [`Status::as_of`].
+    /// On the clock that counts suspension, like the machine's.
     #[serde(skip)]
-    pub lease_until: Option<std::time::Instant>,
-    /// Milliseconds since the last heartbeat from the coordinator this node follows
-    /// (none on the coordinator itself or while none is known): the lag column of
-    /// `status --cluster`. Computed by [`Status::as_of`].
+    pub lease_until: Option<BootInstant>,
+    /// Milliseconds since the last heartbeat (or the declaration, the lease's round 0)
+    /// from the coordinator this node follows (none on the coordinator itself or while
+    /// none is known): the lag column of `status --cluster`, and how `bully leader`
+    /// judges a follower's view. Computed by [`Status::as_of`].
     pub heartbeat_age_ms: Option<u64>,
     /// The last heartbeat's sender and arrival, updated without waking watchers.
     #[serde(skip)]
-    pub last_heartbeat: Option<(NodeId, std::time::Instant)>,
+    pub last_heartbeat: Option<(NodeId, BootInstant)>,
+    /// The node's timing, so a reader can judge how old a follower's view may be before
+    /// the coordinator it names could have lost its lease (`bully leader`).
+    #[serde(default)]
+    pub timing: Timing,
 }
 
 impl Status {
@@ -82,6 +89,7 @@ impl Status {
             lease_until: None,
             heartbeat_age_ms: None,
             last_heartbeat: None,
+            timing: Timing::default(),
         };
         status.apply_view(view, now_ms);
         status
@@ -92,11 +100,11 @@ impl Status {
     /// was paused and has not noticed yet. Every reader (CLI, HTTP, hooks' environment)
     /// goes through here.
     pub fn as_of_now(&self) -> Status {
-        self.as_of(std::time::Instant::now())
+        self.as_of(BootInstant::now())
     }
 
     /// [`Status::as_of_now`] at a given instant.
-    pub fn as_of(&self, now: std::time::Instant) -> Status {
+    pub fn as_of(&self, now: BootInstant) -> Status {
         let mut status = self.clone();
         let lease_over = match (status.mode, status.lease_until) {
             (_, Some(until)) => now >= until,
@@ -151,10 +159,9 @@ impl Status {
     }
 
     /// The fencing token of the epoch followed or led, unique per leadership and ordered
-    /// like the epoch: the term in quorum mode, term and leader folded in classic mode
-    /// (see [`Epoch::token`]).
+    /// like the epoch, the same form in both modes (see [`Epoch::token`]).
     pub fn token(&self) -> Option<u64> {
-        self.coordinator.and(self.epoch).map(|e| e.token(self.mode))
+        self.coordinator.and(self.epoch).map(|e| e.token())
     }
 
     /// Records the durable cells after a flush.

@@ -224,25 +224,23 @@ impl fmt::Display for Mode {
 
 impl Epoch {
     /// The fencing token handed to hooks, HTTP and the CLI: one integer that is unique
-    /// per leadership and ordered like the epoch. In quorum mode that is the term
-    /// itself (one holder per term, Q1). In classic mode two nodes can declare the same
-    /// term in a partition, so the leader ID is folded in below the term:
-    /// `term * 2^20 + leader` (IDs are below 2^20, see [`MAX_NODE_ID`]).
-    pub fn token(&self, mode: Mode) -> u64 {
-        match mode {
-            Mode::Quorum => self.term,
-            Mode::Classic => self
-                .term
-                .saturating_mul(1 << TOKEN_LEADER_BITS)
-                .saturating_add(self.leader),
-        }
+    /// per leadership and ordered like the epoch, `term * 2^20 + leader` (IDs are below
+    /// 2^20, see [`MAX_NODE_ID`]). The same form in both modes: in classic mode two
+    /// nodes can declare one term in a partition, so the leader must be folded in; in
+    /// quorum mode one term has one holder (Q1), and using the same form there keeps the
+    /// token rising when a cluster switches modes (a database that fences on ">= the
+    /// highest token seen" would refuse every later primary if it fell to the term).
+    pub fn token(&self) -> u64 {
+        self.term
+            .saturating_mul(1 << TOKEN_LEADER_BITS)
+            .saturating_add(self.leader)
     }
 }
 
-/// Bits of a classic-mode fencing token that hold the leader ID.
+/// Bits of a fencing token that hold the leader ID.
 pub const TOKEN_LEADER_BITS: u32 = 20;
 
-/// The highest node ID a config may use, so a classic-mode token stays unique.
+/// The highest node ID a config may use, so a fencing token stays unique.
 pub const MAX_NODE_ID: NodeId = (1 << TOKEN_LEADER_BITS) - 1;
 
 /// Why a coordinator stopped being one; reported by the machine itself.
@@ -428,5 +426,36 @@ impl Timing {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::{Epoch, MAX_NODE_ID};
+
+    #[test]
+    fn the_token_rises_with_the_epoch_whatever_the_mode() {
+        // A classic-mode leadership, then the cluster restarts in quorum mode and elects
+        // a lower ID at the next term: the token must not fall (it did when quorum mode
+        // handed out the bare term).
+        let classic = Epoch { term: 7, leader: 5 };
+        let quorum = Epoch { term: 8, leader: 1 };
+        assert!(quorum.token() > classic.token());
+        // Ordered like the epoch, unique per (term, leader), for every legal ID.
+        let epochs = [
+            Epoch { term: 0, leader: 1 },
+            Epoch { term: 1, leader: 1 },
+            Epoch { term: 1, leader: 2 },
+            Epoch {
+                term: 1,
+                leader: MAX_NODE_ID,
+            },
+            Epoch { term: 2, leader: 1 },
+        ];
+        for pair in epochs.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].token() < pair[1].token(), "{pair:?}");
+        }
+        assert_eq!(Epoch { term: 3, leader: 2 }.token(), 3 * (1 << 20) + 2);
     }
 }

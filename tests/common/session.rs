@@ -1,0 +1,72 @@
+//! An interactive `bully` command (such as `bully local`) driven through its stdin: a
+//! thread forwards its stdout lines, waits are bounded, and the whole process group is
+//! killed by ID when the session is dropped, also on panic (see `browser::Group`).
+//! Included with `#[path = "common/session.rs"]` next to `browser.rs`.
+#![allow(dead_code)]
+
+use super::browser::Group;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running command, its stdin and its stdout lines.
+pub struct Session {
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    /// Declared last: dropped (killed) after the pipes are closed.
+    _group: Group,
+}
+
+impl Session {
+    /// Spawns `command` in its own process group with piped stdin and stdout.
+    pub fn spawn(mut command: Command) -> Session {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .process_group(0);
+        let mut group = Group(command.spawn().expect("run the command"));
+        let stdin = group.0.stdin.take().expect("stdin");
+        let stdout = group.0.stdout.take().expect("stdout");
+        let (lines_tx, lines) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                eprintln!("| {line}");
+                if lines_tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Session {
+            stdin,
+            lines,
+            _group: group,
+        }
+    }
+
+    /// Types one line.
+    pub fn type_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("type into the session");
+    }
+
+    /// Every line printed until one that contains `what` (included); panics after
+    /// `within`.
+    pub fn lines_until(&self, what: &str, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains(what);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("never printed `{what}` within {within:?}; printed {seen:#?}"),
+            }
+        }
+    }
+}
