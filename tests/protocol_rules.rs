@@ -637,6 +637,46 @@ fn suspect() {
 }
 
 #[test]
+fn suspect_spares_a_live_leader() {
+    // Node 2 follows 1@3 since t = 10; at 50 node 3 restarts and probes it. No heartbeat
+    // follows (3 is a candidate now), yet 3 is alive: at 310 node 2 defers to it like any
+    // reachable higher peer and then sends it an Election, instead of declaring the
+    // term 3 is about to declare too (simulator seed 9200061, classic).
+    let epoch = ep(1, 3);
+    let mut m = follower_of_3();
+    assert_eq!(
+        deliver(&mut m, 3, 1, Body::Probe, 50),
+        vec![send(3, 1, probe_reply(Some(epoch)))]
+    );
+    assert_eq!(tick(&mut m, 310), vec![candidate_view(2)]);
+    assert_eq!(m.next_deadline(), 410);
+    assert_eq!(
+        tick(&mut m, 410),
+        vec![send(
+            3,
+            1,
+            Body::Election {
+                accepted: Some(epoch)
+            }
+        )]
+    );
+    // A heartbeat after the probe makes the leader's later silence count again: with
+    // no heartbeat for D it is skipped, and node 2 declares at once.
+    let mut m = follower_of_3();
+    deliver(&mut m, 3, 1, Body::Probe, 50);
+    deliver(&mut m, 3, 1, Body::Heartbeat { epoch, round: 0 }, 60);
+    assert_eq!(
+        tick(&mut m, 360),
+        vec![
+            persist(2, ep(2, 2), 1),
+            send(1, 2, Body::Coordinator { epoch: ep(2, 2) }),
+            send(3, 2, Body::Coordinator { epoch: ep(2, 2) }),
+            coordinator_view(2, ep(2, 2)),
+        ]
+    );
+}
+
+#[test]
 fn ineligible() {
     let mut cfg = config(2, &[1, 3]);
     cfg.eligible = false;

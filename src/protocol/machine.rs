@@ -52,6 +52,10 @@
 //! - suspect: a follower with no heartbeat for D, or told its coordinator is down,
 //!   elects (after the defer above). Classic heartbeats are acked only when the follower
 //!   knows a newer term, so the coordinator hears of it; quorum heartbeats always are.
+//! - suspect_spares_a_live_leader: a leader that sent anything but a heartbeat since
+//!   its last one (a restart's Probe) is alive, not silent: the follower does not skip
+//!   it, so its Election reaches the restarted leader and the two never declare one
+//!   term (the soft half of I2).
 //! - peer_up: a peer that (re)connects gets the probe, Election, pre-vote, declaration,
 //!   epoch or (from anyone else) the Ack a probe would have got, which it may have
 //!   missed while its link was down.
@@ -330,6 +334,10 @@ pub struct Machine {
     /// Started on an empty store: votes and leads nothing until enough peers reported
     /// their terms (src/protocol/recovery.rs).
     recovery: Option<Recovery>,
+    /// Follower: the leader sent something other than a heartbeat since its last one (a
+    /// restart's Probe, a pre-vote), so it is alive and its silence is no reason to
+    /// skip it in the election that follows (`suspect_spares_a_live_leader`).
+    leader_heard: bool,
 }
 
 impl Machine {
@@ -363,6 +371,7 @@ impl Machine {
             reach: Default::default(),
             suspected: None,
             recovery,
+            leader_heard: false,
             config,
         };
         let mut cells = machine.cells;
@@ -614,7 +623,13 @@ impl Machine {
             State::Follower { epoch, .. } => {
                 // No heartbeat for D: the leader is gone or cut off. The transport's
                 // notice (silence timeout, 20 D) would come much later.
-                self.suspected = Some(epoch.leader);
+                // Fix (found by the simulator, seeds 9200061 classic and 9175459 quorum,
+                // replayed in tests/simulation.rs): a leader that restarted probes us and
+                // then runs its own election without heartbeating; skipped as silent, it
+                // got no Election from us, and we declared the same term it did.
+                if !self.leader_heard {
+                    self.suspected = Some(epoch.leader);
+                }
                 self.suspect(now)
             }
             State::Electing { .. } => self.conclude_election(now),
@@ -694,6 +709,9 @@ impl Machine {
     /// A valid message from `from` proves it alive, whatever the transport said last.
     /// Returns whether that is news (the caller then re-checks its waits).
     fn heard_from(&mut self, from: NodeId) -> bool {
+        // A heartbeat clears this again when it is followed (`follow`).
+        self.leader_heard |=
+            matches!(self.state, State::Follower { epoch, .. } if epoch.leader == from);
         let was_suspected = self.suspected == Some(from);
         if was_suspected {
             self.suspected = None;
@@ -1529,6 +1547,7 @@ impl Machine {
     /// Follows an epoch that is already durable.
     fn follow(&mut self, epoch: Epoch, now: Millis) {
         self.suspected = None;
+        self.leader_heard = false;
         self.enter(
             State::Follower {
                 epoch,
