@@ -1,6 +1,7 @@
 //! Whether this node may lead, as a pure policy: its health (see [`HealthState`]), a
 //! step-down or stand-aside period ([`super::step_down`], [`super::switchover`]), the
-//! step-down's pending handover and a switchover's hold. Like the machine it is fed
+//! step-down's pending handover, a switchover's hold, and peers whose config disagrees
+//! with ours ([`ConfigConflicts`]). Like the machine it is fed
 //! inputs with explicit millisecond times and answers with what to do; the runtime
 //! carries that out (tells the machine, publishes, replies), so every rule here is
 //! tested without tokio, channels or a clock.
@@ -8,10 +9,12 @@
 //! The reply owed to whoever asked for a step-down is the caller's type `R`: a oneshot
 //! sender in the runtime, anything in the tests.
 
+use super::config_conflict::ConfigConflicts;
 use super::health_state::HealthState;
 use super::status::Status;
 use super::step_down::{self, Answered, Handover};
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
+use crate::transport::ConfigMismatch;
 
 /// The policy's state: why the node may or may not lead, and what it waits for.
 #[derive(Debug)]
@@ -28,6 +31,8 @@ pub struct Eligibility<R> {
     /// How long a hold outlasts its target's leadership while the target is still
     /// connected ([`hold_grace_ms`]).
     hold_grace_ms: Millis,
+    /// Peers seen with a config that disagrees with ours.
+    config: ConfigConflicts,
 }
 
 /// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
@@ -49,12 +54,43 @@ impl<R> Eligibility<R> {
             hold: None,
             handover_wait_ms: step_down::handover_wait_ms(timing),
             hold_grace_ms: hold_grace_ms(timing),
+            config: ConfigConflicts::new(1),
         }
     }
 
-    /// Health passing (or unchecked) and not stepped down.
+    /// The same policy in a cluster of `members` (this node included): the config
+    /// rule counts disagreeing peers against it.
+    pub fn with_member_count(mut self, members: usize) -> Self {
+        self.config = ConfigConflicts::new(members);
+        self
+    }
+
+    /// Health passing (or unchecked), not stepped down, and no config conflict that
+    /// forbids leading.
     pub fn eligible(&self) -> bool {
-        self.health.allows_leading() && self.stepped_down_until.is_none()
+        self.health.allows_leading()
+            && self.stepped_down_until.is_none()
+            && self.config.reason().is_none()
+    }
+
+    /// Why peers' configs keep this node from leading, if they do.
+    pub fn config_conflict(&self) -> Option<String> {
+        self.config.reason()
+    }
+
+    /// The transport saw `peer`'s config disagree with ours (`Some`), or agree again.
+    /// Logs when that changes whether the configs allow this node to lead.
+    pub fn on_peer_config(&mut self, peer: NodeId, mismatch: Option<&ConfigMismatch>) {
+        let before = self.config.reason();
+        self.config.on_peer(peer, mismatch.map(|m| m.kind));
+        let after = self.config.reason();
+        match (&before, &after) {
+            (None, Some(why)) => tracing::warn!(peer, "ineligible: {why}"),
+            (Some(_), None) => {
+                tracing::info!(peer, "peers' configs no longer keep this node from leading")
+            }
+            _ => {}
+        }
     }
 
     /// The health check's verdict as the policy knows it.
@@ -299,6 +335,44 @@ mod tests {
 
     fn policy() -> Eligibility<&'static str> {
         Eligibility::new(HealthState::Unchecked, &Timing::default())
+    }
+
+    fn mismatch(kind: crate::transport::MismatchKind) -> ConfigMismatch {
+        ConfigMismatch {
+            kind,
+            reason: "differs".into(),
+        }
+    }
+
+    #[test]
+    fn a_member_list_two_apart_forbids_leading_until_that_peer_agrees() {
+        use crate::transport::MismatchKind::Members;
+        let mut p = policy().with_member_count(5);
+        p.on_peer_config(3, Some(&mismatch(Members)));
+        assert!(!p.eligible());
+        let why = p.config_conflict().unwrap();
+        assert!(why.contains("member list differs"), "{why}");
+        p.on_peer_config(4, None);
+        assert!(!p.eligible(), "another peer agreeing changes nothing");
+        p.on_peer_config(3, None);
+        assert!(p.eligible() && p.config_conflict().is_none());
+    }
+
+    #[test]
+    fn settings_conflicts_forbid_leading_only_beyond_n_minus_q() {
+        use crate::transport::MismatchKind::{Mode, Timing};
+        let mut p = policy().with_member_count(3);
+        p.on_peer_config(1, Some(&mismatch(Timing)));
+        assert!(
+            p.eligible(),
+            "1 of 3 disagreeing leaves a majority that agrees"
+        );
+        p.on_peer_config(2, Some(&mismatch(Mode)));
+        assert!(!p.eligible());
+        p.set_health(HealthState::from_verdict(true));
+        assert!(!p.eligible(), "health does not lift a config conflict");
+        p.on_peer_config(2, None);
+        assert!(p.eligible());
     }
 
     #[test]

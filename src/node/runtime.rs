@@ -140,6 +140,12 @@ impl Runtime {
                 self.eligibility.on_peer(peer, false, now);
                 self.machine.handle(Event::PeerDown(peer), now);
             }
+            TransportEvent::PeerConfig { peer, mismatch } => {
+                self.eligibility.on_peer_config(peer, mismatch.as_ref());
+                let conflict = self.eligibility.config_conflict();
+                self.publisher.config_conflict(conflict);
+                self.apply_eligibility();
+            }
             TransportEvent::Client(conn) => self.api.serve(conn),
             TransportEvent::Rejected {
                 peer,

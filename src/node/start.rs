@@ -100,7 +100,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         },
         journal,
         transport,
-        eligibility: Eligibility::new(health, &config.timing),
+        eligibility: Eligibility::new(health, &config.timing)
+            .with_member_count(config.members().len()),
         publisher,
         services,
         api,
