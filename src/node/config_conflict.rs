@@ -19,10 +19,18 @@
 //!
 //! A peer that disagreed keeps counting, even while down, until it connects with a
 //! config that agrees: it would come back as it was.
+//!
+//! **Hello gate.** The rules can only count what the node has seen, so a starting node
+//! does not lead until its first hello exchange with every peer has settled (accepted,
+//! refused, or the peer found unreachable), or D has passed: a `classic` node started
+//! among quorum peers, whose runtime stalled past its probe window on a busy machine,
+//! declared itself between the first refusals and the one that would have made it
+//! ineligible. Peers that are up settle within a round trip, so the gate costs nothing
+//! then, and at most D while some peer is down.
 
-use crate::protocol::NodeId;
+use crate::protocol::{Millis, NodeId};
 use crate::transport::MismatchKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What this node has seen of its peers' configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,27 +39,77 @@ pub struct ConfigConflicts {
     members: usize,
     /// Peers whose config was last seen to disagree, and how.
     peers: BTreeMap<NodeId, MismatchKind>,
+    /// Peers whose first hello exchange has not settled yet (the hello gate).
+    unsettled: BTreeSet<NodeId>,
+    /// When the hello gate opens even with peers unsettled; `None` once it is open.
+    gate_until: Option<Millis>,
 }
 
 impl ConfigConflicts {
-    /// No conflict seen yet, in a cluster of `members` (this node included).
+    /// No conflict seen yet, in a cluster of `members` (this node included), and no
+    /// hello gate.
     pub fn new(members: usize) -> ConfigConflicts {
         ConfigConflicts {
             members: members.max(1),
             peers: BTreeMap::new(),
+            unsettled: BTreeSet::new(),
+            gate_until: None,
         }
+    }
+
+    /// A node starting with `peers`: the hello gate is closed until each of them has
+    /// settled, or until `gate_until` (start plus D).
+    pub fn starting(peers: &[NodeId], gate_until: Millis) -> ConfigConflicts {
+        let mut conflicts = ConfigConflicts::new(peers.len() + 1);
+        conflicts.unsettled = peers.iter().copied().collect();
+        conflicts.gate_until = (!peers.is_empty()).then_some(gate_until);
+        conflicts
     }
 
     /// A peer's config was seen to disagree (`Some`) or to agree (`None`).
     pub fn on_peer(&mut self, peer: NodeId, mismatch: Option<MismatchKind>) {
+        self.settled(peer);
         match mismatch {
             Some(kind) => self.peers.insert(peer, kind),
             None => self.peers.remove(&peer),
         };
     }
 
-    /// Why the node may not lead, if the conflicts forbid it.
+    /// A peer's first hello exchange settled (it came up, was refused or refused us,
+    /// or was found unreachable); the gate opens when the last one has.
+    pub fn settled(&mut self, peer: NodeId) {
+        self.unsettled.remove(&peer);
+        if self.unsettled.is_empty() {
+            self.gate_until = None;
+        }
+    }
+
+    /// When the hello gate opens by itself, if it is closed.
+    pub fn gate_deadline(&self) -> Option<Millis> {
+        self.gate_until
+    }
+
+    /// The gate's deadline has come: it opens whatever is unsettled.
+    pub fn open_gate(&mut self) {
+        self.gate_until = None;
+        self.unsettled.clear();
+    }
+
+    /// Why the node may not lead, if the conflicts (or the hello gate) forbid it.
     pub fn reason(&self) -> Option<String> {
+        if let Some(gate) = self.reason_of_conflicts() {
+            return Some(gate);
+        }
+        self.gate_until.map(|_| {
+            let waiting: Vec<NodeId> = self.unsettled.iter().copied().collect();
+            format!(
+                "waiting for the first hello with {} (at most D)",
+                nodes(&waiting)
+            )
+        })
+    }
+
+    fn reason_of_conflicts(&self) -> Option<String> {
         let lists = self.peers_where(|k| k == MismatchKind::Members);
         if !lists.is_empty() {
             return Some(format!(
@@ -154,6 +212,31 @@ mod tests {
         classic.on_peer(4, None);
         classic.on_peer(5, None);
         assert_eq!(classic.reason(), None, "2 of 5 disagree: 3 agree");
+    }
+
+    #[test]
+    fn a_starting_node_waits_for_every_peers_first_hello_or_its_deadline() {
+        let mut c = ConfigConflicts::starting(&[1, 2, 4, 5], 300);
+        assert_eq!(c.gate_deadline(), Some(300));
+        let why = c.reason().unwrap();
+        assert!(why.contains("first hello with nodes 1,2,4,5"), "{why}");
+        c.on_peer(1, Some(Mode));
+        c.settled(2);
+        c.on_peer(4, Some(Mode));
+        assert!(
+            c.reason().unwrap().contains("node 5"),
+            "one still unsettled"
+        );
+        // The stalled classic node of the module docs: the third refusal decides.
+        c.on_peer(5, Some(Mode));
+        assert_eq!(c.gate_deadline(), None);
+        assert!(c.reason().unwrap().contains("differs from nodes 1,4,5"));
+        // A peer that never answers: the deadline opens the gate.
+        let mut c = ConfigConflicts::starting(&[1, 2], 300);
+        c.settled(1);
+        c.open_gate();
+        assert_eq!((c.reason(), c.gate_deadline()), (None, None));
+        assert_eq!(ConfigConflicts::starting(&[], 300).reason(), None, "alone");
     }
 
     #[test]

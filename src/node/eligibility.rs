@@ -40,6 +40,8 @@ pub struct Eligibility<R> {
 pub enum Expired<R> {
     /// The step-down (or stand-aside) period is over: the node may lead again.
     SteppedDownPeriodOver,
+    /// A starting node's wait for its peers' first hellos is over.
+    HelloWaitOver,
     /// No other node took over in time: the step-down is undone, and refused.
     HandoverTimedOut(Answered<R>),
 }
@@ -58,10 +60,12 @@ impl<R> Eligibility<R> {
         }
     }
 
-    /// The same policy in a cluster of `members` (this node included): the config
-    /// rule counts disagreeing peers against it.
-    pub fn with_member_count(mut self, members: usize) -> Self {
-        self.config = ConfigConflicts::new(members);
+    /// The same policy for a node starting at `now` with `peers`: the config rule
+    /// counts disagreeing peers against them, and the node does not lead before its
+    /// first hello with each has settled, or `hello_wait_ms` (D) has passed (see
+    /// [`ConfigConflicts`]).
+    pub fn with_peers(mut self, peers: &[NodeId], now: Millis, hello_wait_ms: Millis) -> Self {
+        self.config = ConfigConflicts::starting(peers, now.saturating_add(hello_wait_ms));
         self
     }
 
@@ -108,7 +112,8 @@ impl<R> Eligibility<R> {
     /// When to call [`Eligibility::on_deadline`] next, if ever.
     pub fn next_deadline(&self) -> Option<Millis> {
         let handover = self.handover.as_ref().map(Handover::deadline);
-        earliest(self.stepped_down_until(), handover)
+        let policy = earliest(self.stepped_down_until(), handover);
+        earliest(policy, self.config.gate_deadline())
     }
 
     /// A new health verdict (or a reload that removed the check).
@@ -163,6 +168,14 @@ impl<R> Eligibility<R> {
     /// names the peers in the refusal.
     pub fn on_deadline(&mut self, status: &Status) -> Option<Expired<R>> {
         let handover_at = self.handover.as_ref().map(Handover::deadline);
+        let others = earliest(self.stepped_down_until(), handover_at);
+        if let Some(gate) = self.config.gate_deadline() {
+            if others.map_or(true, |at| gate <= at) {
+                self.config.open_gate();
+                tracing::info!("hello wait over; peers that did not answer count as agreeing");
+                return Some(Expired::HelloWaitOver);
+            }
+        }
         let period_first = match (self.stepped_down_until(), handover_at) {
             (Some(until), Some(handover)) => until <= handover,
             (until, _) => until.is_some(),
@@ -201,9 +214,10 @@ impl<R> Eligibility<R> {
         answered
     }
 
-    /// A peer's connection came up or went down at `now`: a hold whose target is gone
-    /// is released at once.
+    /// A peer's connection came up or went down at `now`: its first hello has settled,
+    /// and a hold whose target is gone is released at once.
     pub fn on_peer(&mut self, peer: NodeId, connected: bool, now: Millis) {
+        self.config.settled(peer);
         if let Some(hold) = self.hold.as_mut().filter(|hold| hold.target == peer) {
             hold.on_link(connected, now);
         }
@@ -347,7 +361,10 @@ mod tests {
     #[test]
     fn a_member_list_two_apart_forbids_leading_until_that_peer_agrees() {
         use crate::transport::MismatchKind::Members;
-        let mut p = policy().with_member_count(5);
+        let mut p = policy().with_peers(&[1, 2, 3, 4], 0, 300);
+        for peer in [1, 2, 4] {
+            p.on_peer(peer, true, 10);
+        }
         p.on_peer_config(3, Some(&mismatch(Members)));
         assert!(!p.eligible());
         let why = p.config_conflict().unwrap();
@@ -361,8 +378,10 @@ mod tests {
     #[test]
     fn settings_conflicts_forbid_leading_only_beyond_n_minus_q() {
         use crate::transport::MismatchKind::{Mode, Timing};
-        let mut p = policy().with_member_count(3);
+        let mut p = policy().with_peers(&[1, 2], 0, 300);
         p.on_peer_config(1, Some(&mismatch(Timing)));
+        assert!(!p.eligible(), "node 2's first hello has not settled");
+        p.on_peer(2, false, 5);
         assert!(
             p.eligible(),
             "1 of 3 disagreeing leaves a majority that agrees"
@@ -373,6 +392,22 @@ mod tests {
         assert!(!p.eligible(), "health does not lift a config conflict");
         p.on_peer_config(2, None);
         assert!(p.eligible());
+    }
+
+    #[test]
+    fn a_starting_node_leads_once_every_peer_settled_or_after_the_hello_wait() {
+        let mut p = policy().with_peers(&[1, 2], 1_000, 300);
+        assert!(!p.eligible());
+        assert_eq!(p.next_deadline(), Some(1_300));
+        p.on_peer(1, true, 1_010);
+        assert!(!p.eligible());
+        p.on_peer(2, false, 1_020);
+        assert!(p.eligible(), "both settled: up, and unreachable");
+        assert_eq!(p.next_deadline(), None);
+        let mut p = policy().with_peers(&[1, 2], 1_000, 300);
+        p.on_peer(1, true, 1_010);
+        assert_eq!(p.on_deadline(&leading()), Some(Expired::HelloWaitOver));
+        assert!(p.eligible(), "node 2 never answered: the wait ends");
     }
 
     #[test]
