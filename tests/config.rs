@@ -534,16 +534,17 @@ fn peers_may_be_named_by_host_name() {
 fn invalid_timing_is_refused_with_the_field() {
     let fx = Fixture::new();
     let shown = fx.expect_error(
-        &with("[timing]\nheartbeat_ms = 100\nsuspect_after_ms = 200\n"),
+        &with("[timing]\nheartbeat_ms = 100\nsuspect_after_ms = 250\n"),
         "timing.suspect_after_ms",
-        "must be more than 2 x timing.heartbeat_ms (100)",
+        "must be at least 3 x timing.heartbeat_ms (100)",
     );
-    assert_eq!(
-        shown,
-        format!(
-            "{}: timing.suspect_after_ms (200) must be more than 2 x timing.heartbeat_ms (100)",
+    assert!(
+        shown.starts_with(&format!(
+            "{}: timing.suspect_after_ms (250) must be at least 3 x timing.heartbeat_ms (100): \
+             the coordinator's lease lasts D less a drift margin of 100 ms",
             fx.origin().display()
-        )
+        )),
+        "{shown}"
     );
     fx.expect_error(
         &with("[timing]\nheartbeat_ms = 0\n"),

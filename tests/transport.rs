@@ -8,11 +8,11 @@ mod common;
 
 use bully::certs::{self, TlsFiles};
 use bully::codec::{self, MAX_FRAME, WIRE_VERSION};
-use bully::protocol::{Body, Epoch, Message, NodeId, Timing};
-use bully::transport::hello::Hello;
+use bully::protocol::{Body, Epoch, Message, Mode, NodeId, Timing};
+use bully::transport::hello::{Hello, Settings};
 use bully::transport::{
-    close, connect_client, peer_identity, Transport, TransportConfig, TransportError,
-    TransportEvent, ALPN_API, ALPN_PEER,
+    close, connect_client, peer_identity, ConfigMismatch, MismatchKind, Transport, TransportConfig,
+    TransportError, TransportEvent, ALPN_API, ALPN_PEER,
 };
 use common::{raw_client, raw_connect};
 use std::net::{SocketAddr, UdpSocket};
@@ -97,6 +97,16 @@ fn config(
         tls: TlsFiles::for_node(dir, id),
         peers: peers.into_iter().map(|(id, a)| (id, a.into())).collect(),
         timing,
+        mode: Mode::Quorum,
+    }
+}
+
+/// A hello as a node with `members`, quorum mode and default timing sends it.
+fn hello_of(nonce: u64, members: Vec<NodeId>) -> Hello {
+    Hello {
+        nonce,
+        members,
+        settings: Settings::new(Mode::Quorum, &Timing::default()),
     }
 }
 
@@ -556,15 +566,9 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
         // Phase: an authenticated node-2 speaks correctly, then sends a bad frame.
         let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
         let mut send = conn.open_uni().await.unwrap();
-        send.write_all(
-            &codec::encode_frame(&Hello {
-                nonce: 42,
-                members: vec![1, 2, 3],
-            })
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+        send.write_all(&codec::encode_frame(&hello_of(42, vec![1, 2, 3])).unwrap())
+            .await
+            .unwrap();
         send.write_all(&codec::encode_frame(&msg(100 + i as u64)).unwrap())
             .await
             .unwrap();
@@ -607,10 +611,7 @@ async fn a_peer_that_ends_its_stream_loses_the_connection() {
     let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
     let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
     let mut send = conn.open_uni().await.unwrap();
-    let hello = Hello {
-        nonce: 9,
-        members: vec![1, 2, 3],
-    };
+    let hello = hello_of(9, vec![1, 2, 3]);
     send.write_all(&codec::encode_frame(&hello).unwrap())
         .await
         .unwrap();
@@ -638,37 +639,167 @@ async fn a_peer_that_ends_its_stream_loses_the_connection() {
     shutdown(&nodes).await;
 }
 
+/// Waits for node's `PeerConfig` event about `peer`, failing if the peer is reported up
+/// while it disagrees.
+async fn expect_peer_config(
+    node: &mut Node,
+    peer: NodeId,
+    disagrees: bool,
+) -> Option<ConfigMismatch> {
+    let what = format!("node {peer}'s config reported (disagreeing: {disagrees})");
+    let ev = node
+        .expect(&what, WAIT, |e| {
+            assert!(
+                !(disagrees && matches!(e, TransportEvent::PeerUp(p) if *p == peer)),
+                "node {peer} disagrees, yet reported up"
+            );
+            matches!(e, TransportEvent::PeerConfig { peer: p, mismatch }
+                if *p == peer && mismatch.is_some() == disagrees)
+        })
+        .await;
+    let TransportEvent::PeerConfig { mismatch, .. } = ev else {
+        unreachable!()
+    };
+    mismatch
+}
+
+/// Asserts `conn` is closed by the other end with `code`.
+async fn expect_closed_with(conn: &quinn::Connection, code: quinn::VarInt) {
+    match tokio::time::timeout(WAIT, conn.closed()).await.unwrap() {
+        quinn::ConnectionError::ApplicationClosed(c) => assert_eq!(c.error_code, code),
+        other => panic!("closed with {other:?}"),
+    }
+}
+
+/// Node 1 refuses a hello whose list is two apart (reporting the conflict once, with
+/// both lists), and reports the end of the conflict when the same peer comes back with
+/// a list one apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_whose_member_list_differs_by_two_is_refused() {
     let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
     for (members, accepted) in [(vec![1, 2, 3, 4, 5], false), (vec![1, 2, 3, 4], true)] {
         let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
         let mut send = conn.open_uni().await.unwrap();
-        let hello = Hello { nonce: 7, members };
+        let hello = hello_of(7, members);
         send.write_all(&codec::encode_frame(&hello).unwrap())
             .await
             .unwrap();
         if accepted {
+            assert_eq!(expect_peer_config(&mut nodes[0], 2, false).await, None);
             send.write_all(&codec::encode_frame(&msg(5)).unwrap())
                 .await
                 .unwrap();
             nodes[0].expect_message(2, msg(5)).await;
             continue;
         }
-        let (peer, reason) = expect_rejected(&mut nodes[0], "a member list two apart").await;
-        assert_eq!(peer, Some(2));
+        let mismatch = expect_peer_config(&mut nodes[0], 2, true).await.unwrap();
+        assert_eq!(mismatch.kind, MismatchKind::Members);
         assert!(
-            reason.contains("ours [1,2,3] theirs [1,2,3,4,5]"),
-            "{reason}"
+            mismatch.reason.contains("ours [1,2,3] theirs [1,2,3,4,5]"),
+            "{}",
+            mismatch.reason
         );
-        match tokio::time::timeout(WAIT, conn.closed()).await.unwrap() {
-            quinn::ConnectionError::ApplicationClosed(c) => {
-                assert_eq!(c.error_code, close::MEMBERSHIP)
-            }
-            other => panic!("closed with {other:?}"),
-        }
+        expect_closed_with(&conn, close::MEMBERSHIP).await;
     }
-    assert_eq!(nodes[0].t.stats().connections_refused, 1);
+    let stats = nodes[0].t.stats();
+    assert_eq!(stats.connections_refused, 1);
+    assert_eq!(stats.config_refusals.members, 1);
+    shutdown(&nodes).await;
+}
+
+/// Two real transports whose D (or mode) differ: each end refuses the other, reports
+/// the conflict to its runtime naming both sides field by field, counts it by reason,
+/// and never reports the other up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_whose_mode_or_d_differ_are_refused_at_both_ends() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let cases = [
+        (Mode::Quorum, timing_of(100, 1500), MismatchKind::Timing),
+        (Mode::Classic, Timing::default(), MismatchKind::Mode),
+    ];
+    for (mode2, timing2, kind) in cases {
+        let (s1, s2) = (socket(), socket());
+        let (a1, a2) = (s1.local_addr().unwrap(), s2.local_addr().unwrap());
+        let mut node1 = start_node(dir.path(), 1, vec![(2, a2)], s1).await;
+        let cfg2 = TransportConfig {
+            mode: mode2,
+            ..config(dir.path(), 2, vec![(1, a1)], timing2)
+        };
+        let (t, rx) = Transport::start_on(cfg2, s2).await.unwrap();
+        let mut node2 = Node { t, rx };
+        let seen1 = expect_peer_config(&mut node1, 2, true).await.unwrap();
+        let seen2 = expect_peer_config(&mut node2, 1, true).await.unwrap();
+        eprintln!("node 1: {}\nnode 2: {}", seen1.reason, seen2.reason);
+        for (seen, label) in [(&seen1, "node 1"), (&seen2, "node 2")] {
+            assert_eq!(seen.kind, kind, "{label}: {}", seen.reason);
+        }
+        // Whichever end compared the hellos itself names ours and theirs; an end that
+        // learned it from the close quotes the other's words, which name both too.
+        for seen in [&seen1, &seen2] {
+            let both = format!(
+                "mode={} suspect_after_ms={}",
+                mode2, timing2.suspect_after_ms
+            );
+            assert!(seen.reason.contains(&both), "{}", seen.reason);
+            assert!(
+                seen.reason.contains("mode=quorum suspect_after_ms=300"),
+                "{}",
+                seen.reason
+            );
+        }
+        // Both keep refusing across redials, and count it under the right reason.
+        common::wait_until("refusals counted at both ends", WAIT, || {
+            let counted = [&node1, &node2]
+                .iter()
+                .all(|n| n.t.stats().config_refusals.get(kind) >= 2);
+            async move { counted.then_some(()) }
+        })
+        .await;
+        for n in [&node1, &node2] {
+            assert!(
+                n.t.connected_peers().is_empty(),
+                "refused peers never connect"
+            );
+            let other = MismatchKind::ALL.into_iter().filter(|k| *k != kind);
+            for k in other {
+                assert_eq!(n.t.stats().config_refusals.get(k), 0, "{k:?}");
+            }
+        }
+        shutdown(&[node1, node2]).await;
+    }
+}
+
+/// A peer that closes our connection over config before we read its hello still
+/// tells us why: node 1 learns the reason from the close code and words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refused_end_learns_the_reason_from_the_close() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
+    let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+    // Node 1's hello arrives; node 2 refuses it without sending its own.
+    let mut recv = tokio::time::timeout(WAIT, conn.accept_uni())
+        .await
+        .unwrap()
+        .unwrap();
+    let theirs: Hello = bully::transport::read_frame(&mut recv)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        theirs.settings,
+        Settings::new(Mode::Quorum, &Timing::default())
+    );
+    conn.close(
+        close::TIMING,
+        b"timing.suspect_after_ms differs: ours 9 theirs 300",
+    );
+    let mismatch = expect_peer_config(&mut nodes[0], 2, true).await.unwrap();
+    assert_eq!(mismatch.kind, MismatchKind::Timing);
+    assert_eq!(
+        mismatch.reason,
+        "refused by node 2: timing.suspect_after_ms differs: ours 9 theirs 300"
+    );
+    assert_eq!(nodes[0].t.stats().config_refusals.timing, 1);
     shutdown(&nodes).await;
 }
 

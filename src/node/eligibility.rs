@@ -1,6 +1,7 @@
 //! Whether this node may lead, as a pure policy: its health (see [`HealthState`]), a
 //! step-down or stand-aside period ([`super::step_down`], [`super::switchover`]), the
-//! step-down's pending handover and a switchover's hold. Like the machine it is fed
+//! step-down's pending handover, a switchover's hold, and peers whose config disagrees
+//! with ours ([`ConfigConflicts`]). Like the machine it is fed
 //! inputs with explicit millisecond times and answers with what to do; the runtime
 //! carries that out (tells the machine, publishes, replies), so every rule here is
 //! tested without tokio, channels or a clock.
@@ -8,10 +9,12 @@
 //! The reply owed to whoever asked for a step-down is the caller's type `R`: a oneshot
 //! sender in the runtime, anything in the tests.
 
+use super::config_conflict::ConfigConflicts;
 use super::health_state::HealthState;
 use super::status::Status;
 use super::step_down::{self, Answered, Handover};
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
+use crate::transport::ConfigMismatch;
 
 /// The policy's state: why the node may or may not lead, and what it waits for.
 #[derive(Debug)]
@@ -28,6 +31,8 @@ pub struct Eligibility<R> {
     /// How long a hold outlasts its target's leadership while the target is still
     /// connected ([`hold_grace_ms`]).
     hold_grace_ms: Millis,
+    /// Peers seen with a config that disagrees with ours.
+    config: ConfigConflicts,
 }
 
 /// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
@@ -35,6 +40,8 @@ pub struct Eligibility<R> {
 pub enum Expired<R> {
     /// The step-down (or stand-aside) period is over: the node may lead again.
     SteppedDownPeriodOver,
+    /// A starting node's wait for its peers' first hellos is over.
+    HelloWaitOver,
     /// No other node took over in time: the step-down is undone, and refused.
     HandoverTimedOut(Answered<R>),
 }
@@ -49,12 +56,45 @@ impl<R> Eligibility<R> {
             hold: None,
             handover_wait_ms: step_down::handover_wait_ms(timing),
             hold_grace_ms: hold_grace_ms(timing),
+            config: ConfigConflicts::new(1),
         }
     }
 
-    /// Health passing (or unchecked) and not stepped down.
+    /// The same policy for a node starting at `now` with `peers`: the config rule
+    /// counts disagreeing peers against them, and the node does not lead before its
+    /// first hello with each has settled, or `hello_wait_ms` (D) has passed (see
+    /// [`ConfigConflicts`]).
+    pub fn with_peers(mut self, peers: &[NodeId], now: Millis, hello_wait_ms: Millis) -> Self {
+        self.config = ConfigConflicts::starting(peers, now.saturating_add(hello_wait_ms));
+        self
+    }
+
+    /// Health passing (or unchecked), not stepped down, and no config conflict that
+    /// forbids leading.
     pub fn eligible(&self) -> bool {
-        self.health.allows_leading() && self.stepped_down_until.is_none()
+        self.health.allows_leading()
+            && self.stepped_down_until.is_none()
+            && self.config.reason().is_none()
+    }
+
+    /// Why peers' configs keep this node from leading, if they do.
+    pub fn config_conflict(&self) -> Option<String> {
+        self.config.reason()
+    }
+
+    /// The transport saw `peer`'s config disagree with ours (`Some`), or agree again.
+    /// Logs when that changes whether the configs allow this node to lead.
+    pub fn on_peer_config(&mut self, peer: NodeId, mismatch: Option<&ConfigMismatch>) {
+        let before = self.config.reason();
+        self.config.on_peer(peer, mismatch.map(|m| m.kind));
+        let after = self.config.reason();
+        match (&before, &after) {
+            (None, Some(why)) => tracing::warn!(peer, "ineligible: {why}"),
+            (Some(_), None) => {
+                tracing::info!(peer, "peers' configs no longer keep this node from leading")
+            }
+            _ => {}
+        }
     }
 
     /// The health check's verdict as the policy knows it.
@@ -72,7 +112,8 @@ impl<R> Eligibility<R> {
     /// When to call [`Eligibility::on_deadline`] next, if ever.
     pub fn next_deadline(&self) -> Option<Millis> {
         let handover = self.handover.as_ref().map(Handover::deadline);
-        earliest(self.stepped_down_until(), handover)
+        let policy = earliest(self.stepped_down_until(), handover);
+        earliest(policy, self.config.gate_deadline())
     }
 
     /// A new health verdict (or a reload that removed the check).
@@ -127,6 +168,14 @@ impl<R> Eligibility<R> {
     /// names the peers in the refusal.
     pub fn on_deadline(&mut self, status: &Status) -> Option<Expired<R>> {
         let handover_at = self.handover.as_ref().map(Handover::deadline);
+        let others = earliest(self.stepped_down_until(), handover_at);
+        if let Some(gate) = self.config.gate_deadline() {
+            if others.map_or(true, |at| gate <= at) {
+                self.config.open_gate();
+                tracing::info!("hello wait over; peers that did not answer count as agreeing");
+                return Some(Expired::HelloWaitOver);
+            }
+        }
         let period_first = match (self.stepped_down_until(), handover_at) {
             (Some(until), Some(handover)) => until <= handover,
             (until, _) => until.is_some(),
@@ -165,9 +214,10 @@ impl<R> Eligibility<R> {
         answered
     }
 
-    /// A peer's connection came up or went down at `now`: a hold whose target is gone
-    /// is released at once.
+    /// A peer's connection came up or went down at `now`: its first hello has settled,
+    /// and a hold whose target is gone is released at once.
     pub fn on_peer(&mut self, peer: NodeId, connected: bool, now: Millis) {
+        self.config.settled(peer);
         if let Some(hold) = self.hold.as_mut().filter(|hold| hold.target == peer) {
             hold.on_link(connected, now);
         }
@@ -299,6 +349,65 @@ mod tests {
 
     fn policy() -> Eligibility<&'static str> {
         Eligibility::new(HealthState::Unchecked, &Timing::default())
+    }
+
+    fn mismatch(kind: crate::transport::MismatchKind) -> ConfigMismatch {
+        ConfigMismatch {
+            kind,
+            reason: "differs".into(),
+        }
+    }
+
+    #[test]
+    fn a_member_list_two_apart_forbids_leading_until_that_peer_agrees() {
+        use crate::transport::MismatchKind::Members;
+        let mut p = policy().with_peers(&[1, 2, 3, 4], 0, 300);
+        for peer in [1, 2, 4] {
+            p.on_peer(peer, true, 10);
+        }
+        p.on_peer_config(3, Some(&mismatch(Members)));
+        assert!(!p.eligible());
+        let why = p.config_conflict().unwrap();
+        assert!(why.contains("member list differs"), "{why}");
+        p.on_peer_config(4, None);
+        assert!(!p.eligible(), "another peer agreeing changes nothing");
+        p.on_peer_config(3, None);
+        assert!(p.eligible() && p.config_conflict().is_none());
+    }
+
+    #[test]
+    fn settings_conflicts_forbid_leading_only_beyond_n_minus_q() {
+        use crate::transport::MismatchKind::{Mode, Timing};
+        let mut p = policy().with_peers(&[1, 2], 0, 300);
+        p.on_peer_config(1, Some(&mismatch(Timing)));
+        assert!(!p.eligible(), "node 2's first hello has not settled");
+        p.on_peer(2, false, 5);
+        assert!(
+            p.eligible(),
+            "1 of 3 disagreeing leaves a majority that agrees"
+        );
+        p.on_peer_config(2, Some(&mismatch(Mode)));
+        assert!(!p.eligible());
+        p.set_health(HealthState::from_verdict(true));
+        assert!(!p.eligible(), "health does not lift a config conflict");
+        p.on_peer_config(2, None);
+        assert!(p.eligible());
+    }
+
+    #[test]
+    fn a_starting_node_leads_once_every_peer_settled_or_after_the_hello_wait() {
+        let mut p = policy().with_peers(&[1, 2], 1_000, 300);
+        assert!(!p.eligible());
+        assert_eq!(p.next_deadline(), Some(1_300));
+        p.on_peer(1, true, 1_010);
+        assert!(!p.eligible());
+        p.on_peer(2, false, 1_020);
+        assert!(p.eligible(), "both settled: up, and unreachable");
+        assert_eq!(p.next_deadline(), None);
+        let mut p = policy().with_peers(&[1, 2], 1_000, 300);
+        p.on_peer(1, true, 1_010);
+        assert_eq!(p.on_deadline(&leading()), Some(Expired::HelloWaitOver));
+        assert!(p.eligible(), "node 2 never answered: the wait ends");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! `process_*` as the Go client names them, read from /proc by the procfs crate.
 
 use super::metrics::{HealthState, Histogram, MetricsSnapshot};
+use crate::transport::MismatchKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -207,7 +208,16 @@ fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(),
     for (name, help, value) in counters {
         single(e, name, help, MetricType::Counter, value as f64)?;
     }
-    Ok(())
+    let refusals = &m.transport.config_refusals;
+    family(
+        e,
+        "transport_config_refusals",
+        "Peer connections refused because the two configs disagree, by what differs \
+         (members, mode, timing); counted at both ends.",
+        MetricType::Counter,
+        "reason",
+        MismatchKind::ALL.map(|k| (k.label().to_string(), refusals.get(k) as f64)),
+    )
 }
 
 /// Messages by type and hook runs by hook.
@@ -307,6 +317,7 @@ mod tests {
         m.hook_ran("on_elected", false);
         let mut snapshot = m.snapshot();
         snapshot.peer_up = [(1, true), (3, false)].into();
+        snapshot.transport.config_refusals.timing = 4;
         let text = render(&snapshot);
         for line in [
             "bully_is_coordinator 1.0",
@@ -323,6 +334,8 @@ mod tests {
             "bully_failover_seconds_sum 0.25",
             "bully_persist_seconds_bucket{le=\"0.001\"} 1",
             "bully_transport_bad_frames_total 0.0",
+            "bully_transport_config_refusals_total{reason=\"timing\"} 4.0",
+            "bully_transport_config_refusals_total{reason=\"mode\"} 0.0",
             "bully_build_info{version=",
             "process_open_fds ",
             "process_resident_memory_bytes ",

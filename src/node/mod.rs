@@ -12,7 +12,8 @@
 //! - `tasks`: every other task of the node and the one signal that stops them.
 //!
 //! Deciding (pure, tested without tokio):
-//! - `eligibility`: whether the node may lead (health, step-down, handover, hold);
+//! - `eligibility`: whether the node may lead (health, step-down, handover, hold,
+//!   config conflicts); `config_conflict`: the rule for peers whose config disagrees;
 //!   `step_down`: a step-down's refusals and answers; [`health_state`]: the health
 //!   check's state and its every translation; `readiness`: when a coordinator is ready
 //!   for clients and what a failed `on_elected` does; [`transitions`]: what a new view
@@ -36,6 +37,7 @@
 
 pub mod api;
 mod clock;
+mod config_conflict;
 mod eligibility;
 mod environment;
 mod error;

@@ -165,6 +165,13 @@ impl Publisher {
         });
     }
 
+    /// Why peers' configs keep the node from leading, if they do.
+    pub fn config_conflict(&self, reason: Option<String>) {
+        self.status.send_if_modified(|s| {
+            std::mem::replace(&mut s.config_conflict, reason.clone()) != reason
+        });
+    }
+
     /// A health verdict the check did not report itself (a reload removed the check).
     pub fn health(&self, health: HealthState) {
         self.metrics.set_health(health);

@@ -127,6 +127,7 @@ pub fn transport_config(config: &NodeConfig) -> TransportConfig {
             .map(|p| (p.id, p.addr.clone()))
             .collect(),
         timing: config.timing,
+        mode: config.mode,
     }
 }
 

@@ -141,12 +141,18 @@ impl Runtime {
             TransportEvent::PeerUp(peer) => {
                 self.publisher.peer(peer, true);
                 self.eligibility.on_peer(peer, true, now);
+                self.apply_eligibility();
                 self.machine.handle(Event::PeerUp(peer), now);
             }
             TransportEvent::PeerDown(peer) => {
                 self.publisher.peer(peer, false);
                 self.eligibility.on_peer(peer, false, now);
+                self.apply_eligibility();
                 self.machine.handle(Event::PeerDown(peer), now);
+            }
+            TransportEvent::PeerConfig { peer, mismatch } => {
+                self.eligibility.on_peer_config(peer, mismatch.as_ref());
+                self.apply_eligibility();
             }
             TransportEvent::Client(conn) => self.api.serve(conn),
             TransportEvent::Rejected {
@@ -236,7 +242,9 @@ impl Runtime {
         let status = self.publisher.status().clone();
         match self.eligibility.on_deadline(&status) {
             None => {}
-            Some(Expired::SteppedDownPeriodOver) => self.apply_eligibility(),
+            Some(Expired::SteppedDownPeriodOver | Expired::HelloWaitOver) => {
+                self.apply_eligibility()
+            }
             Some(Expired::HandoverTimedOut(refused)) => {
                 self.apply_eligibility();
                 deliver(refused);
@@ -258,6 +266,8 @@ impl Runtime {
         }
         let until = stepped_down_until.map(|at| wall_ms() + at.saturating_sub(now));
         self.publisher.eligibility(health, until);
+        self.publisher
+            .config_conflict(self.eligibility.config_conflict());
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)

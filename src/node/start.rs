@@ -49,7 +49,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
     let health = HealthState::at_start(config.health.is_some());
-    let machine = Machine::start(machine_config(&config), cells, clock.now());
+    let start_ms = clock.now();
+    let machine = Machine::start(machine_config(&config), cells, start_ms);
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health;
@@ -101,7 +102,11 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         },
         journal,
         transport,
-        eligibility: Eligibility::new(health, &config.timing),
+        eligibility: Eligibility::new(health, &config.timing).with_peers(
+            &peers,
+            start_ms,
+            config.timing.suspect_after_ms,
+        ),
         publisher,
         services,
         api,
@@ -146,14 +151,16 @@ async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError
     Ok(Some(listener))
 }
 
-/// The machine's part of a node config; the node starts eligible only without a check.
+/// The machine's part of a node config; the node starts eligible only without a check
+/// and without peers.
 fn machine_config(config: &NodeConfig) -> MachineConfig {
     MachineConfig {
         id: config.id,
         peers: config.peers.iter().map(|p| p.id).collect(),
         timing: config.timing,
         preempt: config.preempt,
-        eligible: config.health.is_none(),
+        // Nor before its first hello with each peer settled (see `config_conflict`).
+        eligible: config.health.is_none() && config.peers.is_empty(),
         mode: config.mode,
         witness: config.witness,
         witnesses: config

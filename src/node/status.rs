@@ -35,6 +35,10 @@ pub struct Status {
     pub health: HealthState,
     /// Wall-clock milliseconds (Unix) until which a step-down keeps the node ineligible.
     pub stepped_down_until_ms: Option<u64>,
+    /// Why peers whose config disagrees with ours keep the node from leading, if they
+    /// do (see `config_conflict`).
+    #[serde(default)]
+    pub config_conflict: Option<String>,
     pub incarnation: u64,
     /// The newest epoch in this node's flushed cells.
     pub accepted: Option<Epoch>,
@@ -75,6 +79,7 @@ impl Status {
             eligible: view.eligible,
             health: HealthState::Unchecked,
             stepped_down_until_ms: None,
+            config_conflict: None,
             incarnation: cells.incarnation,
             accepted: cells.accepted,
             term: cells.term,
@@ -211,6 +216,7 @@ impl Status {
         if self.stepped_down_until_ms.is_some() {
             reasons.push("stepped down");
         }
+        reasons.extend(self.config_conflict.as_deref());
         format!("  (ineligible: {})", reasons.join(", "))
     }
 }

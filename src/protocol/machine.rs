@@ -1511,7 +1511,7 @@ impl Machine {
     /// Quorum mode: a majority accepted `epoch`, declared at `sent_at` (Q2).
     fn establish(&mut self, epoch: Epoch, sent_at: Millis, now: Millis) {
         let timing = self.config.timing;
-        let span = timing.suspect_after_ms - timing.heartbeat_ms;
+        let span = super::lease::lease_span_ms(&timing);
         let voters = self.votes.iter().copied().filter(|&v| v != self.config.id);
         let lease = Lease::new(self.config.majority(), span, sent_at, voters);
         if lease.until() <= now {

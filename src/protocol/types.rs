@@ -410,10 +410,17 @@ impl Timing {
         if self.heartbeat_ms == 0 {
             return Err("timing.heartbeat_ms must be at least 1".into());
         }
-        if self.suspect_after_ms <= 2 * self.heartbeat_ms {
+        let span = super::lease::lease_span_ms(self);
+        if span < self.heartbeat_ms.saturating_mul(2) {
             return Err(format!(
-                "timing.suspect_after_ms ({}) must be more than 2 x timing.heartbeat_ms ({})",
-                self.suspect_after_ms, self.heartbeat_ms
+                "timing.suspect_after_ms ({}) must be at least 3 x timing.heartbeat_ms ({}): \
+                 the coordinator's lease lasts D less a drift margin of {} ms (the larger of \
+                 the heartbeat and {} % of D), {span} ms, and must span two heartbeats so \
+                 that one late ack does not end it",
+                self.suspect_after_ms,
+                self.heartbeat_ms,
+                super::lease::drift_margin_ms(self),
+                super::lease::DRIFT_BOUND_PERMILLE as f64 / 10.0,
             ));
         }
         if self.answer_timeout_ms == 0 {

@@ -21,3 +21,7 @@ pub const PROTOCOL: VarInt = VarInt::from_u32(6);
 pub const MEMBERSHIP: VarInt = VarInt::from_u32(7);
 /// What we sent went unanswered for the silence timeout (see `super::silence`).
 pub const SILENT: VarInt = VarInt::from_u32(8);
+/// The peer runs the other mode (`quorum` against `classic`).
+pub const MODE: VarInt = VarInt::from_u32(9);
+/// The peer's `timing.suspect_after_ms` (D) differs from ours.
+pub const TIMING: VarInt = VarInt::from_u32(10);

@@ -2,7 +2,7 @@
 
 use super::peer_addr::PeerAddr;
 use crate::certs::TlsFiles;
-use crate::protocol::{NodeId, Timing};
+use crate::protocol::{Mode, NodeId, Timing};
 use std::net::SocketAddr;
 
 /// Everything the transport needs to run one node.
@@ -19,4 +19,6 @@ pub struct TransportConfig {
     /// Checked with [`Timing::validate`]; a peer connection that hears nothing back is
     /// dropped after [`Timing::peer_idle_timeout_ms`].
     pub timing: Timing,
+    /// Sent in every hello with the timing; a peer running the other mode is refused.
+    pub mode: Mode,
 }

@@ -6,6 +6,7 @@ use super::close;
 use super::config::TransportConfig;
 use super::error::TransportError;
 use super::event::TransportEvent;
+use super::hello::Settings;
 use super::link::Link;
 use super::members::{check_node_id, check_peers};
 use super::outbound;
@@ -260,6 +261,7 @@ fn launch(
         dial: configs.dial,
         events,
         silence: Duration::from_millis(cfg.timing.peer_idle_timeout_ms()),
+        settings: Settings::new(cfg.mode, &cfg.timing),
     }));
     for link in shared.links.values() {
         shared.spawn(outbound::run(shared.clone(), link.clone()));

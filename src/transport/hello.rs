@@ -14,10 +14,13 @@
 //! ([`membership_mismatch`]): in quorum mode two configurations that differ by two or
 //! more can each count a different majority and elect two coordinators in one term.
 //! Changing membership one node at a time keeps any two lists within one.
+//!
+//! It carries the sender's [`Settings`] too: the mode and the timing the lease rests on,
+//! which [`super::agreement`] compares with ours.
 
 use super::frame::{read_frame, write_frame, FrameError};
 use crate::codec::{CodecError, HEADER_LEN};
-use crate::protocol::NodeId;
+use crate::protocol::{Mode, NodeId, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -29,6 +32,30 @@ pub struct Hello {
     pub nonce: u64,
     /// The sender and its configured peers, in ascending order.
     pub members: Vec<NodeId>,
+    /// The sender's mode and safety timing.
+    pub settings: Settings,
+}
+
+/// The part of a node's config every member must agree on (see [`super::agreement`]
+/// for what is compared and why), sent in every hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    pub mode: Mode,
+    /// D: what a follower's lease promise lasts and the coordinator's lease is cut from.
+    pub suspect_after_ms: u64,
+    /// Shown beside D; may differ between members.
+    pub heartbeat_ms: u64,
+}
+
+impl Settings {
+    /// The settings of a node running `mode` with `timing`.
+    pub fn new(mode: Mode, timing: &Timing) -> Settings {
+        Settings {
+            mode,
+            suspect_after_ms: timing.suspect_after_ms,
+            heartbeat_ms: timing.heartbeat_ms,
+        }
+    }
 }
 
 /// Why a peer's member list is refused, naming both lists, if it is: when the two lists

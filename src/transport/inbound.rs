@@ -2,6 +2,7 @@
 //! messages), drop the connection on any bad frame, notice a restarted peer, and offer
 //! our hello stream back as a path for our messages (see [`super::path`]).
 
+use super::agreement;
 use super::close;
 use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
@@ -30,6 +31,11 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         Ok(Ok(v)) => v,
         Ok(Err(FrameError::Codec(e))) => return bad_frame(&shared, peer, &conn, e),
         Ok(Err(FrameError::Io(e))) => {
+            // The dialer may have refused our hello before we read its own.
+            if let Some(mismatch) = agreement::refused_by_peer(peer, &conn) {
+                agreement::disagreed(&shared, peer, mismatch, &mut shutdown).await;
+                return;
+            }
             debug!(peer, error = %e, "inbound connection ended before its hello");
             return;
         }
@@ -41,8 +47,12 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
             return;
         }
     };
-    if let Some(reason) = hello::membership_mismatch(&shared.members, &hello.members) {
-        return shared.refuse(&conn, Some(peer), close::MEMBERSHIP, reason);
+    if let Some(mismatch) = agreement::compare(shared.id, &shared.hello(), peer, &hello) {
+        agreement::refuse(&shared, &conn, peer, mismatch, &mut shutdown).await;
+        return;
+    }
+    if !agreement::agreed(&shared, peer, &mut shutdown).await {
+        return;
     }
     let nonce = hello.nonce;
     note_arrival(&shared, peer, &conn, hello);

@@ -19,6 +19,8 @@
 //! - [`tls`]: rustls (ring only) and quinn configs; who a connection's certificate is.
 //! - [`frame`]: one length-prefixed frame on a stream ([`read_frame`], [`write_frame`]).
 //! - [`hello`]: the first frame each side of a peer connection sends.
+//! - `agreement`: whether a peer's hello agrees with ours (members, mode, D); refusals
+//!   over config, and what is remembered of each peer's verdict.
 //! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
 //! - `api_dial`: [`connect_client`], an API client's connection to a node.
 //! - `socket`: the UDP socket, wrapped so shutdown knows when it is closed.
@@ -59,6 +61,7 @@
 //! and redials at once.
 
 mod accept;
+mod agreement;
 mod api_dial;
 pub mod close;
 mod config;
@@ -82,6 +85,7 @@ mod socket;
 mod stats;
 pub mod tls;
 
+pub use agreement::{ConfigMismatch, MismatchKind};
 pub use api_dial::connect_client;
 pub use config::TransportConfig;
 pub use endpoint::Transport;
@@ -90,5 +94,5 @@ pub use event::TransportEvent;
 pub use frame::{read_frame, write_frame, FrameError};
 pub use members::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
 pub use peer_addr::{PeerAddr, PeerAddrError, ResolveError};
-pub use stats::TransportStats;
+pub use stats::{ConfigRefusals, TransportStats};
 pub use tls::{peer_identity, ALPN_API, ALPN_PEER};

@@ -6,6 +6,7 @@
 //! protocol tolerates loss, and heartbeats queued during an outage would only arrive
 //! stale.
 
+use super::agreement;
 use super::close;
 use super::frame::FrameError;
 use super::hello::{self, Hello, HELLO_TIMEOUT};
@@ -15,6 +16,7 @@ use super::path::{self, PathEnd};
 use super::shared::{Shared, Shutdown};
 use super::tls::INITIAL_RTT;
 use crate::certs::node_dns_name;
+use crate::protocol::NodeId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -147,7 +149,7 @@ fn next_delay(delay: Option<Duration>) -> Duration {
 /// One connection attempt: the QUIC handshake, then the hello exchange.
 async fn dial(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> Dialed {
     match handshake(shared, link, shutdown).await {
-        Ok(conn) => exchange_hellos(shared, conn, shutdown).await,
+        Ok(conn) => exchange_hellos(shared, link.peer, conn, shutdown).await,
         Err(outcome) => outcome,
     }
 }
@@ -201,9 +203,10 @@ async fn handshake(
 }
 
 /// Sends our hello on the stream that will carry our messages and waits for the
-/// peer's; a peer whose member list is too far from ours is refused.
+/// peer's; a peer whose config disagrees with ours is refused (see [`agreement`]).
 async fn exchange_hellos(
     shared: &Shared,
+    peer: NodeId,
     conn: quinn::Connection,
     shutdown: &mut Shutdown,
 ) -> Dialed {
@@ -218,8 +221,8 @@ async fn exchange_hellos(
     };
     let reason = match outcome {
         Ok(Ok((stream, back, theirs))) => {
-            match hello::membership_mismatch(&shared.members, &theirs.members) {
-                None => {
+            match agreement::compare(shared.id, &shared.hello(), peer, &theirs) {
+                None if agreement::agreed(shared, peer, shutdown).await => {
                     return Dialed::Up(Up {
                         conn,
                         stream,
@@ -227,10 +230,13 @@ async fn exchange_hellos(
                         nonce: theirs.nonce,
                     })
                 }
-                Some(reason) => {
-                    shared.stats.add_refused();
-                    conn.close(close::MEMBERSHIP, reason.as_bytes());
-                    reason
+                None => return Dialed::Shutdown,
+                Some(mismatch) => {
+                    let reason = mismatch.reason.clone();
+                    if !agreement::refuse(shared, &conn, peer, mismatch, shutdown).await {
+                        return Dialed::Shutdown;
+                    }
+                    return config_refusal(reason);
                 }
             }
         }
@@ -240,8 +246,18 @@ async fn exchange_hellos(
             conn.close(close::BAD_FRAME, reason.as_bytes());
             reason
         }
-        // Typically the peer closing the connection because it refused our certificate.
-        Ok(Err(FrameError::Io(e))) => e.to_string(),
+        // Typically the peer closing the connection because it refused our certificate,
+        // or our config (then the close says why).
+        Ok(Err(FrameError::Io(e))) => match agreement::refused_by_peer(peer, &conn) {
+            Some(mismatch) => {
+                let reason = mismatch.reason.clone();
+                if !agreement::disagreed(shared, peer, mismatch, shutdown).await {
+                    return Dialed::Shutdown;
+                }
+                return config_refusal(reason);
+            }
+            None => e.to_string(),
+        },
         Err(_) => {
             let reason = format!("no hello within {HELLO_TIMEOUT:?}");
             conn.close(close::PROTOCOL, reason.as_bytes());
@@ -249,6 +265,15 @@ async fn exchange_hellos(
         }
     };
     Dialed::refused(reason)
+}
+
+/// A dial refused over config: already logged (once per peer) by [`agreement`], so the
+/// dialer only retries, quietly.
+fn config_refusal(reason: String) -> Dialed {
+    Dialed::Failed {
+        reason,
+        quiet: true,
+    }
 }
 
 /// A peer that is down just times out: that is normal and logged quietly. Anything else

@@ -1,8 +1,9 @@
 //! [`Shared`]: the state the [`super::Transport`] handle and every task it spawned
 //! hold, and [`Shutdown`], the one signal that ends them all.
 
+use super::agreement::Verdicts;
 use super::event::TransportEvent;
-use super::hello::Hello;
+use super::hello::{Hello, Settings};
 use super::inbound_table::InboundTable;
 use super::link::Link;
 use super::socket::Released;
@@ -33,6 +34,10 @@ pub(super) struct Shared {
     pub nonce: u64,
     /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
     pub members: Vec<NodeId>,
+    /// Our mode and safety timing: sent in every hello, compared with theirs.
+    pub settings: Settings,
+    /// Which peers' configs were last seen to disagree with ours.
+    pub verdicts: Verdicts,
     /// [`crate::protocol::Timing::peer_idle_timeout_ms`]: how long a connection may go
     /// unanswered, and a handshake may take.
     pub silence: Duration,
@@ -58,6 +63,7 @@ pub(super) struct Parts {
     pub dial: quinn::ClientConfig,
     pub events: mpsc::Sender<TransportEvent>,
     pub silence: Duration,
+    pub settings: Settings,
 }
 
 /// Resolves once shutdown has begun; every task selects on it.
@@ -84,6 +90,8 @@ impl Shared {
             stats: Counters::default(),
             nonce: rand::random(),
             members,
+            settings: parts.settings,
+            verdicts: Verdicts::default(),
             silence: parts.silence,
             endpoint: Mutex::new(Some(parts.endpoint)),
             released: Mutex::new(Some(parts.released)),
@@ -178,11 +186,12 @@ impl Shared {
         outbound.chain(self.inbound.all()).collect()
     }
 
-    /// Our hello: nonce and member list.
+    /// Our hello: nonce, member list and settings.
     pub fn hello(&self) -> Hello {
         Hello {
             nonce: self.nonce,
             members: self.members.clone(),
+            settings: self.settings,
         }
     }
 

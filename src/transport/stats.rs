@@ -1,6 +1,7 @@
 //! The transport's counters: [`TransportStats`] for metrics and tests, and the atomics
 //! every task counts into.
 
+use super::agreement::MismatchKind;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,6 +28,28 @@ pub struct TransportStats {
     /// Probes sent to bring a quiet link's RTT estimate back down (see
     /// `rtt_refresh`): a few dozen per link after a busy start, then none.
     pub rtt_probes: u64,
+    /// Peer connections refused because the two configs disagree, by what differs;
+    /// counted at both ends (the refused end learns the reason from the close).
+    pub config_refusals: ConfigRefusals,
+}
+
+/// Peer connections refused over config, per [`MismatchKind`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigRefusals {
+    pub members: u64,
+    pub mode: u64,
+    pub timing: u64,
+}
+
+impl ConfigRefusals {
+    /// The count for one kind.
+    pub fn get(&self, kind: MismatchKind) -> u64 {
+        match kind {
+            MismatchKind::Members => self.members,
+            MismatchKind::Mode => self.mode,
+            MismatchKind::Timing => self.timing,
+        }
+    }
 }
 
 /// The live counters behind [`TransportStats`], shared by every task.
@@ -40,6 +63,8 @@ pub(super) struct Counters {
     connects: AtomicU64,
     silenced: AtomicU64,
     rtt_probes: AtomicU64,
+    /// Per [`MismatchKind::ALL`].
+    config_refusals: [AtomicU64; 3],
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -71,8 +96,12 @@ impl Counters {
     pub fn add_rtt_probe(&self) {
         add(&self.rtt_probes, 1);
     }
+    pub fn add_config_refusal(&self, kind: MismatchKind) {
+        add(&self.config_refusals[kind_index(kind)], 1);
+    }
     pub fn snapshot(&self) -> TransportStats {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let refusals = |kind| get(&self.config_refusals[kind_index(kind)]);
         TransportStats {
             messages_sent: get(&self.sent),
             messages_received: get(&self.received),
@@ -82,6 +111,18 @@ impl Counters {
             peer_connects: get(&self.connects),
             connections_silenced: get(&self.silenced),
             rtt_probes: get(&self.rtt_probes),
+            config_refusals: ConfigRefusals {
+                members: refusals(MismatchKind::Members),
+                mode: refusals(MismatchKind::Mode),
+                timing: refusals(MismatchKind::Timing),
+            },
         }
     }
+}
+
+fn kind_index(kind: MismatchKind) -> usize {
+    MismatchKind::ALL
+        .iter()
+        .position(|&k| k == kind)
+        .unwrap_or(0)
 }

@@ -1,0 +1,205 @@
+//! Real `bully node` processes on 127.0.0.1 whose configs disagree, as an operator
+//! leaves them halfway through a change: one node with another D, one node still in
+//! `classic` among quorum nodes. Throughout, never two coordinators at once (every
+//! node's status polled); the odd node reports itself ineligible with the reason, both
+//! ends log the refusal naming both sides and count it by reason, and the others elect.
+
+mod common;
+
+use bully::history::Record;
+use bully::node::Status;
+use bully::protocol::{Fact, Mode, NodeId, Preempt, Role, Timing};
+use common::TestCluster;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Generous: the protocol converges in well under a second; CI machines are slow.
+const AGREE: Duration = Duration::from_secs(20);
+/// How long to keep watching once everything is settled.
+const SETTLED_WATCH: Duration = Duration::from_secs(3);
+
+type Views = BTreeMap<NodeId, Option<Status>>;
+
+/// What node 3 with another D reports as why it may not lead.
+const D_REASON: &str = "mode or suspect_after_ms differs from nodes 1,2";
+/// What node 5 in classic mode among quorum nodes reports.
+const MODE_REASON: &str = "mode or suspect_after_ms differs from nodes 1,2,3,4";
+
+/// The views of every node but `odd`.
+fn without(views: &Views, odd: NodeId) -> Views {
+    let mut others = views.clone();
+    others.remove(&odd);
+    others
+}
+
+/// The nodes that say they are coordinator (statuses are read against the lease).
+fn coordinators(views: &Views) -> Vec<NodeId> {
+    views
+        .values()
+        .flatten()
+        .filter(|s| s.role == Role::Coordinator)
+        .map(|s| s.id)
+        .collect()
+}
+
+/// Polls every node until `settled` holds, then for [`SETTLED_WATCH`] more while
+/// `keeps` must hold throughout (a lease renewal late on a busy machine may unsettle
+/// the leader for a moment; what must never happen is in `keeps`), failing the moment
+/// two nodes are coordinator at once. Returns the last views.
+async fn watch_one_coordinator(
+    t: &TestCluster,
+    ids: &[NodeId],
+    what: &str,
+    settled: impl Fn(&Views) -> bool,
+    keeps: impl Fn(&Views) -> bool,
+) -> Views {
+    let started = Instant::now();
+    let mut settled_at: Option<Instant> = None;
+    loop {
+        let views = t.views(ids).await;
+        let leading = coordinators(&views);
+        assert!(
+            leading.len() <= 1,
+            "two coordinators at once: {leading:?}; views {views:#?}\n{}",
+            t.log_tail()
+        );
+        if settled_at.is_none() && settled(&views) {
+            settled_at = Some(Instant::now());
+        }
+        if settled_at.is_some() {
+            assert!(keeps(&views), "{what} held, then broke: {views:#?}");
+        }
+        if settled_at.is_some_and(|at| at.elapsed() >= SETTLED_WATCH) {
+            return views;
+        }
+        assert!(
+            started.elapsed() < AGREE,
+            "no {what} within {AGREE:?}; last views {views:#?}\n{}",
+            t.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether node `odd` reports itself ineligible for the config reason `words`.
+fn ineligible_for(views: &Views, odd: NodeId, words: &str) -> bool {
+    views[&odd].as_ref().is_some_and(|s| {
+        !s.eligible
+            && s.role != Role::Coordinator
+            && s.config_conflict
+                .as_deref()
+                .is_some_and(|c| c.contains(words))
+            && s.line().contains(words)
+    })
+}
+
+/// The lines of node `id`'s log that report a refusal over config.
+fn refusal_lines(t: &TestCluster, id: NodeId) -> Vec<String> {
+    let log = std::fs::read_to_string(t.cluster.log_path(id)).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.contains("config disagrees with a peer's"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Asserts node `id` counted refusals under `reason` and logged one line naming every
+/// one of `words`. The line is the node's own comparison ("ours (node 3) ..., theirs
+/// (node 1) ...") or, when the peer refused first, the peer's words quoted ("refused by
+/// node 1: ours (node 1) ..."); both name each side by node ID.
+async fn assert_refusal_seen(t: &TestCluster, id: NodeId, reason: &str, words: &[&str]) {
+    let metrics = t
+        .cluster
+        .metrics(id, Duration::from_secs(5))
+        .await
+        .expect("metrics");
+    let counted = match reason {
+        "timing" => metrics.transport.config_refusals.timing,
+        "mode" => metrics.transport.config_refusals.mode,
+        _ => unreachable!(),
+    };
+    assert!(counted >= 1, "node {id}: no {reason} refusal counted");
+    let lines = refusal_lines(t, id);
+    assert!(
+        lines.iter().any(|l| words.iter().all(|w| l.contains(w))),
+        "node {id} logged no refusal naming {words:?}: {lines:#?}"
+    );
+}
+
+/// Node 3 of 3 runs D = 1500 ms, nodes 1 and 2 the default 300 ms (a rolling change of
+/// D, one node done). Node 3 stands down (2 of 3 disagree), nodes 1 and 2 elect node 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_another_d_stands_down_and_the_others_elect() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    t.cluster
+        .edit_config(3, |c| c.timing.suspect_after_ms = 1500)
+        .unwrap();
+    t.start_all();
+    let ids = t.cluster.ids();
+    let views = watch_one_coordinator(
+        &t,
+        &ids,
+        "node 2 leading, node 3 standing down",
+        |v| common::agreed(&without(v, 3), 2).is_some() && ineligible_for(v, 3, D_REASON),
+        |v| ineligible_for(v, 3, D_REASON),
+    )
+    .await;
+    eprintln!("{}", views[&3].as_ref().unwrap().line());
+    // Both ends: the odd node and one it refused.
+    let sides = [
+        "(node 3) mode=quorum suspect_after_ms=1500",
+        "(node 1) mode=quorum suspect_after_ms=300",
+    ];
+    assert_refusal_seen(&t, 3, "timing", &sides).await;
+    assert_refusal_seen(&t, 1, "timing", &sides).await;
+    assert_never_declared(&t, 3);
+}
+
+/// Node 5 of 5 is left in `classic` while nodes 1–4 already run quorum mode, and is
+/// (re)started among them: cut off by the refusals it would lead alone. It stands down
+/// (4 of 5 disagree) before its first election; nodes 1–4 keep node 4.
+///
+/// Started while none of its peers runs, a classic node leads alone, as classic mode
+/// does, until its first hello exchange; hence the order here (see the report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classic_node_among_quorum_nodes_never_leads() {
+    let mut t = TestCluster::new(5, Timing::default(), Preempt::Always);
+    t.cluster
+        .edit_config(5, |c| c.mode = Mode::Classic)
+        .unwrap();
+    let quorum: Vec<NodeId> = (1..=4).collect();
+    for &id in &quorum {
+        t.cluster.start(id).unwrap();
+    }
+    t.wait_for_leader(&quorum, 4, AGREE).await;
+    t.cluster.start(5).unwrap();
+    let ids = t.cluster.ids();
+    let views = watch_one_coordinator(
+        &t,
+        &ids,
+        "node 4 leading, node 5 standing down",
+        |v| common::agreed(&without(v, 5), 4).is_some() && ineligible_for(v, 5, MODE_REASON),
+        |v| ineligible_for(v, 5, MODE_REASON),
+    )
+    .await;
+    eprintln!("{}", views[&5].as_ref().unwrap().line());
+    let sides = ["(node 5) mode=classic", "(node 4) mode=quorum"];
+    assert_refusal_seen(&t, 5, "mode", &sides).await;
+    assert_refusal_seen(&t, 4, "mode", &sides).await;
+    assert_never_declared(&t, 5);
+}
+
+/// Node `id`'s event log shows no declaration: it never led, not even briefly between
+/// two polls.
+fn assert_never_declared(t: &TestCluster, id: NodeId) {
+    let declared: Vec<_> = t
+        .cluster
+        .history()
+        .into_iter()
+        .filter(|e| e.node == id && matches!(e.record, Record::Fact(Fact::Declared { .. })))
+        .collect();
+    assert!(
+        declared.is_empty(),
+        "node {id} declared: {declared:?}\n{}",
+        t.cluster.log_tail(40)
+    );
+}
