@@ -43,6 +43,10 @@ struct Member {
     log: PathBuf,
     child: Option<Child>,
     paused: bool,
+    /// Never started, its store never lost: its first start is a new cluster's
+    /// (`bully node --new-cluster`), so a cluster created here may start with any
+    /// subset of its members up.
+    new: bool,
 }
 
 /// A running cluster on 127.0.0.1.
@@ -106,6 +110,7 @@ impl Cluster {
                     log: spec.dir.join(format!("node{id}.log")),
                     child: None,
                     paused: false,
+                    new: true,
                 },
             );
         }
@@ -190,10 +195,12 @@ impl Cluster {
             .append(true)
             .open(&member.log)
             .with_context(|| format!("cannot open {}", member.log.display()))?;
-        let child = Command::new(&binary)
-            .arg("node")
-            .arg("--config")
-            .arg(&member.config)
+        let mut command = Command::new(&binary);
+        command.arg("node").arg("--config").arg(&member.config);
+        if std::mem::take(&mut member.new) {
+            command.arg("--new-cluster");
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -228,6 +235,7 @@ impl Cluster {
         self.lost_logs
             .extend(event_log::read_log(&dir).unwrap_or_default());
         fs::remove_dir_all(&dir).with_context(|| format!("deleting {}", dir.display()))?;
+        self.member_mut(id).new = false;
         self.note(id, Record::StoreLost);
         Ok(())
     }
@@ -376,6 +384,7 @@ fn node_config(
         id,
         listen,
         data_dir: data_dir.to_path_buf(),
+        new_cluster: false,
         preempt: spec.preempt,
         mode: spec.mode,
         witness: false,

@@ -73,7 +73,8 @@ async fn preempt_delay_holds_off_a_restarted_node() {
         .expect("node 3 logged its win");
     let waited = led - started;
     eprintln!("node 3 took over {waited} ms after it started (delay {DELAY_MS} ms)");
-    // The delay runs from the machine's start, a few ms before the runtime task logs
-    // `Started`; allow that much (and wall-clock ms rounding), not more.
-    assert!(waited + 50 >= DELAY_MS, "took over after {waited} ms");
+    // The delay runs from the machine's start, before the runtime task logs `Started`
+    // (on a loaded machine up to a few hundred ms before); without the delay node 3
+    // would take over within a few hundred ms of its start, so 1250 ms still shows it.
+    assert!(waited + 250 >= DELAY_MS, "took over after {waited} ms");
 }

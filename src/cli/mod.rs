@@ -56,6 +56,12 @@ pub enum Commands {
         /// The node's TOML config (see config/node1.toml).
         #[arg(long, short)]
         config: PathBuf,
+        /// The first start of a new cluster: an empty store votes at once instead of first
+        /// hearing the current term from M - q + 1 other members. Only needed to start a
+        /// new cluster with fewer members up than that; UNSAFE on a node that lost its
+        /// data dir (it could vote twice in one term). Ignored once the store holds a term.
+        #[arg(long)]
+        new_cluster: bool,
     },
     /// Print the coordinator: its own answer if it gives one (all endpoints asked at
     /// once; with --config the node and its peers), else the followers' view while it is
@@ -242,7 +248,10 @@ pub fn run(cli: Cli) -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Commands::Certs { action } => certs::run(&action),
-            Commands::Node { config } => node::run(&config).await,
+            Commands::Node {
+                config,
+                new_cluster,
+            } => node::run(&config, new_cluster).await,
             Commands::Leader(args) => leader::run(&args).await,
             Commands::Status { query, cluster } => match cluster {
                 true => cluster_status::run(&query).await,

@@ -9,7 +9,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 /// Runs the node; exit 2 on a config or start error, 1 on a fatal runtime error.
-pub async fn run(path: &Path) -> ExitCode {
+/// `new_cluster`: an empty store votes at once (`bully node --new-cluster`).
+pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
     // Before anything slow: SIGHUP's default action would end the process.
     let mut hangup = match signal(SignalKind::hangup()) {
         Ok(hangup) => Some(hangup),
@@ -19,7 +20,10 @@ pub async fn run(path: &Path) -> ExitCode {
         }
     };
     let config = match crate::config::load(path) {
-        Ok(config) => config,
+        Ok(config) => crate::config::NodeConfig {
+            new_cluster,
+            ..config
+        },
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);

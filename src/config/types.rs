@@ -19,6 +19,10 @@ pub struct NodeConfig {
     pub listen: SocketAddr,
     /// Where the storage cells and the event log live; created on start.
     pub data_dir: PathBuf,
+    /// Set by `bully node --new-cluster`, never by the file: an empty store votes at once
+    /// instead of recovering the terms it may have lost (src/protocol/recovery.rs).
+    #[serde(skip)]
+    pub new_cluster: bool,
     /// Whether a (re)started higher node takes over from a healthy lower coordinator.
     #[serde(default)]
     pub preempt: Preempt,

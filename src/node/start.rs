@@ -169,7 +169,7 @@ fn machine_config(config: &NodeConfig) -> MachineConfig {
             .filter(|p| p.witness)
             .map(|p| p.id)
             .collect(),
-        recover_empty_store: true,
+        recover_empty_store: !config.new_cluster,
         flaw: None,
     }
 }

@@ -61,8 +61,10 @@ fn stamping_hooks(t: &TestCluster, id: NodeId) -> HooksConfig {
     }
 }
 
-/// The stamp node `id`'s `hook` recorded for `token`, once it has.
-pub async fn stamp(t: &TestCluster, hook: &str, id: NodeId, token: u64) -> u128 {
+/// The stamp node `id`'s `hook` recorded for the epoch `term`@`id` (its fencing token),
+/// once it has.
+pub async fn stamp(t: &TestCluster, hook: &str, id: NodeId, term: u64) -> u128 {
+    let token = bully::protocol::Epoch { term, leader: id }.token();
     let file = stamps(t, hook, id);
     let what = format!("node {id}'s {hook} stamp for token {token}");
     wait_logged(t, &what, AGREE, || async {
@@ -75,7 +77,7 @@ pub async fn stamp(t: &TestCluster, hook: &str, id: NodeId, token: u64) -> u128 
 }
 
 /// Three quorum-mode nodes (D = 3 s) with stamping hooks, started, node 3 leading and
-/// its `on_elected` done; returns the cluster and node 3's token.
+/// its `on_elected` done; returns the cluster and node 3's term.
 pub async fn stamping_cluster() -> (TestCluster, u64) {
     let timing = Timing {
         suspect_after_ms: SUSPECT_AFTER_MS,
