@@ -1047,10 +1047,14 @@ impl Machine {
             }
             return;
         }
-        // A term cell above the accepted epoch (raised by a store recovery) is no reason to
-        // refuse an established coordinator of that very term: we accepted nothing in it.
+        // Stale only if we accepted something at its term or above. A term cell above the
+        // accepted epoch (raised by a store recovery to the highest term reported, which may
+        // be a declaration that never won) is no reason to refuse an established
+        // coordinator: it holds its lease, so no later term was established (its
+        // followers' promises), and following it creates no new holder of any term
+        // (simulator seed 524: a recovered node refused the running 2@51 for good).
         let knows_term = accepted.is_some_and(|a| a.term >= epoch.term);
-        if epoch.term < self.cells.term || knows_term {
+        if knows_term {
             self.send(from, Body::Ack { accepted, round: 0 });
             return;
         }
