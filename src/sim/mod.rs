@@ -449,6 +449,14 @@ impl Sim {
         self.record(id, Record::StoreLost);
     }
 
+    /// Whether the node's stored cells hold no term: never elected anything, or lost and
+    /// not yet recovered (src/protocol/recovery.rs).
+    pub fn store_is_empty(&self, id: NodeId) -> bool {
+        self.nodes
+            .get(&id)
+            .is_some_and(|n| n.disk.term == 0 && n.disk.accepted.is_none())
+    }
+
     /// Whether the node is up and still recovering an empty store (it votes and leads
     /// nothing until enough peers reported their terms).
     pub fn is_recovering(&self, id: NodeId) -> bool {
