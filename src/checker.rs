@@ -1,4 +1,4 @@
-//! Checks the invariants I1–I5 of DESIGN.md over a history ([`crate::history::Entry`]).
+//! Checks the invariants I1–I7 (README.md, "Invariants") over a history ([`crate::history::Entry`]).
 //!
 //! The same checks judge simulated runs (virtual ms) and real processes (wall-clock
 //! ms, nodes killed without a `Crashed` record: a `Started` record marks the restart).
@@ -19,7 +19,7 @@ use crate::protocol::{Body, Epoch, Fact, Millis, NodeId, Role, Timing, View};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-/// The invariants of DESIGN.md.
+/// The invariants listed in README.md, "Invariants".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// I1: accepted and declared epochs strictly increase, across restarts.
@@ -36,7 +36,7 @@ pub enum Invariant {
     NoOverlap,
     /// I7 (quorum mode): each term has at most one coordinator, ever.
     OnePerTerm,
-    /// Not in DESIGN.md: the machine broke its own contract (flagged an honest peer as
+    /// Not in the README's list: the machine broke its own contract (flagged an honest peer as
     /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
     /// simulator, which knows every peer is honest.
     Protocol,

@@ -13,12 +13,9 @@ use std::process::ExitCode;
 /// Exit 0 when at least one member answered (the table says which did not), 2 when
 /// none did or the flags are wrong.
 pub async fn run(args: &QueryArgs) -> ExitCode {
-    let targets = match endpoints::targets(args, true) {
+    let targets = match endpoints::targets_or_exit(args, true) {
         Ok(targets) => targets,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let answers = endpoints::ask_all(&targets, args.timeout, true).await;
     if args.json {

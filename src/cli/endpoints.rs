@@ -77,6 +77,15 @@ pub enum AskError {
     Late(PeerAddr),
 }
 
+/// [`targets`] for a command that cannot go on without them: the error is printed and
+/// becomes exit code 2 (`leader`, `status --cluster`).
+pub fn targets_or_exit(args: &QueryArgs, peers: bool) -> Result<Targets, std::process::ExitCode> {
+    targets(args, peers).map_err(|e| {
+        eprintln!("error: {e}");
+        std::process::ExitCode::from(2)
+    })
+}
+
 /// Reads the flags: with `--config`, the node's own address (and, with `peers`, every
 /// peer's) and the client files beside its CA; with `--endpoints`, those addresses and
 /// the client files in `--certs`. `--ca/--cert/--key` override either.

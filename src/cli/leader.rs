@@ -115,12 +115,9 @@ pub fn decide(statuses: &[Status]) -> Verdict {
 /// `bully leader`: exit 0 with the coordinator, 1 when none is known for sure, 2 when
 /// nobody answered.
 pub async fn run(args: &QueryArgs) -> ExitCode {
-    let targets = match endpoints::targets(args, true) {
+    let targets = match endpoints::targets_or_exit(args, true) {
         Ok(targets) => targets,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let answers = endpoints::ask_all(&targets, args.timeout, false).await;
     let statuses: Vec<Status> = answers

@@ -65,7 +65,7 @@
 //!   coordinator that becomes ineligible resigns so the others elect at once.
 //! - shutdown: a coordinator that stops cleanly demotes itself, then resigns.
 //!
-//! Quorum mode adds (DESIGN.md Q1–Q7; M members, majority `M/2 + 1`):
+//! Quorum mode adds (README.md, "Modes", Q1–Q7; M members, majority `M/2 + 1`):
 //! - prevote (Q6): before persisting a new term a candidate asks every peer; only with a
 //!   majority of yes (itself included) does it persist and declare. A node cut off from
 //!   the majority therefore never raises the term.

@@ -205,7 +205,7 @@ impl View {
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Bully order plus a majority and a lease: never two coordinators, under any
-    /// partition or pause; a side without a majority has no coordinator (DESIGN.md Q1–Q7).
+    /// partition or pause; a side without a majority has no coordinator (README.md, "Modes").
     #[default]
     Quorum,
     /// The seeds' Bully algorithm: any live node can lead, even alone, so a partition
@@ -312,7 +312,7 @@ pub enum Preempt {
     Never,
 }
 
-/// The timing knobs, in milliseconds (DESIGN.md "Timing").
+/// The timing knobs, in milliseconds (README.md, "Timing").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
