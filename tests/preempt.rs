@@ -76,5 +76,9 @@ async fn preempt_delay_holds_off_a_restarted_node() {
     // The delay runs from the machine's start, before the runtime task logs `Started`
     // (on a loaded machine up to a few hundred ms before); without the delay node 3
     // would take over within a few hundred ms of its start, so 1250 ms still shows it.
-    assert!(waited + 250 >= DELAY_MS, "took over after {waited} ms");
+    assert!(
+        waited + 250 >= DELAY_MS,
+        "took over after {waited} ms; node 3's events: {log:#?}\n{}",
+        t.log_tail()
+    );
 }

@@ -462,6 +462,41 @@ fn bully() {
 }
 
 #[test]
+fn bully_waits_out_the_preempt_delay() {
+    // Node 3 starts with a preempt delay but ineligible (a health check, the config
+    // hello), follows the lower coordinator 1@2, and turns eligible at once: it keeps
+    // following until the delay has run from its start, then bullies (CI found it
+    // taking over ~300 ms after its start with a 1500 ms delay).
+    let mut cfg = config(3, &[1, 2]);
+    cfg.timing.preempt_delay_ms = 1_000;
+    let mut m = started(cfg, 0);
+    m.handle(Event::SetEligible(false), 0);
+    drain(&mut m);
+    let epoch = ep(1, 2);
+    let claim = Body::Coordinator { epoch };
+    assert_eq!(
+        deliver(&mut m, 2, 1, claim, 10),
+        vec![
+            persist(1, epoch, 1),
+            view(3, Role::Follower, Some(epoch), false)
+        ]
+    );
+    m.handle(Event::SetEligible(true), 20);
+    assert_eq!(drain(&mut m), vec![follower_view(3, epoch)]);
+    let heartbeat = Body::Heartbeat { epoch, round: 0 };
+    for at in [200, 400, 600, 800] {
+        assert_eq!(deliver(&mut m, 2, 1, heartbeat, at), vec![]);
+        let suspect_at = at + 300;
+        assert_eq!(
+            m.next_deadline(),
+            suspect_at.min(1_000),
+            "following at {at}"
+        );
+    }
+    assert_eq!(tick(&mut m, 1_000), declaration(ep(2, 3), &[1, 2], 1));
+}
+
+#[test]
 fn bully_while_awaiting() {
     // Node 2 followed 1@1 while unhealthy. Healthy again, it elects; 3 answers. While
     // it waits for 3's Coordinator, 1's heartbeat (the epoch 2 accepted) must not make

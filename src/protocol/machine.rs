@@ -338,6 +338,13 @@ pub struct Machine {
     /// restart's Probe, a pre-vote), so it is alive and its silence is no reason to
     /// skip it in the election that follows (`suspect_spares_a_live_leader`).
     leader_heard: bool,
+    /// The earliest time this incarnation bullies a live lower coordinator: its start
+    /// (or the end of its store recovery) plus `preempt_delay_ms`. A node that followed
+    /// that coordinator first (it started ineligible: a health check, the config hello)
+    /// waits as long as one that stayed a candidate.
+    preempt_from: Millis,
+    /// Follower: a lower coordinator is to be bullied at `preempt_from`.
+    preempt_pending: bool,
 }
 
 impl Machine {
@@ -372,6 +379,8 @@ impl Machine {
             suspected: None,
             recovery,
             leader_heard: false,
+            preempt_from: preempt_from(&config, now),
+            preempt_pending: false,
             config,
         };
         let mut cells = machine.cells;
@@ -479,6 +488,9 @@ impl Machine {
             | State::Idle { until }
             | State::PreVoting { until, .. }
             | State::Declaring { until, .. } => until,
+            State::Follower { suspect_at, .. } if self.preempt_pending => {
+                suspect_at.min(self.preempt_from)
+            }
             State::Follower { suspect_at, .. } => suspect_at,
             State::Coordinator { next_heartbeat, .. } => match self.lease_until() {
                 Some(until) if !self.flawed_lease() => next_heartbeat.min(until),
@@ -620,7 +632,15 @@ impl Machine {
             State::Starting { .. } | State::Awaiting { .. } | State::Idle { .. } => {
                 self.start_election(now)
             }
+            State::Follower { epoch, suspect_at } if self.preempt_pending && now < suspect_at => {
+                // The preempt delay is over: bully the lower coordinator now.
+                self.preempt_pending = false;
+                if self.eligible && self.preempts(epoch.leader) {
+                    self.start_election(now);
+                }
+            }
             State::Follower { epoch, .. } => {
+                self.preempt_pending = false;
                 // No heartbeat for D: the leader is gone or cut off. The transport's
                 // notice (silence timeout, 20 D) would come much later.
                 // Fix (found by the simulator, seeds 9200061 classic and 9175459 quorum,
@@ -853,11 +873,7 @@ impl Machine {
         }
         match self.state {
             State::Idle { .. } => self.start_election(now),
-            State::Follower { epoch, .. }
-                if epoch.leader < self.config.id && self.config.preempt == Preempt::Always =>
-            {
-                self.start_election(now)
-            }
+            State::Follower { epoch, .. } if self.preempts(epoch.leader) => self.preempt_lower(now),
             _ => {}
         }
     }
@@ -986,7 +1002,7 @@ impl Machine {
         // bully: a lower node claims while we are alive, eligible and preempting.
         match self.state {
             State::Coordinator { .. } => self.declare(now),
-            State::Follower { .. } | State::Idle { .. } => self.start_election(now),
+            State::Follower { .. } | State::Idle { .. } => self.preempt_lower(now),
             _ => {}
         }
     }
@@ -1018,7 +1034,7 @@ impl Machine {
         if !self.may_follow(from) {
             // bully: we are higher, eligible and preempting; run ourselves.
             if let State::Follower { .. } | State::Idle { .. } = self.state {
-                self.start_election(now);
+                self.preempt_lower(now);
             }
             return;
         }
@@ -1064,7 +1080,7 @@ impl Machine {
         if !self.may_follow(from) {
             match self.state {
                 State::Coordinator { .. } => self.newer_news(now),
-                State::Follower { .. } | State::Idle { .. } => self.start_election(now),
+                State::Follower { .. } | State::Idle { .. } => self.preempt_lower(now),
                 _ => {}
             }
             return;
@@ -1211,6 +1227,7 @@ impl Machine {
         // Start again, as if it started now: probe for the coordinator, wait for higher
         // peers, then elect in Bully order (it answered no Election meanwhile).
         self.state = starting(&self.config, now);
+        self.preempt_from = preempt_from(&self.config, now);
         self.broadcast(Body::Probe);
     }
 
@@ -1379,6 +1396,21 @@ impl Machine {
         // death, skipping us, alive, in their next election (a twin declaration).
         self.broadcast(Body::Resign { epoch });
         if preempt {
+            self.start_election(now);
+        }
+    }
+
+    /// Whether a live coordinator `leader` is one this node bullies (eligibility aside).
+    fn preempts(&self, leader: NodeId) -> bool {
+        leader < self.config.id && self.config.preempt == Preempt::Always
+    }
+
+    /// bully: run against a live lower coordinator, but a follower still within its
+    /// preempt delay keeps following until `preempt_from` (README "Preemption").
+    fn preempt_lower(&mut self, now: Millis) {
+        if matches!(self.state, State::Follower { .. }) && now < self.preempt_from {
+            self.preempt_pending = true;
+        } else {
             self.start_election(now);
         }
     }
@@ -1664,6 +1696,15 @@ fn starting(config: &MachineConfig, now: Millis) -> State {
     State::Starting {
         until: now + wait,
         give_up: now + timing.startup_wait_ms().max(wait),
+    }
+}
+
+/// When a node (re)started at `now` may first bully a live lower coordinator.
+fn preempt_from(config: &MachineConfig, now: Millis) -> Millis {
+    if config.peers.is_empty() {
+        now
+    } else {
+        now + config.timing.preempt_delay_ms
     }
 }
 
