@@ -191,7 +191,10 @@ fn fmt_msg(msg: &Message) -> String {
         }
         Body::Probe => "Probe".to_string(),
         Body::Resign { epoch } => format!("Resign({epoch})"),
-        Body::PreVote { term } => format!("PreVote({term})"),
+        Body::PreVote { term, heard } => match heard {
+            Some(h) => format!("PreVote({term}, heard {}#{})", h.epoch, h.round),
+            None => format!("PreVote({term})"),
+        },
         Body::Vote { term } => format!("Vote({term})"),
         Body::TermQuery => "TermQuery".to_string(),
         Body::TermReport => "TermReport".to_string(),

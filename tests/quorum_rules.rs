@@ -4,8 +4,8 @@
 //! D (suspect) 300, T (answer) 100, T' (coordinator) 300.
 
 use bully::protocol::{
-    Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Machine, MachineConfig, Millis, Mode,
-    NodeId, Preempt, Role,
+    Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Heard, Machine, MachineConfig, Millis,
+    Mode, NodeId, Preempt, Role,
 };
 
 fn ep(term: u64, leader: NodeId) -> Epoch {
@@ -73,7 +73,7 @@ fn fresh() -> Cells {
 fn coordinator_three() -> Machine {
     let mut m = start(config(3, &[1, 2]), fresh(), 0);
     let asked = tick(&mut m, 100);
-    assert!(sent(&asked).contains(&(1, Body::PreVote { term: 1 })));
+    assert!(sent(&asked).contains(&(1, pre_vote(1))));
     let declared = deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 101);
     assert!(persisted(&declared));
     assert_eq!(facts(&declared), vec![Fact::Declared { epoch: ep(1, 3) }]);
@@ -83,6 +83,19 @@ fn coordinator_three() -> Machine {
         vec![Fact::Established { epoch: ep(1, 3) }]
     );
     m
+}
+
+/// A pre-vote from a candidate that has heard no coordinator's heartbeat.
+fn pre_vote(term: u64) -> Body {
+    Body::PreVote { term, heard: None }
+}
+
+/// A pre-vote from a candidate that heard round `round` of `epoch`'s coordinator.
+fn pre_vote_hearing(term: u64, epoch: Epoch, round: u64) -> Body {
+    Body::PreVote {
+        term,
+        heard: Some(Heard { epoch, round }),
+    }
 }
 
 fn ack(epoch: Epoch, round: u64) -> Body {
@@ -252,7 +265,7 @@ fn handover() {
     deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 203);
     deliver(&mut m, 2, 1, ack(ep(1, 3), 0), 204);
     assert_eq!(m.view().role, Role::Coordinator);
-    let asked = deliver(&mut m, 4, 1, Body::PreVote { term: 2 }, 250);
+    let asked = deliver(&mut m, 4, 1, pre_vote_hearing(2, ep(1, 3), 0), 250);
     let demoted = asked
         .iter()
         .position(|a| matches!(a, Action::Fact(Fact::Demoted { .. })))
@@ -280,10 +293,60 @@ fn handover() {
 
     let mut f = start(config(1, &[2, 3, 4]), fresh(), 0);
     deliver(&mut f, 3, 1, Body::Coordinator { epoch: ep(1, 3) }, 10);
-    let held = deliver(&mut f, 4, 1, Body::PreVote { term: 2 }, 20);
+    let held = deliver(&mut f, 4, 1, pre_vote(2), 20);
     assert!(sent(&held).is_empty(), "promised to 3: no vote yet");
     let released = deliver(&mut f, 3, 1, Body::Resign { epoch: ep(1, 3) }, 25);
     assert_eq!(sent(&released), vec![(4, Body::Vote { term: 2 })]);
+}
+
+#[test]
+fn handover_only_to_a_node_that_hears_us() {
+    // One-way links: node 4 sends but hears nothing (a deaf node). Its pre-votes show
+    // no recent heartbeat of ours, so coordinator 3 keeps office and heartbeats it
+    // instead of handing over, however often it asks.
+    let mut m = start(config(3, &[1, 2, 4]), fresh(), 0);
+    tick(&mut m, 100);
+    tick(&mut m, 200);
+    for voter in [1, 2] {
+        deliver(&mut m, voter, 0, Body::Vote { term: 1 }, 201);
+    }
+    for voter in [1, 2] {
+        deliver(&mut m, voter, 1, ack(ep(1, 3), 0), 203);
+    }
+    assert_eq!(m.view().role, Role::Coordinator);
+    let office = ep(1, 3);
+    let mut now = 203;
+    let mut round = 0;
+    for step in 0..12 {
+        // Keep the lease: nodes 1 and 2 ack every round.
+        now = m.next_deadline();
+        tick(&mut m, now);
+        round += 1;
+        for voter in [1, 2] {
+            deliver(&mut m, voter, 1, ack(office, round), now + 1);
+        }
+        if step < 6 {
+            continue;
+        }
+        let asked = step;
+        let deaf = [
+            pre_vote(asked),
+            pre_vote_hearing(asked, ep(0, 4), 0),
+            // It heard us once, more than D (three rounds) ago.
+            pre_vote_hearing(asked, office, round.saturating_sub(4)),
+        ];
+        for body in deaf {
+            let reply = deliver(&mut m, 4, asked - 1, body, now + 2);
+            assert_eq!(m.view().role, Role::Coordinator, "handed over on {body:?}");
+            assert!(
+                matches!(sent(&reply)[..], [(4, Body::Heartbeat { epoch, .. })] if epoch == office),
+                "{reply:?}"
+            );
+        }
+    }
+    // A candidate that heard our latest round gets the office.
+    deliver(&mut m, 4, 12, pre_vote_hearing(12, office, round), now + 3);
+    assert_eq!(m.view().role, Role::Candidate);
 }
 
 #[test]
@@ -293,7 +356,7 @@ fn deferred_vote() {
     // instead of dropping the request (which cost 3 a T' retry).
     let mut f = start(config(2, &[1, 3, 4]), fresh(), 0);
     deliver(&mut f, 4, 1, Body::Coordinator { epoch: ep(1, 4) }, 10);
-    let held = deliver(&mut f, 3, 1, Body::PreVote { term: 2 }, 305);
+    let held = deliver(&mut f, 3, 1, pre_vote(2), 305);
     assert!(sent(&held).is_empty(), "promised to 4 until 310: {held:?}");
     assert_eq!(f.next_deadline(), 310);
     let released = tick(&mut f, 310);
@@ -302,7 +365,7 @@ fn deferred_vote() {
     // for the new end.
     let mut g = start(config(2, &[1, 3, 4]), fresh(), 0);
     deliver(&mut g, 4, 1, Body::Coordinator { epoch: ep(1, 4) }, 10);
-    deliver(&mut g, 3, 1, Body::PreVote { term: 2 }, 200);
+    deliver(&mut g, 3, 1, pre_vote(2), 200);
     let heartbeat = Body::Heartbeat {
         epoch: ep(1, 4),
         round: 1,
@@ -418,7 +481,7 @@ fn witness_never_leads_but_votes() {
     m.handle(Event::SetEligible(true), 10);
     let elected = tick(&mut m, 100);
     assert!(!persisted(&elected), "a witness never declares");
-    let vote = deliver(&mut m, 2, 0, Body::PreVote { term: 1 }, 110);
+    let vote = deliver(&mut m, 2, 0, pre_vote(1), 110);
     assert_eq!(sent(&vote), vec![(2, Body::Vote { term: 1 })]);
     // Lower nodes send it no Election.
     let mut low = config(2, &[1, 3]);
@@ -444,25 +507,25 @@ fn one_vote() {
     // Node 1 votes for 4 at term 1; 3 asking for the same term within T' gets nothing,
     // after T' the vote no longer binds (4 may have died) and 3 gets it.
     let mut m = start(config(1, &[2, 3, 4]), fresh(), 0);
-    let to_4 = deliver(&mut m, 4, 0, Body::PreVote { term: 1 }, 10);
+    let to_4 = deliver(&mut m, 4, 0, pre_vote(1), 10);
     assert_eq!(votes(&to_4), vec![(4, Body::Vote { term: 1 })]);
     assert_eq!(
-        votes(&deliver(&mut m, 3, 0, Body::PreVote { term: 1 }, 20)),
+        votes(&deliver(&mut m, 3, 0, pre_vote(1), 20)),
         vec![]
     );
     assert_eq!(
-        votes(&deliver(&mut m, 3, 0, Body::PreVote { term: 1 }, 311)),
+        votes(&deliver(&mut m, 3, 0, pre_vote(1), 311)),
         vec![(3, Body::Vote { term: 1 })]
     );
 
     // A running higher node answers a lower candidate at once, asks for the term above
     // the one the lower candidate asked for, and declares the term it was voted for.
     let mut m = start(config(3, &[1, 2]), fresh(), 0);
-    let answered = deliver(&mut m, 2, 0, Body::PreVote { term: 1 }, 10);
+    let answered = deliver(&mut m, 2, 0, pre_vote(1), 10);
     assert_eq!(sent(&answered), vec![(2, Body::Answer)]);
     let asked = tick(&mut m, 100);
     assert!(
-        sent(&asked).contains(&(1, Body::PreVote { term: 2 })),
+        sent(&asked).contains(&(1, pre_vote(2))),
         "{asked:?}"
     );
     let declared = deliver(&mut m, 1, 1, Body::Vote { term: 2 }, 110);
@@ -507,7 +570,7 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
         20,
     );
     assert!(sent(&beat).is_empty(), "no heartbeat ack either: {beat:?}");
-    assert!(sent(&deliver(&mut m, 2, 4, Body::PreVote { term: 5 }, 30)).is_empty());
+    assert!(sent(&deliver(&mut m, 2, 4, pre_vote(5), 30)).is_empty());
     assert_eq!(m.recovery_progress(), Some((0, 2)));
     // A report that answers no query of ours counts for nothing.
     deliver(&mut m, 2, 4, Body::TermReport, 40);

@@ -529,3 +529,62 @@ fn restarted_leader_never_shares_a_term_with_a_follower() {
         }
     }
 }
+
+/// One-way links: coordinator 5 of a 5-node quorum cluster goes deaf (a firewall rule
+/// drops what comes in; what it sends still arrives) for 4 s. Returns how steady
+/// leadership stayed over those 4 s, and the history.
+fn deaf_coordinator(flaw: Option<Flaw>) -> (bully::chaos::office::Stability, Sim) {
+    let mut config = SimConfig::new(21, (1..=5).collect(), Mode::Quorum);
+    config.flaw = flaw;
+    let mut sim = Sim::new(config);
+    for id in 1..=5 {
+        sim.start(id);
+    }
+    sim.run_until(1_000);
+    assert_eq!(sim.view(1).and_then(|v| v.coordinator()), Some(5), "start-up");
+    let from = sim.now();
+    sim.deafen(5);
+    sim.run_until(from + 4_000);
+    let timing = sim.config().timing;
+    let offices = bully::checker::offices(sim.history(), Some(lease_bound_ms(&timing)));
+    let stability = bully::chaos::office::stability(&offices, from, sim.now());
+    (stability, sim)
+}
+
+#[test]
+fn deaf_coordinator_leaves_one_steady_coordinator() {
+    // Its lease lapses (no acks reach it) and the others elect 4; 5's pre-votes show
+    // no heartbeat of 4's, so 4 never hands over: one change of coordinator.
+    let (stability, mut sim) = deaf_coordinator(None);
+    eprintln!("deaf coordinator, 4 s: {stability:?}");
+    let report = || tail(sim.history(), 120);
+    assert!(
+        stability.offices_begun <= 2,
+        "{stability:?}\n{}",
+        report()
+    );
+    assert!(
+        stability.longest_leaderless_ms <= 1_000,
+        "{stability:?}\n{}",
+        report()
+    );
+    let history = sim.history();
+    let mut violations = check_no_overlap(history, lease_bound_ms(&sim.config().timing));
+    violations.extend(check_one_per_term(history));
+    assert_eq!(violations, vec![], "{}", report());
+    // Heard again, 5 takes over once (Bully order) and everyone follows it.
+    sim.heal();
+    settle_and_check(&mut sim, 5);
+}
+
+#[test]
+fn sabotaged_deaf_handover_is_caught_as_flapping() {
+    // Without the rule, 4 hands its office to the deaf 5 at every pre-vote.
+    let (stability, sim) = deaf_coordinator(Some(Flaw::DeafHandover));
+    eprintln!("deaf coordinator, sabotaged, 4 s: {stability:?}");
+    assert!(
+        stability.offices_begun > 2,
+        "the flapping went unnoticed: {stability:?}\n{}",
+        tail(sim.history(), 120)
+    );
+}

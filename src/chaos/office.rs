@@ -181,6 +181,39 @@ pub fn majority_side_leaderless_ms(
         .sum()
 }
 
+/// How steady leadership was over a window: what a one-way fault (a coordinator that
+/// sends but cannot hear) is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stability {
+    /// Terms of office that began within the window: each is a change of coordinator.
+    pub offices_begun: usize,
+    /// The longest stretch within the window in which no node was in office.
+    pub longest_leaderless_ms: Millis,
+}
+
+/// [`Stability`] of `offices` over `[from_ms, until_ms)`.
+pub fn stability(offices: &[Office], from_ms: Millis, until_ms: Millis) -> Stability {
+    let mut spans: Vec<(Millis, Millis)> = offices
+        .iter()
+        .map(|o| (o.from_ms.max(from_ms), o.until_ms.min(until_ms)))
+        .filter(|(from, until)| from < until)
+        .collect();
+    spans.sort_unstable();
+    let mut longest = 0;
+    let mut reach = from_ms;
+    for &(from, until) in &spans {
+        longest = longest.max(from.saturating_sub(reach));
+        reach = reach.max(until);
+    }
+    Stability {
+        offices_begun: offices
+            .iter()
+            .filter(|o| (from_ms..until_ms).contains(&o.from_ms))
+            .count(),
+        longest_leaderless_ms: longest.max(until_ms.saturating_sub(reach)),
+    }
+}
+
 /// The total length of the union of half-open intervals.
 fn union_ms(intervals: &mut [(Millis, Millis)]) -> Millis {
     intervals.sort_unstable();
@@ -198,6 +231,29 @@ fn union_ms(intervals: &mut [(Millis, Millis)]) -> Millis {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stability_counts_new_offices_and_the_longest_gap() {
+        let office = |node, from_ms, until_ms| Office {
+            node,
+            epoch: crate::protocol::Epoch {
+                term: from_ms,
+                leader: node,
+            },
+            from_ms,
+            until_ms,
+        };
+        // 5 leads until 300; nobody until 900; 4 from 900 to 1500, 3 from 1400 on.
+        let offices = [office(5, 0, 300), office(4, 900, 1500), office(3, 1400, 5000)];
+        let s = super::stability(&offices, 100, 2000);
+        assert_eq!(s.offices_begun, 2);
+        assert_eq!(s.longest_leaderless_ms, 600);
+        // Nobody at the end of the window counts too.
+        let s = super::stability(&offices[..2], 100, 2000);
+        assert_eq!(s.longest_leaderless_ms, 600);
+        let s = super::stability(&offices[..2], 100, 2400);
+        assert_eq!(s.longest_leaderless_ms, 900);
+    }
+
     use super::*;
     use crate::protocol::{DemotionReason, Epoch, Fact};
 

@@ -158,6 +158,11 @@ pub enum Flaw {
     /// run before: the simulator and model checker build its machine with
     /// `recover_empty_store` off (src/protocol/recovery.rs).
     SkipStoreRecovery,
+    /// Quorum mode: a coordinator hands over to any higher candidate that asks, whether
+    /// or not its pre-vote shows it hears the coordinator (before one-way links were
+    /// considered, a node that could send but not receive was handed office again and
+    /// again).
+    DeafHandover,
 }
 
 /// The furthest a message's term may be above the highest term we have seen. Each
@@ -319,7 +324,7 @@ pub struct Machine {
     holdoff_until: Millis,
     /// Quorum: a pre-vote (candidate, term) to grant once the promise is released (Q7)
     /// or runs out.
-    deferred: Option<(NodeId, u64)>,
+    deferred: Option<(NodeId, u64, Option<Heard>)>,
     /// Quorum: the last candidate we pre-voted for, at which term, and until when it
     /// has to declare (T'). Meanwhile a lower candidate asking for the same term is not
     /// voted for: two majorities of pre-votes at one term would make two nodes declare
@@ -345,6 +350,9 @@ pub struct Machine {
     preempt_from: Millis,
     /// Follower: a lower coordinator is to be bullied at `preempt_from`.
     preempt_pending: bool,
+    /// Quorum: the newest coordinator heartbeat (or declaration, round 0) received,
+    /// shown in our pre-votes (see `hears_us`).
+    heard: Option<Heard>,
 }
 
 impl Machine {
@@ -381,6 +389,7 @@ impl Machine {
             leader_heard: false,
             preempt_from: preempt_from(&config, now),
             preempt_pending: false,
+            heard: None,
             config,
         };
         let mut cells = machine.cells;
@@ -532,9 +541,11 @@ impl Machine {
                     Body::Election { accepted } => self.on_election(from, msg.term, accepted, now),
                     Body::Answer => self.on_answer(now),
                     Body::Coordinator { epoch } if self.quorum() => {
+                        self.note_heard(epoch, 0);
                         self.on_declaration(from, epoch, now)
                     }
                     Body::Heartbeat { epoch, round } if self.quorum() => {
+                        self.note_heard(epoch, round);
                         self.on_heartbeat(from, epoch, round, now)
                     }
                     Body::Coordinator { epoch } => self.on_claim(from, epoch, false, now),
@@ -544,8 +555,8 @@ impl Machine {
                     }
                     Body::Probe => self.on_probe(from),
                     Body::Resign { epoch } => self.on_resign(epoch, now),
-                    Body::PreVote { term } if self.quorum() => {
-                        self.on_prevote(from, term, now);
+                    Body::PreVote { term, heard } if self.quorum() => {
+                        self.on_prevote(from, term, heard, now);
                     }
                     Body::Vote { term } if self.quorum() => self.on_vote(from, term, now),
                     // A classic node ignores quorum-only messages (a mixed-mode cluster
@@ -703,7 +714,10 @@ impl Machine {
                     accepted: self.cells.accepted,
                 },
             ),
-            State::PreVoting { term, .. } => self.send(peer, Body::PreVote { term }),
+            State::PreVoting { term, .. } => {
+                let heard = self.heard;
+                self.send(peer, Body::PreVote { term, heard })
+            }
             State::Declaring { epoch, .. } => self.send(peer, Body::Coordinator { epoch }),
             // What our reply to its probe said (a coordinator's heartbeat, anyone else's
             // accepted epoch): the dialer may have restarted and its probe's answer was
@@ -828,7 +842,7 @@ impl Machine {
 
     /// Quorum: when a pre-vote held back by a promise or the hold-off may be granted.
     fn deferred_vote_at(&self) -> Option<Millis> {
-        let (candidate, _) = self.deferred?;
+        let (candidate, _, _) = self.deferred?;
         let promised = self
             .promise
             .filter(|p| p.epoch.leader != candidate)
@@ -838,8 +852,8 @@ impl Machine {
 
     /// Quorum: answers the pre-vote we held back, as if it arrived now.
     fn release_deferred_vote(&mut self, now: Millis) {
-        if let Some((candidate, term)) = self.deferred.take() {
-            self.on_prevote(candidate, term, now);
+        if let Some((candidate, term, heard)) = self.deferred.take() {
+            self.on_prevote(candidate, term, heard, now);
         }
     }
 
@@ -1165,8 +1179,8 @@ impl Machine {
         if self.quorum() && self.promise.is_some_and(|p| p.epoch == epoch) {
             self.promise = None;
             // handover: the vote we held back for the higher node goes out now.
-            if let Some((candidate, term)) = self.deferred.take() {
-                if self.on_prevote(candidate, term, now) {
+            if let Some((candidate, term, heard)) = self.deferred.take() {
+                if self.on_prevote(candidate, term, heard, now) {
                     if !matches!(self.state, State::Coordinator { .. }) {
                         self.enter(self.awaiting(now), now);
                     }
@@ -1233,10 +1247,13 @@ impl Machine {
 
     /// Quorum mode: a candidate asks whether we would accept it at `term` (Q6).
     /// Returns whether we voted for it.
-    fn on_prevote(&mut self, from: NodeId, term: u64, now: Millis) -> bool {
+    fn on_prevote(&mut self, from: NodeId, term: u64, heard: Option<Heard>, now: Millis) -> bool {
         match self.state {
             State::Coordinator { epoch, .. } => {
-                if from > self.config.id && self.config.preempt == Preempt::Always {
+                let hands_over = from > self.config.id
+                    && self.config.preempt == Preempt::Always
+                    && (self.hears_us(epoch, heard) || self.config.flaw == Some(Flaw::DeafHandover));
+                if hands_over {
                     // handover (Q7): demote first, then resign, then vote.
                     let next = self.awaiting(now);
                     self.step_down(DemotionReason::Yielded { to: from }, next, now);
@@ -1294,7 +1311,7 @@ impl Machine {
         }
         if blocked {
             // deferred_vote: asked again when the promise is released or runs out.
-            self.deferred = Some((from, term));
+            self.deferred = Some((from, term, heard));
             return false;
         }
         self.grant_vote(from, term, now);
@@ -1306,6 +1323,26 @@ impl Machine {
             }
         }
         true
+    }
+
+    /// Handover (Q7) goes only to a candidate that hears this coordinator: its pre-vote
+    /// shows one of our heartbeats sent within the last D. A node that can send but
+    /// not receive never shows one, so it is not handed an office it could not hold
+    /// (its votes and acks would never reach it); it stays a follower in effect.
+    fn hears_us(&self, epoch: Epoch, heard: Option<Heard>) -> bool {
+        let timing = self.config.timing;
+        let recent_rounds = timing.suspect_after_ms.div_ceil(timing.heartbeat_ms.max(1));
+        heard.is_some_and(|h| {
+            h.epoch == epoch && h.round.saturating_add(recent_rounds) >= self.current_round()
+        })
+    }
+
+    /// Quorum: a coordinator heartbeat (or our own, as coordinator) we now know of.
+    fn note_heard(&mut self, epoch: Epoch, round: u64) {
+        let heard = Heard { epoch, round };
+        if self.heard < Some(heard) {
+            self.heard = Some(heard);
+        }
     }
 
     /// Sends our pre-vote and remembers it (see `voted`). Always true: "we voted".
@@ -1472,7 +1509,10 @@ impl Machine {
             self.declare(now);
             return;
         }
-        self.broadcast(Body::PreVote { term });
+        self.broadcast(Body::PreVote {
+            term,
+            heard: self.heard,
+        });
         // T' rather than T: votes need a full round trip, and the window only matters
         // when no majority answers.
         self.enter(
@@ -1721,7 +1761,7 @@ fn message_epoch_term(body: &Body) -> Option<u64> {
         Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch } => {
             Some(epoch.term)
         }
-        Body::PreVote { term } | Body::Vote { term } => Some(term),
+        Body::PreVote { term, .. } | Body::Vote { term } => Some(term),
         Body::Answer | Body::Probe | Body::TermQuery | Body::TermReport => None,
     }
 }

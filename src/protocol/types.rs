@@ -39,6 +39,14 @@ pub struct Cells {
     pub incarnation: u64,
 }
 
+/// A coordinator heartbeat a node received: whose office (`epoch`) and which of its
+/// rounds. Ordered by epoch, then round, so the newest is the largest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Heard {
+    pub epoch: Epoch,
+    pub round: u64,
+}
+
 /// A peer-to-peer message. The sender is the TLS-authenticated peer, never a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Message {
@@ -77,7 +85,11 @@ pub enum Body {
     /// Quorum mode: "would you accept my declaration at `term`?" Nothing is persisted
     /// until a majority says yes, so a node cut off from the majority never raises the
     /// term (Q6).
-    PreVote { term: u64 },
+    /// `heard` is the newest coordinator heartbeat the candidate has received: a
+    /// coordinator hands over only to a candidate that has shown it hears it (a node
+    /// that can send but not receive would otherwise be handed an office it cannot
+    /// hold, again and again).
+    PreVote { term: u64, heard: Option<Heard> },
     /// Quorum mode: a yes to a `PreVote` for `term`.
     Vote { term: u64 },
     /// From a node whose store is empty (first boot or a lost disk): "what is the highest

@@ -23,7 +23,7 @@ use crate::protocol::{
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 /// The fixed settings of one simulated cluster.
 #[derive(Debug, Clone)]
@@ -171,6 +171,8 @@ pub struct Sim {
     groups: BTreeMap<NodeId, usize>,
     /// Percent of messages lost at random (0 unless a lossy fault is in effect).
     loss_percent: u8,
+    /// Nodes that hear no one (one-way links: what they send still arrives) until healed.
+    deaf: BTreeSet<NodeId>,
     armed: Vec<(NodeId, CrashPoint)>,
     history: Vec<Entry>,
     sent: BTreeMap<MessageKind, u64>,
@@ -218,6 +220,7 @@ impl Sim {
             link_busy: BTreeMap::new(),
             groups: BTreeMap::new(),
             loss_percent: 0,
+            deaf: BTreeSet::new(),
             armed: Vec::new(),
             history: Vec::new(),
             sent: BTreeMap::new(),
@@ -604,6 +607,23 @@ impl Sim {
         }
     }
 
+    /// One-way links: `id` hears no one (every message to it is lost) while what it
+    /// sends still arrives, until [`Sim::heal`] — a firewall rule that drops one
+    /// direction. Its connections time out at both ends, as a partition's do.
+    pub fn deafen(&mut self, id: NodeId) {
+        self.heal();
+        self.deaf.insert(id);
+        let others: Vec<NodeId> = self.config.ids.iter().copied().filter(|&p| p != id).collect();
+        for &peer in &others {
+            for (node, other) in [(id, peer), (peer, id)] {
+                if self.is_up(node) {
+                    self.notice_after_idle_timeout(node, other);
+                }
+            }
+        }
+        self.record(id, Record::Partitioned { cut_off: others });
+    }
+
     /// Makes the network lose `percent` of all messages at random (decided when each
     /// is sent) until [`Sim::heal`]. The only fault that loses single messages.
     pub fn set_loss(&mut self, percent: u8) {
@@ -619,7 +639,7 @@ impl Sim {
 
     /// Ends any partition and any message loss.
     pub fn heal(&mut self) {
-        if self.groups.is_empty() && self.loss_percent == 0 {
+        if !self.is_disturbed() {
             return;
         }
         let lossy = self.loss_percent > 0;
@@ -633,6 +653,7 @@ impl Sim {
             .filter(|&(a, b)| !self.connected(a, b))
             .collect();
         self.groups.clear();
+        self.deaf.clear();
         self.loss_percent = 0;
         for (a, b) in cut {
             if self.is_up(a) && self.is_up(b) {
@@ -644,11 +665,18 @@ impl Sim {
 
     /// Whether a partition or message loss is in effect.
     pub fn is_disturbed(&self) -> bool {
-        !self.groups.is_empty() || self.loss_percent > 0
+        !self.groups.is_empty() || self.loss_percent > 0 || !self.deaf.is_empty()
     }
 
+    /// Whether the link between `a` and `b` carries packets both ways.
     fn connected(&self, a: NodeId, b: NodeId) -> bool {
-        self.groups.get(&a) == self.groups.get(&b)
+        self.delivers(a, b) && self.delivers(b, a)
+    }
+
+    /// Whether a message from `from` reaches `to`: same side of any partition, and
+    /// `to` not deaf.
+    fn delivers(&self, from: NodeId, to: NodeId) -> bool {
+        self.groups.get(&from) == self.groups.get(&to) && !self.deaf.contains(&to)
     }
 
     /// The transport of `node` reports `peer` down (queued if `node` is paused). If the
@@ -776,7 +804,7 @@ impl Sim {
         let node = &self.nodes[&f.to];
         let timeout = self.config.timing.peer_idle_timeout_ms();
         let lost = f.cut
-            || !self.connected(f.from, f.to)
+            || !self.delivers(f.from, f.to)
             || node.paused_at.is_some_and(|at| self.now >= at + timeout)
             || node.machine.is_none()
             || node.life != f.to_life;
@@ -982,7 +1010,7 @@ impl Sim {
         let at = (self.now + delay).max(*busy);
         *busy = at;
         self.seq += 1;
-        let cut = !self.connected(from, to)
+        let cut = !self.delivers(from, to)
             || (self.loss_percent > 0 && self.rng.gen_range(0..100) < self.loss_percent);
         self.flights.push(Flight {
             at,

@@ -6,7 +6,8 @@
 //! adversary inject up to eight faults that look at the cluster's state: crash the
 //! coordinator (with peer-down notices to some, all or none of the others), crash the
 //! would-be winner right after its Answer or in the middle of declaring, restart the
-//! highest node, pause, partition, flip eligibility, report a live coordinator down.
+//! highest node, pause, partition, deafen a node (one-way links), flip eligibility,
+//! report a live coordinator down, lose a store.
 //! Then every fault ends (heal, resume, sometimes restart the crashed), and the run
 //! goes on for the I5 bound and as long again; I5 must hold from the deadline on.
 
@@ -317,7 +318,7 @@ impl Adversary {
     fn inject(&mut self) {
         let up = self.up();
         let down = self.down();
-        let roll = self.rng.gen_range(0..118);
+        let roll = self.rng.gen_range(0..122);
         match roll {
             0..=19 if !up.is_empty() => self.crash_coordinator(),
             20..=29 if !up.is_empty() => self.crash_random(&up),
@@ -331,6 +332,7 @@ impl Adversary {
             89..=102 => self.flip_eligibility(&up),
             103..=109 => self.report_down_but_alive(&up),
             110..=117 if !up.is_empty() => self.lose_a_store(&up),
+            118..=121 if !up.is_empty() => self.deafen_one(&up),
             _ => {}
         }
     }
@@ -455,6 +457,19 @@ impl Adversary {
         groups.iter_mut().for_each(|g| g.sort_unstable());
         self.note(format!("partition {groups:?}"));
         self.sim.partition(&groups);
+        let at = self.sim.now() + self.rng.gen_range(50..=2000);
+        self.schedule(at, Todo::Heal);
+    }
+
+    /// One-way links: a live node (the coordinator half the time) hears no one until a
+    /// later heal, while what it sends still arrives.
+    fn deafen_one(&mut self, up: &[NodeId]) {
+        let id = match self.coordinator() {
+            Some(c) if self.rng.gen_bool(0.5) => c,
+            _ => up[self.rng.gen_range(0..up.len())],
+        };
+        self.note(format!("deafen n{id}"));
+        self.sim.deafen(id);
         let at = self.sim.now() + self.rng.gen_range(50..=2000);
         self.schedule(at, Todo::Heal);
     }
