@@ -10,6 +10,9 @@
 //! - `resign_before_on_demoted`: a coordinator leaving office voluntarily sends its
 //!   Resign before its `on_demoted` has ended, so a successor may promote its database
 //!   while the old one is still primary (`tests/hook_order.rs` checks it is caught).
+//! - `deaf_handover`: the machine runs with `Flaw::DeafHandover`: a coordinator hands
+//!   office to any higher candidate, heard or not (`tests/one_way.rs` checks the
+//!   flapping under a deaf node is caught).
 //!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
@@ -39,4 +42,9 @@ pub fn drops(me: NodeId, from: NodeId, msg: &Message) -> bool {
 /// before `on_demoted` has ended (the old order; `tests/hook_order.rs` must notice).
 pub fn resign_before_on_demoted() -> bool {
     enabled("resign_before_on_demoted")
+}
+
+/// Whether the coordinator should hand over to candidates that cannot hear it.
+pub fn deaf_handover() -> bool {
+    enabled("deaf_handover")
 }

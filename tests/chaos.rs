@@ -100,7 +100,7 @@ fn passing_run(seed: u64, mode: Mode) -> Value {
     let kinds: BTreeSet<FaultKind> = steps.iter().filter_map(|p| p.step.fault()).collect();
     assert_eq!(
         kinds.len(),
-        4,
+        FaultKind::ALL.len(),
         "seed {seed} plans only {kinds:?} in {mode} mode"
     );
     let seed_arg = seed.to_string();
@@ -150,13 +150,13 @@ fn passing_run(seed: u64, mode: Mode) -> Value {
 }
 
 #[test]
-fn classic_chaos_seed_7_has_no_violation() {
-    passing_run(7, Mode::Classic);
+fn classic_chaos_seed_3_has_no_violation() {
+    passing_run(3, Mode::Classic);
 }
 
 #[test]
-fn classic_chaos_seed_9_has_no_violation() {
-    passing_run(9, Mode::Classic);
+fn classic_chaos_seed_18_has_no_violation() {
+    passing_run(18, Mode::Classic);
 }
 
 /// Quorum mode judges I6 and I7 too (a pass means no overlap was found); the report's
@@ -178,8 +178,8 @@ fn quorum_chaos_has_no_violation_and_never_two_coordinators() {
 }
 
 /// A seed whose quorum-mode plan has every fault kind and cuts the coordinator (node 5)
-/// off alone for about 3 s, with every node up.
-const QUORUM_SEED: u64 = 12;
+/// off alone.
+const QUORUM_SEED: u64 = 852;
 
 /// A 3-node classic chaos run (seed 7, fast timing) of a node built with `sabotage`,
 /// which the checker must catch (exit 1).

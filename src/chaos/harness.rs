@@ -277,6 +277,17 @@ impl Harness {
                 relay.partition(side, &rest);
                 at
             }
+            Step::Deafen(n) => {
+                let relay = self.relay.as_ref().context("one-way links need the relay")?;
+                let rest: Vec<NodeId> = self.ids.iter().copied().filter(|p| p != n).collect();
+                // Only the deaf node is cut off from anyone: the others still hear it.
+                let record = Record::Partitioned {
+                    cut_off: rest.clone(),
+                };
+                let at = c.record(*n, record).at_ms;
+                relay.deafen(*n, &rest);
+                at
+            }
             Step::Heal => {
                 let relay = self.relay.as_ref().context("healing needs the relay")?;
                 let at = wall_ms();

@@ -30,15 +30,19 @@ pub enum FaultKind {
     Restart,
     /// Cut a minority of nodes off from the rest at the relay; a later step heals it.
     Partition,
+    /// One-way links: the relay drops everything sent to one node, while what it sends
+    /// still arrives (a one-sided firewall rule); a later step heals it.
+    OneWay,
 }
 
 impl FaultKind {
     /// Every kind, in `--faults` order.
-    pub const ALL: [FaultKind; 4] = [
+    pub const ALL: [FaultKind; 5] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Restart,
         FaultKind::Partition,
+        FaultKind::OneWay,
     ];
 
     /// The name used on the command line and in reports.
@@ -48,6 +52,7 @@ impl FaultKind {
             FaultKind::Pause => "pause",
             FaultKind::Restart => "restart",
             FaultKind::Partition => "partition",
+            FaultKind::OneWay => "one-way",
         }
     }
 }
@@ -65,7 +70,7 @@ impl FromStr for FaultKind {
         FaultKind::ALL
             .into_iter()
             .find(|k| k.name() == text.trim())
-            .ok_or_else(|| format!("unknown fault `{text}`; use kill, pause, restart or partition"))
+            .ok_or_else(|| format!("unknown fault `{text}`; use kill, pause, restart, partition or one-way"))
     }
 }
 
@@ -82,6 +87,8 @@ pub enum Step {
     Resume(NodeId),
     /// Cut these nodes (a minority) off from all others, both directions.
     Partition(Vec<NodeId>),
+    /// Drop everything sent to this node (one-way links); what it sends still arrives.
+    Deafen(NodeId),
     /// Restore every link.
     Heal,
 }
@@ -94,6 +101,7 @@ impl Step {
             Step::Restart(_) => Some(FaultKind::Restart),
             Step::Pause(_) => Some(FaultKind::Pause),
             Step::Partition(_) => Some(FaultKind::Partition),
+            Step::Deafen(_) => Some(FaultKind::OneWay),
             Step::Start(_) | Step::Resume(_) | Step::Heal => None,
         }
     }
@@ -118,6 +126,7 @@ impl fmt::Display for Step {
             Step::Start(n) => write!(f, "start node {n}"),
             Step::Resume(n) => write!(f, "SIGCONT node {n}"),
             Step::Partition(side) => write!(f, "partition {side:?} from the rest"),
+            Step::Deafen(n) => write!(f, "deafen node {n} (it hears no one; it is heard)"),
             Step::Heal => write!(f, "heal every link"),
         }
     }
@@ -268,6 +277,7 @@ impl Availability {
                 self.paused.remove(n);
             }
             Step::Partition(side) => self.cut = side.iter().copied().collect(),
+            Step::Deafen(n) => self.cut = [*n].into(),
             Step::Heal => self.cut.clear(),
             Step::Restart(_) => {}
         }
@@ -337,6 +347,7 @@ fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
             FaultKind::Kill | FaultKind::Pause => room > 0 && !available.is_empty(),
             FaultKind::Restart => !available.is_empty(),
             FaultKind::Partition => room > 0 && model.cut.is_empty() && available.len() > room,
+            FaultKind::OneWay => room > 0 && model.cut.is_empty() && !available.is_empty(),
         })
         .collect()
 }
@@ -369,6 +380,7 @@ fn fault_step(spec: &PlanSpec, model: &Availability, kind: FaultKind, rng: &mut 
             side.sort_unstable();
             Step::Partition(side)
         }
+        FaultKind::OneWay => Step::Deafen(target(rng)),
     }
 }
 
@@ -424,7 +436,7 @@ mod tests {
                 );
                 all_kinds.extend(kinds);
             }
-            assert_eq!(all_kinds.len(), 4, "nodes {nodes}: kinds {all_kinds:?}");
+            assert_eq!(all_kinds.len(), FaultKind::ALL.len(), "nodes {nodes}: kinds {all_kinds:?}");
         }
     }
 

@@ -24,7 +24,9 @@ pub enum LinkMode {
     Lossy(f64),
 }
 
-/// The shared switchboard: a mode per directed link.
+/// The shared switchboard: a mode per direction, `(from, to)` deciding what happens
+/// to every datagram travelling from `from` to `to`, whichever of the two dialed the
+/// connection it belongs to (so a one-way fault drops one direction of both).
 type Modes = Arc<Mutex<BTreeMap<(NodeId, NodeId), LinkMode>>>;
 
 /// The relay for a whole cluster.
@@ -113,6 +115,14 @@ impl Relay {
         }
     }
 
+    /// One-way links: drops everything sent to `node` by `others`; what it sends
+    /// still goes through.
+    pub fn deafen(&self, node: NodeId, others: &[NodeId]) {
+        for &other in others {
+            self.set(other, node, LinkMode::Cut);
+        }
+    }
+
     /// Restores every link.
     pub fn heal(&self) {
         for mode in self.modes.lock().expect("relay lock").values_mut() {
@@ -160,7 +170,7 @@ impl Link {
                 got = self.front.recv_from(&mut up) => {
                     let Ok((len, source)) = got else { continue };
                     client = Some(source);
-                    if self.pass(&mut rng) {
+                    if self.pass(self.key, &mut rng) {
                         let _ = self.back.send(&up[..len]).await;
                     }
                 }
@@ -171,7 +181,8 @@ impl Link {
                         continue;
                     };
                     if let Some(client) = client {
-                        if self.pass(&mut rng) {
+                        let (from, to) = self.key;
+                        if self.pass((to, from), &mut rng) {
                             let _ = self.front.send_to(&down[..len], client).await;
                         }
                     }
@@ -180,12 +191,13 @@ impl Link {
         }
     }
 
-    fn pass(&self, rng: &mut rand::rngs::SmallRng) -> bool {
+    /// Whether a datagram travelling `direction` (from, to) goes through.
+    fn pass(&self, direction: (NodeId, NodeId), rng: &mut rand::rngs::SmallRng) -> bool {
         let mode = self
             .modes
             .lock()
             .expect("relay lock")
-            .get(&self.key)
+            .get(&direction)
             .copied()
             .unwrap_or(LinkMode::Up);
         match mode {
@@ -240,5 +252,12 @@ mod tests {
             round_trip(&relay, 1, 2).await,
             "a healed link forwards again"
         );
+        // Deaf node 1: its requests reach the echo, the replies to it are dropped, on
+        // the link it dialed and on the one dialed towards it alike.
+        relay.deafen(1, &[2]);
+        assert!(!round_trip(&relay, 1, 2).await, "no reply reaches deaf 1");
+        assert!(!round_trip(&relay, 2, 1).await, "nothing reaches deaf 1");
+        relay.heal();
+        assert!(round_trip(&relay, 2, 1).await, "healed");
     }
 }

@@ -24,11 +24,12 @@ pub struct ChaosArgs {
     /// (default: taken from the clock and printed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Fault kinds to inject, comma separated.
+    /// Fault kinds to inject, comma separated: kill, pause, restart, partition, one-way
+    /// (a node that hears no one while it is still heard).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "kill,pause,restart,partition"
+        default_value = "kill,pause,restart,partition,one-way"
     )]
     pub faults: Vec<FaultKind>,
     /// Timing profile of the nodes.

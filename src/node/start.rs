@@ -170,8 +170,20 @@ fn machine_config(config: &NodeConfig) -> MachineConfig {
             .map(|p| p.id)
             .collect(),
         recover_empty_store: !config.new_cluster,
-        flaw: None,
+        flaw: sabotaged_flaw(),
     }
+}
+
+/// The machine's sabotage switch (debug builds, `BULLY_TEST_FAULT=deaf_handover`).
+#[cfg(debug_assertions)]
+fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
+    crate::sabotage::deaf_handover().then_some(crate::protocol::Flaw::DeafHandover)
+}
+
+/// Release builds carry no sabotage.
+#[cfg(not(debug_assertions))]
+fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
+    None
 }
 
 /// The publisher, with the hook runner started as one of `tasks`; the receiver of the

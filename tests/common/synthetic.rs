@@ -182,6 +182,12 @@ impl World {
                     }
                 }
             }
+            Step::Deafen(n) => {
+                // Drawn as a cut of its own: it hears no one (the others still hear it).
+                self.cut = [*n].into();
+                let cut_off: Vec<NodeId> = self.ids.iter().copied().filter(|p| p != n).collect();
+                self.log(t, *n, Record::Partitioned { cut_off });
+            }
             Step::Heal => {
                 self.cut.clear();
                 for n in self.ids.clone() {

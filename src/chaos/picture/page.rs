@@ -199,9 +199,9 @@ const LEGEND: &str = concat!(
     r#"<span><i class="sw nl"></i>no agreed coordinator</span>"#,
     r#"<span><i class="sw ov"></i>two coordinators</span>"#,
     r#"<span><i class="sw cutsw"></i>cut off by a partition</span>"#,
-    r#"<span class="glyphs">markers: <svg width="150" height="16">"#,
-    r##"<use href="#g-kill" x="8" y="8"/><use href="#g-restart" x="26" y="8"/><use href="#g-pause" x="44" y="8"/><use href="#g-resume" x="62" y="8"/><use href="#g-start" x="80" y="8"/><use href="#g-partition" x="98" y="8"/><use href="#g-heal" x="116" y="8"/><use href="#g-viol" x="136" y="8"/>"##,
-    r#"</svg> kill, restart, pause, resume, start, partition, heal, violation</span>"#,
+    r#"<span class="glyphs">markers: <svg width="168" height="16">"#,
+    r##"<use href="#g-kill" x="8" y="8"/><use href="#g-restart" x="26" y="8"/><use href="#g-pause" x="44" y="8"/><use href="#g-resume" x="62" y="8"/><use href="#g-start" x="80" y="8"/><use href="#g-partition" x="98" y="8"/><use href="#g-one-way" x="116" y="8"/><use href="#g-heal" x="134" y="8"/><use href="#g-viol" x="154" y="8"/>"##,
+    r#"</svg> kill, restart, pause, resume, start, partition, one-way, heal, violation</span>"#,
     "</div>"
 );
 

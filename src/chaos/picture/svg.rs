@@ -205,6 +205,7 @@ const DEFS: &str = concat!(
     r##"<g id="g-resume"><circle r="7" fill="#a58be0"/><path d="M-2.5,-3.8L3.8,0L-2.5,3.8Z" fill="#fff"/></g>"##,
     r##"<g id="g-start"><circle r="7" fill="#2f7d4f"/><path d="M-2.5,-3.8L3.8,0L-2.5,3.8Z" fill="#fff"/></g>"##,
     r##"<g id="g-partition"><circle r="7" fill="#0f766e"/><path d="M-1,-4.5L-3,4.5M3,-4.5L1,4.5" stroke="#fff" stroke-width="1.8"/></g>"##,
+    r##"<g id="g-one-way"><circle r="7" fill="#0f766e"/><path d="M-4,0H3M1,-3L4,0L1,3" stroke="#fff" stroke-width="1.8" fill="none"/></g>"##,
     r##"<g id="g-heal"><circle r="7" fill="#2b6cb0"/><path d="M0,-4V4M-4,0H4" stroke="#fff" stroke-width="1.8"/></g>"##,
     r##"<g id="g-viol"><path d="M0,-8L7,0L0,8L-7,0Z" fill="#c81e1e" stroke="#fff"/><path d="M0,-4V1.5M0,3V4.5" stroke="#fff" stroke-width="1.8"/></g>"##,
     "</defs>"
@@ -422,9 +423,12 @@ fn overlaps(out: &mut String, g: &Geometry, picture: &Picture) {
 /// heals in the faults row).
 fn fault(out: &mut String, g: &Geometry, picture: &Picture, at: Millis, step: &Step) {
     let node = match step {
-        Step::Kill(n) | Step::Restart(n) | Step::Pause(n) | Step::Start(n) | Step::Resume(n) => {
-            Some(*n)
-        }
+        Step::Kill(n)
+        | Step::Restart(n)
+        | Step::Pause(n)
+        | Step::Start(n)
+        | Step::Resume(n)
+        | Step::Deafen(n) => Some(*n),
         Step::Partition(_) | Step::Heal => None,
     };
     let mut title = format!("{} s: {step}", secs(at));
