@@ -509,10 +509,7 @@ fn one_vote() {
     let mut m = start(config(1, &[2, 3, 4]), fresh(), 0);
     let to_4 = deliver(&mut m, 4, 0, pre_vote(1), 10);
     assert_eq!(votes(&to_4), vec![(4, Body::Vote { term: 1 })]);
-    assert_eq!(
-        votes(&deliver(&mut m, 3, 0, pre_vote(1), 20)),
-        vec![]
-    );
+    assert_eq!(votes(&deliver(&mut m, 3, 0, pre_vote(1), 20)), vec![]);
     assert_eq!(
         votes(&deliver(&mut m, 3, 0, pre_vote(1), 311)),
         vec![(3, Body::Vote { term: 1 })]
@@ -524,10 +521,7 @@ fn one_vote() {
     let answered = deliver(&mut m, 2, 0, pre_vote(1), 10);
     assert_eq!(sent(&answered), vec![(2, Body::Answer)]);
     let asked = tick(&mut m, 100);
-    assert!(
-        sent(&asked).contains(&(1, pre_vote(2))),
-        "{asked:?}"
-    );
+    assert!(sent(&asked).contains(&(1, pre_vote(2))), "{asked:?}");
     let declared = deliver(&mut m, 1, 1, Body::Vote { term: 2 }, 110);
     assert_eq!(facts(&declared), vec![Fact::Declared { epoch: ep(2, 3) }]);
 }

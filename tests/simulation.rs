@@ -541,7 +541,11 @@ fn deaf_coordinator(flaw: Option<Flaw>) -> (bully::chaos::office::Stability, Sim
         sim.start(id);
     }
     sim.run_until(1_000);
-    assert_eq!(sim.view(1).and_then(|v| v.coordinator()), Some(5), "start-up");
+    assert_eq!(
+        sim.view(1).and_then(|v| v.coordinator()),
+        Some(5),
+        "start-up"
+    );
     let from = sim.now();
     sim.deafen(5);
     sim.run_until(from + 4_000);
@@ -558,11 +562,7 @@ fn deaf_coordinator_leaves_one_steady_coordinator() {
     let (stability, mut sim) = deaf_coordinator(None);
     eprintln!("deaf coordinator, 4 s: {stability:?}");
     let report = || tail(sim.history(), 120);
-    assert!(
-        stability.offices_begun <= 2,
-        "{stability:?}\n{}",
-        report()
-    );
+    assert!(stability.offices_begun <= 2, "{stability:?}\n{}", report());
     assert!(
         stability.longest_leaderless_ms <= 1_000,
         "{stability:?}\n{}",

@@ -278,7 +278,10 @@ impl Harness {
                 at
             }
             Step::Deafen(n) => {
-                let relay = self.relay.as_ref().context("one-way links need the relay")?;
+                let relay = self
+                    .relay
+                    .as_ref()
+                    .context("one-way links need the relay")?;
                 let rest: Vec<NodeId> = self.ids.iter().copied().filter(|p| p != n).collect();
                 // Only the deaf node is cut off from anyone: the others still hear it.
                 let record = Record::Partitioned {

@@ -243,7 +243,11 @@ mod tests {
             until_ms,
         };
         // 5 leads until 300; nobody until 900; 4 from 900 to 1500, 3 from 1400 on.
-        let offices = [office(5, 0, 300), office(4, 900, 1500), office(3, 1400, 5000)];
+        let offices = [
+            office(5, 0, 300),
+            office(4, 900, 1500),
+            office(3, 1400, 5000),
+        ];
         let s = super::stability(&offices, 100, 2000);
         assert_eq!(s.offices_begun, 2);
         assert_eq!(s.longest_leaderless_ms, 600);

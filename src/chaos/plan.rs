@@ -70,7 +70,9 @@ impl FromStr for FaultKind {
         FaultKind::ALL
             .into_iter()
             .find(|k| k.name() == text.trim())
-            .ok_or_else(|| format!("unknown fault `{text}`; use kill, pause, restart, partition or one-way"))
+            .ok_or_else(|| {
+                format!("unknown fault `{text}`; use kill, pause, restart, partition or one-way")
+            })
     }
 }
 
@@ -436,7 +438,11 @@ mod tests {
                 );
                 all_kinds.extend(kinds);
             }
-            assert_eq!(all_kinds.len(), FaultKind::ALL.len(), "nodes {nodes}: kinds {all_kinds:?}");
+            assert_eq!(
+                all_kinds.len(),
+                FaultKind::ALL.len(),
+                "nodes {nodes}: kinds {all_kinds:?}"
+            );
         }
     }
 

@@ -81,8 +81,10 @@
 //!   declaration (its own included) for D after start: its promises were volatile.
 //!   Heartbeats of an established coordinator it may follow at once.
 //! - handover (Q7): a coordinator asked for a pre-vote by a higher eligible node (preempt
-//!   always) demotes itself, then resigns; followers that deferred their vote for the
-//!   higher node until their promise was released vote for it then.
+//!   always) that shows it heard one of the coordinator's heartbeats within D demotes
+//!   itself, then resigns; followers that deferred their vote for the higher node until
+//!   their promise was released vote for it then. A candidate that cannot hear (a
+//!   one-way link) shows no such heartbeat and gets a heartbeat instead of the office.
 //! - deferred_vote: a pre-vote that arrives while our promise to the old leader still
 //!   binds is answered the moment the promise runs out, not dropped, so the highest
 //!   survivor, which suspects first, is not held up by followers a moment behind it.
@@ -1252,7 +1254,8 @@ impl Machine {
             State::Coordinator { epoch, .. } => {
                 let hands_over = from > self.config.id
                     && self.config.preempt == Preempt::Always
-                    && (self.hears_us(epoch, heard) || self.config.flaw == Some(Flaw::DeafHandover));
+                    && (self.hears_us(epoch, heard)
+                        || self.config.flaw == Some(Flaw::DeafHandover));
                 if hands_over {
                     // handover (Q7): demote first, then resign, then vote.
                     let next = self.awaiting(now);

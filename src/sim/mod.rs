@@ -613,7 +613,13 @@ impl Sim {
     pub fn deafen(&mut self, id: NodeId) {
         self.heal();
         self.deaf.insert(id);
-        let others: Vec<NodeId> = self.config.ids.iter().copied().filter(|&p| p != id).collect();
+        let others: Vec<NodeId> = self
+            .config
+            .ids
+            .iter()
+            .copied()
+            .filter(|&p| p != id)
+            .collect();
         for &peer in &others {
             for (node, other) in [(id, peer), (peer, id)] {
                 if self.is_up(node) {
