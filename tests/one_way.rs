@@ -14,7 +14,7 @@
 
 mod common;
 
-use bully::chaos::harness::{Harness, HarnessSpec};
+use bully::chaos::harness::Harness;
 use bully::chaos::office::{self, Stability};
 use bully::chaos::plan::Step;
 use bully::checker::Violation;
@@ -41,18 +41,7 @@ async fn deaf_coordinator_run() -> DeafRun {
         .prefix("bully-one-way-")
         .tempdir()
         .expect("temp dir");
-    let mut h = Harness::start(&HarnessSpec {
-        nodes: 5,
-        timing,
-        mode: Mode::Quorum,
-        binary: common::binary(),
-        dir: dir.path().to_path_buf(),
-        relay: true,
-        seed: 1,
-        http: false,
-    })
-    .await
-    .expect("start 5 nodes behind the relay");
+    let mut h = common::five_behind_relay(dir.path(), Mode::Quorum).await;
     let fail = |h: &Harness, what: &str| -> ! {
         panic!(
             "{what}\n--- history (tail)\n{}{}",

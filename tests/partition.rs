@@ -13,7 +13,7 @@
 
 mod common;
 
-use bully::chaos::harness::{Harness, HarnessSpec};
+use bully::chaos::harness::Harness;
 use bully::chaos::office;
 use bully::chaos::plan::Step;
 use bully::checker::{self, Convergence, Leader, Violation};
@@ -123,18 +123,7 @@ async fn scenario(mode: Mode) {
         .prefix("bully-partition-")
         .tempdir()
         .expect("temp dir");
-    let h = Harness::start(&HarnessSpec {
-        nodes: NODES,
-        timing,
-        mode,
-        binary: common::binary(),
-        dir: dir.path().to_path_buf(),
-        relay: true,
-        seed: 1,
-        http: false,
-    })
-    .await
-    .expect("start 5 nodes behind the relay");
+    let h = common::five_behind_relay(dir.path(), mode).await;
     let mut s = Scene {
         h,
         mode,

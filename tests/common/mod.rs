@@ -186,3 +186,20 @@ pub async fn raw_connect(
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())
 }
+
+/// Five nodes behind the chaos relay (default timing, `mode`), in `dir`: what the
+/// partition and one-way tests cut apart.
+pub async fn five_behind_relay(dir: &Path, mode: Mode) -> bully::chaos::harness::Harness {
+    bully::chaos::harness::Harness::start(&bully::chaos::harness::HarnessSpec {
+        nodes: 5,
+        timing: Timing::default(),
+        mode,
+        binary: binary(),
+        dir: dir.to_path_buf(),
+        relay: true,
+        seed: 1,
+        http: false,
+    })
+    .await
+    .expect("start 5 nodes behind the relay")
+}
