@@ -1340,7 +1340,7 @@ impl Machine {
         })
     }
 
-    /// Quorum: a coordinator heartbeat (or our own, as coordinator) we now know of.
+    /// Quorum: a coordinator's heartbeat (or its declaration, as round 0) reached us.
     fn note_heard(&mut self, epoch: Epoch, round: u64) {
         let heard = Heard { epoch, round };
         if self.heard < Some(heard) {
