@@ -37,6 +37,7 @@ struct Summary {
     ineligible: u64,
     witness: u64,
     slow: u64,
+    mixed_timing: u64,
     faults: u64,
     max_settle: (u64, u64),
     worst_slack: (i64, u64),
@@ -75,6 +76,9 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
         }
         last_by_node.insert(e.node, &e.record);
     }
+    if o.steps.iter().any(|step| step.contains(" ms  deafen ")) {
+        found.push("deaf node");
+    }
     if elections_at.values().any(|nodes| {
         let mut nodes = nodes.clone();
         nodes.dedup();
@@ -98,6 +102,7 @@ impl Summary {
         self.ineligible += f.ineligible as u64;
         self.witness += f.witness as u64;
         self.slow += f.slow_network as u64;
+        self.mixed_timing += f.mixed_timing as u64;
         self.faults += f.faults as u64;
         if o.settled_after_ms > self.max_settle.0 {
             self.max_settle = (o.settled_after_ms, o.seed);
@@ -157,7 +162,8 @@ fn run_seeds(mode: Mode) {
     }
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
-         preempt never {}, ineligible {}, witness {}, slow network {}, faults {}; slowest \
+         preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
+         faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -169,6 +175,7 @@ fn run_seeds(mode: Mode) {
         summary.ineligible,
         summary.witness,
         summary.slow,
+        summary.mixed_timing,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -177,7 +184,7 @@ fn run_seeds(mode: Mode) {
         summary.happened,
     );
     assert!(summary.never > 0 && summary.ineligible > 0 && summary.fast > 0);
-    assert!(summary.preempt_delay > 0 && summary.slow > 0);
+    assert!(summary.preempt_delay > 0 && summary.slow > 0 && summary.mixed_timing > 0);
     if mode == Mode::Quorum {
         assert!(summary.witness > 0, "no run had a witness");
     }
@@ -191,6 +198,8 @@ fn run_seeds(mode: Mode) {
             "pause",
             "message loss",
             "concurrent elections",
+            "store lost",
+            "deaf node",
         ] {
             assert!(
                 summary.happened.get(name).copied().unwrap_or(0) > 0,

@@ -46,6 +46,9 @@ pub struct SimConfig {
     pub drift_permille: u64,
     /// A deliberately broken machine, to show the checkers catch it.
     pub flaw: Option<Flaw>,
+    /// Nodes whose timing differs from `timing` (heartbeat, T, T'; members must agree
+    /// on D and the mode, which the transport enforces: README "Members must agree").
+    pub node_timing: BTreeMap<NodeId, Timing>,
 }
 
 impl SimConfig {
@@ -62,7 +65,24 @@ impl SimConfig {
             witnesses: Vec::new(),
             drift_permille: 0,
             flaw: None,
+            node_timing: BTreeMap::new(),
         }
+    }
+
+    /// The timing node `id` runs with.
+    pub fn timing_of(&self, id: NodeId) -> Timing {
+        self.node_timing.get(&id).copied().unwrap_or(self.timing)
+    }
+
+    /// The slowest of every node's timeouts and heartbeat: what bounds the cluster's
+    /// convergence when they differ.
+    pub fn slowest_timing(&self) -> Timing {
+        self.node_timing.values().fold(self.timing, |a, b| Timing {
+            heartbeat_ms: a.heartbeat_ms.max(b.heartbeat_ms),
+            answer_timeout_ms: a.answer_timeout_ms.max(b.answer_timeout_ms),
+            coordinator_timeout_ms: a.coordinator_timeout_ms.max(b.coordinator_timeout_ms),
+            ..a
+        })
     }
 }
 
@@ -324,7 +344,7 @@ impl Sim {
                 .copied()
                 .filter(|&p| p != id)
                 .collect(),
-            timing: self.config.timing,
+            timing: self.config.timing_of(id),
             preempt: self.config.preempt,
             eligible: node.eligible,
             mode: self.config.mode,

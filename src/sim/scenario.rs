@@ -64,6 +64,8 @@ pub struct Flavor {
     pub preempt_delay: bool,
     pub preempt_never: bool,
     pub ineligible: bool,
+    /// Nodes run different heartbeats and T, T' (same D).
+    pub mixed_timing: bool,
     pub faults: usize,
 }
 
@@ -653,6 +655,13 @@ fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flav
     } else {
         Vec::new()
     };
+    let node_timing = if rng.gen_bool(0.2) {
+        ids.iter()
+            .map(|&id| (id, varied_timing(timing, rng)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let flavor = Flavor {
         mode,
         witness: !witnesses.is_empty(),
@@ -662,6 +671,7 @@ fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flav
         preempt_delay: timing.preempt_delay_ms > 0,
         preempt_never: preempt == Preempt::Never,
         ineligible: false,
+        mixed_timing: !node_timing.is_empty(),
         faults: 0,
     };
     let config = SimConfig {
@@ -674,8 +684,34 @@ fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flav
         witnesses,
         drift_permille: 10,
         flaw: None,
+        node_timing,
     };
     (config, flavor)
+}
+
+/// One node's own timing around `base`: D and the preempt delay as everyone's (the
+/// transport refuses a peer whose D differs), the heartbeat from half to 1.5 times
+/// (at most D / 3, so the lease spans two heartbeats), T and T' up to 1.5 times (never
+/// below `base`: the message delays are drawn below base T / 2), T' ≥ T.
+fn varied_timing(base: Timing, rng: &mut SmallRng) -> Timing {
+    let heartbeat_ms = rng
+        .gen_range((base.heartbeat_ms / 2).max(1)..=base.heartbeat_ms * 3 / 2)
+        .min(base.suspect_after_ms / 3);
+    let answer_timeout_ms = rng.gen_range(base.answer_timeout_ms..=base.answer_timeout_ms * 3 / 2);
+    let coordinator_timeout_ms = rng
+        .gen_range(base.coordinator_timeout_ms..=base.coordinator_timeout_ms * 3 / 2)
+        .max(answer_timeout_ms);
+    let timing = Timing {
+        heartbeat_ms,
+        answer_timeout_ms,
+        coordinator_timeout_ms,
+        ..base
+    };
+    if timing.validate().is_ok() {
+        timing
+    } else {
+        base
+    }
 }
 
 /// Runs the scenario this seed describes and judges it. Deterministic in `seed`.
@@ -691,7 +727,13 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
     let description = describe(&config);
     let judge = Judge {
         mode,
-        timing: config.timing,
+        timing: config.slowest_timing(),
+        lease_bound_ms: config
+            .ids
+            .iter()
+            .map(|&id| lease_bound_ms(&config.timing_of(id)))
+            .max()
+            .unwrap_or_else(|| lease_bound_ms(&config.timing)),
         preempt: config.preempt,
         max_delay: config.delay_ms.1,
         slow_network: flavor.slow_network,
@@ -739,7 +781,7 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
 
 /// The cluster and settings a seed chose, for the failure message.
 fn describe(config: &SimConfig) -> String {
-    format!(
+    let mut out = format!(
         "{} mode, nodes {:?}, witnesses {:?}, timing {:?}, preempt {:?}, delay {:?} ms, \
          clocks ±{}‰",
         config.mode,
@@ -749,13 +791,24 @@ fn describe(config: &SimConfig) -> String {
         config.preempt,
         config.delay_ms,
         config.drift_permille
-    )
+    );
+    for (id, t) in &config.node_timing {
+        let _ = write!(
+            out,
+            "; n{id}: heartbeat {}, T {}, T' {}",
+            t.heartbeat_ms, t.answer_timeout_ms, t.coordinator_timeout_ms
+        );
+    }
+    out
 }
 
 /// Which checks apply to a run, and with which bounds, given its settings.
 struct Judge {
     mode: Mode,
+    /// The slowest node's timeouts (they bound convergence).
     timing: Timing,
+    /// The longest any node's office can outlast its last renewal (paused).
+    lease_bound_ms: Millis,
     preempt: Preempt,
     max_delay: Millis,
     slow_network: bool,
@@ -790,7 +843,7 @@ impl Judge {
             violations.extend(check_unique_terms(history, quiet));
         }
         if mode == Mode::Quorum {
-            violations.extend(check_no_overlap(history, lease_bound_ms(timing)));
+            violations.extend(check_no_overlap(history, self.lease_bound_ms));
             violations.extend(check_one_per_term(history));
         }
         // A quorum coordinator holds its lease only while acks come back within
