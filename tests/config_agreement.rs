@@ -1,6 +1,6 @@
 //! Real `bully node` processes on 127.0.0.1 whose configs disagree, as an operator
 //! leaves them halfway through a change: one node with another D, one node still in
-//! `classic` among quorum nodes. Throughout, never two coordinators at once (every
+//! `classic` among quorum nodes, two members added on some hosts only. Throughout, never two coordinators at once (every
 //! node's status polled); the odd node reports itself ineligible with the reason, both
 //! ends log the refusal naming both sides and count it by reason, and the others elect.
 
@@ -202,4 +202,52 @@ fn assert_never_declared(t: &TestCluster, id: NodeId) {
         "node {id} declared: {declared:?}\n{}",
         t.cluster.log_tail(40)
     );
+}
+
+/// Two members added at once on some hosts only: nodes 3, 4 and 5 run the new list
+/// [1..5] while nodes 1 and 2 still run [1, 2, 3]. Each side counts a majority of its
+/// own list ({1, 2} of 3, {3, 4, 5} of 5); a refusal alone would let both elect. The
+/// list rule makes every node that saw a list two apart stand down, so at most one side
+/// leads: never two coordinators, never two holders of one term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_members_added_at_once_never_give_two_coordinators() {
+    let mut t = TestCluster::new(5, Timing::default(), Preempt::Always);
+    for old in [1, 2] {
+        t.cluster
+            .edit_config(old, |c| c.peers.retain(|p| p.id <= 3))
+            .unwrap();
+    }
+    t.start_all();
+    let ids = t.cluster.ids();
+    let views = watch_one_coordinator(
+        &t,
+        &ids,
+        "the old side standing down",
+        |v| {
+            [1, 2]
+                .iter()
+                .all(|&id| v[&id].as_ref().is_some_and(|s| !s.eligible))
+        },
+        |v| coordinators(v).iter().all(|&id| id >= 3),
+    )
+    .await;
+    for (id, status) in &views {
+        eprintln!(
+            "node {id}: {}",
+            status.as_ref().map_or("down".into(), |s| s.line())
+        );
+    }
+    let history = t.cluster.history();
+    let timing = Timing::default();
+    let mut violations =
+        bully::checker::check_no_overlap(&history, bully::checker::lease_bound_ms(&timing));
+    violations.extend(bully::checker::check_one_per_term(&history));
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}",
+        bully::history::tail(&history, 80)
+    );
+    for old in [1, 2] {
+        assert_never_declared(&t, old);
+    }
 }
