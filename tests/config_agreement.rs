@@ -1,8 +1,9 @@
 //! Real `bully node` processes on 127.0.0.1 whose configs disagree, as an operator
 //! leaves them halfway through a change: one node with another D, one node still in
-//! `classic` among quorum nodes, two members added on some hosts only. Throughout, never two coordinators at once (every
-//! node's status polled); the odd node reports itself ineligible with the reason, both
-//! ends log the refusal naming both sides and count it by reason, and the others elect.
+//! `classic` among quorum nodes, two members added on some hosts only. Throughout,
+//! never two coordinators at once (every node's status polled); the odd node reports
+//! itself ineligible with the reason, both ends log the refusal naming both sides and
+//! count it by reason, and the others elect.
 
 mod common;
 
