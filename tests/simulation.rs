@@ -3,7 +3,8 @@
 //!
 //! `cargo test --test simulation` runs 5,000 seeds; `SIM_SEEDS=200000` runs more;
 //! `SIM_SEED=n` runs just seed n (and prints its history when run with --nocapture).
-//! Seeds start at `SIM_FIRST_SEED` (default 0).
+//! Seeds start at `SIM_FIRST_SEED` (default 0). `SIM_FINGERPRINT=1` prints a hash of
+//! every history, to show a refactoring changed no behaviour.
 
 use bully::checker::{
     check_convergence, check_no_overlap, check_one_per_term, check_safety, check_unique_terms,
@@ -121,6 +122,25 @@ impl Summary {
     }
 }
 
+/// FNV-1a over every history as JSON (`SIM_FINGERPRINT=1`): a refactoring that keeps
+/// behaviour must keep it, whatever the types are called or where they live.
+struct Fingerprint(u64);
+
+impl Default for Fingerprint {
+    fn default() -> Self {
+        Fingerprint(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fingerprint {
+    fn add(&mut self, history: &[bully::history::Entry]) {
+        let json = serde_json::to_vec(history).expect("a history serialises");
+        for byte in json {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 /// The mode `SIM_SEED` reruns (`SIM_MODE=classic|quorum`, default quorum).
 fn env_mode() -> Mode {
     match std::env::var("SIM_MODE").as_deref() {
@@ -151,6 +171,7 @@ fn run_seeds(mode: Mode) {
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let started = Instant::now();
     let mut summary = Summary::default();
+    let mut fingerprint = env_u64("SIM_FINGERPRINT").map(|_| Fingerprint::default());
     for seed in first..first + count {
         let outcome = run_seed(seed, mode);
         assert!(
@@ -159,6 +180,16 @@ fn run_seeds(mode: Mode) {
             outcome.report()
         );
         summary.add(&outcome);
+        if let Some(f) = fingerprint.as_mut() {
+            f.add(&outcome.history);
+        }
+    }
+    if let Some(f) = fingerprint {
+        println!(
+            "{mode} mode: fingerprint of seeds {first}..{} (every history as JSON): {:016x}",
+            first + count,
+            f.0
+        );
     }
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
