@@ -466,6 +466,15 @@ pub struct Office {
 /// mode (a paused coordinator's office ends within it of the pause); `None` in classic
 /// mode, where a paused coordinator stays one until it notices.
 pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office> {
+    offices_with(entries, |_| lease_bound_ms)
+}
+
+/// [`offices`] with each node's own lease bound (nodes with their own heartbeat have
+/// their own lease margin).
+pub fn offices_with(
+    entries: &[Entry],
+    lease_bound_ms: impl Fn(NodeId) -> Option<Millis>,
+) -> Vec<Office> {
     // node -> (epoch, start, end bound while paused)
     let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
     let mut out = Vec::new();
@@ -506,7 +515,7 @@ pub fn offices(entries: &[Entry], lease_bound_ms: Option<Millis>) -> Vec<Office>
                 }
             }
             Record::Paused => {
-                if let (Some(office), Some(d)) = (open.get_mut(&node), lease_bound_ms) {
+                if let (Some(office), Some(d)) = (open.get_mut(&node), lease_bound_ms(node)) {
                     office.2 = Some(office.2.unwrap_or(t + d).min(t + d));
                 }
             }
@@ -537,7 +546,15 @@ pub fn lease_bound_ms(timing: &Timing) -> Millis {
 /// I6: no two coordinators' terms of office overlap in real time (quorum mode).
 /// `lease_bound_ms` as in [`offices`].
 pub fn check_no_overlap(entries: &[Entry], lease_bound_ms: Millis) -> Vec<Violation> {
-    let all = offices(entries, Some(lease_bound_ms));
+    check_no_overlap_with(entries, |_| lease_bound_ms)
+}
+
+/// [`check_no_overlap`] with each node's own lease bound.
+pub fn check_no_overlap_with(
+    entries: &[Entry],
+    lease_bound_ms: impl Fn(NodeId) -> Millis,
+) -> Vec<Violation> {
+    let all = offices_with(entries, |node| Some(lease_bound_ms(node)));
     let mut out = Vec::new();
     for (i, a) in all.iter().enumerate() {
         for b in &all[i + 1..] {

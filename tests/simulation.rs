@@ -628,3 +628,14 @@ fn sabotaged_deaf_handover_is_caught_as_flapping() {
         tail(sim.history(), 120)
     );
 }
+
+/// Nodes with their own heartbeat have their own lease margin: the judge must bound a
+/// paused coordinator's office by its own (seed 40220982: node 56, heartbeat 100, was
+/// judged by node 15's 55 ms heartbeat and "overlapped" its successor by 3 ms). This
+/// replay depends on the scenario generator in src/sim/scenario.rs.
+#[test]
+fn mixed_timing_judges_each_lease_by_its_own_heartbeat() {
+    let outcome = run_seed(40_220_982, Mode::Quorum);
+    assert!(outcome.flavor.mixed_timing, "{}", outcome.description);
+    assert!(outcome.passed(), "{}", outcome.report());
+}

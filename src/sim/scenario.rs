@@ -13,8 +13,8 @@
 
 use super::{CrashPoint, Sim, SimConfig};
 use crate::checker::{
-    check_convergence, check_no_overlap, check_one_per_term, check_start_delay, check_unique_terms,
-    lease_bound_ms, quiet_window, Convergence, Leader, Violation,
+    check_convergence, check_no_overlap_with, check_one_per_term, check_start_delay,
+    check_unique_terms, lease_bound_ms, quiet_window, Convergence, Leader, Violation,
 };
 use crate::history::{last_fault_ms, tail, Entry, Record};
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
@@ -728,12 +728,11 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
     let judge = Judge {
         mode,
         timing: config.slowest_timing(),
-        lease_bound_ms: config
+        lease_bounds: config
             .ids
             .iter()
-            .map(|&id| lease_bound_ms(&config.timing_of(id)))
-            .max()
-            .unwrap_or_else(|| lease_bound_ms(&config.timing)),
+            .map(|&id| (id, lease_bound_ms(&config.timing_of(id))))
+            .collect(),
         preempt: config.preempt,
         max_delay: config.delay_ms.1,
         slow_network: flavor.slow_network,
@@ -807,8 +806,9 @@ struct Judge {
     mode: Mode,
     /// The slowest node's timeouts (they bound convergence).
     timing: Timing,
-    /// The longest any node's office can outlast its last renewal (paused).
-    lease_bound_ms: Millis,
+    /// How long each node's office can outlast its pause (its own heartbeat sets its
+    /// lease margin).
+    lease_bounds: BTreeMap<NodeId, Millis>,
     preempt: Preempt,
     max_delay: Millis,
     slow_network: bool,
@@ -843,7 +843,13 @@ impl Judge {
             violations.extend(check_unique_terms(history, quiet));
         }
         if mode == Mode::Quorum {
-            violations.extend(check_no_overlap(history, self.lease_bound_ms));
+            let bound = |node: NodeId| {
+                self.lease_bounds
+                    .get(&node)
+                    .copied()
+                    .unwrap_or_else(|| lease_bound_ms(timing))
+            };
+            violations.extend(check_no_overlap_with(history, bound));
             violations.extend(check_one_per_term(history));
         }
         // A quorum coordinator holds its lease only while acks come back within
