@@ -497,6 +497,39 @@ fn bully_waits_out_the_preempt_delay() {
 }
 
 #[test]
+fn gave_way() {
+    // Coordinator 3 of {1, 2, 3, 4} hears a newer claim from 4 (after a partition
+    // healed): it leaves office, resigns 1@3 and follows 4, so 1 and 2 elect at once
+    // and ask it (simulator, classic seed 40803703: a follower that suspected it D
+    // later skipped it as silent, and both declared term 4).
+    let mut m = started(config(3, &[1, 2, 4]), 0);
+    tick(&mut m, 100);
+    assert_eq!(tick(&mut m, 200), declaration(ep(1, 3), &[1, 2, 4], 1));
+    let newer = ep(2, 4);
+    let resign = Body::Resign { epoch: ep(1, 3) };
+    assert_eq!(
+        deliver(
+            &mut m,
+            4,
+            2,
+            Body::Heartbeat {
+                epoch: newer,
+                round: 0
+            },
+            250
+        ),
+        vec![
+            candidate_view(3),
+            send(1, 2, resign),
+            send(2, 2, resign),
+            send(4, 2, resign),
+            persist(2, newer, 1),
+            follower_view(3, newer),
+        ]
+    );
+}
+
+#[test]
 fn bully_while_awaiting() {
     // Node 2 followed 1@1 while unhealthy. Healthy again, it elects; 3 answers. While
     // it waits for 3's Coordinator, 1's heartbeat (the epoch 2 accepted) must not make

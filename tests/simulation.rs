@@ -629,6 +629,16 @@ fn sabotaged_deaf_handover_is_caught_as_flapping() {
     );
 }
 
+/// A classic coordinator that followed a newer claim after a partition healed used to
+/// go silent towards its followers; one suspected it D later, skipped it as silent and
+/// declared the term it declared too (seed 40803703, found by the 10⁶-seed run). See
+/// `gave_way` in tests/protocol_rules.rs. Depends on the scenario generator.
+#[test]
+fn coordinator_that_gave_way_keeps_terms_unique() {
+    let outcome = run_seed(40_803_703, Mode::Classic);
+    assert!(outcome.passed(), "{}", outcome.report());
+}
+
 /// Nodes with their own heartbeat have their own lease margin: the judge must bound a
 /// paused coordinator's office by its own (seed 40220982: node 56, heartbeat 100, was
 /// judged by node 15's 55 ms heartbeat and "overlapped" its successor by 3 ms). This

@@ -40,6 +40,9 @@
 //!   heard its leader within D, and if that leader is gone its own suspicion follows.
 //! - accept: a claim newer than the accepted epoch from a node we may follow is
 //!   persisted, then followed.
+//! - gave_way: a classic coordinator that so follows a newer claim resigns its old
+//!   epoch, as newer_news does: its followers elect at once and ask it, instead of
+//!   suspecting it D later and skipping it as silent.
 //! - bully: a newer claim from a lower ID while we are eligible (preempt = always)
 //!   starts an election (or, as classic coordinator, re-declares above it).
 //! - stale_claim: a claim older than our accepted epoch is answered with an Ack that
@@ -1003,6 +1006,14 @@ impl Machine {
         }
         // A claim newer than anything we accepted.
         if self.may_follow(from) {
+            if let State::Coordinator { epoch: old, .. } = self.state {
+                // gave_way: out of office, then Resign, then follow, so our followers
+                // elect at once (and ask us, who answer) rather than suspect us D later
+                // and skip us as silent, which let a follower and this node declare one
+                // term (simulator, classic seed 40803703).
+                self.step_down(DemotionReason::NewerEpoch, self.awaiting(now), now);
+                self.broadcast(Body::Resign { epoch: old });
+            }
             self.accept(epoch, now);
             if heartbeat && self.seen > epoch.term {
                 self.send(
