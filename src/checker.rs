@@ -519,6 +519,11 @@ pub fn offices_with(
                     office.2 = Some(office.2.unwrap_or(t + d).min(t + d));
                 }
             }
+            Record::PausedLease { until_ms } => {
+                if let Some(office) = open.get_mut(&node) {
+                    office.2 = Some(office.2.map_or(*until_ms, |b| b.min(*until_ms)));
+                }
+            }
             Record::Resumed => {
                 if let Some(office) = open.get_mut(&node) {
                     if office.2.is_some_and(|b| t < b) {

@@ -50,6 +50,11 @@ pub enum Record {
     Crashed,
     /// The process was stopped (SIGSTOP); its inbox queues and no timer fires.
     Paused,
+    /// Simulator: a coordinator was paused in office, and its lease runs out at
+    /// `until_ms` (simulated time, rounded up) unless it resumes first: its office ends
+    /// then at the latest (the checker's pause bound assumes a renewal just before the
+    /// pause, which a coordinator cut off from its majority did not get).
+    PausedLease { until_ms: Millis },
     /// The process continued (SIGCONT).
     Resumed,
     /// A partition started: this node can no longer reach these nodes.
@@ -246,6 +251,9 @@ impl fmt::Display for Entry {
             Record::EligibilitySet { eligible } => write!(f, "ELIGIBLE {eligible}"),
             Record::Crashed => write!(f, "CRASHED"),
             Record::Paused => write!(f, "PAUSED"),
+            Record::PausedLease { until_ms } => {
+                write!(f, "paused in office, lease until {until_ms} ms")
+            }
             Record::Resumed => write!(f, "RESUMED"),
             Record::Partitioned { cut_off } => write!(f, "PARTITIONED from {cut_off:?}"),
             Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),

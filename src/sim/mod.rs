@@ -547,6 +547,15 @@ impl Sim {
                 n.paused_at = Some(now);
             }
             self.record(id, Record::Paused);
+            // A machine sabotaged to ignore its lease keeps office past it: no bound.
+            let honours_lease = self.config.flaw != Some(Flaw::IgnoreLease);
+            let lease_until = self.nodes.get(&id).and_then(|n| {
+                let until = n.machine.as_ref()?.lease_until()?;
+                honours_lease.then(|| n.real(until))
+            });
+            if let Some(until_ms) = lease_until {
+                self.record(id, Record::PausedLease { until_ms });
+            }
             for peer in self.config.ids.clone() {
                 if peer != id && self.is_up(peer) {
                     self.notice_after_idle_timeout(peer, id);
