@@ -259,12 +259,7 @@ impl Harness {
             }
             Step::Partition(side) => {
                 let relay = self.relay.as_ref().context("partitions need the relay")?;
-                let rest: Vec<NodeId> = self
-                    .ids
-                    .iter()
-                    .copied()
-                    .filter(|n| !side.contains(n))
-                    .collect();
+                let rest = others(&self.ids, side);
                 let mut at = wall_ms();
                 for (nodes, cut_off) in [(side, &rest), (&rest, side)] {
                     for &n in nodes.iter() {
@@ -282,7 +277,7 @@ impl Harness {
                     .relay
                     .as_ref()
                     .context("one-way links need the relay")?;
-                let rest: Vec<NodeId> = self.ids.iter().copied().filter(|p| p != n).collect();
+                let rest = others(&self.ids, &[*n]);
                 // Only the deaf node is cut off from anyone: the others still hear it.
                 let record = Record::Partitioned {
                     cut_off: rest.clone(),
@@ -448,4 +443,9 @@ impl Harness {
             }),
         }
     }
+}
+
+/// The members of `ids` not in `side`: the other side of a cut.
+fn others(ids: &[NodeId], side: &[NodeId]) -> Vec<NodeId> {
+    ids.iter().copied().filter(|n| !side.contains(n)).collect()
 }

@@ -412,26 +412,29 @@ impl Adversary {
         if self.ids().iter().any(|&id| self.sim.store_is_empty(id)) {
             return;
         }
-        let id = if self.rng.gen_bool(0.5) {
-            self.coordinator()
-        } else {
-            self.pick(up)
+        let Some(id) = self.coordinator_or_pick(up) else {
+            return;
         };
-        let Some(id) = id else { return };
         self.note(format!("n{id} loses its store"));
         self.sim.lose_store(id);
         self.notices_for(id);
         self.maybe_restart_later(id, 0.8, (1, 2500));
     }
 
-    /// The coordinator or a random node pauses, and resumes later.
-    fn pause_one(&mut self, up: &[NodeId]) {
-        let id = if self.rng.gen_bool(0.5) {
+    /// The coordinator half the time (none if there is none), else a random node of `up`.
+    fn coordinator_or_pick(&mut self, up: &[NodeId]) -> Option<NodeId> {
+        if self.rng.gen_bool(0.5) {
             self.coordinator()
         } else {
             self.pick(up)
+        }
+    }
+
+    /// The coordinator or a random node pauses, and resumes later.
+    fn pause_one(&mut self, up: &[NodeId]) {
+        let Some(id) = self.coordinator_or_pick(up) else {
+            return;
         };
-        let Some(id) = id else { return };
         self.note(format!("pause n{id}"));
         self.sim.pause(id);
         let at = self.sim.now() + self.rng.gen_range(20..=1200);
