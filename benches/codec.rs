@@ -3,8 +3,8 @@
 //!
 //! Run: `cargo bench --bench codec`.
 
+use bully::api::Status;
 use bully::codec::{decode_frame, encode_frame};
-use bully::node::Status;
 use bully::protocol::{Body, Epoch, Message, Role, View};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 

@@ -7,7 +7,7 @@
 //!
 //! The node's machine time ([`crate::node`]'s clock), the deadlines its timer fires
 //! ([`crate::exact_timer`]) and the lease end readers compare with the time now
-//! ([`crate::node::Status::as_of`]) all read this one clock.
+//! ([`crate::api::Status::as_of`]) all read this one clock.
 
 use nix::sys::time::TimeSpec;
 use nix::time::{clock_gettime, ClockId};

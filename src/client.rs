@@ -2,10 +2,10 @@
 //! `bully local` and by the tests: connect with the cluster's client certificate,
 //! open one stream per request.
 
+use crate::api::MetricsSnapshot;
+use crate::api::Status;
+use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
-use crate::node::api::{Request, Response};
-use crate::node::metrics::MetricsSnapshot;
-use crate::node::Status;
 use crate::protocol::NodeId;
 use crate::transport::{connect_client, read_frame, write_frame, FrameError, TransportError};
 use std::net::SocketAddr;

@@ -3,11 +3,11 @@
 //! children that are started, killed (SIGKILL), paused (SIGSTOP) and resumed by PID.
 //! Dropping a [`Cluster`] kills every child it started, also when a test panics.
 
+use crate::api::{event_log, Status};
 use crate::certs::{self, TlsFiles};
 use crate::client::Client;
 use crate::config::{self, HooksConfig, NodeConfig, PeerConfig};
 use crate::history::{Entry, Record};
-use crate::node::{event_log, Status};
 use crate::ports::free_udp_addrs;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use crate::signals::Signal;
@@ -316,7 +316,7 @@ impl Cluster {
         &self,
         id: NodeId,
         timeout: Duration,
-    ) -> Result<crate::node::metrics::MetricsSnapshot> {
+    ) -> Result<crate::api::MetricsSnapshot> {
         let client = Client::connect(self.addr(id), &self.client_tls, Some(id), timeout).await?;
         Ok(client.metrics().await?)
     }

@@ -34,6 +34,7 @@
 //! - `sabotage` (debug builds only): switches that break the node on purpose so the
 //!   tests can show the checker catches it.
 
+pub mod api;
 pub mod boot_clock;
 pub mod certs;
 pub mod chaos;

@@ -7,8 +7,8 @@
 
 mod common;
 
+use bully::api::Status;
 use bully::history::Record;
-use bully::node::Status;
 use bully::protocol::{Fact, Mode, NodeId, Preempt, Role, Timing};
 use common::TestCluster;
 use std::collections::BTreeMap;

@@ -6,9 +6,9 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
+use bully::api::HealthState;
 use bully::config::HealthConfig;
 use bully::history::Record;
-use bully::node::HealthState;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use primary::{events, metrics, phase, quoted, status};

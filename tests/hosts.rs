@@ -184,7 +184,7 @@ impl Hosts {
         let logs = self
             .ports
             .keys()
-            .filter_map(|id| bully::node::event_log::read_log(&self.host(*id).join("data")).ok());
+            .filter_map(|id| bully::api::event_log::read_log(&self.host(*id).join("data")).ok());
         bully::history::merge(logs)
     }
 }

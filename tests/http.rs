@@ -6,8 +6,8 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
+use bully::api::Status;
 use bully::config::HttpConfig;
-use bully::node::Status;
 use bully::ports::free_tcp_addrs;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};

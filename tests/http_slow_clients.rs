@@ -8,7 +8,7 @@ mod common;
 mod primary;
 
 use bully::config::HttpConfig;
-use bully::node::http::MAX_CONNECTIONS;
+use bully::node::serve::http::MAX_CONNECTIONS;
 use bully::ports::free_tcp_addr;
 use bully::protocol::{Preempt, Timing};
 use common::{wait_until, TestCluster};

@@ -1,12 +1,15 @@
-//! The protocol layer stays pure: `src/protocol` is the state machine both the
-//! simulator and the model checker drive, so it may not reach the clock, the network,
-//! the disk, a random source or the layers above it. Only convention kept it so; this
-//! test makes a stray `use tokio::...` or `std::time::Instant::now()` fail the build.
+//! The pure layers stay pure. `src/protocol` is the state machine both the simulator
+//! and the model checker drive, so it may not reach the clock, the network, the disk, a
+//! random source or the layers above it. `src/node/policy` holds the node's decisions
+//! (eligibility, step-down, readiness, transitions), tested without tokio, so it may not
+//! reach a task, socket, file or clock either, nor the node's other wings. Only
+//! convention kept them so; these tests make a stray `use tokio::...`,
+//! `std::time::Instant::now()` or an import from the runtime fail the build.
 
 use std::path::{Path, PathBuf};
 
-/// Paths the protocol may not name, and why.
-const FORBIDDEN: &[(&str, &str)] = &[
+/// Paths neither pure layer may name, and why.
+const IO: &[(&str, &str)] = &[
     ("tokio", "async runtime"),
     ("quinn", "network"),
     ("sled", "disk"),
@@ -14,15 +17,53 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("std::net", "network"),
     ("std::fs", "disk"),
     ("std::io", "I/O"),
-    ("std::time", "clock (the driver passes `now` in)"),
     ("std::thread", "threads and sleeping"),
     ("std::process", "processes"),
     ("std::env", "the environment"),
-    (
-        "crate",
-        "a layer above the protocol (only `crate::protocol` is allowed)",
-    ),
 ];
+
+/// One pure layer: its folder, what it may not name beyond [`IO`], and the crate paths
+/// it may use (every other `crate::` path is a layer it may not reach).
+struct Layer {
+    dir: &'static str,
+    also_forbidden: &'static [(&'static str, &'static str)],
+    allowed_crate_paths: &'static [&'static str],
+    /// Whether its unit tests (after `#[cfg(test)]`) are held to the rule too.
+    tests_too: bool,
+}
+
+/// The state machine: no clock at all (the driver passes `now` in), nothing above it.
+const PROTOCOL: Layer = Layer {
+    dir: "src/protocol",
+    also_forbidden: &[("std::time", "clock (the driver passes `now` in)")],
+    allowed_crate_paths: &["protocol"],
+    tests_too: true,
+};
+
+/// The node's decisions: durations and instants as values, never read from a clock
+/// (the runtime passes `now` in); the shared types, the config's values, the
+/// transport's config-mismatch report and the mailbox's hook result, nothing that runs.
+const POLICY: Layer = Layer {
+    dir: "src/node/policy",
+    also_forbidden: &[
+        ("Instant::now", "clock (the runtime passes `now` in)"),
+        ("SystemTime", "wall clock"),
+        (
+            "super::super",
+            "another wing of the node (name what it may use)",
+        ),
+    ],
+    allowed_crate_paths: &[
+        "protocol",
+        "api",
+        "config",
+        "transport::MismatchKind",
+        "transport::ConfigMismatch",
+        "node::policy",
+        "node::shared::mailbox",
+    ],
+    tests_too: false,
+};
 
 /// The source with comments and string literals blanked, so prose that mentions
 /// `tokio` or `std::time` is not an import.
@@ -58,12 +99,35 @@ fn code_only(source: &str) -> String {
     out
 }
 
-/// Every forbidden path `source` names, as `line: path (why)`.
-fn forbidden_uses(source: &str) -> Vec<String> {
-    let code = code_only(source);
+/// Every forbidden path `source` names under `layer`'s rule, as `line: path (why)`.
+fn forbidden_uses(source: &str, layer: &Layer) -> Vec<String> {
+    let mut code = code_only(source);
+    if !layer.tests_too {
+        if let Some(at) = code.find("#[cfg(test)]") {
+            code.truncate(at);
+        }
+    }
+    // (path, why, whether it counts anywhere: a layer's own extra names count even
+    // inside a longer path, like `std::time::Instant::now`).
+    let crate_rule = (
+        "crate",
+        "a layer this one may not reach (see the layer's allowed paths)",
+        false,
+    );
+    let rules: Vec<(&str, &str, bool)> = IO
+        .iter()
+        .map(|&(path, why)| (path, why, false))
+        .chain(
+            layer
+                .also_forbidden
+                .iter()
+                .map(|&(path, why)| (path, why, true)),
+        )
+        .chain([crate_rule])
+        .collect();
     let mut found = Vec::new();
     for (number, line) in code.lines().enumerate() {
-        for (path, why) in FORBIDDEN {
+        for &(path, why, anywhere) in &rules {
             let mut from = 0;
             while let Some(at) = line[from..].find(path) {
                 let start = from + at;
@@ -71,10 +135,10 @@ fn forbidden_uses(source: &str) -> Vec<String> {
                 from = end;
                 let before = line[..start].chars().next_back();
                 let after = &line[end..];
-                let starts_a_path =
-                    !before.is_some_and(|c| c.is_alphanumeric() || c == '_') && before != Some(':');
-                let allowed = *path == "crate" && after.starts_with("::protocol");
-                if starts_a_path && after.starts_with("::") && !allowed {
+                let in_a_word = before.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                let starts_a_path = !in_a_word && (anywhere || before != Some(':'));
+                let allowed = path == "crate" && allowed_crate_path(after, layer);
+                if starts_a_path && (anywhere || after.starts_with("::")) && !allowed {
                     found.push(format!("{}: {path} ({why})", number + 1));
                 }
             }
@@ -83,9 +147,20 @@ fn forbidden_uses(source: &str) -> Vec<String> {
     found
 }
 
+/// Whether `after` (the text after `crate`) names one of `layer`'s allowed paths.
+fn allowed_crate_path(after: &str, layer: &Layer) -> bool {
+    let Some(rest) = after.strip_prefix("::") else {
+        return false;
+    };
+    layer.allowed_crate_paths.iter().any(|allowed| {
+        rest.strip_prefix(allowed)
+            .is_some_and(|tail| !tail.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+    })
+}
+
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read src/protocol") {
+    for entry in std::fs::read_dir(dir).expect("read a layer's folder") {
         let path = entry.expect("directory entry").path();
         if path.is_dir() {
             files.extend(rust_files(&path));
@@ -96,18 +171,24 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn the_protocol_imports_no_io_clock_randomness_or_upper_layer() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+/// Every forbidden use in `layer`'s files, as `file:line: path (why)`.
+fn problems_in(layer: &Layer) -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(layer.dir);
     let files = rust_files(&dir);
-    assert!(files.len() >= 3, "expected the protocol's files in {dir:?}");
+    assert!(files.len() >= 3, "expected the layer's files in {dir:?}");
     let mut problems = Vec::new();
     for file in files {
-        let source = std::fs::read_to_string(&file).expect("read a protocol file");
-        for found in forbidden_uses(&source) {
+        let source = std::fs::read_to_string(&file).expect("read a source file");
+        for found in forbidden_uses(&source, layer) {
             problems.push(format!("{}:{found}", file.display()));
         }
     }
+    problems
+}
+
+#[test]
+fn the_protocol_imports_no_io_clock_randomness_or_upper_layer() {
+    let problems = problems_in(&PROTOCOL);
     assert!(
         problems.is_empty(),
         "src/protocol must stay free of I/O, clocks, randomness and upper layers:\n{}",
@@ -116,12 +197,37 @@ fn the_protocol_imports_no_io_clock_randomness_or_upper_layer() {
 }
 
 #[test]
+fn the_node_policies_import_no_io_clock_or_runtime() {
+    let problems = problems_in(&POLICY);
+    assert!(
+        problems.is_empty(),
+        "src/node/policy must stay free of I/O, clock reads and the node's running parts:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
 fn the_scanner_finds_what_it_looks_for_and_ignores_prose() {
+    let uses = |source: &str| forbidden_uses(source, &PROTOCOL);
     let bad =
         "use tokio::sync::mpsc;\nlet t = std::time::Instant::now();\nuse crate::node::Status;\n";
-    assert_eq!(forbidden_uses(bad).len(), 3, "{:?}", forbidden_uses(bad));
+    assert_eq!(uses(bad).len(), 3, "{:?}", uses(bad));
     let fine = "// tokio::spawn in a comment\nlet s = \"std::fs::read\";\nuse crate::protocol::Epoch;\nuse std::collections::BTreeMap;\nlet my_tokio::x = 1;\n";
-    assert_eq!(forbidden_uses(fine), Vec::<String>::new());
-    assert_eq!(forbidden_uses("use rand::Rng;").len(), 1);
-    assert!(forbidden_uses("let operand::x = 1; use brand::Y;").is_empty());
+    assert_eq!(uses(fine), Vec::<String>::new());
+    assert_eq!(uses("use rand::Rng;").len(), 1);
+    assert!(uses("let operand::x = 1; use brand::Y;").is_empty());
+    assert_eq!(
+        uses("use crate::protocolish::X;").len(),
+        1,
+        "a prefix is no path"
+    );
+}
+
+#[test]
+fn the_policy_rule_allows_values_of_time_but_no_clock_or_runtime() {
+    let uses = |source: &str| forbidden_uses(source, &POLICY);
+    let fine = "use std::time::{Duration, Instant};\nuse crate::api::Status;\nuse crate::transport::MismatchKind;\nuse crate::node::shared::mailbox::ElectedHookDone;\n#[cfg(test)]\nmod tests { fn t() { let _ = std::time::Instant::now(); } }\n";
+    assert_eq!(uses(fine), Vec::<String>::new());
+    let bad = "let now = std::time::Instant::now();\nuse crate::node::shared::tasks::NodeTasks;\nuse super::super::drive::runtime;\nuse crate::transport::Transport;\nuse tokio::sync::watch;\n";
+    assert_eq!(uses(bad).len(), 5, "{:?}", uses(bad));
 }

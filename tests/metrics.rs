@@ -4,8 +4,8 @@
 
 mod common;
 
+use bully::api::MetricsSnapshot;
 use bully::client::Client;
-use bully::node::MetricsSnapshot;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{wait_until, TestCluster};
 use std::time::Duration;

@@ -40,10 +40,10 @@ async fn intruders_and_garbage_do_not_change_the_view() {
     if let Ok(conn) = conn {
         let answered = async {
             let (mut send, mut recv) = conn.open_bi().await.ok()?;
-            bully::transport::write_frame(&mut send, &bully::node::api::Request::Status)
+            bully::transport::write_frame(&mut send, &bully::api::Request::Status)
                 .await
                 .ok()?;
-            bully::transport::read_frame::<bully::node::api::Response>(&mut recv)
+            bully::transport::read_frame::<bully::api::Response>(&mut recv)
                 .await
                 .ok()?
         };

@@ -4,8 +4,8 @@
 //! into `chaos-events.jsonl` beside the nodes' data, so a kept run dir holds the whole
 //! story and the same [`crate::checker`] judges it.
 
+use crate::api::event_log::EVENT_LOG;
 use crate::history::{Entry, Record};
-use crate::node::event_log::EVENT_LOG;
 use crate::protocol::NodeId;
 use crate::wall_clock::wall_ms;
 use std::fs::{File, OpenOptions};

@@ -5,7 +5,7 @@
 
 use super::endpoints::{self, Answer};
 use super::{print_json, QueryArgs};
-use crate::node::Status;
+use crate::api::Status;
 use crate::protocol::NodeId;
 use std::collections::BTreeSet;
 use std::process::ExitCode;

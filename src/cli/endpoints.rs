@@ -5,10 +5,10 @@
 //! that is down costs nothing while another answers.
 
 use super::QueryArgs;
+use crate::api::Status;
 use crate::certs::TlsFiles;
 use crate::client::{Client, ClientError};
 use crate::config::ConfigError;
-use crate::node::Status;
 use crate::protocol::NodeId;
 use crate::transport::{PeerAddr, PeerAddrError, ResolveError};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //!
 //! The rule, in order:
 //! 1. A node that says it is coordinator counts first: it reads its role against its
-//!    own lease (see [`crate::node::Status::as_of`]), so its word is the best there is.
+//!    own lease (see [`crate::api::Status::as_of`]), so its word is the best there is.
 //!    Two of them (classic mode in a partition): the higher epoch, with a warning.
 //! 2. If the coordinator the followers name answered and is *not* coordinator, its own
 //!    word overrules theirs.
@@ -15,7 +15,7 @@
 
 use super::endpoints::{self, Answer};
 use super::{print_json, QueryArgs};
-use crate::node::Status;
+use crate::api::Status;
 use crate::protocol::{Epoch, Mode, NodeId, Role, Timing};
 use std::process::ExitCode;
 

@@ -5,12 +5,12 @@
 use super::local_board::{Board, NodeState};
 use super::run_dir::RunDir;
 use super::LocalArgs;
+use crate::api::Status;
 use crate::certs::TlsFiles;
 use crate::chaos::harness::{Harness, HarnessSpec};
 use crate::chaos::plan::Step;
 use crate::chaos::report::RunParams;
 use crate::client::Client;
-use crate::node::Status;
 use crate::protocol::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! until QUIC notices, and a paused node keeps its socket, so their last views would
 //! linger; the shell knows which processes it killed or stopped, and says so instead.
 
-use crate::node::Status;
+use crate::api::Status;
 use crate::protocol::NodeId;
 use std::collections::BTreeMap;
 

@@ -72,7 +72,7 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
 
 /// Tells systemd the node is ready once it knows a coordinator (itself or another):
 /// only then can it answer `leader` and serve `/coordinator` meaningfully.
-async fn announce_ready(mut status: watch::Receiver<crate::node::Status>) {
+async fn announce_ready(mut status: watch::Receiver<crate::api::Status>) {
     let Ok(status) = status.wait_for(|s| s.coordinator.is_some()).await else {
         return;
     };

@@ -2,8 +2,8 @@
 //! print (`bully leader` is in [`super::leader`]).
 
 use super::{endpoints, print_json, QueryArgs};
+use crate::api::Status;
 use crate::client::Client;
-use crate::node::Status;
 use crate::protocol::{NodeId, Role};
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,76 +1,40 @@
-//! The node runtime and what it exposes: the client API, the status it publishes, the
-//! append-only event log that tests and the chaos runner check, and what keeps a
-//! database primary: health gating, hooks, step-down, HTTP and metrics.
+//! The node: a thin runtime around the state machine, and what keeps a database
+//! primary: health gating, hooks, step-down, the client API, HTTP and metrics. What it
+//! shares with clients (requests, status, counters, the event log) is `crate::api`.
 //!
-//! Starting and driving:
-//! - `start`: opens the data dir, binds the endpoints, wires the parts below; `handle`:
-//!   the [`NodeHandle`] an embedder holds.
-//! - `runtime`: the one task that owns the state machine and runs its actions in order;
-//!   `resign_hold`: how far it runs before a voluntary demotion's `on_demoted` ends;
-//!   `inputs`: what it waits for; `clock`: its milliseconds; `journal`: storage and
-//!   event log, persisted then logged; `error`: why a node could not start or stopped.
-//! - `tasks`: every other task of the node and the one signal that stops them.
-//!
-//! Deciding (pure, tested without tokio):
-//! - `eligibility`: whether the node may lead (health, step-down, handover, hold,
-//!   config conflicts); `config_conflict`: the rule for peers whose config disagrees;
-//!   `step_down`: a step-down's refusals and answers; [`health_state`]: the health
-//!   check's state and its every translation; `readiness`: when a coordinator is ready
-//!   for clients and what a failed `on_elected` does; [`transitions`]: what a new view
-//!   means (elected, demoted, new epoch, failover).
-//!
-//! Publishing and serving:
-//! - `publisher`: the status watch, metrics, led-epoch watch and hooks, in order.
-//! - [`api`]: requests over QUIC (status, watch, step-down, metrics); `switchover`:
-//!   `step-down --to N`, asking the members above N to stand aside.
-//! - [`hooks`]: commands run on role changes, one at a time, never blocking;
-//!   [`health`]: the check that gates eligibility (rise/fall); `shell`: runs one such
-//!   command with a timeout that kills its process group; `environment`: their
-//!   `BULLY_*` variables.
-//! - `services`: the health check and HTTP endpoint a reload may replace; [`reload`]:
-//!   what SIGHUP re-reads (hooks, health, HTTP, certificates) and what needs a restart.
-//! - [`http`]: `/coordinator`, `/health`, `/status`, `/metrics` over TCP;
-//!   [`http_routes`]: what each answers; [`http_slots`] bounds its connections without
-//!   letting slow clients starve it.
-//! - [`metrics`]: shared counters; [`exposition`] renders them for Prometheus;
-//!   [`status`]: what a node tells the world; [`event_log`]: the history it appends.
+//! Six wings, each importing only the ones listed before it:
+//! - [`shared`]: the ground floor every part uses: the task group and its stop signal
+//!   (`tasks`), the runtime's mailbox (`mailbox`), the live counters (`metrics`) and
+//!   the errors (`error`).
+//! - [`policy`]: the decisions, pure and tested without tokio (`tests/layering.rs`
+//!   keeps them so): whether the node may lead (`eligibility`, `config_conflict`), a
+//!   step-down's refusals and answers (`step_down`), when a coordinator is ready for
+//!   clients (`readiness`), what a new view means (`transitions`), how long a
+//!   voluntary demotion waits for `on_demoted` (`resign_hold`).
+//! - [`commands`]: the operator's commands the node runs: the hooks on role changes
+//!   (`hooks`), the health check that gates eligibility (`health`), one command with a
+//!   timeout that kills its process group (`shell`), their `BULLY_*` variables
+//!   (`environment`).
+//! - [`publish`]: after each step, in order: the status watch, the counters, the
+//!   led-epoch watch and the hooks (`publisher`); the Prometheus rendering of the
+//!   counters (`exposition`).
+//! - [`serve`]: the client API over QUIC (`api`) and `step-down --to N` (`switchover`);
+//!   `/coordinator`, `/health`, `/status`, `/metrics` over TCP (`http`, `http_routes`,
+//!   bounded by `http_slots`).
+//! - [`drive`]: starting and driving: `start` opens the data dir, binds the endpoints
+//!   and wires the parts above; `runtime` is the one task that owns the machine and runs
+//!   its actions in order, fed by `inputs`, on `clock`, writing through `journal`
+//!   (storage, then the event log); `services` and `reload` are what SIGHUP replaces;
+//!   `handle` is the [`NodeHandle`] an embedder holds.
 
-pub mod api;
-mod clock;
-mod config_conflict;
-mod eligibility;
-mod environment;
-mod error;
-pub mod event_log;
-pub mod exposition;
-mod handle;
-pub mod health;
-pub mod health_state;
-pub mod hooks;
-pub mod http;
-pub mod http_routes;
-pub mod http_slots;
-mod inputs;
-mod journal;
-pub mod metrics;
-mod publisher;
-mod readiness;
-pub mod reload;
-mod resign_hold;
-mod runtime;
-mod services;
-mod shell;
-mod start;
-pub mod status;
-mod step_down;
-mod switchover;
-mod tasks;
-pub mod transitions;
+mod commands;
+mod drive;
+mod policy;
+mod publish;
+pub mod serve;
+mod shared;
 
-pub use error::NodeError;
-pub use handle::NodeHandle;
-pub use health_state::HealthState;
-pub use metrics::{Metrics, MetricsSnapshot};
-pub use reload::ReloadError;
-pub use start::{start, start_in};
-pub use status::{PeerState, Status};
+pub use drive::handle::NodeHandle;
+pub use drive::start::{start, start_in};
+pub use shared::error::{NodeError, ReloadError};
+pub use shared::metrics::Metrics;

@@ -2,9 +2,9 @@
 //! and views of every node.
 #![allow(dead_code)]
 
+use bully::api::Status;
 use bully::certs;
 use bully::cluster::{Cluster, ClusterSpec};
-use bully::node::Status;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use std::collections::BTreeMap;
 use std::future::Future;

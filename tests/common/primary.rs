@@ -3,9 +3,9 @@
 #![allow(dead_code)]
 
 use super::common::TestCluster;
+use bully::api::{event_log, MetricsSnapshot, Status};
 use bully::client::Client;
 use bully::history::{Entry, Record};
-use bully::node::{event_log, MetricsSnapshot, Status};
 use bully::protocol::NodeId;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,12 +3,12 @@
 //! replaces (gracefully, through that group's stop signal) and the node's stop ends
 //! them all. What a reload changes is decided in [`super::reload`].
 
-use super::health::{self, HealthCheck};
-use super::http::{self, HttpState};
-use super::metrics::Metrics;
-use super::status::Status;
-use super::tasks::NodeTasks;
+use crate::api::Status;
 use crate::config::NodeConfig;
+use crate::node::commands::health::{self, HealthCheck};
+use crate::node::serve::http::{self, HttpState};
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;

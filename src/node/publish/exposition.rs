@@ -6,7 +6,7 @@
 //! `bully_health_state{state=...}` with 1 on the current state; `bully_build_info`;
 //! `process_*` as the Go client names them, read from /proc by the procfs crate.
 
-use super::metrics::{HealthState, Histogram, MetricsSnapshot};
+use crate::api::{HealthState, Histogram, MetricsSnapshot};
 use crate::transport::MismatchKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
@@ -304,19 +304,29 @@ impl Collector for ProcessCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::metrics::Metrics;
+    use crate::api::Status;
+    use crate::node::shared::metrics::Metrics;
+    use crate::protocol::{Cells, Epoch, Mode, Role, View};
     use std::time::Duration;
 
     #[test]
     fn conventions_hold() {
         let m = Metrics::new(2);
-        m.set_view(true, 7);
+        m.set_epoch_term(7);
         m.set_health(HealthState::Passing);
         m.observe_failover(Duration::from_millis(250));
         m.observe_persist(Duration::from_micros(700));
         m.hook_ran("on_elected", false);
-        let mut snapshot = m.snapshot();
-        snapshot.peer_up = [(1, true), (3, false)].into();
+        let view = View {
+            id: 2,
+            role: Role::Coordinator,
+            epoch: Some(Epoch { term: 7, leader: 2 }),
+            eligible: true,
+            incarnation: 1,
+        };
+        let mut status = Status::initial(view, Mode::Classic, Cells::default(), &[1, 3], 0);
+        status.set_peer(1, true);
+        let mut snapshot = m.snapshot_for(&status);
         snapshot.transport.config_refusals.timing = 4;
         let text = render(&snapshot);
         for line in [

@@ -1,5 +1,5 @@
 //! Whether this node may lead, as a pure policy: its health (see [`HealthState`]), a
-//! step-down or stand-aside period ([`super::step_down`], [`super::switchover`]), the
+//! step-down or stand-aside period ([`super::step_down`], [`crate::node::serve::switchover`]), the
 //! step-down's pending handover, a switchover's hold, and peers whose config disagrees
 //! with ours ([`ConfigConflicts`]). Like the machine it is fed
 //! inputs with explicit millisecond times and answers with what to do; the runtime
@@ -10,9 +10,9 @@
 //! sender in the runtime, anything in the tests.
 
 use super::config_conflict::ConfigConflicts;
-use super::health_state::HealthState;
-use super::status::Status;
 use super::step_down::{self, Answered, Handover};
+use crate::api::HealthState;
+use crate::api::Status;
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
 use crate::transport::ConfigMismatch;
 

@@ -6,13 +6,14 @@
 //! led-epoch watch changes before any hook is queued, so a running `on_elected` for an
 //! epoch that is over is killed first.
 
-use super::health_state::HealthState;
-use super::hooks::{DemotedHook, ElectedHookDone, Hooks};
-use super::metrics::Metrics;
-use super::readiness::{AfterElectedHook, Readiness};
-use super::status::Status;
-use super::transitions::Tracker;
+use crate::api::HealthState;
+use crate::api::Status;
 use crate::boot_clock::BootInstant;
+use crate::node::commands::hooks::{DemotedHook, Hooks};
+use crate::node::policy::readiness::{AfterElectedHook, Readiness};
+use crate::node::policy::transitions::Tracker;
+use crate::node::shared::mailbox::ElectedHookDone;
+use crate::node::shared::metrics::Metrics;
 use crate::protocol::{Cells, Epoch, Fact, NodeId, Role, View};
 use crate::wall_clock::wall_ms;
 use std::sync::Arc;
@@ -91,10 +92,7 @@ impl Publisher {
         });
         let transition = self.transitions.on_view(view, Instant::now());
         let m = &self.metrics;
-        m.set_view(
-            view.role == Role::Coordinator,
-            view.coordinator().and(view.epoch).map_or(0, |e| e.term),
-        );
+        m.set_epoch_term(view.coordinator().and(view.epoch).map_or(0, |e| e.term));
         m.set_eligible(view.eligible);
         if transition.coordinator_changed {
             m.coordinator_changed();
@@ -255,8 +253,8 @@ impl Publisher {
 mod tests {
     use super::*;
     use crate::config::HooksConfig;
-    use crate::node::hooks::HookReports;
-    use crate::node::tasks::NodeTasks;
+    use crate::node::commands::hooks::HookReports;
+    use crate::node::shared::tasks::NodeTasks;
     use crate::protocol::Mode;
     use tokio::sync::mpsc;
 

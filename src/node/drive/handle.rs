@@ -1,12 +1,12 @@
 //! What the embedder holds of a running node ([`NodeHandle`]): its status, counters and
 //! addresses, a reload, and the way to stop it and wait for every one of its tasks.
 
-use super::error::NodeError;
-use super::inputs::Command;
-use super::metrics::Metrics;
-use super::reload::ReloadError;
-use super::status::Status;
+use crate::api::Status;
 use crate::config::NodeConfig;
+use crate::node::shared::error::NodeError;
+use crate::node::shared::error::ReloadError;
+use crate::node::shared::mailbox::Command;
+use crate::node::shared::metrics::Metrics;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};

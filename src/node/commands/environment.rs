@@ -1,8 +1,8 @@
 //! The `BULLY_*` environment hooks and health checks run with (listed in [`super::hooks`]):
 //! one builder, so a hook and a health check never see the same fact spelled twice.
 
-use super::status::Status;
-use super::transitions::Transition;
+use crate::api::Status;
+use crate::node::policy::transitions::Transition;
 use std::path::Path;
 
 /// The `BULLY_*` variables for a hook (with its transition) or a health check.

@@ -10,12 +10,12 @@
 //! a reload replacing the check), killing a check that is still running.
 
 use super::environment::environment;
-use super::health_state::HealthState;
-use super::metrics::Metrics;
 use super::shell::{self, Shell};
-use super::status::Status;
-use super::tasks::NodeTasks;
+use crate::api::HealthState;
+use crate::api::Status;
 use crate::config::HealthConfig;
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,51 +5,14 @@
 //! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
 //! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters).
 
-use super::inputs::Command;
-use super::metrics::{Metrics, MetricsSnapshot};
-use super::status::Status;
 use super::switchover::{self, Members};
-use super::tasks::NodeTasks;
-use crate::protocol::NodeId;
+use crate::api::{Request, Response, Status};
+use crate::node::shared::mailbox::Command;
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use crate::transport::{close, read_frame, write_frame};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
-
-/// What a client asks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request {
-    Status,
-    Watch,
-    /// Become ineligible for `for_ms` so the next highest eligible node takes over.
-    StepDown {
-        for_ms: u64,
-    },
-    /// A snapshot of the node's counters.
-    Metrics,
-    /// Switchover: the coordinator hands over to node `to` (see `switchover`).
-    SwitchOver {
-        to: NodeId,
-        for_ms: u64,
-    },
-    /// From a coordinator preparing a switchover to `target`: be ineligible for
-    /// `for_ms`, or until `target` has led and stopped leading.
-    StandAside {
-        for_ms: u64,
-        target: NodeId,
-    },
-}
-
-/// What a node answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    Status(Status),
-    Metrics(MetricsSnapshot),
-    /// A request was accepted; the text says what happens next.
-    Done(String),
-    /// A request was refused; the text says why.
-    Refused(String),
-}
 
 /// The client API's one home, created once when the node starts: the runtime hands it
 /// every API connection the transport accepts, and it serves each as one of the node's
@@ -143,7 +106,7 @@ async fn serve_stream(
         Request::Status => Response::Status(context.status.borrow().as_of_now()),
         Request::Metrics => {
             let now = context.status.borrow().as_of_now();
-            Response::Metrics(now.metrics(&context.metrics))
+            Response::Metrics(context.metrics.snapshot_for(&now))
         }
         Request::StepDown { for_ms } => {
             let ask = |reply| Command::StepDown {

@@ -6,7 +6,7 @@
 //! | `/coordinator` | 200 on a ready coordinator ([`Status::ready`]), else 503; epoch |
 //! | `/health`      | 200 while the node runs; JSON with role and eligibility        |
 //! | `/status`      | 200, the node's [`Status`] as JSON                             |
-//! | `/metrics`     | 200, OpenMetrics text ([`super::exposition`])                  |
+//! | `/metrics`     | 200, OpenMetrics text ([`crate::node::publish::exposition`])                  |
 //!
 //! A deliberately small HTTP/1.1 responder rather than a web framework: four read-only
 //! GET routes do not justify hyper's compile time on a 2-core CI. It reads one request
@@ -21,9 +21,9 @@
 
 use super::http_routes::{parse_request, route, BadRequest, Reply};
 use super::http_slots::Slots;
-use super::metrics::Metrics;
-use super::status::Status;
-use super::tasks::NodeTasks;
+use crate::api::Status;
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,26 +2,26 @@
 //! together and spawn it. Every step that can fail (a locked data dir, a port in use, a
 //! certificate for another node) fails here, before anything runs.
 
-use super::api::Api;
 use super::clock::Clock;
-use super::eligibility::Eligibility;
-use super::error::NodeError;
 use super::handle::NodeHandle;
-use super::health_state::HealthState;
-use super::hooks::{HookReports, Hooks};
 use super::inputs::Inputs;
 use super::journal::Journal;
-use super::metrics::Metrics;
-use super::publisher::{Publisher, Watches};
-use super::readiness::Readiness;
 use super::reload;
 use super::runtime::Runtime;
 use super::services::{ServiceLinks, Services};
-use super::status::Status;
-use super::switchover::Members;
-use super::tasks::NodeTasks;
+use crate::api::HealthState;
+use crate::api::Status;
 use crate::config::NodeConfig;
 use crate::exact_timer::ExactTimer;
+use crate::node::commands::hooks::{HookReports, Hooks};
+use crate::node::policy::eligibility::Eligibility;
+use crate::node::policy::readiness::Readiness;
+use crate::node::publish::publisher::{Publisher, Watches};
+use crate::node::serve::api::Api;
+use crate::node::serve::switchover::Members;
+use crate::node::shared::error::NodeError;
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{Machine, MachineConfig, NodeId};
 use crate::transport::Transport;
 use crate::wall_clock::wall_ms;
@@ -142,7 +142,7 @@ async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError
     let Some(http) = config.http else {
         return Ok(None);
     };
-    let listener = super::http::bind(http.listen)
+    let listener = crate::node::serve::http::bind(http.listen)
         .await
         .map_err(|source| NodeError::Http {
             addr: http.listen,
@@ -196,7 +196,7 @@ fn publisher(
     tasks: &NodeTasks,
 ) -> (
     Publisher,
-    mpsc::UnboundedReceiver<super::hooks::ElectedHookDone>,
+    mpsc::UnboundedReceiver<crate::node::shared::mailbox::ElectedHookDone>,
 ) {
     let (elected, elected_hooks) = mpsc::unbounded_channel();
     let (led, led_rx) = watch::channel(None);

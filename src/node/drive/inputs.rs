@@ -2,40 +2,11 @@
 //! request, transport events, commands (from the API and the handle), health verdicts,
 //! finished `on_elected` runs, the eligibility policy's next deadline and the machine's.
 
-use super::hooks::ElectedHookDone;
-use super::reload::ReloadError;
 use crate::boot_clock::{self, BootInstant};
-use crate::config::NodeConfig;
 use crate::exact_timer::ExactTimer;
-use crate::protocol::NodeId;
+use crate::node::shared::mailbox::{Command, ElectedHookDone};
 use crate::transport::TransportEvent;
-use tokio::sync::{mpsc, oneshot, watch};
-
-/// Where the answer to a step-down or stand-aside goes: the text a client is shown as
-/// done (`Ok`) or refused (`Err`).
-pub type Reply = oneshot::Sender<Result<String, String>>;
-
-/// What the API and the [`super::NodeHandle`] ask of the runtime, the only writer of
-/// the machine.
-#[derive(Debug)]
-pub enum Command {
-    /// Apply a re-read config (SIGHUP); never sent by a network client.
-    Reload {
-        config: Box<NodeConfig>,
-        reply: oneshot::Sender<Result<String, ReloadError>>,
-    },
-    StepDown {
-        for_ms: u64,
-        /// A switchover: the handover succeeds only when this node leads.
-        to: Option<NodeId>,
-        reply: Reply,
-    },
-    StandAside {
-        for_ms: u64,
-        target: NodeId,
-        reply: Reply,
-    },
-}
+use tokio::sync::{mpsc, watch};
 
 /// The receivers the runtime selects over.
 pub struct Inputs {

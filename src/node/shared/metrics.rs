@@ -1,17 +1,15 @@
-//! A node's counters, shared by the runtime (the only writer), the client API
-//! (`Request::Metrics`), the chaos runner and the HTTP `/metrics` endpoint.
+//! A node's live counters, written by the runtime, the hooks and the health check, and
+//! read as a [`MetricsSnapshot`] by the client API (`Request::Metrics`), the chaos runner
+//! and the HTTP `/metrics` endpoint.
 //!
 //! Plain atomics: every value is written by one task and read by a snapshot, so relaxed
 //! loads are enough and nothing is locked (but the transport's counters, whose source a
-//! snapshot reads under a lock). A [`MetricsSnapshot`] is the serializable
-//! copy (also sent over the client API); [`super::exposition`] renders it with
-//! prometheus-client.
+//! snapshot reads under a lock). Whether the node leads is no counter: a snapshot takes
+//! it from the status read as of now ([`Metrics::snapshot_for`]), like every reader.
 
-// Re-exported for `exposition`, which names it through this module.
-pub use super::health_state::HealthState;
-use crate::protocol::{MessageKind, NodeId};
+use crate::api::{HealthState, Histogram, HookCounts, MetricsSnapshot, Status, HOOK_NAMES};
+use crate::protocol::{MessageKind, NodeId, Role};
 use crate::transport::{Transport, TransportStats};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -28,9 +26,6 @@ pub const FAILOVER_BUCKETS_US: [u64; 10] = [
 pub const PERSIST_BUCKETS_US: [u64; 10] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 100_000, 1_000_000,
 ];
-/// The hooks, as labelled in the metrics.
-pub const HOOK_NAMES: [&str; 3] = ["on_elected", "on_demoted", "on_change"];
-
 const KINDS: usize = MessageKind::ALL.len();
 
 /// Live counters of one node. Cheap to share in an `Arc`.
@@ -51,7 +46,6 @@ pub struct Metrics {
     /// A [`HealthState::index`].
     health: AtomicU8,
     eligible: AtomicBool,
-    is_coordinator: AtomicBool,
     epoch_term: AtomicU64,
     failover: AtomicHistogram<{ FAILOVER_BUCKETS_US.len() }>,
     persist: AtomicHistogram<{ PERSIST_BUCKETS_US.len() }>,
@@ -107,64 +101,6 @@ impl<const B: usize> AtomicHistogram<B> {
     }
 }
 
-/// A histogram of durations in microseconds; `counts[i]` counts observations in
-/// `(bounds_us[i-1], bounds_us[i]]`, the last entry those above every bound.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Histogram {
-    pub bounds_us: Vec<u64>,
-    /// Per bucket, not cumulative; one more entry than `bounds_us` (the `+Inf` bucket).
-    pub counts: Vec<u64>,
-    pub count: u64,
-    pub sum_us: u64,
-}
-
-/// A copy of every counter at one instant: what `bully` clients and the chaos runner
-/// read, and what `/metrics` renders.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetricsSnapshot {
-    pub node: NodeId,
-    pub is_coordinator: bool,
-    /// The term of the epoch this node follows or leads; 0 while it knows none.
-    pub epoch_term: u64,
-    /// Messages handed to the transport, keyed by [`MessageKind::name`].
-    pub sent: BTreeMap<String, u64>,
-    /// Messages received from peers, keyed by [`MessageKind::name`].
-    pub received: BTreeMap<String, u64>,
-    /// Election rounds begun: a batch of Election messages to higher IDs, or an
-    /// immediate declaration by a node with no higher peer.
-    pub elections_started: u64,
-    /// Epochs this node declared (each one persisted before it was announced).
-    pub declarations: u64,
-    /// Times the coordinator this node follows or is became a different node.
-    pub coordinator_changes: u64,
-    /// Peers whose connection is up right now.
-    pub peers_up: u64,
-    pub hook_runs: u64,
-    /// Hooks that exited non-zero, timed out or could not be started.
-    pub hook_failures: u64,
-    /// Runs and failures per hook name.
-    pub hooks: BTreeMap<String, HookCounts>,
-    pub health_checks: u64,
-    pub health_failures: u64,
-    pub health: HealthState,
-    pub eligible: bool,
-    /// From losing the coordinator (the view turns candidate) to following one again.
-    pub failover: Histogram,
-    /// Writing and fsyncing the cells, which every new epoch waits for.
-    pub persist: Histogram,
-    /// Whether each peer's connection is up, by peer ID (filled from the status).
-    pub peer_up: BTreeMap<NodeId, bool>,
-    /// The transport's counters (refusals, bad frames, drops, connects).
-    pub transport: TransportStats,
-}
-
-/// How often one hook ran and failed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookCounts {
-    pub runs: u64,
-    pub failures: u64,
-}
-
 impl Metrics {
     /// Zeroed counters for `node`; eligible, no health check, not coordinator.
     pub fn new(node: NodeId) -> Metrics {
@@ -182,7 +118,6 @@ impl Metrics {
             health_failures: AtomicU64::new(0),
             health: AtomicU8::new(HealthState::Unchecked.index()),
             eligible: AtomicBool::new(true),
-            is_coordinator: AtomicBool::new(false),
             epoch_term: AtomicU64::new(0),
             failover: AtomicHistogram::new(FAILOVER_BUCKETS_US),
             persist: AtomicHistogram::new(PERSIST_BUCKETS_US),
@@ -273,9 +208,8 @@ impl Metrics {
         self.eligible.store(eligible, Ordering::Relaxed);
     }
 
-    /// Sets the role gauge and the current epoch term (0 when none).
-    pub fn set_view(&self, is_coordinator: bool, epoch_term: u64) {
-        self.is_coordinator.store(is_coordinator, Ordering::Relaxed);
+    /// Sets the current epoch term (0 when none).
+    pub fn set_epoch_term(&self, epoch_term: u64) {
         self.epoch_term.store(epoch_term, Ordering::Relaxed);
     }
 
@@ -284,8 +218,19 @@ impl Metrics {
         self.failover.observe(took);
     }
 
-    /// A copy of every counter now: what the API, `/metrics` and the chaos runner read.
-    pub fn snapshot(&self) -> MetricsSnapshot {
+    /// Every counter now, with the role and the peers' links taken from `status`, which
+    /// the caller reads as of now ([`Status::as_of_now`]) so `/metrics` judges the role
+    /// against the lease like every other reader (Q4): what the API, `/metrics` and the
+    /// chaos runner read.
+    pub fn snapshot_for(&self, status: &Status) -> MetricsSnapshot {
+        let mut snapshot = self.counters();
+        snapshot.is_coordinator = status.role == Role::Coordinator;
+        snapshot.peer_up = status.peers.iter().map(|p| (p.id, p.connected)).collect();
+        snapshot
+    }
+
+    /// Every counter now, without the role and peers a status adds.
+    fn counters(&self) -> MetricsSnapshot {
         let by_kind = |counters: &[AtomicU64; KINDS]| {
             MessageKind::ALL
                 .iter()
@@ -294,7 +239,7 @@ impl Metrics {
         };
         MetricsSnapshot {
             node: self.node,
-            is_coordinator: self.is_coordinator.load(Ordering::Relaxed),
+            is_coordinator: false,
             epoch_term: load(&self.epoch_term),
             sent: by_kind(&self.sent),
             received: by_kind(&self.received),
@@ -360,7 +305,7 @@ mod tests {
         m.observe_failover(Duration::from_secs(20));
         m.hook_ran("on_change", true);
         m.set_health(HealthState::Failing);
-        let s = m.snapshot();
+        let s = m.counters();
         assert_eq!(s.sent["heartbeat"], 2);
         assert_eq!(s.sent["election"], 0);
         assert_eq!(s.received["ack"], 1);

@@ -1,8 +1,7 @@
 //! What a node tells the world about itself: the payload of `bully status`, the watch
 //! stream, `/status` and the hooks.
 
-use super::health_state::HealthState;
-use super::metrics::{Metrics, MetricsSnapshot};
+use super::health::HealthState;
 use crate::boot_clock::BootInstant;
 use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
@@ -152,15 +151,6 @@ impl Status {
             self.changed_at_ms = now_ms;
         }
         changed
-    }
-
-    /// The node's counters with the coordinator gauge taken from this status, so
-    /// `/metrics` reads the role against the lease like every other reader (Q4).
-    pub fn metrics(&self, metrics: &Metrics) -> MetricsSnapshot {
-        let mut snapshot = metrics.snapshot();
-        snapshot.is_coordinator = self.role == Role::Coordinator;
-        snapshot.peer_up = self.peers.iter().map(|p| (p.id, p.connected)).collect();
-        snapshot
     }
 
     /// The fencing token of the epoch followed or led, unique per leadership and ordered

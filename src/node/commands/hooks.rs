@@ -34,12 +34,13 @@
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
 
 use super::environment::environment;
-use super::metrics::Metrics;
 use super::shell::{self, Shell};
-use super::status::Status;
-use super::tasks::NodeTasks;
-use super::transitions::Transition;
+use crate::api::Status;
 use crate::config::HooksConfig;
+use crate::node::policy::transitions::Transition;
+use crate::node::shared::mailbox::ElectedHookDone;
+use crate::node::shared::metrics::Metrics;
+use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -94,14 +95,6 @@ impl DemotedHook {
     pub fn bound(&self) -> Duration {
         self.bound
     }
-}
-
-/// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
-/// ready for clients only once its database was promoted for that very epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ElectedHookDone {
-    pub epoch: Option<Epoch>,
-    pub succeeded: bool,
 }
 
 /// The runtime's side of the hook queue.

@@ -11,14 +11,14 @@
 //! A stand-aside (and the old coordinator's step-down) ends early when N, having led,
 //! stops leading and does not lead again within a grace (at once if N's connection is
 //! down): the nodes held back must not leave the cluster leaderless if N dies
-//! (the hold is part of [`super::eligibility`]).
+//! (the hold is part of [`crate::node::policy::eligibility`]).
 
-use super::api::{Request, Response};
-use super::inputs::Command;
-use super::status::Status;
+use crate::api::Status;
+use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::config::PeerConfig;
+use crate::node::shared::mailbox::Command;
 use crate::protocol::{NodeId, Role};
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -10,31 +10,14 @@
 //! (a certificate that does not load, an HTTP address in use) changes nothing.
 //! The running services themselves are `services`'s.
 
-use super::hooks::Hooks;
-use super::http;
-use super::readiness::Readiness;
 use super::services::Services;
 use crate::config::NodeConfig;
-use crate::transport::{Transport, TransportConfig, TransportError};
+use crate::node::commands::hooks::Hooks;
+use crate::node::policy::readiness::Readiness;
+use crate::node::serve::http;
+use crate::node::shared::error::ReloadError;
+use crate::transport::{Transport, TransportConfig};
 use std::net::SocketAddr;
-use thiserror::Error;
-
-/// Why a reload changed nothing.
-#[derive(Debug, Error)]
-pub enum ReloadError {
-    /// The new certificates do not load or do not fit the running node.
-    #[error(transparent)]
-    Tls(#[from] TransportError),
-    /// The new HTTP address cannot be listened on.
-    #[error("http.listen: cannot listen on {addr}: {source}")]
-    Http {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    /// The node stopped before it could apply the reload.
-    #[error("the node is stopping")]
-    Stopping,
-}
 
 /// What a successful reload changed, for the runtime and the log.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //! Pure: times are the runtime's milliseconds and the reply is whatever the caller
 //! answers through (`R`), so [`super::eligibility`] tests all of it without tokio.
 
-use super::status::Status;
+use crate::api::Status;
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
 
 /// A reply and the answer it is owed: the text a client is shown as done (`Ok`) or

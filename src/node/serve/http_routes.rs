@@ -2,9 +2,9 @@
 //! an [`HttpRequest`] (or refused as a [`BadRequest`]) and the [`Reply`] for a path,
 //! given the node's status and counters. [`super::http`] serves these over TCP.
 
-use super::exposition;
-use super::metrics::Metrics;
-use super::status::Status;
+use crate::api::Status;
+use crate::node::publish::exposition;
+use crate::node::shared::metrics::Metrics;
 use crate::protocol::Role;
 
 /// One answer.
@@ -104,7 +104,7 @@ pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
         "/metrics" => Reply {
             code: 200,
             content_type: exposition::CONTENT_TYPE,
-            body: exposition::render(&status.metrics(metrics)),
+            body: exposition::render(&metrics.snapshot_for(status)),
         },
         _ => Reply::text(
             404,

@@ -2,9 +2,9 @@
 //! and the event log the checker reads. Persisting is "save, flush, then log": the log
 //! never claims a state the disk does not hold (I3).
 
-use super::error::NodeError;
-use super::event_log::EventLog;
+use crate::api::event_log::EventLog;
 use crate::history::Record;
+use crate::node::shared::error::NodeError;
 use crate::protocol::{Cells, NodeId};
 use crate::storage::Storage;
 use std::path::Path;

@@ -3,9 +3,9 @@
 //! pure decision, so a database `on_elected` could not promote never sits behind a
 //! `/coordinator` 200.
 
-use super::hooks::ElectedHookDone;
-use super::status::Status;
+use crate::api::Status;
 use crate::config::{CoordinatorReady, ElectedHookFailure, NodeConfig};
+use crate::node::shared::mailbox::ElectedHookDone;
 use crate::protocol::{Epoch, Role};
 
 /// The readiness settings of a node.

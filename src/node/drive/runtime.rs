@@ -1,6 +1,6 @@
 //! The node runtime: one task owns the state machine, feeds it its [`Inputs`] and runs
 //! its actions in order. It is a thin driver; what it carries out is decided elsewhere
-//! (the machine, the [`Eligibility`] policy, [`super::readiness`]) and published by the
+//! (the machine, the [`Eligibility`] policy, [`crate::node::policy::readiness`]) and published by the
 //! [`Publisher`].
 //!
 //! Order guarantees:
@@ -20,22 +20,24 @@
 //! to its end and then resigns; then every node task is stopped through one signal and
 //! waited for, and the transport closes.
 
-use super::api::Api;
 use super::clock::Clock;
-use super::eligibility::{Eligibility, Expired};
-use super::error::NodeError;
-use super::health_state::HealthState;
-use super::hooks::{DemotedHook, ElectedHookDone};
-use super::inputs::{Command, Input, Inputs, Reply};
+use super::inputs::{Input, Inputs};
 use super::journal::Journal;
-use super::publisher::Publisher;
-use super::reload::{self, ReloadError};
-use super::resign_hold;
+use super::reload;
 use super::services::Services;
-use super::step_down::Answered;
-use super::tasks::NodeTasks;
+use crate::api::HealthState;
 use crate::config::NodeConfig;
 use crate::history::Record;
+use crate::node::commands::hooks::DemotedHook;
+use crate::node::policy::eligibility::{Eligibility, Expired};
+use crate::node::policy::resign_hold;
+use crate::node::policy::step_down::Answered;
+use crate::node::publish::publisher::Publisher;
+use crate::node::serve::api::Api;
+use crate::node::shared::error::NodeError;
+use crate::node::shared::error::ReloadError;
+use crate::node::shared::mailbox::{Command, ElectedHookDone, Reply};
+use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{Action, Body, Event, Fact, Machine, NodeId, View};
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;

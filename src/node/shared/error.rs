@@ -1,5 +1,6 @@
-//! Why a node could not start or had to stop, and which config field to fix: an
-//! operator reads `node1.toml: listen: ... is in use`, not a bare OS error.
+//! Why a node could not start or had to stop, and which config field to fix (an
+//! operator reads `node1.toml: listen: ... is in use`, not a bare OS error); why a
+//! reload changed nothing.
 
 use crate::storage::StorageError;
 use crate::transport::TransportError;
@@ -68,4 +69,21 @@ impl NodeError {
             _ => self.to_string(),
         }
     }
+}
+
+/// Why a reload changed nothing.
+#[derive(Debug, Error)]
+pub enum ReloadError {
+    /// The new certificates do not load or do not fit the running node.
+    #[error(transparent)]
+    Tls(#[from] TransportError),
+    /// The new HTTP address cannot be listened on.
+    #[error("http.listen: cannot listen on {addr}: {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The node stopped before it could apply the reload.
+    #[error("the node is stopping")]
+    Stopping,
 }

@@ -1,0 +1,22 @@
+//! What a client and a node share: the requests and answers of the client API, the
+//! status a node publishes, its counters, its health verdict and its event log. The
+//! CLI, `client`, `cluster` and `chaos` read a node through these types only, never
+//! through the node's internals (`node/`), which implement them.
+//!
+//! - `request`: [`Request`] and [`Response`], one pair per client API stream.
+//! - `status`: [`Status`], what a node tells the world, read as of now against its lease.
+//! - `counters`: [`MetricsSnapshot`], a copy of the node's counters.
+//! - `health`: [`HealthState`], the health check's verdict and its every translation.
+//! - [`event_log`]: the append-only history a node writes in its data dir and the
+//!   tests, `cluster` and the chaos runner read.
+
+mod counters;
+pub mod event_log;
+mod health;
+mod request;
+mod status;
+
+pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
+pub use health::{HealthState, UnknownHealthState};
+pub use request::{Request, Response};
+pub use status::{PeerState, Status};

@@ -1,0 +1,42 @@
+//! What a client sends a node over the client API and what the node answers: one
+//! request per bidirectional stream, framed by the codec (see `node/serve/api.rs`).
+
+use super::counters::MetricsSnapshot;
+use super::status::Status;
+use crate::protocol::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Status,
+    Watch,
+    /// Become ineligible for `for_ms` so the next highest eligible node takes over.
+    StepDown {
+        for_ms: u64,
+    },
+    /// A snapshot of the node's counters.
+    Metrics,
+    /// Switchover: the coordinator hands over to node `to` (see `switchover`).
+    SwitchOver {
+        to: NodeId,
+        for_ms: u64,
+    },
+    /// From a coordinator preparing a switchover to `target`: be ineligible for
+    /// `for_ms`, or until `target` has led and stopped leading.
+    StandAside {
+        for_ms: u64,
+        target: NodeId,
+    },
+}
+
+/// What a node answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Status(Status),
+    Metrics(MetricsSnapshot),
+    /// A request was accepted; the text says what happens next.
+    Done(String),
+    /// A request was refused; the text says why.
+    Refused(String),
+}

@@ -1,0 +1,13 @@
+//! Starting and driving the node: `start` wires the parts, `runtime` owns the state
+//! machine and runs its actions in order, fed by `inputs`, timed by `clock`, writing
+//! through `journal`; `services` and `reload` are what SIGHUP replaces; `handle` is
+//! what an embedder holds.
+
+pub mod clock;
+pub mod handle;
+pub mod inputs;
+pub mod journal;
+pub mod reload;
+pub mod runtime;
+pub mod services;
+pub mod start;

@@ -1,0 +1,10 @@
+//! The node's decisions, pure: they take the status, the view and `now` and return what
+//! to do, with no task, socket, file or clock of their own, so they are tested like the
+//! state machine (`tests/layering.rs` keeps them so).
+
+pub mod config_conflict;
+pub mod eligibility;
+pub mod readiness;
+pub mod resign_hold;
+pub mod step_down;
+pub mod transitions;

@@ -1,0 +1,43 @@
+//! What reaches the runtime from the node's other parts: commands from the client API
+//! and the [`crate::node::NodeHandle`], with the channel their answer goes back on, and
+//! the end of an `on_elected` run. On the node's ground floor so that the parts that
+//! send them (`serve/`, `commands/`) need nothing of the runtime (`drive/`).
+
+use super::error::ReloadError;
+use crate::config::NodeConfig;
+use crate::protocol::{Epoch, NodeId};
+use tokio::sync::oneshot;
+
+/// Where the answer to a step-down or stand-aside goes: the text a client is shown as
+/// done (`Ok`) or refused (`Err`).
+pub type Reply = oneshot::Sender<Result<String, String>>;
+
+/// What the API and the [`crate::node::NodeHandle`] ask of the runtime, the only writer of
+/// the machine.
+#[derive(Debug)]
+pub enum Command {
+    /// Apply a re-read config (SIGHUP); never sent by a network client.
+    Reload {
+        config: Box<NodeConfig>,
+        reply: oneshot::Sender<Result<String, ReloadError>>,
+    },
+    StepDown {
+        for_ms: u64,
+        /// A switchover: the handover succeeds only when this node leads.
+        to: Option<NodeId>,
+        reply: Reply,
+    },
+    StandAside {
+        for_ms: u64,
+        target: NodeId,
+        reply: Reply,
+    },
+}
+
+/// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
+/// ready for clients only once its database was promoted for that very epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectedHookDone {
+    pub epoch: Option<Epoch>,
+    pub succeeded: bool,
+}
