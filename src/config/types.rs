@@ -4,7 +4,7 @@
 use super::duration;
 use crate::certs::TlsFiles;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
-use crate::transport::PeerAddr;
+use crate::transport::{PeerAddr, TransportConfig};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,6 +60,18 @@ impl NodeConfig {
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// The part of this config the transport runs on, at start and after a reload.
+    pub fn transport_config(&self) -> TransportConfig {
+        TransportConfig {
+            id: self.id,
+            listen: self.listen,
+            tls: self.tls.clone(),
+            peers: self.peers.iter().map(|p| (p.id, p.addr.clone())).collect(),
+            timing: self.timing,
+            mode: self.mode,
+        }
     }
 }
 

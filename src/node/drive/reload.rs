@@ -16,7 +16,7 @@ use crate::node::commands::hooks::Hooks;
 use crate::node::policy::readiness::Readiness;
 use crate::node::serve::http;
 use crate::node::shared::error::ReloadError;
-use crate::transport::{Transport, TransportConfig};
+use crate::transport::Transport;
 use std::net::SocketAddr;
 
 /// What a successful reload changed, for the runtime and the log.
@@ -40,9 +40,9 @@ pub async fn reload(
 ) -> Result<Reloaded, ReloadError> {
     let applied = services.applied();
     let ignored = restart_needed(applied, &new);
-    let mut tls = transport_config(&new);
+    let mut tls = new.transport_config();
     // Peers are not reloaded; check the certificates against the ones in use.
-    tls.peers = transport_config(applied).peers;
+    tls.peers = applied.transport_config().peers;
     transport.reload_tls(&tls)?;
     let listen = |config: &NodeConfig| config.http.map(|h| h.listen);
     let http_moved = listen(&new) != listen(applied);
@@ -96,22 +96,6 @@ fn summary(health_changed: bool, http_changed: bool, ignored: &[&str]) -> String
         ));
     }
     summary
-}
-
-/// The transport's part of a node config.
-pub fn transport_config(config: &NodeConfig) -> TransportConfig {
-    TransportConfig {
-        id: config.id,
-        listen: config.listen,
-        tls: config.tls.clone(),
-        peers: config
-            .peers
-            .iter()
-            .map(|p| (p.id, p.addr.clone()))
-            .collect(),
-        timing: config.timing,
-        mode: config.mode,
-    }
 }
 
 /// The config fields that differ between `running` and `new` and need a restart.

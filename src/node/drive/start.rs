@@ -6,7 +6,6 @@ use super::clock::Clock;
 use super::handle::NodeHandle;
 use super::inputs::Inputs;
 use super::journal::Journal;
-use super::reload;
 use super::runtime::Runtime;
 use super::services::{ServiceLinks, Services};
 use crate::api::HealthState;
@@ -44,7 +43,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
-    let (transport, transport_events) = Transport::start(reload::transport_config(&config)).await?;
+    let (transport, transport_events) = Transport::start(config.transport_config()).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
@@ -78,7 +77,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let services = Services::start(&config, links, http, &tasks);
     let members = Members {
         peers: config.peers.clone(),
-        tls: reload::transport_config(&config).tls,
+        tls: config.transport_config().tls,
         local_addr,
     };
     let api = Api::new(
