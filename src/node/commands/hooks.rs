@@ -27,8 +27,8 @@
 //! `BULLY_HOOK` (on_elected, on_demoted, on_change), `BULLY_NODE_ID`, `BULLY_ROLE`
 //! (coordinator, follower, candidate), `BULLY_MODE` (quorum, classic), `BULLY_TOKEN` and
 //! its older name `BULLY_EPOCH` (the fencing token of the epoch followed or led: unique
-//! per leadership and ordered; the term in quorum mode, `term * 2^20 + leader` in
-//! classic mode, where two nodes can declare one term), `BULLY_TERM`,
+//! per leadership and ordered: `term * 2^20 + leader` in both modes, see
+//! `Epoch::token` in `src/protocol/types.rs`), `BULLY_TERM`,
 //! `BULLY_EPOCH_LEADER`, `BULLY_COORDINATOR`, `BULLY_PREVIOUS_COORDINATOR`,
 //! `BULLY_PREVIOUS_EPOCH` (the previous token), `BULLY_ELIGIBLE` (1 or 0),
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
