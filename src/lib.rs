@@ -20,6 +20,8 @@
 //!   the eligibility policy (`eligibility.rs`, pure, tested like the machine); the client
 //!   API, status, event log, health checks, hooks, metrics and HTTP; every task stops on
 //!   one shutdown signal (`tasks.rs`).
+//! - [`shutdown`]: that signal, the one kind of stop signal the node's tasks and the
+//!   transport's both wait on (trip once, ask, await; a child stops with its parent).
 //! - [`client`]: the API client behind the CLI queries, `local`, chaos and the tests.
 //! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests); [`ports`]:
 //!   the free loopback ports they and the tests are given, picked together.
@@ -52,6 +54,7 @@ pub mod ports;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;
+pub mod shutdown;
 pub mod signals;
 pub mod sim;
 pub mod storage;

@@ -6,44 +6,17 @@
 //! Kills land at a random phase of the heartbeat cycle (a seeded pause before each),
 //! since detection time depends on when the last heartbeat arrived.
 
-use super::harness::{first_election_limit, Harness, HarnessSpec, RunSetup};
+use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::Step;
 use super::progress::Progress;
 use super::report::{FailoverCosts, Report, RunParams};
+use super::setup::BenchConfig;
 use super::stats::Summary;
-use crate::protocol::{MessageKind, Mode, NodeId, Timing};
+use crate::protocol::{MessageKind, NodeId, Timing};
 use anyhow::Result;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
-
-/// What the benchmark was asked to do.
-#[derive(Debug, Clone)]
-pub struct BenchConfig {
-    pub setup: RunSetup,
-    /// Kill/restart rounds.
-    pub runs: u32,
-}
-
-impl BenchConfig {
-    /// Checks that the benchmark can measure anything, before a cluster is started.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.setup.nodes < 2 {
-            return Err("--bench failover needs at least 2 nodes".into());
-        }
-        if self.setup.mode == Mode::Quorum && self.setup.nodes < 3 {
-            return Err(
-                "--bench failover in quorum mode needs at least 3 nodes: the survivor of 2 \
-                 is no majority and may not lead (use --mode classic to measure 2 nodes)"
-                    .into(),
-            );
-        }
-        if self.runs == 0 {
-            return Err("--runs must be at least 1".into());
-        }
-        Ok(())
-    }
-}
 
 /// Runs the failover benchmark; the report's failover and reclaim tables are the
 /// result. A round that does not converge in time becomes an anomaly (the run fails).

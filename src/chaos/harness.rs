@@ -4,9 +4,9 @@
 
 use super::collect::Collector;
 use super::office;
-use super::picture::{self, Picture};
 use super::plan::{Availability, Step};
 use super::relay::Relay;
+use super::report::picture::{self, Picture};
 use super::report::{Report, RunParams, StepLine};
 use super::timeline::{self, Executed, Views};
 use super::verdict::{self, Verdict};
@@ -34,26 +34,6 @@ pub fn first_election_limit(timing: &Timing, nodes: u64, mode: Mode) -> Duration
 /// How many advisory warnings the report explains (a 32-node start-up can raise
 /// hundreds of them, all alike).
 const MAX_WARNINGS: usize = 20;
-
-/// What every run of the chaos runner or the bench is set up with.
-#[derive(Debug, Clone)]
-pub struct RunSetup {
-    pub nodes: u64,
-    pub seed: u64,
-    /// The timing profile's name, for the report.
-    pub timing_profile: String,
-    pub timing: Timing,
-    /// The election mode every node runs; it also picks the I5 bound and whether I6
-    /// and I7 are judged.
-    pub mode: Mode,
-    /// Added to `timing.convergence_bound_in(mode)` before I5 is judged.
-    pub slack_ms: u64,
-    /// The `bully` executable the nodes run.
-    pub binary: PathBuf,
-    /// Where certs, configs, data and logs go.
-    pub dir: PathBuf,
-    pub progress: super::progress::Mode,
-}
 
 /// What to build.
 #[derive(Debug, Clone)]

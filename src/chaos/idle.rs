@@ -2,14 +2,12 @@
 //! memory and messages per node, read from `/proc` and the nodes' metrics), how many
 //! declarations its start-up took, and how long `bully leader` takes as a whole process.
 
-use super::bench::BenchConfig;
 use super::harness::{first_election_limit, Harness, HarnessSpec};
-use super::report::{Report, RunParams};
+use super::report::{IdleFigures, Report, RunParams};
+use super::setup::BenchConfig;
 use super::stats::Summary;
 use crate::protocol::{MessageKind, NodeId};
 use anyhow::{Context, Result};
-use serde::Serialize;
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// Clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on every Linux ABI).
@@ -18,56 +16,6 @@ const TICKS_PER_S: f64 = 100.0;
 const SETTLE: Duration = Duration::from_secs(2);
 /// `bully leader` runs timed after the idle window.
 const LEADER_QUERIES: usize = 21;
-
-/// The idle figures, per node and for the whole cluster.
-#[derive(Debug, Clone, Serialize)]
-pub struct IdleFigures {
-    pub window_s: f64,
-    /// CPU time per node over the window, in % of one core (p50 and max over nodes).
-    pub cpu_percent_p50: f64,
-    pub cpu_percent_max: f64,
-    /// All nodes together, core-seconds per 10 s of wall time.
-    pub core_seconds_per_10s: f64,
-    /// Resident memory at the end, MB (p50 and max over nodes).
-    pub rss_mb_p50: f64,
-    pub rss_mb_max: f64,
-    /// Protocol messages (all kinds) the whole cluster sent per second.
-    pub messages_per_s: f64,
-    /// Of those, heartbeats and acks per second per directed coordinator link.
-    pub heartbeats_per_link_s: f64,
-    pub acks_per_link_s: f64,
-    /// `bully leader --config F` as a whole process, ms.
-    pub leader_query_ms: Summary,
-}
-
-impl IdleFigures {
-    /// The lines the report prints for an idle run.
-    pub fn render(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "idle CPU           p50 {:.2} % / max {:.2} % of a core per node over {:.0} s; \
-             all nodes {:.3} core-s per 10 s",
-            self.cpu_percent_p50, self.cpu_percent_max, self.window_s, self.core_seconds_per_10s
-        );
-        let _ = writeln!(
-            out,
-            "idle memory        RSS p50 {:.1} MB / max {:.1} MB per node",
-            self.rss_mb_p50, self.rss_mb_max
-        );
-        let _ = writeln!(
-            out,
-            "idle messages      {:.1}/s in the cluster; per coordinator link {:.1} \
-             heartbeats/s and {:.1} acks/s",
-            self.messages_per_s, self.heartbeats_per_link_s, self.acks_per_link_s
-        );
-        let q = &self.leader_query_ms;
-        let _ = writeln!(
-            out,
-            "bully leader       p50 {} / p90 {} / max {} ms per whole process ({} runs)",
-            q.p50, q.p90, q.max, q.count
-        );
-    }
-}
 
 /// CPU ticks (user + system) and resident memory of one process, from `/proc`.
 #[derive(Debug, Clone, Copy, Default)]

@@ -2,11 +2,11 @@
 //! take the seeded schedule's steps on time, re-check the invariants every second,
 //! then stop everything and write the report.
 
-use super::harness::RunSetup;
 use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec};
 use super::progress::Progress;
 use super::report::{Report, RunParams};
+use super::setup::RunSetup;
 use crate::wall_clock::wall_ms;
 use anyhow::Result;
 use std::time::Duration;

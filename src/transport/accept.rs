@@ -13,14 +13,14 @@ use tracing::{debug, info};
 
 /// Accepts connections until shutdown, each handled by a task of its own.
 pub(super) async fn accept_loop(shared: Arc<Shared>) {
-    let mut shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown_signal();
     let Some(endpoint) = shared.endpoint() else {
         return;
     };
     loop {
         let incoming = tokio::select! {
             i = endpoint.accept() => i,
-            _ = shutdown.wait() => return,
+            _ = shutdown.tripped() => return,
         };
         let Some(incoming) = incoming else { return };
         shared.spawn(handle_incoming(shared.clone(), incoming));
@@ -31,11 +31,11 @@ pub(super) async fn accept_loop(shared: Arc<Shared>) {
 /// then sorts the connection by certificate and ALPN.
 async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     let remote = incoming.remote_address();
-    let mut shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown_signal();
     // QUIC's own handshake timeout is its idle timeout, which is long (quiet links).
     let conn = tokio::select! {
         r = tokio::time::timeout(shared.silence, incoming.into_future()) => r,
-        _ = shutdown.wait() => return,
+        _ = shutdown.tripped() => return,
     };
     let conn = match conn {
         Ok(Ok(conn)) => conn,
@@ -46,7 +46,9 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
         Ok(Err(e)) => {
             shared.stats.add_refused();
             info!(%remote, error = %e, "incoming handshake failed");
-            shared.reject(None, remote.to_string(), format!("handshake failed: {e}"));
+            shared
+                .events
+                .reject(None, remote.to_string(), format!("handshake failed: {e}"));
             return;
         }
     };
@@ -61,7 +63,8 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
             debug!(%remote, %identity, "API client connected");
             conn.set_max_concurrent_uni_streams(0u32.into());
             shared
-                .emit(TransportEvent::Client(conn), &mut shutdown)
+                .events
+                .emit(TransportEvent::Client(conn), &shutdown)
                 .await;
         }
         (Ok(Identity::Node(id)), Some(ALPN_PEER)) => refuse(

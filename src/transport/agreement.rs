@@ -1,7 +1,7 @@
 //! Whether a peer's config agrees with ours where safety depends on it, judged from the
-//! two hellos ([`compare`]), and what this node remembers of each peer's verdict
-//! ([`Verdicts`]), so that a disagreement is logged and reported to the runtime once per
-//! peer (not at every redial), and its end too.
+//! two hellos ([`compare`]), and what follows: a disagreement is counted, and logged and
+//! reported to the runtime once per peer (not at every redial), and its end too, by
+//! what `verdicts` remembers of each peer.
 //!
 //! What is compared, and why:
 //! - the member list, within one member (see [`super::hello::membership_mismatch`]);
@@ -22,66 +22,13 @@
 //! comparison never ran (the other hello was lost in the close) learns the verdict from
 //! that code ([`refused_by_peer`]).
 
-use super::close;
 use super::event::TransportEvent;
 use super::hello::{membership_mismatch, Hello, Settings};
-use super::shared::{Shared, Shutdown};
+use super::mismatch::{ConfigMismatch, MismatchKind};
+use super::shared::Shared;
 use crate::protocol::NodeId;
-use std::collections::HashMap;
+use crate::shutdown::Shutdown;
 use tracing::{debug, info, warn};
-
-/// What differs between our config and a peer's, in the order it is looked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MismatchKind {
-    /// The member lists differ by more than one member.
-    Members,
-    /// One runs `quorum`, the other `classic`.
-    Mode,
-    /// `timing.suspect_after_ms` (D) differs.
-    Timing,
-}
-
-impl MismatchKind {
-    /// Every kind, in a stable order for metrics.
-    pub const ALL: [MismatchKind; 3] = [
-        MismatchKind::Members,
-        MismatchKind::Mode,
-        MismatchKind::Timing,
-    ];
-
-    /// The `reason` label of the refusal metric.
-    pub fn label(self) -> &'static str {
-        match self {
-            MismatchKind::Members => "members",
-            MismatchKind::Mode => "mode",
-            MismatchKind::Timing => "timing",
-        }
-    }
-
-    /// The close code a refusal for this reason carries.
-    pub fn close_code(self) -> quinn::VarInt {
-        match self {
-            MismatchKind::Members => close::MEMBERSHIP,
-            MismatchKind::Mode => close::MODE,
-            MismatchKind::Timing => close::TIMING,
-        }
-    }
-
-    /// The kind a close code stands for, if it is a refusal over config.
-    pub fn from_close_code(code: quinn::VarInt) -> Option<MismatchKind> {
-        MismatchKind::ALL
-            .into_iter()
-            .find(|k| k.close_code() == code)
-    }
-}
-
-/// A peer's config disagrees with ours: what, and the words naming both sides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigMismatch {
-    pub kind: MismatchKind,
-    /// Names both sides, field by field; also the close reason sent to the peer.
-    pub reason: String,
-}
 
 /// Our hello against a peer's (`us` and `peer` name the two sides in the reason);
 /// `None` when they agree where it matters.
@@ -138,24 +85,6 @@ pub fn refused_by_peer(peer: NodeId, conn: &quinn::Connection) -> Option<ConfigM
     })
 }
 
-/// The peers whose config was last seen to disagree with ours, and how. Held across
-/// the event it causes, so the runtime hears a peer's verdicts in the order they were
-/// reached even when two connections of the pair report at once.
-#[derive(Debug, Default)]
-pub(super) struct Verdicts(tokio::sync::Mutex<HashMap<NodeId, ConfigMismatch>>);
-
-/// Records that `peer` disagrees; true if that is news (it agreed or was unknown, or
-/// disagreed otherwise).
-fn note_disagreement(
-    map: &mut HashMap<NodeId, ConfigMismatch>,
-    peer: NodeId,
-    mismatch: &ConfigMismatch,
-) -> bool {
-    let same = map.get(&peer).is_some_and(|m| m.kind == mismatch.kind);
-    map.insert(peer, mismatch.clone());
-    !same
-}
-
 /// A peer's config disagrees with ours (we refused its connection, or it refused ours):
 /// counts it, and the first time logs it naming both sides and tells the runtime.
 /// Returns false if the event could not be delivered (shutdown).
@@ -163,18 +92,19 @@ pub(super) async fn disagreed(
     shared: &Shared,
     peer: NodeId,
     mismatch: ConfigMismatch,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> bool {
     shared.stats.add_config_refusal(mismatch.kind);
-    let mut map = shared.verdicts.0.lock().await;
+    let mut verdicts = shared.verdicts.lock().await;
     let reason = mismatch.reason.clone();
-    if !note_disagreement(&mut map, peer, &mismatch) {
+    if !verdicts.disagrees(peer, &mismatch) {
         debug!(peer, %reason, "config still disagrees; connection refused");
         return true;
     }
     warn!(peer, %reason, "config disagrees with a peer's; refusing its connections");
     let mismatch = Some(mismatch);
     shared
+        .events
         .emit(TransportEvent::PeerConfig { peer, mismatch }, shutdown)
         .await
 }
@@ -187,7 +117,7 @@ pub(super) async fn refuse(
     conn: &quinn::Connection,
     peer: NodeId,
     mismatch: ConfigMismatch,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> bool {
     shared.stats.add_refused();
     conn.close(mismatch.kind.close_code(), mismatch.reason.as_bytes());
@@ -196,14 +126,15 @@ pub(super) async fn refuse(
 
 /// A peer's hello agrees with ours: if it disagreed before, logs it and tells the
 /// runtime. Returns false if the event could not be delivered (shutdown).
-pub(super) async fn agreed(shared: &Shared, peer: NodeId, shutdown: &mut Shutdown) -> bool {
-    let mut map = shared.verdicts.0.lock().await;
-    if map.remove(&peer).is_none() {
+pub(super) async fn agreed(shared: &Shared, peer: NodeId, shutdown: &Shutdown) -> bool {
+    let mut verdicts = shared.verdicts.lock().await;
+    if !verdicts.agrees(peer) {
         return true;
     }
     info!(peer, "the peer's config agrees with ours now");
     let mismatch = None;
     shared
+        .events
         .emit(TransportEvent::PeerConfig { peer, mismatch }, shutdown)
         .await
 }
@@ -267,33 +198,5 @@ mod tests {
             let back = compare(3, &theirs, 1, &ours).expect("symmetric");
             assert_eq!(back.kind, kind, "both ends reach the same verdict");
         }
-    }
-
-    #[test]
-    fn close_codes_map_back_to_their_kind() {
-        for kind in MismatchKind::ALL {
-            assert_eq!(MismatchKind::from_close_code(kind.close_code()), Some(kind));
-        }
-        assert_eq!(MismatchKind::from_close_code(close::BAD_FRAME), None);
-    }
-
-    #[test]
-    fn a_disagreement_is_news_once_per_kind() {
-        let mut map = HashMap::new();
-        let mode = ConfigMismatch {
-            kind: MismatchKind::Mode,
-            reason: "a".into(),
-        };
-        assert!(note_disagreement(&mut map, 2, &mode));
-        assert!(
-            !note_disagreement(&mut map, 2, &mode),
-            "the same again is no news"
-        );
-        let timing = ConfigMismatch {
-            kind: MismatchKind::Timing,
-            ..mode.clone()
-        };
-        assert!(note_disagreement(&mut map, 2, &timing), "another kind is");
-        assert!(note_disagreement(&mut map, 3, &timing), "another peer is");
     }
 }

@@ -1,7 +1,10 @@
-//! [`TransportEvent`]: what the transport tells the node runtime.
+//! [`TransportEvent`]: what the transport tells the node runtime, and [`Events`], the
+//! queue every task tells it through.
 
-use super::agreement::ConfigMismatch;
+use super::mismatch::ConfigMismatch;
 use crate::protocol::{Message, NodeId};
+use crate::shutdown::Shutdown;
+use tokio::sync::mpsc;
 
 /// What the transport tells the node runtime, in the order it happened.
 #[derive(Debug)]
@@ -32,4 +35,33 @@ pub enum TransportEvent {
         remote: String,
         reason: String,
     },
+}
+
+/// The sending end of the runtime's event queue, shared by every task.
+pub(super) struct Events(mpsc::Sender<TransportEvent>);
+
+impl Events {
+    /// Events sent on `queue`.
+    pub fn new(queue: mpsc::Sender<TransportEvent>) -> Events {
+        Events(queue)
+    }
+
+    /// Hands an event to the runtime, waiting for room unless shutdown begins.
+    /// Returns false if the event could not be delivered (shutdown or no receiver).
+    pub async fn emit(&self, event: TransportEvent, shutdown: &Shutdown) -> bool {
+        tokio::select! {
+            r = self.0.send(event) => r.is_ok(),
+            _ = shutdown.tripped() => false,
+        }
+    }
+
+    /// Tells the runtime a connection or peer was refused or dropped. Informational:
+    /// never waits, dropped if the queue is full.
+    pub fn reject(&self, peer: Option<NodeId>, remote: String, reason: String) {
+        let _ = self.0.try_send(TransportEvent::Rejected {
+            peer,
+            remote,
+            reason,
+        });
+    }
 }

@@ -8,15 +8,16 @@ use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::path;
-use super::shared::{Shared, Shutdown};
+use super::shared::Shared;
 use crate::codec::CodecError;
 use crate::protocol::{Message, NodeId};
+use crate::shutdown::Shutdown;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
 /// Serves one authenticated connection from configured peer `peer` until it ends.
 pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
-    let mut shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown_signal();
     let exchange = async {
         // Ours first: the dialer reports us up only once it has it.
         let back = hello::send(&conn, &shared.hello()).await?;
@@ -25,7 +26,7 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
     };
     let theirs = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
-        _ = shutdown.wait() => return,
+        _ = shutdown.tripped() => return,
     };
     let (back, mut recv, hello) = match theirs {
         Ok(Ok(v)) => v,
@@ -33,7 +34,7 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         Ok(Err(FrameError::Io(e))) => {
             // The dialer may have refused our hello before we read its own.
             if let Some(mismatch) = agreement::refused_by_peer(peer, &conn) {
-                agreement::disagreed(&shared, peer, mismatch, &mut shutdown).await;
+                agreement::disagreed(&shared, peer, mismatch, &shutdown).await;
                 return;
             }
             debug!(peer, error = %e, "inbound connection ended before its hello");
@@ -43,15 +44,17 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
             let reason = format!("no hello within {HELLO_TIMEOUT:?}");
             warn!(peer, remote = %conn.remote_address(), %reason, "dropping inbound connection");
             conn.close(close::PROTOCOL, reason.as_bytes());
-            shared.reject(Some(peer), conn.remote_address().to_string(), reason);
+            shared
+                .events
+                .reject(Some(peer), conn.remote_address().to_string(), reason);
             return;
         }
     };
     if let Some(mismatch) = agreement::compare(shared.id, &shared.hello(), peer, &hello) {
-        agreement::refuse(&shared, &conn, peer, mismatch, &mut shutdown).await;
+        agreement::refuse(&shared, &conn, peer, mismatch, &shutdown).await;
         return;
     }
-    if !agreement::agreed(&shared, peer, &mut shutdown).await {
+    if !agreement::agreed(&shared, peer, &shutdown).await {
         return;
     }
     let nonce = hello.nonce;
@@ -61,11 +64,11 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         // Our stream back is a path for our messages while this connection lives.
         let (task_shared, task_conn) = (shared.clone(), conn.clone());
         shared.spawn(async move {
-            let mut shutdown = task_shared.shutdown_signal();
-            path::carry(&task_shared, &link, &task_conn, nonce, back, &mut shutdown).await;
+            let shutdown = task_shared.shutdown_signal();
+            path::carry(&task_shared, &link, &task_conn, nonce, back, &shutdown).await;
         });
     }
-    read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
+    read_messages(&shared, peer, &conn, &mut recv, &shutdown).await;
     if !shared.inbound.unregister(peer, &conn) {
         // Our dialer stood back while this connection carried both directions.
         if let Some(link) = shared.links.get(&peer) {
@@ -82,8 +85,8 @@ pub(super) async fn read_stream(
     conn: quinn::Connection,
     mut recv: quinn::RecvStream,
 ) {
-    let mut shutdown = shared.shutdown_signal();
-    read_messages(&shared, peer, &conn, &mut recv, &mut shutdown).await;
+    let shutdown = shared.shutdown_signal();
+    read_messages(&shared, peer, &conn, &mut recv, &shutdown).await;
 }
 
 /// Registers the connection, retires older ones from the same peer, and tells our
@@ -112,14 +115,14 @@ async fn read_messages(
     peer: NodeId,
     conn: &quinn::Connection,
     recv: &mut quinn::RecvStream,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) {
     loop {
         // read_frame is not cancel-safe, but it is only cancelled at shutdown, when
         // the rest of the stream no longer matters.
         let frame = tokio::select! {
             r = read_frame::<Message>(recv) => r,
-            _ = shutdown.wait() => return,
+            _ = shutdown.tripped() => return,
         };
         match frame {
             Ok(Some(msg)) => {
@@ -129,6 +132,7 @@ async fn read_messages(
                 }
                 shared.stats.add_received();
                 if !shared
+                    .events
                     .emit(TransportEvent::Message { from: peer, msg }, shutdown)
                     .await
                 {
@@ -164,5 +168,5 @@ fn bad_frame(shared: &Shared, peer: NodeId, conn: &quinn::Connection, e: CodecEr
     shared.stats.add_bad_frame();
     let reason = format!("bad frame: {e}");
     conn.close(close::BAD_FRAME, reason.as_bytes());
-    shared.reject(Some(peer), remote.to_string(), reason);
+    shared.events.reject(Some(peer), remote.to_string(), reason);
 }

@@ -3,10 +3,11 @@
 //! our messages to it (see [`super::path`]).
 
 use super::close;
-use super::event::TransportEvent;
+use super::event::{Events, TransportEvent};
 use super::peer_addr::PeerAddr;
-use super::shared::{Shared, Shutdown};
+use super::stats::Counters;
 use crate::protocol::{Message, NodeId};
+use crate::shutdown::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::futures::Notified;
@@ -82,7 +83,7 @@ impl Link {
     /// restarted process (whose old paths are being closed), tells the runtime the
     /// peer is up, so it repeats what the peer must know. Returns false if the event
     /// could not be delivered (shutdown).
-    pub async fn path_up(&self, nonce: u64, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+    pub async fn path_up(&self, nonce: u64, events: &Events, shutdown: &Shutdown) -> bool {
         let mut paths = self.paths.lock().await;
         let news = paths.up == 0 || paths.nonce != nonce;
         paths.up += 1;
@@ -91,14 +92,14 @@ impl Link {
             return true;
         }
         self.sendable.store(true, Ordering::Release);
-        shared
+        events
             .emit(TransportEvent::PeerUp(self.peer), shutdown)
             .await
     }
 
     /// A path went down: after the last one, what is still queued is stale (dropped,
-    /// counted) and the runtime hears the peer is down.
-    pub async fn path_down(&self, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+    /// counted in `stats`) and the runtime hears the peer is down.
+    pub async fn path_down(&self, events: &Events, stats: &Counters, shutdown: &Shutdown) -> bool {
         let mut paths = self.paths.lock().await;
         paths.up = paths.up.saturating_sub(1);
         if paths.up > 0 {
@@ -110,20 +111,20 @@ impl Link {
             while queue.try_recv().is_ok() {
                 stale += 1;
             }
-            shared.stats.add_dropped(stale);
+            stats.add_dropped(stale);
         }
-        shared
+        events
             .emit(TransportEvent::PeerDown(self.peer), shutdown)
             .await
     }
 
     /// A dial failed before any path was up: tells the runtime the peer cannot be
     /// reached (unless the peer's own connection to us carries our messages).
-    pub async fn report_unreached(&self, shared: &Shared, shutdown: &mut Shutdown) -> bool {
+    pub async fn report_unreached(&self, events: &Events, shutdown: &Shutdown) -> bool {
         if self.paths.lock().await.up > 0 {
             return true;
         }
-        shared
+        events
             .emit(TransportEvent::PeerDown(self.peer), shutdown)
             .await
     }

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - `endpoint`: [`Transport`], the handle: start, send, reload, shut down.
-//! - `shared`: the state the handle and every task hold, and the one shutdown signal.
+//! - `shared`: the state the handle and every task hold, and the one shutdown signal
+//!   (a [`crate::shutdown::Shutdown`]); it imports no task, so no task imports another.
 //! - `accept`: the accept loop, sorting each connection by certificate and ALPN.
 //! - `outbound`: one connection per peer, dialed by us, redialed with capped backoff;
 //!   it carries our stream to the peer and the peer's stream back.
@@ -19,16 +20,17 @@
 //! - [`tls`]: rustls (ring only) and quinn configs; who a connection's certificate is.
 //! - [`frame`]: one length-prefixed frame on a stream ([`read_frame`], [`write_frame`]).
 //! - [`hello`]: the first frame each side of a peer connection sends.
-//! - `agreement`: whether a peer's hello agrees with ours (members, mode, D); refusals
-//!   over config, and what is remembered of each peer's verdict.
+//! - `agreement`: whether a peer's hello agrees with ours (members, mode, D), and
+//!   refusals over config; `verdicts`: what is remembered of each peer's verdict;
+//!   `mismatch`: what a disagreement is ([`ConfigMismatch`], [`MismatchKind`]).
 //! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
 //! - `api_dial`: [`connect_client`], an API client's connection to a node.
 //! - `socket`: the UDP socket, wrapped so shutdown knows when it is closed.
 //! - `runtime`: quinn's tokio runtime, with connection timers that do not wake the
 //!   thread for a deadline they moved away from.
 //! - [`close`], `config`, `event`, `error`, `stats`, `peer_addr`: close codes,
-//!   [`TransportConfig`], [`TransportEvent`], [`TransportError`], [`TransportStats`],
-//!   [`PeerAddr`].
+//!   [`TransportConfig`], [`TransportEvent`] (and the queue the tasks send it on),
+//!   [`TransportError`], [`TransportStats`], [`PeerAddr`].
 //!
 //! # Timeouts
 //! A connection on which what we sent goes unanswered for 20 D is cut (`silence`);
@@ -74,6 +76,7 @@ mod inbound;
 mod inbound_table;
 mod link;
 mod members;
+mod mismatch;
 mod outbound;
 mod path;
 mod peer_addr;
@@ -84,8 +87,8 @@ mod silence;
 mod socket;
 mod stats;
 pub mod tls;
+mod verdicts;
 
-pub use agreement::{ConfigMismatch, MismatchKind};
 pub use api_dial::connect_client;
 pub use config::TransportConfig;
 pub use endpoint::Transport;
@@ -93,6 +96,7 @@ pub use error::{ConnectError, PeerIdentityError, TransportError};
 pub use event::TransportEvent;
 pub use frame::{read_frame, write_frame, FrameError};
 pub use members::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
+pub use mismatch::{ConfigMismatch, MismatchKind};
 pub use peer_addr::{PeerAddr, PeerAddrError, ResolveError};
 pub use stats::{ConfigRefusals, TransportStats};
 pub use tls::{peer_identity, ALPN_API, ALPN_PEER};

@@ -13,10 +13,11 @@ use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::inbound;
 use super::link::Link;
 use super::path::{self, PathEnd};
-use super::shared::{Shared, Shutdown};
+use super::shared::Shared;
 use super::tls::INITIAL_RTT;
 use crate::certs::node_dns_name;
 use crate::protocol::NodeId;
+use crate::shutdown::Shutdown;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -76,7 +77,7 @@ enum Served {
 
 /// The dialer task for one peer. Runs until shutdown.
 pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
-    let mut shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
     // Whether the runtime was told the peer is down (after a lost connection or a first
@@ -87,20 +88,20 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
             tokio::select! {
                 _ = tokio::time::sleep(d) => {}
                 _ = link.woken() => {}
-                _ = shutdown.wait() => return,
+                _ = shutdown.tripped() => return,
             }
         }
-        if !stand_back(&shared, &link, &mut shutdown).await {
+        if !stand_back(&shared, &link, &shutdown).await {
             return;
         }
-        match dial(&shared, &link, &mut shutdown).await {
+        match dial(&shared, &link, &shutdown).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
             Dialed::Failed { reason, quiet } => {
                 report_failure(&shared, &link, reason, quiet, &mut last_failure);
                 if !reported_down {
                     reported_down = true;
-                    if !link.report_unreached(&shared, &mut shutdown).await {
+                    if !link.report_unreached(&shared.events, &shutdown).await {
                         return;
                     }
                 }
@@ -110,7 +111,7 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
                 last_failure = None;
                 reported_down = true; // serve() reports the loss of this connection
                 let up_at = Instant::now();
-                match serve(&shared, &link, up, &mut shutdown).await {
+                match serve(&shared, &link, up, &shutdown).await {
                     Served::Shutdown => return,
                     Served::Lost { reason, kicked } => {
                         info!(peer = link.peer, %reason, "outbound connection lost");
@@ -132,11 +133,11 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
 /// keep-alives (most of an idle 32-node cluster's packets). Waits until it ends; two
 /// dials that cross still make two connections, and both carry. Returns false at
 /// shutdown.
-async fn stand_back(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> bool {
+async fn stand_back(shared: &Shared, link: &Link, shutdown: &Shutdown) -> bool {
     while shared.inbound.has(link.peer) {
         tokio::select! {
             _ = link.woken() => {}
-            _ = shutdown.wait() => return false,
+            _ = shutdown.tripped() => return false,
         }
     }
     true
@@ -147,7 +148,7 @@ fn next_delay(delay: Option<Duration>) -> Duration {
 }
 
 /// One connection attempt: the QUIC handshake, then the hello exchange.
-async fn dial(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> Dialed {
+async fn dial(shared: &Shared, link: &Link, shutdown: &Shutdown) -> Dialed {
     match handshake(shared, link, shutdown).await {
         Ok(conn) => exchange_hellos(shared, link.peer, conn, shutdown).await,
         Err(outcome) => outcome,
@@ -161,13 +162,13 @@ async fn dial(shared: &Shared, link: &Link, shutdown: &mut Shutdown) -> Dialed {
 async fn handshake(
     shared: &Shared,
     link: &Link,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> Result<quinn::Connection, Dialed> {
     let started = Instant::now();
     // Resolved afresh each time, so a peer whose name now points elsewhere is followed.
     let resolved = tokio::select! {
         r = link.addr.resolve(shared.local_addr) => r,
-        _ = shutdown.wait() => return Err(Dialed::Shutdown),
+        _ = shutdown.tripped() => return Err(Dialed::Shutdown),
     };
     let target = resolved.map_err(Dialed::refused)?;
     let endpoint = shared.endpoint().ok_or(Dialed::Shutdown)?;
@@ -197,7 +198,7 @@ async fn handshake(
                     return Err(Dialed::Woken);
                 }
             }
-            _ = shutdown.wait() => return Err(Dialed::Shutdown),
+            _ = shutdown.tripped() => return Err(Dialed::Shutdown),
         }
     }
 }
@@ -208,7 +209,7 @@ async fn exchange_hellos(
     shared: &Shared,
     peer: NodeId,
     conn: quinn::Connection,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> Dialed {
     let exchange = async {
         let stream = hello::send(&conn, &shared.hello()).await?;
@@ -217,7 +218,7 @@ async fn exchange_hellos(
     };
     let outcome = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
-        _ = shutdown.wait() => return Dialed::Shutdown,
+        _ = shutdown.tripped() => return Dialed::Shutdown,
     };
     let reason = match outcome {
         Ok(Ok((stream, back, theirs))) => {
@@ -290,7 +291,7 @@ fn report_failure(
         debug!(peer = link.peer, addr = %link.addr, %reason, "dial failed");
     } else {
         warn!(peer = link.peer, addr = %link.addr, %reason, "dial refused");
-        shared.reject(
+        shared.events.reject(
             Some(link.peer),
             link.addr.to_string(),
             format!("dialing node-{}: {reason}", link.peer),
@@ -302,7 +303,7 @@ fn report_failure(
 /// Runs one established connection: reads the peer's stream back in a task of its
 /// own, and carries our messages as one of the link's paths until the connection is
 /// lost or we shut down.
-async fn serve(shared: &Arc<Shared>, link: &Link, up: Up, shutdown: &mut Shutdown) -> Served {
+async fn serve(shared: &Arc<Shared>, link: &Link, up: Up, shutdown: &Shutdown) -> Served {
     let Up {
         conn,
         stream,

@@ -11,7 +11,8 @@
 
 use super::frame::write_frame;
 use super::link::Link;
-use super::shared::{Shared, Shutdown};
+use super::shared::Shared;
+use crate::shutdown::Shutdown;
 use tracing::debug;
 
 /// How a path ended.
@@ -30,13 +31,16 @@ pub(super) async fn carry(
     conn: &quinn::Connection,
     nonce: u64,
     mut stream: quinn::SendStream,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> PathEnd {
-    if !link.path_up(nonce, shared, shutdown).await {
+    if !link.path_up(nonce, &shared.events, shutdown).await {
         return PathEnd::Shutdown;
     }
     let end = write_queue(shared, link, conn, &mut stream, shutdown).await;
-    if !link.path_down(shared, shutdown).await {
+    if !link
+        .path_down(&shared.events, &shared.stats, shutdown)
+        .await
+    {
         return PathEnd::Shutdown;
     }
     end
@@ -48,18 +52,18 @@ async fn write_queue(
     link: &Link,
     conn: &quinn::Connection,
     stream: &mut quinn::SendStream,
-    shutdown: &mut Shutdown,
+    shutdown: &Shutdown,
 ) -> PathEnd {
     let mut queue = tokio::select! {
         q = link.pending.lock() => q,
         e = conn.closed() => return PathEnd::Lost(e.to_string()),
-        _ = shutdown.wait() => return PathEnd::Shutdown,
+        _ = shutdown.tripped() => return PathEnd::Shutdown,
     };
     debug!(peer = link.peer, remote = %conn.remote_address(), "path carries our messages");
     loop {
         tokio::select! {
             biased;
-            _ = shutdown.wait() => return PathEnd::Shutdown,
+            _ = shutdown.tripped() => return PathEnd::Shutdown,
             e = conn.closed() => return PathEnd::Lost(e.to_string()),
             msg = queue.recv() => {
                 // The Link holds the sender, so the queue never closes while we run.

@@ -29,9 +29,10 @@
 //! connection's receive window by one byte queues one, and lowering it again costs
 //! nothing on the wire. No message changes, so nodes of earlier builds take part.
 
-use super::shared::{lock, Shared, Shutdown};
+use super::shared::{lock, Shared};
 use super::tls::RECEIVE_WINDOW;
 use crate::protocol::NodeId;
+use crate::shutdown::Shutdown;
 use quinn::VarInt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -185,10 +186,10 @@ impl Refresher {
         drop(state);
         let (task_state, task_shared) = (self.state.clone(), shared.clone());
         shared.spawn(async move {
-            let mut shutdown = task_shared.shutdown_signal();
+            let shutdown = task_shared.shutdown_signal();
             for (peer, conn) in stale {
                 let from = conn.rtt();
-                let (end, probes) = train(&task_shared, &conn, &mut shutdown).await;
+                let (end, probes) = train(&task_shared, &conn, &shutdown).await;
                 debug!(peer, ?from, to = ?conn.rtt(), least = ?conn.min_rtt(), probes, outcome = ?end, "link RTT estimate refreshed");
                 match end {
                     Train::Closed => {}
@@ -221,7 +222,7 @@ enum Train {
 /// Probes `conn` one at a time, each once the last was answered (so a busy machine
 /// slows the train down rather than ending it), until its estimate is fresh. Returns
 /// how it ended and how many probes it sent.
-async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &mut Shutdown) -> (Train, u32) {
+async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &Shutdown) -> (Train, u32) {
     let (mut unanswered, mut flat) = (0, 0);
     let mut lowest = conn.rtt();
     for sent in 0..MAX_PROBES {
@@ -265,16 +266,12 @@ async fn train(shared: &Shared, conn: &quinn::Connection, shutdown: &mut Shutdow
 }
 
 /// Whether an ACK came after `acks_before` within [`PROBE_WAIT`]; `None` at shutdown.
-async fn answered(
-    conn: &quinn::Connection,
-    acks_before: u64,
-    shutdown: &mut Shutdown,
-) -> Option<bool> {
+async fn answered(conn: &quinn::Connection, acks_before: u64, shutdown: &Shutdown) -> Option<bool> {
     let deadline = tokio::time::Instant::now() + PROBE_WAIT;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(PROBE_GAP) => {}
-            _ = shutdown.wait() => return None,
+            _ = shutdown.tripped() => return None,
         }
         if conn.stats().frame_rx.acks > acks_before {
             return Some(true);

@@ -1,20 +1,22 @@
 //! [`Shared`]: the state the [`super::Transport`] handle and every task it spawned
-//! hold, and [`Shutdown`], the one signal that ends them all.
+//! hold, and the one [`Shutdown`] signal that ends them all. It imports none of the
+//! tasks (accept loop, dialers, readers), so none of them imports another.
 
-use super::agreement::Verdicts;
-use super::event::TransportEvent;
+use super::event::{Events, TransportEvent};
 use super::hello::{Hello, Settings};
 use super::inbound_table::InboundTable;
 use super::link::Link;
 use super::socket::Released;
 use super::stats::Counters;
+use super::verdicts::Verdicts;
 use crate::protocol::NodeId;
+use crate::shutdown::Shutdown;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::warn;
 
@@ -48,8 +50,9 @@ pub(super) struct Shared {
     released: Mutex<Option<Released>>,
     /// The TLS config each dial uses; replaced by [`super::Transport::reload_tls`].
     dial: Mutex<quinn::ClientConfig>,
-    events: mpsc::Sender<TransportEvent>,
-    shutdown: watch::Sender<bool>,
+    /// What the tasks tell the runtime.
+    pub events: Events,
+    shutdown: Shutdown,
     tasks: Mutex<JoinSet<()>>,
 }
 
@@ -64,17 +67,6 @@ pub(super) struct Parts {
     pub events: mpsc::Sender<TransportEvent>,
     pub silence: Duration,
     pub settings: Settings,
-}
-
-/// Resolves once shutdown has begun; every task selects on it.
-pub(super) struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// Cancellation-safe; returns at once if shutdown already began.
-    pub async fn wait(&mut self) {
-        // An error means the sender is gone, which also means shutdown.
-        let _ = self.0.wait_for(|stop| *stop).await;
-    }
 }
 
 impl Shared {
@@ -96,14 +88,15 @@ impl Shared {
             endpoint: Mutex::new(Some(parts.endpoint)),
             released: Mutex::new(Some(parts.released)),
             dial: Mutex::new(parts.dial),
-            events: parts.events,
-            shutdown: watch::channel(false).0,
+            events: Events::new(parts.events),
+            shutdown: Shutdown::new(),
             tasks: Mutex::new(JoinSet::new()),
         }
     }
 
+    /// The signal every task selects on; it trips once shutdown has begun.
     pub fn shutdown_signal(&self) -> Shutdown {
-        Shutdown(self.shutdown.subscribe())
+        self.shutdown.clone()
     }
 
     /// Signals shutdown to every task; returns whether it had already begun.
@@ -111,7 +104,7 @@ impl Shared {
         // Under the task lock, so `spawn` either sees the signal or adds its task
         // before `take_tasks` collects them.
         let _tasks = lock(&self.tasks);
-        self.shutdown.send_replace(true)
+        self.shutdown.trip()
     }
 
     /// A handle on the endpoint; `None` once shutdown has taken it.
@@ -134,31 +127,12 @@ impl Shared {
     /// shutdown has begun the task is not started.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         let mut tasks = lock(&self.tasks);
-        if *self.shutdown.borrow() {
+        if self.shutdown.is_tripped() {
             return;
         }
         // Reap finished tasks so the set does not grow with every connection.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(task);
-    }
-
-    /// Hands an event to the runtime, waiting for room unless shutdown begins.
-    /// Returns false if the event could not be delivered (shutdown or no receiver).
-    pub async fn emit(&self, event: TransportEvent, shutdown: &mut Shutdown) -> bool {
-        tokio::select! {
-            r = self.events.send(event) => r.is_ok(),
-            _ = shutdown.wait() => false,
-        }
-    }
-
-    /// Tells the runtime a connection or peer was refused or dropped. Informational:
-    /// never waits, dropped if the queue is full.
-    pub fn reject(&self, peer: Option<NodeId>, remote: String, reason: String) {
-        let _ = self.events.try_send(TransportEvent::Rejected {
-            peer,
-            remote,
-            reason,
-        });
     }
 
     /// Refuses a connection: counts it, logs it, closes it with `code` and tells the
@@ -174,7 +148,7 @@ impl Shared {
         self.stats.add_refused();
         warn!(?peer, %remote, %reason, "refusing connection");
         conn.close(code, reason.as_bytes());
-        self.reject(peer, remote.to_string(), reason);
+        self.events.reject(peer, remote.to_string(), reason);
     }
 
     /// Every live peer connection, outbound and inbound, with its peer.

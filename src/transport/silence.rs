@@ -16,7 +16,7 @@
 
 use super::close;
 use super::rtt_refresh::Refresher;
-use super::shared::{Shared, Shutdown};
+use super::shared::Shared;
 use crate::exact_timer::ExactTimer;
 use crate::protocol::NodeId;
 use std::collections::HashMap;
@@ -99,7 +99,7 @@ impl Seen {
 /// Runs until shutdown: cuts connections that stay unanswered for `shared.silence`.
 pub(super) async fn watch(shared: Arc<Shared>) {
     let silence = shared.silence;
-    let mut shutdown: Shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown_signal();
     let period = silence / CHECKS_PER_TIMEOUT;
     // A kernel timer: tokio's would wake this idle node twice per look.
     let mut timer = ExactTimer::new();
@@ -108,7 +108,7 @@ pub(super) async fn watch(shared: Arc<Shared>) {
     loop {
         tokio::select! {
             _ = timer.sleep_until(Instant::now() + period) => {}
-            _ = shutdown.wait() => return,
+            _ = shutdown.tripped() => return,
         }
         let at = Instant::now();
         let live = shared.peer_connections();

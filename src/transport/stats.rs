@@ -1,7 +1,7 @@
 //! The transport's counters: [`TransportStats`] for metrics and tests, and the atomics
 //! every task counts into.
 
-use super::agreement::MismatchKind;
+use super::mismatch::MismatchKind;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use bully::chaos::office;
-use bully::chaos::picture::{Picture, Source};
 use bully::chaos::plan::{plan, FaultKind, PlanSpec, Step};
+use bully::chaos::report::picture::{Picture, Source};
 use bully::chaos::report::{Report, RunParams, StepLine};
 use bully::chaos::timeline::{self, Executed};
 use bully::history::{Entry, Record};

@@ -1,7 +1,7 @@
 //! A histogram of takeover times (failover or reclaim) as inline SVG, with the
 //! report's p50, p90 and p99 marked: the shape tells a slow tail from a slow median.
 
-use super::esc;
+use super::markup::esc;
 use crate::chaos::stats::Summary;
 use crate::protocol::Millis;
 use std::fmt::Write as _;

@@ -3,8 +3,9 @@
 //! violations (with their history), anomalies, advisory warnings and steps as lists.
 //! Everything inline: it opens from disk with the network off.
 
-use super::model::Picture;
-use super::{esc, histogram, secs, svg};
+use super::markup::{esc, secs};
+use super::{histogram, svg};
+use crate::chaos::report::picture::Picture;
 use crate::chaos::report::Report;
 use crate::chaos::timeline::SampleKind;
 use crate::chaos::verdict::Explained;
@@ -301,7 +302,7 @@ const SCRIPT: &str = r#"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::picture::model::tests::picture;
+    use crate::chaos::report::picture::tests::picture;
     use crate::protocol::Mode;
 
     fn report() -> Report {

@@ -4,9 +4,9 @@
 //! faults, then one lane per node, the highest ID (the one that should lead) on top.
 //! Shades for "no agreed coordinator" and "two coordinators" run over every lane.
 
-use super::model::{Band, Picture, State};
-use super::{esc, secs};
+use super::markup::{esc, secs};
 use crate::chaos::plan::Step;
+use crate::chaos::report::picture::{Band, Picture, State};
 use crate::chaos::verdict::Explained;
 use crate::protocol::{Millis, NodeId, Role, View};
 use std::fmt::Write as _;
@@ -480,7 +480,7 @@ fn pin(out: &mut String, g: &Geometry, index: usize, v: &Explained) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::picture::model::tests::picture;
+    use crate::chaos::report::picture::tests::picture;
     use crate::protocol::Mode;
 
     #[test]

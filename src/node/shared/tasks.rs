@@ -7,8 +7,11 @@
 //! aborted or panicked), and selects on [`NodeTasks::stopped`]; the runtime trips
 //! [`NodeTasks::stop`] once and then [`NodeTasks::wait`]s for the count to reach zero.
 //! A [`NodeTasks::child`] stops with its parent or on its own: a reload retires the
-//! health check or HTTP server it replaces that way, without touching the rest.
+//! health check or HTTP server it replaces that way, without touching the rest. The
+//! signal itself is [`Shutdown`], the one the transport's tasks stop on too; this file
+//! adds the count.
 
+use crate::shutdown::Shutdown;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,38 +22,8 @@ use tokio::task::JoinHandle;
 /// share both.
 #[derive(Clone)]
 pub struct NodeTasks {
-    stop: Arc<StopSignal>,
+    stop: Shutdown,
     alive: Arc<watch::Sender<usize>>,
-}
-
-/// A signal tripped at most once, which also counts as tripped once its parent's is.
-struct StopSignal {
-    tripped: watch::Sender<bool>,
-    parent: Option<Arc<StopSignal>>,
-}
-
-impl StopSignal {
-    fn is_tripped(&self) -> bool {
-        *self.tripped.borrow() || self.parent.as_ref().is_some_and(|p| p.is_tripped())
-    }
-
-    /// Completes once this signal or an ancestor's is tripped; cancellation-safe.
-    fn tripped(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let mut own = self.tripped.subscribe();
-        Box::pin(async move {
-            // `wait_for` fails only when the sender is gone, and we hold it.
-            let own = async move {
-                let _ = own.wait_for(|tripped| *tripped).await;
-            };
-            match &self.parent {
-                None => own.await,
-                Some(parent) => tokio::select! {
-                    _ = own => {}
-                    _ = parent.tripped() => {}
-                },
-            }
-        })
-    }
 }
 
 /// Decrements the count when the task's future is dropped, however it ends.
@@ -72,10 +45,7 @@ impl NodeTasks {
     /// No task yet, not stopped.
     pub fn new() -> NodeTasks {
         NodeTasks {
-            stop: Arc::new(StopSignal {
-                tripped: watch::channel(false).0,
-                parent: None,
-            }),
+            stop: Shutdown::new(),
             alive: Arc::new(watch::channel(0).0),
         }
     }
@@ -84,10 +54,7 @@ impl NodeTasks {
     /// count towards this one's [`NodeTasks::wait`].
     pub fn child(&self) -> NodeTasks {
         NodeTasks {
-            stop: Arc::new(StopSignal {
-                tripped: watch::channel(false).0,
-                parent: Some(Arc::clone(&self.stop)),
-            }),
+            stop: self.stop.child(),
             alive: Arc::clone(&self.alive),
         }
     }
@@ -109,7 +76,7 @@ impl NodeTasks {
 
     /// Trips the signal: every task of this group (and of its children) winds down.
     pub fn stop(&self) {
-        self.stop.tripped.send_replace(true);
+        self.stop.trip();
     }
 
     /// Whether [`NodeTasks::stop`] was called on this group or an ancestor.

@@ -1,5 +1,6 @@
-//! What the timeline shows, read off the run's history (the one the checker judged)
-//! with the functions the report's figures come from: each node's lane (what it
+//! What the HTML timeline (`--html`, drawn by `chaos/picture/`) shows, read off the
+//! run's history (the one the checker judged) with the functions the report's figures
+//! come from, so picture and verdict cannot disagree: each node's lane (what it
 //! believed, or that it was down or paused), the terms of office and where two of them
 //! overlapped, who the cluster agreed on, the partitions and the steps taken. Times
 //! are ms since the run's start, clipped to the run.

@@ -1,0 +1,113 @@
+//! [`Shutdown`]: the signal that stops a group of tasks, the one kind both the
+//! transport (`transport/shared.rs`, every connection task) and the node's own tasks
+//! (`node/tasks.rs`) stop on. Tripped once, asked, awaited; a child also counts as
+//! tripped once its parent is, so one part of a group can be retired alone.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// A stop signal tripped at most once. Cheap to clone; clones share it.
+#[derive(Clone)]
+pub struct Shutdown(Arc<Signal>);
+
+/// The flag, and the parent whose tripping trips this one too.
+struct Signal {
+    tripped: watch::Sender<bool>,
+    parent: Option<Shutdown>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown::new()
+    }
+}
+
+impl Shutdown {
+    /// Not tripped, with no parent.
+    pub fn new() -> Shutdown {
+        Shutdown::with_parent(None)
+    }
+
+    fn with_parent(parent: Option<Shutdown>) -> Shutdown {
+        Shutdown(Arc::new(Signal {
+            tripped: watch::channel(false).0,
+            parent,
+        }))
+    }
+
+    /// A signal tripped by its own [`Shutdown::trip`] or by this one's.
+    pub fn child(&self) -> Shutdown {
+        Shutdown::with_parent(Some(self.clone()))
+    }
+
+    /// Trips the signal (and so every child's); returns whether it was already tripped
+    /// by itself (a parent's tripping does not count here).
+    pub fn trip(&self) -> bool {
+        self.0.tripped.send_replace(true)
+    }
+
+    /// Whether this signal or an ancestor's was tripped.
+    pub fn is_tripped(&self) -> bool {
+        *self.0.tripped.borrow() || self.0.parent.as_ref().is_some_and(Shutdown::is_tripped)
+    }
+
+    /// Completes once this signal or an ancestor's is tripped (at once if it is);
+    /// cancellation-safe.
+    pub async fn tripped(&self) {
+        let mut own = self.0.tripped.subscribe();
+        // `wait_for` fails only when the sender is gone, and we hold it.
+        let own = async move {
+            let _ = own.wait_for(|tripped| *tripped).await;
+        };
+        match &self.0.parent {
+            None => own.await,
+            Some(parent) => tokio::select! {
+                _ = own => {}
+                _ = parent.boxed_tripped() => {}
+            },
+        }
+    }
+
+    /// [`Shutdown::tripped`] behind a pointer, so a child can wait on its ancestors.
+    fn boxed_tripped(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.tripped())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const SOON: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn tripped_once_and_seen_by_every_clone() {
+        let signal = Shutdown::new();
+        let clone = signal.clone();
+        let waiter = tokio::spawn(async move { clone.tripped().await });
+        assert!(!signal.is_tripped());
+        assert!(!signal.trip(), "the first trip");
+        assert!(signal.trip(), "already tripped");
+        tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+        tokio::time::timeout(SOON, signal.tripped()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_child_trips_alone_or_with_its_parent() {
+        let parent = Shutdown::new();
+        let first = parent.child();
+        first.trip();
+        assert!(first.is_tripped());
+        assert!(!parent.is_tripped());
+
+        let grandchild = parent.child().child();
+        let waiting = grandchild.clone();
+        let waiter = tokio::spawn(async move { waiting.tripped().await });
+        parent.trip();
+        assert!(grandchild.is_tripped());
+        tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+    }
+}
