@@ -130,7 +130,6 @@ async fn read_messages(
                 if crate::sabotage::drops(shared.id, peer, &msg) {
                     continue;
                 }
-                shared.stats.add_received();
                 if !shared
                     .events
                     .emit(TransportEvent::Message { from: peer, msg }, shutdown)

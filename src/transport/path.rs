@@ -36,7 +36,7 @@ pub(super) async fn carry(
     if !link.path_up(nonce, &shared.events, shutdown).await {
         return PathEnd::Shutdown;
     }
-    let end = write_queue(shared, link, conn, &mut stream, shutdown).await;
+    let end = write_queue(link, conn, &mut stream, shutdown).await;
     if !link
         .path_down(&shared.events, &shared.stats, shutdown)
         .await
@@ -48,7 +48,6 @@ pub(super) async fn carry(
 
 /// Waits for the queue (another path may hold it), then writes every message in order.
 async fn write_queue(
-    shared: &Shared,
     link: &Link,
     conn: &quinn::Connection,
     stream: &mut quinn::SendStream,
@@ -75,7 +74,6 @@ async fn write_queue(
                     conn.close(super::close::PROTOCOL, b"message stream failed");
                     return PathEnd::Lost(e.to_string());
                 }
-                shared.stats.add_sent();
             }
         }
     }

@@ -1,5 +1,7 @@
 //! The transport's counters: [`TransportStats`] for metrics and tests, and the atomics
-//! every task counts into.
+//! every task counts into. Messages themselves are counted once, by kind, where the node
+//! hands them over and takes them in (`node/shared/metrics.rs`); the transport counts
+//! what only it sees: drops, bad frames, refusals, connects.
 
 use super::mismatch::MismatchKind;
 use serde::{Deserialize, Serialize};
@@ -8,10 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Counters for metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransportStats {
-    /// Messages written to a peer stream.
-    pub messages_sent: u64,
-    /// Messages read from peers and handed to the runtime.
-    pub messages_received: u64,
     /// Messages dropped: peer unreachable, queue full, or queued before a reconnect.
     pub messages_dropped: u64,
     /// Frames refused (truncated, oversized, wrong version, undecodable); each one
@@ -55,8 +53,6 @@ impl ConfigRefusals {
 /// The live counters behind [`TransportStats`], shared by every task.
 #[derive(Default)]
 pub(super) struct Counters {
-    sent: AtomicU64,
-    received: AtomicU64,
     dropped: AtomicU64,
     bad_frames: AtomicU64,
     refused: AtomicU64,
@@ -72,12 +68,6 @@ fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl Counters {
-    pub fn add_sent(&self) {
-        add(&self.sent, 1);
-    }
-    pub fn add_received(&self) {
-        add(&self.received, 1);
-    }
     pub fn add_dropped(&self, n: u64) {
         add(&self.dropped, n);
     }
@@ -103,8 +93,6 @@ impl Counters {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let refusals = |kind| get(&self.config_refusals[kind_index(kind)]);
         TransportStats {
-            messages_sent: get(&self.sent),
-            messages_received: get(&self.received),
             messages_dropped: get(&self.dropped),
             bad_frames: get(&self.bad_frames),
             connections_refused: get(&self.refused),
