@@ -1,6 +1,6 @@
 //! [`Shutdown`]: the signal that stops a group of tasks, the one kind both the
 //! transport (`transport/shared.rs`, every connection task) and the node's own tasks
-//! (`node/tasks.rs`) stop on. Tripped once, asked, awaited; a child also counts as
+//! (`NodeTasks`) stop on. Tripped once, asked, awaited; a child also counts as
 //! tripped once its parent is, so one part of a group can be retired alone.
 
 use std::future::Future;
@@ -79,20 +79,22 @@ impl Shutdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    const SOON: Duration = Duration::from_secs(5);
+    /// Completes once `signal` trips; fails the test if that takes over 5 s.
+    async fn trips(signal: Shutdown) {
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), signal.tripped());
+        waited.await.expect("the signal trips");
+    }
 
     #[tokio::test]
     async fn tripped_once_and_seen_by_every_clone() {
         let signal = Shutdown::new();
-        let clone = signal.clone();
-        let waiter = tokio::spawn(async move { clone.tripped().await });
+        let waiter = tokio::spawn(trips(signal.clone()));
         assert!(!signal.is_tripped());
         assert!(!signal.trip(), "the first trip");
         assert!(signal.trip(), "already tripped");
-        tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
-        tokio::time::timeout(SOON, signal.tripped()).await.unwrap();
+        waiter.await.unwrap();
+        trips(signal).await;
     }
 
     #[tokio::test]
@@ -104,10 +106,9 @@ mod tests {
         assert!(!parent.is_tripped());
 
         let grandchild = parent.child().child();
-        let waiting = grandchild.clone();
-        let waiter = tokio::spawn(async move { waiting.tripped().await });
+        let waiter = tokio::spawn(trips(grandchild.clone()));
         parent.trip();
         assert!(grandchild.is_tripped());
-        tokio::time::timeout(SOON, waiter).await.unwrap().unwrap();
+        waiter.await.unwrap();
     }
 }
