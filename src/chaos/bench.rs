@@ -26,17 +26,7 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     let mode = config.setup.mode;
     let limit = Duration::from_millis(10 * timing.convergence_bound_in(mode) + 5_000);
     let mut progress = Progress::new(config.setup.progress);
-    let mut h = Harness::start(&HarnessSpec {
-        nodes: config.setup.nodes,
-        timing,
-        mode,
-        binary: config.setup.binary.clone(),
-        dir: config.setup.dir.clone(),
-        relay: false,
-        seed: config.setup.seed,
-        http: false,
-    })
-    .await?;
+    let mut h = Harness::start(&HarnessSpec::of(&config.setup, false)).await?;
     let top = config.setup.nodes;
     progress.event(&format!(
         "started {} nodes in {}",
@@ -70,17 +60,11 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
     }
     let origin_ms = h.origin_ms;
     let mut report = h.finish(|end_ms| RunParams {
-        command: "chaos --bench failover".into(),
-        mode,
-        nodes: config.setup.nodes,
-        seed: config.setup.seed,
-        duration_s: (end_ms - origin_ms) as f64 / 1000.0,
         runs: Some(config.runs),
-        faults: Vec::new(),
-        timing_profile: config.setup.timing_profile.clone(),
-        timing,
-        slack_ms: config.setup.slack_ms,
-        dir: None,
+        ..config.setup.params(
+            "chaos --bench failover",
+            (end_ms - origin_ms) as f64 / 1000.0,
+        )
     });
     progress.finish();
     report.failover_costs = costs.summary();

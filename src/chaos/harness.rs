@@ -8,6 +8,7 @@ use super::plan::{Availability, Step};
 use super::relay::Relay;
 use super::report::picture::{self, Picture};
 use super::report::{Report, RunParams, StepLine};
+use super::setup::RunSetup;
 use super::timeline::{self, Executed, Views};
 use super::verdict::{self, Verdict};
 use crate::cluster::{Cluster, ClusterSpec};
@@ -51,6 +52,23 @@ pub struct HarnessSpec {
     /// Give every node an `[http]` endpoint on a free loopback port, so a prober can
     /// read `/coordinator` the way a load balancer does.
     pub http: bool,
+}
+
+impl HarnessSpec {
+    /// The cluster a run's `setup` asks for, without HTTP endpoints; `relay` routes its
+    /// links through the relay (the fault runner needs it, the benches do not).
+    pub fn of(setup: &RunSetup, relay: bool) -> HarnessSpec {
+        HarnessSpec {
+            nodes: setup.nodes,
+            timing: setup.timing,
+            mode: setup.mode,
+            binary: setup.binary.clone(),
+            dir: setup.dir.clone(),
+            relay,
+            seed: setup.seed,
+            http: false,
+        }
+    }
 }
 
 /// A running cluster and what has been seen and done to it.

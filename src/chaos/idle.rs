@@ -3,7 +3,7 @@
 //! declarations its start-up took, and how long `bully leader` takes as a whole process.
 
 use super::harness::{first_election_limit, Harness, HarnessSpec};
-use super::report::{IdleFigures, Report, RunParams};
+use super::report::{IdleFigures, Report};
 use super::setup::BenchConfig;
 use super::stats::Summary;
 use crate::protocol::{MessageKind, NodeId};
@@ -107,17 +107,7 @@ fn time_leader_queries(h: &Harness, binary: &std::path::Path) -> Result<Summary>
 pub async fn idle(config: &BenchConfig, window: Duration) -> Result<Report> {
     config.validate().map_err(anyhow::Error::msg)?;
     let setup = &config.setup;
-    let mut h = Harness::start(&HarnessSpec {
-        nodes: setup.nodes,
-        timing: setup.timing,
-        mode: setup.mode,
-        binary: setup.binary.clone(),
-        dir: setup.dir.clone(),
-        relay: false,
-        seed: setup.seed,
-        http: false,
-    })
-    .await?;
+    let mut h = Harness::start(&HarnessSpec::of(setup, false)).await?;
     let top = setup.nodes;
     let first = first_election_limit(&setup.timing, top, setup.mode);
     let mut figures = None;
@@ -133,19 +123,8 @@ pub async fn idle(config: &BenchConfig, window: Duration) -> Result<Report> {
             .push(format!("no first agreement on node {top} within {first:?}"));
     }
     let origin_ms = h.origin_ms;
-    let mut report = h.finish(|end_ms| RunParams {
-        command: "chaos --bench idle".into(),
-        mode: setup.mode,
-        nodes: setup.nodes,
-        seed: setup.seed,
-        duration_s: (end_ms - origin_ms) as f64 / 1000.0,
-        runs: None,
-        faults: Vec::new(),
-        timing_profile: setup.timing_profile.clone(),
-        timing: setup.timing,
-        slack_ms: setup.slack_ms,
-        dir: None,
-    });
+    let mut report =
+        h.finish(|end_ms| setup.params("chaos --bench idle", (end_ms - origin_ms) as f64 / 1000.0));
     if let Some((f, startup)) = figures {
         report.idle = Some(f);
         report.startup_declarations = Some(startup);

@@ -45,17 +45,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     spec.validate().map_err(anyhow::Error::msg)?;
     let schedule = plan::plan(&spec);
     let mut progress = Progress::new(config.setup.progress);
-    let mut h = Harness::start(&HarnessSpec {
-        nodes: config.setup.nodes,
-        timing: config.setup.timing,
-        mode: config.setup.mode,
-        binary: config.setup.binary.clone(),
-        dir: config.setup.dir.clone(),
-        relay: true,
-        seed: config.setup.seed,
-        http: false,
-    })
-    .await?;
+    let mut h = Harness::start(&HarnessSpec::of(&config.setup, true)).await?;
     progress.event(&format!(
         "started {} nodes ({} mode) behind the relay in {}; {} steps planned (seed {})",
         config.setup.nodes,
@@ -99,17 +89,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         tokio::time::sleep_until(end.min(next_check)).await;
     }
     let report = h.finish(|_| RunParams {
-        command: "chaos".into(),
-        mode: config.setup.mode,
-        nodes: config.setup.nodes,
-        seed: config.setup.seed,
-        duration_s: config.duration.as_secs_f64(),
-        runs: None,
         faults: config.faults.clone(),
-        timing_profile: config.setup.timing_profile.clone(),
-        timing: config.setup.timing,
-        slack_ms: config.setup.slack_ms,
-        dir: None,
+        ..config.setup.params("chaos", config.duration.as_secs_f64())
     });
     progress.finish();
     Ok(report)

@@ -3,6 +3,7 @@
 //! below every one of them so none imports another for its settings.
 
 use super::progress;
+use super::report::RunParams;
 use crate::protocol::{Mode, Timing};
 use std::path::PathBuf;
 
@@ -32,6 +33,26 @@ pub struct BenchConfig {
     pub setup: RunSetup,
     /// Kill/restart rounds.
     pub runs: u32,
+}
+
+impl RunSetup {
+    /// The parameters a report of `command` over `duration_s` seconds prints, taken
+    /// from this setup: no runs, faults or kept folder (the caller adds those it has).
+    pub fn params(&self, command: &str, duration_s: f64) -> RunParams {
+        RunParams {
+            command: command.into(),
+            mode: self.mode,
+            nodes: self.nodes,
+            seed: self.seed,
+            duration_s,
+            runs: None,
+            faults: Vec::new(),
+            timing_profile: self.timing_profile.clone(),
+            timing: self.timing,
+            slack_ms: self.slack_ms,
+            dir: None,
+        }
+    }
 }
 
 impl BenchConfig {
