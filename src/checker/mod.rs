@@ -20,9 +20,10 @@
 //! model checker): [`check_accepted_rises`] (I1) and [`check_term_rises`] (I2) on a
 //! write of the cells, which [`Safety`] applies too; [`check_declares_anew`] (I2);
 //! [`check_send`] and [`check_crash`] (I3); [`check_alone_in_office`] (I6) and
-//! [`TermHolders`] (I7).
+//! [`TermHolders`] (I7); [`honest_peer_flagged`] (the machine's own contract).
 
 mod cells;
+mod contract;
 mod convergence;
 mod durability;
 mod invariant;
@@ -34,6 +35,7 @@ mod tests;
 mod uniqueness;
 
 pub use cells::{check_accepted_rises, check_term_rises};
+pub use contract::honest_peer_flagged;
 pub use convergence::{check_convergence, convergence_deadline, Convergence, Leader};
 pub use durability::{check_crash, check_send};
 pub use invariant::{Invariant, Violation};

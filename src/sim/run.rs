@@ -2,7 +2,7 @@
 //! as the runtime drives it (its actions run in order).
 
 use super::{CrashPoint, Sim};
-use crate::checker::Invariant;
+use crate::checker::{honest_peer_flagged, Invariant};
 use crate::history::Record;
 use crate::protocol::{Action, Event, Fact, Machine, Millis, NodeId};
 
@@ -195,11 +195,7 @@ impl Sim {
                             what: what.clone(),
                         },
                     );
-                    self.violate(
-                        Invariant::Protocol,
-                        id,
-                        format!("flagged honest peer {peer}: {what}"),
-                    );
+                    self.report(honest_peer_flagged(id, self.now, peer, what));
                     continue;
                 }
             };
