@@ -52,9 +52,13 @@ impl fmt::Display for Invariant {
 /// against the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
+    /// Which invariant broke.
     pub invariant: Invariant,
+    /// The node that broke it (0 for the cluster as a whole).
     pub node: NodeId,
+    /// When, on the history's (or the model's) clock.
     pub at_ms: Millis,
+    /// Why, in words that can be checked against the history or the trace.
     pub explanation: String,
 }
 

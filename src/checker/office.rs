@@ -15,9 +15,13 @@ use std::collections::BTreeMap;
 /// process processes no acks, so its lease cannot outlive that).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Office {
+    /// The coordinator.
     pub node: NodeId,
+    /// The epoch it led.
     pub epoch: Epoch,
+    /// When it established itself.
     pub from_ms: Millis,
+    /// When its office ended at the latest.
     pub until_ms: Millis,
 }
 
@@ -262,7 +266,9 @@ fn two_holders(
 /// as the model checker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InOffice {
+    /// The node in office.
     pub node: NodeId,
+    /// The epoch its view holds.
     pub epoch: Option<Epoch>,
     /// Its lease end by its own clock (quorum mode).
     pub lease_until: Option<Millis>,
@@ -281,7 +287,7 @@ pub fn check_alone_in_office(
     let other = others.into_iter().next()?;
     let lease = other
         .lease_until
-        .map_or_else(|| "no lease".to_string(), |t| format!("lease until {t}"));
+        .map_or_else(|| "no lease".to_string(), |t| format!("lease until {t} ms"));
     let explanation = format!(
         "became coordinator of {epoch} while node {} still held {} ({lease})",
         other.node,

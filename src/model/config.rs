@@ -10,11 +10,15 @@ pub struct Bounds {
     pub depth: usize,
     /// The global clock never passes this (ms of the model's timing).
     pub time: Millis,
+    /// Crashes (the store kept) on any path.
     pub crashes: u8,
     /// Crashes that also lose the node's store (it restarts on an empty one).
     pub wipes: u8,
+    /// Partitions (a minority cut off) on any path.
     pub partitions: u8,
+    /// Pauses on any path.
     pub pauses: u8,
+    /// Health-check flips on any path.
     pub health_flips: u8,
     /// States whose highest term exceeds this are not expanded.
     pub term: u64,
@@ -25,12 +29,19 @@ pub struct Bounds {
 /// One model: the cluster, its settings and the bounds.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
+    /// Every member; each is a peer of all the others.
     pub ids: Vec<NodeId>,
+    /// Classic or quorum.
     pub mode: Mode,
+    /// The member that votes but never leads (quorum mode), if any.
     pub witness: Option<NodeId>,
+    /// Whether a higher node takes over from a live lower coordinator.
     pub preempt: Preempt,
+    /// Every node's timing (see [`ModelConfig::small_timing`]).
     pub timing: Timing,
+    /// A deliberately broken machine, to show the properties catch it.
     pub flaw: Option<Flaw>,
+    /// What keeps the state space finite.
     pub bounds: Bounds,
     /// Start from the cluster already settled under its highest node (every link
     /// empty), so the depth bound is spent on faults and failovers, not on start-up.
