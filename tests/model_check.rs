@@ -4,7 +4,8 @@
 //! that must be caught with a counterexample. `cargo test --test model_check -- --ignored`
 //! runs the deep bounds whose figures are in the README.
 
-use bully::model::{Bounds, Exploration, Model, ModelConfig, Step};
+use bully::checker::Invariant;
+use bully::model::{Bounds, Exploration, Model, ModelConfig, Transition};
 use bully::protocol::{Flaw, Mode, NodeId, Preempt};
 use std::time::Instant;
 
@@ -114,16 +115,16 @@ fn four_nodes_classic_holds() {
 fn regression_q6_counts_a_majority_reached_after_a_heal() {
     let model = Model::new(config(&[1, 2, 3], Mode::Quorum, quick3()));
     let steps = [
-        Step::Advance(3),
-        Step::Tick(3),
-        Step::Advance(4),
-        Step::Crash(1),
-        Step::Cut(0b0010),
-        Step::Deliver { from: 3, to: 2 },
-        Step::Tick(3),
-        Step::Pause(3),
-        Step::Heal,
-        Step::Deliver { from: 3, to: 2 },
+        Transition::Advance(3),
+        Transition::Tick(3),
+        Transition::Advance(4),
+        Transition::Crash(1),
+        Transition::Cut(0b0010),
+        Transition::Deliver { from: 3, to: 2 },
+        Transition::Tick(3),
+        Transition::Pause(3),
+        Transition::Heal,
+        Transition::Deliver { from: 3, to: 2 },
     ];
     let end = model.replay(&steps).expect("no violation on the way");
     if let Err((violation, fair)) = model.converges(&end) {
@@ -131,7 +132,7 @@ fn regression_q6_counts_a_majority_reached_after_a_heal() {
     }
 }
 
-fn caught(name: &str, flaw: Flaw, property: &str) {
+fn caught(name: &str, flaw: Flaw, invariant: Invariant) {
     let mut c = config(&[1, 2, 3], Mode::Quorum, quick3());
     c.flaw = Some(flaw);
     let outcome = run(name, c);
@@ -140,7 +141,7 @@ fn caught(name: &str, flaw: Flaw, property: &str) {
         .unwrap_or_else(|| panic!("{name}: the sabotaged machine was not caught"));
     println!("{counterexample}");
     assert_eq!(
-        counterexample.violation.property, property,
+        counterexample.violation.invariant, invariant,
         "{counterexample}"
     );
 }
@@ -188,10 +189,14 @@ fn three_nodes_classic_with_a_lost_store_holds() {
 
 #[test]
 fn sabotage_ignoring_the_lease_is_caught() {
-    caught("ignore lease", Flaw::IgnoreLease, "I6");
+    caught("ignore lease", Flaw::IgnoreLease, Invariant::NoOverlap);
 }
 
 #[test]
 fn sabotage_accepting_an_equal_term_is_caught() {
-    caught("accept equal term", Flaw::AcceptEqualTerm, "I7");
+    caught(
+        "accept equal term",
+        Flaw::AcceptEqualTerm,
+        Invariant::OnePerTerm,
+    );
 }

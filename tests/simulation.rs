@@ -532,7 +532,7 @@ fn shared_terms(history: &[bully::history::Entry]) -> BTreeMap<u64, Vec<NodeId>>
 /// last heartbeat, sent it no Election, and declared the term the leader declared too
 /// (classic: nodes 4 and 2, term 5, 4 ms apart; quorum: nodes 34 and 11, term 4). See
 /// `suspect_spares_a_live_leader` in tests/protocol_rules.rs. These replays depend on
-/// the scenario generator in src/sim/scenario.rs; the sweep below does not.
+/// the scenario generator in src/sim/scenario/; the sweep below does not.
 #[test]
 fn restarted_leader_seeds_keep_terms_unique() {
     for (seed, mode) in [(9_200_061, Mode::Classic), (9_175_459, Mode::Quorum)] {
@@ -630,7 +630,7 @@ fn sabotaged_deaf_handover_is_caught_as_flapping() {
 }
 
 /// Seeds the 10⁶-seed runs from offset 40000000 failed on, each with its cause; these
-/// replays depend on the scenario generator in src/sim/scenario.rs.
+/// replays depend on the scenario generator in src/sim/scenario/.
 /// - 40803703 classic: a coordinator that followed a newer claim after a partition
 ///   healed went silent towards its followers; one suspected it D later, skipped it as
 ///   silent and declared the term it declared too (`gave_way` in

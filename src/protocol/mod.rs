@@ -4,6 +4,7 @@
 pub mod lease;
 mod machine;
 pub mod recovery;
+pub mod reveal;
 mod types;
 
 pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP};

@@ -1,119 +1,14 @@
-//! Random fault scenarios, one per seed, and their verdict on I1–I5.
-//!
-//! [`run_seed`] builds a cluster from the seed (2–9 nodes, default or fast timing,
-//! sometimes a preempt delay, sometimes `preempt = never`, sometimes an ineligible
-//! node), starts it (all at once: concurrent elections; or staggered), and lets an
-//! adversary inject up to eight faults that look at the cluster's state: crash the
-//! coordinator (with peer-down notices to some, all or none of the others), crash the
-//! would-be winner right after its Answer or in the middle of declaring, restart the
-//! highest node, pause, partition, deafen a node (one-way links), flip eligibility,
-//! report a live coordinator down, lose a store.
-//! Then every fault ends (heal, resume, sometimes restart the crashed), and the run
-//! goes on for the I5 bound and as long again; I5 must hold from the deadline on.
+//! The adversary: it injects faults that look at the cluster's state, schedules their
+//! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
+//! everything down so I5 can be judged.
 
-use super::{CrashPoint, Sim, SimConfig};
-use crate::checker::{
-    check_convergence, check_no_overlap_with, check_one_per_term, check_start_delay,
-    check_unique_terms, lease_bound_ms, quiet_window, Convergence, Leader, Violation,
-};
-use crate::history::{last_fault_ms, tail, Entry, Record};
-use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Preempt, Role, Timing};
+use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
+use crate::sim::{CrashPoint, Sim, SimConfig};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::fmt::Write as _;
-
-/// How many history entries a failure report shows.
-pub const REPORT_TAIL: usize = 200;
-
-/// The result of one seeded run: everything needed to judge and to debug it.
-pub struct SeedRun {
-    pub seed: u64,
-    /// The cluster and settings the seed chose.
-    pub description: String,
-    /// The faults the adversary injected, with their times.
-    pub steps: Vec<String>,
-    pub history: Vec<Entry>,
-    pub violations: Vec<Violation>,
-    /// How many history entries existed when the first safety violation was found.
-    pub first_violation_index: Option<usize>,
-    /// Messages sent, by kind.
-    pub sent: BTreeMap<MessageKind, u64>,
-    pub last_fault_ms: Millis,
-    /// The I5 deadline the run was judged against.
-    pub deadline_ms: Millis,
-    /// From the last fault to the last view change of a live node: how long the
-    /// cluster really took to settle (compare with `deadline_ms - last_fault_ms`).
-    pub settled_after_ms: Millis,
-    /// Which flavour the seed chose, for coverage statistics.
-    pub flavor: Flavor,
-}
-
-/// The settings a seed chose, for the test's coverage summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Flavor {
-    pub mode: Mode,
-    pub nodes: usize,
-    /// A witness among the members (quorum mode).
-    pub witness: bool,
-    /// Message delays reach beyond T/2 (up to 1.5 T): Answers can miss their timeout.
-    pub slow_network: bool,
-    pub fast_timing: bool,
-    pub preempt_delay: bool,
-    pub preempt_never: bool,
-    pub ineligible: bool,
-    /// Nodes run different heartbeats and T, T' (same D).
-    pub mixed_timing: bool,
-    pub faults: usize,
-}
-
-impl SeedRun {
-    /// No violation of any kind.
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty()
-    }
-
-    /// The failure message: seed, scenario, violations, the last [`REPORT_TAIL`]
-    /// entries up to the first violation, and how to rerun just this seed.
-    pub fn report(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "SIMULATION FAILED: seed {}", self.seed);
-        let _ = writeln!(out, "scenario: {}", self.description);
-        let _ = writeln!(out, "faults:");
-        for step in &self.steps {
-            let _ = writeln!(out, "  {step}");
-        }
-        let _ = writeln!(
-            out,
-            "last fault at {} ms, I5 deadline {} ms",
-            self.last_fault_ms, self.deadline_ms
-        );
-        let _ = writeln!(out, "violations:");
-        for v in &self.violations {
-            let _ = writeln!(out, "  {v}");
-        }
-        let upto = self.first_violation_index.unwrap_or_else(|| {
-            let at = self.violations.first().map_or(Millis::MAX, |v| v.at_ms);
-            self.history.partition_point(|e| e.at_ms <= at)
-        });
-        let _ = writeln!(
-            out,
-            "last {REPORT_TAIL} history entries up to the first violation:"
-        );
-        out.push_str(&tail(
-            &self.history[..upto.min(self.history.len())],
-            REPORT_TAIL,
-        ));
-        let _ = writeln!(
-            out,
-            "rerun just this seed: SIM_SEED={} cargo test --test simulation -- --nocapture",
-            self.seed
-        );
-        out
-    }
-}
+use std::collections::BinaryHeap;
 
 /// Something scheduled for later by the adversary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,23 +21,35 @@ enum Todo {
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
 /// the simulated cluster and the agenda of scheduled follow-ups.
-struct Adversary {
+pub(super) struct Adversary {
     rng: SmallRng,
-    sim: Sim,
+    pub(super) sim: Sim,
     agenda: BinaryHeap<Reverse<(Millis, u64, Todo)>>,
     seq: u64,
-    steps: Vec<String>,
+    pub(super) steps: Vec<String>,
     max_delay: Millis,
 }
 
 impl Adversary {
+    /// An adversary drawing from `rng` against a new cluster of `config`, every node down.
+    pub(super) fn new(rng: SmallRng, config: SimConfig) -> Adversary {
+        Adversary {
+            rng,
+            max_delay: config.delay_ms.1,
+            sim: Sim::new(config),
+            agenda: BinaryHeap::new(),
+            seq: 0,
+            steps: Vec::new(),
+        }
+    }
+
     fn schedule(&mut self, at: Millis, todo: Todo) {
         self.seq += 1;
         self.agenda.push(Reverse((at, self.seq, todo)));
     }
 
     /// Runs the cluster to `until`, carrying out scheduled follow-ups on time.
-    fn run_to(&mut self, until: Millis) {
+    pub(super) fn run_to(&mut self, until: Millis) {
         while let Some(&Reverse((at, _, todo))) = self.agenda.peek() {
             if at > until {
                 break;
@@ -264,7 +171,7 @@ impl Adversary {
     /// Starts every node, all at once (concurrent elections) or staggered; sometimes
     /// one or two fail their health check from the start (by config or by a later
     /// event). Returns whether some did.
-    fn start_cluster(&mut self) -> bool {
+    pub(super) fn start_cluster(&mut self) -> bool {
         let ids = self.ids();
         let ineligible_from_start = self.rng.gen_bool(0.15);
         let mut unhealthy: Vec<NodeId> = ids.clone();
@@ -300,7 +207,7 @@ impl Adversary {
     }
 
     /// Up to eight faults, some in quick bursts; returns how many.
-    fn inject_faults(&mut self) -> usize {
+    pub(super) fn inject_faults(&mut self) -> usize {
         let faults = self.rng.gen_range(0..=8usize);
         let mut t = self.sim.now() + self.rng.gen_range(200..=1500);
         for _ in 0..faults {
@@ -542,7 +449,7 @@ impl Adversary {
 
     /// Ends every fault: disarm, heal, resume, run what is scheduled, make sure some
     /// live node may lead.
-    fn calm_down(&mut self) {
+    pub(super) fn calm_down(&mut self) {
         self.sim.disarm();
         while let Some(Reverse((at, _, _))) = self.agenda.peek().copied() {
             self.run_to(at);
@@ -615,266 +522,5 @@ impl Adversary {
         while let Some(Reverse((at, _, _))) = self.agenda.peek().copied() {
             self.run_to(at);
         }
-    }
-}
-
-/// The cluster settings a seed chooses.
-fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimConfig, Flavor) {
-    let n = rng.gen_range(2..=9usize);
-    let ids: Vec<NodeId> = if rng.gen_bool(0.7) {
-        (1..=n as NodeId).collect()
-    } else {
-        let mut pool: Vec<NodeId> = (1..=60).collect();
-        pool.shuffle(rng);
-        let mut ids = pool[..n].to_vec();
-        ids.sort_unstable();
-        ids
-    };
-    let roll = rng.gen_range(0..100);
-    let fast = (55..80).contains(&roll) || (roll >= 80 && rng.gen_bool(0.5));
-    let mut timing = if fast {
-        Timing::fast()
-    } else {
-        Timing::default()
-    };
-    if roll >= 80 {
-        timing.preempt_delay_ms = rng.gen_range(20..=400);
-    }
-    let preempt = if rng.gen_bool(0.15) {
-        Preempt::Never
-    } else {
-        Preempt::Always
-    };
-    // Usually below T/2, so an Answer always makes it within T (DESIGN: delays within
-    // bounds); sometimes up to 1.5 T, where only safety is promised.
-    let slow_network = rng.gen_bool(0.15);
-    let max_delay = if slow_network {
-        timing.answer_timeout_ms * 3 / 2
-    } else {
-        (timing.answer_timeout_ms / 2 - 1).min(20)
-    };
-    let witnesses = if mode == Mode::Quorum && n >= 3 && rng.gen_bool(0.2) {
-        vec![ids[rng.gen_range(0..ids.len())]]
-    } else {
-        Vec::new()
-    };
-    let node_timing = if rng.gen_bool(0.2) {
-        ids.iter()
-            .map(|&id| (id, varied_timing(timing, rng)))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
-    let flavor = Flavor {
-        mode,
-        witness: !witnesses.is_empty(),
-        slow_network,
-        nodes: n,
-        fast_timing: fast,
-        preempt_delay: timing.preempt_delay_ms > 0,
-        preempt_never: preempt == Preempt::Never,
-        ineligible: false,
-        mixed_timing: !node_timing.is_empty(),
-        faults: 0,
-    };
-    let config = SimConfig {
-        seed,
-        ids,
-        timing,
-        preempt,
-        delay_ms: (1, max_delay),
-        mode,
-        witnesses,
-        drift_permille: 10,
-        flaw: None,
-        node_timing,
-    };
-    (config, flavor)
-}
-
-/// One node's own timing around `base`: D and the preempt delay as everyone's (the
-/// transport refuses a peer whose D differs), the heartbeat from half to 1.5 times
-/// (at most D / 3, so the lease spans two heartbeats), T and T' up to 1.5 times (never
-/// below `base`: the message delays are drawn below base T / 2), T' ≥ T.
-fn varied_timing(base: Timing, rng: &mut SmallRng) -> Timing {
-    let heartbeat_ms = rng
-        .gen_range((base.heartbeat_ms / 2).max(1)..=base.heartbeat_ms * 3 / 2)
-        .min(base.suspect_after_ms / 3);
-    let answer_timeout_ms = rng.gen_range(base.answer_timeout_ms..=base.answer_timeout_ms * 3 / 2);
-    let coordinator_timeout_ms = rng
-        .gen_range(base.coordinator_timeout_ms..=base.coordinator_timeout_ms * 3 / 2)
-        .max(answer_timeout_ms);
-    let timing = Timing {
-        heartbeat_ms,
-        answer_timeout_ms,
-        coordinator_timeout_ms,
-        ..base
-    };
-    if timing.validate().is_ok() {
-        timing
-    } else {
-        base
-    }
-}
-
-/// Runs the scenario this seed describes and judges it. Deterministic in `seed`.
-pub fn run_seed(seed: u64, mode: Mode) -> SeedRun {
-    run_seed_with(seed, mode, None)
-}
-
-/// [`run_seed`] with a deliberately broken machine: the checkers must catch it.
-pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>) -> SeedRun {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
-    let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
-    config.flaw = flaw;
-    let description = describe(&config);
-    let judge = Judge {
-        mode,
-        timing: config.slowest_timing(),
-        lease_bounds: config
-            .ids
-            .iter()
-            .map(|&id| (id, lease_bound_ms(&config.timing_of(id))))
-            .collect(),
-        preempt: config.preempt,
-        max_delay: config.delay_ms.1,
-        slow_network: flavor.slow_network,
-    };
-    let mut adv = Adversary {
-        rng,
-        max_delay: config.delay_ms.1,
-        sim: Sim::new(config),
-        agenda: BinaryHeap::new(),
-        seq: 0,
-        steps: Vec::new(),
-    };
-    flavor.ineligible = adv.start_cluster();
-    flavor.faults = adv.inject_faults();
-    adv.calm_down();
-
-    let last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
-    let deadline = judge.deadline(last_fault);
-    adv.run_to(deadline + judge.timing.convergence_bound_in(mode));
-    let history = adv.sim.history().to_vec();
-    let live = adv.sim.live();
-    let mut violations = adv.sim.violations().to_vec();
-    violations.extend(judge.violations(&adv.sim, &history, &live, deadline));
-    let settled = history
-        .iter()
-        .filter(|e| matches!(e.record, Record::View(_)) && live.contains(&e.node))
-        .map(|e| e.at_ms)
-        .max()
-        .unwrap_or(0)
-        .saturating_sub(last_fault);
-    SeedRun {
-        seed,
-        description,
-        steps: adv.steps,
-        first_violation_index: adv.sim.first_violation_index(),
-        sent: adv.sim.sent().clone(),
-        history,
-        violations,
-        last_fault_ms: last_fault,
-        deadline_ms: deadline,
-        settled_after_ms: settled,
-        flavor,
-    }
-}
-
-/// The cluster and settings a seed chose, for the failure message.
-fn describe(config: &SimConfig) -> String {
-    let mut out = format!(
-        "{} mode, nodes {:?}, witnesses {:?}, timing {:?}, preempt {:?}, delay {:?} ms, \
-         clocks ±{}‰",
-        config.mode,
-        config.ids,
-        config.witnesses,
-        config.timing,
-        config.preempt,
-        config.delay_ms,
-        config.drift_permille
-    );
-    for (id, t) in &config.node_timing {
-        let _ = write!(
-            out,
-            "; n{id}: heartbeat {}, T {}, T' {}",
-            t.heartbeat_ms, t.answer_timeout_ms, t.coordinator_timeout_ms
-        );
-    }
-    out
-}
-
-/// Which checks apply to a run, and with which bounds, given its settings.
-struct Judge {
-    mode: Mode,
-    /// The slowest node's timeouts (they bound convergence).
-    timing: Timing,
-    /// How long each node's office can outlast its pause (its own heartbeat sets its
-    /// lease margin).
-    lease_bounds: BTreeMap<NodeId, Millis>,
-    preempt: Preempt,
-    max_delay: Millis,
-    slow_network: bool,
-}
-
-impl Judge {
-    /// When the cluster must have converged after the last fault: the bound plus eight
-    /// one-way delays of slack (see `convergence_deadline`), and the clocks' drift.
-    fn deadline(&self, last_fault: Millis) -> Millis {
-        let bound = self.timing.convergence_bound_in(self.mode) + 8 * self.max_delay;
-        last_fault + bound + bound / 50
-    }
-
-    /// The history checks beyond the ones the simulator runs as it goes.
-    fn violations(
-        &self,
-        sim: &Sim,
-        history: &[Entry],
-        live: &[NodeId],
-        deadline_ms: Millis,
-    ) -> Vec<Violation> {
-        let (timing, mode) = (&self.timing, self.mode);
-        // The node's clock may run up to 1% fast: its delay can end that much early.
-        let mut violations = check_start_delay(history, timing.preempt_delay_ms * 98 / 100);
-        if !self.slow_network {
-            let mut quiet = quiet_window(timing, self.max_delay);
-            if self.preempt == Preempt::Never && mode == Mode::Classic {
-                // Such a node listens D after a start before it may declare (machine.rs
-                // `start`), silent like one in a preempt delay.
-                quiet.before_ms += timing.suspect_after_ms;
-            }
-            violations.extend(check_unique_terms(history, quiet));
-        }
-        if mode == Mode::Quorum {
-            let bound = |node: NodeId| {
-                self.lease_bounds
-                    .get(&node)
-                    .copied()
-                    .unwrap_or_else(|| lease_bound_ms(timing))
-            };
-            violations.extend(check_no_overlap_with(history, bound));
-            violations.extend(check_one_per_term(history));
-        }
-        // A quorum coordinator holds its lease only while acks come back within
-        // D - 2 x heartbeat; on a slower network quorum mode promises safety, not a leader.
-        let lease_holds = 2 * self.max_delay < timing.suspect_after_ms - 2 * timing.heartbeat_ms;
-        if mode == Mode::Classic || lease_holds {
-            let leader = match self.preempt {
-                Preempt::Always => live
-                    .iter()
-                    .rev()
-                    .copied()
-                    .find(|&id| sim.is_eligible(id))
-                    .map_or(Leader::AnyLive, Leader::Node),
-                Preempt::Never => Leader::AnyLive,
-            };
-            let convergence = Convergence {
-                live: live.to_vec(),
-                leader,
-                deadline_ms,
-            };
-            violations.extend(check_convergence(history, &convergence));
-        }
-        violations
     }
 }

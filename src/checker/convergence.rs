@@ -1,0 +1,168 @@
+//! I5 convergence: from a deadline after the last fault, every live node follows one
+//! leader, the only coordinator, and they end on one epoch.
+
+use super::invariant::{show, Invariant, Violation};
+use crate::history::{Entry, Record};
+use crate::protocol::{Millis, NodeId, Role, Timing, View};
+use std::collections::BTreeMap;
+
+/// Which node the cluster must converge on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leader {
+    /// This node (preempt = always: the highest live eligible ID).
+    Node(NodeId),
+    /// Any one live eligible node, as long as everyone agrees (preempt = never).
+    AnyLive,
+}
+
+/// The I5 expectation: who is live at the end, whom they must follow, and from when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Convergence {
+    /// Nodes running (not crashed, not paused) from the last fault to the end.
+    pub live: Vec<NodeId>,
+    pub leader: Leader,
+    /// From this time to the end of the history the cluster must be converged.
+    pub deadline_ms: Millis,
+}
+
+/// The I5 deadline: `last_fault_ms + timing.convergence_bound_ms()` plus slack for
+/// message delays. Each step of the slowest recovery chain (suspicion, Election,
+/// Answer, re-election after T', Election to a dead node, declaration, Coordinator)
+/// adds at most one one-way delay on top of the timeouts the bound already counts;
+/// eight delays cover that chain with room to spare. Real-process tests pass their own
+/// generous bound for the network (and scheduling) delay.
+pub fn convergence_deadline(
+    last_fault_ms: Millis,
+    timing: &Timing,
+    max_delay_ms: Millis,
+) -> Millis {
+    last_fault_ms + timing.convergence_bound_ms() + 8 * max_delay_ms
+}
+
+/// I5: from `deadline_ms` to the end of the history, every live node follows one
+/// leader (the expected one), which is live, eligible and the only coordinator, and at
+/// the end all live nodes hold the same epoch.
+///
+/// Views are read per node: the node's view at the deadline is its last View record at
+/// or before it; every later View record must satisfy the same rule.
+pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violation> {
+    let at = expect.deadline_ms;
+    let views = views_from(entries, expect);
+    let missing: Vec<Violation> = views
+        .iter()
+        .filter(|(_, list)| list.first().map_or(true, |&(t, _)| t > at))
+        .map(|(&node, _)| convergence_failure(node, at, "no view published by the deadline".into()))
+        .collect();
+    if !missing.is_empty() {
+        return missing;
+    }
+    let leader = match expected_leader(&views, expect) {
+        Ok(leader) => leader,
+        Err(violation) => return vec![violation],
+    };
+    let wrong = wrong_views(&views, leader, at);
+    if !wrong.is_empty() {
+        return wrong;
+    }
+    let final_epoch = |n: &NodeId| views[n].last().and_then(|&(_, v)| v.epoch);
+    let leader_epoch = final_epoch(&leader);
+    views
+        .keys()
+        .filter(|n| final_epoch(n) != leader_epoch)
+        .map(|&node| {
+            let explanation = format!(
+                "ends on epoch {}, the leader on {}",
+                show(final_epoch(&node)),
+                show(leader_epoch)
+            );
+            convergence_failure(node, at, explanation)
+        })
+        .collect()
+}
+
+/// Per live node, its views from the deadline on: the last one at or before the
+/// deadline first (absent if it published none by then), then every later one.
+type ViewsFrom = BTreeMap<NodeId, Vec<(Millis, View)>>;
+
+fn views_from(entries: &[Entry], expect: &Convergence) -> ViewsFrom {
+    let mut views: ViewsFrom = expect.live.iter().map(|&n| (n, Vec::new())).collect();
+    for entry in entries {
+        if let (Record::View(view), Some(list)) = (&entry.record, views.get_mut(&entry.node)) {
+            if entry.at_ms <= expect.deadline_ms {
+                list.clear();
+            }
+            list.push((entry.at_ms, *view));
+        }
+    }
+    views
+}
+
+fn convergence_failure(node: NodeId, at_ms: Millis, explanation: String) -> Violation {
+    Violation {
+        invariant: Invariant::Convergence,
+        node,
+        at_ms,
+        explanation,
+    }
+}
+
+/// The node every live node must follow: the expected one, or with
+/// [`Leader::AnyLive`] the one live coordinator at the deadline.
+fn expected_leader(views: &ViewsFrom, expect: &Convergence) -> Result<NodeId, Violation> {
+    let at = expect.deadline_ms;
+    let leader = match expect.leader {
+        Leader::Node(id) => id,
+        Leader::AnyLive => {
+            let coordinators: Vec<NodeId> = views
+                .iter()
+                .filter(|(_, list)| list[0].1.role == Role::Coordinator)
+                .map(|(&n, _)| n)
+                .collect();
+            let [one] = coordinators[..] else {
+                let node = expect.live.first().copied().unwrap_or_default();
+                let explanation =
+                    format!("live coordinators at the deadline: {coordinators:?}, not one");
+                return Err(convergence_failure(node, at, explanation));
+            };
+            one
+        }
+    };
+    if !views.contains_key(&leader) {
+        let explanation = format!(
+            "expected leader {leader} is not in the live set {:?}",
+            expect.live
+        );
+        return Err(convergence_failure(leader, at, explanation));
+    }
+    Ok(leader)
+}
+
+/// Each node's first view from the deadline on that is not "the leader as an eligible
+/// coordinator" or "following the leader".
+fn wrong_views(views: &ViewsFrom, leader: NodeId, at: Millis) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (&node, list) in views {
+        let bad = list.iter().find(|(_, v)| {
+            if node == leader {
+                v.role != Role::Coordinator || !v.eligible
+            } else {
+                v.role != Role::Follower || v.coordinator() != Some(leader)
+            }
+        });
+        if let Some(&(t, v)) = bad {
+            let wanted = if node == leader {
+                "an eligible coordinator".to_string()
+            } else {
+                format!("following node {leader}")
+            };
+            let explanation = format!(
+                "view is {} {} (eligible {}), expected {wanted}",
+                v.role,
+                show(v.epoch),
+                v.eligible
+            );
+            out.push(convergence_failure(node, t.max(at), explanation));
+        }
+    }
+    out
+}

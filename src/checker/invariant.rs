@@ -1,0 +1,95 @@
+//! The invariants' names and what a broken one looks like: one [`Violation`] type for
+//! the history checks, the simulator's own checks and the model checker.
+
+use crate::history::Entry;
+use crate::protocol::{Epoch, Millis, NodeId};
+use std::fmt;
+
+/// The invariants listed in README.md, "Invariants".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// I1: accepted and declared epochs strictly increase, across restarts.
+    Fencing,
+    /// I2: no term declared twice by a node; no two nodes declare one term while quiet.
+    Uniqueness,
+    /// I3: an epoch is flushed to the cells before anything reveals it.
+    Durability,
+    /// I4: a restarted node starts as a candidate and never acts on its old role.
+    Recovery,
+    /// I5: after the last fault plus the bound, one coordinator that all live nodes follow.
+    Convergence,
+    /// I6 (quorum mode): no two coordinators' terms of office overlap in real time.
+    NoOverlap,
+    /// I7 (quorum mode): each term has at most one coordinator, ever.
+    OnePerTerm,
+    /// Q6 (quorum mode; README.md, "Model checking"): a node raises the term only if a
+    /// live majority was reachable at some point of its election. Checked by the model
+    /// checker, which sees who was reachable.
+    MajorityReached,
+    /// Not in the README's list: the machine broke its own contract (flagged an honest peer as
+    /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
+    /// simulator, which knows every peer is honest.
+    Protocol,
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Invariant::Fencing => "I1 fencing",
+            Invariant::Uniqueness => "I2 uniqueness",
+            Invariant::Durability => "I3 durability",
+            Invariant::Recovery => "I4 recovery",
+            Invariant::Convergence => "I5 convergence",
+            Invariant::NoOverlap => "I6 no overlap",
+            Invariant::OnePerTerm => "I7 one coordinator per term",
+            Invariant::MajorityReached => "Q6 majority reached before raising the term",
+            Invariant::Protocol => "machine contract",
+        })
+    }
+}
+
+/// One broken invariant: which, where, when and why, in words a human can check
+/// against the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant broke.
+    pub invariant: Invariant,
+    /// The node that broke it (0 for the cluster as a whole).
+    pub node: NodeId,
+    /// When, on the history's (or the model's) clock.
+    pub at_ms: Millis,
+    /// Why, in words that can be checked against the history or the trace.
+    pub explanation: String,
+}
+
+impl Violation {
+    /// `invariant` broken on `node` at `at_ms`, for the reason given.
+    pub fn new(invariant: Invariant, node: NodeId, at_ms: Millis, explanation: String) -> Self {
+        Violation {
+            invariant,
+            node,
+            at_ms,
+            explanation,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} violated at {} ms on node {}: {}",
+            self.invariant, self.at_ms, self.node, self.explanation
+        )
+    }
+}
+
+/// `invariant` broken by this history entry.
+pub(super) fn violation(invariant: Invariant, entry: &Entry, explanation: String) -> Violation {
+    Violation::new(invariant, entry.node, entry.at_ms, explanation)
+}
+
+/// An optional epoch in words: `none` or `term@leader`.
+pub(super) fn show(epoch: Option<Epoch>) -> String {
+    epoch.map_or_else(|| "none".to_string(), |e| e.to_string())
+}

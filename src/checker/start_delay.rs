@@ -1,0 +1,44 @@
+//! The timing half of I4 recovery: a (re)started node waits its preempt delay before
+//! it declares.
+
+use super::invariant::{violation, Invariant, Violation};
+use super::uniqueness::declared;
+use crate::history::{Entry, Record};
+use crate::protocol::{Millis, NodeId, Role};
+use std::collections::HashMap;
+
+/// The timing half of I4: a (re)started node holds its first election only after
+/// `preempt_delay_ms`, so no declaration may come sooner after a `Started` record —
+/// unless the node followed a coordinator in between (a Follower view): from then on
+/// it is an ordinary member and elects as soon as that coordinator fails or resigns.
+/// (A node with no peers declares at once; do not use this on one-node clusters.)
+pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Violation> {
+    let mut last_start: HashMap<NodeId, Millis> = HashMap::new();
+    let mut out = Vec::new();
+    for entry in entries {
+        match &entry.record {
+            Record::Started { .. } => {
+                last_start.insert(entry.node, entry.at_ms);
+            }
+            Record::View(v) if v.role == Role::Follower => {
+                last_start.remove(&entry.node);
+            }
+            _ => {}
+        }
+        let (Some(epoch), Some(&start)) = (declared(entry), last_start.get(&entry.node)) else {
+            continue;
+        };
+        if entry.at_ms < start + preempt_delay_ms {
+            out.push(violation(
+                Invariant::Recovery,
+                entry,
+                format!(
+                    "declared {epoch} {} ms after starting at {start} ms, before the preempt \
+                     delay of {preempt_delay_ms} ms",
+                    entry.at_ms - start
+                ),
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,314 @@
+//! Unit tests of the history checks, one small history per rule.
+
+use super::*;
+use crate::history::{Entry, Record};
+use crate::protocol::{Body, Cells, Epoch, Fact, Message, Millis, NodeId, Role, View};
+
+fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
+    Entry {
+        at_ms,
+        node,
+        record,
+    }
+}
+
+fn ep(term: u64, leader: NodeId) -> Epoch {
+    Epoch { term, leader }
+}
+
+fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
+    Record::Persisted(Cells {
+        term,
+        accepted,
+        incarnation: 1,
+    })
+}
+
+fn declared(term: u64, leader: NodeId) -> Record {
+    Record::Fact(Fact::Declared {
+        epoch: ep(term, leader),
+    })
+}
+
+fn fact(fact: Fact) -> Record {
+    Record::Fact(fact)
+}
+
+#[test]
+fn i6_offices_overlap_and_pause_bound() {
+    use crate::protocol::DemotionReason;
+    let est = |t, l| fact(Fact::Established { epoch: ep(t, l) });
+    let h = vec![
+        e(100, 2, est(1, 2)),
+        e(500, 1, est(2, 1)),
+        e(
+            600,
+            2,
+            fact(Fact::Demoted {
+                epoch: ep(1, 2),
+                reason: DemotionReason::LeaseLost,
+                office_ended_at: 450,
+            }),
+        ),
+    ];
+    assert_eq!(check_no_overlap(&h, 300), vec![], "office ended at 450");
+    let mut late = h.clone();
+    late[2] = e(
+        600,
+        2,
+        fact(Fact::Demoted {
+            epoch: ep(1, 2),
+            reason: DemotionReason::LeaseLost,
+            office_ended_at: 550,
+        }),
+    );
+    assert_eq!(
+        kinds(&check_no_overlap(&late, 300)),
+        vec![Invariant::NoOverlap]
+    );
+    assert_eq!(overlap_ms(&offices(&late, Some(300))), 50);
+    assert_eq!(overlaps(&offices(&late, Some(300))), vec![(500, 550)]);
+    // Paused at 150 and never heard from again: the lease bound ends it at 450.
+    let paused = vec![
+        e(100, 2, est(1, 2)),
+        e(150, 2, Record::Paused),
+        e(500, 1, est(2, 1)),
+        e(700, 3, Record::Healed),
+    ];
+    assert_eq!(check_no_overlap(&paused, 300), vec![]);
+    assert_eq!(
+        kinds(&check_no_overlap(&paused, 400)),
+        vec![Invariant::NoOverlap]
+    );
+}
+
+#[test]
+fn overlaps_are_the_stretches_with_two_in_office_merged_where_they_touch() {
+    let office = |node, from_ms, until_ms| Office {
+        node,
+        epoch: ep(from_ms, node),
+        from_ms,
+        until_ms,
+    };
+    // 3 leads 0..100; 2 from 50..150; 1 from 100..200 (2 and 1 overlap 100..150,
+    // touching 3 and 2's 50..100); 4 alone at 300..400, 5 from 390.
+    let all = [
+        office(3, 0, 100),
+        office(2, 50, 150),
+        office(1, 100, 200),
+        office(4, 300, 400),
+        office(5, 390, 500),
+    ];
+    assert_eq!(overlaps(&all), vec![(50, 150), (390, 400)]);
+    assert_eq!(overlap_ms(&all), 110);
+    assert_eq!(overlaps(&all[..1]), vec![]);
+}
+
+#[test]
+fn i7_two_coordinators_of_one_term() {
+    let h = vec![
+        e(1, 1, fact(Fact::Established { epoch: ep(4, 1) })),
+        e(2, 2, fact(Fact::Established { epoch: ep(4, 2) })),
+    ];
+    assert_eq!(kinds(&check_one_per_term(&h)), vec![Invariant::OnePerTerm]);
+}
+
+fn view(id: NodeId, role: Role, epoch: Option<Epoch>) -> Record {
+    Record::View(View {
+        id,
+        role,
+        epoch,
+        eligible: true,
+        incarnation: 1,
+    })
+}
+
+fn kinds(v: &[Violation]) -> Vec<Invariant> {
+    v.iter().map(|v| v.invariant).collect()
+}
+
+#[test]
+fn clean_history_passes() {
+    let h = vec![
+        e(0, 2, Record::Started { incarnation: 1 }),
+        e(0, 2, persisted(0, None)),
+        e(0, 2, view(2, Role::Candidate, None)),
+        e(100, 2, persisted(1, Some(ep(1, 2)))),
+        e(100, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+        e(0, 1, Record::Started { incarnation: 1 }),
+        e(0, 1, view(1, Role::Candidate, None)),
+        e(101, 1, persisted(1, Some(ep(1, 2)))),
+        e(101, 1, view(1, Role::Follower, Some(ep(1, 2)))),
+    ];
+    assert_eq!(check_safety(&h), vec![]);
+    let expect = Convergence {
+        live: vec![1, 2],
+        leader: Leader::Node(2),
+        deadline_ms: 200,
+    };
+    assert_eq!(check_convergence(&h, &expect), vec![]);
+    let any = Convergence {
+        leader: Leader::AnyLive,
+        ..expect
+    };
+    assert_eq!(check_convergence(&h, &any), vec![]);
+}
+
+#[test]
+fn i1_accepted_epoch_going_back() {
+    let h = vec![
+        e(1, 1, persisted(5, Some(ep(5, 3)))),
+        e(2, 1, Record::Started { incarnation: 2 }),
+        e(3, 1, persisted(5, Some(ep(4, 3)))),
+    ];
+    assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Fencing]);
+}
+
+#[test]
+fn i2_same_term_declared_twice_by_one_node() {
+    let h = vec![
+        e(1, 1, persisted(5, Some(ep(5, 1)))),
+        e(2, 1, persisted(6, Some(ep(6, 2)))),
+        e(3, 1, persisted(6, Some(ep(5, 1)))),
+    ];
+    let found = kinds(&check_safety(&h));
+    assert!(found.contains(&Invariant::Uniqueness), "{found:?}");
+    assert!(found.contains(&Invariant::Fencing), "{found:?}");
+}
+
+#[test]
+fn i2_term_cell_going_back() {
+    let h = vec![e(1, 1, persisted(5, None)), e(2, 1, persisted(4, None))];
+    assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Uniqueness]);
+}
+
+#[test]
+fn i2_soft_only_in_quiet_windows() {
+    let h = vec![
+        e(0, 1, Record::Started { incarnation: 1 }),
+        e(0, 2, Record::Started { incarnation: 1 }),
+        e(1000, 1, declared(3, 1)),
+        e(1010, 2, declared(3, 2)),
+    ];
+    assert_eq!(
+        kinds(&check_unique_terms(&h, quiet(500))),
+        vec![Invariant::Uniqueness]
+    );
+    assert_eq!(check_unique_terms(&h, quiet(2000)), vec![]);
+    let mut paused = h.clone();
+    paused.insert(2, e(10, 1, Record::Paused));
+    assert_eq!(check_unique_terms(&paused, quiet(500)), vec![]);
+}
+
+fn quiet(before_ms: Millis) -> QuietWindow {
+    QuietWindow {
+        before_ms,
+        stale_view_ms: 400,
+    }
+}
+
+#[test]
+fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
+    let lost = |node| {
+        e(
+            300,
+            node,
+            Record::Lost {
+                from: 3,
+                msg: Message {
+                    term: 2,
+                    body: Body::Coordinator { epoch: ep(2, 3) },
+                },
+            },
+        )
+    };
+    let twins = [e(1000, 1, declared(3, 1)), e(1010, 2, declared(3, 2))];
+    // Node 2 lost node 3's declaration at 300 ms: misled until 700 ms, within the
+    // 500 ms before the twins.
+    let misled = [vec![lost(2)], twins.to_vec()].concat();
+    assert_eq!(check_unique_terms(&misled, quiet(500)), vec![]);
+    // Long enough before, or lost by a node that was down: the twins count.
+    assert_eq!(
+        kinds(&check_unique_terms(&misled, quiet(200))),
+        vec![Invariant::Uniqueness]
+    );
+    let down = [vec![e(100, 2, Record::Crashed), lost(2)], twins.to_vec()].concat();
+    assert_eq!(
+        kinds(&check_unique_terms(&down, quiet(500))),
+        vec![Invariant::Uniqueness]
+    );
+}
+
+#[test]
+fn i4_declaring_before_the_preempt_delay() {
+    let h = vec![
+        e(100, 1, Record::Started { incarnation: 2 }),
+        e(100, 1, persisted(0, None)),
+        e(150, 1, persisted(1, Some(ep(1, 1)))),
+        e(150, 1, declared(1, 1)),
+    ];
+    assert_eq!(
+        kinds(&check_start_delay(&h, 100)),
+        vec![Invariant::Recovery]
+    );
+    assert_eq!(check_start_delay(&h, 50), vec![]);
+    let mut followed = h.clone();
+    followed.insert(2, e(120, 1, view(1, Role::Follower, Some(ep(0, 2)))));
+    assert_eq!(check_start_delay(&followed, 100), vec![]);
+}
+
+#[test]
+fn i3_view_of_unpersisted_epoch() {
+    let h = vec![e(1, 1, view(1, Role::Follower, Some(ep(1, 2))))];
+    assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Durability]);
+}
+
+#[test]
+fn i4_first_view_after_restart_and_old_coordinator_epoch() {
+    let h = vec![
+        e(1, 1, persisted(1, Some(ep(1, 1)))),
+        e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        e(2, 1, Record::Started { incarnation: 2 }),
+        e(3, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+    ];
+    assert_eq!(
+        kinds(&check_safety(&h)),
+        vec![Invariant::Recovery, Invariant::Recovery]
+    );
+}
+
+#[test]
+fn i5_wrong_leader_two_coordinators_and_late_flap() {
+    let h = vec![
+        e(1, 1, persisted(1, Some(ep(1, 1)))),
+        e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        e(1, 2, persisted(1, Some(ep(1, 2)))),
+        e(1, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+    ];
+    let expect = Convergence {
+        live: vec![1, 2],
+        leader: Leader::Node(2),
+        deadline_ms: 10,
+    };
+    assert_eq!(
+        kinds(&check_convergence(&h, &expect)),
+        vec![Invariant::Convergence]
+    );
+    let any = Convergence {
+        leader: Leader::AnyLive,
+        ..expect.clone()
+    };
+    assert_eq!(
+        kinds(&check_convergence(&h, &any)),
+        vec![Invariant::Convergence]
+    );
+    let mut fixed = h.clone();
+    fixed.push(e(5, 1, persisted(1, Some(ep(1, 2)))));
+    fixed.push(e(5, 1, view(1, Role::Follower, Some(ep(1, 2)))));
+    assert_eq!(check_convergence(&fixed, &expect), vec![]);
+    fixed.push(e(50, 1, view(1, Role::Candidate, None)));
+    assert_eq!(
+        kinds(&check_convergence(&fixed, &expect)),
+        vec![Invariant::Convergence]
+    );
+}

@@ -1,0 +1,206 @@
+//! Which transitions a world enables, and applying one: the machines' actions run in
+//! order, each checked against the properties as it happens.
+
+use super::properties::broken;
+use super::transition::Transition;
+use super::{Model, World};
+use crate::checker::{check_send, honest_peer_flagged, Violation};
+use crate::protocol::{Action, Cells, Event, Fact, Machine, Message, Mode, NodeId};
+
+impl Model {
+    /// The steps enabled in `w`, in a fixed order.
+    pub fn enabled(&self, w: &World) -> Vec<Transition> {
+        let n = self.n();
+        let b = &self.config.bounds;
+        let ids = &self.config.ids;
+        let mut steps = Vec::new();
+        for from in 0..n {
+            for to in 0..n {
+                let queue = &w.links[from * n + to];
+                let waiting = self.up(w, to) && w.nodes[to].paused;
+                if !queue.is_empty() && !waiting {
+                    steps.push(Transition::Deliver {
+                        from: ids[from],
+                        to: ids[to],
+                    });
+                }
+            }
+        }
+        let due: Vec<usize> = (0..n)
+            .filter(|&i| self.deadline(w, i).is_some_and(|d| d <= w.now))
+            .collect();
+        steps.extend(due.iter().map(|&i| Transition::Tick(ids[i])));
+        if due.is_empty() {
+            let next = (0..n).filter_map(|i| self.deadline(w, i)).min();
+            if let Some(t) = next.filter(|&t| t > w.now && t <= self.time_limit) {
+                steps.push(Transition::Advance(t));
+            }
+        }
+        for (i, &id) in ids.iter().enumerate() {
+            if self.up(w, i) {
+                if w.crashes < b.crashes {
+                    steps.push(Transition::Crash(id));
+                }
+                if w.wipes < b.wipes {
+                    steps.push(Transition::Wipe(id));
+                }
+                if w.nodes[i].paused {
+                    steps.push(Transition::Resume(id));
+                } else if w.pauses < b.pauses {
+                    steps.push(Transition::Pause(id));
+                }
+            } else {
+                steps.push(Transition::Restart(id));
+            }
+            if w.flips < b.health_flips && self.config.witness != Some(id) {
+                steps.push(Transition::Health(id, !w.nodes[i].eligible));
+            }
+        }
+        if w.cut != 0 {
+            steps.push(Transition::Heal);
+        } else if w.partitions < b.partitions {
+            for mask in 1u8..(1 << n) {
+                let size = mask.count_ones() as usize;
+                // Minority sides only; a half of four counts once (the side with member 0).
+                if size * 2 < n || (size * 2 == n && mask & 1 == 1) {
+                    steps.push(Transition::Cut(mask));
+                }
+            }
+        }
+        steps
+    }
+
+    /// Applies `step` to a copy of `w`.
+    pub fn apply(&self, w: &World, step: Transition) -> Result<World, Violation> {
+        let mut w = w.clone();
+        let n = self.n();
+        // Contact counts from the state the step starts in (a heal or resume done
+        // outside `apply`, as the liveness check does, is seen here).
+        self.note_contact(&mut w);
+        match step {
+            Transition::Deliver { from, to } => {
+                let (f, t) = (self.index(from), self.index(to));
+                let msg = w.links[f * n + t].pop_front();
+                if let Some(msg) = msg {
+                    if self.up(&w, t) && self.connected(&w, f, t) {
+                        self.feed(&mut w, t, Event::Message { from, msg })?;
+                    }
+                }
+            }
+            Transition::Tick(id) => self.feed(&mut w, self.index(id), Event::Tick)?,
+            Transition::Advance(t) => w.now = t,
+            Transition::Crash(id) => {
+                self.crash(&mut w, self.index(id));
+                w.crashes += 1;
+            }
+            Transition::Wipe(id) => {
+                let i = self.index(id);
+                self.crash(&mut w, i);
+                // A new, empty store: the per-node checks (I1, I2) start afresh; I7 and
+                // I6 still see every coordinator the lost store helped elect.
+                w.nodes[i].disk = Cells::default();
+                w.nodes[i].declared = 0;
+                w.wipes += 1;
+            }
+            Transition::Restart(id) => self.start(&mut w, self.index(id))?,
+            Transition::Pause(id) => {
+                w.nodes[self.index(id)].paused = true;
+                w.pauses += 1;
+            }
+            Transition::Resume(id) => w.nodes[self.index(id)].paused = false,
+            Transition::Cut(mask) => {
+                w.cut = mask;
+                w.partitions += 1;
+            }
+            Transition::Heal => w.cut = 0,
+            Transition::Health(id, ok) => {
+                let i = self.index(id);
+                w.nodes[i].eligible = ok;
+                w.flips += 1;
+                if self.up(&w, i) && !w.nodes[i].paused {
+                    self.feed(&mut w, i, Event::SetEligible(ok))?;
+                }
+            }
+        }
+        self.note_contact(&mut w);
+        Ok(w)
+    }
+
+    pub(super) fn start(&self, w: &mut World, i: usize) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        let config = self.config.machine_config(id, w.nodes[i].eligible);
+        w.nodes[i].machine = Some(Machine::start(config, w.nodes[i].disk, w.now));
+        w.nodes[i].paused = false;
+        w.nodes[i].contact = false;
+        self.run_actions(w, i)?;
+        // Its transport dials every peer at once: the reachable ones are reported up,
+        // the others down (a failed dial), in one step; the machine's later messages
+        // may still be lost or delayed like any other.
+        for p in 0..self.n() {
+            if p != i {
+                let peer = self.config.ids[p];
+                let event = if self.up(w, p) && self.connected(w, i, p) {
+                    Event::PeerUp(peer)
+                } else {
+                    Event::PeerDown(peer)
+                };
+                self.feed(w, i, event)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills node `i`: its machine and the connections to it are gone, its store stays.
+    fn crash(&self, w: &mut World, i: usize) {
+        let n = self.n();
+        w.nodes[i].machine = None;
+        w.nodes[i].paused = false;
+        for j in 0..n {
+            w.links[j * n + i].clear(); // the connections to it died with it
+        }
+    }
+
+    pub(super) fn feed(&self, w: &mut World, i: usize, event: Event) -> Result<(), Violation> {
+        let now = w.now;
+        if let Some(m) = w.nodes[i].machine.as_mut() {
+            m.handle(event, now);
+        }
+        self.run_actions(w, i)
+    }
+
+    /// Runs node `i`'s actions in order, checking each against the properties.
+    fn run_actions(&self, w: &mut World, i: usize) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        let quorum = self.config.mode == Mode::Quorum;
+        loop {
+            let Some(action) = w.nodes[i].machine.as_mut().and_then(Machine::poll_action) else {
+                return Ok(());
+            };
+            match action {
+                Action::Persist(cells) => {
+                    self.check_write(w, i, &cells)?;
+                    w.nodes[i].disk = cells;
+                }
+                Action::Send { to, msg } => self.send(w, i, to, msg)?,
+                Action::Fact(Fact::ElectionStarted) => self.election_started(w, i),
+                Action::Fact(Fact::Declared { epoch }) => self.declared(w, i, epoch)?,
+                Action::Fact(Fact::Established { epoch }) if quorum => {
+                    self.established(w, i, epoch)?
+                }
+                Action::Misbehaved { peer, what } => {
+                    return Err(honest_peer_flagged(id, w.now, peer, what));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// I3 for a send (it reveals only what node `i` stored), then queues it on its link.
+    fn send(&self, w: &mut World, i: usize, to: NodeId, msg: Message) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        broken(check_send(id, w.now, &msg.body, w.nodes[i].disk.accepted))?;
+        let t = self.index(to);
+        w.links[i * self.n() + t].push_back(msg);
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! The breadth-first search over every state within the bounds, and the replay that
+//! turns a path into a readable counterexample.
+
+use super::outcome::{Counterexample, Exploration};
+use super::transition::Transition;
+use super::{fingerprint, Model, World};
+use crate::checker::Violation;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+impl Model {
+    /// Breadth-first search over every state within the bounds.
+    pub fn explore(&self) -> Exploration {
+        let mut outcome = Exploration {
+            states: 0,
+            transitions: 0,
+            max_depth: 0,
+            depth_limited: false,
+            liveness_checked: 0,
+            counterexample: None,
+        };
+        let initial = match self.initial() {
+            Ok(w) => w,
+            Err(v) => {
+                outcome.counterexample = Some(self.counterexample(v, Vec::new()));
+                return outcome;
+            }
+        };
+        let mut parents: HashMap<u64, (u64, Transition)> = HashMap::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        let root = fingerprint(&initial);
+        seen.insert(root);
+        let mut frontier: VecDeque<(World, u64, usize)> = VecDeque::from([(initial, root, 0)]);
+        let mut converging: HashSet<u64> = HashSet::new();
+        while let Some((world, hash, depth)) = frontier.pop_front() {
+            outcome.states += 1;
+            outcome.max_depth = outcome.max_depth.max(depth);
+            if let Err((v, fair)) = self.converges_cached(&world, &mut converging) {
+                let mut steps = path(&parents, hash);
+                let faulty = steps.len();
+                steps.extend(fair);
+                let mut c = self.counterexample(v, steps);
+                c.trace.insert(
+                    faulty.min(c.trace.len()),
+                    "-- every fault ends; fair schedule:".into(),
+                );
+                outcome.counterexample = Some(c);
+                return outcome;
+            }
+            outcome.liveness_checked += 1;
+            if depth >= self.config.bounds.depth {
+                outcome.depth_limited = true;
+                continue;
+            }
+            if self.highest_term(&world) > self.config.bounds.term {
+                continue;
+            }
+            for step in self.enabled(&world) {
+                outcome.transitions += 1;
+                match self.apply(&world, step) {
+                    Ok(next) => {
+                        let h = fingerprint(&next);
+                        if seen.insert(h) {
+                            parents.insert(h, (hash, step));
+                            frontier.push_back((next, h, depth + 1));
+                        }
+                    }
+                    Err(v) => {
+                        let mut steps = path(&parents, hash);
+                        steps.push(step);
+                        outcome.counterexample = Some(self.counterexample(v, steps));
+                        return outcome;
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Replays `steps` from the initial state, one line per step.
+    pub fn counterexample(&self, violation: Violation, steps: Vec<Transition>) -> Counterexample {
+        let mut trace = Vec::new();
+        if let Ok(mut w) = self.initial() {
+            for &step in &steps {
+                match self.apply(&w, step) {
+                    Ok(next) => {
+                        trace.push(format!("{step}  => {}", self.describe(&next)));
+                        w = next;
+                    }
+                    Err(v) => {
+                        trace.push(format!("{step}  => {v}"));
+                        break;
+                    }
+                }
+            }
+        }
+        Counterexample {
+            violation,
+            steps,
+            trace,
+        }
+    }
+
+    /// The nodes' roles and epochs at a glance.
+    pub fn describe(&self, w: &World) -> String {
+        let nodes: Vec<String> = w
+            .nodes
+            .iter()
+            .zip(&self.config.ids)
+            .map(|(node, id)| match &node.machine {
+                None => format!("n{id} down"),
+                Some(m) => {
+                    let epoch = m.view().epoch.map_or("-".to_string(), |e| e.to_string());
+                    let paused = if node.paused { " paused" } else { "" };
+                    format!("n{id} {} {epoch}{paused}", m.role_at(w.now))
+                }
+            })
+            .collect();
+        format!("t={} [{}]", w.now, nodes.join(", "))
+    }
+
+    /// Replays `steps`; the first violation met, if any (for regression tests).
+    pub fn replay(&self, steps: &[Transition]) -> Result<World, Violation> {
+        let mut w = self.initial()?;
+        for &step in steps {
+            w = self.apply(&w, step)?;
+        }
+        Ok(w)
+    }
+}
+
+/// The transitions from the initial state to the state `hash`, read off the BFS tree.
+fn path(parents: &HashMap<u64, (u64, Transition)>, mut hash: u64) -> Vec<Transition> {
+    let mut steps = Vec::new();
+    while let Some(&(parent, step)) = parents.get(&hash) {
+        steps.push(step);
+        hash = parent;
+    }
+    steps.reverse();
+    steps
+}

@@ -1,0 +1,157 @@
+//! Liveness: from any state, once every fault ends, a fair schedule (oldest link
+//! first, then due timers, then the clock) reaches one coordinator that every live
+//! node follows within the step bound. Also how the settled start is reached.
+
+use super::transition::Transition;
+use super::{fingerprint, Model, World};
+use crate::checker::{Invariant, Violation};
+use crate::protocol::{Epoch, Machine, Mode, Role};
+use std::collections::{HashSet, VecDeque};
+
+impl Model {
+    /// Runs the fair schedule until one coordinator leads all and every link is empty.
+    pub(super) fn settle(&self, mut w: World) -> Result<World, Violation> {
+        let live: Vec<usize> = (0..self.n()).collect();
+        for _ in 0..self.config.bounds.liveness_steps {
+            if self.settled(&w, &live) && w.links.iter().all(VecDeque::is_empty) {
+                return Ok(w);
+            }
+            let Some(step) = self.fair_transition(&w) else {
+                break;
+            };
+            w = self.apply(&w, step)?;
+        }
+        let explanation = "the fault-free start-up did not settle".to_string();
+        Err(Violation::new(
+            Invariant::Convergence,
+            0,
+            w.now,
+            explanation,
+        ))
+    }
+
+    /// The fair schedule's next step: the oldest link first, then due timers, then time.
+    pub(super) fn fair_transition(&self, w: &World) -> Option<Transition> {
+        let n = self.n();
+        (0..n * n)
+            .find(|&k| !w.links[k].is_empty())
+            .map(|k| Transition::Deliver {
+                from: self.config.ids[k / n],
+                to: self.config.ids[k % n],
+            })
+            .or_else(|| {
+                (0..n)
+                    .find(|&i| self.deadline(w, i).is_some_and(|d| d <= w.now))
+                    .map(|i| Transition::Tick(self.config.ids[i]))
+            })
+            .or_else(|| {
+                (0..n)
+                    .filter_map(|i| self.deadline(w, i))
+                    .min()
+                    .map(Transition::Advance)
+            })
+    }
+
+    /// Liveness from `w`: end every fault, then run a fair schedule (deliver the oldest
+    /// link first, then fire due timers, then advance the clock) until one coordinator
+    /// leads every live node, within the step bound.
+    pub fn converges(&self, w: &World) -> Result<(), (Violation, Vec<Transition>)> {
+        self.converges_cached(w, &mut HashSet::new())
+    }
+
+    /// [`Model::converges`], skipping (and remembering) the fault-free states already
+    /// known to converge: many states end their faults in the same place.
+    pub(super) fn converges_cached(
+        &self,
+        w: &World,
+        known: &mut HashSet<u64>,
+    ) -> Result<(), (Violation, Vec<Transition>)> {
+        let mut w = w.clone();
+        let mut taken: Vec<Transition> = Vec::new();
+        if w.cut != 0 {
+            w.cut = 0;
+            taken.push(Transition::Heal);
+        }
+        for (i, node) in w.nodes.iter_mut().enumerate() {
+            if node.paused {
+                node.paused = false;
+                taken.push(Transition::Resume(self.config.ids[i]));
+            }
+        }
+        let n = self.n();
+        let live: Vec<usize> = (0..n).filter(|&i| self.up(&w, i)).collect();
+        let can_lead = live
+            .iter()
+            .any(|&i| w.nodes[i].eligible && self.config.witness != Some(self.config.ids[i]));
+        let enough = match self.config.mode {
+            Mode::Quorum => live.len() >= self.config.majority(),
+            Mode::Classic => !live.is_empty(),
+        };
+        // A node on an empty store votes and leads only once M - q + 1 other members
+        // reported their terms (src/protocol/recovery.rs): with fewer up, nothing is
+        // promised.
+        let needed = crate::protocol::recovery::reports_needed(n, self.config.majority());
+        let recovering = live.iter().any(|&i| {
+            w.nodes[i]
+                .machine
+                .as_ref()
+                .is_some_and(|m| m.recovery_progress().is_some())
+        });
+        let enough = enough && (!recovering || live.len() > needed);
+        if !can_lead || !enough {
+            return Ok(()); // nothing is promised
+        }
+        let mut visited: Vec<u64> = Vec::new();
+        for _ in 0..self.config.bounds.liveness_steps {
+            let fp = fingerprint(&w);
+            if known.contains(&fp) || self.settled(&w, &live) {
+                known.extend(visited);
+                return Ok(());
+            }
+            visited.push(fp);
+            let Some(step) = self.fair_transition(&w) else {
+                break;
+            };
+            taken.push(step);
+            w = self.apply(&w, step).map_err(|v| (v, taken.clone()))?;
+        }
+        if self.settled(&w, &live) {
+            known.extend(visited);
+            return Ok(());
+        }
+        let roles: Vec<String> = live
+            .iter()
+            .filter_map(|&i| w.nodes[i].machine.as_ref())
+            .map(|m| format!("n{} {} {:?}", m.id(), m.role_at(w.now), m.view().epoch))
+            .collect();
+        Err((
+            Violation::new(
+                Invariant::Convergence,
+                0,
+                w.now,
+                format!(
+                    "no single coordinator {} steps after every fault ended: {}",
+                    self.config.bounds.liveness_steps,
+                    roles.join(", ")
+                ),
+            ),
+            taken,
+        ))
+    }
+
+    fn settled(&self, w: &World, live: &[usize]) -> bool {
+        let machines: Vec<&Machine> = live
+            .iter()
+            .filter_map(|&i| w.nodes[i].machine.as_ref())
+            .collect();
+        let leaders: Vec<&&Machine> = machines
+            .iter()
+            .filter(|m| m.role_at(w.now) == Role::Coordinator)
+            .collect();
+        let [leader] = leaders[..] else { return false };
+        let epoch: Option<Epoch> = leader.view().epoch;
+        machines
+            .iter()
+            .all(|m| m.view().epoch == epoch && m.view().role != Role::Candidate)
+    }
+}

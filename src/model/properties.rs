@@ -1,0 +1,100 @@
+//! The properties checked on each action of a machine, through the checker's rules
+//! (src/checker): I1 and I2 on a write of the cells, I2 and Q6 on a declaration, I7
+//! and I6 when a node takes office; plus the Q6 bookkeeping of who reached a majority.
+
+use super::{Model, World};
+use crate::checker::{
+    check_accepted_rises, check_alone_in_office, check_declares_anew, check_term_rises, InOffice,
+    Invariant, Violation,
+};
+use crate::protocol::{Cells, Epoch, Mode, Role};
+
+/// A rule's verdict as a step's result: `Err` with the violation, if any.
+pub(super) fn broken(violation: Option<Violation>) -> Result<(), Violation> {
+    violation.map_or(Ok(()), Err)
+}
+
+impl Model {
+    /// I1 (the accepted epoch never goes back) and I2 (nor does the term cell) when
+    /// node `i` writes `cells`.
+    pub(super) fn check_write(&self, w: &World, i: usize, cells: &Cells) -> Result<(), Violation> {
+        let (id, disk) = (self.config.ids[i], w.nodes[i].disk);
+        broken(check_accepted_rises(
+            id,
+            w.now,
+            disk.accepted,
+            cells.accepted,
+        ))?;
+        broken(check_term_rises(id, w.now, disk.term, cells.term))
+    }
+
+    /// Q6 bookkeeping when node `i` starts an election: a new term to ask for starts
+    /// its contact afresh, the same term keeps what it had.
+    pub(super) fn election_started(&self, w: &mut World, i: usize) {
+        let seen = w.nodes[i].machine.as_ref().map_or(0, |m| m.seen_term());
+        let reached = self.has_live_majority(w, i);
+        let node = &mut w.nodes[i];
+        if seen != node.contact_term {
+            node.contact = reached;
+            node.contact_term = seen;
+        } else {
+            node.contact |= reached;
+        }
+    }
+
+    /// I2 (a node declares a term once) and, in quorum mode, Q6 (only after reaching a
+    /// live majority) when node `i` declares `epoch`.
+    pub(super) fn declared(&self, w: &mut World, i: usize, epoch: Epoch) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        broken(check_declares_anew(
+            id,
+            w.now,
+            w.nodes[i].declared,
+            epoch.term,
+        ))?;
+        w.nodes[i].declared = epoch.term;
+        if self.config.mode == Mode::Quorum && !w.nodes[i].contact {
+            let explanation = format!(
+                "raised the term to {} without ever reaching a live majority",
+                epoch.term
+            );
+            return Err(Violation::new(
+                Invariant::MajorityReached,
+                id,
+                w.now,
+                explanation,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Marks every node that now reaches a live majority (Q6 bookkeeping).
+    pub(super) fn note_contact(&self, w: &mut World) {
+        for i in 0..self.n() {
+            if self.has_live_majority(w, i) {
+                w.nodes[i].contact = true;
+            }
+        }
+    }
+
+    /// I7 (one coordinator per term) and I6 (no other node still in office) when node
+    /// `i` establishes itself in quorum mode.
+    pub(super) fn established(
+        &self,
+        w: &mut World,
+        i: usize,
+        epoch: Epoch,
+    ) -> Result<(), Violation> {
+        let id = self.config.ids[i];
+        broken(w.holders.check(id, w.now, epoch.term))?;
+        let in_office = w.nodes.iter().enumerate().filter_map(|(j, other)| {
+            let m = other.machine.as_ref().filter(|_| j != i)?;
+            (m.role_at(w.now) == Role::Coordinator).then(|| InOffice {
+                node: self.config.ids[j],
+                epoch: m.view().epoch,
+                lease_until: m.lease_until(),
+            })
+        });
+        broken(check_alone_in_office(id, epoch, w.now, in_office))
+    }
+}

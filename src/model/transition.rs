@@ -1,0 +1,48 @@
+//! The model's transitions: one edge of its state graph each (deliver, tick, advance
+//! the clock, or a fault). A counterexample is a list of them.
+
+use crate::protocol::{Millis, NodeId};
+use std::fmt;
+
+/// One transition of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transition {
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+    },
+    Tick(NodeId),
+    Advance(Millis),
+    Crash(NodeId),
+    /// A crash that also loses the node's store (a replaced disk).
+    Wipe(NodeId),
+    Restart(NodeId),
+    Pause(NodeId),
+    Resume(NodeId),
+    /// Cut these nodes off from the rest.
+    Cut(u8),
+    Heal,
+    Health(NodeId, bool),
+}
+
+impl fmt::Display for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Transition::Deliver { from, to } => write!(f, "deliver n{from} -> n{to}"),
+            Transition::Tick(n) => write!(f, "timer of n{n} fires"),
+            Transition::Advance(t) => write!(f, "clock to {t}"),
+            Transition::Crash(n) => write!(f, "crash n{n}"),
+            Transition::Wipe(n) => write!(f, "crash n{n}, its store lost"),
+            Transition::Restart(n) => write!(f, "restart n{n}"),
+            Transition::Pause(n) => write!(f, "pause n{n}"),
+            Transition::Resume(n) => write!(f, "resume n{n}"),
+            Transition::Cut(mask) => {
+                write!(f, "cut off node set {mask:#06b} (bit i = i-th member)")
+            }
+            Transition::Heal => write!(f, "heal"),
+            Transition::Health(n, ok) => {
+                write!(f, "n{n} health {}", if *ok { "passes" } else { "fails" })
+            }
+        }
+    }
+}

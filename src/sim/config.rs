@@ -1,0 +1,77 @@
+//! The fixed settings of a simulated cluster, and the points in a node's action
+//! stream where a scenario can arm a crash.
+
+use crate::protocol::{Flaw, MessageKind, Millis, Mode, NodeId, Preempt, Timing};
+use std::collections::BTreeMap;
+
+/// The fixed settings of one simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seeds the delivery delays (faults are the caller's).
+    pub seed: u64,
+    /// Every member; each is a peer of all the others.
+    pub ids: Vec<NodeId>,
+    pub timing: Timing,
+    pub preempt: Preempt,
+    /// One-way delay of every message, drawn uniformly from this inclusive range.
+    /// Keep the maximum below `answer_timeout_ms / 2`, or an Answer can miss T and the
+    /// soft part of I2 no longer applies.
+    pub delay_ms: (Millis, Millis),
+    pub mode: Mode,
+    /// Members that are witnesses: they vote and count for majorities, never lead.
+    pub witnesses: Vec<NodeId>,
+    /// Each node's clock runs at its own rate, drawn from `1000 ± drift_permille` per
+    /// mille of real time, from its own origin (0: every clock exact and equal).
+    pub drift_permille: u64,
+    /// A deliberately broken machine, to show the checkers catch it.
+    pub flaw: Option<Flaw>,
+    /// Nodes whose timing differs from `timing` (heartbeat, T, T'; members must agree
+    /// on D and the mode, which the transport enforces: README "Members must agree").
+    pub node_timing: BTreeMap<NodeId, Timing>,
+}
+
+impl SimConfig {
+    /// A cluster of `ids` with default timing, preempt always, delays of 1–20 ms,
+    /// exact clocks, no witnesses.
+    pub fn new(seed: u64, ids: Vec<NodeId>, mode: Mode) -> SimConfig {
+        SimConfig {
+            seed,
+            ids,
+            timing: Timing::default(),
+            preempt: Preempt::Always,
+            delay_ms: (1, 20),
+            mode,
+            witnesses: Vec::new(),
+            drift_permille: 0,
+            flaw: None,
+            node_timing: BTreeMap::new(),
+        }
+    }
+
+    /// The timing node `id` runs with.
+    pub fn timing_of(&self, id: NodeId) -> Timing {
+        self.node_timing.get(&id).copied().unwrap_or(self.timing)
+    }
+
+    /// The slowest of every node's timeouts and heartbeat: what bounds the cluster's
+    /// convergence when they differ.
+    pub fn slowest_timing(&self) -> Timing {
+        self.node_timing.values().fold(self.timing, |a, b| Timing {
+            heartbeat_ms: a.heartbeat_ms.max(b.heartbeat_ms),
+            answer_timeout_ms: a.answer_timeout_ms.max(b.answer_timeout_ms),
+            coordinator_timeout_ms: a.coordinator_timeout_ms.max(b.coordinator_timeout_ms),
+            ..a
+        })
+    }
+}
+
+/// A point in a node's action stream right after which an armed crash happens: lets
+/// scenarios kill a node "after its Answer but before its Coordinator", or after it
+/// persisted an epoch but before it told anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Right after a `Persist` completed.
+    AfterPersist,
+    /// Right after one message of this kind was sent (to one peer: a broadcast is cut).
+    AfterSend(MessageKind),
+}

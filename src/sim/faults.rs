@@ -1,0 +1,195 @@
+//! What a scenario does to the simulated processes: start and restart them, crash them
+//! (at once or at an armed point), lose a store, pause and resume them, flip their
+//! health.
+
+use super::{CrashPoint, Sim};
+use crate::checker::check_crash;
+use crate::history::Record;
+use crate::protocol::{Cells, Event, Flaw, Machine, MachineConfig, NodeId};
+use rand::Rng;
+
+impl Sim {
+    /// Starts a node that is down (first start or restart after a crash) from its
+    /// stored cells, as `Machine::start` does in the runtime. Ignored if it is up.
+    pub fn start(&mut self, id: NodeId) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if node.machine.is_some() {
+            return;
+        }
+        node.life += 1;
+        node.stalled = false;
+        let config = MachineConfig {
+            id,
+            peers: self
+                .config
+                .ids
+                .iter()
+                .copied()
+                .filter(|&p| p != id)
+                .collect(),
+            timing: self.config.timing_of(id),
+            preempt: self.config.preempt,
+            eligible: node.eligible,
+            mode: self.config.mode,
+            witness: self.config.witnesses.contains(&id),
+            witnesses: self.config.witnesses.clone(),
+            recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
+            flaw: self.config.flaw,
+        };
+        let incarnation = node.disk.incarnation + 1;
+        let local = node.local(self.now);
+        node.machine = Some(Machine::start(config, node.disk, local));
+        self.record(id, Record::Started { incarnation });
+        self.drain(id);
+        // The new process dials its peers and they dial it: PeerUp on both ends. A dial
+        // that reaches nobody fails when the handshake bound (20 D) runs out, unless the
+        // peer came up meanwhile (then its own start reports the link up).
+        for peer in self.config.ids.clone() {
+            if peer != id && self.is_up(peer) {
+                self.notice_after_delay(id, peer, true);
+                self.notice_after_delay(peer, id, true);
+            } else if peer != id {
+                self.notice_after_idle_timeout(id, peer);
+            }
+        }
+    }
+
+    /// Kills a node: its machine (volatile state) and inbox are gone, its stored cells
+    /// stay. Of the messages it still has in flight, each link loses a random suffix
+    /// (what the dead process had not yet got onto the wire).
+    pub fn crash(&mut self, id: NodeId) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if node.machine.take().is_none() {
+            return;
+        }
+        node.paused = false;
+        node.paused_at = None;
+        node.inbox.clear();
+        let (disk, revealed, declared) = (node.disk, node.revealed, node.declared_term);
+        self.armed.retain(|&(n, _)| n != id);
+        self.record(id, Record::Crashed);
+        for peer in self.config.ids.clone() {
+            if peer != id && self.is_up(peer) {
+                self.notice_after_idle_timeout(peer, id);
+            }
+        }
+        if let Some(violation) = check_crash(id, self.now, disk, revealed, declared) {
+            self.report(violation);
+        }
+        self.lose_unsent_suffix(id);
+    }
+
+    /// The disk of a node that is down is lost (a replaced disk, a container without
+    /// its volume): its next start is on an empty store. Crashes it first if it is up.
+    pub fn lose_store(&mut self, id: NodeId) {
+        self.crash(id);
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        node.disk = Cells::default();
+        node.revealed = None;
+        node.declared_term = 0;
+        self.record(id, Record::StoreLost);
+    }
+
+    /// Crashes `id` right after it next runs an action matching `point` (see
+    /// [`CrashPoint`]). Stays armed until it fires, the node crashes otherwise, or
+    /// [`Sim::disarm`].
+    pub fn arm_crash(&mut self, id: NodeId, point: CrashPoint) {
+        self.armed.push((id, point));
+    }
+
+    /// Removes every armed crash.
+    pub fn disarm(&mut self) {
+        self.armed.clear();
+    }
+
+    /// Stops a running node (SIGSTOP): messages and notices queue, timers wait.
+    pub fn pause(&mut self, id: NodeId) {
+        if self.is_up(id) && !self.is_paused(id) {
+            let now = self.now;
+            if let Some(n) = self.nodes.get_mut(&id) {
+                n.paused = true;
+                n.paused_at = Some(now);
+            }
+            self.record(id, Record::Paused);
+            // A machine sabotaged to ignore its lease keeps office past it: no bound.
+            let honours_lease = self.config.flaw != Some(Flaw::IgnoreLease);
+            let lease_until = self.nodes.get(&id).and_then(|n| {
+                let until = n.machine.as_ref()?.lease_until()?;
+                honours_lease.then(|| n.real(until))
+            });
+            if let Some(until_ms) = lease_until {
+                self.record(id, Record::PausedLease { until_ms });
+            }
+            for peer in self.config.ids.clone() {
+                if peer != id && self.is_up(peer) {
+                    self.notice_after_idle_timeout(peer, id);
+                    self.notice_after_idle_timeout(id, peer);
+                }
+            }
+        }
+    }
+
+    /// Continues a paused node (SIGCONT). It handles its queue and its overdue timer;
+    /// which comes first is drawn at random, as it is a race in the real runtime.
+    pub fn resume(&mut self, id: NodeId) {
+        if !self.is_paused(id) {
+            return;
+        }
+        let timeout = self.config.timing.peer_idle_timeout_ms();
+        let now = self.now;
+        let (mut inbox, timed_out) = match self.nodes.get_mut(&id) {
+            Some(n) => {
+                n.paused = false;
+                let timed_out = n.paused_at.take().is_some_and(|at| now >= at + timeout);
+                (std::mem::take(&mut n.inbox), timed_out)
+            }
+            None => return,
+        };
+        self.record(id, Record::Resumed);
+        if timed_out {
+            // Its connections timed out while it slept: what they carried is gone, and
+            // both ends reconnect.
+            inbox.retain(|e| !matches!(e, Event::Message { .. }));
+            for peer in self.config.ids.clone() {
+                if peer != id && self.is_up(peer) {
+                    self.notice_after_delay(id, peer, true);
+                    self.notice_after_delay(peer, id, true);
+                }
+            }
+        }
+        let tick_first = self.rng.gen_bool(0.5);
+        if tick_first {
+            self.tick_if_due(id);
+        }
+        for event in inbox {
+            if !self.is_up(id) {
+                return; // an armed crash fired
+            }
+            self.feed(id, event);
+        }
+    }
+
+    /// The health check of `node` passes or fails. Remembered across restarts.
+    pub fn set_eligible(&mut self, node: NodeId, eligible: bool) {
+        if self.config.witnesses.contains(&node) {
+            return; // a witness never leads, whatever its health
+        }
+        let Some(n) = self.nodes.get_mut(&node) else {
+            return;
+        };
+        if n.eligible == eligible {
+            return;
+        }
+        n.eligible = eligible;
+        self.record(node, Record::EligibilitySet { eligible });
+        if self.is_up(node) {
+            self.deliver_event(node, Event::SetEligible(eligible));
+        }
+    }
+}

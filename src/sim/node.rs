@@ -1,0 +1,44 @@
+//! One simulated process: its machine while up, its disk, and its own clock.
+
+use crate::protocol::{Cells, Epoch, Event, Machine, Millis};
+use std::collections::VecDeque;
+
+/// One simulated process and its disk.
+#[derive(Debug, Default)]
+pub(super) struct SimNode {
+    /// `None` while down (crashed or not started yet).
+    pub(super) machine: Option<Machine>,
+    /// The stored cells: what survives a crash.
+    pub(super) disk: Cells,
+    /// The health check's verdict; survives restarts (it is about the host).
+    pub(super) eligible: bool,
+    pub(super) paused: bool,
+    /// Events that arrived while paused, handled on resume.
+    pub(super) inbox: VecDeque<Event>,
+    /// Counts starts; messages to an earlier life are lost.
+    pub(super) life: u64,
+    /// Highest epoch this node revealed (views and messages) in any life.
+    pub(super) revealed: Option<Epoch>,
+    /// Highest term this node declared.
+    pub(super) declared_term: u64,
+    /// The machine stopped advancing its deadline; its timers are no longer fired.
+    pub(super) stalled: bool,
+    /// Clock rate in per mille of real time, and the clock's reading at real time 0.
+    pub(super) rate: u64,
+    pub(super) origin: Millis,
+    /// When the current pause began (its connections die after D).
+    pub(super) paused_at: Option<Millis>,
+}
+
+impl SimNode {
+    /// This node's clock reading at real (simulated) time `at`.
+    pub(super) fn local(&self, at: Millis) -> Millis {
+        self.origin + at * self.rate / 1000
+    }
+
+    /// The first real time at which this node's clock reads at least `local`.
+    pub(super) fn real(&self, local: Millis) -> Millis {
+        let elapsed = local.saturating_sub(self.origin);
+        (elapsed * 1000).div_ceil(self.rate)
+    }
+}

@@ -1,0 +1,98 @@
+//! What one seeded run leaves behind: its history, violations and coverage flavour,
+//! and the failure report that lets one rerun it.
+
+use crate::checker::Violation;
+use crate::history::{tail, Entry};
+use crate::protocol::{MessageKind, Millis, Mode};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How many history entries a failure report shows.
+pub const REPORT_TAIL: usize = 200;
+
+/// The result of one seeded run: everything needed to judge and to debug it.
+pub struct SeedRun {
+    pub seed: u64,
+    /// The cluster and settings the seed chose.
+    pub description: String,
+    /// The faults the adversary injected, with their times.
+    pub steps: Vec<String>,
+    pub history: Vec<Entry>,
+    pub violations: Vec<Violation>,
+    /// How many history entries existed when the first safety violation was found.
+    pub first_violation_index: Option<usize>,
+    /// Messages sent, by kind.
+    pub sent: BTreeMap<MessageKind, u64>,
+    pub last_fault_ms: Millis,
+    /// The I5 deadline the run was judged against.
+    pub deadline_ms: Millis,
+    /// From the last fault to the last view change of a live node: how long the
+    /// cluster really took to settle (compare with `deadline_ms - last_fault_ms`).
+    pub settled_after_ms: Millis,
+    /// Which flavour the seed chose, for coverage statistics.
+    pub flavor: Flavor,
+}
+
+/// The settings a seed chose, for the test's coverage summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Flavor {
+    pub mode: Mode,
+    pub nodes: usize,
+    /// A witness among the members (quorum mode).
+    pub witness: bool,
+    /// Message delays reach beyond T/2 (up to 1.5 T): Answers can miss their timeout.
+    pub slow_network: bool,
+    pub fast_timing: bool,
+    pub preempt_delay: bool,
+    pub preempt_never: bool,
+    pub ineligible: bool,
+    /// Nodes run different heartbeats and T, T' (same D).
+    pub mixed_timing: bool,
+    pub faults: usize,
+}
+
+impl SeedRun {
+    /// No violation of any kind.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The failure message: seed, scenario, violations, the last [`REPORT_TAIL`]
+    /// entries up to the first violation, and how to rerun just this seed.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "SIMULATION FAILED: seed {}", self.seed);
+        let _ = writeln!(out, "scenario: {}", self.description);
+        let _ = writeln!(out, "faults:");
+        for step in &self.steps {
+            let _ = writeln!(out, "  {step}");
+        }
+        let _ = writeln!(
+            out,
+            "last fault at {} ms, I5 deadline {} ms",
+            self.last_fault_ms, self.deadline_ms
+        );
+        let _ = writeln!(out, "violations:");
+        for v in &self.violations {
+            let _ = writeln!(out, "  {v}");
+        }
+        let upto = self.first_violation_index.unwrap_or_else(|| {
+            let at = self.violations.first().map_or(Millis::MAX, |v| v.at_ms);
+            self.history.partition_point(|e| e.at_ms <= at)
+        });
+        let _ = writeln!(
+            out,
+            "last {REPORT_TAIL} history entries up to the first violation:"
+        );
+        out.push_str(&tail(
+            &self.history[..upto.min(self.history.len())],
+            REPORT_TAIL,
+        ));
+        let _ = writeln!(
+            out,
+            "rerun just this seed: SIM_SEED={} cargo test --test simulation -- --nocapture",
+            self.seed
+        );
+        out
+    }
+}
