@@ -210,3 +210,25 @@ impl Status {
         format!("  (ineligible: {})", reasons.join(", "))
     }
 }
+
+#[cfg(test)]
+impl Status {
+    /// A node's status for unit tests: eligible, `role` in `epoch`, in `mode`, its
+    /// `peers` not connected, nothing stored.
+    pub(crate) fn for_test(
+        id: NodeId,
+        role: Role,
+        epoch: Option<Epoch>,
+        mode: Mode,
+        peers: &[NodeId],
+    ) -> Status {
+        let view = View {
+            id,
+            role,
+            epoch,
+            eligible: true,
+            incarnation: 1,
+        };
+        Status::initial(view, mode, Cells::default(), peers, 0)
+    }
+}

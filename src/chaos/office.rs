@@ -233,15 +233,7 @@ fn union_ms(intervals: &mut [(Millis, Millis)]) -> Millis {
 mod tests {
     #[test]
     fn stability_counts_new_offices_and_the_longest_gap() {
-        let office = |node, from_ms, until_ms| Office {
-            node,
-            epoch: crate::protocol::Epoch {
-                term: from_ms,
-                leader: node,
-            },
-            from_ms,
-            until_ms,
-        };
+        let office = Office::for_test;
         // 5 leads until 300; nobody until 900; 4 from 900 to 1500, 3 from 1400 on.
         let offices = [
             office(5, 0, 300),

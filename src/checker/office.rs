@@ -25,6 +25,24 @@ pub struct Office {
     pub until_ms: Millis,
 }
 
+#[cfg(test)]
+impl Office {
+    /// `node`'s office from `from_ms` to `until_ms`, in the epoch of term `from_ms` (so
+    /// each office of a test has its own epoch).
+    pub(crate) fn for_test(node: NodeId, from_ms: Millis, until_ms: Millis) -> Office {
+        let epoch = Epoch {
+            term: from_ms,
+            leader: node,
+        };
+        Office {
+            node,
+            epoch,
+            from_ms,
+            until_ms,
+        }
+    }
+}
+
 /// Every term of office in `entries`. `lease_bound_ms` is [`lease_bound_ms`] in quorum
 /// mode (a paused coordinator's office ends within it of the pause); `None` in classic
 /// mode, where a paused coordinator stays one until it notices.

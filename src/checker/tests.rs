@@ -84,12 +84,7 @@ fn i6_offices_overlap_and_pause_bound() {
 
 #[test]
 fn overlaps_are_the_stretches_with_two_in_office_merged_where_they_touch() {
-    let office = |node, from_ms, until_ms| Office {
-        node,
-        epoch: ep(from_ms, node),
-        from_ms,
-        until_ms,
-    };
+    let office = Office::for_test;
     // 3 leads 0..100; 2 from 50..150; 1 from 100..200 (2 and 1 overlap 100..150,
     // touching 3 and 2's 50..100); 4 alone at 300..400, 5 from 390.
     let all = [

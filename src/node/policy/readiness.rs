@@ -77,18 +77,11 @@ impl Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Cells, Mode, View};
+    use crate::protocol::Mode;
 
     fn leading(term: u64) -> Status {
         let epoch = Some(Epoch { term, leader: 2 });
-        let view = View {
-            id: 2,
-            role: Role::Coordinator,
-            epoch,
-            eligible: true,
-            incarnation: 1,
-        };
-        Status::initial(view, Mode::Classic, Cells::default(), &[1], 0)
+        Status::for_test(2, Role::Coordinator, epoch, Mode::Classic, &[1])
     }
 
     fn done(term: u64, succeeded: bool) -> ElectedHookDone {

@@ -306,7 +306,7 @@ mod tests {
     use super::*;
     use crate::api::Status;
     use crate::node::shared::metrics::Metrics;
-    use crate::protocol::{Cells, Epoch, Mode, Role, View};
+    use crate::protocol::{Epoch, Mode, Role};
     use std::time::Duration;
 
     #[test]
@@ -317,14 +317,8 @@ mod tests {
         m.observe_failover(Duration::from_millis(250));
         m.observe_persist(Duration::from_micros(700));
         m.hook_ran("on_elected", false);
-        let view = View {
-            id: 2,
-            role: Role::Coordinator,
-            epoch: Some(Epoch { term: 7, leader: 2 }),
-            eligible: true,
-            incarnation: 1,
-        };
-        let mut status = Status::initial(view, Mode::Classic, Cells::default(), &[1, 3], 0);
+        let epoch = Some(Epoch { term: 7, leader: 2 });
+        let mut status = Status::for_test(2, Role::Coordinator, epoch, Mode::Classic, &[1, 3]);
         status.set_peer(1, true);
         let mut snapshot = m.snapshot_for(&status);
         snapshot.transport.config_refusals.timing = 4;

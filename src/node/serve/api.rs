@@ -196,18 +196,12 @@ async fn ask_runtime(
 mod tests {
     use super::*;
     use crate::boot_clock::BootInstant;
-    use crate::protocol::{Cells, Epoch, Mode, Role, View};
+    use crate::protocol::{Epoch, Mode, Role};
     use std::time::Duration;
 
     fn leading(lease_until: BootInstant) -> Status {
-        let view = View {
-            id: 2,
-            role: Role::Coordinator,
-            epoch: Some(Epoch { term: 5, leader: 2 }),
-            eligible: true,
-            incarnation: 1,
-        };
-        let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[1, 3], 0);
+        let epoch = Some(Epoch { term: 5, leader: 2 });
+        let mut status = Status::for_test(2, Role::Coordinator, epoch, Mode::Quorum, &[1, 3]);
         status.lease_until = Some(lease_until);
         status
     }
