@@ -252,7 +252,6 @@ pub fn json(verdict: &Verdict) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Cells, View};
 
     const TIMING: Timing = Timing {
         heartbeat_ms: 100,
@@ -264,15 +263,8 @@ mod tests {
 
     /// Node `id` of five, in `role` under `epoch`, with a heartbeat lag of `age`.
     fn node(id: NodeId, role: Role, epoch: Option<Epoch>, age: Option<u64>, mode: Mode) -> Status {
-        let view = View {
-            id,
-            role,
-            epoch,
-            eligible: true,
-            incarnation: 1,
-        };
         let peers: Vec<NodeId> = (1..=5).filter(|&p| p != id).collect();
-        let mut status = Status::initial(view, mode, Cells::default(), &peers, 0);
+        let mut status = Status::for_test(id, role, epoch, mode, &peers);
         status.heartbeat_age_ms = age;
         status.timing = TIMING;
         status
