@@ -2,37 +2,47 @@
 //! mutual TLS, with durable epochs as fencing tokens.
 //!
 //! # Layout
+//! From the ground floor up: a module imports only modules listed before it (but the
+//! debug-only `sabotage`, which the layers it breaks read).
+//! `docs/design.md` explains the design; `tests/layering.rs` keeps the pure layers pure.
 //! - [`protocol`]: the pure state machine (no I/O, no clock) in both modes, classic and
-//!   quorum (with its lease arithmetic in `protocol::lease`); the simulator drives it.
+//!   quorum: the vocabulary (epochs, messages, views, timing), the lease arithmetic, the
+//!   recovery of an empty store, what a message reveals (`protocol::reveal`), and
+//!   `protocol/machine/` split by concern (election, quorum, handover, ...) with the mode
+//!   switch in one place.
 //! - [`codec`]: the one place bincode is called; frames with a version and a size cap.
+//! - [`boot_clock`]: the clock leases run on, which counts time suspended;
+//!   [`wall_clock`]: wall-clock milliseconds for records compared across processes.
+//! - [`shutdown`]: the one kind of stop signal the node's tasks and the transport's both
+//!   wait on (trip once, ask, await; a child stops with its parent).
+//! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
+//!   blocks (the other is in [`exact_timer`], a kernel timer for the idle node's long
+//!   waits, which tokio's timer wheel would wake for twice). [`ports`]: free loopback
+//!   ports for clusters and tests, picked together.
+//! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks (one file
+//!   per concern), the one checker the simulator, the model checker, the real-process
+//!   tests and the chaos runner all use.
+//! - [`model`]: exhaustive, bounded model checking of the same machine (N ≤ 4);
+//!   [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
 //! - [`storage`]: sled storage cells, one flushed transaction per change.
-//! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks, shared by
-//!   the simulator, the real-process tests and the chaos runner.
-//! - [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
-//! - [`model`]: exhaustive, bounded model checking of the same machine (N ≤ 4).
-//! - [`certs`] / [`transport`]: certificates bound to node IDs (file names, identity,
-//!   loading and issuing in one module each); the QUIC endpoint with mutual TLS, one
-//!   FIFO stream per peer, and API connections (`transport/shared.rs` holds the state
-//!   the accept loop, the dialers and the inbound readers share, so none imports another).
+//! - [`certs`] / [`transport`]: certificates bound to node IDs; the QUIC endpoint with
+//!   mutual TLS, one FIFO stream per peer, and API connections (`transport/shared.rs`
+//!   holds the state the accept loop, the dialers and the inbound readers share, so none
+//!   imports another; the data they exchange sits below it).
 //! - [`config`]: the TOML node config: types, validation, error location, durations.
-//! - [`node`]: a thin runtime (`node/runtime.rs`) that runs the machine's actions in
-//!   order, fed by `inputs`, writing through `journal`, publishing through `publisher`;
-//!   the eligibility policy (`eligibility.rs`, pure, tested like the machine); the client
-//!   API, status, event log, health checks, hooks, metrics and HTTP; every task stops on
-//!   one shutdown signal (`tasks.rs`).
-//! - [`shutdown`]: that signal, the one kind of stop signal the node's tasks and the
-//!   transport's both wait on (trip once, ask, await; a child stops with its parent).
-//! - [`client`]: the API client behind the CLI queries, `local`, chaos and the tests.
-//! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests); [`ports`]:
-//!   the free loopback ports they and the tests are given, picked together.
+//! - [`api`]: what a client and a node share: requests and answers, the status, the
+//!   counters, the health verdict, the event log. Everything above reads a node
+//!   through it.
+//! - [`client`]: the API client behind the CLI queries, `local`, chaos, the tests and a
+//!   switchover's requests to the other members.
+//! - [`node`]: the node in six wings, each above the ones before it: `shared` (tasks,
+//!   mailbox, counters, errors), `policy` (pure decisions: eligibility, step-down,
+//!   readiness, transitions), `commands` (hooks, health check), `publish` (status,
+//!   counters and hooks after each step), `serve` (client API, HTTP), `drive` (start and
+//!   the runtime that runs the machine's actions in order).
+//! - [`cluster`]: N real node processes on loopback (`local`, `chaos`, tests).
 //! - [`chaos`]: seeded fault injection through a UDP relay, verdicts and benchmarks.
 //! - [`cli`]: the clap command line of the `bully` binary.
-//! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
-//!   blocks (the other is in `exact_timer`).
-//! - [`exact_timer`]: a kernel timer for the idle node's long waits, which tokio's
-//!   timer wheel would wake for twice.
-//! - [`boot_clock`]: the clock leases run on, which counts time suspended.
-//! - [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - `sabotage` (debug builds only): switches that break the node on purpose so the
 //!   tests can show the checker catches it.
 
