@@ -26,17 +26,19 @@
 //! - `output.rs`, `state.rs`, `event.rs`, `config.rs`: the machine's parts.
 //!
 //! # Where the modes part
-//! The two modes share the Bully election and differ in a handful of steps. Each of
-//! those steps is a method of the one `impl` block below marked "where the modes part",
-//! and is the only place that asks which mode runs: the rules elsewhere call it and
-//! stay the same in both modes.
+//! The two modes share the Bully election and differ in a handful of steps. This file
+//! alone asks which mode runs: at start (`quorum_state`, `starting`) and in the `impl`
+//! block headed "where the modes part", one method per step that differs. The rules
+//! in the other files call those methods and read the same in both modes; a classic
+//! machine carries no quorum state at all (`Machine::quorum` is `None`).
 //!
-//! start: a (re)started node persists a new incarnation, probes every peer and waits
+//! # start
+//! A (re)started node persists a new incarnation, probes every peer and waits
 //! `max(T, preempt_delay)` as a candidate before it holds an election (I4); with
 //! preempt never in classic mode at least D, so it hears a live coordinator before it
 //! could out-declare it. While that wait has more than T left it answers no Election,
-//! so it never holds up a failover. Quorum mode adds the restart hold-off (Q5, see
-//! `quorum.rs`).
+//! so it never holds up a failover. A quorum node that had accepted anything also
+//! holds off accepting declarations for D (restart_holdoff, Q5, `quorum.rs`).
 
 mod config;
 mod election;

@@ -42,9 +42,9 @@ use crate::protocol::view::DemotionReason;
 const QUORUM_ONLY: &str = "quorum rules run in quorum mode only";
 
 impl Machine {
-    /// Quorum mode's state. Only the rules of quorum mode ask for it, and the mode
-    /// switch of `mod.rs` runs them in quorum mode only, where [`Machine::start`] made
-    /// it.
+    /// Quorum mode's state, which [`Machine::start`] made for a quorum node. Only quorum
+    /// rules ask for it, and only a quorum node runs them: the mode switch of `mod.rs`
+    /// calls them, or a state only quorum mode enters (pre-voting, a held-back vote).
     pub(super) fn quorum_state(&self) -> &QuorumState {
         self.quorum.as_ref().expect(QUORUM_ONLY)
     }
