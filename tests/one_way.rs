@@ -2,8 +2,8 @@
 //! deaf at the chaos relay (everything sent to it is dropped, what it sends still
 //! arrives: a one-sided firewall rule). Its lease lapses, the other four elect node 4,
 //! and node 4 keeps office: node 5's pre-votes show no heartbeat of node 4's, so it is
-//! never handed over (src/protocol/machine.rs `hears_us`). Without that rule node 4
-//! yielded to node 5 at every pre-vote (issue 26 counted 11 changes in 4 s).
+//! never handed over (src/protocol/machine/handover.rs `hears_us`). Without that rule
+//! node 4 yielded to node 5 at every pre-vote (issue 26 counted 11 changes in 4 s).
 //!
 //! Checked: at most two changes of coordinator and at most 1 s without one while the
 //! fault lasts (4 s), I1–I7 on the merged history, and node 5 leading again after the

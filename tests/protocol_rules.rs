@@ -1,5 +1,6 @@
-//! One test per rule in the doc comment of `src/protocol/machine.rs`, named after the
-//! rule. Each drives a single `Machine` by hand and asserts the exact actions, in order.
+//! One test per rule in the doc comments of `src/protocol/machine/` (its `mod.rs` says
+//! which file holds which rule), named after the rule. Each drives a single `Machine`
+//! by hand and asserts the exact actions, in order.
 //!
 //! Timing is `Timing::default()`: heartbeat 100, D (suspect) 300, T (answer) 100,
 //! T' (coordinator) 300, preempt delay 0.

@@ -1,7 +1,8 @@
-//! One test per quorum-mode rule in the doc comment of `src/protocol/machine.rs`,
-//! named after the rule, plus the start-up and shutdown rules both modes share. Each
-//! drives a single `Machine` by hand; times are `Timing::default()`: heartbeat 100,
-//! D (suspect) 300, T (answer) 100, T' (coordinator) 300.
+//! One test per quorum-mode rule in the doc comments of `src/protocol/machine/`
+//! (`quorum.rs`, `handover.rs`), named after the rule, plus the start-up and shutdown
+//! rules both modes share. Each drives a single `Machine` by hand; times are
+//! `Timing::default()`: heartbeat 100, D (suspect) 300, T (answer) 100, T'
+//! (coordinator) 300.
 
 use bully::protocol::{
     Action, Body, Cells, DemotionReason, Epoch, Event, Fact, Heard, Machine, MachineConfig, Millis,

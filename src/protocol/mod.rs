@@ -1,11 +1,27 @@
 //! The Bully algorithm as a pure state machine: no tokio, no sockets, no disk, no clock.
 //! The runtime and the simulator drive the same [`Machine`].
+//!
+//! From the bottom up: `epoch.rs` (node IDs, time, epochs, the durable cells),
+//! `mode.rs` (the algorithm and preemption choices), `timing.rs` (the timing knobs and
+//! the lease span they give), `message.rs` (what peers send each other), `view.rs`
+//! (what a node reports), `lease.rs` and `recovery.rs` (quorum mode's lease
+//! bookkeeping, an empty store's recovery), `reveal.rs` (what a message tells about
+//! its sender's stored cells, for invariant I3), and `machine/` (the state machine
+//! itself).
 
+mod epoch;
 pub mod lease;
 mod machine;
+mod message;
+mod mode;
 pub mod recovery;
 pub mod reveal;
-mod types;
+mod timing;
+mod view;
 
+pub use epoch::{Cells, Epoch, Millis, NodeId, MAX_NODE_ID, TOKEN_LEADER_BITS};
 pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP};
-pub use types::*;
+pub use message::{Body, Heard, Message, MessageKind};
+pub use mode::{Mode, Preempt};
+pub use timing::Timing;
+pub use view::{DemotionReason, Fact, Role, View};

@@ -8,7 +8,8 @@
 //!
 //! 1. Wait D after start before asking anything: a declaration the lost store acked
 //!    before the loss is established within D − heartbeat of being sent or never (the
-//!    lease span, `super::lease`), and every promise it made has run out by then.
+//!    lease span, `super::timing::lease_span_ms`), and every promise it made has run
+//!    out by then.
 //! 2. Then ask every peer for its highest term (`TermQuery`) and count the peers that
 //!    report (`TermReport`), asking again every T' until enough have answered.
 //! 3. Enough is `M − q + 1` of the *other* members (M members, majority q): together
@@ -23,7 +24,8 @@
 //! A store restored from an older copy is not empty and is not detected (README, "What
 //! the guarantee assumes").
 
-use super::types::{Millis, NodeId, Timing};
+use super::epoch::{Millis, NodeId};
+use super::timing::Timing;
 use std::collections::BTreeSet;
 
 /// The state of one recovery, from start until enough peers reported their terms.

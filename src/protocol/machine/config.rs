@@ -1,0 +1,73 @@
+//! The static settings of one node's machine, and the deliberate flaws a test may build
+//! it with to prove that the simulator and the model checker catch a broken protocol.
+
+use crate::protocol::epoch::NodeId;
+use crate::protocol::mode::{Mode, Preempt};
+use crate::protocol::timing::Timing;
+
+/// Static settings of one node's machine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MachineConfig {
+    pub id: NodeId,
+    /// Every other member of the cluster.
+    pub peers: Vec<NodeId>,
+    pub timing: Timing,
+    pub preempt: Preempt,
+    /// Whether the node starts out eligible (health checks may change it later).
+    pub eligible: bool,
+    pub mode: Mode,
+    /// This node is a witness: it votes and acks, counts for majorities, never leads.
+    pub witness: bool,
+    /// Peers that are witnesses; they get no Election (they would never answer).
+    pub witnesses: Vec<NodeId>,
+    /// Whether a node that starts on an empty store learns the terms it may have
+    /// forgotten before it votes or leads (src/protocol/recovery.rs). Always on in a
+    /// real node; the rule tests of the other rules turn it off to start from empty cells
+    /// at t = 0, and the simulator's sabotage [`Flaw::SkipStoreRecovery`] does too.
+    pub recover_empty_store: bool,
+    /// Deliberately broken behaviour, only so tests can show the checkers catch it.
+    pub flaw: Option<Flaw>,
+}
+
+impl MachineConfig {
+    /// A config with the defaults a node has without a config file's opinions:
+    /// default timing, preempt always, eligible, quorum mode, no witnesses.
+    pub fn new(id: NodeId, peers: Vec<NodeId>) -> MachineConfig {
+        MachineConfig {
+            id,
+            peers,
+            timing: Timing::default(),
+            preempt: Preempt::Always,
+            eligible: true,
+            mode: Mode::Quorum,
+            witness: false,
+            witnesses: Vec::new(),
+            recover_empty_store: true,
+            flaw: None,
+        }
+    }
+
+    /// Whether this machine was built with `flaw` (tests of the checkers only).
+    pub(super) fn has(&self, flaw: Flaw) -> bool {
+        self.flaw == Some(flaw)
+    }
+}
+
+/// A deliberate protocol bug, for the tests that prove a broken machine is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flaw {
+    /// Quorum mode: the coordinator keeps its role after its lease ran out, and
+    /// followers ignore their lease promises.
+    IgnoreLease,
+    /// Quorum mode: a declaration at a term equal to the node's term cell is accepted.
+    AcceptEqualTerm,
+    /// A node that starts on an empty store votes and leads at once, as if it had never
+    /// run before: the simulator and model checker build its machine with
+    /// `recover_empty_store` off (src/protocol/recovery.rs).
+    SkipStoreRecovery,
+    /// Quorum mode: a coordinator hands over to any higher candidate that asks, whether
+    /// or not its pre-vote shows it hears the coordinator (before one-way links were
+    /// considered, a node that could send but not receive was handed office again and
+    /// again).
+    DeafHandover,
+}

@@ -1,0 +1,46 @@
+//! The machine's inputs ([`Event`]) and outputs ([`Action`]): everything that crosses
+//! between the pure protocol and whoever drives it (the runtime, the simulator, the
+//! model checker).
+
+use super::misbehaviour::Misbehaviour;
+use crate::protocol::epoch::{Cells, NodeId};
+use crate::protocol::message::Message;
+use crate::protocol::view::{Fact, View};
+
+/// An input to the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// A message from an authenticated peer.
+    Message { from: NodeId, msg: Message },
+    /// Time has passed; the machine fires whatever deadlines are due.
+    Tick,
+    /// The transport lost its connection to this peer.
+    PeerDown(NodeId),
+    /// The transport (re)connected to this peer. Messages sent while it was down were
+    /// dropped, so the machine repeats what the peer must not miss.
+    PeerUp(NodeId),
+    /// The health check (or a step-down) changed whether this node may lead.
+    SetEligible(bool),
+    /// The process is stopping cleanly: a coordinator demotes itself and resigns.
+    Shutdown,
+}
+
+/// An output of the machine, to be run in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Write these cells in one transaction and flush before the next action.
+    Persist(Cells),
+    Send {
+        to: NodeId,
+        msg: Message,
+    },
+    /// The node's view changed; publish it (clients, hooks, event log).
+    ViewChanged(View),
+    /// A peer sent something it may not send; the runtime closes its connection.
+    Misbehaved {
+        peer: NodeId,
+        what: Misbehaviour,
+    },
+    /// Something happened that the runtime, simulator and checker want to know about.
+    Fact(Fact),
+}

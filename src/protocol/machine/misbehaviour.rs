@@ -1,0 +1,83 @@
+//! The rules a peer can break, checked on every message before the machine observes
+//! anything in it, so a refused message never raises our term: unknown senders,
+//! Elections going down, Answers going up, claims for an epoch led by someone else, and
+//! one rule of docs/design.md with a test of its own:
+//!
+//! - term_jump: a message whose term is more than [`MAX_TERM_JUMP`] above ours is
+//!   misbehaviour: one forged term near `u64::MAX` would otherwise end all elections.
+
+use super::config::MachineConfig;
+use crate::protocol::epoch::NodeId;
+use crate::protocol::message::{Body, Message};
+
+/// The furthest a message's term may be above the highest term we have seen. Each
+/// election raises the term by one, so no honest peer is anywhere near this; a peer
+/// beyond it is refused as misbehaving.
+pub const MAX_TERM_JUMP: u64 = 1 << 32;
+
+/// Protocol rules a peer can break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Misbehaviour {
+    /// Coordinator, Heartbeat or Resign for an epoch whose leader is not the sender.
+    ForeignClaim,
+    /// Election from a higher ID (Elections only go up).
+    ElectionFromHigher,
+    /// Answer from a lower ID (Answers only go down).
+    AnswerFromLower,
+    /// A message from an ID that is not a configured peer.
+    UnknownPeer,
+    /// A term more than [`MAX_TERM_JUMP`] above the highest we have seen.
+    TermJump,
+}
+
+impl std::fmt::Display for Misbehaviour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Misbehaviour::ForeignClaim => "claimed an epoch led by another node",
+            Misbehaviour::ElectionFromHigher => "sent Election to a lower node",
+            Misbehaviour::AnswerFromLower => "sent Answer to a higher node",
+            Misbehaviour::UnknownPeer => "is not a configured peer",
+            Misbehaviour::TermJump => "sent a term impossibly far above ours",
+        })
+    }
+}
+
+/// The protocol rule `msg` from `from` breaks, if any, for a node with `config` that has
+/// seen terms up to `seen`: unknown senders, impossible terms, Elections going down,
+/// Answers going up, claims for an epoch led by someone else.
+pub(super) fn misbehaviour(
+    config: &MachineConfig,
+    seen: u64,
+    from: NodeId,
+    msg: &Message,
+) -> Option<Misbehaviour> {
+    if !config.is_peer(from) {
+        return Some(Misbehaviour::UnknownPeer);
+    }
+    let ceiling = seen.saturating_add(MAX_TERM_JUMP);
+    if msg.term > ceiling || message_epoch_term(&msg.body).is_some_and(|t| t > ceiling) {
+        return Some(Misbehaviour::TermJump);
+    }
+    match msg.body {
+        Body::Election { .. } if from > config.id => Some(Misbehaviour::ElectionFromHigher),
+        Body::Answer if from < config.id => Some(Misbehaviour::AnswerFromLower),
+        Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch }
+            if epoch.leader != from =>
+        {
+            Some(Misbehaviour::ForeignClaim)
+        }
+        _ => None,
+    }
+}
+
+/// The highest term a message body names, besides the sender's own term.
+fn message_epoch_term(body: &Body) -> Option<u64> {
+    match *body {
+        Body::Election { accepted } | Body::Ack { accepted, .. } => accepted.map(|e| e.term),
+        Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch } => {
+            Some(epoch.term)
+        }
+        Body::PreVote { term, .. } | Body::Vote { term } => Some(term),
+        Body::Answer | Body::Probe | Body::TermQuery | Body::TermReport => None,
+    }
+}

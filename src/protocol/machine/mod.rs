@@ -1,0 +1,423 @@
+//! The Bully state machine, in both modes.
+//!
+//! Read it like quinn-proto's `Connection`: inputs go in through [`Machine::handle`]
+//! (with the caller's `now`), outputs come out through [`Machine::poll_action`], and
+//! [`Machine::next_deadline`] says when to call `handle(Event::Tick, now)` next.
+//!
+//! The caller MUST run the actions in the order they are polled, and MUST finish a
+//! [`Action::Persist`] (written and flushed) before running the next action: the
+//! actions after it may reveal the epoch it stores (invariant I3).
+//!
+//! # Where each rule lives
+//! Every rule of docs/design.md has a unit test of the same name in
+//! `tests/protocol_rules.rs` (both modes) or `tests/quorum_rules.rs` (quorum mode), and
+//! its text in the module doc of the one file that implements it:
+//! - this file: start, and the dispatch of every event;
+//! - `reach.rs`: startup_wait, peer_up, and who counts as reachable for election;
+//! - `election.rs`: election, defer, answer_timeout, startup_answer,
+//!   coordinator_timeout, answer_lower, accept, gave_way, bully, stale_claim, suspect;
+//! - `timers.rs`: what each deadline fires, suspect_spares_a_live_leader;
+//! - `quorum.rs` (quorum mode, Q1–Q6): prevote, one_per_term, established, lease,
+//!   restart_holdoff, deferred_vote, one_vote; its state is `quorum_state.rs`;
+//! - `handover.rs`: newer_news, handover (Q7), ineligible, shutdown;
+//! - `misbehaviour.rs`: term_jump and the other checks on a peer's messages;
+//! - `recovering.rs`: the store recovery of src/protocol/recovery.rs;
+//! - `members.rs`: who is a member, who is above this node, what a majority is;
+//! - `output.rs`, `state.rs`, `event.rs`, `config.rs`: the machine's parts.
+//!
+//! # Where the modes part
+//! The two modes share the Bully election and differ in a handful of steps. This file
+//! alone asks which mode runs: at start (`quorum_state`, `starting`) and in the `impl`
+//! block headed "where the modes part", one method per step that differs. The rules
+//! in the other files call those methods and read the same in both modes; a classic
+//! machine carries no quorum state at all (`Machine::quorum` is `None`).
+//!
+//! # start
+//! A (re)started node persists a new incarnation, probes every peer and waits
+//! `max(T, preempt_delay)` as a candidate before it holds an election (I4); with
+//! preempt never in classic mode at least D, so it hears a live coordinator before it
+//! could out-declare it. While that wait has more than T left it answers no Election,
+//! so it never holds up a failover. A quorum node that had accepted anything also
+//! holds off accepting declarations for D (restart_holdoff, Q5, `quorum.rs`).
+
+mod config;
+mod election;
+mod event;
+mod handover;
+mod members;
+mod misbehaviour;
+mod output;
+mod quorum;
+mod quorum_state;
+mod reach;
+mod recovering;
+mod state;
+mod timers;
+
+pub use config::{Flaw, MachineConfig};
+pub use event::{Action, Event};
+pub use misbehaviour::{Misbehaviour, MAX_TERM_JUMP};
+
+use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
+use crate::protocol::message::{Body, Message};
+use crate::protocol::mode::{Mode, Preempt};
+use crate::protocol::recovery::Recovery;
+use crate::protocol::view::{DemotionReason, Fact, Role, View};
+use quorum_state::QuorumState;
+use state::{Reach, State};
+use std::collections::{BTreeMap, VecDeque};
+
+/// One node's Bully state machine. Deterministic: the same events at the same times
+/// give the same actions. Clone, Eq and Hash let a model checker store and compare
+/// whole machines as parts of its states.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Machine {
+    config: MachineConfig,
+    /// The durable cells as last persisted.
+    cells: Cells,
+    /// Highest term seen in any message; volatile, it only ever raises the next
+    /// declaration, and declarations persist their own term.
+    seen: u64,
+    eligible: bool,
+    state: State,
+    actions: VecDeque<Action>,
+    published: Option<View>,
+    /// Why the node is about to leave office, for the `Demoted` fact.
+    leaving: Option<DemotionReason>,
+    /// What only quorum mode keeps (votes, lease, promise, hold-off, deferred and
+    /// granted pre-votes, the newest heartbeat heard); `None` in classic mode.
+    quorum: Option<QuorumState>,
+    /// What we know of each peer's reachability (absent: nothing yet).
+    reach: BTreeMap<NodeId, Reach>,
+    /// The leader whose heartbeats stopped: unreachable for the election that follows,
+    /// until we follow someone or hear from it again.
+    suspected: Option<NodeId>,
+    /// Started on an empty store: votes and leads nothing until enough peers reported
+    /// their terms (src/protocol/recovery.rs).
+    recovery: Option<Recovery>,
+    /// Follower: the leader sent something other than a heartbeat since its last one (a
+    /// restart's Probe, a pre-vote), so it is alive and its silence is no reason to
+    /// skip it in the election that follows (`suspect_spares_a_live_leader`).
+    leader_heard: bool,
+    /// The earliest time this incarnation bullies a live lower coordinator: its start
+    /// (or the end of its store recovery) plus `preempt_delay_ms`. A node that followed
+    /// that coordinator first (it started ineligible: a health check, the config hello)
+    /// waits as long as one that stayed a candidate.
+    preempt_from: Millis,
+    /// Follower: a lower coordinator is to be bullied at `preempt_from`.
+    preempt_pending: bool,
+}
+
+impl Machine {
+    /// Starts a node from its loaded cells (I4: always as a candidate, whatever it was
+    /// before the crash). The first actions persist the new incarnation and probe peers.
+    pub fn start(config: MachineConfig, loaded: Cells, now: Millis) -> Machine {
+        // An empty store may be a lost one: learn the terms it forgot first.
+        let empty = loaded.term == 0 && loaded.accepted.is_none();
+        let recovery = (empty && config.recover_empty_store && !config.peers.is_empty())
+            .then(|| Recovery::new(config.peers.len(), config.majority(), &config.timing, now));
+        let mut machine = Machine {
+            eligible: config.eligible && !config.witness,
+            seen: loaded.term,
+            cells: loaded,
+            state: starting(&config, now),
+            actions: VecDeque::new(),
+            published: None,
+            leaving: None,
+            quorum: quorum_state(&config, &loaded, now),
+            reach: Default::default(),
+            suspected: None,
+            recovery,
+            leader_heard: false,
+            preempt_from: preempt_from(&config, now),
+            preempt_pending: false,
+            config,
+        };
+        let mut cells = machine.cells;
+        cells.incarnation += 1;
+        machine.persist(cells);
+        if let Some(recovery) = &machine.recovery {
+            let (_, needed) = recovery.progress();
+            machine.fact(Fact::RecoveryStarted { needed });
+        }
+        machine.broadcast(Body::Probe);
+        machine.publish();
+        machine
+    }
+
+    /// This node's ID.
+    pub fn id(&self) -> NodeId {
+        self.config.id
+    }
+
+    /// The mode this machine runs.
+    pub fn mode(&self) -> Mode {
+        self.config.mode
+    }
+
+    /// The cells as last persisted (what a crash right now would keep).
+    pub fn cells(&self) -> Cells {
+        self.cells
+    }
+
+    /// The highest term this node has seen, durable or not.
+    pub fn seen_term(&self) -> u64 {
+        self.seen
+    }
+
+    /// The current view, as last computed from the state. A reader that must not see a
+    /// stale coordinator (Q4) uses [`Machine::role_at`] or checks [`Machine::lease_until`].
+    pub fn view(&self) -> View {
+        let (role, epoch) = match self.state {
+            State::Follower { epoch, .. } => (Role::Follower, Some(epoch)),
+            State::Coordinator { epoch, .. } => (Role::Coordinator, Some(epoch)),
+            _ => (Role::Candidate, None),
+        };
+        View {
+            id: self.config.id,
+            role,
+            epoch,
+            eligible: self.eligible,
+            incarnation: self.cells.incarnation,
+        }
+    }
+
+    /// The role at `now`, read against the lease (Q4): a coordinator whose lease has run
+    /// out is not one, even before its next tick demotes it.
+    pub fn role_at(&self, now: Millis) -> Role {
+        let role = self.view().role;
+        match self.lease_until() {
+            Some(until) if role == Role::Coordinator && now >= until && !self.flawed_lease() => {
+                Role::Candidate
+            }
+            _ => role,
+        }
+    }
+
+    /// While the node recovers from an empty store: how many peers have reported their
+    /// terms, and how many must (src/protocol/recovery.rs). `None` once it may vote.
+    pub fn recovery_progress(&self) -> Option<(usize, usize)> {
+        self.recovery.as_ref().map(Recovery::progress)
+    }
+
+    /// The next action to run, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Feeds one event at time `now`.
+    pub fn handle(&mut self, event: Event, now: Millis) {
+        match event {
+            Event::Tick => self.on_tick(now),
+            Event::PeerDown(peer) => self.on_peer_down(peer, now),
+            Event::PeerUp(peer) => self.on_peer_up(peer, now),
+            Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
+            Event::Shutdown => self.on_shutdown(now),
+            Event::Message { from, msg } => {
+                // Validate before observing: a message we refuse must not raise our term.
+                let refused = misbehaviour::misbehaviour(&self.config, self.seen, from, &msg);
+                if let Some(what) = refused {
+                    self.actions
+                        .push_back(Action::Misbehaved { peer: from, what });
+                    return;
+                }
+                let newly_heard = self.heard_from(from);
+                self.observe(msg.term);
+                if self.recovery.is_some() && !self.handle_while_recovering(&msg) {
+                    return self.publish();
+                }
+                self.on_message(from, msg, now);
+                // After the message itself: a heartbeat that brings the last higher peer
+                // is followed, not answered with an election.
+                if newly_heard {
+                    self.on_reach_change(now);
+                }
+            }
+        }
+        self.publish();
+    }
+}
+
+/// Where the modes part: the only place that asks which mode runs.
+impl Machine {
+    /// A valid message, handed to the rule that handles it in this node's mode.
+    fn on_message(&mut self, from: NodeId, msg: Message, now: Millis) {
+        match (self.config.mode, msg.body) {
+            (_, Body::Election { accepted }) => self.on_election(from, msg.term, accepted, now),
+            (_, Body::Answer) => self.on_answer(now),
+            // Classic: a declaration and a heartbeat are both a claim to follow.
+            (Mode::Classic, Body::Coordinator { epoch }) => self.on_claim(from, epoch, false, now),
+            (Mode::Classic, Body::Heartbeat { epoch, .. }) => self.on_claim(from, epoch, true, now),
+            // Quorum: a declaration asks for acceptance (Q1), a heartbeat for the lease.
+            (Mode::Quorum, Body::Coordinator { epoch }) => self.on_declaration(from, epoch, now),
+            (Mode::Quorum, Body::Heartbeat { epoch, round }) => {
+                self.on_heartbeat(from, epoch, round, now)
+            }
+            (Mode::Classic, Body::Ack { accepted, .. }) => {
+                self.on_classic_ack(msg.term, accepted, now)
+            }
+            (Mode::Quorum, Body::Ack { accepted, round }) => {
+                self.on_quorum_ack(from, msg.term, accepted, round, now)
+            }
+            (_, Body::Probe) => self.on_probe(from),
+            (_, Body::Resign { epoch }) => self.on_resign(epoch, now),
+            (Mode::Quorum, Body::PreVote { term, heard }) => {
+                self.on_prevote(from, term, heard, now);
+            }
+            (Mode::Quorum, Body::Vote { term }) => self.on_vote(from, term, now),
+            // A classic node ignores quorum-only messages (a mixed-mode cluster is a
+            // config error the operator sees in the logs of both).
+            (Mode::Classic, Body::PreVote { .. } | Body::Vote { .. }) => {}
+            (_, Body::TermQuery) => self.send(from, Body::TermReport),
+            (_, Body::TermReport) => self.on_term_report(from, now),
+        }
+    }
+
+    /// No higher node will run (answer_timeout): classic declares at once; quorum asks
+    /// for pre-votes first (Q6).
+    fn run_for_office(&mut self, now: Millis) {
+        match self.config.mode {
+            Mode::Classic => self.declare(now),
+            Mode::Quorum => self.begin_prevote(now),
+        }
+    }
+
+    /// Our declaration of `epoch` went out: classic takes office at once; quorum waits
+    /// for a majority to accept it (Q2).
+    fn after_declaring(&mut self, epoch: Epoch, now: Millis) {
+        match self.config.mode {
+            Mode::Classic => self.take_office(epoch, now),
+            Mode::Quorum => self.collect_acceptances(epoch, now),
+        }
+    }
+
+    /// Before an election's messages go out: a quorum coordinator leaves office first (it
+    /// must win a majority again); a classic one stays in office and re-declares.
+    fn before_electing(&mut self, now: Millis) {
+        match self.config.mode {
+            Mode::Classic => {}
+            Mode::Quorum => {
+                if matches!(self.state, State::Coordinator { .. }) {
+                    let reason = self.leaving.unwrap_or(DemotionReason::NewerEpoch);
+                    let next = self.idle_state(now);
+                    self.leave_office(reason, next, now);
+                }
+            }
+        }
+    }
+
+    /// peer_up for the leader we follow: quorum acks it (its lease runs on our acks);
+    /// classic tells it our accepted epoch, as it answers a probe.
+    fn greet_leader(&mut self, epoch: Epoch, now: Millis) {
+        match self.config.mode {
+            Mode::Classic => self.on_probe(epoch.leader),
+            Mode::Quorum => self.ack(epoch, 0, now),
+        }
+    }
+
+    /// answer_lower in office: news of a newer epoch than ours makes us give way
+    /// (newer_news); otherwise the sender is reminded of our office, by a Coordinator
+    /// (classic) or by a heartbeat of the current lease round (quorum).
+    fn answer_election_in_office(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        accepted: Option<Epoch>,
+        epoch: Epoch,
+        now: Millis,
+    ) {
+        if self.outdates(term, accepted, epoch) {
+            return self.newer_news(now);
+        }
+        match self.config.mode {
+            Mode::Classic => self.send(from, Body::Coordinator { epoch }),
+            Mode::Quorum => {
+                let round = self.current_round();
+                self.send(from, Body::Heartbeat { epoch, round })
+            }
+        }
+    }
+
+    /// newer_news: whether a peer's term and accepted epoch show that our office `epoch`
+    /// is no longer current. Classic: a higher term, or a higher accepted epoch. Quorum:
+    /// only an accepted epoch counts, of a higher term or of our term held by another
+    /// declarer.
+    fn outdates(&self, term: u64, accepted: Option<Epoch>, epoch: Epoch) -> bool {
+        match self.config.mode {
+            Mode::Classic => term > epoch.term || accepted > Some(epoch),
+            Mode::Quorum => accepted
+                .is_some_and(|a| a.term > epoch.term || (a.term == epoch.term && a != epoch)),
+        }
+    }
+
+    /// ineligible in office: quorum leaves office before its Resign goes out (Q7's
+    /// order); classic resigns first.
+    fn resign_ineligible(&mut self, epoch: Epoch, next: State, now: Millis) {
+        match self.config.mode {
+            Mode::Classic => {
+                self.broadcast(Body::Resign { epoch });
+                self.leave_office(DemotionReason::Ineligible, next, now);
+            }
+            Mode::Quorum => {
+                self.leave_office(DemotionReason::Ineligible, next, now);
+                self.broadcast(Body::Resign { epoch });
+            }
+        }
+    }
+
+    /// newer_news: whether a coordinator re-declares above a newer epoch, staying in
+    /// office. Classic does when it preempts and no higher node is reachable; quorum
+    /// never does (it needs a majority's pre-votes first).
+    fn redeclares_over_newer_news(&self) -> bool {
+        match self.config.mode {
+            Mode::Classic => {
+                self.config.preempt != Preempt::Never && self.reachable_higher().is_empty()
+            }
+            Mode::Quorum => false,
+        }
+    }
+}
+
+/// A quorum node's fresh [`QuorumState`]; none for a classic node. restart_holdoff
+/// (Q5): promises made in an earlier life were volatile, so a node that had accepted
+/// anything accepts no declaration for D. A node that never accepted anything never
+/// promised anything, so a fresh cluster starts without waiting.
+fn quorum_state(config: &MachineConfig, loaded: &Cells, now: Millis) -> Option<QuorumState> {
+    let holdoff_until = match loaded.accepted {
+        Some(_) => now + config.timing.suspect_after_ms,
+        None => now,
+    };
+    match config.mode {
+        Mode::Classic => None,
+        Mode::Quorum => Some(QuorumState::new(holdoff_until)),
+    }
+}
+
+/// The start-up state (I4): probing, no election for `max(T, preempt_delay)` (D more with
+/// preempt never in classic mode), nor before every higher peer has been up unless the
+/// start-up wait gives up first. A node on an empty store enters it again once it has
+/// recovered, as if it started then (src/protocol/recovery.rs).
+fn starting(config: &MachineConfig, now: Millis) -> State {
+    let timing = config.timing;
+    let mut wait = timing.answer_timeout_ms.max(timing.preempt_delay_ms);
+    if config.preempt == Preempt::Never && config.mode == Mode::Classic {
+        // A live coordinator heartbeats every peer within D; a node that must not
+        // out-declare it listens that long before it may declare (quorum mode needs
+        // no wait: the coordinator's followers refuse the upstart).
+        wait = wait.max(timing.suspect_after_ms);
+    }
+    let wait = if config.peers.is_empty() { 0 } else { wait };
+    State::Starting {
+        until: now + wait,
+        give_up: now + timing.startup_wait_ms().max(wait),
+    }
+}
+
+/// When a node (re)started at `now` may first bully a live lower coordinator.
+fn preempt_from(config: &MachineConfig, now: Millis) -> Millis {
+    if config.peers.is_empty() {
+        now
+    } else {
+        now + config.timing.preempt_delay_ms
+    }
+}

@@ -1,0 +1,86 @@
+//! Everything the machine emits, queued in the order the caller must run it: cells to
+//! persist (before anything that reveals them, I3), messages, facts and the view; and
+//! [`Machine::enter`], the one door every state change goes through, so that taking and
+//! leaving office are reported exactly once.
+
+use super::event::Action;
+use super::state::State;
+use super::Machine;
+use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
+use crate::protocol::message::{Body, Message};
+use crate::protocol::view::{DemotionReason, Fact};
+
+impl Machine {
+    /// Every state change goes through here, so leaving and taking office are reported
+    /// as facts exactly once, in order with the other actions.
+    pub(super) fn enter(&mut self, state: State, now: Millis) {
+        let old = std::mem::replace(&mut self.state, state);
+        let reason = self.leaving.take();
+        if let State::Coordinator { epoch, .. } = old {
+            if !matches!(state, State::Coordinator { epoch: e, .. } if e == epoch) {
+                let office_ended_at = match self.quorum.as_mut().and_then(|q| q.lease.take()) {
+                    Some(lease) if !self.flawed_lease() => lease.until().min(now),
+                    _ => now,
+                };
+                self.fact(Fact::Demoted {
+                    epoch,
+                    reason: reason.unwrap_or(DemotionReason::NewerEpoch),
+                    office_ended_at,
+                });
+            }
+        }
+        if let State::Coordinator { epoch, .. } = state {
+            self.suspected = None;
+            if !matches!(old, State::Coordinator { epoch: e, .. } if e == epoch) {
+                self.fact(Fact::Established { epoch });
+            }
+        }
+    }
+
+    /// Raises the highest term seen.
+    pub(super) fn observe(&mut self, term: u64) {
+        self.seen = self.seen.max(term);
+    }
+
+    /// Raises the highest term seen to a peer's accepted epoch, if it has one.
+    pub(super) fn observe_accepted(&mut self, accepted: Option<Epoch>) {
+        if let Some(a) = accepted {
+            self.observe(a.term);
+        }
+    }
+
+    pub(super) fn persist(&mut self, cells: Cells) {
+        self.cells = cells;
+        self.actions.push_back(Action::Persist(cells));
+    }
+
+    pub(super) fn fact(&mut self, fact: Fact) {
+        self.actions.push_back(Action::Fact(fact));
+    }
+
+    /// Sends `body` with our highest seen term.
+    pub(super) fn send(&mut self, to: NodeId, body: Body) {
+        let msg = Message {
+            term: self.seen,
+            body,
+        };
+        self.actions.push_back(Action::Send { to, msg });
+    }
+
+    /// Sends `body` to every peer.
+    pub(super) fn broadcast(&mut self, body: Body) {
+        for i in 0..self.config.peers.len() {
+            let peer = self.config.peers[i];
+            self.send(peer, body);
+        }
+    }
+
+    /// Publishes the view if it changed since it was last published.
+    pub(super) fn publish(&mut self) {
+        let view = self.view();
+        if self.published != Some(view) {
+            self.published = Some(view);
+            self.actions.push_back(Action::ViewChanged(view));
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The machine's side of a store recovery (src/protocol/recovery.rs): what a node on an
+//! empty store does with messages until enough peers reported their terms, and how it
+//! starts over once they have.
+
+use super::Machine;
+use super::{preempt_from, starting};
+use crate::protocol::epoch::{Cells, Millis, NodeId};
+use crate::protocol::message::{Body, Message};
+use crate::protocol::view::Fact;
+
+impl Machine {
+    /// While recovering an empty store: whether `msg` is handled as usual. Claims,
+    /// Elections and pre-votes are not (the node may neither follow, answer nor vote
+    /// before it knows which terms it forgot); the terms they name still count as seen.
+    pub(super) fn handle_while_recovering(&mut self, msg: &Message) -> bool {
+        match msg.body {
+            Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } => {
+                self.observe(epoch.term);
+                false
+            }
+            Body::Election { accepted } => {
+                self.observe_accepted(accepted);
+                false
+            }
+            Body::PreVote { .. } => false,
+            Body::Answer
+            | Body::Ack { .. }
+            | Body::Probe
+            | Body::Resign { .. }
+            | Body::Vote { .. }
+            | Body::TermQuery
+            | Body::TermReport => true,
+        }
+    }
+
+    /// A peer's answer to our `TermQuery` (its term already observed). Once enough have
+    /// answered, the highest term seen becomes the term cell, persisted before the node
+    /// votes for anything (src/protocol/recovery.rs).
+    pub(super) fn on_term_report(&mut self, from: NodeId, now: Millis) {
+        let Some(recovery) = self.recovery.as_mut() else {
+            return;
+        };
+        if !recovery.report(from) {
+            return;
+        }
+        self.recovery = None;
+        let term = self.seen;
+        if term > self.cells.term {
+            self.persist(Cells { term, ..self.cells });
+        }
+        self.fact(Fact::Recovered { term });
+        // Start again, as if it started now: probe for the coordinator, wait for higher
+        // peers, then elect in Bully order (it answered no Election meanwhile).
+        self.state = starting(&self.config, now);
+        self.preempt_from = preempt_from(&self.config, now);
+        self.broadcast(Body::Probe);
+    }
+}
