@@ -3,7 +3,7 @@
 
 use super::health::HealthState;
 use crate::boot_clock::BootInstant;
-use crate::protocol::{Cells, Epoch, Mode, NodeId, Role, Timing, View};
+use crate::protocol::{lease, Cells, Epoch, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
@@ -101,8 +101,9 @@ impl Status {
 
     /// The status as a reader must see it at `now` (Q4): a coordinator whose lease has
     /// run out is reported as a candidate that knows no coordinator, even if the node
-    /// was paused and has not noticed yet. Every reader (CLI, HTTP, hooks' environment)
-    /// goes through here.
+    /// was paused and has not noticed yet. Every reader (CLI, HTTP, `/metrics`, the
+    /// health check's environment) goes through here; the rule itself is
+    /// `protocol::lease::role_at`, the machine's too.
     pub fn as_of_now(&self) -> Status {
         self.as_of(BootInstant::now())
     }
@@ -110,14 +111,14 @@ impl Status {
     /// [`Status::as_of_now`] at a given instant.
     pub fn as_of(&self, now: BootInstant) -> Status {
         let mut status = self.clone();
-        let lease_over = match (status.mode, status.lease_until) {
-            (_, Some(until)) => now >= until,
+        let office_ends = match (status.mode, status.lease_until) {
+            (_, Some(until)) => Some(until),
             // In quorum mode the role exists only under a lease.
-            (Mode::Quorum, None) => true,
-            (Mode::Classic, None) => false,
+            (Mode::Quorum, None) => Some(now),
+            (Mode::Classic, None) => None,
         };
-        if status.role == Role::Coordinator && lease_over {
-            status.role = Role::Candidate;
+        status.role = lease::role_at(status.role, office_ends, now);
+        if status.role != self.role {
             status.coordinator = None;
             status.epoch = None;
         }

@@ -11,7 +11,21 @@
 //! in src/protocol/timing.rs.
 
 use super::epoch::{Epoch, Millis, NodeId};
+use super::view::Role;
 use std::collections::{BTreeMap, VecDeque};
+
+/// Q4, the one rule every reader of the role applies, on whatever clock it reads: a
+/// coordinator whose office ends at `office_ends` (its lease end; `None` for an office
+/// with no end, as in classic mode) is no coordinator at or after that instant, even
+/// before its own next step notices. The machine ([`crate::protocol::Machine::role_at`])
+/// and a node's published status (`Status::as_of` in `src/api/status.rs`) both read the
+/// role through here.
+pub fn role_at<T: Ord>(role: Role, office_ends: Option<T>, now: T) -> Role {
+    match office_ends {
+        Some(end) if role == Role::Coordinator && now >= end => Role::Candidate,
+        _ => role,
+    }
+}
 
 /// A follower's promise to its leader: no other declaration before `until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,8 @@
 //! What a message tells its receiver about the sender's stored cells: the one place
 //! that reads a [`Body`] for invariant I3 (durability: an epoch is in the flushed cells
 //! before any message reveals it). The simulator and the model checker both judge a
-//! send by it, through `crate::checker::check_send`.
+//! send by it, through `crate::checker::check_send`; the machine reads a claim through
+//! it when it checks who may send one.
 
 use super::{Body, Epoch};
 

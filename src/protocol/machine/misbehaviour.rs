@@ -9,6 +9,7 @@
 use super::config::MachineConfig;
 use crate::protocol::epoch::NodeId;
 use crate::protocol::message::{Body, Message};
+use crate::protocol::reveal::Reveal;
 
 /// The furthest a message's term may be above the highest term we have seen. Each
 /// election raises the term by one, so no honest peer is anywhere near this; a peer
@@ -61,23 +62,17 @@ pub(super) fn misbehaviour(
     match msg.body {
         Body::Election { .. } if from > config.id => Some(Misbehaviour::ElectionFromHigher),
         Body::Answer if from < config.id => Some(Misbehaviour::AnswerFromLower),
-        Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch }
-            if epoch.leader != from =>
-        {
-            Some(Misbehaviour::ForeignClaim)
-        }
-        _ => None,
+        _ => match msg.body.reveals() {
+            Reveal::Claim(epoch) if epoch.leader != from => Some(Misbehaviour::ForeignClaim),
+            _ => None,
+        },
     }
 }
 
 /// The highest term a message body names, besides the sender's own term.
 fn message_epoch_term(body: &Body) -> Option<u64> {
     match *body {
-        Body::Election { accepted } | Body::Ack { accepted, .. } => accepted.map(|e| e.term),
-        Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } | Body::Resign { epoch } => {
-            Some(epoch.term)
-        }
         Body::PreVote { term, .. } | Body::Vote { term } => Some(term),
-        Body::Answer | Body::Probe | Body::TermQuery | Body::TermReport => None,
+        _ => body.reveals().epoch().map(|e| e.term),
     }
 }

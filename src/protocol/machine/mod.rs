@@ -59,6 +59,7 @@ pub use event::{Action, Event};
 pub use misbehaviour::{Misbehaviour, MAX_TERM_JUMP};
 
 use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
+use crate::protocol::lease;
 use crate::protocol::message::{Body, Message};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
@@ -185,13 +186,8 @@ impl Machine {
     /// The role at `now`, read against the lease (Q4): a coordinator whose lease has run
     /// out is not one, even before its next tick demotes it.
     pub fn role_at(&self, now: Millis) -> Role {
-        let role = self.view().role;
-        match self.lease_until() {
-            Some(until) if role == Role::Coordinator && now >= until && !self.flawed_lease() => {
-                Role::Candidate
-            }
-            _ => role,
-        }
+        let ends = self.lease_until().filter(|_| !self.flawed_lease());
+        lease::role_at(self.view().role, ends, now)
     }
 
     /// While the node recovers from an empty store: how many peers have reported their
