@@ -534,7 +534,7 @@ fn gave_way() {
 fn bully_while_awaiting() {
     // Node 2 followed 1@1 while unhealthy. Healthy again, it elects; 3 answers. While
     // it waits for 3's Coordinator, 1's heartbeat (the epoch 2 accepted) must not make
-    // it settle under a lower leader (the Awaiting fix in machine.rs).
+    // it settle under a lower leader (the Awaiting fix in src/protocol/machine/).
     let mut cfg = config(2, &[1, 3]);
     cfg.eligible = false;
     let mut m = started(cfg, 0);

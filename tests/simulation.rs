@@ -370,7 +370,7 @@ fn partition_heals_to_one_coordinator() {
 
 #[test]
 fn eligible_node_never_settles_under_a_lower_leader() {
-    // Regression for the Awaiting fix in machine.rs. Phase 1: 2 and 3 are unhealthy,
+    // Regression for the Awaiting fix in src/protocol/machine/. Phase 1: 2 and 3 are unhealthy,
     // so 1 leads and both follow it. Phase 2: 3 restarts healthy; while it is still
     // starting, 2 becomes healthy and asks 3, which answers, then dies right after
     // persisting its declaration (nothing revealed). Phase 3: 2 must not settle under

@@ -30,9 +30,9 @@ pub struct MetricsSnapshot {
     pub is_coordinator: bool,
     /// The term of the epoch this node follows or leads; 0 while it knows none.
     pub epoch_term: u64,
-    /// Messages handed to the transport, keyed by [`MessageKind::name`].
+    /// Messages handed to the transport, keyed by [`crate::protocol::MessageKind::name`].
     pub sent: BTreeMap<String, u64>,
-    /// Messages received from peers, keyed by [`MessageKind::name`].
+    /// Messages received from peers, keyed by [`crate::protocol::MessageKind::name`].
     pub received: BTreeMap<String, u64>,
     /// Election rounds begun: a batch of Election messages to higher IDs, or an
     /// immediate declaration by a node with no higher peer.

@@ -8,7 +8,7 @@
 //!   informational hook runs.
 //! - The runtime waits for one hook only: the `on_demoted` of a coordinator that leaves
 //!   office voluntarily ([`DemotedHook`]), which must finish before its Resign goes out
-//!   (see `runtime.rs` and `resign_hold.rs`).
+//!   (see `node/drive/runtime.rs` and `node/policy/resign_hold.rs`).
 //! - A hook still running after `timeout_ms` is killed with its whole process group;
 //!   failures (non-zero exit, timeout, cannot start) are logged and counted.
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which
@@ -28,7 +28,7 @@
 //! (coordinator, follower, candidate), `BULLY_MODE` (quorum, classic), `BULLY_TOKEN` and
 //! its older name `BULLY_EPOCH` (the fencing token of the epoch followed or led: unique
 //! per leadership and ordered: `term * 2^20 + leader` in both modes, see
-//! `Epoch::token` in `src/protocol/types.rs`), `BULLY_TERM`,
+//! `Epoch::token` in `src/protocol/epoch.rs`), `BULLY_TERM`,
 //! `BULLY_EPOCH_LEADER`, `BULLY_COORDINATOR`, `BULLY_PREVIOUS_COORDINATOR`,
 //! `BULLY_PREVIOUS_EPOCH` (the previous token), `BULLY_ELIGIBLE` (1 or 0),
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.

@@ -51,7 +51,7 @@ impl NodeHandle {
         self.local_addr
     }
 
-    /// Applies a re-read config without leaving the cluster (see [`super::reload`]):
+    /// Applies a re-read config without leaving the cluster (see `node/drive/reload.rs`):
     /// `Ok` says what changed, `Err` why nothing did.
     pub async fn reload(&self, config: NodeConfig) -> Result<String, ReloadError> {
         let (reply, answer) = oneshot::channel();

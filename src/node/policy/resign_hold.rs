@@ -4,7 +4,7 @@
 //! `on_demoted` before its Resign goes out: the successor's `on_elected` may promote its
 //! database moments after the Resign, and the old one must not be writable then.
 //!
-//! The machine (`src/protocol/machine.rs`) stays as it is: it reports the demotion as a
+//! The machine (`src/protocol/machine/`) stays as it is: it reports the demotion as a
 //! `Fact::Demoted`, publishes the new view (which queues `on_demoted`) and sends the
 //! Resign. This module only says how far the runtime may run before it waits for that
 //! hook; everything after the wait point (the Resign, a handover's vote) is held.

@@ -111,7 +111,7 @@ impl Publisher {
     /// Hands the lease end to readers (Q4). Watchers are woken only when a coordinator's
     /// lapsed lease comes back (a late ack renewed it before the machine noticed the
     /// lapse): readers see it lead again. Otherwise the lease changes with every acked
-    /// heartbeat and wakes nobody; a watcher wakes at the lapse by itself (`api.rs`).
+    /// heartbeat and wakes nobody; a watcher wakes at the lapse by itself (`node/serve/api.rs`).
     pub fn lease(&self, until: Option<BootInstant>) {
         let now = BootInstant::now();
         self.status.send_if_modified(|s| {

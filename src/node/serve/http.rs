@@ -6,7 +6,7 @@
 //! | `/coordinator` | 200 on a ready coordinator ([`Status::ready`]), else 503; epoch |
 //! | `/health`      | 200 while the node runs; JSON with role and eligibility        |
 //! | `/status`      | 200, the node's [`Status`] as JSON                             |
-//! | `/metrics`     | 200, OpenMetrics text ([`crate::node::publish::exposition`])                  |
+//! | `/metrics`     | 200, OpenMetrics text (`node/publish/exposition.rs`)           |
 //!
 //! A deliberately small HTTP/1.1 responder rather than a web framework: four read-only
 //! GET routes do not justify hyper's compile time on a 2-core CI. It reads one request

@@ -11,7 +11,7 @@
 //! A stand-aside (and the old coordinator's step-down) ends early when N, having led,
 //! stops leading and does not lead again within a grace (at once if N's connection is
 //! down): the nodes held back must not leave the cluster leaderless if N dies
-//! (the hold is part of [`crate::node::policy::eligibility`]).
+//! (the hold is part of `node/policy/eligibility.rs`).
 
 use crate::api::Status;
 use crate::api::{Request, Response};

@@ -61,7 +61,7 @@ impl Judge {
         if !self.slow_network {
             let mut quiet = quiet_window(timing, self.max_delay);
             if self.preempt == Preempt::Never && mode == Mode::Classic {
-                // Such a node listens D after a start before it may declare (machine.rs
+                // Such a node listens D after a start before it may declare (src/protocol/machine/
                 // `start`), silent like one in a preempt delay.
                 quiet.before_ms += timing.suspect_after_ms;
             }
