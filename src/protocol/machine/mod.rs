@@ -9,9 +9,11 @@
 //! actions after it may reveal the epoch it stores (invariant I3).
 //!
 //! # Where each rule lives
-//! Every rule of docs/design.md has a unit test of the same name in
-//! `tests/protocol_rules.rs` (both modes) or `tests/quorum_rules.rs` (quorum mode), and
-//! its text in the module doc of the one file that implements it:
+//! Every rule below is tested in `tests/protocol_rules.rs` (both modes) or
+//! `tests/quorum_rules.rs` (quorum mode), by a test of its name (defer within `suspect`,
+//! term_jump within `misbehaviour_term_overflow`, the store recovery by the
+//! `store_recovery_*` tests), and has its text in the module doc of the one file that
+//! implements it:
 //! - this file: start, and the dispatch of every event;
 //! - `reach.rs`: startup_wait, peer_up, and who counts as reachable for election;
 //! - `election.rs`: election, defer, answer_timeout, startup_answer,
