@@ -171,8 +171,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Every forbidden use in `layer`'s files, as `file:line: path (why)`.
-fn problems_in(layer: &Layer) -> Vec<String> {
+/// Fails, naming every forbidden use as `file:line: path (why)`, unless `layer`'s files
+/// keep its rule; `keeps` says what the rule keeps the layer free of.
+fn assert_layer_keeps_its_rule(layer: &Layer, keeps: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(layer.dir);
     let files = rust_files(&dir);
     assert!(files.len() >= 3, "expected the layer's files in {dir:?}");
@@ -183,27 +184,22 @@ fn problems_in(layer: &Layer) -> Vec<String> {
             problems.push(format!("{}:{found}", file.display()));
         }
     }
-    problems
+    assert!(
+        problems.is_empty(),
+        "{} must stay free of {keeps}:\n{}",
+        layer.dir,
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn the_protocol_imports_no_io_clock_randomness_or_upper_layer() {
-    let problems = problems_in(&PROTOCOL);
-    assert!(
-        problems.is_empty(),
-        "src/protocol must stay free of I/O, clocks, randomness and upper layers:\n{}",
-        problems.join("\n")
-    );
+    assert_layer_keeps_its_rule(&PROTOCOL, "I/O, clocks, randomness and upper layers");
 }
 
 #[test]
 fn the_node_policies_import_no_io_clock_or_runtime() {
-    let problems = problems_in(&POLICY);
-    assert!(
-        problems.is_empty(),
-        "src/node/policy must stay free of I/O, clock reads and the node's running parts:\n{}",
-        problems.join("\n")
-    );
+    assert_layer_keeps_its_rule(&POLICY, "I/O, clock reads and the node's running parts");
 }
 
 #[test]
