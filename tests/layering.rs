@@ -49,6 +49,10 @@ const POLICY: Layer = Layer {
         ("Instant::now", "clock (the runtime passes `now` in)"),
         ("SystemTime", "wall clock"),
         (
+            "as_of_now",
+            "clock (`Status::as_of_now` reads it; take `now` in)",
+        ),
+        (
             "super::super",
             "another wing of the node (name what it may use)",
         ),
@@ -226,4 +230,5 @@ fn the_policy_rule_allows_values_of_time_but_no_clock_or_runtime() {
     assert_eq!(uses(fine), Vec::<String>::new());
     let bad = "let now = std::time::Instant::now();\nuse crate::node::shared::tasks::NodeTasks;\nuse super::super::drive::runtime;\nuse crate::transport::Transport;\nuse tokio::sync::watch;\n";
     assert_eq!(uses(bad).len(), 5, "{:?}", uses(bad));
+    assert_eq!(uses("let s = status.as_of_now();").len(), 1);
 }

@@ -27,6 +27,8 @@ pub struct Histogram {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
     pub node: NodeId,
+    /// Whether the node leads, read against its lease: taken from the status read as of
+    /// now that the snapshot was made for (`Metrics::snapshot_for`).
     pub is_coordinator: bool,
     /// The term of the epoch this node follows or leads; 0 while it knows none.
     pub epoch_term: u64,

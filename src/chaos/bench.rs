@@ -58,13 +58,9 @@ pub async fn failover(config: &BenchConfig) -> Result<Report> {
         }
         progress.status(&format!("bench failover: run {run}/{} done", config.runs));
     }
-    let origin_ms = h.origin_ms;
-    let mut report = h.finish(|end_ms| RunParams {
+    let mut report = h.finish(|elapsed_s| RunParams {
         runs: Some(config.runs),
-        ..config.setup.params(
-            "chaos --bench failover",
-            (end_ms - origin_ms) as f64 / 1000.0,
-        )
+        ..config.setup.params("chaos --bench failover", elapsed_s)
     });
     progress.finish();
     report.failover_costs = costs.summary();

@@ -369,12 +369,14 @@ impl Harness {
     }
 
     /// Ends a run: a last look at the logs and the processes, the verdict and figures
-    /// up to now (`params` gets the end time), then every node is stopped.
-    pub fn finish(&mut self, params: impl FnOnce(Millis) -> RunParams) -> Report {
+    /// up to now (`params` gets the seconds since the cluster started), then every node
+    /// is stopped.
+    pub fn finish(&mut self, params: impl FnOnce(f64) -> RunParams) -> Report {
         self.poll();
         self.notice_exits();
         let end_ms = wall_ms();
-        let report = self.report(params(end_ms), end_ms);
+        let elapsed_s = end_ms.saturating_sub(self.origin_ms) as f64 / 1000.0;
+        let report = self.report(params(elapsed_s), end_ms);
         self.stop_all();
         report
     }

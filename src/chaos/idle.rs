@@ -122,9 +122,7 @@ pub async fn idle(config: &BenchConfig, window: Duration) -> Result<Report> {
         h.anomalies
             .push(format!("no first agreement on node {top} within {first:?}"));
     }
-    let origin_ms = h.origin_ms;
-    let mut report =
-        h.finish(|end_ms| setup.params("chaos --bench idle", (end_ms - origin_ms) as f64 / 1000.0));
+    let mut report = h.finish(|elapsed_s| setup.params("chaos --bench idle", elapsed_s));
     if let Some((f, startup)) = figures {
         report.idle = Some(f);
         report.startup_declarations = Some(startup);

@@ -42,12 +42,11 @@ async fn run_inner(args: &LocalArgs) -> anyhow::Result<()> {
     shell(&mut h, &mut watchers).await;
     watchers.stop_all();
     let (timing, mode) = (args.timing.timing(), args.mode.mode());
-    let origin_ms = h.origin_ms;
-    let report = h.finish(|end_ms| RunParams {
+    let report = h.finish(|elapsed_s| RunParams {
         command: "local".into(),
         mode,
         nodes: args.nodes,
-        duration_s: end_ms.saturating_sub(origin_ms) as f64 / 1000.0,
+        duration_s: elapsed_s,
         timing_profile: format!("{:?}", args.timing).to_lowercase(),
         timing,
         slack_ms: timing.convergence_bound_in(mode),

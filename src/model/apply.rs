@@ -126,6 +126,7 @@ impl Model {
         Ok(w)
     }
 
+    /// Starts (or restarts) node `i`'s machine on its stored cells at the world's time.
     pub(super) fn start(&self, w: &mut World, i: usize) -> Result<(), Violation> {
         let id = self.config.ids[i];
         let config = self.config.machine_config(id, w.nodes[i].eligible);
@@ -160,6 +161,7 @@ impl Model {
         }
     }
 
+    /// Hands `event` to node `i`'s machine and runs the actions it polls, checking them.
     pub(super) fn feed(&self, w: &mut World, i: usize, event: Event) -> Result<(), Violation> {
         let now = w.now;
         if let Some(m) = w.nodes[i].machine.as_mut() {

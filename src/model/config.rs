@@ -61,10 +61,12 @@ impl ModelConfig {
         }
     }
 
+    /// How many members make a majority.
     pub(super) fn majority(&self) -> usize {
         self.ids.len() / 2 + 1
     }
 
+    /// The machine config of member `id`, eligible or not.
     pub(super) fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
         MachineConfig {
             id,

@@ -21,12 +21,14 @@ impl Sim {
         self.notices.insert((at, self.seq), (node, peer, up));
     }
 
+    /// Tells `node` that its link to `peer` came up or went down, one message delay later.
     pub(super) fn notice_after_delay(&mut self, node: NodeId, peer: NodeId, up: bool) {
         let (lo, hi) = self.config.delay_ms;
         let at = self.now + self.rng.gen_range(lo..=hi.max(lo));
         self.notice_at(at, node, peer, up);
     }
 
+    /// Tells `node` that `peer` is gone once the transport's idle timeout would have said so.
     pub(super) fn notice_after_idle_timeout(&mut self, node: NodeId, peer: NodeId) {
         let timing = &self.config.timing;
         let (lo, hi) = (
@@ -49,6 +51,7 @@ impl Sim {
         alive(a) && alive(b) && self.connected(a, b)
     }
 
+    /// Delivers a link notice that is due, unless the link changed back meanwhile.
     pub(super) fn fire_notice(&mut self, node: NodeId, peer: NodeId, up: bool) {
         if !self.is_up(node) || self.link_alive(node, peer) != up {
             return;
@@ -88,6 +91,7 @@ impl Sim {
         }
     }
 
+    /// Records `msg` and puts it in flight on the `from` → `to` link, FIFO with random delay.
     pub(super) fn send(&mut self, from: NodeId, to: NodeId, msg: Message) {
         *self.sent.entry(msg.body.kind()).or_default() += 1;
         self.record(from, Record::Sent { to, msg });
@@ -113,6 +117,8 @@ impl Sim {
         });
     }
 
+    /// A flight arrives: delivered, or lost (cut, not delivered that way, the receiver
+    /// paused past the idle timeout, crashed or restarted since it was sent).
     pub(super) fn land(&mut self, f: Flight) {
         let node = &self.nodes[&f.to];
         let timeout = self.config.timing.peer_idle_timeout_ms();
@@ -140,6 +146,7 @@ impl Sim {
         );
     }
 
+    /// A crash of `id`: loses a random tail of each of its links' messages still in flight.
     pub(super) fn lose_unsent_suffix(&mut self, id: NodeId) {
         let mut flights = std::mem::take(&mut self.flights).into_sorted_vec();
         flights.reverse(); // earliest first

@@ -112,6 +112,7 @@ impl Sim {
         }
     }
 
+    /// Fires node `id`'s timer if its deadline has come.
     pub(super) fn tick_if_due(&mut self, id: NodeId) {
         let due = self.next_deadline(id).is_some_and(|d| d <= self.now);
         if !due {
@@ -135,6 +136,7 @@ impl Sim {
         }
     }
 
+    /// Hands `event` to node `id`'s machine and runs the actions it polls.
     pub(super) fn feed(&mut self, id: NodeId, event: Event) {
         if let Event::Message { from, msg } = event {
             self.record(id, Record::Received { from, msg });

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 /// The receivers the runtime selects over.
 pub struct Inputs {
-    /// Changed by [`super::NodeHandle::shutdown`], closed when the handle is dropped:
+    /// Changed by [`crate::node::NodeHandle::shutdown`], closed when the handle is dropped:
     /// either stops the node.
     pub stop_requested: watch::Receiver<bool>,
     pub transport: mpsc::Receiver<TransportEvent>,

@@ -102,7 +102,7 @@ impl<const B: usize> AtomicHistogram<B> {
 }
 
 impl Metrics {
-    /// Zeroed counters for `node`; eligible, no health check, not coordinator.
+    /// Zeroed counters for `node`; eligible, no health check.
     pub fn new(node: NodeId) -> Metrics {
         Metrics {
             node,

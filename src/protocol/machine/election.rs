@@ -101,6 +101,7 @@ impl Machine {
         }
     }
 
+    /// An Answer from a higher node: it takes over, so wait for its declaration.
     pub(super) fn on_answer(&mut self, now: Millis) {
         if let State::Electing { .. } | State::PreVoting { .. } = self.state {
             // A live higher node runs now; should it fail, our next election asks the

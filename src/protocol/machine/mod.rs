@@ -29,8 +29,9 @@
 //!
 //! # Where the modes part
 //! The two modes share the Bully election and differ in a handful of steps. This file
-//! alone asks which mode runs: at start (`quorum_state`, `starting`) and in the `impl`
-//! block headed "where the modes part", one method per step that differs. The rules
+//! alone asks which mode is configured: at start (`quorum_state`, `starting`) and in
+//! the `impl` block headed "where the modes part", one method per step that differs
+//! (elsewhere a rule may only ask whether the quorum state is there). The rules
 //! in the other files call those methods and read the same in both modes; a classic
 //! machine carries no quorum state at all (`Machine::quorum` is `None`).
 //!

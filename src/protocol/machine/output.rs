@@ -49,11 +49,13 @@ impl Machine {
         }
     }
 
+    /// Adopts `cells` and asks the driver to store them before any later action runs.
     pub(super) fn persist(&mut self, cells: Cells) {
         self.cells = cells;
         self.actions.push_back(Action::Persist(cells));
     }
 
+    /// Reports a fact of the machine's own (election started, declared, ...).
     pub(super) fn fact(&mut self, fact: Fact) {
         self.actions.push_back(Action::Fact(fact));
     }
