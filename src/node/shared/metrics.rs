@@ -10,7 +10,6 @@
 use crate::api::{HealthState, Histogram, HookCounts, MetricsSnapshot, Status, HOOK_NAMES};
 use crate::protocol::{MessageKind, NodeId, Role};
 use crate::transport::{Transport, TransportStats};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -223,14 +222,6 @@ impl Metrics {
     /// against the lease like every other reader (Q4): what the API, `/metrics` and the
     /// chaos runner read.
     pub fn snapshot_for(&self, status: &Status) -> MetricsSnapshot {
-        let mut snapshot = self.counters();
-        snapshot.is_coordinator = status.role == Role::Coordinator;
-        snapshot.peer_up = status.peers.iter().map(|p| (p.id, p.connected)).collect();
-        snapshot
-    }
-
-    /// Every counter now, without the role and peers a status adds.
-    fn counters(&self) -> MetricsSnapshot {
         let by_kind = |counters: &[AtomicU64; KINDS]| {
             MessageKind::ALL
                 .iter()
@@ -239,7 +230,7 @@ impl Metrics {
         };
         MetricsSnapshot {
             node: self.node,
-            is_coordinator: false,
+            is_coordinator: status.role == Role::Coordinator,
             epoch_term: load(&self.epoch_term),
             sent: by_kind(&self.sent),
             received: by_kind(&self.received),
@@ -266,7 +257,7 @@ impl Metrics {
             eligible: self.eligible.load(Ordering::Relaxed),
             failover: self.failover.snapshot(),
             persist: self.persist.snapshot(),
-            peer_up: BTreeMap::new(),
+            peer_up: status.peers.iter().map(|p| (p.id, p.connected)).collect(),
             transport: match &*self.transport_counters() {
                 TransportCounters::None => TransportStats::default(),
                 TransportCounters::Live(transport) => transport.stats(),
@@ -294,6 +285,7 @@ fn kind_index(kind: MessageKind) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Mode;
 
     #[test]
     fn snapshot_counts_by_kind_and_buckets() {
@@ -305,7 +297,13 @@ mod tests {
         m.observe_failover(Duration::from_secs(20));
         m.hook_ran("on_change", true);
         m.set_health(HealthState::Failing);
-        let s = m.counters();
+        let s = m.snapshot_for(&Status::for_test(
+            3,
+            Role::Follower,
+            None,
+            Mode::Quorum,
+            &[],
+        ));
         assert_eq!(s.sent["heartbeat"], 2);
         assert_eq!(s.sent["election"], 0);
         assert_eq!(s.received["ack"], 1);
