@@ -11,8 +11,7 @@
 
 use super::environment::environment;
 use super::shell::{self, Shell};
-use crate::api::HealthState;
-use crate::api::Status;
+use crate::api::{HealthState, Status};
 use crate::config::HealthConfig;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;

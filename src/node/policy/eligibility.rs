@@ -11,8 +11,7 @@
 
 use super::config_conflict::ConfigConflicts;
 use super::step_down::{self, Answered, Handover};
-use crate::api::HealthState;
-use crate::api::Status;
+use crate::api::{HealthState, Status};
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
 use crate::transport::ConfigMismatch;
 

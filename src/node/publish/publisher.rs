@@ -6,8 +6,7 @@
 //! led-epoch watch changes before any hook is queued, so a running `on_elected` for an
 //! epoch that is over is killed first.
 
-use crate::api::HealthState;
-use crate::api::Status;
+use crate::api::{HealthState, Status};
 use crate::boot_clock::BootInstant;
 use crate::node::commands::hooks::{DemotedHook, Hooks};
 use crate::node::policy::readiness::{AfterElectedHook, Readiness};
