@@ -152,6 +152,20 @@ where
     }
 }
 
+/// The first wall-clock millisecond after `t`: a cut at it keeps every record stamped
+/// at or before `t` and none stamped after the caller goes on.
+pub async fn wall_ms_after(t: u64) -> u64 {
+    wait_until(
+        "the wall clock to pass a millisecond",
+        Duration::from_secs(5),
+        || async {
+            let now = bully::wall_clock::wall_ms();
+            (now > t).then_some(now)
+        },
+    )
+    .await
+}
+
 /// A quinn client config built by hand: trusts `ca`, presents `cert` (or nothing).
 pub fn raw_client(ca: &Path, cert: Option<(&Path, &Path)>, alpn: &[u8]) -> quinn::ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
