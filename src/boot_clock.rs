@@ -20,7 +20,8 @@ use std::time::Duration;
 pub struct BootInstant(Duration);
 
 /// Which clock this process reads, chosen on first use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Source {
     /// CLOCK_BOOTTIME: counts time suspended.
     Boottime,
@@ -62,6 +63,17 @@ impl BootInstant {
         // read failed there would be no time to go by, and 0 keeps deadlines due.
         let spec = clock_gettime(clock).unwrap_or_else(|_| TimeSpec::new(0, 0));
         BootInstant(Duration::from(spec))
+    }
+
+    /// This reading in nanoseconds, to hand to another process on this host (the
+    /// keeper channel, `src/api/keeper.rs`): every process reads the same clock.
+    pub fn as_nanos(self) -> u64 {
+        u64::try_from(self.0.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A reading another process on this host handed over with [`BootInstant::as_nanos`].
+    pub fn from_nanos(nanos: u64) -> BootInstant {
+        BootInstant(Duration::from_nanos(nanos))
     }
 
     /// How long after `earlier` this is (zero if it is not after).

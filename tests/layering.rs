@@ -42,7 +42,8 @@ const PROTOCOL: Layer = Layer {
 
 /// The node's decisions: durations and instants as values, never read from a clock
 /// (the runtime passes `now` in); the shared types, the config's values, the
-/// transport's config-mismatch report and the mailbox's hook result, nothing that runs.
+/// transport's config-mismatch report, the mailbox's hook result and the boot clock's
+/// instant type (a value; reading the clock stays forbidden), nothing that runs.
 const POLICY: Layer = Layer {
     dir: "src/node/policy",
     also_forbidden: &[
@@ -61,6 +62,7 @@ const POLICY: Layer = Layer {
         "protocol",
         "api",
         "config",
+        "boot_clock::BootInstant",
         "transport::MismatchKind",
         "transport::ConfigMismatch",
         "node::policy",

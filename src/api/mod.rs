@@ -7,12 +7,15 @@
 //! - `status`: [`Status`], what a node tells the world, read as of now against its lease.
 //! - `counters`: [`MetricsSnapshot`], a copy of the node's counters.
 //! - `health`: [`HealthState`], the health check's verdict and its every translation.
+//! - [`keeper`]: the lines a node and its keepers (`bully run`) exchange over the
+//!   unix socket in the data dir: the grant of office with its deadlines, the release.
 //! - [`event_log`]: the append-only history a node writes in its data dir and the
 //!   tests, `cluster` and the chaos runner read.
 
 mod counters;
 pub mod event_log;
 mod health;
+pub mod keeper;
 mod request;
 mod status;
 

@@ -108,6 +108,24 @@ impl Timing {
         }
     }
 
+    /// How long after a heartbeat round was sent (in quorum mode: the newest round a
+    /// majority acked) no other node can take office, on the sender's clock: D less the
+    /// drift allowance ([`DRIFT_BOUND_PERMILLE`] of D, rounded up). A follower suspects
+    /// (classic) or its promise binds (quorum) for D of its own clock after it heard the
+    /// round, which is at least D / 1.01 of real time; on a sender's clock running up
+    /// to 1 % slow that is at least D x 0.99 / 1.01 > 0.98 D. A keeper that has fenced
+    /// its host's database by then has done so before any successor could be elected
+    /// (`src/keeper/plan.rs`).
+    pub fn takeover_floor_ms(&self) -> Millis {
+        self.suspect_after_ms.saturating_sub(drift_ms(self))
+    }
+
+    /// How long after an acked send the coordinator's lease lasts (see
+    /// [`lease_span_ms`]).
+    pub fn lease_span_ms(&self) -> Millis {
+        lease_span_ms(self)
+    }
+
     /// Checks the relations the algorithm relies on; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if self.heartbeat_ms == 0 {
@@ -146,9 +164,13 @@ pub const DRIFT_BOUND_PERMILLE: u64 = 20;
 /// How much shorter the coordinator's lease is than its followers' promise: the larger
 /// of one heartbeat period and [`DRIFT_BOUND_PERMILLE`] of D, rounded up.
 pub fn drift_margin_ms(timing: &Timing) -> Millis {
+    timing.heartbeat_ms.max(drift_ms(timing))
+}
+
+/// [`DRIFT_BOUND_PERMILLE`] of D, rounded up: how far two clocks may drift apart in D.
+fn drift_ms(timing: &Timing) -> Millis {
     let drift = u128::from(timing.suspect_after_ms) * u128::from(DRIFT_BOUND_PERMILLE);
-    let drift = Millis::try_from(drift.div_ceil(1000)).unwrap_or(Millis::MAX);
-    timing.heartbeat_ms.max(drift)
+    Millis::try_from(drift.div_ceil(1000)).unwrap_or(Millis::MAX)
 }
 
 /// How long after an acked send the coordinator's lease lasts: D less the drift margin
@@ -201,6 +223,27 @@ mod tests {
                 assert!(
                     lease_real <= promise_real,
                     "D {d} heartbeat {heartbeat}: lease {lease_real} > promise {promise_real}"
+                );
+            }
+        }
+    }
+
+    /// The takeover floor lies between the lease end and D, and on clocks 1 % apart
+    /// (sender slow, follower fast) still before the earliest real takeover.
+    #[test]
+    fn the_takeover_floor_falls_after_the_lease_and_before_any_successor() {
+        assert_eq!(timing(100, 300).takeover_floor_ms(), 294);
+        assert_eq!(timing(100, 10_000).takeover_floor_ms(), 9_800);
+        for d in (3..2_000).chain((2_000..200_000).step_by(997)) {
+            for heartbeat in [1, 10, d / 3] {
+                let t = timing(heartbeat.max(1), d);
+                let floor = t.takeover_floor_ms();
+                assert!(t.lease_span_ms() <= floor && floor <= d, "D {d}");
+                let floor_real = floor as f64 / 0.99;
+                let promise_real = d as f64 / 1.01;
+                assert!(
+                    floor_real <= promise_real,
+                    "D {d}: {floor_real} > {promise_real}"
                 );
             }
         }

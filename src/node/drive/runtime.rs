@@ -30,14 +30,16 @@ use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::node::commands::hooks::DemotedHook;
 use crate::node::policy::eligibility::{Eligibility, Expired};
+use crate::node::policy::office_grant::{self, Office};
 use crate::node::policy::resign_hold;
 use crate::node::policy::step_down::Answered;
 use crate::node::publish::publisher::Publisher;
 use crate::node::serve::api::Api;
+use crate::node::serve::keepers::Keepers;
 use crate::node::shared::error::{NodeError, ReloadError};
 use crate::node::shared::mailbox::{Command, ElectedHookDone, Reply};
 use crate::node::shared::tasks::NodeTasks;
-use crate::protocol::{Action, Body, Event, Fact, Machine, NodeId, View};
+use crate::protocol::{Action, Body, Epoch, Event, Fact, Machine, Millis, NodeId, View};
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
 use std::collections::VecDeque;
@@ -62,8 +64,32 @@ pub struct Runtime {
     /// Health check and HTTP endpoint, replaced by a reload.
     pub services: Services,
     pub api: Api,
+    /// The host's keepers (`bully run`): told the office and its deadlines, waited
+    /// for before a voluntary Resign.
+    pub keepers: Keepers,
+    /// What the keepers' deadlines count from in classic mode.
+    pub office: OfficeBasis,
     /// Every task of the node but this one, and the signal that stops them.
     pub tasks: NodeTasks,
+}
+
+/// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
+/// lease (`src/node/policy/office_grant.rs`).
+pub struct OfficeBasis {
+    /// When the newest heartbeat or declaration went out.
+    last_round_sent: Option<Millis>,
+    /// A node without peers has no successor to fence against.
+    alone: bool,
+}
+
+impl OfficeBasis {
+    /// Nothing sent yet; `alone` for a one-node cluster.
+    pub fn new(alone: bool) -> OfficeBasis {
+        OfficeBasis {
+            last_round_sent: None,
+            alone,
+        }
+    }
 }
 
 impl Runtime {
@@ -278,6 +304,7 @@ impl Runtime {
         let mut pending: VecDeque<Action> =
             std::iter::from_fn(|| self.machine.poll_action()).collect();
         while !pending.is_empty() {
+            let left = resign_hold::voluntarily_left(&pending);
             let wait_after = hold_point(&mut pending);
             let now = wait_after.unwrap_or(pending.len());
             let mut demoted_hook = None;
@@ -287,13 +314,37 @@ impl Runtime {
                 }
             }
             if wait_after.is_some() {
-                if let Some(hook) = demoted_hook {
-                    wait_for_on_demoted(hook).await;
-                }
+                let hook = async {
+                    if let Some(hook) = demoted_hook {
+                        wait_for_on_demoted(hook).await;
+                    }
+                };
+                let keepers = async {
+                    if let Some(epoch) = left {
+                        wait_for_keepers(&self.keepers, epoch).await;
+                    }
+                };
+                tokio::join!(hook, keepers);
             }
         }
-        self.publisher.lease(self.lease_instant());
+        self.publish_office();
         Ok(())
+    }
+
+    /// Hands readers the lease and keepers the grant, as the machine stands now.
+    fn publish_office(&mut self) {
+        self.publisher.lease(self.lease_instant());
+        let office = Office {
+            view: self.machine.view(),
+            mode: self.machine.mode(),
+            timing: self.machine.timing(),
+            lease_until: self.machine.lease_until(),
+            last_round_sent: self.office.last_round_sent,
+            has_peers: !self.office.alone,
+        };
+        let clock = &self.clock;
+        self.publisher
+            .grant(office_grant::grant(&office, |at| clock.instant(at)));
     }
 
     /// Runs one action; returns the `on_demoted` a published view queued, if any.
@@ -305,6 +356,9 @@ impl Runtime {
             }
             Action::Send { to, msg } => {
                 self.publisher.metrics().message_sent(msg.body.kind());
+                if let Body::Heartbeat { .. } | Body::Coordinator { .. } = msg.body {
+                    self.office.last_round_sent = Some(self.clock.now());
+                }
                 self.transport.send(to, msg);
             }
             Action::ViewChanged(view) => return Ok(self.publish(view)),
@@ -324,8 +378,8 @@ impl Runtime {
             office_ended_at, ..
         } = &mut fact
         {
-            // The machine has left office: its lease is gone for readers too.
-            self.publisher.lease(self.lease_instant());
+            // The machine has left office: its lease is gone for readers and keepers.
+            self.publish_office();
             *office_ended_at = self.clock.wall(*office_ended_at);
         }
         self.publisher.fact(&fact);
@@ -370,6 +424,16 @@ async fn wait_for_on_demoted(hook: DemotedHook) {
         tracing::info!(took = ?started.elapsed(), "on_demoted ended; resigning");
     } else {
         tracing::warn!(?bound, "on_demoted still not ended; resigning anyway");
+    }
+}
+
+/// Waits for the host's keepers to stop what they run for `epoch` (bounded by their
+/// grace); says so when some did not.
+async fn wait_for_keepers(keepers: &Keepers, epoch: Epoch) {
+    let started = std::time::Instant::now();
+    match keepers.released(epoch).await {
+        0 => tracing::debug!(took = ?started.elapsed(), "keepers released {epoch}"),
+        left => tracing::warn!(left, %epoch, "keepers still hold the epoch; resigning anyway"),
     }
 }
 

@@ -6,8 +6,9 @@ use super::clock::Clock;
 use super::handle::NodeHandle;
 use super::inputs::Inputs;
 use super::journal::Journal;
-use super::runtime::Runtime;
+use super::runtime::{OfficeBasis, Runtime};
 use super::services::{ServiceLinks, Services};
+use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
 use crate::config::NodeConfig;
 use crate::exact_timer::ExactTimer;
@@ -16,6 +17,7 @@ use crate::node::policy::eligibility::Eligibility;
 use crate::node::policy::readiness::Readiness;
 use crate::node::publish::publisher::{Publisher, Watches};
 use crate::node::serve::api::Api;
+use crate::node::serve::keepers::Keepers;
 use crate::node::serve::switchover::Members;
 use crate::node::shared::error::NodeError;
 use crate::node::shared::metrics::Metrics;
@@ -40,6 +42,11 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 /// the config file's directory, so commands such as `./health.sh` sit beside it).
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
+    let keeper_path = crate::api::keeper::socket_path(&config.data_dir);
+    let keeper_socket = Keepers::bind(&keeper_path).map_err(|source| NodeError::KeeperSocket {
+        path: keeper_path.display().to_string(),
+        source,
+    })?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events) = Transport::start(config.transport_config()).await?;
@@ -64,7 +71,14 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     );
     let metrics = node_metrics(config.id, health, machine.view().eligible, &transport);
     let tasks = NodeTasks::new();
-    let (publisher, elected_hooks) = publisher(&config, &workdir, status_tx, &metrics, &tasks);
+    let (grants, grants_rx) = watch::channel(Grant::none(config.id));
+    let keepers = Keepers::serve(keeper_socket, &keeper_path, grants_rx, &tasks);
+    let watches = Watches {
+        status: status_tx,
+        led: watch::channel(None).0,
+        grants,
+    };
+    let (publisher, elected_hooks) = publisher(&config, &workdir, watches, &metrics, &tasks);
     let (commands_tx, commands) = mpsc::channel(16);
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
     let links = ServiceLinks {
@@ -108,6 +122,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         publisher,
         services,
         api,
+        keepers,
+        office: OfficeBasis::new(config.peers.is_empty()),
         tasks,
     };
     Ok(NodeHandle {
@@ -184,12 +200,12 @@ fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
     None
 }
 
-/// The publisher, with the hook runner started as one of `tasks`; the receiver of the
-/// runner's finished `on_elected` runs.
+/// The publisher of `watches`, with the hook runner started as one of `tasks`; the
+/// receiver of the runner's finished `on_elected` runs.
 fn publisher(
     config: &NodeConfig,
     workdir: &std::path::Path,
-    status: watch::Sender<Status>,
+    watches: Watches,
     metrics: &Arc<Metrics>,
     tasks: &NodeTasks,
 ) -> (
@@ -197,11 +213,10 @@ fn publisher(
     mpsc::UnboundedReceiver<crate::node::shared::mailbox::ElectedHookDone>,
 ) {
     let (elected, elected_hooks) = mpsc::unbounded_channel();
-    let (led, led_rx) = watch::channel(None);
     let reports = HookReports {
         metrics: Arc::clone(metrics),
         elected,
-        led: led_rx,
+        led: watches.led.subscribe(),
     };
     let hooks = Hooks::start(
         config.hooks.clone(),
@@ -210,7 +225,6 @@ fn publisher(
         reports,
         tasks,
     );
-    let watches = Watches { status, led };
     let readiness = Readiness::from_config(config);
     let publisher = Publisher::new(watches, Arc::clone(metrics), hooks, readiness);
     (publisher, elected_hooks)

@@ -31,11 +31,9 @@ pub fn voluntary(reason: DemotionReason) -> bool {
 /// demoted epoch that the machine put before the demotion (classic mode's health or
 /// step-down path) is moved to just after the wait point, keeping its order.
 pub fn wait_point(pending: &mut VecDeque<Action>) -> Option<usize> {
-    let (at, epoch) = pending.iter().enumerate().find_map(|(i, a)| match a {
-        Action::Fact(Fact::Demoted { epoch, reason, .. }) if voluntary(*reason) => {
-            Some((i, *epoch))
-        }
-        _ => None,
+    let epoch = voluntarily_left(pending)?;
+    let at = pending.iter().position(|a| {
+        matches!(a, Action::Fact(Fact::Demoted { epoch: e, reason, .. }) if *e == epoch && voluntary(*reason))
     })?;
     let published = at
         + pending
@@ -52,6 +50,16 @@ pub fn wait_point(pending: &mut VecDeque<Action>) -> Option<usize> {
     pending.extend(early);
     pending.extend(rest);
     Some(wait_after)
+}
+
+/// The epoch a coordinator leaves voluntarily in `pending`, if it does: what the
+/// runtime waits for its keepers to release (`src/node/serve/keepers.rs`) at the
+/// [`wait_point`], beside `on_demoted`.
+pub fn voluntarily_left(pending: &VecDeque<Action>) -> Option<Epoch> {
+    pending.iter().find_map(|a| match a {
+        Action::Fact(Fact::Demoted { epoch, reason, .. }) if voluntary(*reason) => Some(*epoch),
+        _ => None,
+    })
 }
 
 /// Whether `action` sends a Resign for `epoch`.
@@ -124,6 +132,7 @@ mod tests {
                 send(4, Body::Vote { term: 4 }),
             ]);
             let before = kinds(&pending);
+            assert_eq!(voluntarily_left(&pending), Some(EPOCH), "{reason}");
             assert_eq!(wait_point(&mut pending), Some(2), "{reason}");
             assert_eq!(kinds(&pending), before, "nothing reordered");
         }
@@ -157,9 +166,11 @@ mod tests {
     fn a_lapse_or_a_newer_epoch_holds_nothing() {
         for reason in [DemotionReason::LeaseLost, DemotionReason::NewerEpoch] {
             let mut pending = VecDeque::from([demoted(reason), view(), resign(1)]);
+            assert_eq!(voluntarily_left(&pending), None, "{reason}");
             assert_eq!(wait_point(&mut pending), None, "{reason}");
         }
         let mut nothing = VecDeque::from([resign(1), view()]);
         assert_eq!(wait_point(&mut nothing), None);
+        assert_eq!(voluntarily_left(&nothing), None);
     }
 }

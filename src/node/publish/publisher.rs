@@ -6,6 +6,7 @@
 //! led-epoch watch changes before any hook is queued, so a running `on_elected` for an
 //! epoch that is over is killed first.
 
+use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
 use crate::boot_clock::BootInstant;
 use crate::node::commands::hooks::{DemotedHook, Hooks};
@@ -27,6 +28,8 @@ pub struct Publisher {
     transitions: Tracker,
     /// The epoch the node leads (`None` when it does not).
     led: watch::Sender<Option<Epoch>>,
+    /// What the host's keepers are granted (`src/node/serve/keepers.rs`).
+    grants: watch::Sender<Grant>,
     hooks: Hooks,
     readiness: Readiness,
 }
@@ -35,6 +38,7 @@ pub struct Publisher {
 pub struct Watches {
     pub status: watch::Sender<Status>,
     pub led: watch::Sender<Option<Epoch>>,
+    pub grants: watch::Sender<Grant>,
 }
 
 impl Publisher {
@@ -50,6 +54,7 @@ impl Publisher {
             metrics,
             transitions: Tracker::default(),
             led: watches.led,
+            grants: watches.grants,
             hooks,
             readiness,
         }
@@ -119,6 +124,13 @@ impl Publisher {
             let leads_again = until.is_some_and(|at| at > now);
             s.role == Role::Coordinator && was_lapsed && leads_again
         });
+    }
+
+    /// Hands the keepers a new grant; they are woken only when it differs (a renewal
+    /// moves its deadlines, so each acked round wakes them).
+    pub fn grant(&self, grant: Grant) {
+        self.grants
+            .send_if_modified(|g| std::mem::replace(g, grant) != grant);
     }
 
     /// A heartbeat from `from` arrived: readers compute the lag from it; no watcher
@@ -285,7 +297,12 @@ mod tests {
             &tasks,
         );
         let readiness = Readiness::waiting_for_on_elected(5_000);
-        let watches = Watches { status, led };
+        let (grants, _) = watch::channel(Grant::none(2));
+        let watches = Watches {
+            status,
+            led,
+            grants,
+        };
         (Publisher::new(watches, metrics, hooks, readiness), readers)
     }
 

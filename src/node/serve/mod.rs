@@ -1,8 +1,10 @@
 //! The node's servers: the client API over QUIC (status, watch, step-down, switchover,
-//! metrics) and the HTTP endpoint for load balancers and Prometheus.
+//! metrics), the HTTP endpoint for load balancers and Prometheus, and the unix socket
+//! the host's keepers (`bully run`) learn the lease from (`keepers`).
 
 pub mod api;
 pub mod http;
 pub mod http_routes;
 pub mod http_slots;
+pub mod keepers;
 pub mod switchover;

@@ -21,6 +21,11 @@ pub enum NodeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot listen for keepers on {path}: {source}")]
+    KeeperSocket {
+        path: String,
+        source: std::io::Error,
+    },
     /// The blocking task that writes the cells panicked or was cancelled.
     #[error("the storage task failed: {0}")]
     StorageTask(#[from] tokio::task::JoinError),
@@ -33,7 +38,9 @@ impl NodeError {
     /// The config field an operator changes to fix this, when one is to blame.
     pub fn config_field(&self) -> Option<&'static str> {
         match self {
-            NodeError::Storage(_) | NodeError::EventLog { .. } => Some("data_dir"),
+            NodeError::Storage(_) | NodeError::EventLog { .. } | NodeError::KeeperSocket { .. } => {
+                Some("data_dir")
+            }
             NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
             NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
             NodeError::Http { .. } => Some("http.listen"),

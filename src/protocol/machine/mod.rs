@@ -66,6 +66,7 @@ use crate::protocol::lease;
 use crate::protocol::message::{Body, Message};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
+use crate::protocol::timing::Timing;
 use crate::protocol::view::{DemotionReason, Fact, Role, View};
 use quorum_state::QuorumState;
 use state::{Reach, State};
@@ -157,6 +158,11 @@ impl Machine {
     /// The mode this machine runs.
     pub fn mode(&self) -> Mode {
         self.config.mode
+    }
+
+    /// The timing this machine runs on.
+    pub fn timing(&self) -> Timing {
+        self.config.timing
     }
 
     /// The cells as last persisted (what a crash right now would keep).

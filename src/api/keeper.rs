@@ -1,0 +1,145 @@
+//! The keeper channel: a unix socket in the node's data dir over which the node tells
+//! the processes that fence its host (`bully run`, `src/keeper/`) whether it leads and
+//! until when, and they tell it what they still hold. One JSON object per line each
+//! way, so `socat - UNIX-CONNECT:<data_dir>/keeper.sock` shows it too.
+//!
+//! Instants travel as nanoseconds of [`crate::boot_clock`]'s clock, which every process
+//! on the host reads alike; the grant names the clock, and a keeper reading another
+//! one refuses it. A keeper is not trusted to be told in time: it acts on the deadlines
+//! it was given even when the node stops talking (stalled, killed, hung).
+
+use crate::boot_clock::{BootInstant, Source};
+use crate::protocol::{Epoch, NodeId};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// File name of the socket inside the data dir.
+pub const KEEPER_SOCKET: &str = "keeper.sock";
+
+/// The longest line either side accepts: a grant or a report is about 300 bytes.
+pub const MAX_LINE: usize = 4096;
+
+/// Where a node with `data_dir` listens for its keepers.
+pub fn socket_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(KEEPER_SOCKET)
+}
+
+/// What the node grants its keepers: sent on connect, on every change of office and on
+/// every lease renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The node speaking.
+    pub node: NodeId,
+    /// The epoch the node leads now; `None` when it does not lead (then everything
+    /// held for an earlier epoch must stop).
+    pub epoch: Option<Epoch>,
+    /// The epoch's fencing token ([`Epoch::token`]), for the child's environment.
+    pub token: Option<u64>,
+    /// When the node's own office ends unless renewed (its lease end): from here on it
+    /// no longer claims to lead. `None`: no end is known (a one-node classic cluster).
+    pub lease_end_ns: Option<u64>,
+    /// The earliest instant another node could take office if this one renewed nothing
+    /// more (`Timing::takeover_floor_ms` after the newest round): whatever this node
+    /// leads must be dead by then.
+    pub fence_by_ns: Option<u64>,
+    /// How long before `lease_end_ns` a renewal normally arrives at the latest (the
+    /// lease span less one heartbeat): a keeper's SIGTERM must not come earlier than
+    /// that, or a healthy node's job would be stopped.
+    pub renewal_slack_ms: u64,
+    /// The clock the instants are on.
+    pub clock: Source,
+}
+
+impl Grant {
+    /// A grant that leads nothing.
+    pub fn none(node: NodeId) -> Grant {
+        Grant {
+            node,
+            epoch: None,
+            token: None,
+            lease_end_ns: None,
+            fence_by_ns: None,
+            renewal_slack_ms: 0,
+            clock: crate::boot_clock::source(),
+        }
+    }
+
+    /// The node's lease end on this host's clock.
+    pub fn lease_end(&self) -> Option<BootInstant> {
+        self.lease_end_ns.map(BootInstant::from_nanos)
+    }
+
+    /// The fencing deadline on this host's clock.
+    pub fn fence_by(&self) -> Option<BootInstant> {
+        self.fence_by_ns.map(BootInstant::from_nanos)
+    }
+}
+
+/// What a keeper tells the node: who it is, how long it needs to stop what it runs,
+/// and which epoch it still holds (its child runs, or its fence command has not run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub pid: u32,
+    /// What it runs, for the node's log.
+    pub what: String,
+    /// SIGTERM to SIGKILL: the longest the node should wait for a release.
+    pub grace_ms: u64,
+    /// The epoch whose job still runs here; `None` once it has stopped.
+    pub holding: Option<Epoch>,
+}
+
+/// One line of `value` as JSON, newline included.
+pub fn encode_line(value: &impl Serialize) -> String {
+    // Both types serialise to plain objects of numbers and strings: this cannot fail.
+    let mut line = serde_json::to_string(value).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+/// Reads one line (without its newline) as `T`; a clear error for anything else.
+pub fn decode_line<T: DeserializeOwned>(line: &str) -> Result<T, String> {
+    if line.len() > MAX_LINE {
+        return Err(format!(
+            "a line of {} bytes (at most {MAX_LINE})",
+            line.len()
+        ));
+    }
+    serde_json::from_str(line).map_err(|e| format!("not a keeper message: {e}: {line:.80}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_and_a_report_cross_as_one_line_each() {
+        let grant = Grant {
+            epoch: Some(Epoch { term: 7, leader: 3 }),
+            token: Some(Epoch { term: 7, leader: 3 }.token()),
+            lease_end_ns: Some(1_000),
+            fence_by_ns: Some(2_000),
+            renewal_slack_ms: 100,
+            ..Grant::none(3)
+        };
+        let line = encode_line(&grant);
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        assert_eq!(decode_line::<Grant>(line.trim_end()), Ok(grant));
+        let report = Report {
+            pid: 42,
+            what: "sleep 1".into(),
+            grace_ms: 70,
+            holding: grant.epoch,
+        };
+        let line = encode_line(&report);
+        assert_eq!(decode_line::<Report>(line.trim_end()), Ok(report));
+    }
+
+    #[test]
+    fn garbage_and_oversized_lines_are_refused_with_a_reason() {
+        let err = decode_line::<Grant>("hello").unwrap_err();
+        assert!(err.starts_with("not a keeper message"), "{err}");
+        let long = "x".repeat(MAX_LINE + 1);
+        let err = decode_line::<Grant>(&long).unwrap_err();
+        assert!(err.contains("at most 4096"), "{err}");
+    }
+}
