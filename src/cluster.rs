@@ -401,5 +401,6 @@ fn node_config(
         hooks: HooksConfig::default(),
         health: None,
         http: None,
+        fence: Default::default(),
     }
 }

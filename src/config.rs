@@ -61,8 +61,8 @@ mod validate;
 
 pub use error::ConfigError;
 pub use types::{
-    CoordinatorReady, ElectedHookFailure, HealthConfig, HooksConfig, HttpConfig, NodeConfig,
-    PeerConfig,
+    CoordinatorReady, ElectedHookFailure, FenceConfig, HealthConfig, HooksConfig, HttpConfig,
+    NodeConfig, PeerConfig,
 };
 
 use std::path::Path;

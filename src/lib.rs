@@ -33,6 +33,9 @@
 //! - [`api`]: what a client and a node share: requests and answers, the status, the
 //!   counters, the health verdict, the event log. Everything above reads a node
 //!   through it.
+//! - [`keeper`]: `bully run`, the process that fences this host for its node: runs a
+//!   job only while the node leads and stops it by the lease's deadlines, even when
+//!   the node is stalled or dead (it reads the node through `api::keeper` only).
 //! - [`client`]: the API client behind the CLI queries, `local`, chaos, the tests and a
 //!   switchover's requests to the other members.
 //! - [`node`]: the node in six wings, each above the ones before it: `shared` (tasks,
@@ -58,12 +61,14 @@ pub mod codec;
 pub mod config;
 pub mod exact_timer;
 pub mod history;
+pub mod keeper;
 pub mod model;
 pub mod node;
 pub mod ports;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;
+pub mod shell;
 pub mod shutdown;
 pub mod signals;
 pub mod sim;

@@ -1,7 +1,8 @@
 //! The keeper channel: a unix socket in the node's data dir over which the node tells
 //! the processes that fence its host (`bully run`, `src/keeper/`) whether it leads and
 //! until when, and they tell it what they still hold. One JSON object per line each
-//! way, so `socat - UNIX-CONNECT:<data_dir>/keeper.sock` shows it too.
+//! way, so `socat - UNIX-CONNECT:<data_dir>/keeper.sock` shows it too (the path:
+//! `NodeConfig::keeper_socket`).
 //!
 //! Instants travel as nanoseconds of [`crate::boot_clock`]'s clock, which every process
 //! on the host reads alike; the grant names the clock, and a keeper reading another
@@ -11,18 +12,9 @@
 use crate::boot_clock::{BootInstant, Source};
 use crate::protocol::{Epoch, NodeId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use std::path::{Path, PathBuf};
-
-/// File name of the socket inside the data dir.
-pub const KEEPER_SOCKET: &str = "keeper.sock";
 
 /// The longest line either side accepts: a grant or a report is about 300 bytes.
 pub const MAX_LINE: usize = 4096;
-
-/// Where a node with `data_dir` listens for its keepers.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
-    data_dir.join(KEEPER_SOCKET)
-}
 
 /// What the node grants its keepers: sent on connect, on every change of office and on
 /// every lease renewal.

@@ -12,6 +12,7 @@ mod local_board;
 pub mod logging;
 mod node;
 mod query;
+mod run;
 mod run_dir;
 mod sd_notify;
 mod table;
@@ -93,6 +94,13 @@ pub enum Commands {
         #[arg(long, value_name = "N")]
         to: Option<NodeId>,
     },
+    /// Run a job only while the local node leads, and stop it before any other node
+    /// could lead: SIGTERM at the lease's end, SIGKILL before the earliest takeover,
+    /// even when the node is stalled or killed. E.g. `bully run -c node.toml -- ./job`.
+    /// Without a job, runs the fence command (--fence, `[fence] command`) when the
+    /// office ends here. Exit: the job's code, 1 when --once ended with the office,
+    /// 0 after SIGTERM, 2 on an error.
+    Run(run::RunArgs),
     /// Run a whole cluster of real node processes on loopback with a live view.
     /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
     Local(LocalArgs),
@@ -115,7 +123,7 @@ impl Commands {
     pub fn only_prints(&self) -> bool {
         !matches!(
             self,
-            Commands::Node { .. } | Commands::Local(_) | Commands::Chaos(_)
+            Commands::Node { .. } | Commands::Local(_) | Commands::Chaos(_) | Commands::Run(_)
         )
     }
 }
@@ -231,7 +239,9 @@ pub fn run(cli: Cli) -> ExitCode {
     // cross-thread wake-ups, which were most of an idle node's CPU time. The commands
     // that drive whole clusters (local, chaos) get two workers.
     let mut builder = match cli.command {
-        Commands::Node { .. } => tokio::runtime::Builder::new_current_thread(),
+        // `run` too: its job's death signal (PR_SET_PDEATHSIG) follows the thread
+        // that started it, which must live as long as the keeper.
+        Commands::Node { .. } | Commands::Run(_) => tokio::runtime::Builder::new_current_thread(),
         _ => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(2);
@@ -259,6 +269,7 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
+            Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
             Commands::Completions { shell } => docs::completions(shell),

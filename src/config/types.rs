@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// File name of the keeper socket inside the data dir.
+pub const KEEPER_SOCKET: &str = "keeper.sock";
+
 /// Everything one `bully node` process needs to know before it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +53,10 @@ pub struct NodeConfig {
     /// Off unless set: the HTTP endpoint for load balancers and Prometheus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpConfig>,
+    /// What this host's keeper (`bully run --config`) does when the office ends here;
+    /// the node itself only serves the keeper socket in its data dir.
+    #[serde(default, skip_serializing_if = "FenceConfig::is_default")]
+    pub fence: FenceConfig,
 }
 
 impl NodeConfig {
@@ -60,6 +67,11 @@ impl NodeConfig {
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// Where the node listens for its host's keepers (`bully run`, `src/api/keeper.rs`).
+    pub fn keeper_socket(&self) -> PathBuf {
+        self.data_dir.join(KEEPER_SOCKET)
     }
 
     /// The part of this config the transport runs on, at start and after a reload.
@@ -228,4 +240,28 @@ pub enum CoordinatorReady {
     /// no `on_elected` is configured).
     #[default]
     HookOk,
+}
+
+/// `[fence]`: read by `bully run --config` (the keeper, `src/keeper/`), which acts on
+/// this node's lease from outside the node's process.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FenceConfig {
+    /// Run with `sh -c` (beside the config file) whenever the office ends on this host
+    /// (the lease lapsed, the node died or stalled, or it handed over), with
+    /// `BULLY_TOKEN` of the epoch that ended; killed at the fencing deadline, the
+    /// earliest instant another node could lead. E.g. `redis-cli CLIENT PAUSE 60000 WRITE`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The least time the keeper's job needs between SIGTERM and SIGKILL; 0 (the
+    /// default): what the lease leaves (`bully run --grace`).
+    #[serde(deserialize_with = "duration::millis")]
+    pub grace_ms: u64,
+}
+
+impl FenceConfig {
+    /// Whether nothing is set (the table is then left out of a rendered config).
+    pub fn is_default(&self) -> bool {
+        self == &FenceConfig::default()
+    }
 }

@@ -12,6 +12,9 @@ use std::path::Path;
 /// The key path and message of the first problem found.
 type Invalid = (String, String);
 
+/// `sun_path`'s size on Linux, the terminating NUL included.
+const MAX_SOCKET_PATH: usize = 108;
+
 fn invalid(field: &str, message: impl Into<String>) -> Invalid {
     (field.to_string(), message.into())
 }
@@ -55,6 +58,18 @@ impl NodeConfig {
     /// The data dir, or the first of its ancestors that exists, must be a directory;
     /// otherwise the store fails later with a bare "File exists".
     fn check_data_dir(&self) -> Result<(), Invalid> {
+        let socket = self.keeper_socket();
+        let len = socket.as_os_str().len();
+        if len >= MAX_SOCKET_PATH {
+            return Err(invalid(
+                "data_dir",
+                format!(
+                    "the keeper socket {} would be {len} bytes long; unix sockets take at most                      {} (use a shorter data_dir)",
+                    socket.display(),
+                    MAX_SOCKET_PATH - 1
+                ),
+            ));
+        }
         let Some(existing) = self.data_dir.ancestors().find(|p| p.exists()) else {
             return Ok(());
         };

@@ -12,8 +12,8 @@
 //!   clients (`readiness`), what a new view means (`transitions`), how long a
 //!   voluntary demotion waits for `on_demoted` (`resign_hold`).
 //! - `commands`: the operator's commands the node runs: the hooks on role changes
-//!   (`hooks`), the health check that gates eligibility (`health`), one command with a
-//!   timeout that kills its process group (`shell`), their `BULLY_*` variables
+//!   (`hooks`), the health check that gates eligibility (`health`), each run through
+//!   `crate::shell` (a timeout that kills its process group), their `BULLY_*` variables
 //!   (`environment`).
 //! - `publish`: after each step, in order: the status watch, the counters, the
 //!   led-epoch watch and the hooks (`publisher`); the Prometheus rendering of the

@@ -10,11 +10,11 @@
 //! a reload replacing the check), killing a check that is still running.
 
 use super::environment::environment;
-use super::shell::{self, Shell};
 use crate::api::{HealthState, Status};
 use crate::config::HealthConfig;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
+use crate::shell::{self, Shell};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

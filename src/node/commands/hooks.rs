@@ -34,7 +34,6 @@
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
 
 use super::environment::environment;
-use super::shell::{self, Shell};
 use crate::api::Status;
 use crate::config::HooksConfig;
 use crate::node::policy::transitions::Transition;
@@ -42,6 +41,7 @@ use crate::node::shared::mailbox::ElectedHookDone;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
+use crate::shell::{self, Shell};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;

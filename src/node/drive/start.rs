@@ -42,7 +42,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 /// the config file's directory, so commands such as `./health.sh` sit beside it).
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
-    let keeper_path = crate::api::keeper::socket_path(&config.data_dir);
+    let keeper_path = config.keeper_socket();
     let keeper_socket = Keepers::bind(&keeper_path).map_err(|source| NodeError::KeeperSocket {
         path: keeper_path.display().to_string(),
         source,

@@ -1,6 +1,6 @@
-//! Runs one user command (a hook or a health check) with `sh -c`, with a timeout that
-//! kills the command's whole process group, so a hook that started children (a
-//! `redis-cli` in a pipeline, a `sleep`) cannot outlive its timeout.
+//! Runs one user command (a node's hook or health check, a keeper's fence command) with
+//! `sh -c`, with a timeout that kills the command's whole process group, so a hook that
+//! started children (a `redis-cli` in a pipeline, a `sleep`) cannot outlive its timeout.
 //!
 //! Cancellation-safe in the sense that matters here: dropping the future (the node
 //! shutting down) kills the shell through tokio's `kill_on_drop`. A command can also be
