@@ -13,6 +13,10 @@
 //! - `deaf_handover`: the machine runs with `Flaw::DeafHandover`: a coordinator hands
 //!   office to any higher candidate, heard or not (`tests/one_way.rs` checks the
 //!   flapping under a deaf node is caught).
+//! - `late_fence`: a keeper (`bully run`, `src/keeper/plan.rs`) stops its job half a
+//!   second after the fencing deadline instead of before it, so a successor's job can
+//!   start while the old one still runs (`tests/run_fencing_sabotage.rs` checks it is
+//!   caught).
 //!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
@@ -47,4 +51,9 @@ pub fn resign_before_on_demoted() -> bool {
 /// Whether the coordinator should hand over to candidates that cannot hear it.
 pub fn deaf_handover() -> bool {
     enabled("deaf_handover")
+}
+
+/// Whether a keeper should fence half a second too late.
+pub fn late_fence() -> bool {
+    enabled("late_fence")
 }

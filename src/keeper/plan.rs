@@ -72,7 +72,26 @@ pub fn deadlines(grant: &Grant, grace: Option<Duration>) -> Result<Option<Deadli
             lease_end.min(kill_at - grace)
         }
     };
-    Ok(Some(Deadlines { term_at, kill_at }))
+    Ok(Some(sabotaged(Deadlines { term_at, kill_at })))
+}
+
+/// The debug-only sabotage `late_fence` moves both instants past the fencing deadline.
+#[cfg(debug_assertions)]
+fn sabotaged(d: Deadlines) -> Deadlines {
+    if !crate::sabotage::late_fence() {
+        return d;
+    }
+    let late = KILL_MARGIN + Duration::from_millis(500);
+    Deadlines {
+        term_at: d.kill_at + late,
+        kill_at: d.kill_at + late,
+    }
+}
+
+/// Release builds carry no sabotage.
+#[cfg(not(debug_assertions))]
+fn sabotaged(d: Deadlines) -> Deadlines {
+    d
 }
 
 #[cfg(test)]
