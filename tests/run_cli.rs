@@ -1,0 +1,198 @@
+//! `bully run` as a user meets it: bad usage and bad settings are refused with a clear
+//! message (exit 2); the job's own exit code comes back; `--once` exits 1 when the
+//! office ends; without a job, the fence command runs (with the ended epoch's token)
+//! when the node stalls, and again after it leads anew. One node, which leads alone.
+
+mod common;
+
+use bully::protocol::{Preempt, Timing};
+use common::{binary, wait_until, TestCluster};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BOUND: Duration = Duration::from_secs(20);
+
+fn bully(args: &[&str]) -> Output {
+    Command::new(binary())
+        .args(args)
+        .output()
+        .expect("run bully")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A keeper process, killed by PID when dropped (also on a panic); its log in a file.
+struct Keeper(Child, std::path::PathBuf);
+
+impl Keeper {
+    fn start(config: &Path, extra: &[&str]) -> Keeper {
+        let log = config.with_file_name(format!("keeper-{}.log", std::process::id()));
+        let log = unique(log);
+        let file = std::fs::File::create(&log).expect("keeper log");
+        let child = Command::new(binary())
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start bully run");
+        Keeper(child, log)
+    }
+
+    /// Its log so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.1).unwrap_or_default()
+    }
+
+    /// Its exit code, once it has exited by itself (bounded).
+    async fn exit_code(&mut self) -> Option<i32> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait for bully run") {
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < BOUND,
+                "bully run did not exit in {BOUND:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// `path`, or `path` with a number appended if that exists.
+fn unique(path: std::path::PathBuf) -> std::path::PathBuf {
+    (0..)
+        .map(|n| path.with_extension(format!("{n}.log")))
+        .find(|p| !p.exists())
+        .expect("a free name")
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One node that leads alone.
+async fn one_leading_node() -> TestCluster {
+    let mut t = TestCluster::new(1, Timing::default(), Preempt::Always);
+    t.start_all();
+    t.wait_for_leader(&[1], 1, BOUND).await;
+    t
+}
+
+#[test]
+fn bad_usage_is_refused_with_a_reason() {
+    let out = bully(&["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--config"), "{}", text(&out));
+
+    let out = bully(&["run", "--socket", "/nonexistent/keeper.sock"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing to keep"), "{}", text(&out));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("node.toml");
+    std::fs::write(&bad, "id = 1\nlisten = \"nonsense\"\n").unwrap();
+    let out = bully(&["run", "--config", bad.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("listen"), "{}", text(&out));
+
+    let help = text(&bully(&["run", "--help"]));
+    for word in ["--once", "--grace", "--fence", "BULLY_TOKEN", "SIGKILL"] {
+        assert!(help.contains(word), "`run --help` misses {word}:\n{help}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_exit_code_comes_back_and_a_grace_the_lease_cannot_give_is_refused() {
+    let t = one_leading_node().await;
+    let config = t.cluster.config_path(1);
+
+    let mut job = Keeper::start(
+        &config,
+        &["--", "sh", "-c", "test -n \"$BULLY_TOKEN\"; exit 7"],
+    );
+    assert_eq!(job.exit_code().await, Some(7));
+
+    let mut greedy = Keeper::start(&config, &["--grace", "5s", "--", "sleep", "100"]);
+    assert_eq!(greedy.exit_code().await, Some(2));
+    let err = greedy.log();
+    assert!(err.contains("does not fit the node's lease"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_exits_1_when_the_office_ends() {
+    let mut t = one_leading_node().await;
+    let config = t.cluster.config_path(1);
+    let marker = t.dir.path().join("job-started");
+    let script = format!("touch {}; exec sleep 100", marker.display());
+    let mut keeper = Keeper::start(&config, &["--once", "--", "sh", "-c", &script]);
+    wait_until("the job to start", BOUND, || async {
+        marker.exists().then_some(())
+    })
+    .await;
+    t.cluster.pause(1).unwrap();
+    let code = keeper.exit_code().await;
+    t.cluster.resume(1).unwrap();
+    assert_eq!(code, Some(1), "the lease lapsed while the node was stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_job_the_fence_command_runs_when_the_node_stalls() {
+    let mut t = one_leading_node().await;
+    let config = t.cluster.config_path(1);
+    let fenced = t.dir.path().join("fenced");
+    let fence = format!("echo \"$BULLY_TOKEN\" >> {}", fenced.display());
+    let keeper = Keeper::start(&config, &["--fence", &fence]);
+    let holds = |n: usize| {
+        let log = keeper.log();
+        (log.matches("holding the epoch").count() >= n).then_some(())
+    };
+    let read = || std::fs::read_to_string(&fenced).unwrap_or_default();
+    let held = wait_until("the keeper to hold the epoch", BOUND, || async {
+        let status = t.cluster.status(1, Duration::from_secs(1)).await.ok()?;
+        status.token()
+    })
+    .await;
+    wait_until("the keeper to hold", BOUND, || async { holds(1) }).await;
+    // Connected and holding: nothing fenced while the node leads.
+    assert_eq!(read(), "");
+
+    t.cluster.pause(1).unwrap();
+    let first = wait_until("the fence command after the stall", BOUND, || async {
+        let text = read();
+        (!text.is_empty()).then_some(text)
+    })
+    .await;
+    assert_eq!(first.trim(), held.to_string(), "the ended epoch's token");
+
+    // The node comes back, leads a newer epoch, and its next stall fences again.
+    t.cluster.resume(1).unwrap();
+    let newer = wait_until("a newer epoch", BOUND, || async {
+        let status = t.cluster.status(1, Duration::from_secs(1)).await.ok()?;
+        status.token().filter(|&token| token > held)
+    })
+    .await;
+    wait_until("the keeper to hold again", BOUND, || async { holds(2) }).await;
+    t.cluster.pause(1).unwrap();
+    let lines = wait_until("a second fence", BOUND, || async {
+        let text = read();
+        (text.lines().count() >= 2).then_some(text)
+    })
+    .await;
+    t.cluster.resume(1).unwrap();
+    assert_eq!(lines.lines().nth(1), Some(newer.to_string().as_str()));
+}
