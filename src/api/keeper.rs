@@ -8,6 +8,11 @@
 //! on the host reads alike; the grant names the clock, and a keeper reading another
 //! one refuses it. A keeper is not trusted to be told in time: it acts on the deadlines
 //! it was given even when the node stops talking (stalled, killed, hung).
+//!
+//! Grants are numbered; a keeper reports whenever what it holds changes and whenever a
+//! grant changes the epoch, naming the newest grant it acted on. A node leaving office
+//! on purpose therefore knows when every keeper has heard the withdrawal and holds
+//! nothing: only then does it resign (`src/node/serve/keepers.rs`).
 
 use crate::boot_clock::{BootInstant, Source};
 use crate::protocol::{Epoch, NodeId};
@@ -20,6 +25,10 @@ pub const MAX_LINE: usize = 4096;
 /// every lease renewal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
+    /// Numbers the grants a node has made since it started; a keeper's [`Report`]
+    /// names the newest it has acted on, so the node knows a withdrawal was heard.
+    #[serde(default)]
+    pub seq: u64,
     /// The node speaking.
     pub node: NodeId,
     /// The epoch the node leads now; `None` when it does not lead (then everything
@@ -46,6 +55,7 @@ impl Grant {
     /// A grant that leads nothing.
     pub fn none(node: NodeId) -> Grant {
         Grant {
+            seq: 0,
             node,
             epoch: None,
             token: None,
@@ -78,6 +88,9 @@ pub struct Report {
     pub grace_ms: u64,
     /// The epoch whose job still runs here; `None` once it has stopped.
     pub holding: Option<Epoch>,
+    /// The newest grant ([`Grant::seq`]) this report takes into account.
+    #[serde(default)]
+    pub seen: u64,
 }
 
 /// One line of `value` as JSON, newline included.
@@ -121,6 +134,7 @@ mod tests {
             what: "sleep 1".into(),
             grace_ms: 70,
             holding: grant.epoch,
+            seen: 9,
         };
         let line = encode_line(&report);
         assert_eq!(decode_line::<Report>(line.trim_end()), Ok(report));

@@ -157,7 +157,22 @@ mod tests {
             marker.display()
         );
         let mut job = Job::start(&sh(&script), dir.path(), &grant(), EPOCH).unwrap();
-        job.terminate();
+        let stopped = || {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", job.pid()));
+            stat.is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('T'))
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !stopped() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the job never stopped itself"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         job.kill();
         assert!(job.killed());
         let status = tokio::time::timeout(Duration::from_secs(10), job.wait())

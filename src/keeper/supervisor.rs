@@ -66,6 +66,9 @@ pub struct Keeper {
     link: Option<Link>,
     /// The node's newest grant; `None` while disconnected.
     grant: Option<Grant>,
+    /// The number of the newest grant acted on (0 on a new connection: a restarted
+    /// node counts afresh).
+    seen: u64,
     hold: Option<Hold>,
     /// With `--once`: a job has run, so no other starts.
     ran: bool,
@@ -81,6 +84,7 @@ impl Keeper {
             spec,
             link: None,
             grant: None,
+            seen: 0,
             hold: None,
             ran: false,
             stopping: false,
@@ -214,8 +218,14 @@ impl Keeper {
     async fn on_heard(&mut self, heard: Heard) {
         match heard {
             Heard::Grant(grant) => {
+                let epoch_changed = self.grant.map(|g| g.epoch) != Some(grant.epoch);
                 self.grant = Some(grant);
+                self.seen = grant.seq;
                 self.on_grant(grant).await;
+                // The node waits for this before it resigns (src/node/serve/keepers.rs).
+                if epoch_changed {
+                    self.report().await;
+                }
             }
             Heard::Closed => self.lose_link("closed by the node").await,
             Heard::Broken(why) => self.lose_link(&why).await,
@@ -251,6 +261,7 @@ impl Keeper {
         tracing::warn!("node connection lost: {why}");
         self.link = None;
         self.grant = None;
+        self.seen = 0;
         self.end_hold(Why::NodeGone).await;
     }
 
@@ -375,6 +386,7 @@ impl Keeper {
             what: self.spec.what(),
             grace_ms: grace.as_millis() as u64,
             holding,
+            seen: self.seen,
         };
         if let Some(link) = self.link.as_mut() {
             if let Err(e) = link.report(&report).await {

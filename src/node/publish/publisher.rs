@@ -126,11 +126,23 @@ impl Publisher {
         });
     }
 
-    /// Hands the keepers a new grant; they are woken only when it differs (a renewal
-    /// moves its deadlines, so each acked round wakes them).
+    /// Hands the keepers a new grant, numbered after the last; they are woken only
+    /// when it differs (a renewal moves its deadlines, so each acked round wakes them).
     pub fn grant(&self, grant: Grant) {
-        self.grants
-            .send_if_modified(|g| std::mem::replace(g, grant) != grant);
+        self.grants.send_if_modified(|g| {
+            let next = Grant {
+                seq: g.seq,
+                ..grant
+            };
+            if *g == next {
+                return false;
+            }
+            *g = Grant {
+                seq: g.seq + 1,
+                ..next
+            };
+            true
+        });
     }
 
     /// A heartbeat from `from` arrived: readers compute the lag from it; no watcher
@@ -347,6 +359,28 @@ mod tests {
         assert!(
             !readers.has_changed().unwrap(),
             "a lease that only moves on wakes nobody"
+        );
+    }
+
+    #[tokio::test]
+    async fn grants_are_numbered_and_a_repeat_wakes_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _readers) = publisher(dir.path());
+        let mut keepers = p.grants.subscribe();
+        let leads = Grant {
+            epoch: Some(Epoch { term: 4, leader: 2 }),
+            ..Grant::none(2)
+        };
+        p.grant(leads);
+        assert!(keepers.has_changed().unwrap());
+        assert_eq!(keepers.borrow_and_update().seq, 1);
+        p.grant(leads);
+        assert!(!keepers.has_changed().unwrap(), "the same grant again");
+        p.grant(Grant::none(2));
+        assert_eq!(
+            keepers.borrow_and_update().seq,
+            2,
+            "the withdrawal is grant 2"
         );
     }
 }

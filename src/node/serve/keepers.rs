@@ -1,9 +1,11 @@
 //! The node's end of the keeper channel (`src/api/keeper.rs`): a unix socket in the
 //! data dir. Every keeper that connects gets the current [`Grant`] at once and again on
-//! every change (each lease renewal moves its deadlines); what it reports it holds is
-//! kept in one table, which the runtime reads before a voluntary Resign
+//! every change (each lease renewal moves its deadlines); what it reports is kept in
+//! one table, which the runtime reads before a voluntary Resign
 //! ([`Keepers::released`]): the successor may start its job moments after the Resign,
-//! so the local one must have stopped.
+//! so every local keeper must have heard that the office ended and stopped its job.
+//! A keeper counts from the moment it connects, before its first report: it may have
+//! started a job on the grant it was sent at once.
 //!
 //! A keeper that goes away is dropped from the table: it fences by itself when its
 //! connection ends, so there is nothing to wait for.
@@ -12,7 +14,7 @@ use crate::api::keeper::{decode_line, encode_line, Grant, Report, MAX_LINE};
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -27,13 +29,18 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long past the longest grace a release is waited for: SIGKILL and reaping.
 const REAP_MARGIN: Duration = Duration::from_secs(1);
 
-/// The connected keepers, by connection number, as last reported.
-type Table = BTreeMap<u64, Report>;
+/// The grace assumed for a keeper that has not reported yet.
+const UNREPORTED_GRACE: Duration = Duration::from_secs(1);
+
+/// The connected keepers, by connection number, with their last report (`None`
+/// before the first).
+type Table = BTreeMap<u64, Option<Report>>;
 
 /// The runtime's view of its keepers.
 pub struct Keepers {
     table: watch::Receiver<Table>,
-    path: PathBuf,
+    /// The grants as published, to know which one withdrew an epoch.
+    grants: watch::Receiver<Grant>,
 }
 
 impl Keepers {
@@ -49,16 +56,16 @@ impl Keepers {
         UnixListener::bind(path)
     }
 
-    /// Serves every keeper that connects to `listener` (bound at `path`), as one of
-    /// `tasks`, with the grants `grants` publishes.
+    /// Serves every keeper that connects to `listener`, as one of `tasks`, with the
+    /// grants `grants` publishes.
     pub fn serve(
         listener: UnixListener,
-        path: &Path,
         grants: watch::Receiver<Grant>,
         tasks: &NodeTasks,
     ) -> Keepers {
         let (table_tx, table) = watch::channel(Table::new());
         let accepting = tasks.clone();
+        let granted = grants.clone();
         tasks.spawn(async move {
             let table = Arc::new(table_tx);
             let mut next_id = 0u64;
@@ -66,6 +73,9 @@ impl Keepers {
                 match accepted {
                     Ok((stream, _)) => {
                         next_id += 1;
+                        table.send_modify(|t| {
+                            t.insert(next_id, None);
+                        });
                         serve_keeper(stream, next_id, grants.clone(), &table, &accepting);
                     }
                     Err(e) => {
@@ -77,13 +87,8 @@ impl Keepers {
         });
         Keepers {
             table,
-            path: path.to_path_buf(),
+            grants: granted,
         }
-    }
-
-    /// Where keepers connect.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// How many keepers are connected.
@@ -91,31 +96,40 @@ impl Keepers {
         self.table.borrow().len()
     }
 
-    /// Waits until no connected keeper holds `epoch` any more, at most the longest
-    /// grace among those holding it plus [`REAP_MARGIN`]. Returns how many still held
-    /// it when the wait ended (0: all released).
+    /// Waits until every connected keeper has acted on the grant now published (which
+    /// no longer grants `epoch`) and holds nothing for `epoch`, at most the longest
+    /// grace among those not there yet plus [`REAP_MARGIN`]. Returns how many were not
+    /// there when the wait ended (0: all released).
     pub async fn released(&self, epoch: Epoch) -> usize {
-        let mut table = self.table.clone();
-        let holders = |t: &Table| t.values().filter(|r| r.holding == Some(epoch)).count();
+        let withdrawn = self.grants.borrow().seq;
+        let pending = |report: &Option<Report>| match report {
+            None => true,
+            Some(r) => r.seen < withdrawn || r.holding == Some(epoch),
+        };
+        let count = |t: &Table| t.values().filter(|r| pending(r)).count();
         let bound = {
-            let now = table.borrow();
-            let grace = now
+            let table = self.table.borrow();
+            let grace = table
                 .values()
-                .filter(|r| r.holding == Some(epoch))
-                .map(|r| r.grace_ms)
+                .filter(|r| pending(r))
+                .map(|r| match r {
+                    Some(r) => Duration::from_millis(r.grace_ms),
+                    None => UNREPORTED_GRACE,
+                })
                 .max();
             match grace {
                 None => return 0,
-                Some(ms) => Duration::from_millis(ms) + REAP_MARGIN,
+                Some(grace) => grace + REAP_MARGIN,
             }
         };
+        let mut table = self.table.clone();
         let released = {
-            let wait = table.wait_for(|t| holders(t) == 0);
+            let wait = table.wait_for(|t| count(t) == 0);
             tokio::time::timeout(bound, wait).await.is_ok()
         };
         match released {
             true => 0,
-            false => holders(&self.table.borrow()),
+            false => count(&self.table.borrow()),
         }
     }
 }
@@ -136,7 +150,7 @@ fn serve_keeper(
     tasks.spawn(async move {
         let why = read_reports(read, id, &table).await;
         let gone = remove_entry(&table, id);
-        match gone {
+        match gone.flatten() {
             Some(r) => tracing::info!(
                 pid = r.pid,
                 what = %r.what,
@@ -149,8 +163,8 @@ fn serve_keeper(
     });
 }
 
-/// Removes one keeper's entry from the table; the entry, if it had reported.
-fn remove_entry(table: &watch::Sender<Table>, id: u64) -> Option<Report> {
+/// Removes one keeper's entry from the table; the entry, if there was one.
+fn remove_entry(table: &watch::Sender<Table>, id: u64) -> Option<Option<Report>> {
     let mut removed = None;
     table.send_if_modified(|t| {
         removed = t.remove(&id);
@@ -206,11 +220,12 @@ async fn read_reports(read: OwnedReadHalf, id: u64, table: &watch::Sender<Table>
             Ok(report) => report,
             Err(e) => return e,
         };
-        let first = !table.borrow().contains_key(&id);
+        let first = matches!(table.borrow().get(&id), Some(None));
         if first {
             tracing::info!(pid = report.pid, what = %report.what, grace_ms = report.grace_ms, "keeper connected");
         }
-        table.send_if_modified(|t| t.insert(id, report.clone()).as_ref() != Some(&report));
+        let now = Some(report);
+        table.send_if_modified(|t| t.insert(id, now.clone()) != Some(now.clone()));
     }
 }
 
@@ -230,63 +245,75 @@ mod tests {
         decode_line(&line).unwrap()
     }
 
+    fn report(holding: Option<Epoch>, seen: u64) -> Report {
+        Report {
+            pid: 7,
+            what: "job".into(),
+            grace_ms: 50,
+            holding,
+            seen,
+        }
+    }
+
     #[tokio::test]
-    async fn a_keeper_hears_every_grant_and_its_release_ends_the_wait() {
+    async fn the_wait_ends_once_every_keeper_heard_the_withdrawal_and_holds_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keeper.sock");
         std::fs::write(&path, b"stale").unwrap();
         let tasks = NodeTasks::new();
         let (grants, grants_rx) = watch::channel(Grant::none(1));
         let listener = Keepers::bind(&path).expect("a stale socket file is replaced");
-        let keepers = Keepers::serve(listener, &path, grants_rx, &tasks);
-        assert_eq!(keepers.released(EPOCH).await, 0, "nobody holds it");
+        let keepers = Keepers::serve(listener, grants_rx, &tasks);
+        assert_eq!(
+            keepers.released(EPOCH).await,
+            0,
+            "no keeper, nothing to wait for"
+        );
 
         let (read, mut write) = UnixStream::connect(&path).await.unwrap().into_split();
         let mut lines = BufReader::new(read).lines();
         assert_eq!(next_grant(&mut lines).await, Grant::none(1));
         let leading = Grant {
+            seq: 1,
             epoch: Some(EPOCH),
             ..Grant::none(1)
         };
         grants.send_replace(leading);
         assert_eq!(next_grant(&mut lines).await, leading);
+        assert_eq!(keepers.connected(), 1, "counted before its first report");
 
-        let holding = Report {
-            pid: 7,
-            what: "job".into(),
-            grace_ms: 50,
-            holding: Some(EPOCH),
-        };
-        write
-            .write_all(encode_line(&holding).as_bytes())
-            .await
-            .unwrap();
-        let mut table = keepers.table.clone();
-        tokio::time::timeout(Duration::from_secs(5), table.wait_for(|t| t.len() == 1))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(keepers.connected(), 1);
-
-        // Not released: the wait ends after the grace plus the reap margin, saying so.
+        // The office ends (grant 2). A keeper that never reported may hold it: the
+        // wait ends only after the unreported grace plus the reap margin, saying so.
+        grants.send_replace(Grant {
+            seq: 2,
+            ..Grant::none(1)
+        });
         let started = std::time::Instant::now();
         assert_eq!(keepers.released(EPOCH).await, 1);
-        assert!(started.elapsed() >= Duration::from_millis(50) + REAP_MARGIN);
+        assert!(started.elapsed() >= UNREPORTED_GRACE + REAP_MARGIN);
 
-        // Released while the node waits.
+        // Holding nothing, but not having seen grant 2 yet, is not enough; having
+        // seen it and holding nothing is.
+        let send = |r: Report| encode_line(&r);
+        write
+            .write_all(send(report(None, 1)).as_bytes())
+            .await
+            .unwrap();
         let waiting = keepers.released(EPOCH);
-        let released = Report {
-            holding: None,
-            ..holding
-        };
-        let release = async {
-            write
-                .write_all(encode_line(&released).as_bytes())
-                .await
-                .unwrap();
-        };
-        let (left, ()) = tokio::join!(waiting, release);
-        assert_eq!(left, 0);
+        tokio::pin!(waiting);
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+        assert!(early.is_err(), "released before the withdrawal was heard");
+        write
+            .write_all(send(report(Some(EPOCH), 2)).as_bytes())
+            .await
+            .unwrap();
+        let still = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+        assert!(still.is_err(), "released while the job runs");
+        write
+            .write_all(send(report(None, 2)).as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(waiting.await, 0);
         tasks.stop();
     }
 
@@ -296,7 +323,7 @@ mod tests {
         let path = dir.path().join("keeper.sock");
         let tasks = NodeTasks::new();
         let (_grants, grants_rx) = watch::channel(Grant::none(1));
-        let keepers = Keepers::serve(Keepers::bind(&path).unwrap(), &path, grants_rx, &tasks);
+        let keepers = Keepers::serve(Keepers::bind(&path).unwrap(), grants_rx, &tasks);
         let mut stream = UnixStream::connect(&path).await.unwrap();
         stream.write_all(b"not json\n").await.unwrap();
         let mut rest = Vec::new();
