@@ -2,7 +2,8 @@
 //! it starts, that it is alive every 2 ms, and when SIGTERM stops it, each line with
 //! its fencing token, its pid and the boot clock (shared by every process on the host,
 //! `src/boot_clock.rs`), so the test can check from the files alone that no two jobs
-//! ever ran at once.
+//! ever ran at once. Like a database flushing on its way down, it lingers for
+//! `LINGER_MS` (default 0) after SIGTERM, still alive, before it stops.
 //!
 //! ```sh
 //! bully run --config config/node1.toml -- target/debug/examples/lease_job /tmp/job-1.log
@@ -37,8 +38,17 @@ fn main() -> std::io::Result<()> {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGTERM, handler) }
         .map_err(std::io::Error::from)?;
+    let linger = std::env::var("LINGER_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis);
     line("start")?;
     while !TERMINATED.load(Ordering::SeqCst) {
+        line("alive")?;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stopping = std::time::Instant::now();
+    while stopping.elapsed() < linger {
         line("alive")?;
         std::thread::sleep(Duration::from_millis(2));
     }

@@ -10,6 +10,7 @@ mod common;
 #[path = "common/keepers.rs"]
 mod keepers;
 
+use bully::protocol::Timing;
 use keepers::{scenario, summary, violations, Fault};
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ async fn no_two_jobs_ever_run_at_once_across_sixty_five_faults() {
             faults.push(Fault::StepDown);
         }
     }
-    let seen = scenario(dir.path(), &faults, Duration::ZERO).await;
+    let seen = scenario(dir.path(), &faults, Duration::ZERO, Timing::default()).await;
 
     let t = &seen.timing;
     let bound_ms = (t.suspect_after_ms + 2 * t.answer_timeout_ms + 1000) as f64;

@@ -1,7 +1,7 @@
 //! `bully run` on real processes (tests/run_fencing.rs and its sabotage twin): 3 nodes
 //! behind the chaos relay, a keeper with a singleton job on each
 //! (`examples/lease_job.rs`, which stamps its start, its liveness every 2 ms and its
-//! SIGTERM on the boot clock), and faults on the coordinator. What the jobs wrote is
+//! stop on the boot clock, lingering 200 ms after SIGTERM), and faults on the coordinator. What the jobs wrote is
 //! judged from their files alone: no two ran at once, and tokens rose.
 //! Included with `#[path = "common/keepers.rs"] mod keepers;` next to `mod common;`.
 #![allow(dead_code)]
@@ -21,6 +21,12 @@ use std::time::Duration;
 
 /// Generous bounds for a busy 2-core machine; the figures are printed.
 pub const AGREE: Duration = Duration::from_secs(20);
+
+/// How long a job stays alive after its SIGTERM, like a database flushing: longer than
+/// a handover takes (about 125 ms from a step-down to the successor's job here), so a
+/// successor elected without waiting for the release would overlap it; after a lapse
+/// its SIGKILL (74 ms after the SIGTERM with the default timing) cuts it short.
+const LINGER_MS: &str = "200";
 
 /// The cluster's size: node 3 leads whenever it can (preempt = always).
 const NODES: u64 = 3;
@@ -64,11 +70,10 @@ pub struct Seen {
     pub keeper_logs: String,
 }
 
-/// Runs `faults` in order on whichever node leads, each held until the next job has
-/// started and `hold` more, then healed; waits for node 3 to lead (and its job to
-/// run) again before the next.
-pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration) -> Seen {
-    let timing = Timing::default();
+/// Runs `faults` in order on whichever node leads (all with `timing`), each held until
+/// the next job has started and `hold` more, then healed; waits for node 3 to lead
+/// (and its job to run) again before the next.
+pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration, timing: Timing) -> Seen {
     let spec = HarnessSpec {
         nodes: NODES,
         timing,
@@ -237,6 +242,7 @@ impl Keepers {
                 .arg("--")
                 .arg(job_binary())
                 .arg(keepers.job_file(id))
+                .env("LINGER_MS", LINGER_MS)
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("keeper log"))
                 .stderr(log)
