@@ -18,7 +18,9 @@
 //! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
 //!   blocks (the other is in [`exact_timer`], a kernel timer for the idle node's long
 //!   waits, which tokio's timer wheel would wake for twice). [`ports`]: free loopback
-//!   ports for clusters and tests, picked together.
+//!   ports for clusters and tests, picked together. [`sd_notify`]: systemd's notify
+//!   protocol (readiness, and the service watchdog's `WATCHDOG=1`), which the CLI and
+//!   the node's runtime both send.
 //! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks (one file
 //!   per concern), the one checker the simulator, the model checker, the real-process
 //!   tests and the chaos runner all use.
@@ -64,6 +66,7 @@ pub mod ports;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;
+pub mod sd_notify;
 pub mod shutdown;
 pub mod signals;
 pub mod sim;

@@ -13,7 +13,6 @@ pub mod logging;
 mod node;
 mod query;
 mod run_dir;
-mod sd_notify;
 mod table;
 
 pub use certs::CertsCommand;

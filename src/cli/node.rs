@@ -1,7 +1,7 @@
 //! `bully node --config F`: runs one node until SIGTERM/Ctrl-C, re-reads its config on
 //! SIGHUP (`systemctl reload`), and tells systemd when it is ready (`Type=notify`).
 
-use super::sd_notify::{self, READY, RELOADING, STOPPING};
+use crate::sd_notify::{self, READY, RELOADING, STOPPING};
 use crate::node::NodeHandle;
 use std::path::Path;
 use std::process::ExitCode;

@@ -24,6 +24,7 @@ use super::clock::Clock;
 use super::inputs::{Input, Inputs};
 use super::journal::Journal;
 use super::reload;
+use super::service_watchdog::ServiceWatchdog;
 use super::services::Services;
 use crate::api::HealthState;
 use crate::config::NodeConfig;
@@ -139,6 +140,11 @@ impl Runtime {
                 .map(|at| self.clock.instant(at));
             match self.inputs.next(policy_at, tick_at).await {
                 Input::Stop => return Ok(()),
+                Input::WatchdogPing => {
+                    if let Some(watchdog) = &mut self.inputs.service_watchdog {
+                        watchdog.ping();
+                    }
+                }
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
                 Input::HealthVerdict(healthy) => {
@@ -324,7 +330,9 @@ impl Runtime {
                         wait_for_keepers(&self.keepers, epoch).await;
                     }
                 };
-                tokio::join!(hook, keepers);
+                let watchdog = self.inputs.service_watchdog.as_mut();
+                ServiceWatchdog::while_waiting(watchdog, async { tokio::join!(hook, keepers) })
+                    .await;
             }
         }
         self.publish_office();

@@ -7,6 +7,7 @@ use super::handle::NodeHandle;
 use super::inputs::Inputs;
 use super::journal::Journal;
 use super::runtime::{OfficeBasis, Runtime};
+use super::service_watchdog::ServiceWatchdog;
 use super::services::{ServiceLinks, Services};
 use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
@@ -111,6 +112,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             health_verdicts,
             elected_hooks,
             tick_timer: ExactTimer::new(),
+            service_watchdog: ServiceWatchdog::from_env(),
         },
         journal,
         transport,
