@@ -401,5 +401,6 @@ fn node_config(
         hooks: HooksConfig::default(),
         health: None,
         http: None,
+        watchdog: crate::config::WatchdogConfig::default(),
     }
 }

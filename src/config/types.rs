@@ -2,6 +2,7 @@
 //! `_ms` take milliseconds, or a duration string such as `"5s"` ([`super::duration`]).
 
 use super::duration;
+use super::watchdog::WatchdogConfig;
 use crate::certs::TlsFiles;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use crate::transport::{PeerAddr, TransportConfig};
@@ -50,6 +51,9 @@ pub struct NodeConfig {
     /// Off unless set: the HTTP endpoint for load balancers and Prometheus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpConfig>,
+    /// The `[watchdog]` table; off unless set.
+    #[serde(default, skip_serializing_if = "WatchdogConfig::is_default")]
+    pub watchdog: WatchdogConfig,
 }
 
 impl NodeConfig {
