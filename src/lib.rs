@@ -15,9 +15,10 @@
 //!   [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - [`shutdown`]: the one kind of stop signal the node's tasks and the transport's both
 //!   wait on (trip once, ask, await; a child stops with its parent).
-//! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
-//!   blocks (the other is in [`exact_timer`], a kernel timer for the idle node's long
-//!   waits, which tokio's timer wheel would wake for twice). [`ports`]: free loopback
+//! - [`signals`]: signals to child processes through nix; one of the crate's few `unsafe`
+//!   blocks (the others are in [`exact_timer`], a kernel timer for the idle node's long
+//!   waits, which tokio's timer wheel would wake for twice, and in the node's watchdog
+//!   device ioctls). [`ports`]: free loopback
 //!   ports for clusters and tests, picked together. [`sd_notify`]: systemd's notify
 //!   protocol (readiness, and the service watchdog's `WATCHDOG=1`), which the CLI and
 //!   the node's runtime both send.

@@ -106,16 +106,24 @@ mod tests {
 
     #[test]
     fn a_relative_or_empty_device_and_a_witness_that_would_arm_are_refused() {
-        let (key, why) = table(WatchdogMode::Auto, "watchdog").check(false).unwrap_err();
+        let (key, why) = table(WatchdogMode::Auto, "watchdog")
+            .check(false)
+            .unwrap_err();
         assert_eq!(key, "watchdog.device");
         assert!(why.contains("not an absolute path"), "{why}");
         let (key, why) = table(WatchdogMode::Off, "").check(false).unwrap_err();
-        assert_eq!((key.as_str(), why.as_str()), ("watchdog.device", "must not be empty"));
+        assert_eq!(
+            (key.as_str(), why.as_str()),
+            ("watchdog.device", "must not be empty")
+        );
         let (key, why) = table(WatchdogMode::Required, "/dev/watchdog1")
             .check(true)
             .unwrap_err();
         assert_eq!(key, "watchdog.mode");
         assert!(why.contains("a witness never leads"), "{why}");
-        assert_eq!(table(WatchdogMode::Required, "/dev/watchdog1").check(false), Ok(()));
+        assert_eq!(
+            table(WatchdogMode::Required, "/dev/watchdog1").check(false),
+            Ok(())
+        );
     }
 }

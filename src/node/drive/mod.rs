@@ -2,7 +2,8 @@
 //! machine and runs its actions in order, fed by `inputs`, timed by `clock`, writing
 //! through `journal`; `services` and `reload` are what SIGHUP replaces; `handle` is
 //! what an embedder holds. `service_watchdog` pings systemd from the runtime's loop;
-//! `watchdog` drives the `/dev/watchdog` device a coordinator keeps armed.
+//! `watchdog` carries out the `[watchdog]` device's duty (a coordinator keeps it
+//! armed) on `watchdog_device`, the device's I/O.
 
 pub mod clock;
 pub mod handle;
@@ -13,3 +14,5 @@ pub mod runtime;
 pub mod service_watchdog;
 pub mod services;
 pub mod start;
+pub mod watchdog;
+pub mod watchdog_device;
