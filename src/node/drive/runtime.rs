@@ -383,16 +383,17 @@ impl Runtime {
     }
 
     /// Arms, keeps alive or disarms the watchdog device for the office as it stands;
-    /// `true` when a required device could not be armed and the node became
-    /// ineligible (the machine then has actions to run).
+    /// `true` when a required device could not be armed and that made the node
+    /// ineligible (the machine then has actions to run: its Resign).
     fn tend_watchdog(&mut self) -> bool {
         let office = self.office();
         let Some(reason) = self.watchdog.tend(&office, self.clock.now()) else {
             return false;
         };
+        let was_eligible = self.eligibility.eligible();
         self.eligibility.set_watchdog_unavailable(Some(reason));
         self.apply_eligibility();
-        true
+        was_eligible
     }
 
     /// Runs one action; returns the `on_demoted` a published view queued, if any.
