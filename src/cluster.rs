@@ -402,5 +402,6 @@ fn node_config(
         health: None,
         http: None,
         fence: Default::default(),
+        watchdog: crate::config::WatchdogConfig::default(),
     }
 }

@@ -33,6 +33,10 @@
 //! - `hooks.timeout_ms`, `hooks.resign_for_ms`, `health.interval_ms`,
 //!   `health.timeout_ms`, `health.rise`, `health.fall` at least 1; hook and health
 //!   commands not blank;
+//! - `watchdog.device` an absolute path; a witness has `watchdog.mode = "off"` (it
+//!   never leads, so it would never arm the device). Whether the device exists is not
+//!   checked here: with `mode = "required"` a missing device makes the node
+//!   ineligible at run time, with `auto` it leads without;
 //! - `data_dir` is a directory or can be created (no file in its place or on its path);
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
 //!   checked when the transport loads them).
@@ -48,6 +52,7 @@
 //! # Layout
 //! - `types`: one struct per table, with its defaults.
 //! - `validate`: the checks above.
+//! - `watchdog`: the `[watchdog]` table, its defaults and its checks.
 //! - `error`: [`ConfigError`], with the key path and position of TOML errors.
 //! - [`duration`]: the duration parser, shared with the command line.
 //!
@@ -58,12 +63,14 @@ pub mod duration;
 mod error;
 mod types;
 mod validate;
+mod watchdog;
 
 pub use error::ConfigError;
 pub use types::{
     CoordinatorReady, ElectedHookFailure, FenceConfig, HealthConfig, HooksConfig, HttpConfig,
     NodeConfig, PeerConfig,
 };
+pub use watchdog::{WatchdogConfig, WatchdogMode};
 
 use std::path::Path;
 

@@ -15,10 +15,15 @@
 //!   [`wall_clock`]: wall-clock milliseconds for records compared across processes.
 //! - [`shutdown`]: the one kind of stop signal the node's tasks and the transport's both
 //!   wait on (trip once, ask, await; a child stops with its parent).
-//! - [`signals`]: signals to child processes through nix; one of the crate's two `unsafe`
-//!   blocks (the other is in [`exact_timer`], a kernel timer for the idle node's long
-//!   waits, which tokio's timer wheel would wake for twice). [`ports`]: free loopback
-//!   ports for clusters and tests, picked together.
+//! - [`signals`]: signals to child processes through nix. [`ports`]: free loopback
+//!   ports for clusters and tests, picked together. [`sd_notify`]: systemd's notify
+//!   protocol (readiness, and the service watchdog's `WATCHDOG=1`), which the CLI and
+//!   the node's runtime both send. [`shell`]: one user command with `sh -c` and a
+//!   timeout that kills its process group (hooks, health checks, a keeper's fence
+//!   command). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
+//!   kernel timer for the idle node's long waits, which tokio's timer wheel would wake
+//!   for twice), in the node's watchdog device ioctls and in the keeper's job start
+//!   (`PR_SET_PDEATHSIG` before exec).
 //! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks (one file
 //!   per concern), the one checker the simulator, the model checker, the real-process
 //!   tests and the chaos runner all use.
@@ -68,6 +73,7 @@ pub mod ports;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;
+pub mod sd_notify;
 pub mod shell;
 pub mod shutdown;
 pub mod signals;

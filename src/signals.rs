@@ -1,6 +1,7 @@
 //! Signals to processes this program started, through `nix`: the one place the crate
-//! touches process signals, and one of the crate's two documented `unsafe` blocks
-//! (the other registers [`crate::exact_timer`]'s timerfd with tokio's reactor).
+//! touches process signals, and one of the crate's few documented `unsafe` blocks
+//! (the others register [`crate::exact_timer`]'s timerfd with tokio's reactor and make
+//! the watchdog device's ioctls, `src/node/drive/watchdog_device.rs`).
 
 pub use nix::sys::signal::Signal;
 use nix::sys::signal::{self, SigHandler};

@@ -797,3 +797,61 @@ fn example_commented_sections_are_valid_and_show_the_defaults() {
         );
     }
 }
+
+#[test]
+fn the_watchdog_table_is_read_checked_and_rendered_back() {
+    use bully::config::{WatchdogConfig, WatchdogMode};
+    let fx = Fixture::new();
+    let plain = fx.parse(BASE).expect("valid");
+    assert_eq!(plain.watchdog, WatchdogConfig::default());
+    assert_eq!(plain.watchdog.mode, WatchdogMode::Off);
+    let text = config::render(&plain).unwrap();
+    assert!(
+        !text.contains("watchdog"),
+        "the default is left out: {text}"
+    );
+
+    let required = fx
+        .parse(&with("[watchdog]\nmode = \"required\"\n"))
+        .expect("valid");
+    assert_eq!(required.watchdog.mode, WatchdogMode::Required);
+    assert_eq!(required.watchdog.device, Path::new("/dev/watchdog"));
+    let auto = fx
+        .parse(&with(
+            "[watchdog]\nmode = \"auto\"\ndevice = \"/dev/watchdog1\"\n",
+        ))
+        .expect("valid");
+    let back = config::parse(&config::render(&auto).unwrap(), &fx.origin()).unwrap();
+    assert_eq!(back.watchdog, auto.watchdog);
+    // A device that does not exist is no config error: the mode decides at run time.
+    fx.parse(&with(
+        "[watchdog]\nmode = \"required\"\ndevice = \"/nonexistent/watchdog\"\n",
+    ))
+    .expect("checked when the node arms it");
+
+    fx.expect_error(
+        &with("[watchdog]\nmode = \"on\"\n"),
+        "watchdog.mode",
+        "unknown variant `on`, expected one of `off`, `auto`, `required`",
+    );
+    fx.expect_error(
+        &with("[watchdog]\ndevice = \"watchdog\"\n"),
+        "watchdog.device",
+        "watchdog is not an absolute path (the default is /dev/watchdog)",
+    );
+    fx.expect_error(
+        &with("[watchdog]\ndevice = \"\"\n"),
+        "watchdog.device",
+        "must not be empty",
+    );
+    fx.expect_error(
+        &with("[watchdog]\ntimeout = 5\n"),
+        "watchdog.timeout",
+        "unknown field `timeout`, expected `mode` or `device`",
+    );
+    fx.expect_error(
+        &witness(&with("[watchdog]\nmode = \"auto\"\n")),
+        "watchdog.mode",
+        "a witness never leads, so it would never arm the watchdog",
+    );
+}

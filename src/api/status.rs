@@ -38,6 +38,10 @@ pub struct Status {
     /// do (see `config_conflict`).
     #[serde(default)]
     pub config_conflict: Option<String>,
+    /// Why the `[watchdog]` device (`mode = "required"`) keeps the node from leading,
+    /// if it does: "watchdog unavailable (device: error)".
+    #[serde(default)]
+    pub watchdog_unavailable: Option<String>,
     pub incarnation: u64,
     /// The newest epoch in this node's flushed cells.
     pub accepted: Option<Epoch>,
@@ -79,6 +83,7 @@ impl Status {
             health: HealthState::Unchecked,
             stepped_down_until_ms: None,
             config_conflict: None,
+            watchdog_unavailable: None,
             incarnation: cells.incarnation,
             accepted: cells.accepted,
             term: cells.term,
@@ -208,6 +213,7 @@ impl Status {
             reasons.push("stepped down");
         }
         reasons.extend(self.config_conflict.as_deref());
+        reasons.extend(self.watchdog_unavailable.as_deref());
         format!("  (ineligible: {})", reasons.join(", "))
     }
 }

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The coordinator itself answered that it leads, under its lease.
-    Itself(Status),
+    Itself(Box<Status>),
     /// The coordinator did not answer; fresh followers vouch for it.
     Followers(Seen),
     /// Followers name a coordinator, but their view is too old (or too few hold it) to
@@ -65,7 +65,7 @@ pub fn decide(statuses: &[Status]) -> Verdict {
         .iter()
         .filter(|s| s.role == Role::Coordinator && s.coordinator == Some(s.id));
     if let Some(best) = leaders.max_by_key(|s| s.epoch) {
-        return Verdict::Itself(best.clone());
+        return Verdict::Itself(Box::new(best.clone()));
     }
     let followers = statuses
         .iter()
@@ -292,7 +292,7 @@ mod tests {
         let newer = Epoch { term: 6, leader: 4 };
         let leader = node(4, Role::Coordinator, Some(newer), None, Mode::Quorum);
         let verdict = decide(&[follower(1, 10), leader.clone(), follower(2, 10)]);
-        assert_eq!(verdict, Verdict::Itself(leader));
+        assert_eq!(verdict, Verdict::Itself(Box::new(leader)));
     }
 
     #[test]
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn json_names_the_coordinator_exactly_when_the_exit_is_zero() {
         let leader = node(5, Role::Coordinator, Some(E5), None, Mode::Quorum);
-        let value = json(&Verdict::Itself(leader));
+        let value = json(&Verdict::Itself(Box::new(leader)));
         assert_eq!(value["coordinator"], 5);
         assert_eq!(value["token"], E5.token());
         assert_eq!(value["source"], "coordinator");

@@ -14,7 +14,6 @@ mod node;
 mod query;
 mod run;
 mod run_dir;
-mod sd_notify;
 mod table;
 
 pub use certs::CertsCommand;

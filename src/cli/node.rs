@@ -1,8 +1,8 @@
 //! `bully node --config F`: runs one node until SIGTERM/Ctrl-C, re-reads its config on
 //! SIGHUP (`systemctl reload`), and tells systemd when it is ready (`Type=notify`).
 
-use super::sd_notify::{self, READY, RELOADING, STOPPING};
 use crate::node::NodeHandle;
+use crate::sd_notify::{self, READY, RELOADING, STOPPING};
 use std::path::Path;
 use std::process::ExitCode;
 use tokio::signal::unix::{signal, SignalKind};

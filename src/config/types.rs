@@ -2,6 +2,7 @@
 //! `_ms` take milliseconds, or a duration string such as `"5s"` ([`super::duration`]).
 
 use super::duration;
+use super::watchdog::WatchdogConfig;
 use crate::certs::TlsFiles;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
 use crate::transport::{PeerAddr, TransportConfig};
@@ -57,6 +58,9 @@ pub struct NodeConfig {
     /// the node itself only serves the keeper socket in its data dir.
     #[serde(default, skip_serializing_if = "FenceConfig::is_default")]
     pub fence: FenceConfig,
+    /// The `[watchdog]` table; off unless set.
+    #[serde(default, skip_serializing_if = "WatchdogConfig::is_default")]
+    pub watchdog: WatchdogConfig,
 }
 
 impl NodeConfig {

@@ -51,6 +51,7 @@ impl NodeConfig {
             }
             check_health(health)?;
         }
+        self.watchdog.check(self.witness)?;
         self.check_data_dir()?;
         self.check_tls_files()
     }

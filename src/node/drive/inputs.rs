@@ -1,7 +1,10 @@
 //! Everything the runtime waits for, in one place and in one priority order: a stop
-//! request, transport events, commands (from the API and the handle), health verdicts,
-//! finished `on_elected` runs, the eligibility policy's next deadline and the machine's.
+//! request, systemd's watchdog ping (right after the stop, so a busy runtime is never
+//! mistaken for a hung one), transport events, commands (from the API and the handle),
+//! health verdicts, finished `on_elected` runs, the eligibility policy's next deadline
+//! and the machine's.
 
+use super::service_watchdog::ServiceWatchdog;
 use crate::boot_clock::{self, BootInstant};
 use crate::exact_timer::ExactTimer;
 use crate::node::shared::mailbox::{Command, ElectedHookDone};
@@ -22,12 +25,16 @@ pub struct Inputs {
     /// Wakes the runtime for the machine's deadline once, when it is due (see
     /// [`crate::exact_timer`]: a coordinator waits for its next heartbeat here).
     pub tick_timer: ExactTimer,
+    /// systemd's watchdog, when the service has one (`WatchdogSec=`).
+    pub service_watchdog: Option<ServiceWatchdog>,
 }
 
 /// The next thing the runtime handles.
 pub enum Input {
     /// Stop: asked to, or the transport is gone.
     Stop,
+    /// systemd's watchdog wants its `WATCHDOG=1` now.
+    WatchdogPing,
     Transport(TransportEvent),
     Command(Command),
     HealthVerdict(bool),
@@ -45,9 +52,11 @@ impl Inputs {
     pub async fn next(&mut self, policy_at: Option<BootInstant>, tick_at: BootInstant) -> Input {
         // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
         // nothing when another branch wins.
+        let ping_at = self.service_watchdog.as_ref().map(ServiceWatchdog::due_at);
         tokio::select! {
             biased;
             _ = self.stop_requested.changed() => Input::Stop,
+            _ = sleep_until_some(ping_at) => Input::WatchdogPing,
             event = self.transport.recv() => match event {
                 Some(event) => Input::Transport(event),
                 None => Input::Stop,

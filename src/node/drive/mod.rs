@@ -1,7 +1,9 @@
 //! Starting and driving the node: `start` wires the parts, `runtime` owns the state
 //! machine and runs its actions in order, fed by `inputs`, timed by `clock`, writing
 //! through `journal`; `services` and `reload` are what SIGHUP replaces; `handle` is
-//! what an embedder holds.
+//! what an embedder holds. `service_watchdog` pings systemd from the runtime's loop;
+//! `watchdog` carries out the `[watchdog]` device's duty (a coordinator keeps it
+//! armed) on `watchdog_device`, the device's I/O.
 
 pub mod clock;
 pub mod handle;
@@ -9,5 +11,8 @@ pub mod inputs;
 pub mod journal;
 pub mod reload;
 pub mod runtime;
+pub mod service_watchdog;
 pub mod services;
 pub mod start;
+pub mod watchdog;
+pub mod watchdog_device;

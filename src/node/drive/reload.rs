@@ -5,7 +5,8 @@
 //! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
 //! What the protocol or the peers depend on (`id`, `listen`, `data_dir`, `mode`,
-//! `witness`, `preempt`, `timing`, `peers`) needs a restart: a reload that changes those
+//! `witness`, `preempt`, `timing`, `peers`), and the `[watchdog]` device the runtime
+//! holds, need a restart: a reload that changes those
 //! applies the rest and names the fields it left alone. A reload that cannot be applied
 //! (a certificate that does not load, an HTTP address in use) changes nothing.
 //! The running services themselves are `services`'s.
@@ -109,6 +110,7 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         ("preempt", running.preempt != new.preempt),
         ("timing", running.timing != new.timing),
         ("peers", running.peers != new.peers),
+        ("watchdog", running.watchdog != new.watchdog),
     ];
     fields
         .into_iter()
@@ -127,6 +129,7 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.preempt = running.preempt;
     config.timing = running.timing;
     config.peers = running.peers;
+    config.watchdog = running.watchdog;
 }
 
 #[cfg(test)]

@@ -14,7 +14,14 @@
 //!   runtime handles no input meanwhile, for at most the hook's bound
 //!   ([`DemotedHook::bound`]): a stop request is handled right after;
 //! - the led-epoch watch is updated before hooks fire, so a stale `on_elected` is
-//!   killed first.
+//!   killed first;
+//! - the `[watchdog]` device is disarmed as soon as the machine reports it left office
+//!   (before the hold for `on_demoted`, which may outlast the device's timeout), armed
+//!   once the actions that made it coordinator have run, and kept alive on every
+//!   renewal of its office ([`Watchdog`]); a required device that cannot be armed makes
+//!   the node ineligible, and the machine's answer (a Resign) runs at once;
+//! - systemd's watchdog is pinged from this loop, and through the hold, which is
+//!   bounded ([`ServiceWatchdog`]).
 //!
 //! On stop (asked, or on a fatal error) a coordinator demotes itself, runs `on_demoted`
 //! to its end and then resigns; then every node task is stopped through one signal and
@@ -24,7 +31,9 @@ use super::clock::Clock;
 use super::inputs::{Input, Inputs};
 use super::journal::Journal;
 use super::reload;
+use super::service_watchdog::ServiceWatchdog;
 use super::services::Services;
+use super::watchdog::Watchdog;
 use crate::api::HealthState;
 use crate::config::NodeConfig;
 use crate::history::Record;
@@ -69,6 +78,8 @@ pub struct Runtime {
     pub keepers: Keepers,
     /// What the keepers' deadlines count from in classic mode.
     pub office: OfficeBasis,
+    /// The `[watchdog]` device a coordinator keeps armed.
+    pub watchdog: Watchdog,
     /// Every task of the node but this one, and the signal that stops them.
     pub tasks: NodeTasks,
 }
@@ -139,6 +150,11 @@ impl Runtime {
                 .map(|at| self.clock.instant(at));
             match self.inputs.next(policy_at, tick_at).await {
                 Input::Stop => return Ok(()),
+                Input::WatchdogPing => {
+                    if let Some(watchdog) = &mut self.inputs.service_watchdog {
+                        watchdog.ping();
+                    }
+                }
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
                 Input::HealthVerdict(healthy) => {
@@ -295,12 +311,25 @@ impl Runtime {
         self.publisher.eligibility(health, until);
         self.publisher
             .config_conflict(self.eligibility.config_conflict());
+        self.publisher
+            .watchdog_unavailable(self.eligibility.watchdog_unavailable());
     }
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
     /// before the next action runs. After a voluntary demotion the actions from the
     /// Resign on wait until `on_demoted` has ended ([`resign_hold`]).
     async fn run_actions(&mut self) -> Result<(), NodeError> {
+        loop {
+            self.run_polled_actions().await?;
+            self.publish_office();
+            if !self.tend_watchdog() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs the actions the machine has now, in order (see [`Runtime::run_actions`]).
+    async fn run_polled_actions(&mut self) -> Result<(), NodeError> {
         let mut pending: VecDeque<Action> =
             std::iter::from_fn(|| self.machine.poll_action()).collect();
         while !pending.is_empty() {
@@ -324,27 +353,47 @@ impl Runtime {
                         wait_for_keepers(&self.keepers, epoch).await;
                     }
                 };
-                tokio::join!(hook, keepers);
+                let watchdog = self.inputs.service_watchdog.as_mut();
+                ServiceWatchdog::while_waiting(watchdog, async { tokio::join!(hook, keepers) })
+                    .await;
             }
         }
-        self.publish_office();
         Ok(())
     }
 
-    /// Hands readers the lease and keepers the grant, as the machine stands now.
-    fn publish_office(&mut self) {
-        self.publisher.lease(self.lease_instant());
-        let office = Office {
+    /// The office as the machine stands now.
+    fn office(&self) -> Office {
+        Office {
             view: self.machine.view(),
             mode: self.machine.mode(),
             timing: self.machine.timing(),
             lease_until: self.machine.lease_until(),
             last_round_sent: self.office.last_round_sent,
             has_peers: !self.office.alone,
-        };
+        }
+    }
+
+    /// Hands readers the lease and keepers the grant, as the machine stands now.
+    fn publish_office(&mut self) {
+        self.publisher.lease(self.lease_instant());
+        let office = self.office();
         let clock = &self.clock;
         self.publisher
             .grant(office_grant::grant(&office, |at| clock.instant(at)));
+    }
+
+    /// Arms, keeps alive or disarms the watchdog device for the office as it stands;
+    /// `true` when a required device could not be armed and that made the node
+    /// ineligible (the machine then has actions to run: its Resign).
+    fn tend_watchdog(&mut self) -> bool {
+        let office = self.office();
+        let Some(reason) = self.watchdog.tend(&office, self.clock.now()) else {
+            return false;
+        };
+        let was_eligible = self.eligibility.eligible();
+        self.eligibility.set_watchdog_unavailable(Some(reason));
+        self.apply_eligibility();
+        was_eligible
     }
 
     /// Runs one action; returns the `on_demoted` a published view queued, if any.
@@ -378,8 +427,10 @@ impl Runtime {
             office_ended_at, ..
         } = &mut fact
         {
-            // The machine has left office: its lease is gone for readers and keepers.
+            // The machine has left office: its lease is gone for readers and keepers,
+            // and the watchdog is disarmed (leaving office never fails to).
             self.publish_office();
+            self.tend_watchdog();
             *office_ended_at = self.clock.wall(*office_ended_at);
         }
         self.publisher.fact(&fact);

@@ -7,7 +7,9 @@ use super::handle::NodeHandle;
 use super::inputs::Inputs;
 use super::journal::Journal;
 use super::runtime::{OfficeBasis, Runtime};
+use super::service_watchdog::ServiceWatchdog;
 use super::services::{ServiceLinks, Services};
+use super::watchdog::Watchdog;
 use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
 use crate::config::NodeConfig;
@@ -54,12 +56,18 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
     let health = HealthState::at_start(config.health.is_some());
+    // With `[watchdog] mode = "required"` a device that cannot be armed keeps the node
+    // from leading.
+    let watchdog = Watchdog::new(&config.watchdog, &config.timing);
+    let watchdog_unavailable = watchdog.check_required();
     let start_ms = clock.now();
-    let machine = Machine::start(machine_config(&config), cells, start_ms);
+    let eligible = config.health.is_none() && watchdog_unavailable.is_none();
+    let machine = Machine::start(machine_config(&config, eligible), cells, start_ms);
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health;
     status.timing = config.timing;
+    status.watchdog_unavailable = watchdog_unavailable.clone();
     let (status_tx, status_rx) = watch::channel(status);
     tracing::info!(
         id = config.id,
@@ -111,19 +119,17 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             health_verdicts,
             elected_hooks,
             tick_timer: ExactTimer::new(),
+            service_watchdog: ServiceWatchdog::from_env(),
         },
         journal,
         transport,
-        eligibility: Eligibility::new(health, &config.timing).with_peers(
-            &peers,
-            start_ms,
-            config.timing.suspect_after_ms,
-        ),
+        eligibility: eligibility(&config, health, start_ms, watchdog_unavailable),
         publisher,
         services,
         api,
         keepers,
         office: OfficeBasis::new(config.peers.is_empty()),
+        watchdog,
         tasks,
     };
     Ok(NodeHandle {
@@ -165,16 +171,33 @@ async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError
     Ok(Some(listener))
 }
 
-/// The machine's part of a node config; the node starts eligible only without a check
-/// and without peers.
-fn machine_config(config: &NodeConfig) -> MachineConfig {
+/// The eligibility policy of a node starting at `start_ms` with `health`, and with
+/// the required watchdog device unavailable for the reason given, if any.
+fn eligibility(
+    config: &NodeConfig,
+    health: HealthState,
+    start_ms: crate::protocol::Millis,
+    watchdog_unavailable: Option<String>,
+) -> Eligibility<Option<crate::node::shared::mailbox::Reply>> {
+    let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
+    let hello_wait_ms = config.timing.suspect_after_ms;
+    let mut policy =
+        Eligibility::new(health, &config.timing).with_peers(&peers, start_ms, hello_wait_ms);
+    policy.set_watchdog_unavailable(watchdog_unavailable);
+    policy
+}
+
+/// The machine's part of a node config; the node starts eligible only when nothing
+/// else holds it back (`eligible`: no health check, the required watchdog armable)
+/// and it has no peers.
+fn machine_config(config: &NodeConfig, eligible: bool) -> MachineConfig {
     MachineConfig {
         id: config.id,
         peers: config.peers.iter().map(|p| p.id).collect(),
         timing: config.timing,
         preempt: config.preempt,
         // Nor before its first hello with each peer settled (see `config_conflict`).
-        eligible: config.health.is_none() && config.peers.is_empty(),
+        eligible: eligible && config.peers.is_empty(),
         mode: config.mode,
         witness: config.witness,
         witnesses: config

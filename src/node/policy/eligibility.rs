@@ -1,7 +1,8 @@
 //! Whether this node may lead, as a pure policy: its health (see [`HealthState`]), a
 //! step-down or stand-aside period ([`super::step_down`], [`crate::node::serve::switchover`]), the
-//! step-down's pending handover, a switchover's hold, and peers whose config disagrees
-//! with ours ([`ConfigConflicts`]). Like the machine it is fed
+//! step-down's pending handover, a switchover's hold, peers whose config disagrees
+//! with ours ([`ConfigConflicts`]), and a `[watchdog]` device that `mode = "required"`
+//! asks for but that cannot be armed ([`super::watchdog`]). Like the machine it is fed
 //! inputs with explicit millisecond times and answers with what to do; the runtime
 //! carries that out (tells the machine, publishes, replies), so every rule here is
 //! tested without tokio, channels or a clock.
@@ -32,6 +33,8 @@ pub struct Eligibility<R> {
     hold_grace_ms: Millis,
     /// Peers seen with a config that disagrees with ours.
     config: ConfigConflicts,
+    /// Why the required watchdog device cannot be armed, if it cannot.
+    watchdog_unavailable: Option<String>,
 }
 
 /// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
@@ -56,6 +59,7 @@ impl<R> Eligibility<R> {
             handover_wait_ms: step_down::handover_wait_ms(timing),
             hold_grace_ms: hold_grace_ms(timing),
             config: ConfigConflicts::new(1),
+            watchdog_unavailable: None,
         }
     }
 
@@ -68,12 +72,27 @@ impl<R> Eligibility<R> {
         self
     }
 
-    /// Health passing (or unchecked), not stepped down, and no config conflict that
-    /// forbids leading.
+    /// Health passing (or unchecked), not stepped down, no config conflict that
+    /// forbids leading, and the watchdog device armable when it is required.
     pub fn eligible(&self) -> bool {
         self.health.allows_leading()
             && self.stepped_down_until.is_none()
             && self.config.reason().is_none()
+            && self.watchdog_unavailable.is_none()
+    }
+
+    /// Why the required watchdog device keeps this node from leading, if it does.
+    pub fn watchdog_unavailable(&self) -> Option<String> {
+        self.watchdog_unavailable.clone()
+    }
+
+    /// The required watchdog device could not be opened and armed (`Some(why)`, see
+    /// [`super::watchdog::unavailable_reason`]), or can be again (`None`).
+    pub fn set_watchdog_unavailable(&mut self, reason: Option<String>) {
+        if let Some(why) = &reason {
+            tracing::warn!("ineligible: {why}");
+        }
+        self.watchdog_unavailable = reason;
     }
 
     /// Why peers' configs keep this node from leading, if they do.
@@ -407,6 +426,21 @@ mod tests {
         p.on_peer(1, true, 1_010);
         assert_eq!(p.on_deadline(&leading()), Some(Expired::HelloWaitOver));
         assert!(p.eligible(), "node 2 never answered: the wait ends");
+    }
+
+    #[test]
+    fn a_required_watchdog_that_cannot_be_armed_forbids_leading() {
+        let mut p = policy();
+        p.set_watchdog_unavailable(Some("watchdog unavailable (/dev/x: gone)".into()));
+        assert!(!p.eligible());
+        assert_eq!(
+            p.watchdog_unavailable().as_deref(),
+            Some("watchdog unavailable (/dev/x: gone)")
+        );
+        p.set_health(HealthState::from_verdict(true));
+        assert!(!p.eligible(), "health does not lift it");
+        p.set_watchdog_unavailable(None);
+        assert!(p.eligible() && p.watchdog_unavailable().is_none());
     }
 
     #[test]

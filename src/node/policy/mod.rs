@@ -9,3 +9,4 @@ pub mod readiness;
 pub mod resign_hold;
 pub mod step_down;
 pub mod transitions;
+pub mod watchdog;

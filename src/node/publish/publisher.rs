@@ -188,8 +188,25 @@ impl Publisher {
 
     /// Why peers' configs keep the node from leading, if they do.
     pub fn config_conflict(&self, reason: Option<String>) {
+        self.ineligibility_note(|s| &mut s.config_conflict, reason);
+    }
+
+    /// Why the required watchdog device keeps the node from leading, if it does.
+    pub fn watchdog_unavailable(&self, reason: Option<String>) {
+        self.ineligibility_note(|s| &mut s.watchdog_unavailable, reason);
+    }
+
+    /// Sets one of the status's reasons not to lead; wakes watchers if it changed.
+    fn ineligibility_note(
+        &self,
+        note: impl FnOnce(&mut Status) -> &mut Option<String>,
+        reason: Option<String>,
+    ) {
         self.status.send_if_modified(|s| {
-            std::mem::replace(&mut s.config_conflict, reason.clone()) != reason
+            let slot = note(s);
+            let changed = *slot != reason;
+            *slot = reason;
+            changed
         });
     }
 
