@@ -63,6 +63,7 @@ fn unit_files_pass_systemd_analyze_verify() {
     for (file, instance) in [
         ("bully.service", "bully.service"),
         ("bully@.service", "bully@node1.service"),
+        ("bully-run.service", "bully-run.service"),
     ] {
         // verify checks that ExecStart exists: point it at the binary under test.
         let text = std::fs::read_to_string(config.join(file)).unwrap();

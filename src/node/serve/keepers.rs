@@ -44,16 +44,21 @@ pub struct Keepers {
 }
 
 impl Keepers {
-    /// Binds the socket at `path`, replacing a stale one a killed node left behind
-    /// (the caller holds the data dir's lock, so no live node owns it). Done before
-    /// anything runs, so a bad path fails the start.
+    /// Binds the socket at `path` (mode 0660: the node's user and group may connect),
+    /// replacing a stale one a killed node left behind (the caller holds the data
+    /// dir's lock, so no live node owns it). Done before anything runs, so a bad path
+    /// fails the start.
     pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         match std::fs::remove_file(path) {
             Ok(()) => tracing::debug!(path = %path.display(), "removed a stale keeper socket"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        UnixListener::bind(path)
+        let listener = UnixListener::bind(path)?;
+        // Keepers run as the node's user or in its group (config/bully-run.service).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+        Ok(listener)
     }
 
     /// Serves every keeper that connects to `listener`, as one of `tasks`, with the
@@ -263,6 +268,9 @@ mod tests {
         let tasks = NodeTasks::new();
         let (grants, grants_rx) = watch::channel(Grant::none(1));
         let listener = Keepers::bind(&path).expect("a stale socket file is replaced");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o660, "{mode:o}");
         let keepers = Keepers::serve(listener, grants_rx, &tasks);
         assert_eq!(
             keepers.released(EPOCH).await,
