@@ -17,6 +17,9 @@
 //!   second after the fencing deadline instead of before it, so a successor's job can
 //!   start while the old one still runs (`tests/run_fencing_sabotage.rs` checks it is
 //!   caught).
+//! - `ignore_stall`: the runtime does not notice that it was stopped
+//!   (`src/node/drive/runtime.rs`), so a resumed node leads on the health verdict it
+//!   held before the stop (`tests/stale_health_sabotage.rs` checks it is caught).
 //!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
@@ -56,4 +59,9 @@ pub fn deaf_handover() -> bool {
 /// Whether a keeper should fence half a second too late.
 pub fn late_fence() -> bool {
     enabled("late_fence")
+}
+
+/// Whether the runtime should not notice a stall (and keep its stale health verdict).
+pub fn ignore_stall() -> bool {
+    enabled("ignore_stall")
 }

@@ -69,6 +69,15 @@ impl Gate {
     }
 }
 
+/// A verdict change, from the check task of `generation`: the runtime takes only the
+/// current task's (a restarted check, after a reload or a stall, makes the old task's
+/// verdicts stale, even those already queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub generation: u64,
+    pub healthy: bool,
+}
+
 /// What a health check task runs with.
 pub struct HealthCheck {
     pub config: HealthConfig,
@@ -80,7 +89,9 @@ pub struct HealthCheck {
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
     /// Where each verdict change goes: the runtime's eligibility.
-    pub health_verdicts: mpsc::Sender<bool>,
+    pub health_verdicts: mpsc::Sender<Verdict>,
+    /// Which start of the check this is (see [`Verdict`]).
+    pub generation: u64,
 }
 
 /// Runs the check until `tasks` stops or the runtime stops listening, sending each
@@ -125,7 +136,10 @@ pub async fn run(check: HealthCheck, tasks: NodeTasks) {
             tracing::warn!(?took, "health check failing (last run {exit})");
         }
         let sent = tasks
-            .until_stopped(check.health_verdicts.send(healthy))
+            .until_stopped(check.health_verdicts.send(Verdict {
+                generation: check.generation,
+                healthy,
+            }))
             .await;
         if !matches!(sent, Some(Ok(()))) {
             return;

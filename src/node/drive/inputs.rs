@@ -7,6 +7,7 @@
 use super::service_watchdog::ServiceWatchdog;
 use crate::boot_clock::{self, BootInstant};
 use crate::exact_timer::ExactTimer;
+use crate::node::commands::health::Verdict;
 use crate::node::shared::mailbox::{Command, ElectedHookDone};
 use crate::transport::TransportEvent;
 use tokio::sync::{mpsc, watch};
@@ -19,7 +20,7 @@ pub struct Inputs {
     pub transport: mpsc::Receiver<TransportEvent>,
     pub commands: mpsc::Receiver<Command>,
     /// The health check's verdict changes (never yields without a `[health]` section).
-    pub health_verdicts: mpsc::Receiver<bool>,
+    pub health_verdicts: mpsc::Receiver<Verdict>,
     /// Finished `on_elected` runs, to mark an epoch ready or resign.
     pub elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
     /// Wakes the runtime for the machine's deadline once, when it is due (see
@@ -37,7 +38,7 @@ pub enum Input {
     WatchdogPing,
     Transport(TransportEvent),
     Command(Command),
-    HealthVerdict(bool),
+    HealthVerdict(Verdict),
     ElectedHook(ElectedHookDone),
     /// The eligibility policy's deadline has come.
     PolicyDeadline,
@@ -62,7 +63,7 @@ impl Inputs {
                 None => Input::Stop,
             },
             Some(command) = self.commands.recv() => Input::Command(command),
-            Some(healthy) = self.health_verdicts.recv() => Input::HealthVerdict(healthy),
+            Some(verdict) = self.health_verdicts.recv() => Input::HealthVerdict(verdict),
             Some(done) = self.elected_hooks.recv() => Input::ElectedHook(done),
             _ = sleep_until_some(policy_at) => Input::PolicyDeadline,
             _ = self.tick_timer.sleep_until_boot(tick_at) => Input::Tick,

@@ -35,12 +35,14 @@ use super::service_watchdog::ServiceWatchdog;
 use super::services::Services;
 use super::watchdog::Watchdog;
 use crate::api::HealthState;
+use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::node::commands::hooks::DemotedHook;
 use crate::node::policy::eligibility::{Eligibility, Expired};
 use crate::node::policy::office_grant::{self, Office};
 use crate::node::policy::resign_hold;
+use crate::node::policy::stall;
 use crate::node::policy::step_down::Answered;
 use crate::node::publish::publisher::Publisher;
 use crate::node::serve::api::Api;
@@ -48,7 +50,9 @@ use crate::node::serve::keepers::Keepers;
 use crate::node::shared::error::{NodeError, ReloadError};
 use crate::node::shared::mailbox::{Command, ElectedHookDone, Reply};
 use crate::node::shared::tasks::NodeTasks;
-use crate::protocol::{Action, Body, Epoch, Event, Fact, Machine, Millis, NodeId, View};
+use crate::protocol::{
+    Action, Body, DemotionReason, Epoch, Event, Fact, Machine, Millis, NodeId, View,
+};
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
 use std::collections::VecDeque;
@@ -78,6 +82,9 @@ pub struct Runtime {
     pub keepers: Keepers,
     /// What the keepers' deadlines count from in classic mode.
     pub office: OfficeBasis,
+    /// The last batch ended the office on a lapsed lease: the health verdict is
+    /// distrusted once the batch has run.
+    pub lease_lapsed: bool,
     /// The `[watchdog]` device a coordinator keeps armed.
     pub watchdog: Watchdog,
     /// Every task of the node but this one, and the signal that stops them.
@@ -148,7 +155,11 @@ impl Runtime {
                 .eligibility
                 .next_deadline()
                 .map(|at| self.clock.instant(at));
-            match self.inputs.next(policy_at, tick_at).await {
+            // A deadline already past (a long hold for on_demoted) is not a stall.
+            let due = tick_at.max(BootInstant::now());
+            let input = self.inputs.next(policy_at, tick_at).await;
+            self.notice_stall(due);
+            match input {
                 Input::Stop => return Ok(()),
                 Input::WatchdogPing => {
                     if let Some(watchdog) = &mut self.inputs.service_watchdog {
@@ -157,17 +168,57 @@ impl Runtime {
                 }
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
-                Input::HealthVerdict(healthy) => {
-                    let health = HealthState::from_verdict(healthy);
+                Input::HealthVerdict(verdict) if self.services.current(&verdict) => {
+                    let health = HealthState::from_verdict(verdict.healthy);
                     self.eligibility.set_health(health);
                     self.apply_eligibility();
+                }
+                Input::HealthVerdict(stale) => {
+                    tracing::debug!(?stale, "a verdict of a check since restarted; ignored")
                 }
                 Input::ElectedHook(done) => self.on_elected_hook(done),
                 Input::PolicyDeadline => self.on_policy_deadline(),
                 Input::Tick => self.machine.handle(Event::Tick, self.clock.now()),
             }
             self.run_actions().await?;
+            if std::mem::take(&mut self.lease_lapsed) {
+                self.distrust_health("its lease lapsed (stopped, starved or cut off)");
+                self.run_actions().await?;
+            }
         }
+    }
+
+    /// Before an input is handled: if the runtime woke more than D after the machine's
+    /// deadline `due` (`stall::stalled`), the process did not run for that long
+    /// (SIGSTOP, a VM pause, swap). Done first, so the input that woke the node (a
+    /// queued Election) cannot make it declare on the old verdict.
+    fn notice_stall(&mut self, due: BootInstant) {
+        let late = BootInstant::now().saturating_duration_since(due);
+        if stall::stalled(late, &self.machine.timing()) {
+            let why = format!("the node did not run for {} ms", late.as_millis());
+            self.distrust_health(&why);
+        }
+    }
+
+    /// The node was away (`why`: a stall, a lapsed lease) and the world may have
+    /// changed under its health verdict (another node may have taken over): with a
+    /// health check, it becomes ineligible (health pending) and the check starts
+    /// afresh, whose first result decides (`src/node/policy/stall.rs`).
+    fn distrust_health(&mut self, why: &str) {
+        #[cfg(debug_assertions)]
+        if crate::sabotage::ignore_stall() {
+            return;
+        }
+        if self.services.applied().health.is_none() {
+            return;
+        }
+        tracing::warn!(
+            "{why}: its health verdict is stale; not eligible until a fresh check passes"
+        );
+        self.eligibility.set_health(HealthState::Pending);
+        self.publisher.health(HealthState::Pending);
+        self.apply_eligibility();
+        self.services.restart_health();
     }
 
     fn on_transport(&mut self, event: TransportEvent) {
@@ -432,6 +483,13 @@ impl Runtime {
             self.publish_office();
             self.tend_watchdog();
             *office_ended_at = self.clock.wall(*office_ended_at);
+        }
+        if let Fact::Demoted {
+            reason: DemotionReason::LeaseLost,
+            ..
+        } = fact
+        {
+            self.lease_lapsed = true;
         }
         self.publisher.fact(&fact);
         self.journal.log(Record::Fact(fact));

@@ -5,7 +5,7 @@
 
 use crate::api::Status;
 use crate::config::NodeConfig;
-use crate::node::commands::health::{self, HealthCheck};
+use crate::node::commands::health::{self, HealthCheck, Verdict};
 use crate::node::serve::http::{self, HttpState};
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
@@ -21,10 +21,12 @@ pub struct Services {
     workdir: PathBuf,
     status: watch::Receiver<Status>,
     metrics: Arc<Metrics>,
-    health_verdicts: mpsc::Sender<bool>,
+    health_verdicts: mpsc::Sender<Verdict>,
     tasks: NodeTasks,
     /// The running check's group, if any.
     health: Option<NodeTasks>,
+    /// How many checks were started: the running one's verdicts carry this.
+    health_generation: u64,
     /// The running endpoint's group, if any.
     http: Option<NodeTasks>,
 }
@@ -35,7 +37,7 @@ pub struct ServiceLinks {
     pub workdir: PathBuf,
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
-    pub health_verdicts: mpsc::Sender<bool>,
+    pub health_verdicts: mpsc::Sender<Verdict>,
 }
 
 impl Services {
@@ -55,6 +57,7 @@ impl Services {
             health_verdicts: links.health_verdicts,
             tasks: tasks.clone(),
             health: None,
+            health_generation: 0,
             http: None,
         };
         services.restart_health();
@@ -92,11 +95,18 @@ impl Services {
         self.http = Some(group);
     }
 
-    /// Stops the running check and starts the applied config's, if it has one.
+    /// Whether `verdict` comes from the check running now.
+    pub fn current(&self, verdict: &Verdict) -> bool {
+        verdict.generation == self.health_generation
+    }
+
+    /// Stops the running check and starts the applied config's, if it has one; its
+    /// first result decides at once, and the old check's verdicts no longer count.
     pub fn restart_health(&mut self) {
         if let Some(old) = self.health.take() {
             old.stop();
         }
+        self.health_generation += 1;
         let Some(config) = self.applied.health.clone() else {
             return;
         };
@@ -107,6 +117,7 @@ impl Services {
             status: self.status.clone(),
             metrics: Arc::clone(&self.metrics),
             health_verdicts: self.health_verdicts.clone(),
+            generation: self.health_generation,
         };
         let group = self.tasks.child();
         group.spawn(health::run(check, group.clone()));

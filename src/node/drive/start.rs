@@ -129,6 +129,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         api,
         keepers,
         office: OfficeBasis::new(config.peers.is_empty()),
+        lease_lapsed: false,
         watchdog,
         tasks,
     };

@@ -7,6 +7,7 @@ pub mod eligibility;
 pub mod office_grant;
 pub mod readiness;
 pub mod resign_hold;
+pub mod stall;
 pub mod step_down;
 pub mod transitions;
 pub mod watchdog;
