@@ -536,6 +536,8 @@ impl Scene {
         self.wait_primary(3, &[1, 2, 3]).await;
         self.wait_writes_on(3, Instant::now()).await;
         let settled = Instant::now();
+        self.report_refusal(scenario, fault, healed);
+        // What refused them: the keeper's fence (not min-replicas-to-write, later).
         let fences = self.keepers.lines_with(3, FENCED);
         assert!(
             fences.len() > fences_before,
@@ -543,7 +545,6 @@ impl Scene {
             self.keepers.log(3)
         );
         eprintln!("=== {scenario}: node 3's keeper: {}", fences[fences_before]);
-        self.report_refusal(scenario, fault, healed);
         self.judge(scenario, 3, Some((fault, settled)), false);
     }
 

@@ -31,11 +31,11 @@ probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
 check_version || exit 1
 remember_promoted "$run_id"
 
-masters="" answered="" silent=""
+masters="" answered=""
 for id in $(other_ids); do
     if ! peer probe "$id"; then
-        silent="$silent $id" # killed, frozen or cut off: its keeper fenced it
-        continue
+        log "node $id's Redis: $probe_error; left to its keeper's fence, not caught up from"
+        continue # killed, frozen or cut off: its keeper fenced it
     fi
     if [ "$epoch" -gt "$token" ]; then
         log "node $id's Redis holds data of epoch $epoch > $token: not promoting"
@@ -54,12 +54,9 @@ for id in $masters; do
         fenced="$fenced $id"
         answered="$answered $id"
     else
-        silent="$silent $id"
+        log "cannot fence node $id's Redis (${reply:-no answer within $PEER_TIMEOUT s}); left to its keeper's fence, not caught up from"
     fi
 done
-if [ -n "$silent" ]; then
-    log "the Redis of node(s)$silent did not answer within $PEER_TIMEOUT s: left to their keepers' fence, not caught up from"
-fi
 # The offsets of the Redis servers that answered, read again now that none of them
 # takes writes.
 seen=""
