@@ -42,6 +42,8 @@ mod primary;
 mod redis_servers;
 #[path = "common/resp.rs"]
 mod resp;
+#[path = "common/tcp_cut.rs"]
+mod tcp_cut;
 #[path = "common/writers.rs"]
 mod writers;
 
@@ -56,8 +58,9 @@ use redis_servers::{example_dir, Haproxy, Keepers, Redises};
 use resp::{follows, is_primary, redis, Conn, Reply};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
+use tcp_cut::CutProxy;
 use writers::{Attempt, Style, Writer};
 
 /// Every wait for the cluster to settle (generous: CI is a busy 2-core machine).
@@ -84,12 +87,12 @@ struct Scene {
     _haproxy: Haproxy,
     /// One keeper per node, running `fence.sh`.
     keepers: Keepers,
-    /// Each node's own nodes file (the example's `nodes.conf`, with this test's ports),
-    /// so one node's view of another's Redis can be cut off.
-    nodes_files: BTreeMap<NodeId, PathBuf>,
-    /// A port nothing listens on (free when the test started): where a cut-off node's
-    /// Redis is, for the others.
-    closed: SocketAddr,
+    /// Node 3's Redis as the other hosts reach it (hooks, health checks, replication):
+    /// through a forwarder that can be cut like a partition. Its own keeper's fence and
+    /// the clients (HAProxy, the direct writer) reach it directly.
+    cut_3: CutProxy,
+    /// Each node's Redis as the scripts know it (`nodes.conf`): node 3's through `cut_3`.
+    seen: BTreeMap<NodeId, SocketAddr>,
     /// The writers through HAProxy.
     writers: Vec<Writer>,
     /// The writer straight to node 3's Redis, during the pause and the isolation.
@@ -200,20 +203,21 @@ impl Scene {
             dir.disable_cleanup(true);
         }
         let t = TestCluster { cluster, dir };
-        // One batch, so no two of the 2N + 1 listeners (and the closed port) are handed
-        // the same port.
+        // One batch, so no two of the 2N + 2 listeners are handed the same port.
         let mut ports = free_tcp_addrs(2 * ids.len() + 2).unwrap().into_iter();
         let mut take_each = || -> BTreeMap<NodeId, SocketAddr> {
             ids.iter().map(|&id| (id, ports.next().unwrap())).collect()
         };
         let (redis_addrs, http) = (take_each(), take_each());
-        let nodes_files = configure(&t, &redis_addrs, &http);
+        let cut_3 = CutProxy::start(ports.next().unwrap(), redis_addrs[&3]);
+        let mut seen = redis_addrs.clone();
+        seen.insert(3, cut_3.addr);
+        configure(&t, &seen, &redis_addrs, &http);
         let mut redises = Redises::new(t.dir.path(), redis_addrs, PASSWORD);
         for &id in &ids {
             redises.start(id, false);
         }
         let front = ports.next().unwrap();
-        let closed = ports.next().unwrap();
         let haproxy = Haproxy::start(t.dir.path(), front, &redises.addrs, &http);
         // The keepers first, as cluster.sh starts them: each waits for its node's socket.
         let configs = ids
@@ -230,8 +234,8 @@ impl Scene {
             http,
             _haproxy: haproxy,
             keepers,
-            nodes_files,
-            closed,
+            cut_3,
+            seen,
             writers: Vec::new(),
             direct: None,
             finished: Vec::new(),
@@ -267,7 +271,7 @@ impl Scene {
             let followed = live
                 .iter()
                 .filter(|&&id| id != leader)
-                .all(|&id| follows(self.addr(id), primary, self.auth()));
+                .all(|&id| follows(self.addr(id), self.seen[&leader], self.auth()));
             (code == 200 && is_primary(primary, self.auth()) && followed).then_some(())
         })
         .await;
@@ -463,13 +467,18 @@ impl Scene {
             Style::Plain,
         ));
         let direct = self.direct.as_ref().expect("just started");
-        primary::wait_logged(&self.t, "a direct write to node 3's Redis", AGREE, || async {
-            direct
-                .records()
-                .iter()
-                .any(|a| a.start >= started && a.epoch.is_some())
-                .then_some(())
-        })
+        primary::wait_logged(
+            &self.t,
+            "a direct write to node 3's Redis",
+            AGREE,
+            || async {
+                direct
+                    .records()
+                    .iter()
+                    .any(|a| a.start >= started && a.epoch.is_some())
+                    .then_some(())
+            },
+        )
         .await;
     }
 
@@ -514,24 +523,25 @@ impl Scene {
     }
 
     /// The coordinator cut off, on one host: its `bully node` SIGSTOPped (not its keeper,
-    /// not its Redis) and its Redis out of the other nodes' reach (their nodes files
-    /// name a closed port for it), for [`FAULT`]. Its own hooks cannot run and the new
-    /// primary's cannot fence it: only its keeper can, at its lease's end. The direct
-    /// writer must see the old Redis refuse writes before the new primary accepts any.
-    /// (Replication still flows on loopback: the stopped Redis only takes no writes.)
+    /// not its Redis) and its Redis cut off from the other hosts (`cut_3`: their hooks,
+    /// health checks and replication stream), for [`FAULT`]. Its own hooks cannot run
+    /// and the new primary's cannot reach it; its replicas vanish without a goodbye, so
+    /// `min-replicas-to-write` stops it only 2 s later: only its keeper can fence it
+    /// in time, at its lease's end. The direct writer (a client on the old primary's
+    /// side) must see the old Redis refuse writes before the new primary accepts any.
     async fn cut_off_the_coordinator(&mut self) {
         let scenario = "the coordinator cut off with its Redis out of reach for 3 s";
         phase(scenario);
         let fences_before = self.keepers.lines_with(3, FENCED).len();
         self.start_direct_writer().await;
-        self.reach(3, false);
+        self.reach_3(false);
         let fault = Instant::now();
         self.t.cluster.pause(3).unwrap();
         self.wait_primary(2, &[1, 2]).await;
         self.wait_writes_on(2, fault).await;
         tokio::time::sleep(FAULT.saturating_sub(fault.elapsed())).await;
         let healed = Instant::now();
-        self.reach(3, true);
+        self.reach_3(true);
         self.t.cluster.resume(3).unwrap();
         self.wait_primary(3, &[1, 2, 3]).await;
         self.wait_writes_on(3, Instant::now()).await;
@@ -545,7 +555,9 @@ impl Scene {
             self.keepers.log(3)
         );
         eprintln!("=== {scenario}: node 3's keeper: {}", fences[fences_before]);
-        self.judge(scenario, 3, Some((fault, settled)), false);
+        // What the old primary accepted after the cut, before its fence, never reached a
+        // replica: asynchronous replication's loss (no WAIT-acknowledged write).
+        self.judge(scenario, 3, Some((fault, settled)), true);
     }
 
     /// SIGSTOP of the coordinator's `bully node` and of its Redis for [`FAULT`] under
@@ -602,12 +614,11 @@ impl Scene {
                 let Ok((200, _)) = http_get(self.http[&id], "/coordinator").await else {
                     continue;
                 };
-                let mine = self.addr(id);
                 let others_follow = [1, 2, 3]
                     .iter()
                     .filter(|&&o| o != id)
-                    .all(|&o| follows(self.addr(o), mine, self.auth()));
-                if is_primary(mine, self.auth()) && others_follow {
+                    .all(|&o| follows(self.addr(o), self.seen[&id], self.auth()));
+                if is_primary(self.addr(id), self.auth()) && others_follow {
                     return Some(id);
                 }
             }
@@ -643,16 +654,9 @@ impl Scene {
         self.judge(scenario, 3, Some((fault, settled)), false);
     }
 
-    /// Whether the other nodes' hooks and health checks reach node `id`'s Redis: their
-    /// nodes files name its real address, or a closed port.
-    fn reach(&self, id: NodeId, reachable: bool) {
-        for (&other, path) in &self.nodes_files {
-            let mut map = self.redises.addrs.clone();
-            if other != id && !reachable {
-                map.insert(id, self.closed);
-            }
-            write_nodes_file(path, &map);
-        }
+    /// Whether the other hosts reach node 3's Redis.
+    fn reach_3(&self, reachable: bool) {
+        self.cut_3.cut(!reachable);
     }
 
     /// The longest write gap of the HAProxy writers within `[from, to]`.
@@ -708,7 +712,10 @@ impl Scene {
         assert!(
             accepted_later.is_empty(),
             "{scenario}: the old Redis accepted direct writes again before the heal: {:?}",
-            accepted_later.iter().map(|a| since(a.start)).collect::<Vec<_>>()
+            accepted_later
+                .iter()
+                .map(|a| since(a.start))
+                .collect::<Vec<_>>()
         );
         assert!(
             first_refused.start < first_new,
@@ -836,32 +843,38 @@ impl Scene {
 }
 
 /// The example's hooks, health check, fence command and readiness, pointed at this
-/// test's Redis servers (a nodes file per node, returned) and password file.
+/// test's Redis servers (nodes files) and password file. The hooks and health checks
+/// reach the Redis servers at the `seen` addresses; the fence command, which only
+/// touches its own host's Redis, at the `local` ones.
 fn configure(
     t: &TestCluster,
-    redis: &BTreeMap<NodeId, SocketAddr>,
+    seen: &BTreeMap<NodeId, SocketAddr>,
+    local: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
-) -> BTreeMap<NodeId, PathBuf> {
+) {
     let password_file = t.dir.path().join("password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let mut nodes_files = BTreeMap::new();
+    let (nodes_file, local_file) = (
+        t.dir.path().join("nodes.conf"),
+        t.dir.path().join("local.conf"),
+    );
+    write_nodes_file(&nodes_file, seen);
+    write_nodes_file(&local_file, local);
+    let script = |name: &str, nodes: &Path| {
+        format!(
+            "REDIS_NODES_FILE={} REDIS_PASSWORD_FILE={} {}",
+            quoted(nodes),
+            quoted(&password_file),
+            quoted(&example_dir().join(name))
+        )
+    };
     for id in t.cluster.ids() {
-        let nodes_file = t.dir.path().join(format!("nodes-{id}.conf"));
-        write_nodes_file(&nodes_file, redis);
-        let script = |name: &str| {
-            format!(
-                "REDIS_NODES_FILE={} REDIS_PASSWORD_FILE={} {}",
-                quoted(&nodes_file),
-                quoted(&password_file),
-                quoted(&example_dir().join(name))
-            )
-        };
         t.cluster
             .edit_config(id, |c| {
                 c.hooks = HooksConfig {
-                    on_elected: Some(script("on-elected.sh")),
-                    on_demoted: Some(script("on-demoted.sh")),
-                    on_change: Some(script("on-change.sh")),
+                    on_elected: Some(script("on-elected.sh", &nodes_file)),
+                    on_demoted: Some(script("on-demoted.sh", &nodes_file)),
+                    on_change: Some(script("on-change.sh", &nodes_file)),
                     ..HooksConfig::default()
                 };
                 c.health = Some(HealthConfig {
@@ -869,28 +882,23 @@ fn configure(
                     timeout_ms: 2000,
                     rise: 2,
                     fall: 2,
-                    ..HealthConfig::new(script("health.sh"))
+                    ..HealthConfig::new(script("health.sh", &nodes_file))
                 });
                 c.fence = FenceConfig {
-                    command: Some(script("fence.sh")),
+                    command: Some(script("fence.sh", &local_file)),
                     ..FenceConfig::default()
                 };
                 c.http = Some(HttpConfig::on(http[&id]));
             })
             .unwrap();
-        nodes_files.insert(id, nodes_file);
     }
-    nodes_files
 }
 
-/// Writes the example's nodes file format (`ID HOST PORT` per line) for `redis`,
-/// atomically: the scripts read it on every run.
-fn write_nodes_file(path: &std::path::Path, redis: &BTreeMap<NodeId, SocketAddr>) {
+/// Writes the example's nodes file format (`ID HOST PORT` per line) for `redis`.
+fn write_nodes_file(path: &Path, redis: &BTreeMap<NodeId, SocketAddr>) {
     let map: String = redis
         .iter()
         .map(|(id, a)| format!("{id} {} {}\n", a.ip(), a.port()))
         .collect();
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, map).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    std::fs::write(path, map).unwrap();
 }

@@ -19,8 +19,9 @@
 #   primary; the check then remembers the Redis run_id in $BULLY_DATA_DIR/redis-synced.
 #   If it is elected while the old primary lives (a takeover, a paused or cut-off
 #   coordinator), on-elected.sh fences the old primary and catches up the rest first.
-# - A replica whose primary is gone stays eligible if this very Redis process (same
-#   run_id) had caught up before: it holds the data. on-elected.sh refuses to promote
+# - A replica whose primary is gone (link down, or up but the primary does not answer
+#   within $REDIS_TIMEOUT s: frozen or cut off) stays eligible if this very Redis
+#   process (same run_id) had caught up before: it holds the data. on-elected.sh refuses to promote
 #   it if another Redis holds newer data (the most up-to-date replica must lead).
 # - A replica still loading a full sync, or one that never caught up, is not eligible.
 # - A primary is eligible while this node is the coordinator. Otherwise (a Redis that
@@ -74,10 +75,13 @@ if [ "$role" = slave ] && ! no_primary "$mhost" "$mport"; then
     fi
     if [ "$link" = up ]; then
         theirs=$(redis_at "$mhost" "$mport" INFO replication 2>&1 \
-            | sed -n 's/^master_repl_offset:\([0-9]*\).*/\1/p')
+            | sed -n 's/^master_repl_offset:\([0-9]*\).*/\1/p') || true
         case $theirs in
         '' | *[!0-9]*)
-            log "primary $mhost:$mport does not answer its INFO"
+            # Its link still looks up (Redis notices a silent primary only after
+            # repl-timeout, 60 s), but the primary is frozen or cut off: judged as gone.
+            synced_before && exit 0
+            log "primary $mhost:$mport does not answer its INFO within $REDIS_TIMEOUT s, and this Redis never caught up"
             exit 1
             ;;
         esac
