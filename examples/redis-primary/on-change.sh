@@ -6,19 +6,15 @@
 # still be catching up, and replicating from it could discard newer data this Redis
 # holds. If it is not promoted yet, this hook leaves the Redis alone, without waiting
 # (hooks run one at a time: a wait here would delay this node's next on_elected): the
-# coordinator's on_elected repoints every Redis once it has promoted its own.
+# coordinator's on_elected repoints every Redis it reaches once it has promoted its
+# own, and this node's health check repoints it otherwise (follow_coordinator in
+# common.sh, shared with health.sh).
 set -eu
 . "$(dirname -- "$0")/common.sh"
 [ "$BULLY_ROLE" != coordinator ] || exit 0 # on-elected.sh made it the primary
-token=${BULLY_EPOCH:?}
 
-if ! probe "$BULLY_COORDINATOR"; then
-    log "node $BULLY_COORDINATOR's Redis does not answer ($probe_error); its on_elected will repoint this Redis"
-    exit 0
+if follow_coordinator; then
+    log "replicating from node $BULLY_COORDINATOR's Redis at epoch $BULLY_EPOCH"
+else
+    log "$follow_status; its on_elected or this node's health check will repoint this Redis"
 fi
-if [ "$role" != master ] || [ "$epoch" -lt "$token" ]; then
-    log "node $BULLY_COORDINATOR's Redis is not promoted for epoch $token yet; its on_elected will repoint this Redis"
-    exit 0
-fi
-repoint "$BULLY_NODE_ID" "$BULLY_COORDINATOR"
-log "replicating from node $BULLY_COORDINATOR's Redis at epoch $token"

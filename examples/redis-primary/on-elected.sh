@@ -4,16 +4,24 @@
 #
 # 1. Refuse (exit 1: bully resigns, another node leads) if another Redis already holds
 #    data of a newer epoch: this hook is stale.
-# 2. Fence: every other Redis that is a primary stops taking writes (CLIENT PAUSE WRITE
-#    for $PAUSE_MS), so from here on nothing can be acknowledged elsewhere.
+# 2. Fence: every other Redis that is a primary and answers stops taking writes (CLIENT
+#    PAUSE WRITE for $PAUSE_MS), so from here on nothing can be acknowledged elsewhere.
+#    This is the second fence: the old primary's own keeper (`bully run`, fence.sh)
+#    paused it when its office ended, before this node could be elected, even if that
+#    host is cut off or its bully frozen. So a Redis that does not answer within
+#    $PEER_TIMEOUT s (frozen, cut off, killed) is left to its keeper: this hook never
+#    fails or waits longer for it.
 # 3. Catch up: if another Redis holds newer data, this Redis must be replicating from it
 #    with its link up (the fenced old primary) and reach its offset within $CATCH_UP_MS;
 #    otherwise refuse: the node with the most up-to-date Redis must lead instead.
 # 4. Promote: REPLICAOF NO ONE, lift any pause on this Redis, store the epoch in
-#    bully:epoch (the fencing token, next to the data).
-# 5. Repoint every other Redis that does not follow this one yet (pause, REPLICAOF,
-#    unpause): the followers' on_change may have run before this promotion, and left
-#    their Redis for this hook to repoint.
+#    bully:epoch (the fencing token, next to the data). The Redis run_id is remembered
+#    in $BULLY_DATA_DIR/redis-promoted first: the health check fails once the Redis is
+#    another process (restarted), so the node steps down.
+# 5. Repoint every other Redis that answered and does not follow this one yet (pause,
+#    REPLICAOF, unpause): the followers' on_change may have run before this promotion,
+#    and left their Redis for this hook to repoint. A Redis that did not answer is
+#    repointed later by its own node (on_change, or its health check).
 # Bully answers /coordinator 200 (coordinator_ready = "hook_ok") only after exit 0.
 set -eu
 . "$(dirname -- "$0")/common.sh"
@@ -21,30 +29,40 @@ token=${BULLY_EPOCH:?}
 
 probe "$BULLY_NODE_ID" || { log "own Redis unreachable: $probe_error"; exit 1; }
 check_version || exit 1
+remember_promoted "$run_id"
 
-masters="" seen=""
+masters="" answered=""
 for id in $(other_ids); do
-    probe "$id" || continue # gone (killed): it takes no writes from anyone
+    if ! peer probe "$id"; then
+        log "node $id's Redis: $probe_error; left to its keeper's fence, not caught up from"
+        continue # killed, frozen or cut off: its keeper fenced it
+    fi
     if [ "$epoch" -gt "$token" ]; then
         log "node $id's Redis holds data of epoch $epoch > $token: not promoting"
         exit 1
     fi
-    [ "$role" != master ] || masters="$masters $id"
-    seen="$seen $id:$epoch:$offset"
+    if [ "$role" = master ]; then
+        masters="$masters $id"
+    else
+        answered="$answered $id"
+    fi
 done
 fenced=""
 for id in $masters; do
-    reply=$(rcli "$id" CLIENT PAUSE "$PAUSE_MS" WRITE 2>&1)
-    [ "$reply" = OK ] || { log "cannot fence node $id's Redis: $reply"; exit 1; }
-    fenced="$fenced $id"
+    reply=$(peer rcli "$id" CLIENT PAUSE "$PAUSE_MS" WRITE 2>&1) || true
+    if [ "$reply" = OK ]; then
+        fenced="$fenced $id"
+        answered="$answered $id"
+    else
+        log "cannot fence node $id's Redis (${reply:-no answer within $PEER_TIMEOUT s}); left to its keeper's fence, not caught up from"
+    fi
 done
-if [ -n "$fenced" ]; then
-    # Read the offsets again now that no Redis takes writes.
-    seen=""
-    for id in $(other_ids); do
-        probe "$id" && seen="$seen $id:$epoch:$offset"
-    done
-fi
+# The offsets of the Redis servers that answered, read again now that none of them
+# takes writes.
+seen=""
+for id in $answered; do
+    peer probe "$id" && seen="$seen $id:$epoch:$offset"
+done
 
 # The Redis with the newest data.
 best="" source=""
@@ -88,5 +106,5 @@ log "Redis is the primary at epoch $token${fenced:+ (fenced the Redis of node(s)
 # The others follow this Redis now (a no-op for those already following it).
 for entry in $seen; do
     id=${entry%%:*}
-    repoint "$id" "$BULLY_NODE_ID" || true
+    peer repoint "$id" "$BULLY_NODE_ID" || true
 done

@@ -1,12 +1,14 @@
 //! The real servers of the Redis tests, run the way `examples/redis-primary` runs
 //! them: `redis-server` with the example's `redis.conf` (password on stdin, as
-//! `redis.sh` does) and HAProxy with the example's `haproxy.cfg` (ports swapped for
-//! free ones). Every process is killed by its PID on drop, also when a test panics.
+//! `redis.sh` does), HAProxy with the example's `haproxy.cfg` (ports swapped for free
+//! ones) and one keeper per node (`bully run --config`, as `cluster.sh` starts them).
+//! Every process is killed by its PID on drop, also when a test panics.
 //! Included with `#[path = "common/redis_servers.rs"]` next to `resp.rs`.
 #![allow(dead_code)]
 
 use super::resp::{redis, Reply};
 use bully::protocol::NodeId;
+use bully::signals::{self, Signal};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -101,6 +103,21 @@ impl Redises {
         }
     }
 
+    /// SIGSTOP of node `id`'s Redis: it keeps its connections and answers nothing.
+    pub fn pause(&mut self, id: NodeId) {
+        self.signal(id, Signal::SIGSTOP);
+    }
+
+    /// SIGCONT of node `id`'s Redis.
+    pub fn resume(&mut self, id: NodeId) {
+        self.signal(id, Signal::SIGCONT);
+    }
+
+    fn signal(&self, id: NodeId, signal: Signal) {
+        let pid = self.children[&id].id();
+        signals::send(pid, signal).unwrap_or_else(|e| panic!("{signal:?} to Redis {id}: {e}"));
+    }
+
     /// The node whose Redis listens on `port`.
     pub fn node_on_port(&self, port: u16) -> Option<NodeId> {
         self.addrs
@@ -179,5 +196,72 @@ impl Drop for Haproxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The example's keepers: one `bully run --config <node's config>` per node, with no
+/// job, so each only runs its node's `[fence] command` (`fence.sh`) when the office
+/// ends on its host. Like the host's supervisor, a keeper outlives its node's kills and
+/// restarts (it reconnects to the node's socket by itself). Killed on drop.
+pub struct Keepers {
+    dir: PathBuf,
+    children: BTreeMap<NodeId, Child>,
+}
+
+impl Keepers {
+    /// Starts `binary run --config <config>` for each node, logs under `dir`.
+    pub fn start(binary: &Path, configs: &BTreeMap<NodeId, PathBuf>, dir: &Path) -> Keepers {
+        let mut keepers = Keepers {
+            dir: dir.to_path_buf(),
+            children: BTreeMap::new(),
+        };
+        for (&id, config) in configs {
+            let log = std::fs::File::create(keepers.log_file(id)).unwrap();
+            let child = Command::new(binary)
+                .arg("run")
+                .arg("--config")
+                .arg(config)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start bully run");
+            keepers.children.insert(id, child);
+        }
+        keepers
+    }
+
+    fn log_file(&self, id: NodeId) -> PathBuf {
+        self.dir.join(format!("keeper-{id}.log"))
+    }
+
+    /// Node `id`'s keeper log.
+    pub fn log(&self, id: NodeId) -> String {
+        std::fs::read_to_string(self.log_file(id)).unwrap_or_default()
+    }
+
+    /// The lines of node `id`'s keeper log that contain `needle`.
+    pub fn lines_with(&self, id: NodeId, needle: &str) -> Vec<String> {
+        self.log(id)
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether every keeper still runs (a keeper that exited fences nothing).
+    pub fn all_running(&mut self) -> bool {
+        self.children
+            .values_mut()
+            .all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Keepers {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
