@@ -19,20 +19,16 @@ pub struct Job {
 }
 
 impl Job {
-    /// Starts `command` (program and arguments) in `dir` for the epoch `grant` leads.
-    pub fn start(
-        command: &[String],
-        dir: &Path,
-        grant: &Grant,
-        epoch: Epoch,
-    ) -> std::io::Result<Job> {
+    /// Starts `command` (program and arguments) in `dir` for the epoch `grant` leads,
+    /// with `env` (see [`environment`]).
+    pub fn start(command: &[String], dir: &Path, env: &[(String, String)]) -> std::io::Result<Job> {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("no command to run"))?;
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .current_dir(dir)
-            .envs(environment(grant, epoch))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .process_group(0)
             .kill_on_drop(true);
@@ -105,13 +101,15 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 }
 
 /// What the job (and the fence command) is told: `BULLY_TOKEN`, `BULLY_TERM`,
-/// `BULLY_COORDINATOR` (the node leading, this one).
-pub fn environment(grant: &Grant, epoch: Epoch) -> Vec<(String, String)> {
+/// `BULLY_COORDINATOR` (the node leading, this one), `BULLY_NODE_ID` and, as hooks get
+/// it, `BULLY_DATA_DIR` (where the node's socket is).
+pub fn environment(grant: &Grant, epoch: Epoch, data_dir: &Path) -> Vec<(String, String)> {
     vec![
         ("BULLY_TOKEN".into(), epoch.token().to_string()),
         ("BULLY_TERM".into(), epoch.term.to_string()),
         ("BULLY_COORDINATOR".into(), epoch.leader.to_string()),
         ("BULLY_NODE_ID".into(), grant.node.to_string()),
+        ("BULLY_DATA_DIR".into(), data_dir.display().to_string()),
     ]
 }
 
@@ -137,10 +135,12 @@ mod tests {
     async fn the_job_sees_its_epoch_and_its_exit_code_comes_back() {
         let dir = tempfile::tempdir().unwrap();
         let script = format!(
-            "test \"$BULLY_TOKEN\" = {} && test \"$BULLY_TERM\" = 6 && test \"$BULLY_COORDINATOR\" = 2 && exit 7",
-            EPOCH.token()
+            "test \"$BULLY_TOKEN\" = {} && test \"$BULLY_TERM\" = 6 && test \"$BULLY_COORDINATOR\" = 2 && test \"$BULLY_DATA_DIR\" = {} && exit 7",
+            EPOCH.token(),
+            dir.path().display()
         );
-        let mut job = Job::start(&sh(&script), dir.path(), &grant(), EPOCH).unwrap();
+        let env = environment(&grant(), EPOCH, dir.path());
+        let mut job = Job::start(&sh(&script), dir.path(), &env).unwrap();
         let status = tokio::time::timeout(Duration::from_secs(10), job.wait())
             .await
             .unwrap()
@@ -156,7 +156,8 @@ mod tests {
             "(sleep 1; touch {}) & kill -STOP $$; sleep 5",
             marker.display()
         );
-        let mut job = Job::start(&sh(&script), dir.path(), &grant(), EPOCH).unwrap();
+        let env = environment(&grant(), EPOCH, dir.path());
+        let mut job = Job::start(&sh(&script), dir.path(), &env).unwrap();
         let stopped = || {
             let stat = std::fs::read_to_string(format!("/proc/{}/stat", job.pid()));
             stat.is_ok_and(|s| {
@@ -192,7 +193,7 @@ mod tests {
             .build()
             .unwrap();
         let err = rt
-            .block_on(async { Job::start(&[], dir.path(), &grant(), EPOCH) })
+            .block_on(async { Job::start(&[], dir.path(), &[]) })
             .unwrap_err();
         assert_eq!(err.to_string(), "no command to run");
     }

@@ -185,7 +185,11 @@ impl Keeper {
         }
         let job = match self.spec.command.is_empty() {
             true => None,
-            false => match Job::start(&self.spec.command, &self.spec.workdir, &grant, epoch) {
+            false => match Job::start(
+                &self.spec.command,
+                &self.spec.workdir,
+                &self.env(&grant, epoch),
+            ) {
                 Ok(job) => Some(job),
                 Err(e) => {
                     let what = self.spec.what();
@@ -308,8 +312,9 @@ impl Keeper {
         if let Some(job) = hold.job.as_mut() {
             job.terminate();
         }
+        let (grant, epoch) = (hold.grant, hold.epoch);
         if let Some(command) = self.spec.fence_command.clone() {
-            let env = job::environment(&hold.grant, hold.epoch);
+            let env = self.env(&grant, epoch);
             let shell = Shell {
                 command: &command,
                 dir: &self.spec.workdir,
@@ -326,6 +331,16 @@ impl Keeper {
         if BootInstant::now() >= kill_at {
             self.kill_job();
         }
+    }
+
+    /// The `BULLY_*` variables of the job and the fence command for `epoch`.
+    fn env(&self, grant: &Grant, epoch: Epoch) -> Vec<(String, String)> {
+        let data_dir = self
+            .spec
+            .socket
+            .parent()
+            .unwrap_or(std::path::Path::new("."));
+        job::environment(grant, epoch, data_dir)
     }
 
     /// SIGKILLs the ending hold's job.
