@@ -196,3 +196,60 @@ async fn without_a_job_the_fence_command_runs_when_the_node_stalls() {
     t.cluster.resume(1).unwrap();
     assert_eq!(lines.lines().nth(1), Some(newer.to_string().as_str()));
 }
+
+/// Whether process `pid` still runs (gone, or a zombie waiting to be reaped, is not).
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    matches!(state, Some(s) if s != "Z" && s != "X")
+}
+
+/// A job that starts `child` in the background, writes its PID to `pidfile` and waits.
+fn spawner(child: &str, pidfile: &Path) -> String {
+    format!("{child} & echo $! > {}; wait", pidfile.display())
+}
+
+/// The PID the job wrote, once it has.
+async fn written_pid(pidfile: &Path) -> u32 {
+    wait_until("the job to start its child", BOUND, || async {
+        std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_keeper_takes_the_jobs_children_with_it() {
+    let t = one_leading_node().await;
+    let pidfile = t.dir.path().join("grandchild");
+    let script = spawner("sleep 300", &pidfile);
+    let mut keeper = Keeper::start(&t.cluster.config_path(1), &["--", "sh", "-c", &script]);
+    let grandchild = written_pid(&pidfile).await;
+    assert!(running(grandchild));
+    keeper.0.kill().unwrap();
+    keeper.0.wait().unwrap();
+    wait_until("the job's child to die with the keeper", BOUND, || async {
+        (!running(grandchild)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_ignores_sigterm_does_not_outlive_the_release() {
+    let mut t = one_leading_node().await;
+    let pidfile = t.dir.path().join("stubborn");
+    let script = spawner("(trap '' TERM; exec sleep 300)", &pidfile);
+    let config = t.cluster.config_path(1);
+    let mut keeper = Keeper::start(&config, &["--once", "--", "sh", "-c", &script]);
+    let stubborn = written_pid(&pidfile).await;
+    t.cluster.pause(1).unwrap();
+    let code = keeper.exit_code().await;
+    t.cluster.resume(1).unwrap();
+    assert_eq!(code, Some(1));
+    assert!(
+        !running(stubborn),
+        "released while a child of the job still ran"
+    );
+}

@@ -43,9 +43,9 @@ pub struct Grant {
     /// more (`Timing::takeover_floor_ms` after the newest round): whatever this node
     /// leads must be dead by then.
     pub fence_by_ns: Option<u64>,
-    /// How long before `lease_end_ns` a renewal normally arrives at the latest (the
-    /// lease span less one heartbeat): a keeper's SIGTERM must not come earlier than
-    /// that, or a healthy node's job would be stopped.
+    /// How long before `lease_end_ns` a healthy node's renewal is due at the latest,
+    /// one round lost or late allowed for (the lease span less two heartbeats): a
+    /// keeper's SIGTERM must not come earlier, or a healthy node's job would be stopped.
     pub renewal_slack_ms: u64,
     /// The clock the instants are on.
     pub clock: Source,

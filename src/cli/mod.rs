@@ -100,6 +100,14 @@ pub enum Commands {
     /// office ends here. Exit: the job's code, 1 when --once ended with the office,
     /// 0 after SIGTERM, 2 on an error.
     Run(run::RunArgs),
+    /// Internal: what `bully run` starts in place of its job, so the job's whole
+    /// process group dies with the keeper (`src/keeper/guard.rs`).
+    #[command(name = "run-guard", hide = true)]
+    RunGuard {
+        /// The job and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run a whole cluster of real node processes on loopback with a live view.
     /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
     Local(LocalArgs),
@@ -122,7 +130,11 @@ impl Commands {
     pub fn only_prints(&self) -> bool {
         !matches!(
             self,
-            Commands::Node { .. } | Commands::Local(_) | Commands::Chaos(_) | Commands::Run(_)
+            Commands::Node { .. }
+                | Commands::Local(_)
+                | Commands::Chaos(_)
+                | Commands::Run(_)
+                | Commands::RunGuard { .. }
         )
     }
 }
@@ -234,12 +246,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    // The guard is a plain process: a few system calls and a wait, no runtime.
+    if let Commands::RunGuard { command } = &cli.command {
+        return crate::keeper::guard::run(command);
+    }
     // A node handles a few messages per heartbeat: one thread does it with no
     // cross-thread wake-ups, which were most of an idle node's CPU time. The commands
     // that drive whole clusters (local, chaos) get two workers.
     let mut builder = match cli.command {
-        // `run` too: its job's death signal (PR_SET_PDEATHSIG) follows the thread
-        // that started it, which must live as long as the keeper.
+        // `run` too: its guard's parent-death signal (PR_SET_PDEATHSIG) follows the
+        // thread that started it, which must live as long as the keeper.
         Commands::Node { .. } | Commands::Run(_) => tokio::runtime::Builder::new_current_thread(),
         _ => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
@@ -273,6 +289,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Chaos(args) => chaos::run(&args).await,
             Commands::Completions { shell } => docs::completions(shell),
             Commands::Man => docs::man(),
+            // Handled before the runtime starts; the same call here keeps the match whole.
+            Commands::RunGuard { command } => crate::keeper::guard::run(&command),
         }
     })
 }

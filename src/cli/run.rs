@@ -33,8 +33,9 @@ pub struct RunArgs {
     /// could lead (overrides `[fence] command`).
     #[arg(long, value_name = "CMD")]
     pub fence: Option<String>,
-    /// The job and its arguments, after `--`. It gets BULLY_TOKEN, BULLY_TERM and
-    /// BULLY_COORDINATOR, runs in its own process group and dies with the keeper.
+    /// The job and its arguments, after `--`. It gets BULLY_TOKEN, BULLY_TERM,
+    /// BULLY_COORDINATOR, BULLY_NODE_ID and BULLY_DATA_DIR, runs in its own process
+    /// group, and the whole group dies with the keeper.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
@@ -81,6 +82,8 @@ fn spec(args: &RunArgs) -> Result<Spec, String> {
     let grace = args
         .grace
         .or((fence.grace_ms > 0).then(|| Duration::from_millis(fence.grace_ms)));
+    let guard = std::env::current_exe()
+        .map_err(|e| format!("cannot find the bully binary to run the job's guard: {e}"))?;
     Ok(Spec {
         socket,
         command: args.command.clone(),
@@ -88,5 +91,6 @@ fn spec(args: &RunArgs) -> Result<Spec, String> {
         grace,
         once: args.once,
         workdir,
+        guard,
     })
 }

@@ -1,7 +1,8 @@
 //! The job a keeper runs while its node leads: one command in a process group of its
 //! own (so SIGTERM and SIGKILL reach everything it started), told its epoch through
-//! `BULLY_*` variables, and killed by the kernel if the keeper itself dies
-//! (`PR_SET_PDEATHSIG`), so no job outlives the process that fences it.
+//! `BULLY_*` variables, started under the guard (`super::guard`), which kills the whole
+//! group if the keeper dies. Whatever of the group outlives the job is killed when the
+//! job is reaped ([`Job::wait`]), so nothing it started runs on after a release.
 
 use crate::api::keeper::Grant;
 use crate::protocol::Epoch;
@@ -19,26 +20,28 @@ pub struct Job {
 }
 
 impl Job {
-    /// Starts `command` (program and arguments) in `dir` for the epoch `grant` leads,
-    /// with `env` (see [`environment`]).
-    pub fn start(command: &[String], dir: &Path, env: &[(String, String)]) -> std::io::Result<Job> {
-        let (program, args) = command
-            .split_first()
-            .ok_or_else(|| std::io::Error::other("no command to run"))?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
+    /// Starts `command` (program and arguments) in `dir` with `env` (see
+    /// [`environment`]), under the guard: `bully` (the binary at `guard`) `run-guard --
+    /// command`, which leads the job's process group.
+    pub fn start(
+        command: &[String],
+        dir: &Path,
+        env: &[(String, String)],
+        guard: &Path,
+    ) -> std::io::Result<Job> {
+        if command.is_empty() {
+            return Err(std::io::Error::other("no command to run"));
+        }
+        let mut cmd = tokio::process::Command::new(guard);
+        cmd.arg(super::guard::SUBCOMMAND)
+            .arg("--")
+            .args(command)
             .current_dir(dir)
             .envs(env.iter().map(|(k, v)| (k, v)))
+            .env(super::guard::KEEPER_PID, std::process::id().to_string())
             .stdin(Stdio::null())
             .process_group(0)
             .kill_on_drop(true);
-        // SAFETY: the closure runs in the forked child before exec and only makes the
-        // prctl system call, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL)).map_err(std::io::Error::from)
-            });
-        }
         let child = cmd.spawn()?;
         let pid = child
             .id()
@@ -75,9 +78,13 @@ impl Job {
         self.killed
     }
 
-    /// Waits for the job's process to end (cancellation-safe).
+    /// Waits for the job to end (cancellation-safe), then SIGKILLs whatever of its
+    /// group is left (a child that ignored SIGTERM, a background process).
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        self.child.wait().await
+        let status = self.child.wait().await;
+        // The group outlives its leader while any member lives; ESRCH: none does.
+        let _ = signals::send_group(self.pid, Signal::SIGKILL);
+        status
     }
 
     fn signal(&self, signal: Signal) {
@@ -116,85 +123,36 @@ pub fn environment(grant: &Grant, epoch: Epoch, data_dir: &Path) -> Vec<(String,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::os::unix::process::ExitStatusExt;
 
-    const EPOCH: Epoch = Epoch { term: 6, leader: 2 };
-
-    fn grant() -> Grant {
-        Grant {
-            epoch: Some(EPOCH),
-            ..Grant::none(2)
-        }
-    }
-
-    fn sh(script: &str) -> Vec<String> {
-        vec!["sh".into(), "-c".into(), script.into()]
-    }
-
-    #[tokio::test]
-    async fn the_job_sees_its_epoch_and_its_exit_code_comes_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = format!(
-            "test \"$BULLY_TOKEN\" = {} && test \"$BULLY_TERM\" = 6 && test \"$BULLY_COORDINATOR\" = 2 && test \"$BULLY_DATA_DIR\" = {} && exit 7",
-            EPOCH.token(),
-            dir.path().display()
+    #[test]
+    fn exit_codes_read_the_shell_way() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(
+            exit_code(ExitStatus::from_raw(9)),
+            128 + 9,
+            "killed by SIGKILL"
         );
-        let env = environment(&grant(), EPOCH, dir.path());
-        let mut job = Job::start(&sh(&script), dir.path(), &env).unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(10), job.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(exit_code(status), 7);
-    }
-
-    #[tokio::test]
-    async fn sigkill_reaches_the_whole_group_even_a_stopped_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("late");
-        let script = format!(
-            "(sleep 1; touch {}) & kill -STOP $$; sleep 5",
-            marker.display()
+        assert_eq!(
+            exit_code(ExitStatus::from_raw(15)),
+            128 + 15,
+            "killed by SIGTERM"
         );
-        let env = environment(&grant(), EPOCH, dir.path());
-        let mut job = Job::start(&sh(&script), dir.path(), &env).unwrap();
-        let stopped = || {
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", job.pid()));
-            stat.is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('T'))
-            })
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !stopped() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the job never stopped itself"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        job.kill();
-        assert!(job.killed());
-        let status = tokio::time::timeout(Duration::from_secs(10), job.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(exit_code(status), 128 + 9);
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert!(!marker.exists(), "a child of the job outlived the kill");
     }
 
     #[test]
-    fn an_empty_command_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let err = rt
-            .block_on(async { Job::start(&[], dir.path(), &[]) })
-            .unwrap_err();
-        assert_eq!(err.to_string(), "no command to run");
+    fn the_environment_names_the_epoch_and_the_data_dir() {
+        let epoch = Epoch { term: 6, leader: 2 };
+        let grant = Grant {
+            epoch: Some(epoch),
+            ..Grant::none(2)
+        };
+        let env = environment(&grant, epoch, Path::new("/var/lib/bully"));
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("BULLY_TOKEN"), Some(epoch.token().to_string().as_str()));
+        assert_eq!(get("BULLY_TERM"), Some("6"));
+        assert_eq!(get("BULLY_COORDINATOR"), Some("2"));
+        assert_eq!(get("BULLY_NODE_ID"), Some("2"));
+        assert_eq!(get("BULLY_DATA_DIR"), Some("/var/lib/bully"));
     }
 }

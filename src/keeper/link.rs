@@ -8,9 +8,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
-/// A report the node does not take within this long means the node is stalled; the
-/// keeper goes on by its deadlines either way.
-const REPORT_TIMEOUT: Duration = Duration::from_millis(500);
+/// A report the node does not take within this long means the node is stalled (its
+/// socket buffer, hundreds of reports deep, is full); the keeper goes on by its
+/// deadlines either way, and waits no longer, since its timers wait with it.
+const REPORT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// One connection to the node.
 pub struct Link {

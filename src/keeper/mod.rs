@@ -8,10 +8,12 @@
 //! resigns (`src/node/serve/keepers.rs`).
 //!
 //! - `plan`: the SIGTERM and SIGKILL instants a grant gives (pure).
-//! - `job`: the command, in a process group of its own that dies with the keeper.
+//! - `job`: the command, in a process group of its own; `guard`: the process that leads
+//!   that group and kills it when the keeper dies.
 //! - `link`: the connection to the node.
 //! - `supervisor`: the loop that ties them together.
 
+pub mod guard;
 mod job;
 mod link;
 pub mod plan;
@@ -37,6 +39,8 @@ pub struct Spec {
     pub once: bool,
     /// Where the job and the fence command run.
     pub workdir: PathBuf,
+    /// The `bully` binary, which runs the job under its guard (`bully run-guard`).
+    pub guard: PathBuf,
 }
 
 impl Spec {

@@ -30,9 +30,10 @@ pub struct Deadlines {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error(
-        "--grace {asked:?} does not fit the node's lease: a healthy node renews it as late \
-         as {allowed:?} before the fencing deadline, so the job would be stopped while its \
-         node leads; use at most {allowed:?} or raise timing.suspect_after_ms"
+        "--grace {asked:?} does not fit the node's lease: a healthy node's renewal may be due \
+         as late as {allowed:?} before the fencing deadline (one round lost), so the job \
+         would be stopped while its node leads; use at most {allowed:?} or raise \
+         timing.suspect_after_ms"
     )]
     GraceTooLong { asked: Duration, allowed: Duration },
     #[error("the node's instants are on the {node:?} clock, this process reads {ours:?}")]
@@ -137,7 +138,8 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(ms(origin, d.term_at), 200);
-        // The latest normal renewal is at 100; from there to the kill is 174 ms.
+        // With a slack of 100 ms the latest renewal due is at 100; from there to the
+        // kill is 174 ms.
         let err = deadlines(&g, Some(Duration::from_millis(175))).unwrap_err();
         assert_eq!(
             err,

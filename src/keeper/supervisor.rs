@@ -13,6 +13,7 @@ use super::plan::{self, Deadlines};
 use super::{Outcome, Spec};
 use crate::api::keeper::{Grant, Report};
 use crate::boot_clock::{sleep_until, BootInstant};
+use crate::exact_timer::ExactTimer;
 use crate::protocol::Epoch;
 use crate::shell::{self, Shell};
 use std::future::Future;
@@ -75,6 +76,14 @@ pub struct Keeper {
     stopping: bool,
     /// Failed connection attempts in a row, for a quieter log.
     failed_connects: u32,
+    /// The SIGTERM and SIGKILL deadlines, on kernel timers of the boot clock: one due
+    /// while the host was suspended fires when it wakes (tokio's timer would wait out
+    /// its monotonic rest first, `src/exact_timer.rs`).
+    term_timer: ExactTimer,
+    kill_timer: ExactTimer,
+    /// The ending hold's fence command, running beside the job's stop (never delaying
+    /// its SIGKILL); the hold is released only once it has ended.
+    fence: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Keeper {
@@ -89,6 +98,9 @@ impl Keeper {
             ran: false,
             stopping: false,
             failed_connects: 0,
+            term_timer: ExactTimer::new(),
+            kill_timer: ExactTimer::new(),
+            fence: None,
         }
     }
 
@@ -104,6 +116,7 @@ impl Keeper {
             let term_at = self.pending_term();
             let kill_at = self.pending_kill();
             let job_running = self.hold.as_ref().is_some_and(|h| h.job.is_some());
+            let fencing = self.fence.is_some();
             tokio::select! {
                 _ = &mut stop, if !self.stopping => {
                     tracing::info!("stop requested");
@@ -115,12 +128,13 @@ impl Keeper {
                     self.try_connect().await;
                     next_connect = BootInstant::now() + RECONNECT_EVERY;
                 }
-                _ = sleep_until(term_at.unwrap_or(next_connect)), if term_at.is_some() => {
+                _ = self.term_timer.sleep_until_boot(term_at.unwrap_or(next_connect)), if term_at.is_some() => {
                     self.end_hold(Why::LeaseLapsed).await;
                 }
-                _ = sleep_until(kill_at.unwrap_or(next_connect)), if kill_at.is_some() => {
+                _ = self.kill_timer.sleep_until_boot(kill_at.unwrap_or(next_connect)), if kill_at.is_some() => {
                     self.kill_job();
                 }
+                () = fence_wait(&mut self.fence), if fencing => self.fence = None,
                 status = job_wait(&mut self.hold), if job_running => {
                     if let Some(outcome) = self.on_job_exit(status).await {
                         return outcome;
@@ -136,7 +150,7 @@ impl Keeper {
         if self
             .hold
             .as_ref()
-            .is_some_and(|h| h.ending.is_some() && h.job.is_none())
+            .is_some_and(|h| h.ending.is_some() && h.job.is_none() && self.fence.is_none())
         {
             let hold = self.hold.take()?;
             self.release(&hold).await;
@@ -189,6 +203,7 @@ impl Keeper {
                 &self.spec.command,
                 &self.spec.workdir,
                 &self.env(&grant, epoch),
+                &self.spec.guard,
             ) {
                 Ok(job) => Some(job),
                 Err(e) => {
@@ -313,21 +328,11 @@ impl Keeper {
             job.terminate();
         }
         let (grant, epoch) = (hold.grant, hold.epoch);
-        if let Some(command) = self.spec.fence_command.clone() {
+        self.fence = self.spec.fence_command.clone().map(|command| {
             let env = self.env(&grant, epoch);
-            let shell = Shell {
-                command: &command,
-                dir: &self.spec.workdir,
-                env: &env,
-                timeout: kill_at.saturating_duration_since(BootInstant::now()),
-                quiet: false,
-            };
-            let (exit, took) = shell::run(&shell).await;
-            match exit.is_success() {
-                true => tracing::info!(?took, "fence command succeeded"),
-                false => tracing::error!(?took, "fence command {exit}"),
-            }
-        }
+            let dir = self.spec.workdir.clone();
+            tokio::spawn(fence(command, dir, env, kill_at))
+        });
         if BootInstant::now() >= kill_at {
             self.kill_job();
         }
@@ -373,8 +378,9 @@ impl Keeper {
             tracing::info!(pid = job.pid(), code, margin_before_fence_deadline = ?margin, "job stopped");
             return None;
         }
+        // Like `consul lock`: the job's own end ends the keeper (no fence: the node
+        // still leads, and nothing of the job runs on, `Job::wait`).
         tracing::info!(pid = job.pid(), code, "job exited by itself");
-        hold.ending = Some(Why::Stopping);
         let hold = self.hold.take()?;
         self.release(&hold).await;
         Some(Outcome::JobExited(code))
@@ -415,6 +421,38 @@ impl Keeper {
 async fn next_grant(link: &mut Option<Link>) -> Heard {
     match link {
         Some(link) => link.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the fence command in `dir` with `env`, killed at `kill_at` (by then a successor
+/// may lead, and a fence still running is no fence); logs how it ended.
+async fn fence(
+    command: String,
+    dir: std::path::PathBuf,
+    env: Vec<(String, String)>,
+    kill_at: BootInstant,
+) {
+    let shell = Shell {
+        command: &command,
+        dir: &dir,
+        env: &env,
+        timeout: kill_at.saturating_duration_since(BootInstant::now()),
+        quiet: false,
+    };
+    let (exit, took) = shell::run(&shell).await;
+    match exit.is_success() {
+        true => tracing::info!(?took, "fence command succeeded"),
+        false => tracing::error!(?took, "fence command {exit}"),
+    }
+}
+
+/// The running fence command's end, or never without one.
+async fn fence_wait(fence: &mut Option<tokio::task::JoinHandle<()>>) {
+    match fence.as_mut() {
+        Some(fence) => {
+            let _ = fence.await;
+        }
         None => std::future::pending().await,
     }
 }

@@ -92,20 +92,46 @@ pub struct Runtime {
 }
 
 /// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
-/// lease (`src/node/policy/office_grant.rs`).
+/// lease (`src/node/policy/office_grant.rs`), and the last fencing deadline granted.
 pub struct OfficeBasis {
-    /// When the newest heartbeat or declaration went out.
+    /// When the newest heartbeat or declaration went out to every peer (a broadcast:
+    /// a probe's or an Election's one-peer answer restarts no other follower's clock).
     last_round_sent: Option<Millis>,
-    /// A node without peers has no successor to fence against.
-    alone: bool,
+    /// The fencing deadline of the last grant made while leading: what bounds the
+    /// wait for the keepers' release once the office ends.
+    fence_by: Option<BootInstant>,
+    /// How many peers a broadcast goes to; 0: a one-node cluster, which has no
+    /// successor to fence against.
+    peers: usize,
+    /// In the batch of actions being run: when its first heartbeat or declaration
+    /// went out, and to how many peers (a broadcast is sent within one batch).
+    batch: Option<(Millis, usize)>,
 }
 
 impl OfficeBasis {
-    /// Nothing sent yet; `alone` for a one-node cluster.
-    pub fn new(alone: bool) -> OfficeBasis {
+    /// Nothing sent yet, with `peers` other members.
+    pub fn new(peers: usize) -> OfficeBasis {
         OfficeBasis {
             last_round_sent: None,
-            alone,
+            fence_by: None,
+            peers,
+            batch: None,
+        }
+    }
+
+    /// A heartbeat or declaration goes out at `now`.
+    fn round_message(&mut self, now: Millis) {
+        let (_, sent) = self.batch.get_or_insert((now, 0));
+        *sent += 1;
+    }
+
+    /// The batch is over: if its heartbeats reached every peer it was a round, which
+    /// counts from its first send (no later than any follower heard it).
+    fn close_batch(&mut self) {
+        if let Some((at, sent)) = self.batch.take() {
+            if self.peers > 0 && sent >= self.peers {
+                self.last_round_sent = Some(at);
+            }
         }
     }
 }
@@ -401,7 +427,7 @@ impl Runtime {
                 };
                 let keepers = async {
                     if let Some(epoch) = left {
-                        wait_for_keepers(&self.keepers, epoch).await;
+                        wait_for_keepers(&self.keepers, epoch, self.office.fence_by).await;
                     }
                 };
                 let watchdog = self.inputs.service_watchdog.as_mut();
@@ -409,6 +435,7 @@ impl Runtime {
                     .await;
             }
         }
+        self.office.close_batch();
         Ok(())
     }
 
@@ -420,7 +447,7 @@ impl Runtime {
             timing: self.machine.timing(),
             lease_until: self.machine.lease_until(),
             last_round_sent: self.office.last_round_sent,
-            has_peers: !self.office.alone,
+            has_peers: self.office.peers > 0,
         }
     }
 
@@ -429,8 +456,11 @@ impl Runtime {
         self.publisher.lease(self.lease_instant());
         let office = self.office();
         let clock = &self.clock;
-        self.publisher
-            .grant(office_grant::grant(&office, |at| clock.instant(at)));
+        let grant = office_grant::grant(&office, |at| clock.instant(at));
+        if grant.epoch.is_some() {
+            self.office.fence_by = grant.fence_by();
+        }
+        self.publisher.grant(grant);
     }
 
     /// Arms, keeps alive or disarms the watchdog device for the office as it stands;
@@ -457,7 +487,7 @@ impl Runtime {
             Action::Send { to, msg } => {
                 self.publisher.metrics().message_sent(msg.body.kind());
                 if let Body::Heartbeat { .. } | Body::Coordinator { .. } = msg.body {
-                    self.office.last_round_sent = Some(self.clock.now());
+                    self.office.round_message(self.clock.now());
                 }
                 self.transport.send(to, msg);
             }
@@ -536,11 +566,12 @@ async fn wait_for_on_demoted(hook: DemotedHook) {
     }
 }
 
-/// Waits for the host's keepers to stop what they run for `epoch` (bounded by their
-/// grace); says so when some did not.
-async fn wait_for_keepers(keepers: &Keepers, epoch: Epoch) {
+/// Waits for the host's keepers to stop what they run for `epoch`, at the latest
+/// shortly after `fence_by` (the office's last fencing deadline: by then each has
+/// SIGKILLed its job); says so when some did not.
+async fn wait_for_keepers(keepers: &Keepers, epoch: Epoch, fence_by: Option<BootInstant>) {
     let started = std::time::Instant::now();
-    match keepers.released(epoch).await {
+    match keepers.released(epoch, fence_by).await {
         0 => tracing::debug!(took = ?started.elapsed(), "keepers released {epoch}"),
         left => tracing::warn!(left, %epoch, "keepers still hold the epoch; resigning anyway"),
     }
@@ -550,5 +581,32 @@ async fn wait_for_keepers(keepers: &Keepers, epoch: Epoch) {
 fn deliver(answered: Answered<Option<Reply>>) {
     if let Some(reply) = answered.reply {
         let _ = reply.send(answered.answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OfficeBasis;
+
+    #[test]
+    fn only_a_heartbeat_to_every_peer_is_a_round() {
+        let mut office = OfficeBasis::new(2);
+        // A probe's answer: one peer only.
+        office.round_message(100);
+        office.close_batch();
+        assert_eq!(office.last_round_sent, None);
+        // A broadcast, counted from its first send.
+        office.round_message(200);
+        office.round_message(201);
+        office.close_batch();
+        assert_eq!(office.last_round_sent, Some(200));
+        // A later one-peer answer does not move it.
+        office.round_message(250);
+        office.close_batch();
+        assert_eq!(office.last_round_sent, Some(200));
+        let mut alone = OfficeBasis::new(0);
+        alone.round_message(5);
+        alone.close_batch();
+        assert_eq!(alone.last_round_sent, None, "no peers, no rounds");
     }
 }

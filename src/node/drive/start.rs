@@ -128,7 +128,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         services,
         api,
         keepers,
-        office: OfficeBasis::new(config.peers.is_empty()),
+        office: OfficeBasis::new(config.peers.len()),
         lease_lapsed: false,
         watchdog,
         tasks,

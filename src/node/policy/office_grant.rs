@@ -39,7 +39,8 @@ pub fn grant(office: &Office, instant: impl Fn(Millis) -> BootInstant) -> Grant 
     grant.token = Some(epoch.token());
     let timing = &office.timing;
     let span = timing.lease_span_ms();
-    grant.renewal_slack_ms = span.saturating_sub(timing.heartbeat_ms);
+    // One round lost or late is ordinary; the renewal after it is the latest one due.
+    grant.renewal_slack_ms = span.saturating_sub(2 * timing.heartbeat_ms);
     let basis = match office.mode {
         Mode::Quorum => office.lease_until.map(|until| until.saturating_sub(span)),
         Mode::Classic if office.has_peers => office.last_round_sent,
@@ -108,7 +109,7 @@ mod tests {
         assert_eq!(g.token, Some(EPOCH.token()));
         assert_eq!(ms_after(origin, g.lease_end_ns), 1_200);
         assert_eq!(ms_after(origin, g.fence_by_ns), 1_294);
-        assert_eq!(g.renewal_slack_ms, 100);
+        assert_eq!(g.renewal_slack_ms, 0, "span 200 less two 100 ms rounds");
     }
 
     #[test]

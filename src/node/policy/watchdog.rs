@@ -4,10 +4,11 @@
 //! cleanly; the timeout it arms with; and whether a device that cannot be armed keeps
 //! the node from leading.
 //!
-//! **Timeout.** The device must fire before a successor can take over:
+//! **Timeout.** Ideally the device would fire before a successor can take over,
 //! [`Timing::takeover_floor_ms`] after the newest round that renewed the office (see
-//! `src/node/policy/office_grant.rs`). Watchdog devices count whole seconds, so the
-//! timeout is that floor rounded up, at least 1 s ([`device_timeout_secs`]). With the
+//! `src/node/policy/office_grant.rs`); it cannot: it counts from the keepalive, later
+//! than that round, and in whole seconds. The timeout is the floor rounded up, at
+//! least 1 s ([`device_timeout_secs`]). With the
 //! default D of 300 ms that is 1 s, three times the floor: the device then only resets
 //! a host whose node hung in office, a last resort; fencing the database before a
 //! successor can take over is the keeper's job (`bully run`, `src/api/keeper.rs`).

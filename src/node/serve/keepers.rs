@@ -11,6 +11,7 @@
 //! connection ends, so there is nothing to wait for.
 
 use crate::api::keeper::{decode_line, encode_line, Grant, Report, MAX_LINE};
+use crate::boot_clock::BootInstant;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
 use std::collections::BTreeMap;
@@ -102,10 +103,12 @@ impl Keepers {
     }
 
     /// Waits until every connected keeper has acted on the grant now published (which
-    /// no longer grants `epoch`) and holds nothing for `epoch`, at most the longest
-    /// grace among those not there yet plus [`REAP_MARGIN`]. Returns how many were not
-    /// there when the wait ended (0: all released).
-    pub async fn released(&self, epoch: Epoch) -> usize {
+    /// no longer grants `epoch`) and holds nothing for `epoch`, at most until the
+    /// office's last fencing deadline `fence_by` (by then every keeper has SIGKILLed
+    /// its job) plus [`REAP_MARGIN`]; without one, the longest grace among those not
+    /// there yet plus that margin. Returns how many were not there when the wait ended
+    /// (0: all released).
+    pub async fn released(&self, epoch: Epoch, fence_by: Option<BootInstant>) -> usize {
         let withdrawn = self.grants.borrow().seq;
         let pending = |report: &Option<Report>| match report {
             None => true,
@@ -122,9 +125,11 @@ impl Keepers {
                     None => UNREPORTED_GRACE,
                 })
                 .max();
-            match grace {
-                None => return 0,
-                Some(grace) => grace + REAP_MARGIN,
+            let until_fenced = fence_by.map(|at| at.saturating_duration_since(BootInstant::now()));
+            match (grace, until_fenced) {
+                (None, _) => return 0,
+                (Some(_), Some(left)) => left + REAP_MARGIN,
+                (Some(grace), None) => grace + REAP_MARGIN,
             }
         };
         let mut table = self.table.clone();
@@ -273,7 +278,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o660, "{mode:o}");
         let keepers = Keepers::serve(listener, grants_rx, &tasks);
         assert_eq!(
-            keepers.released(EPOCH).await,
+            keepers.released(EPOCH, None).await,
             0,
             "no keeper, nothing to wait for"
         );
@@ -297,7 +302,7 @@ mod tests {
             ..Grant::none(1)
         });
         let started = std::time::Instant::now();
-        assert_eq!(keepers.released(EPOCH).await, 1);
+        assert_eq!(keepers.released(EPOCH, None).await, 1);
         assert!(started.elapsed() >= UNREPORTED_GRACE + REAP_MARGIN);
 
         // Holding nothing, but not having seen grant 2 yet, is not enough; having
@@ -307,7 +312,7 @@ mod tests {
             .write_all(send(report(None, 1)).as_bytes())
             .await
             .unwrap();
-        let waiting = keepers.released(EPOCH);
+        let waiting = keepers.released(EPOCH, None);
         tokio::pin!(waiting);
         let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
         assert!(early.is_err(), "released before the withdrawal was heard");
@@ -322,6 +327,37 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(waiting.await, 0);
+        tasks.stop();
+    }
+
+    #[tokio::test]
+    async fn the_office_fencing_deadline_bounds_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keeper.sock");
+        let tasks = NodeTasks::new();
+        let (grants, grants_rx) = watch::channel(Grant::none(1));
+        let keepers = Keepers::serve(Keepers::bind(&path).unwrap(), grants_rx, &tasks);
+        let _silent = UnixStream::connect(&path).await.unwrap();
+        let mut table = keepers.table.clone();
+        let counted = table.wait_for(|t| t.len() == 1);
+        tokio::time::timeout(Duration::from_secs(5), counted)
+            .await
+            .unwrap()
+            .unwrap();
+        grants.send_replace(Grant {
+            seq: 1,
+            ..Grant::none(1)
+        });
+        // The deadline has passed: only the reap margin is left, not the 1 s an
+        // unreported keeper would get on top.
+        let started = std::time::Instant::now();
+        let fence_by = BootInstant::now();
+        assert_eq!(keepers.released(EPOCH, Some(fence_by)).await, 1);
+        let took = started.elapsed();
+        assert!(
+            took >= REAP_MARGIN && took < UNREPORTED_GRACE + REAP_MARGIN,
+            "{took:?}"
+        );
         tasks.stop();
     }
 
