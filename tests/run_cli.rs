@@ -150,24 +150,27 @@ async fn once_exits_1_when_the_office_ends() {
     assert_eq!(code, Some(1), "the lease lapsed while the node was stopped");
 }
 
+/// The token of the epoch node 1's one keeper holds, as the node's status shows it,
+/// once it is above `above`.
+async fn holding(t: &TestCluster, above: u64) -> Option<u64> {
+    let status = t.cluster.status(1, Duration::from_secs(1)).await.ok()?;
+    let [keeper] = &status.keepers[..] else {
+        return None;
+    };
+    let token = keeper.holding?.token();
+    let fencer = keeper.what.as_deref()?.starts_with("fence: echo");
+    (token > above && fencer).then_some(token)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_job_the_fence_command_runs_when_the_node_stalls() {
     let mut t = one_leading_node().await;
     let config = t.cluster.config_path(1);
     let fenced = t.dir.path().join("fenced");
     let fence = format!("echo \"$BULLY_TOKEN\" >> {}", fenced.display());
-    let keeper = Keeper::start(&config, &["--fence", &fence]);
-    let holds = |n: usize| {
-        let log = keeper.log();
-        (log.matches("holding the epoch").count() >= n).then_some(())
-    };
+    let _keeper = Keeper::start(&config, &["--fence", &fence]);
     let read = || std::fs::read_to_string(&fenced).unwrap_or_default();
-    let held = wait_until("the keeper to hold the epoch", BOUND, || async {
-        let status = t.cluster.status(1, Duration::from_secs(1)).await.ok()?;
-        status.token()
-    })
-    .await;
-    wait_until("the keeper to hold", BOUND, || async { holds(1) }).await;
+    let held = wait_until("the keeper to hold the epoch", BOUND, || holding(&t, 0)).await;
     // Connected and holding: nothing fenced while the node leads.
     assert_eq!(read(), "");
 
@@ -181,12 +184,10 @@ async fn without_a_job_the_fence_command_runs_when_the_node_stalls() {
 
     // The node comes back, leads a newer epoch, and its next stall fences again.
     t.cluster.resume(1).unwrap();
-    let newer = wait_until("a newer epoch", BOUND, || async {
-        let status = t.cluster.status(1, Duration::from_secs(1)).await.ok()?;
-        status.token().filter(|&token| token > held)
+    let newer = wait_until("the keeper to hold a newer epoch", BOUND, || {
+        holding(&t, held)
     })
     .await;
-    wait_until("the keeper to hold again", BOUND, || async { holds(2) }).await;
     t.cluster.pause(1).unwrap();
     let lines = wait_until("a second fence", BOUND, || async {
         let text = read();

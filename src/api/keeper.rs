@@ -93,6 +93,27 @@ pub struct Report {
     pub seen: u64,
 }
 
+/// A connected keeper as `bully status` shows it: who, running what, holding which
+/// epoch (`None` before its first report, or while it holds nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connected {
+    pub pid: Option<u32>,
+    pub what: Option<String>,
+    pub holding: Option<Epoch>,
+}
+
+impl Connected {
+    /// One keeper in a status line: `4711 (./job) holding 5@3`.
+    pub fn describe(&self) -> String {
+        let pid = self.pid.map_or("?".into(), |p| p.to_string());
+        let what = self.what.as_deref().unwrap_or("not reported yet");
+        match self.holding {
+            Some(epoch) => format!("{pid} ({what}) holding {epoch}"),
+            None => format!("{pid} ({what})"),
+        }
+    }
+}
+
 /// One line of `value` as JSON, newline included.
 pub fn encode_line(value: &impl Serialize) -> String {
     // Both types serialise to plain objects of numbers and strings: this cannot fail.

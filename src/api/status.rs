@@ -63,6 +63,9 @@ pub struct Status {
     /// The last heartbeat's sender and arrival, updated without waking watchers.
     #[serde(skip)]
     pub last_heartbeat: Option<(NodeId, BootInstant)>,
+    /// The host's keepers connected to this node (`bully run`), as they last reported.
+    #[serde(default)]
+    pub keepers: Vec<super::keeper::Connected>,
     /// The node's timing, so a reader can judge how old a follower's view may be before
     /// the coordinator it names could have lost its lease (`bully leader`).
     #[serde(default)]
@@ -98,6 +101,7 @@ impl Status {
             lease_until: None,
             heartbeat_age_ms: None,
             last_heartbeat: None,
+            keepers: Vec::new(),
             timing: Timing::default(),
         };
         status.apply_view(view, now_ms);

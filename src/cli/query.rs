@@ -99,6 +99,11 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         "  eligible {}  health check {health}{stepped_down}",
         if status.eligible { "yes" } else { "no" }
     );
+    let keepers: Vec<String> = status.keepers.iter().map(|k| k.describe()).collect();
+    match keepers.is_empty() {
+        true => println!("  keepers none (bully run)"),
+        false => println!("  keepers {}", keepers.join(", ")),
+    }
     ExitCode::SUCCESS
 }
 

@@ -80,7 +80,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let metrics = node_metrics(config.id, health, machine.view().eligible, &transport);
     let tasks = NodeTasks::new();
     let (grants, grants_rx) = watch::channel(Grant::none(config.id));
-    let keepers = Keepers::serve(keeper_socket, grants_rx, &tasks);
+    let keepers = Keepers::serve(keeper_socket, grants_rx, status_tx.clone(), &tasks);
     let watches = Watches {
         status: status_tx,
         led: watch::channel(None).0,

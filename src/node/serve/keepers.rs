@@ -10,7 +10,8 @@
 //! A keeper that goes away is dropped from the table: it fences by itself when its
 //! connection ends, so there is nothing to wait for.
 
-use crate::api::keeper::{decode_line, encode_line, Grant, Report, MAX_LINE};
+use crate::api::keeper::{decode_line, encode_line, Connected, Grant, Report, MAX_LINE};
+use crate::api::Status;
 use crate::boot_clock::BootInstant;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
@@ -63,13 +64,15 @@ impl Keepers {
     }
 
     /// Serves every keeper that connects to `listener`, as one of `tasks`, with the
-    /// grants `grants` publishes.
+    /// grants `grants` publishes; shows the keepers in `status`.
     pub fn serve(
         listener: UnixListener,
         grants: watch::Receiver<Grant>,
+        status: watch::Sender<Status>,
         tasks: &NodeTasks,
     ) -> Keepers {
         let (table_tx, table) = watch::channel(Table::new());
+        tasks.spawn(show_in_status(table.clone(), status, tasks.clone()));
         let accepting = tasks.clone();
         let granted = grants.clone();
         tasks.spawn(async move {
@@ -140,6 +143,30 @@ impl Keepers {
         match released {
             true => 0,
             false => count(&self.table.borrow()),
+        }
+    }
+}
+
+/// Copies the table into the status on every change, until the node stops.
+async fn show_in_status(
+    mut table: watch::Receiver<Table>,
+    status: watch::Sender<Status>,
+    tasks: NodeTasks,
+) {
+    loop {
+        let keepers: Vec<Connected> = table
+            .borrow_and_update()
+            .values()
+            .map(|report| Connected {
+                pid: report.as_ref().map(|r| r.pid),
+                what: report.as_ref().map(|r| r.what.clone()),
+                holding: report.as_ref().and_then(|r| r.holding),
+            })
+            .collect();
+        status.send_if_modified(|s| std::mem::replace(&mut s.keepers, keepers.clone()) != keepers);
+        match tasks.until_stopped(table.changed()).await {
+            Some(Ok(())) => {}
+            _ => return,
         }
     }
 }
@@ -246,6 +273,18 @@ mod tests {
 
     const EPOCH: Epoch = Epoch { term: 2, leader: 1 };
 
+    /// A status sender for a node 1 whose status nobody reads.
+    fn test_status() -> watch::Sender<Status> {
+        let status = Status::for_test(
+            1,
+            crate::protocol::Role::Candidate,
+            None,
+            crate::protocol::Mode::Quorum,
+            &[],
+        );
+        watch::channel(status).0
+    }
+
     async fn next_grant(lines: &mut tokio::io::Lines<BufReader<OwnedReadHalf>>) -> Grant {
         let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
             .await
@@ -276,7 +315,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o660, "{mode:o}");
-        let keepers = Keepers::serve(listener, grants_rx, &tasks);
+        let keepers = Keepers::serve(listener, grants_rx, test_status(), &tasks);
         assert_eq!(
             keepers.released(EPOCH, None).await,
             0,
@@ -336,7 +375,12 @@ mod tests {
         let path = dir.path().join("keeper.sock");
         let tasks = NodeTasks::new();
         let (grants, grants_rx) = watch::channel(Grant::none(1));
-        let keepers = Keepers::serve(Keepers::bind(&path).unwrap(), grants_rx, &tasks);
+        let keepers = Keepers::serve(
+            Keepers::bind(&path).unwrap(),
+            grants_rx,
+            test_status(),
+            &tasks,
+        );
         let _silent = UnixStream::connect(&path).await.unwrap();
         let mut table = keepers.table.clone();
         let counted = table.wait_for(|t| t.len() == 1);
@@ -367,7 +411,12 @@ mod tests {
         let path = dir.path().join("keeper.sock");
         let tasks = NodeTasks::new();
         let (_grants, grants_rx) = watch::channel(Grant::none(1));
-        let keepers = Keepers::serve(Keepers::bind(&path).unwrap(), grants_rx, &tasks);
+        let keepers = Keepers::serve(
+            Keepers::bind(&path).unwrap(),
+            grants_rx,
+            test_status(),
+            &tasks,
+        );
         let mut stream = UnixStream::connect(&path).await.unwrap();
         stream.write_all(b"not json\n").await.unwrap();
         let mut rest = Vec::new();
