@@ -74,6 +74,15 @@ pub use watchdog::{WatchdogConfig, WatchdogMode};
 
 use std::path::Path;
 
+/// The directory `file` sits in, `.` for a bare file name: where a config's hooks,
+/// health check, keeper job and fence command run, and where certificates are made.
+pub fn directory_of(file: &Path) -> &Path {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
 /// Reads, parses and validates the config at `path` (see the module docs for the checks).
 pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
     let text = std::fs::read_to_string(path)

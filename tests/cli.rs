@@ -4,24 +4,9 @@
 mod common;
 
 use bully::protocol::{Preempt, Timing};
-use common::{binary, TestCluster};
-use std::process::{Command, Output, Stdio};
+use common::{binary, bully, text, TestCluster};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn bully(args: &[&str]) -> Output {
-    Command::new(binary())
-        .args(args)
-        .output()
-        .expect("run bully")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 #[test]
 fn help_lists_every_command() {

@@ -6,27 +6,12 @@
 mod common;
 
 use bully::protocol::{Preempt, Timing};
-use common::{binary, wait_until, TestCluster};
+use common::{binary, bully, text, wait_until, TestCluster};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);
-
-fn bully(args: &[&str]) -> Output {
-    Command::new(binary())
-        .args(args)
-        .output()
-        .expect("run bully")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// A keeper process, killed by PID when dropped (also on a panic); its log in a file.
 struct Keeper(Child, std::path::PathBuf);

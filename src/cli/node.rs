@@ -30,10 +30,7 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
         }
     };
     // Hooks and health checks run beside the config file (e.g. `./health.sh`).
-    let workdir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
+    let workdir = crate::config::directory_of(path).to_path_buf();
     let node = match crate::node::start_in(config, workdir).await {
         Ok(node) => node,
         Err(e) => {

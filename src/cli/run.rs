@@ -63,10 +63,7 @@ fn spec(args: &RunArgs) -> Result<Spec, String> {
     let (socket, fence, workdir) = match (&args.config, &args.socket) {
         (Some(path), _) => {
             let config = crate::config::load(path).map_err(|e| e.to_string())?;
-            let workdir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
+            let workdir = crate::config::directory_of(path).to_path_buf();
             (config.keeper_socket(), config.fence, workdir)
         }
         (None, Some(socket)) => (socket.clone(), Default::default(), PathBuf::from(".")),

@@ -171,10 +171,7 @@ fn check_not_empty(field: &str, path: &Path) -> Result<(), Invalid> {
 fn check_readable_file(path: &Path, members: &[NodeId]) -> Result<(), String> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
+            let dir = super::directory_of(path);
             let nodes: Vec<String> = members.iter().map(|id| id.to_string()).collect();
             Err(format!(
                 "file {} does not exist (make certs with: bully certs init --dir {} --nodes {})",

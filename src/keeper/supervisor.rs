@@ -65,11 +65,9 @@ struct Hold {
 pub struct Keeper {
     spec: Spec,
     link: Option<Link>,
-    /// The node's newest grant; `None` while disconnected.
+    /// The node's newest grant; `None` while disconnected (a restarted node numbers
+    /// its grants afresh, so a report names none before the first).
     grant: Option<Grant>,
-    /// The number of the newest grant acted on (0 on a new connection: a restarted
-    /// node counts afresh).
-    seen: u64,
     hold: Option<Hold>,
     /// With `--once`: a job has run, so no other starts.
     ran: bool,
@@ -93,7 +91,6 @@ impl Keeper {
             spec,
             link: None,
             grant: None,
-            seen: 0,
             hold: None,
             ran: false,
             stopping: false,
@@ -174,7 +171,9 @@ impl Keeper {
         hold.deadlines.map(|d| d.term_at)
     }
 
-    /// The SIGKILL instant of an ending hold whose job still runs unkilled.
+    /// The SIGKILL instant of a held job not yet killed: its ending's, or else its
+    /// deadlines' (armed from the start, a belt under the SIGTERM timer, which comes
+    /// first).
     fn pending_kill(&self) -> Option<BootInstant> {
         let hold = self.hold.as_ref()?;
         let job = hold.job.as_ref()?;
@@ -239,7 +238,6 @@ impl Keeper {
             Heard::Grant(grant) => {
                 let epoch_changed = self.grant.map(|g| g.epoch) != Some(grant.epoch);
                 self.grant = Some(grant);
-                self.seen = grant.seq;
                 self.on_grant(grant).await;
                 // The node waits for this before it resigns (src/node/serve/keepers.rs).
                 if epoch_changed {
@@ -280,7 +278,6 @@ impl Keeper {
         tracing::warn!("node connection lost: {why}");
         self.link = None;
         self.grant = None;
-        self.seen = 0;
         self.end_hold(Why::NodeGone).await;
     }
 
@@ -407,7 +404,7 @@ impl Keeper {
             what: self.spec.what(),
             grace_ms: grace.as_millis() as u64,
             holding,
-            seen: self.seen,
+            seen: self.grant.map_or(0, |g| g.seq),
         };
         if let Some(link) = self.link.as_mut() {
             if let Err(e) = link.report(&report).await {

@@ -35,6 +35,23 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bully"))
 }
 
+/// Runs `bully` with `args` to its end (the CLI tests).
+pub fn bully(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(binary())
+        .args(args)
+        .output()
+        .expect("run bully")
+}
+
+/// What a finished `bully` printed, stdout then stderr.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A cluster whose files live in a temp dir that outlives it.
 pub struct TestCluster {
     pub cluster: Cluster,

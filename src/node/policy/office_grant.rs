@@ -28,6 +28,28 @@ pub struct Office {
     pub has_peers: bool,
 }
 
+#[cfg(test)]
+impl Office {
+    /// Node 3 in `role` of `epoch`, eligible, in `mode` with the default timing and
+    /// peers, nothing sent and no lease yet: the office the policies' tests start from.
+    pub(crate) fn for_test(role: Role, mode: Mode, epoch: crate::protocol::Epoch) -> Office {
+        Office {
+            view: View {
+                id: 3,
+                role,
+                epoch: Some(epoch),
+                eligible: true,
+                incarnation: 1,
+            },
+            mode,
+            timing: Timing::default(),
+            lease_until: None,
+            last_round_sent: None,
+            has_peers: true,
+        }
+    }
+}
+
 /// The grant for `office`, its machine times turned into this host's clock by `instant`.
 pub fn grant(office: &Office, instant: impl Fn(Millis) -> BootInstant) -> Grant {
     let view = office.view;
@@ -64,20 +86,7 @@ mod tests {
     const EPOCH: Epoch = Epoch { term: 4, leader: 3 };
 
     fn office(role: Role, mode: Mode) -> Office {
-        Office {
-            view: View {
-                id: 3,
-                role,
-                epoch: Some(EPOCH),
-                eligible: true,
-                incarnation: 1,
-            },
-            mode,
-            timing: Timing::default(),
-            lease_until: None,
-            last_round_sent: None,
-            has_peers: true,
-        }
+        Office::for_test(role, mode, EPOCH)
     }
 
     fn at(origin: BootInstant) -> impl Fn(Millis) -> BootInstant {

@@ -113,7 +113,7 @@ fn renewal(office: &Office, now: Millis) -> Option<Millis> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Epoch, View};
+    use crate::protocol::Epoch;
 
     fn timing(suspect_after_ms: Millis) -> Timing {
         Timing {
@@ -147,20 +147,7 @@ mod tests {
     }
 
     fn office(role: Role, mode: Mode) -> Office {
-        Office {
-            view: View {
-                id: 3,
-                role,
-                epoch: Some(Epoch { term: 2, leader: 3 }),
-                eligible: true,
-                incarnation: 1,
-            },
-            mode,
-            timing: Timing::default(),
-            lease_until: None,
-            last_round_sent: None,
-            has_peers: true,
-        }
+        Office::for_test(role, mode, Epoch { term: 2, leader: 3 })
     }
 
     #[test]

@@ -273,16 +273,35 @@ mod tests {
 
     const EPOCH: Epoch = Epoch { term: 2, leader: 1 };
 
-    /// A status sender for a node 1 whose status nobody reads.
-    fn test_status() -> watch::Sender<Status> {
-        let status = Status::for_test(
-            1,
-            crate::protocol::Role::Candidate,
-            None,
-            crate::protocol::Mode::Quorum,
-            &[],
-        );
-        watch::channel(status).0
+    /// Node 1's keeper server on a socket in a temp dir (a stale file there first,
+    /// if `stale`), its grants starting at none; its status is read by nobody.
+    struct Served {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        tasks: NodeTasks,
+        grants: watch::Sender<Grant>,
+        keepers: Keepers,
+    }
+
+    fn served(stale: bool) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keeper.sock");
+        if stale {
+            std::fs::write(&path, b"stale").unwrap();
+        }
+        let tasks = NodeTasks::new();
+        let (grants, grants_rx) = watch::channel(Grant::none(1));
+        let listener = Keepers::bind(&path).expect("bound, a stale file replaced");
+        let candidate = crate::protocol::Role::Candidate;
+        let status = Status::for_test(1, candidate, None, crate::protocol::Mode::Quorum, &[]);
+        let keepers = Keepers::serve(listener, grants_rx, watch::channel(status).0, &tasks);
+        Served {
+            _dir: dir,
+            path,
+            tasks,
+            grants,
+            keepers,
+        }
     }
 
     async fn next_grant(lines: &mut tokio::io::Lines<BufReader<OwnedReadHalf>>) -> Grant {
@@ -306,16 +325,17 @@ mod tests {
 
     #[tokio::test]
     async fn the_wait_ends_once_every_keeper_heard_the_withdrawal_and_holds_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("keeper.sock");
-        std::fs::write(&path, b"stale").unwrap();
-        let tasks = NodeTasks::new();
-        let (grants, grants_rx) = watch::channel(Grant::none(1));
-        let listener = Keepers::bind(&path).expect("a stale socket file is replaced");
+        let Served {
+            path,
+            tasks,
+            grants,
+            keepers,
+            _dir,
+            ..
+        } = served(true);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o660, "{mode:o}");
-        let keepers = Keepers::serve(listener, grants_rx, test_status(), &tasks);
         assert_eq!(
             keepers.released(EPOCH, None).await,
             0,
@@ -371,16 +391,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_office_fencing_deadline_bounds_the_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("keeper.sock");
-        let tasks = NodeTasks::new();
-        let (grants, grants_rx) = watch::channel(Grant::none(1));
-        let keepers = Keepers::serve(
-            Keepers::bind(&path).unwrap(),
-            grants_rx,
-            test_status(),
-            &tasks,
-        );
+        let Served {
+            path,
+            tasks,
+            grants,
+            keepers,
+            _dir,
+            ..
+        } = served(false);
         let _silent = UnixStream::connect(&path).await.unwrap();
         let mut table = keepers.table.clone();
         let counted = table.wait_for(|t| t.len() == 1);
@@ -407,16 +425,13 @@ mod tests {
 
     #[tokio::test]
     async fn garbage_from_a_keeper_drops_it_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("keeper.sock");
-        let tasks = NodeTasks::new();
-        let (_grants, grants_rx) = watch::channel(Grant::none(1));
-        let keepers = Keepers::serve(
-            Keepers::bind(&path).unwrap(),
-            grants_rx,
-            test_status(),
-            &tasks,
-        );
+        let Served {
+            path,
+            tasks,
+            keepers,
+            _dir,
+            ..
+        } = served(false);
         let mut stream = UnixStream::connect(&path).await.unwrap();
         stream.write_all(b"not json\n").await.unwrap();
         let mut rest = Vec::new();
