@@ -12,6 +12,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 fn heartbeat() -> Message {
     Message {
         term: 41,
+        config: Default::default(),
         body: Body::Heartbeat {
             epoch: Epoch {
                 term: 41,

@@ -39,6 +39,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
         term: 41,
+        config: Default::default(),
         body: Body::Heartbeat { epoch, round: 0 },
     };
     machine.handle(
@@ -81,7 +82,7 @@ fn step(c: &mut Criterion) {
                     machine.handle(
                         Event::Message {
                             from: nodes,
-                            msg: black_box(heartbeat),
+                            msg: black_box(heartbeat.clone()),
                         },
                         now,
                     );

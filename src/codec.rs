@@ -10,7 +10,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 /// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -119,6 +119,7 @@ mod tests {
     fn message_round_trips_through_a_frame() {
         let msg = Message {
             term: 7,
+            config: Default::default(),
             body: Body::Coordinator {
                 epoch: Epoch { term: 7, leader: 3 },
             },
@@ -132,6 +133,7 @@ mod tests {
     fn wrong_version_is_refused() {
         let mut frame = encode_frame(&Message {
             term: 1,
+            config: Default::default(),
             body: Body::Answer,
         })
         .unwrap();
@@ -156,6 +158,7 @@ mod tests {
     fn truncated_and_trailing_frames_are_refused() {
         let frame = encode_frame(&Message {
             term: 1,
+            config: Default::default(),
             body: Body::Probe,
         })
         .unwrap();

@@ -60,6 +60,8 @@
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
 pub mod duration;
+#[cfg(test)]
+pub mod sample;
 mod error;
 mod types;
 mod validate;

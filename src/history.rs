@@ -186,13 +186,13 @@ fn fmt_epoch(epoch: Option<crate::protocol::Epoch>) -> String {
 
 fn fmt_msg(msg: &Message) -> String {
     use crate::protocol::Body;
-    let body = match msg.body {
-        Body::Election { accepted } => format!("Election(accepted {})", fmt_epoch(accepted)),
+    let body = match &msg.body {
+        Body::Election { accepted } => format!("Election(accepted {})", fmt_epoch(*accepted)),
         Body::Answer => "Answer".to_string(),
         Body::Coordinator { epoch } => format!("Coordinator({epoch})"),
         Body::Heartbeat { epoch, round } => format!("Heartbeat({epoch} #{round})"),
         Body::Ack { accepted, round } => {
-            format!("Ack(accepted {} #{round})", fmt_epoch(accepted))
+            format!("Ack(accepted {} #{round})", fmt_epoch(*accepted))
         }
         Body::Probe => "Probe".to_string(),
         Body::Resign { epoch } => format!("Resign({epoch})"),
@@ -203,6 +203,7 @@ fn fmt_msg(msg: &Message) -> String {
         Body::Vote { term } => format!("Vote({term})"),
         Body::TermQuery => "TermQuery".to_string(),
         Body::TermReport => "TermReport".to_string(),
+        Body::Members { list } => format!("Members({}, {} members)", list.id, list.members.len()),
     };
     format!("{body} term {}", msg.term)
 }
@@ -229,6 +230,14 @@ impl fmt::Display for Entry {
             Record::Fact(fact) => match fact {
                 Fact::ElectionStarted => write!(f, "ELECTION STARTED"),
                 Fact::Declared { epoch } => write!(f, "DECLARED {epoch}"),
+                Fact::MembersChanged { id, voters } => {
+                    write!(f, "MEMBERS {id} ({voters} voters)")
+                }
+                Fact::ChangeProposed { id, subject } => {
+                    write!(f, "MEMBER CHANGE about node {subject} proposed as {id}")
+                }
+                Fact::MembersCommitted { id } => write!(f, "MEMBERS COMMITTED {id}"),
+                Fact::ChangeRefused { reason } => write!(f, "MEMBER CHANGE REFUSED: {reason}"),
                 Fact::Established { epoch } => write!(f, "ESTABLISHED {epoch}"),
                 Fact::Demoted {
                     epoch,
@@ -304,6 +313,7 @@ mod tests {
                     from: 2,
                     msg: Message {
                         term: 3,
+                        config: Default::default(),
                         body: Body::Coordinator { epoch },
                     },
                 },

@@ -32,6 +32,7 @@ fn init_logs() {
 fn msg(term: u64) -> Message {
     Message {
         term,
+        config: Default::default(),
         body: Body::Heartbeat {
             epoch: Epoch { term, leader: 1 },
             round: 0,

@@ -3,7 +3,7 @@
 
 use super::health::HealthState;
 use crate::boot_clock::BootInstant;
-use crate::protocol::{lease, Cells, Epoch, Mode, NodeId, Role, Timing, View};
+use crate::protocol::{lease, Cells, Epoch, Membership, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
@@ -70,6 +70,14 @@ pub struct Status {
     /// the coordinator it names could have lost its lease (`bully leader`).
     #[serde(default)]
     pub timing: Timing,
+    /// The member list this node lives by (docs/design.md#membership); `None` from a
+    /// node that predates runtime membership changes.
+    #[serde(default)]
+    pub members: Option<Membership>,
+    /// On the coordinator: its list is committed (stored by a majority before and after
+    /// its last change), so the next change may start.
+    #[serde(default)]
+    pub members_committed: bool,
 }
 
 impl Status {
@@ -103,9 +111,27 @@ impl Status {
             last_heartbeat: None,
             keepers: Vec::new(),
             timing: Timing::default(),
+            members: None,
+            members_committed: false,
         };
         status.apply_view(view, now_ms);
         status
+    }
+
+    /// The node now lives by `list`: its peers are the list's other members (those
+    /// still listed keep their connection state).
+    pub fn apply_members(&mut self, list: &Membership, committed: bool) {
+        let others = list.others(self.id);
+        let connected = |id: NodeId| self.peers.iter().any(|p| p.id == id && p.connected);
+        self.peers = others
+            .iter()
+            .map(|&id| PeerState {
+                id,
+                connected: connected(id),
+            })
+            .collect();
+        self.members = Some(list.clone());
+        self.members_committed = committed;
     }
 
     /// The status as a reader must see it at `now` (Q4): a coordinator whose lease has

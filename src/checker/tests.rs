@@ -212,6 +212,7 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
                 from: 3,
                 msg: Message {
                     term: 2,
+                    config: Default::default(),
                     body: Body::Coordinator { epoch: ep(2, 3) },
                 },
             },

@@ -83,6 +83,15 @@ impl Lease {
         self.until
     }
 
+    /// The member list changed while in office: from now on `majority` of `voters`
+    /// (this node included) renew the lease, and only voters' acks count. The lease
+    /// already earned stands: the promises behind it bind whatever the list (any
+    /// majority of the old list and of the new one share a member).
+    pub fn recount(&mut self, majority: usize, voters: &std::collections::BTreeSet<NodeId>) {
+        self.majority = majority;
+        self.acked.retain(|peer, _| voters.contains(peer));
+    }
+
     /// The number of the newest heartbeat round sent.
     pub fn round(&self) -> u64 {
         self.round

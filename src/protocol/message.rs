@@ -2,6 +2,7 @@
 //! logs and metrics.
 
 use super::epoch::Epoch;
+use super::membership::{ConfigId, Membership};
 use serde::{Deserialize, Serialize};
 
 /// A coordinator heartbeat a node received: whose office (`epoch`) and which of its
@@ -13,11 +14,27 @@ pub struct Heard {
 }
 
 /// A peer-to-peer message. The sender is the TLS-authenticated peer, never a field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Message {
     /// The sender's highest seen term, so news of newer epochs spreads with every message.
     pub term: u64,
+    /// The sender's member list, by identity: a receiver holding a newer one sends it
+    /// the list, and a voter refuses a candidate whose list is older than its own
+    /// (docs/design.md#membership).
+    pub config: ConfigId,
     pub body: Body,
+}
+
+impl Message {
+    /// A message from a node whose member list is still the one seeded from its config
+    /// file (tests and tools that predate runtime membership changes).
+    pub fn seeded(term: u64, body: Body) -> Message {
+        Message {
+            term,
+            config: ConfigId::default(),
+            body,
+        }
+    }
 }
 
 /// The kinds of message. `Election`, `Answer`, `Coordinator` and `Heartbeat` are the
@@ -25,7 +42,7 @@ pub struct Message {
 /// a restart and hand leadership over without waiting for a timeout; `PreVote` and
 /// `Vote` are quorum mode's ask-before-you-raise-the-term round (Q6); `TermQuery` and
 /// `TermReport` let a node with an empty store learn the terms it forgot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Body {
     /// To every higher ID: "is anyone above me alive?" Carries the sender's accepted
     /// epoch so a coordinator can tell whether the sender already knows it.
@@ -62,6 +79,10 @@ pub enum Body {
     TermQuery,
     /// The answer to a `TermQuery`; the message's own `term` is the answer.
     TermReport,
+    /// A member list newer than the one the receiver's last message showed: sent by a
+    /// coordinator that changed it, and by any node to a peer that is behind. The
+    /// receiver stores it if it is newer than its own (docs/design.md#membership).
+    Members { list: Membership },
 }
 
 impl Body {
@@ -79,6 +100,7 @@ impl Body {
             Body::Vote { .. } => MessageKind::Vote,
             Body::TermQuery => MessageKind::TermQuery,
             Body::TermReport => MessageKind::TermReport,
+            Body::Members { .. } => MessageKind::Members,
         }
     }
 }
@@ -97,11 +119,12 @@ pub enum MessageKind {
     Vote,
     TermQuery,
     TermReport,
+    Members,
 }
 
 impl MessageKind {
     /// Every kind, in a stable order for tables and metrics.
-    pub const ALL: [MessageKind; 11] = [
+    pub const ALL: [MessageKind; 12] = [
         MessageKind::Election,
         MessageKind::Answer,
         MessageKind::Coordinator,
@@ -113,6 +136,7 @@ impl MessageKind {
         MessageKind::Vote,
         MessageKind::TermQuery,
         MessageKind::TermReport,
+        MessageKind::Members,
     ];
 
     /// Lower-case name used in logs, JSON and metric labels.
@@ -129,6 +153,7 @@ impl MessageKind {
             MessageKind::Vote => "vote",
             MessageKind::TermQuery => "term_query",
             MessageKind::TermReport => "term_report",
+            MessageKind::Members => "members",
         }
     }
 }

@@ -12,6 +12,7 @@
 mod epoch;
 pub mod lease;
 mod machine;
+pub mod membership;
 mod message;
 mod mode;
 pub mod recovery;
@@ -21,6 +22,7 @@ mod view;
 
 pub use epoch::{Cells, Epoch, Millis, NodeId, MAX_NODE_ID, TOKEN_LEADER_BITS};
 pub use machine::{Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP};
+pub use membership::{Change, ChangeRefused, ConfigId, Member, Membership, Seat};
 pub use message::{Body, Heard, Message, MessageKind};
 pub use mode::{Mode, Preempt};
 pub use timing::Timing;

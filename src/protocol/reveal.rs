@@ -54,7 +54,8 @@ impl Body {
             | Body::PreVote { .. }
             | Body::Vote { .. }
             | Body::TermQuery
-            | Body::TermReport => Reveal::Nothing,
+            | Body::TermReport
+            | Body::Members { .. } => Reveal::Nothing,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! itself (declared, established, demoted, recovering).
 
 use super::epoch::{Epoch, Millis, NodeId};
+use super::membership::{ChangeRefused, ConfigId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -103,4 +104,14 @@ pub enum Fact {
     /// Enough peers reported: the node's term cell is now `term`, the highest reported,
     /// and it votes and leads by the usual rules from here on.
     Recovered { term: u64 },
+    /// This node stored a new member list (its own change, or one it was sent) and lives
+    /// by it from now on; `voters` is how many of its members vote.
+    MembersChanged { id: ConfigId, voters: usize },
+    /// The coordinator wrote list `id`, a change about member `subject`.
+    ChangeProposed { id: ConfigId, subject: NodeId },
+    /// The coordinator's list `id` is stored by a majority of the voters before and
+    /// after its change: the next change may start.
+    MembersCommitted { id: ConfigId },
+    /// A change was refused, and why.
+    ChangeRefused { reason: ChangeRefused },
 }

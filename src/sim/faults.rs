@@ -40,7 +40,8 @@ impl Sim {
         };
         let incarnation = node.disk.incarnation + 1;
         let local = node.local(self.now);
-        node.machine = Some(Machine::start(config, node.disk, local));
+        let members = node.members.clone();
+        node.machine = Some(Machine::start_with(config, node.disk, members, local));
         self.record(id, Record::Started { incarnation });
         self.drain(id);
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
@@ -91,6 +92,7 @@ impl Sim {
             return;
         };
         node.disk = Cells::default();
+        node.members = None;
         node.revealed = None;
         node.declared_term = 0;
         self.record(id, Record::StoreLost);

@@ -94,7 +94,13 @@ impl Sim {
     /// Records `msg` and puts it in flight on the `from` → `to` link, FIFO with random delay.
     pub(super) fn send(&mut self, from: NodeId, to: NodeId, msg: Message) {
         *self.sent.entry(msg.body.kind()).or_default() += 1;
-        self.record(from, Record::Sent { to, msg });
+        self.record(
+            from,
+            Record::Sent {
+                to,
+                msg: msg.clone(),
+            },
+        );
         let Some(to_life) = self.nodes.get(&to).map(|n| n.life) else {
             return;
         };

@@ -1,6 +1,6 @@
 //! One simulated process: its machine while up, its disk, and its own clock.
 
-use crate::protocol::{Cells, Epoch, Event, Machine, Millis};
+use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis};
 use std::collections::VecDeque;
 
 /// One simulated process and its disk.
@@ -10,6 +10,8 @@ pub(super) struct SimNode {
     pub(super) machine: Option<Machine>,
     /// The stored cells: what survives a crash.
     pub(super) disk: Cells,
+    /// The stored member list (`None`: never written; a start seeds it).
+    pub(super) members: Option<Membership>,
     /// The health check's verdict; survives restarts (it is about the host).
     pub(super) eligible: bool,
     pub(super) paused: bool,

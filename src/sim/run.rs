@@ -138,7 +138,8 @@ impl Sim {
 
     /// Hands `event` to node `id`'s machine and runs the actions it polls.
     pub(super) fn feed(&mut self, id: NodeId, event: Event) {
-        if let Event::Message { from, msg } = event {
+        if let Event::Message { from, msg } = &event {
+            let (from, msg) = (*from, msg.clone());
             self.record(id, Record::Received { from, msg });
         }
         let Some(node) = self.nodes.get_mut(&id) else {
@@ -171,6 +172,12 @@ impl Sim {
                     self.record(id, Record::Persisted(cells));
                     CrashPoint::AfterPersist
                 }
+                Action::PersistMembers(list) => {
+                    if let Some(node) = self.nodes.get_mut(&id) {
+                        node.members = Some(list);
+                    }
+                    CrashPoint::AfterPersist
+                }
                 Action::Fact(fact) => {
                     let fact = self.fact_in_real_time(id, fact);
                     self.record(id, Record::Fact(fact));
@@ -178,8 +185,9 @@ impl Sim {
                 }
                 Action::Send { to, msg } => {
                     self.check_reveal(id, &msg);
+                    let kind = msg.body.kind();
                     self.send(id, to, msg);
-                    CrashPoint::AfterSend(msg.body.kind())
+                    CrashPoint::AfterSend(kind)
                 }
                 Action::ViewChanged(view) => {
                     if let Some(node) = self.nodes.get_mut(&id) {

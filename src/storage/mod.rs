@@ -1,4 +1,5 @@
-//! The durable storage cells (term, accepted epoch, incarnation) in a sled database.
+//! The durable storage cells (term, accepted epoch, incarnation, and the member list
+//! once one was stored) in a sled database.
 //!
 //! The state machine's [`Action::Persist`](crate::protocol::Action) must be durable
 //! before the next action runs (invariant I3), so [`Storage::save`] returns only when:
@@ -27,7 +28,7 @@ mod tests;
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
-use crate::protocol::Cells;
+use crate::protocol::{Cells, Membership};
 use serde::de::DeserializeOwned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ use std::time::{Duration, Instant};
 const TERM: &str = "term";
 const ACCEPTED: &str = "accepted";
 const INCARNATION: &str = "incarnation";
+/// The member list (docs/design.md#membership); absent until the first one is stored.
+const MEMBERS: &str = "members";
 
 /// sled caches pages in memory; three tiny keys need almost none.
 const CACHE_BYTES: u64 = 1 << 20;
@@ -117,6 +120,47 @@ impl Storage {
         let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
         decode_cells(term.as_deref(), accepted.as_deref(), incarnation.as_deref())
             .map_err(|detail| StorageError::corrupt(&self.dir, detail))
+    }
+
+    /// Reads the stored member list; `None` if none was ever stored (the config file's
+    /// peers seed it). A value that does not decode is `Corrupt`.
+    pub fn load_members(&self) -> Result<Option<Membership>, StorageError> {
+        let raw = self
+            .db
+            .get(MEMBERS)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        raw.map(|bytes| {
+            decode_value::<Membership>(&bytes).map_err(|e| {
+                StorageError::corrupt(&self.dir, format!("the member list does not decode: {e}"))
+            })
+        })
+        .transpose()
+    }
+
+    /// Writes the member list, flushes and fsyncs, like [`Storage::save`]. Refuses a
+    /// list older than the stored one (the machine only ever stores newer ones).
+    pub fn save_members(&self, list: &Membership) -> Result<(), StorageError> {
+        let bytes = encode_value(list).map_err(|e| {
+            StorageError::corrupt(&self.dir, format!("cannot encode the member list: {e}"))
+        })?;
+        if let Some(stored) = self.load_members()? {
+            if stored.id > list.id {
+                return Err(StorageError::corrupt(
+                    &self.dir,
+                    format!(
+                        "refused to store member list {} over the newer {}",
+                        list.id, stored.id
+                    ),
+                ));
+            }
+        }
+        self.db
+            .insert(MEMBERS, bytes)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        self.db
+            .flush()
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))
     }
 
     /// Writes all three cells in one transaction, flushes and fsyncs; returns once a

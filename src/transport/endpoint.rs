@@ -10,6 +10,7 @@ use super::hello::Settings;
 use super::link::Link;
 use super::members::{check_node_id, check_peers};
 use super::outbound;
+use super::peer_addr::PeerAddr;
 use super::runtime::QuietRuntime;
 use super::shared::{Parts, Shared};
 use super::silence;
@@ -79,13 +80,21 @@ impl Transport {
         launch(cfg, configs, socket)
     }
 
+    /// The member list changed: from now on dial and accept exactly `peers` (links to
+    /// new members are added, links to departed ones closed). Stub until the transport
+    /// supports it.
+    pub fn set_peers(&self, peers: Vec<(NodeId, PeerAddr)>) {
+        tracing::info!(peers = peers.len(), "member list changed");
+    }
+
     /// Queues `msg` for `to` on its FIFO stream. Never blocks: the message is dropped
     /// (and counted) if the peer is unknown, not connected, or its queue is full.
     pub fn send(&self, to: NodeId, msg: Message) {
+        let kind = msg.body.kind();
         let sent = self.shared.links.get(&to).is_some_and(|l| l.try_send(msg));
         if !sent {
             self.shared.stats.add_dropped(1);
-            debug!(peer = to, kind = msg.body.kind().name(), "message dropped");
+            debug!(peer = to, kind = kind.name(), "message dropped");
         }
     }
 

@@ -89,6 +89,7 @@ mod tests {
     fn msg(term: u64) -> Message {
         Message {
             term,
+            config: Default::default(),
             body: Body::Vote { term },
         }
     }

@@ -14,7 +14,7 @@ pub fn feed(m: &mut Machine, event: Event, now: Millis) -> Vec<Action> {
 pub fn message(from: NodeId, term: u64, body: Body) -> Event {
     Event::Message {
         from,
-        msg: Message { term, body },
+        msg: Message { term, config: Default::default(), body },
     }
 }
 

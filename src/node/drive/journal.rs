@@ -5,7 +5,7 @@
 use crate::api::event_log::EventLog;
 use crate::history::Record;
 use crate::node::shared::error::NodeError;
-use crate::protocol::{Cells, NodeId};
+use crate::protocol::{Cells, Membership, NodeId};
 use crate::storage::Storage;
 use std::path::Path;
 use std::sync::Arc;
@@ -33,6 +33,18 @@ impl Journal {
     /// Appends `record` to the event log.
     pub fn log(&mut self, record: Record) {
         self.event_log.append(record);
+    }
+
+    /// The stored member list, if one was ever stored.
+    pub fn load_members(&self) -> Result<Option<Membership>, NodeError> {
+        Ok(self.storage.load_members()?)
+    }
+
+    /// Writes and flushes the member list (docs/design.md#membership).
+    pub async fn persist_members(&mut self, list: Membership) -> Result<(), NodeError> {
+        let storage = Arc::clone(&self.storage);
+        tokio::task::spawn_blocking(move || storage.save_members(&list)).await??;
+        Ok(())
     }
 
     /// Writes and flushes `cells`, then logs them; how long the write and flush took.

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod handle;
 pub mod inputs;
 pub mod journal;
+pub mod members;
 pub mod reload;
 pub mod runtime;
 pub mod service_watchdog;

@@ -137,30 +137,7 @@ mod tests {
     use super::*;
 
     fn config() -> NodeConfig {
-        // The config checks that the TLS files exist; their content does not matter here.
-        let dir = tempfile::tempdir().unwrap();
-        for file in ["ca.pem", "node-2.pem", "node-2.key"] {
-            std::fs::write(dir.path().join(file), "").unwrap();
-        }
-        crate::config::parse(
-            r#"
-id = 2
-listen = "127.0.0.1:7002"
-data_dir = "/tmp/bully-2"
-[tls]
-ca = "ca.pem"
-cert = "node-2.pem"
-key = "node-2.key"
-[[peers]]
-id = 1
-addr = "127.0.0.1:7001"
-[[peers]]
-id = 3
-addr = "127.0.0.1:7003"
-"#,
-            &dir.path().join("node2.toml"),
-        )
-        .expect("valid config")
+        crate::config::sample::node_two()
     }
 
     #[test]

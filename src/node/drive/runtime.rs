@@ -51,7 +51,7 @@ use crate::node::shared::error::{NodeError, ReloadError};
 use crate::node::shared::mailbox::{Command, ElectedHookDone, Reply};
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{
-    Action, Body, DemotionReason, Epoch, Event, Fact, Machine, Millis, NodeId, View,
+    Action, Body, ConfigId, DemotionReason, Epoch, Event, Fact, Machine, Millis, NodeId, View,
 };
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
@@ -89,6 +89,8 @@ pub struct Runtime {
     pub watchdog: Watchdog,
     /// Every task of the node but this one, and the signal that stops them.
     pub tasks: NodeTasks,
+    /// The member list the transport and the status were last given.
+    pub applied_members: ConfigId,
 }
 
 /// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
@@ -436,7 +438,25 @@ impl Runtime {
             }
         }
         self.office.close_batch();
+        self.apply_members();
         Ok(())
+    }
+
+    /// The member list the machine stored in this batch, applied to what the node runs
+    /// by it: after the batch, so the list reaches a member it removes before its
+    /// link is dropped (docs/design.md#membership).
+    fn apply_members(&mut self) {
+        let list = self.machine.members();
+        self.publisher
+            .members(list, self.machine.members_committed());
+        if list.id == self.applied_members {
+            return;
+        }
+        self.applied_members = list.id;
+        let me = self.machine.id();
+        self.office.peers = list.others(me).len();
+        let dial = super::members::dial_list(list, me, self.services.applied());
+        self.transport.set_peers(dial);
     }
 
     /// The office as the machine stands now.
@@ -484,6 +504,7 @@ impl Runtime {
                 let took = self.journal.persist(cells).await?;
                 self.publisher.persisted(cells, took);
             }
+            Action::PersistMembers(list) => self.journal.persist_members(list).await?,
             Action::Send { to, msg } => {
                 self.publisher.metrics().message_sent(msg.body.kind());
                 if let Body::Heartbeat { .. } | Body::Coordinator { .. } = msg.body {

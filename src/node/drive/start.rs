@@ -44,6 +44,16 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 /// the config file's directory, so commands such as `./health.sh` sit beside it).
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
+    let stored_members = journal.load_members()?;
+    if let Some(disagreement) = stored_members
+        .as_ref()
+        .and_then(|stored| super::members::file_disagrees(stored, &config))
+    {
+        tracing::warn!("{disagreement}");
+    }
+    let members = stored_members.unwrap_or_else(|| super::members::seed(&config));
+    let mut transport_config = config.transport_config();
+    transport_config.peers = super::members::dial_list(&members, config.id, &config);
     let keeper_path = config.keeper_socket();
     let keeper_socket = Keepers::bind(&keeper_path).map_err(|source| NodeError::KeeperSocket {
         path: keeper_path.display().to_string(),
@@ -51,7 +61,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     })?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
-    let (transport, transport_events) = Transport::start(config.transport_config()).await?;
+    let (transport, transport_events) = Transport::start(transport_config).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.
@@ -62,7 +72,13 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let watchdog_unavailable = watchdog.check_required();
     let start_ms = clock.now();
     let eligible = config.health.is_none() && watchdog_unavailable.is_none();
-    let machine = Machine::start(machine_config(&config, eligible), cells, start_ms);
+    let members_id = members.id;
+    let machine = Machine::start_with(
+        machine_config(&config, eligible),
+        cells,
+        Some(members),
+        start_ms,
+    );
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health;
@@ -132,6 +148,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         lease_lapsed: false,
         watchdog,
         tasks,
+        applied_members: members_id,
     };
     Ok(NodeHandle {
         commands: commands_tx,

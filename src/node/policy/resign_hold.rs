@@ -95,7 +95,7 @@ mod tests {
     fn send(to: u64, body: Body) -> Action {
         Action::Send {
             to,
-            msg: Message { term: 3, body },
+            msg: Message { term: 3, config: Default::default(), body },
         }
     }
 
@@ -110,7 +110,7 @@ mod tests {
                 Action::Fact(_) => "demoted".to_string(),
                 Action::ViewChanged(_) => "view".to_string(),
                 Action::Send { to, msg } => format!("{:?}>{to}", msg.body.kind()),
-                Action::Persist(_) => "persist".to_string(),
+                Action::Persist(_) | Action::PersistMembers(_) => "persist".to_string(),
                 Action::Misbehaved { .. } => "misbehaved".to_string(),
             })
             .collect()

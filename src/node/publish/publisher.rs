@@ -14,7 +14,7 @@ use crate::node::policy::readiness::{AfterElectedHook, Readiness};
 use crate::node::policy::transitions::Tracker;
 use crate::node::shared::mailbox::ElectedHookDone;
 use crate::node::shared::metrics::Metrics;
-use crate::protocol::{Cells, Epoch, Fact, NodeId, Role, View};
+use crate::protocol::{Cells, Epoch, Fact, Membership, NodeId, Role, View};
 use crate::wall_clock::wall_ms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,6 +168,18 @@ impl Publisher {
         self.metrics.set_peers_up(up as u64);
     }
 
+    /// The node lives by `list` from now on (`committed`: on the coordinator, the next
+    /// change may start).
+    pub fn members(&self, list: &Membership, committed: bool) {
+        self.status.send_if_modified(|s| {
+            let changed = s.members.as_ref() != Some(list) || s.members_committed != committed;
+            if changed {
+                s.apply_members(list, committed);
+            }
+            changed
+        });
+    }
+
     /// The cells were flushed (in `took`).
     pub fn persisted(&self, cells: Cells, took: Duration) {
         self.metrics.observe_persist(took);
@@ -234,6 +246,18 @@ impl Publisher {
             ),
             Fact::Recovered { term } => {
                 tracing::info!(term, "store recovered: peers reported terms up to {term}")
+            }
+            Fact::MembersChanged { id, voters } => {
+                tracing::info!(list = %id, voters, "stored a new member list")
+            }
+            Fact::ChangeProposed { id, subject } => {
+                tracing::info!(list = %id, subject, "membership change proposed")
+            }
+            Fact::MembersCommitted { id } => {
+                tracing::info!(list = %id, "member list committed by a majority")
+            }
+            Fact::ChangeRefused { reason } => {
+                tracing::warn!(%reason, "membership change refused")
             }
         }
     }

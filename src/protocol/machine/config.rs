@@ -70,4 +70,8 @@ pub enum Flaw {
     /// considered, a node that could send but not receive was handed office again and
     /// again).
     DeafHandover,
+    /// A membership change counts as committed, and the next one may start, once a
+    /// majority of the list before it stored it, whatever the list after it says
+    /// (docs/design.md#membership: both majorities are needed).
+    OldMajorityOnly,
 }

@@ -4,11 +4,12 @@
 
 use super::misbehaviour::Misbehaviour;
 use crate::protocol::epoch::{Cells, NodeId};
+use crate::protocol::membership::{Change, Membership};
 use crate::protocol::message::Message;
 use crate::protocol::view::{Fact, View};
 
 /// An input to the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
     /// A message from an authenticated peer.
     Message { from: NodeId, msg: Message },
@@ -23,13 +24,19 @@ pub enum Event {
     SetEligible(bool),
     /// The process is stopping cleanly: a coordinator demotes itself and resigns.
     Shutdown,
+    /// An operator asks for a change of the member list (only a coordinator acts on it;
+    /// the outcome is a [`Fact`]).
+    ChangeMembers(Change),
 }
 
 /// An output of the machine, to be run in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Write these cells in one transaction and flush before the next action.
     Persist(Cells),
+    /// Store this member list (and fsync) before the next action: later actions live by
+    /// it (docs/design.md#membership).
+    PersistMembers(Membership),
     Send {
         to: NodeId,
         msg: Message,

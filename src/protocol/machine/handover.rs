@@ -65,7 +65,14 @@ impl Machine {
 
     /// ineligible: the health check (or a step-down) changed whether we may lead.
     pub(super) fn on_eligibility(&mut self, eligible: bool, now: Millis) {
-        let eligible = eligible && !self.config.witness;
+        self.wants_eligible = eligible;
+        self.refresh_eligibility(now);
+    }
+
+    /// ineligible: what the health check wants, and whether our entry in the member
+    /// list lets us lead (a witness, learner or removed node never does).
+    pub(super) fn refresh_eligibility(&mut self, now: Millis) {
+        let eligible = self.wants_eligible && self.may_lead_here();
         if eligible == self.eligible {
             return;
         }

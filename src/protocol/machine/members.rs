@@ -12,32 +12,27 @@ use crate::protocol::mode::Preempt;
 use std::collections::BTreeSet;
 
 impl MachineConfig {
-    /// Members (this node included) needed for a majority.
+    /// Members (this node included) needed for a majority of the seeded list.
     pub fn majority(&self) -> usize {
         // floor(M / 2) + 1 with M = peers + 1 members.
         self.peers.len().div_ceil(2) + 1
-    }
-
-    /// Whether `node` is one of the other members.
-    pub(super) fn is_peer(&self, node: NodeId) -> bool {
-        self.peers.contains(&node)
     }
 }
 
 impl Machine {
     /// Higher IDs that could lead (witnesses never answer an Election).
     pub(super) fn higher_peers(&self) -> Vec<NodeId> {
-        self.config
-            .peers
-            .iter()
-            .copied()
-            .filter(|&p| p > self.config.id && !self.config.witnesses.contains(&p))
+        let never = self.members.never_lead();
+        self.members
+            .others(self.config.id)
+            .into_iter()
+            .filter(|&p| p > self.config.id && !never.contains(&p))
             .collect()
     }
 
     /// Whether `voters` (this node included) make a majority of the members.
     pub(super) fn is_majority(&self, voters: &BTreeSet<NodeId>) -> bool {
-        voters.len() >= self.config.majority()
+        self.members.has_majority(voters)
     }
 
     /// Whether a claim by `leader` may be followed without a fight.

@@ -48,11 +48,12 @@ impl std::fmt::Display for Misbehaviour {
 /// Answers going up, claims for an epoch led by someone else.
 pub(super) fn misbehaviour(
     config: &MachineConfig,
+    member: bool,
     seen: u64,
     from: NodeId,
     msg: &Message,
 ) -> Option<Misbehaviour> {
-    if !config.is_peer(from) {
+    if !member {
         return Some(Misbehaviour::UnknownPeer);
     }
     let ceiling = seen.saturating_add(MAX_TERM_JUMP);

@@ -48,6 +48,7 @@ mod election;
 mod event;
 mod handover;
 mod members;
+mod membership;
 mod misbehaviour;
 mod output;
 mod quorum;
@@ -62,12 +63,14 @@ pub use event::{Action, Event};
 pub use misbehaviour::{Misbehaviour, MAX_TERM_JUMP};
 
 use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
+use crate::protocol::membership::{Member, Membership, Seat};
 use crate::protocol::lease;
 use crate::protocol::message::{Body, Message};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
 use crate::protocol::timing::Timing;
 use crate::protocol::view::{DemotionReason, Fact, Role, View};
+use membership::MemberState;
 use quorum_state::QuorumState;
 use state::{Reach, State};
 use std::collections::{BTreeMap, VecDeque};
@@ -84,6 +87,15 @@ pub struct Machine {
     /// declaration, and declarations persist their own term.
     seen: u64,
     eligible: bool,
+    /// Whether the health check (or a step-down) lets this node lead; `eligible` is this
+    /// and the node's own entry in the member list (a learner or witness never leads).
+    wants_eligible: bool,
+    /// The member list this node lives by: stored, or seeded from its config file
+    /// (docs/design.md#membership).
+    members: Membership,
+    /// Other nodes' lists as their messages showed them, and the coordinator's change in
+    /// progress (`membership.rs`).
+    member_state: MemberState,
     state: State,
     actions: VecDeque<Action>,
     published: Option<View>,
@@ -117,15 +129,32 @@ impl Machine {
     /// Starts a node from its loaded cells (I4: always as a candidate, whatever it was
     /// before the crash). The first actions persist the new incarnation and probe peers.
     pub fn start(config: MachineConfig, loaded: Cells, now: Millis) -> Machine {
+        Machine::start_with(config, loaded, None, now)
+    }
+
+    /// [`Machine::start`] with the member list a store held (`None`: seeded from the
+    /// config's peers and witnesses, as on a first start).
+    pub fn start_with(
+        config: MachineConfig,
+        loaded: Cells,
+        members: Option<Membership>,
+        now: Millis,
+    ) -> Machine {
+        let members = members.unwrap_or_else(|| seed_members(&config));
+        let others = members.others(config.id).len();
+        let majority = crate::protocol::membership::majority_of(members.voters().len());
         // An empty store may be a lost one: learn the terms it forgot first.
         let empty = loaded.term == 0 && loaded.accepted.is_none();
-        let recovery = (empty && config.recover_empty_store && !config.peers.is_empty())
-            .then(|| Recovery::new(config.peers.len(), config.majority(), &config.timing, now));
+        let recovery = (empty && config.recover_empty_store && others > 0)
+            .then(|| Recovery::new(others, majority, &config.timing, now));
+        let may_lead = members.get(config.id).is_some_and(Member::may_lead);
         let mut machine = Machine {
-            eligible: config.eligible && !config.witness,
+            eligible: config.eligible && may_lead,
+            wants_eligible: config.eligible,
+            member_state: MemberState::default(),
             seen: loaded.term,
             cells: loaded,
-            state: starting(&config, now),
+            state: starting(&config, others, now),
             actions: VecDeque::new(),
             published: None,
             leaving: None,
@@ -134,8 +163,9 @@ impl Machine {
             suspected: None,
             recovery,
             leader_heard: false,
-            preempt_from: preempt_from(&config, now),
+            preempt_from: preempt_from(&config, others, now),
             preempt_pending: false,
+            members,
             config,
         };
         let mut cells = machine.cells;
@@ -218,9 +248,17 @@ impl Machine {
             Event::PeerUp(peer) => self.on_peer_up(peer, now),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
             Event::Shutdown => self.on_shutdown(now),
+            Event::ChangeMembers(change) => self.on_change(change, now),
             Event::Message { from, msg } => {
+                // A newer list may come from a member we do not know of yet.
+                if let Body::Members { list } = msg.body {
+                    self.on_members(from, list, now);
+                    return self.publish();
+                }
                 // Validate before observing: a message we refuse must not raise our term.
-                let refused = misbehaviour::misbehaviour(&self.config, self.seen, from, &msg);
+                let member = from != self.config.id && self.members.contains(from);
+                let refused =
+                    misbehaviour::misbehaviour(&self.config, member, self.seen, from, &msg);
                 if let Some(what) = refused {
                     self.actions
                         .push_back(Action::Misbehaved { peer: from, what });
@@ -228,10 +266,19 @@ impl Machine {
                 }
                 let newly_heard = self.heard_from(from);
                 self.observe(msg.term);
+                self.note_list(from, msg.config, now);
                 if self.recovery.is_some() && !self.handle_while_recovering(&msg) {
                     return self.publish();
                 }
+                if let (State::Coordinator { epoch, .. }, Body::Ack { accepted, .. }) =
+                    (self.state, &msg.body)
+                {
+                    if *accepted == Some(epoch) {
+                        self.note_follower(from);
+                    }
+                }
                 self.on_message(from, msg, now);
+                self.advance_members(now);
                 // After the message itself: a heartbeat that brings the last higher peer
                 // is followed, not answered with an election.
                 if newly_heard {
@@ -275,6 +322,9 @@ impl Machine {
             (Mode::Classic, Body::PreVote { .. } | Body::Vote { .. }) => {}
             (_, Body::TermQuery) => self.send(from, Body::TermReport),
             (_, Body::TermReport) => self.on_term_report(from, now),
+            // Handled in `handle` before validation (a list may come from a member we
+            // do not know of yet).
+            (_, Body::Members { .. }) => {}
         }
     }
 
@@ -402,7 +452,7 @@ fn quorum_state(config: &MachineConfig, loaded: &Cells, now: Millis) -> Option<Q
 /// preempt never in classic mode), nor before every higher peer has been up unless the
 /// start-up wait gives up first. A node on an empty store enters it again once it has
 /// recovered, as if it started then (src/protocol/recovery.rs).
-fn starting(config: &MachineConfig, now: Millis) -> State {
+fn starting(config: &MachineConfig, others: usize, now: Millis) -> State {
     let timing = config.timing;
     let mut wait = timing.answer_timeout_ms.max(timing.preempt_delay_ms);
     if config.preempt == Preempt::Never && config.mode == Mode::Classic {
@@ -411,7 +461,7 @@ fn starting(config: &MachineConfig, now: Millis) -> State {
         // no wait: the coordinator's followers refuse the upstart).
         wait = wait.max(timing.suspect_after_ms);
     }
-    let wait = if config.peers.is_empty() { 0 } else { wait };
+    let wait = if others == 0 { 0 } else { wait };
     State::Starting {
         until: now + wait,
         give_up: now + timing.startup_wait_ms().max(wait),
@@ -419,10 +469,29 @@ fn starting(config: &MachineConfig, now: Millis) -> State {
 }
 
 /// When a node (re)started at `now` may first bully a live lower coordinator.
-fn preempt_from(config: &MachineConfig, now: Millis) -> Millis {
-    if config.peers.is_empty() {
+fn preempt_from(config: &MachineConfig, others: usize, now: Millis) -> Millis {
+    if others == 0 {
         now
     } else {
         now + config.timing.preempt_delay_ms
     }
+}
+
+/// The list a node without a stored one starts from: itself and its config's peers
+/// (witnesses marked), unconfirmed; the runtime passes the addresses in its own seed.
+fn seed_members(config: &MachineConfig) -> Membership {
+    let seat = |id: NodeId, witness: bool| Member {
+        id,
+        seat: if witness { Seat::Witness } else { Seat::Voter },
+        learner: false,
+        addr: String::new(),
+    };
+    let mut members = vec![seat(config.id, config.witness)];
+    members.extend(
+        config
+            .peers
+            .iter()
+            .map(|&p| seat(p, config.witnesses.contains(&p))),
+    );
+    Membership::seeded(members)
 }

@@ -18,6 +18,7 @@ impl Machine {
         let reason = self.leaving.take();
         if let State::Coordinator { epoch, .. } = old {
             if !matches!(state, State::Coordinator { epoch: e, .. } if e == epoch) {
+                self.drop_change();
                 let office_ended_at = match self.quorum.as_mut().and_then(|q| q.lease.take()) {
                     Some(lease) if !self.flawed_lease() => lease.until().min(now),
                     _ => now,
@@ -64,6 +65,7 @@ impl Machine {
     pub(super) fn send(&mut self, to: NodeId, body: Body) {
         let msg = Message {
             term: self.seen,
+            config: self.members.id,
             body,
         };
         self.actions.push_back(Action::Send { to, msg });
@@ -71,9 +73,8 @@ impl Machine {
 
     /// Sends `body` to every peer.
     pub(super) fn broadcast(&mut self, body: Body) {
-        for i in 0..self.config.peers.len() {
-            let peer = self.config.peers[i];
-            self.send(peer, body);
+        for peer in self.members.others(self.config.id) {
+            self.send(peer, body.clone());
         }
     }
 

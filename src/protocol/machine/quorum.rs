@@ -104,6 +104,9 @@ impl Machine {
         if self.acceptance_blocked_until(from, now).is_some() {
             return; // lease promise (Q3) or restart hold-off (Q5)
         }
+        if !self.up_to_date(from) {
+            return; // up_to_date: its list is older than ours; it got ours
+        }
         self.leaving = Some(DemotionReason::NewerEpoch);
         self.accept(epoch, now);
         self.ack(epoch, 0, now);
@@ -180,12 +183,18 @@ impl Machine {
         self.observe_accepted(accepted);
         match self.state {
             State::Declaring { epoch, sent_at, .. } if accepted == Some(epoch) => {
+                if !self.counts(from) {
+                    return; // a learner's acceptance is no vote
+                }
                 self.quorum_state_mut().votes.insert(from);
                 if self.is_majority(&self.quorum_state().votes) {
                     self.establish(epoch, sent_at, now);
                 }
             }
             State::Coordinator { epoch, .. } if accepted == Some(epoch) => {
+                if !self.counts(from) {
+                    return; // a learner's ack holds no lease
+                }
                 if let Some(lease) = self.quorum_state_mut().lease.as_mut() {
                     lease.ack(from, round);
                 }
@@ -210,6 +219,10 @@ impl Machine {
         heard: Option<Heard>,
         now: Millis,
     ) -> bool {
+        if !self.up_to_date(from) {
+            // up_to_date: it holds an older list; it got ours (`note_list`) and asks again.
+            return false;
+        }
         match self.state {
             State::Coordinator { epoch, .. } => {
                 return self.prevote_in_office(from, term, heard, epoch, now)
@@ -287,7 +300,7 @@ impl Machine {
     /// A yes to our pre-vote for `term`.
     pub(super) fn on_vote(&mut self, from: NodeId, term: u64, now: Millis) {
         if let State::PreVoting { term: asked, .. } = self.state {
-            if term == asked {
+            if term == asked && self.counts(from) {
                 self.quorum_state_mut().votes.insert(from);
                 if self.is_majority(&self.quorum_state().votes) {
                     // The term the majority voted for, even if a higher one was asked
@@ -381,7 +394,8 @@ impl Machine {
             .iter()
             .copied()
             .filter(|&v| v != self.config.id);
-        let lease = Lease::new(self.config.majority(), span, sent_at, voters);
+        let majority = crate::protocol::membership::majority_of(self.members.voters().len());
+        let lease = Lease::new(majority, span, sent_at, voters);
         if lease.until() <= now {
             // The acks came too late to hold any lease: release them, try again.
             self.broadcast(Body::Resign { epoch });

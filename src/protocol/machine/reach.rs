@@ -21,6 +21,7 @@ impl Machine {
     /// The transport (re)connected to `peer`.
     pub(super) fn on_peer_up(&mut self, peer: NodeId, now: Millis) {
         self.reach.insert(peer, Reach::Up);
+        self.forget_push(peer);
         self.extend_startup_wait(peer, now);
         self.repeat_to(peer, now);
         self.on_reach_change(now);

@@ -29,7 +29,8 @@ impl Machine {
             | Body::Resign { .. }
             | Body::Vote { .. }
             | Body::TermQuery
-            | Body::TermReport => true,
+            | Body::TermReport
+            | Body::Members { .. } => true,
         }
     }
 
@@ -51,8 +52,9 @@ impl Machine {
         self.fact(Fact::Recovered { term });
         // Start again, as if it started now: probe for the coordinator, wait for higher
         // peers, then elect in Bully order (it answered no Election meanwhile).
-        self.state = starting(&self.config, now);
-        self.preempt_from = preempt_from(&self.config, now);
+        let others = self.members.others(self.config.id).len();
+        self.state = starting(&self.config, others, now);
+        self.preempt_from = preempt_from(&self.config, others, now);
         self.broadcast(Body::Probe);
     }
 }
