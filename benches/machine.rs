@@ -45,7 +45,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
     machine.handle(
         Event::Message {
             from: nodes,
-            msg: heartbeat,
+            msg: heartbeat.clone(),
         },
         1,
     );

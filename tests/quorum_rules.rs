@@ -46,7 +46,7 @@ fn sent(actions: &[Action]) -> Vec<(NodeId, Body)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { to, msg } => Some((*to, msg.body)),
+            Action::Send { to, msg } => Some((*to, msg.body.clone())),
             _ => None,
         })
         .collect()
@@ -337,7 +337,7 @@ fn handover_only_to_a_node_that_hears_us() {
             pre_vote_hearing(asked, office, round.saturating_sub(4)),
         ];
         for body in deaf {
-            let reply = deliver(&mut m, 4, asked - 1, body, now + 2);
+            let reply = deliver(&mut m, 4, asked - 1, body.clone(), now + 2);
             assert_eq!(m.view().role, Role::Coordinator, "handed over on {body:?}");
             assert!(
                 matches!(sent(&reply)[..], [(4, Body::Heartbeat { epoch, .. })] if epoch == office),
