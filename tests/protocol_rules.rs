@@ -486,7 +486,7 @@ fn bully_waits_out_the_preempt_delay() {
     assert_eq!(drain(&mut m), vec![follower_view(3, epoch)]);
     let heartbeat = Body::Heartbeat { epoch, round: 0 };
     for at in [200, 400, 600, 800] {
-        assert_eq!(deliver(&mut m, 2, 1, heartbeat, at), vec![]);
+        assert_eq!(deliver(&mut m, 2, 1, heartbeat.clone(), at), vec![]);
         let suspect_at = at + 300;
         assert_eq!(
             m.next_deadline(),
@@ -521,9 +521,9 @@ fn gave_way() {
         ),
         vec![
             candidate_view(3),
-            send(1, 2, resign),
-            send(2, 2, resign),
-            send(4, 2, resign),
+            send(1, 2, resign.clone()),
+            send(2, 2, resign.clone()),
+            send(4, 2, resign.clone()),
             persist(2, newer, 1),
             follower_view(3, newer),
         ]
