@@ -209,7 +209,7 @@ async fn one_way_latencies(from: &Node, to: &mut Node, n: u64) -> Vec<Duration> 
     for i in 0..n {
         let m = msg(1_000_000 + i);
         let start = Instant::now();
-        from.t.send(to.t.id(), m);
+        from.t.send(to.t.id(), m.clone());
         to.expect_message(from.t.id(), m).await;
         samples.push(start.elapsed());
     }
