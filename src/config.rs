@@ -60,9 +60,9 @@
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
 pub mod duration;
+mod error;
 #[cfg(test)]
 pub mod sample;
-mod error;
 mod types;
 mod validate;
 mod watchdog;

@@ -51,7 +51,11 @@ fn drain(m: &mut Machine) -> Vec<Action> {
 fn send(to: NodeId, term: u64, body: Body) -> Action {
     Action::Send {
         to,
-        msg: Message { term, config: Default::default(), body },
+        msg: Message {
+            term,
+            config: Default::default(),
+            body,
+        },
     }
 }
 

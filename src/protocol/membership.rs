@@ -412,7 +412,10 @@ mod tests {
                 E,
             )
             .unwrap();
-        assert!(!list.has_majority(&[1, 4].into()), "the learner's ack is no vote");
+        assert!(
+            !list.has_majority(&[1, 4].into()),
+            "the learner's ack is no vote"
+        );
         assert!(list.has_majority(&[1, 3].into()));
     }
 }

@@ -14,7 +14,11 @@ pub fn feed(m: &mut Machine, event: Event, now: Millis) -> Vec<Action> {
 pub fn message(from: NodeId, term: u64, body: Body) -> Event {
     Event::Message {
         from,
-        msg: Message { term, config: Default::default(), body },
+        msg: Message {
+            term,
+            config: Default::default(),
+            body,
+        },
     }
 }
 
@@ -29,4 +33,17 @@ pub fn start_connected(config: MachineConfig, cells: Cells, now: Millis) -> Mach
     }
     while m.poll_action().is_some() {}
     m
+}
+
+/// The event of a message from `from` carrying `term`, from a node holding list `config`.
+pub fn message_under(
+    from: NodeId,
+    term: u64,
+    config: bully::protocol::ConfigId,
+    body: Body,
+) -> Event {
+    Event::Message {
+        from,
+        msg: Message { term, config, body },
+    }
 }

@@ -105,6 +105,8 @@ mod tests {
             learner: false,
             addr: "127.0.0.1:9".into(),
         });
-        assert!(file_disagrees(&grown, &config).unwrap().contains("stored list rules"));
+        assert!(file_disagrees(&grown, &config)
+            .unwrap()
+            .contains("stored list rules"));
     }
 }

@@ -95,7 +95,11 @@ mod tests {
     fn send(to: u64, body: Body) -> Action {
         Action::Send {
             to,
-            msg: Message { term: 3, config: Default::default(), body },
+            msg: Message {
+                term: 3,
+                config: Default::default(),
+                body,
+            },
         }
     }
 

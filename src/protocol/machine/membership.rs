@@ -225,8 +225,8 @@ impl Machine {
         }
         if let Some(pending) = &self.member_state.pending {
             let voters = self.members.voters();
-            let new_majority = self.config.has(super::config::Flaw::OldMajorityOnly)
-                || self.stored_by(&voters);
+            let new_majority =
+                self.config.has(super::config::Flaw::OldMajorityOnly) || self.stored_by(&voters);
             if !(self.stored_by(&pending.prior) && new_majority) {
                 return;
             }
@@ -260,7 +260,14 @@ impl Machine {
         let me = self.config.id;
         let stored = voters
             .iter()
-            .filter(|&&v| v == me || self.member_state.shown.get(&v).is_some_and(|&id| id >= ours))
+            .filter(|&&v| {
+                v == me
+                    || self
+                        .member_state
+                        .shown
+                        .get(&v)
+                        .is_some_and(|&id| id >= ours)
+            })
             .count();
         stored >= majority_of(voters.len())
     }

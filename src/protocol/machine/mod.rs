@@ -63,8 +63,8 @@ pub use event::{Action, Event};
 pub use misbehaviour::{Misbehaviour, MAX_TERM_JUMP};
 
 use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
-use crate::protocol::membership::{Member, Membership, Seat};
 use crate::protocol::lease;
+use crate::protocol::membership::{Member, Membership, Seat};
 use crate::protocol::message::{Body, Message};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
