@@ -6,7 +6,7 @@ use crate::api::MetricsSnapshot;
 use crate::api::Status;
 use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
-use crate::protocol::NodeId;
+use crate::protocol::{Change, NodeId};
 use crate::transport::{connect_client, read_frame, write_frame, FrameError, TransportError};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -111,6 +111,18 @@ impl Client {
     /// reason, if `to` cannot take over. Waits like [`Client::step_down`].
     pub async fn switch_over(&self, to: NodeId, for_ms: u64) -> Result<String, ClientError> {
         self.command(Request::SwitchOver { to, for_ms }).await
+    }
+
+    /// Asks for a change of the member list (docs/design.md#membership): any member
+    /// takes it and passes it to the coordinator; the answer comes once the list it asks
+    /// for is committed (an add: once the new member has caught up and votes), or says
+    /// why it was refused or did not complete.
+    pub async fn change_members(&self, change: Change) -> Result<String, ClientError> {
+        self.command(Request::ChangeMembers {
+            change,
+            forwarded: false,
+        })
+        .await
     }
 
     /// A request the node accepts (`Done`) or refuses with a reason; it may answer only

@@ -3,7 +3,7 @@
 
 use super::counters::MetricsSnapshot;
 use super::status::Status;
-use crate::protocol::NodeId;
+use crate::protocol::{Change, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// What a client asks.
@@ -27,6 +27,13 @@ pub enum Request {
     StandAside {
         for_ms: u64,
         target: NodeId,
+    },
+    /// A change of the member list (docs/design.md#membership). Any member takes it: a
+    /// node that does not lead passes it to the coordinator (`forwarded`: it was passed
+    /// once already, and is refused rather than passed again).
+    ChangeMembers {
+        change: Change,
+        forwarded: bool,
     },
 }
 

@@ -10,6 +10,7 @@ mod leader;
 mod local;
 mod local_board;
 pub mod logging;
+mod member;
 mod node;
 mod query;
 mod run;
@@ -92,6 +93,13 @@ pub enum Commands {
         /// (unknown, witness, unreachable, ineligible).
         #[arg(long, value_name = "N")]
         to: Option<NodeId>,
+    },
+    /// See and change the member list at runtime: list, add, remove, replace. A change
+    /// goes to any member, which passes it to the coordinator; one change at a time,
+    /// each committed by a majority of the members before and after it.
+    Member {
+        #[command(subcommand)]
+        action: member::MemberAction,
     },
     /// Run a job only while the local node leads, and stop it before any other node
     /// could lead: SIGTERM at the lease's end, SIGKILL before the earliest takeover,
@@ -284,6 +292,7 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
+            Commands::Member { action } => member::run(action).await,
             Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// Asks every endpoint at once and returns the first status, after reporting on stderr
 /// any endpoint that failed (when none answered) and any disagreement between them.
-async fn first_status(args: &QueryArgs) -> Result<Status, ExitCode> {
+pub(super) async fn first_status(args: &QueryArgs) -> Result<Status, ExitCode> {
     let targets = endpoints::targets(args, false).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -34,7 +34,7 @@ async fn first_status(args: &QueryArgs) -> Result<Status, ExitCode> {
 
 /// Connects to the first endpoint that accepts (in the order given), or to the one
 /// `pick` chooses among the answers, for the commands that keep a connection.
-async fn connect_first(
+pub(super) async fn connect_first(
     args: &QueryArgs,
     pick: impl Fn(&Status) -> bool,
 ) -> Result<Client, ExitCode> {

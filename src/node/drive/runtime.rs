@@ -40,6 +40,7 @@ use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::node::commands::hooks::DemotedHook;
 use crate::node::policy::eligibility::{Eligibility, Expired};
+use crate::node::policy::member_change::{PendingChange, Progress};
 use crate::node::policy::office_grant::{self, Office};
 use crate::node::policy::resign_hold;
 use crate::node::policy::stall;
@@ -91,6 +92,8 @@ pub struct Runtime {
     pub tasks: NodeTasks,
     /// The member list the transport and the status were last given.
     pub applied_members: ConfigId,
+    /// The operator's membership change this coordinator carries out, if any.
+    pub member_change: Option<PendingChange<Reply>>,
 }
 
 /// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
@@ -310,6 +313,18 @@ impl Runtime {
                 tracing::info!(for_ms, ?to, "stepping down on request");
                 self.step_down(for_ms, to, Some(reply));
             }
+            Command::ChangeMembers { change, reply } => {
+                tracing::info!(%change, "membership change asked for");
+                if self.member_change.is_some() {
+                    let _ = reply.send(Err(
+                        "another membership change is in progress; one at a time".into(),
+                    ));
+                    return;
+                }
+                let now = self.clock.now();
+                self.member_change = Some(PendingChange::new(change.clone(), reply, now));
+                self.machine.handle(Event::ChangeMembers(change), now);
+            }
         }
     }
 
@@ -439,6 +454,7 @@ impl Runtime {
         }
         self.office.close_batch();
         self.apply_members();
+        self.answer_member_change();
         Ok(())
     }
 
@@ -457,6 +473,28 @@ impl Runtime {
         self.office.peers = list.others(me).len();
         let dial = super::members::dial_list(list, me, self.services.applied());
         self.transport.set_peers(dial);
+    }
+
+    /// Answers the operator's membership change once it is done or failed.
+    fn answer_member_change(&mut self) {
+        let Some(pending) = &self.member_change else {
+            return;
+        };
+        let leading = self.machine.view().role == crate::protocol::Role::Coordinator;
+        let progress = pending.progress(
+            self.machine.members(),
+            self.machine.members_committed(),
+            leading,
+            self.clock.now(),
+        );
+        let answer = match progress {
+            Progress::Waiting => return,
+            Progress::Done(text) => Ok(text),
+            Progress::Failed(text) => Err(text),
+        };
+        if let Some(pending) = self.member_change.take() {
+            let _ = pending.reply.send(answer);
+        }
     }
 
     /// The office as the machine stands now.
@@ -541,6 +579,11 @@ impl Runtime {
         } = fact
         {
             self.lease_lapsed = true;
+        }
+        if let Fact::ChangeRefused { reason } = fact {
+            if let Some(pending) = self.member_change.take() {
+                let _ = pending.reply.send(Err(reason.to_string()));
+            }
         }
         self.publisher.fact(&fact);
         self.journal.log(Record::Fact(fact));

@@ -149,6 +149,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         watchdog,
         tasks,
         applied_members: members_id,
+        member_change: None,
     };
     Ok(NodeHandle {
         commands: commands_tx,

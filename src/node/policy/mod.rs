@@ -4,6 +4,7 @@
 
 pub mod config_conflict;
 pub mod eligibility;
+pub mod member_change;
 pub mod office_grant;
 pub mod readiness;
 pub mod resign_hold;

@@ -10,6 +10,7 @@ use crate::api::{Request, Response, Status};
 use crate::node::shared::mailbox::Command;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
+use crate::protocol::{Change, Role};
 use crate::transport::{close, read_frame, write_frame};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -124,6 +125,10 @@ async fn serve_stream(
             };
             answered(ask_runtime(&context.commands, ask).await?)
         }
+        Request::ChangeMembers { change, forwarded } => {
+            let now = context.status.borrow().as_of_now();
+            answered(change_members(&context, &now, change, forwarded).await?)
+        }
         Request::SwitchOver { to, for_ms } => {
             let now = context.status.borrow().as_of_now();
             let members = &context.members;
@@ -226,4 +231,37 @@ mod tests {
         let again = tokio::time::timeout(Duration::from_millis(300), next_status(&mut status));
         assert!(again.await.is_err(), "no second frame for the same lapse");
     }
+}
+
+/// A membership change: the coordinator carries it out; another node passes it to the
+/// coordinator it follows (once: a passed request that meets a non-coordinator is
+/// refused, so two nodes with different views never bounce it).
+async fn change_members(
+    context: &ApiContext,
+    now: &Status,
+    change: Change,
+    forwarded: bool,
+) -> anyhow::Result<Result<String, String>> {
+    if now.role == Role::Coordinator {
+        let ask = |reply| Command::ChangeMembers { change, reply };
+        return ask_runtime(&context.commands, ask).await;
+    }
+    let Some(coordinator) = now.coordinator.filter(|_| !forwarded) else {
+        return Ok(Err(format!(
+            "node {} does not lead and knows no coordinator to pass the change to; try \
+             again once one is elected (`bully status --cluster`)",
+            now.id
+        )));
+    };
+    let request = Request::ChangeMembers {
+        change,
+        forwarded: true,
+    };
+    let answer = switchover::ask_member(&context.members, now, coordinator, request).await;
+    Ok(match answer {
+        Ok(Response::Done(text)) => Ok(text),
+        Ok(Response::Refused(text)) => Err(text),
+        Ok(other) => Err(format!("coordinator {coordinator} answered {other:?}")),
+        Err(e) => Err(format!("coordinator {coordinator} is unreachable: {e}")),
+    })
 }

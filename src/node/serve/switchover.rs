@@ -152,6 +152,35 @@ fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerC
         .collect()
 }
 
+/// Asks member `id` over its API, at the address the node's member list gives (or its
+/// config file's, for a first member listed without one).
+pub async fn ask_member(
+    members: &Members,
+    status: &Status,
+    id: NodeId,
+    request: Request,
+) -> Result<Response, String> {
+    let listed = status
+        .members
+        .as_ref()
+        .and_then(|list| list.get(id))
+        .and_then(|m| m.addr.parse().ok());
+    let from_file = members
+        .peers
+        .iter()
+        .find(|p| p.id == id)
+        .map(|p| p.addr.clone());
+    let Some(addr) = listed.or(from_file) else {
+        return Err(format!("no address known for node {id}"));
+    };
+    let peer = PeerConfig {
+        id,
+        addr,
+        witness: false,
+    };
+    ask(members, &peer, request).await
+}
+
 async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<Response, String> {
     let addr = peer
         .addr

@@ -5,7 +5,7 @@
 
 use super::error::ReloadError;
 use crate::config::NodeConfig;
-use crate::protocol::{Epoch, NodeId};
+use crate::protocol::{Change, Epoch, NodeId};
 use tokio::sync::oneshot;
 
 /// Where the answer to a step-down or stand-aside goes: the text a client is shown as
@@ -32,6 +32,8 @@ pub enum Command {
         target: NodeId,
         reply: Reply,
     },
+    /// A membership change, answered once the list it asks for is committed.
+    ChangeMembers { change: Change, reply: Reply },
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
