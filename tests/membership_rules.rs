@@ -4,7 +4,7 @@
 
 use bully::protocol::{
     Action, Body, Cells, Change, ChangeRefused, ConfigId, Epoch, Event, Fact, Machine,
-    MachineConfig, Member, Membership, Millis, NodeId, Role, Seat,
+    MachineConfig, Member, Membership, Message, Millis, NodeId, Role, Seat,
 };
 
 #[path = "common/drive.rs"]
@@ -33,7 +33,12 @@ fn deliver_under(
     body: Body,
     now: Millis,
 ) -> Vec<Action> {
-    drive::feed(m, drive::message_under(from, term, list, body), now)
+    let msg = Message {
+        term,
+        config: list,
+        body,
+    };
+    drive::feed(m, Event::Message { from, msg }, now)
 }
 
 fn change(m: &mut Machine, change: Change, now: Millis) -> Vec<Action> {

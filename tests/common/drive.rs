@@ -34,16 +34,3 @@ pub fn start_connected(config: MachineConfig, cells: Cells, now: Millis) -> Mach
     while m.poll_action().is_some() {}
     m
 }
-
-/// The event of a message from `from` carrying `term`, from a node holding list `config`.
-pub fn message_under(
-    from: NodeId,
-    term: u64,
-    config: bully::protocol::ConfigId,
-    body: Body,
-) -> Event {
-    Event::Message {
-        from,
-        msg: Message { term, config, body },
-    }
-}
