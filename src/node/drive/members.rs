@@ -31,9 +31,10 @@ pub fn seed(config: &NodeConfig) -> Membership {
     Membership::seeded(members)
 }
 
-/// Whom to dial for `list`: every other member, at the address the list gives, or (a
-/// first member written before anyone knew its address) the one in `fallback`, the
-/// config file's peers. A member with neither is left out, and said so.
+/// Whom to dial for `list`: every other member, at the address this node's config file
+/// gives it (`fallback`: a host may reach a peer by another route, e.g. a relay or a
+/// private network), else at the address the list gives (a member added at runtime).
+/// A member with neither is left out, and said so.
 pub fn dial_list(list: &Membership, me: NodeId, fallback: &NodeConfig) -> Vec<(NodeId, PeerAddr)> {
     list.members
         .iter()
@@ -47,7 +48,7 @@ pub fn dial_list(list: &Membership, me: NodeId, fallback: &NodeConfig) -> Vec<(N
                     .find(|p| p.id == m.id)
                     .map(|p| p.addr.clone())
             };
-            let addr = listed.or_else(from_file);
+            let addr = from_file().or(listed);
             if addr.is_none() {
                 tracing::warn!(
                     peer = m.id,
