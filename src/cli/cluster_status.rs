@@ -17,7 +17,11 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         Ok(targets) => targets,
         Err(code) => return code,
     };
-    let answers = endpoints::ask_all(&targets, args.timeout, true).await;
+    let mut answers = endpoints::ask_all(&targets, args.timeout, true).await;
+    let listed = endpoints::listed_elsewhere(&targets, &answers);
+    if !listed.endpoints.is_empty() {
+        answers.extend(endpoints::ask_all(&listed, args.timeout, true).await);
+    }
     if args.json {
         let rows: Vec<serde_json::Value> = answers
             .iter()

@@ -229,3 +229,30 @@ pub fn disagreement(answers: &[Answer]) -> Option<String> {
         format!("the nodes disagree: {}", parts.join("; "))
     })
 }
+
+/// Members that an answer's member list names (with an address) but that were not among
+/// the endpoints asked: a cluster grown with `bully member add` has members the config
+/// file never listed. Each once, expecting its ID.
+pub fn listed_elsewhere(targets: &Targets, answers: &[Answer]) -> Targets {
+    let mut known: std::collections::BTreeSet<NodeId> =
+        targets.endpoints.iter().filter_map(|e| e.expect).collect();
+    known.extend(answers.iter().filter_map(|a| a.status.as_ref().ok().map(|s| s.id)));
+    let mut endpoints = Vec::new();
+    for status in answers.iter().filter_map(|a| a.status.as_ref().ok()) {
+        for member in status.members.iter().flat_map(|list| list.members.iter()) {
+            let Ok(addr) = member.addr.parse::<PeerAddr>() else {
+                continue;
+            };
+            if known.insert(member.id) {
+                endpoints.push(Endpoint {
+                    addr,
+                    expect: Some(member.id),
+                });
+            }
+        }
+    }
+    Targets {
+        endpoints,
+        tls: targets.tls.clone(),
+    }
+}
