@@ -144,8 +144,9 @@ impl Machine {
                 }
                 _ => return,
             }
-            // Ack only what the leader does not know: a newer term we have seen.
-            if heartbeat && self.seen > epoch.term {
+            // Ack only what the leader does not know: a newer term we have seen, or that
+            // our member list is not its own (members_spread, learner).
+            if heartbeat && (self.seen > epoch.term || self.list_news_for(from)) {
                 self.send(from, Body::Ack { accepted, round: 0 });
             }
             return;
@@ -161,7 +162,7 @@ impl Machine {
                 self.broadcast(Body::Resign { epoch: old });
             }
             self.accept(epoch, now);
-            if heartbeat && self.seen > epoch.term {
+            if heartbeat && (self.seen > epoch.term || self.list_news_for(from)) {
                 self.send(
                     from,
                     Body::Ack {

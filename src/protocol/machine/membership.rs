@@ -90,6 +90,17 @@ impl Machine {
             .is_some_and(|&id| id >= self.members.id)
     }
 
+    /// Classic mode, whose followers ack only news: whether our ack tells `leader`
+    /// something about lists: we are a learner it waits for, or its last message
+    /// showed another list than ours (it sends us its newer one, or learns ours).
+    pub(super) fn list_news_for(&self, leader: NodeId) -> bool {
+        let learning = self
+            .members
+            .get(self.config.id)
+            .is_some_and(|m| m.learner);
+        learning || self.member_state.shown.get(&leader) != Some(&self.members.id)
+    }
+
     /// members_spread: a peer's message showed list `id`; send ours if it is newer.
     pub(super) fn note_list(&mut self, from: NodeId, id: ConfigId, now: Millis) {
         self.member_state.shown.insert(from, id);
