@@ -8,7 +8,7 @@ mod common;
 
 use bully::certs::{self, TlsFiles};
 use bully::codec::{self, MAX_FRAME, WIRE_VERSION};
-use bully::protocol::{Body, Epoch, Message, Mode, NodeId, Timing};
+use bully::protocol::{Body, ConfigId, Epoch, Message, Mode, NodeId, Timing};
 use bully::transport::hello::{Hello, Settings};
 use bully::transport::{
     close, connect_client, peer_identity, ConfigMismatch, MismatchKind, Transport, TransportConfig,
@@ -102,11 +102,13 @@ fn config(
     }
 }
 
-/// A hello as a node with `members`, quorum mode and default timing sends it.
+/// A hello as a node with `members` (seeded from its config file, as at start),
+/// quorum mode and default timing sends it.
 fn hello_of(nonce: u64, members: Vec<NodeId>) -> Hello {
     Hello {
         nonce,
         members,
+        config: Default::default(),
         settings: Settings::new(Mode::Quorum, &Timing::default()),
     }
 }
@@ -603,6 +605,28 @@ async fn a_peer_sending_bad_frames_is_dropped_and_the_node_keeps_working() {
     shutdown(&nodes).await;
 }
 
+/// Waits for both `PeerUp(from)` and the message `m` from `from`, in either order: the
+/// path that reports a peer up and the reader that hands on its first message are
+/// separate tasks (`src/transport/inbound.rs`).
+async fn expect_up_and_message(node: &mut Node, from: NodeId, m: Message) {
+    let (mut up, mut got) = (false, false);
+    while !(up && got) {
+        let what = format!("PeerUp({from}) and message {m:?}");
+        node.expect(&what, WAIT, |ev| match ev {
+            TransportEvent::PeerUp(p) if *p == from => {
+                up = true;
+                true
+            }
+            TransportEvent::Message { from: f, msg } if *f == from && *msg == m => {
+                got = true;
+                true
+            }
+            _ => false,
+        })
+        .await;
+    }
+}
+
 /// A peer that ends its message stream but keeps the connection (only a dying process
 /// or a broken implementation does): node 1 closes it, so its own messages, which
 /// that connection carried back, move on at once instead of going out unwatched until
@@ -619,12 +643,7 @@ async fn a_peer_that_ends_its_stream_loses_the_connection() {
     send.write_all(&codec::encode_frame(&msg(6)).unwrap())
         .await
         .unwrap();
-    nodes[0].expect_message(2, msg(6)).await;
-    nodes[0]
-        .expect("PeerUp(2)", WAIT, |e| {
-            matches!(e, TransportEvent::PeerUp(2))
-        })
-        .await;
+    expect_up_and_message(&mut nodes[0], 2, msg(6)).await;
     send.finish().unwrap();
     match tokio::time::timeout(WAIT, conn.closed()).await {
         Ok(quinn::ConnectionError::ApplicationClosed(c)) => {
@@ -1249,4 +1268,185 @@ async fn shutdown_leaves_no_task_and_no_socket_behind() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     drop(nodes);
+}
+
+// Membership changes at runtime (`Transport::set_peers`, `Transport::set_config_id`).
+
+/// Waits until `node` can send to `peer` (a connection either side dialed is up).
+async fn wait_sendable(node: &Node, peer: NodeId) {
+    wait_connected(std::slice::from_ref(node), &[peer]).await;
+}
+
+/// Node 1 starts with peers {2}; node 3, started with peers {1}, is refused until node
+/// 1's member list takes it in, then messages flow both ways. Dropping node 2 from the
+/// list closes its connection (both ends hear the peer is down), drops what node 1
+/// sends it, and refuses its certificate from then on, while node 3 stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_join_and_leave_the_member_list_at_runtime() {
+    init_logs();
+    let dir = certs_dir(&[1, 2, 3]);
+    let (s1, s2, s3) = (socket(), socket(), socket());
+    let [a1, a2, a3] = [&s1, &s2, &s3].map(|s| s.local_addr().unwrap());
+    let mut n1 = start_node(dir.path(), 1, vec![(2, a2)], s1).await;
+    let mut n2 = start_node(dir.path(), 2, vec![(1, a1)], s2).await;
+    let mut n3 = start_node(dir.path(), 3, vec![(1, a1)], s3).await;
+    wait_sendable(&n1, 2).await;
+    wait_sendable(&n2, 1).await;
+    // Node 3 is not in node 1's list yet: its dials are refused.
+    let ev = expect_refusal_of(&mut n1, 3).await;
+    assert!(
+        format!("{ev:?}").contains("not a configured peer"),
+        "{ev:?}"
+    );
+
+    n1.t.set_peers(vec![(2, a2.into()), (3, a3.into())]);
+    wait_sendable(&n1, 3).await;
+    wait_sendable(&n3, 1).await;
+    n1.t.send(3, msg(1));
+    n3.expect_message(1, msg(1)).await;
+    n3.t.send(1, msg(2));
+    n1.expect_message(3, msg(2)).await;
+    n1.t.send(2, msg(3));
+    n2.expect_message(1, msg(3)).await;
+    assert_eq!(n1.t.connected_peers(), vec![2, 3]);
+
+    n1.t.set_peers(vec![(3, a3.into())]);
+    n1.expect("PeerDown(2) at node 1", WAIT, |e| {
+        matches!(e, TransportEvent::PeerDown(2))
+    })
+    .await;
+    n2.expect("PeerDown(1) at node 2", WAIT, |e| {
+        matches!(e, TransportEvent::PeerDown(1))
+    })
+    .await;
+    assert_eq!(n1.t.connected_peers(), vec![3]);
+    let dropped = n1.t.stats().messages_dropped;
+    n1.t.send(2, msg(4));
+    assert_eq!(n1.t.stats().messages_dropped, dropped + 1);
+    // Node 2 still lists node 1 and redials it: refused each time.
+    let ev = expect_refusal_of(&mut n1, 2).await;
+    assert!(
+        format!("{ev:?}").contains("not in its member list"),
+        "{ev:?}"
+    );
+    assert_eq!(n2.t.connected_peers(), Vec::<NodeId>::new());
+    let conn = connect_to_1_as_node_2(dir.path(), a1).await;
+    expect_closed_with(&conn, close::UNKNOWN_PEER).await;
+    // Node 3 never noticed.
+    n1.t.send(3, msg(5));
+    n3.expect_message(1, msg(5)).await;
+    n3.t.send(1, msg(6));
+    n1.expect_message(3, msg(6)).await;
+    shutdown(&[n1, n2, n3]).await;
+}
+
+/// A peer's connection to us, when we drop the peer from the member list, is closed
+/// with the code that says so, and the runtime hears the peer is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_peer_is_told_why_its_connection_closed() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
+    let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+    let mut send = conn.open_uni().await.unwrap();
+    send.write_all(&codec::encode_frame(&hello_of(11, vec![1, 2, 3])).unwrap())
+        .await
+        .unwrap();
+    send.write_all(&codec::encode_frame(&msg(7)).unwrap())
+        .await
+        .unwrap();
+    expect_up_and_message(&mut nodes[0], 2, msg(7)).await;
+
+    nodes[0].t.set_peers(vec![(3, nodes[1].addr().into())]);
+    match tokio::time::timeout(WAIT, conn.closed()).await {
+        Ok(quinn::ConnectionError::ApplicationClosed(c)) => {
+            assert_eq!(c.error_code, close::REMOVED);
+            let reason = String::from_utf8_lossy(&c.reason);
+            assert!(reason.contains("removed from the member list"), "{reason}");
+        }
+        other => panic!("expected a close by node 1, got {other:?}"),
+    }
+    nodes[0]
+        .expect("PeerDown(2)", WAIT, |e| {
+            matches!(e, TransportEvent::PeerDown(2))
+        })
+        .await;
+    let again = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+    expect_closed_with(&again, close::UNKNOWN_PEER).await;
+    nodes[0].t.send(3, msg(8));
+    nodes[1].expect_message(1, msg(8)).await;
+    shutdown(&nodes).await;
+}
+
+/// The member list moves a peer: node 1 leaves its dial to the old address (here a
+/// silent socket) and reaches the peer at the new one; moved back, its connection to
+/// the peer closes (the old address is silent, so nothing comes up), and moved again it
+/// reconnects. Node 2 lists node 1 at a silent address, so every connection is node 1's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_moves_is_redialed_at_its_new_address() {
+    init_logs();
+    let dir = certs_dir(&[1, 2]);
+    let (silent, s1, s2) = (socket(), socket(), socket());
+    let nowhere = silent.local_addr().unwrap();
+    let a2 = s2.local_addr().unwrap();
+    let mut n1 = start_node(dir.path(), 1, vec![(2, nowhere)], s1).await;
+    let mut n2 = start_node(dir.path(), 2, vec![(1, nowhere)], s2).await;
+
+    n1.t.set_peers(vec![(2, a2.into())]);
+    n1.expect("PeerUp(2)", WAIT, |e| {
+        matches!(e, TransportEvent::PeerUp(2))
+    })
+    .await;
+    n1.t.send(2, msg(1));
+    n2.expect_message(1, msg(1)).await;
+
+    n1.t.set_peers(vec![(2, nowhere.into())]);
+    n1.expect("PeerDown(2)", WAIT, |e| {
+        matches!(e, TransportEvent::PeerDown(2))
+    })
+    .await;
+    assert_eq!(n1.t.connected_peers(), Vec::<NodeId>::new());
+
+    n1.t.set_peers(vec![(2, a2.into())]);
+    n1.expect("PeerUp(2) again", WAIT, |e| {
+        matches!(e, TransportEvent::PeerUp(2))
+    })
+    .await;
+    n1.t.send(2, msg(2));
+    n2.expect_message(1, msg(2)).await;
+    assert!(n1.t.stats().peer_connects >= 2, "{:?}", n1.t.stats());
+    shutdown(&[n1, n2]).await;
+}
+
+/// Lists two apart are refused only while both are the seeded ones: a peer whose hello
+/// carries a stamped list (one a coordinator wrote), or a node whose own list is
+/// stamped, connects whatever the difference, so the newer list can reach the older.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_two_apart_connect_once_either_is_stamped() {
+    let (dir, _silent, mut nodes) = nodes_1_and_3_without_2().await;
+    let stamped = ConfigId {
+        stamp: Some(Epoch { term: 3, leader: 3 }),
+        version: 2,
+    };
+    // Theirs stamped, ours seeded; then ours stamped, theirs seeded.
+    for (round, theirs) in [(0u64, stamped), (1, ConfigId::default())] {
+        if round == 1 {
+            nodes[0].t.set_config_id(stamped);
+        }
+        let conn = connect_to_1_as_node_2(dir.path(), nodes[0].addr()).await;
+        let mut send = conn.open_uni().await.unwrap();
+        let hello = Hello {
+            config: theirs,
+            ..hello_of(20 + round, vec![1, 2, 3, 4, 5])
+        };
+        send.write_all(&codec::encode_frame(&hello).unwrap())
+            .await
+            .unwrap();
+        send.write_all(&codec::encode_frame(&msg(30 + round)).unwrap())
+            .await
+            .unwrap();
+        nodes[0].expect_message(2, msg(30 + round)).await;
+        conn.close(0u32.into(), b"done");
+    }
+    let stats = nodes[0].t.stats();
+    assert_eq!(stats.config_refusals.members, 0, "{stats:?}");
+    shutdown(&nodes).await;
 }

@@ -1,5 +1,5 @@
 //! The accept loop: completes each incoming handshake and sorts the connection by its
-//! certificate and ALPN — a configured peer's stream, an API client, or a refusal.
+//! certificate and ALPN — a current peer's stream, an API client, or a refusal.
 
 use super::close;
 use super::event::TransportEvent;
@@ -56,7 +56,9 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     let alpn = negotiated_alpn(&conn);
     let refuse = |peer, code, reason: String| shared.refuse(&conn, peer, code, reason);
     match (identity, alpn.as_deref()) {
-        (Ok(Identity::Node(id)), Some(ALPN_PEER)) if shared.links.contains_key(&id) => {
+        // Our peers as of now: `Transport::set_peers` changes them (and closes the
+        // connections of a peer it removes, even one admitted here just before).
+        (Ok(Identity::Node(id)), Some(ALPN_PEER)) if shared.is_peer(id) => {
             inbound::serve(shared.clone(), conn, id).await;
         }
         (Ok(identity), Some(ALPN_API)) => {
@@ -70,7 +72,10 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
         (Ok(Identity::Node(id)), Some(ALPN_PEER)) => refuse(
             Some(id),
             close::UNKNOWN_PEER,
-            format!("node-{id} is not a configured peer of node-{}", shared.id),
+            format!(
+                "node-{id} is not a configured peer of node-{} (not in its member list)",
+                shared.id
+            ),
         ),
         (Ok(Identity::Client), _) => refuse(
             None,

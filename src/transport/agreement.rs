@@ -4,7 +4,11 @@
 //! what `verdicts` remembers of each peer.
 //!
 //! What is compared, and why:
-//! - the member list, within one member (see [`super::hello::membership_mismatch`]);
+//! - the member list, within one member (see [`super::hello::membership_mismatch`]),
+//!   but only while both lists are the ones seeded from the config files (neither
+//!   hello's [`crate::protocol::ConfigId`] stamped): once a coordinator wrote either,
+//!   the protocol orders the lists and carries the newer one to the older node, which
+//!   may have missed two changes while it was down, so it must not be refused;
 //! - the mode: a `classic` member leads alone when cut off, beside a quorum majority;
 //! - `timing.suspect_after_ms` (D): a follower's ack promises D on its own clock, and
 //!   the coordinator holds its role for D less a drift margin on its own clock (see
@@ -33,7 +37,11 @@ use tracing::{debug, info, warn};
 /// Our hello against a peer's (`us` and `peer` name the two sides in the reason);
 /// `None` when they agree where it matters.
 pub fn compare(us: NodeId, ours: &Hello, peer: NodeId, theirs: &Hello) -> Option<ConfigMismatch> {
-    if let Some(reason) = membership_mismatch(&ours.members, &theirs.members) {
+    let both_seeded = ours.config.stamp.is_none() && theirs.config.stamp.is_none();
+    if let Some(reason) = both_seeded
+        .then(|| membership_mismatch(&ours.members, &theirs.members))
+        .flatten()
+    {
         return Some(ConfigMismatch {
             kind: MismatchKind::Members,
             reason,
@@ -142,12 +150,13 @@ pub(super) async fn agreed(shared: &Shared, peer: NodeId, shutdown: &Shutdown) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Mode;
+    use crate::protocol::{ConfigId, Epoch, Mode};
 
     fn hello(members: &[NodeId], mode: Mode, suspect_after_ms: u64, heartbeat_ms: u64) -> Hello {
         Hello {
             nonce: 1,
             members: members.to_vec(),
+            config: ConfigId::default(),
             settings: Settings {
                 mode,
                 suspect_after_ms,
@@ -197,6 +206,62 @@ mod tests {
             assert!(m.reason.contains(words), "{} lacks {words}", m.reason);
             let back = compare(3, &theirs, 1, &ours).expect("symmetric");
             assert_eq!(back.kind, kind, "both ends reach the same verdict");
+        }
+    }
+
+    /// A list written by the coordinator of term 4, at `version`.
+    fn stamped(version: u64) -> ConfigId {
+        ConfigId {
+            stamp: Some(Epoch { term: 4, leader: 1 }),
+            version,
+        }
+    }
+
+    #[test]
+    fn lists_two_apart_are_refused_only_while_both_are_seeded() {
+        let with = |members: &[NodeId], config| Hello {
+            config,
+            ..hello(members, Mode::Quorum, 300, 100)
+        };
+        let seeded = ConfigId::default();
+        let (short, long) = (&[1, 2, 3][..], &[1, 2, 3, 4, 5][..]);
+        let m = compare(1, &with(short, seeded), 2, &with(long, seeded)).expect("refused");
+        assert_eq!(m.kind, MismatchKind::Members, "{}", m.reason);
+        let m = compare(2, &with(long, seeded), 1, &with(short, seeded)).expect("both ends");
+        assert_eq!(m.kind, MismatchKind::Members, "{}", m.reason);
+        // A node that missed two changes meets one holding the newer, stamped list.
+        for (ours, theirs) in [
+            (seeded, stamped(2)),
+            (stamped(0), seeded),
+            (stamped(0), stamped(2)),
+        ] {
+            assert_eq!(compare(1, &with(short, ours), 2, &with(long, theirs)), None);
+            assert_eq!(compare(2, &with(long, theirs), 1, &with(short, ours)), None);
+        }
+    }
+
+    #[test]
+    fn mode_and_d_are_refused_whatever_the_lists() {
+        let ours = Hello {
+            config: stamped(1),
+            ..hello(&[1, 2, 3], Mode::Quorum, 300, 100)
+        };
+        for (theirs, kind) in [
+            (
+                hello(&[1, 2, 3, 4, 5], Mode::Classic, 300, 100),
+                MismatchKind::Mode,
+            ),
+            (
+                hello(&[1, 2, 3, 4, 5], Mode::Quorum, 1500, 100),
+                MismatchKind::Timing,
+            ),
+        ] {
+            let theirs = Hello {
+                config: stamped(3),
+                ..theirs
+            };
+            let m = compare(1, &ours, 2, &theirs).expect("refused");
+            assert_eq!(m.kind, kind, "{}", m.reason);
         }
     }
 }

@@ -6,7 +6,7 @@ use quinn::VarInt;
 pub const SHUTDOWN: VarInt = VarInt::from_u32(0);
 /// Replaced by a newer connection (the peer redialed or restarted).
 pub const SUPERSEDED: VarInt = VarInt::from_u32(1);
-/// The certificate names a node that is not one of our configured peers.
+/// The certificate names a node that is not one of our peers (not in our member list).
 pub const UNKNOWN_PEER: VarInt = VarInt::from_u32(2);
 /// A truncated, oversized, wrong-version or undecodable frame.
 pub const BAD_FRAME: VarInt = VarInt::from_u32(3);
@@ -25,3 +25,8 @@ pub const SILENT: VarInt = VarInt::from_u32(8);
 pub const MODE: VarInt = VarInt::from_u32(9);
 /// The peer's `timing.suspect_after_ms` (D) differs from ours.
 pub const TIMING: VarInt = VarInt::from_u32(10);
+/// The peer was removed from our member list (see `super::Transport::set_peers`): we
+/// no longer dial it, and refuse it with [`UNKNOWN_PEER`] if it dials us.
+pub const REMOVED: VarInt = VarInt::from_u32(11);
+/// The reason sent with [`REMOVED`].
+pub(super) const REMOVED_REASON: &[u8] = b"removed from the member list";

@@ -18,7 +18,7 @@ use super::socket;
 use super::stats::TransportStats;
 use super::tls;
 use crate::certs::Identity;
-use crate::protocol::{Message, NodeId};
+use crate::protocol::{ConfigId, Message, NodeId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -80,18 +80,89 @@ impl Transport {
         launch(cfg, configs, socket)
     }
 
-    /// The member list changed: from now on dial and accept exactly `peers` (links to
-    /// new members are added, links to departed ones closed). Stub until the transport
-    /// supports it.
+    /// The member list changed (the node runtime stored a new one): from now on dial
+    /// and admit exactly `peers` (every member but us, with its address), and send our
+    /// hellos with us and them as our member list. A peer new to us gets a link and a
+    /// dialer, as at start; a peer no longer listed has its dialer stopped and every
+    /// connection with it closed with [`close::REMOVED`] (the runtime hears `PeerDown`
+    /// if it was up), and its certificate is refused from then on; a peer whose
+    /// address changed is redialed there. Entries for our own ID, a reserved ID or a
+    /// second time the same ID are left out, with a warning. Call
+    /// [`Transport::set_config_id`] first, so no hello pairs the new list with the old
+    /// identity. Never blocks; connections open and close in the background.
     pub fn set_peers(&self, peers: Vec<(NodeId, PeerAddr)>) {
-        tracing::info!(peers = peers.len(), "member list changed");
+        let shared = &self.shared;
+        let wanted = usable_peers(shared.id, peers);
+        let parent = shared.shutdown_signal();
+        let (mut added, mut removed, mut moved) = (Vec::new(), Vec::new(), Vec::new());
+        {
+            let mut links = shared.write_links();
+            links.retain(|peer, link| {
+                let keep = wanted.contains_key(peer);
+                if !keep {
+                    removed.push(link.clone());
+                }
+                keep
+            });
+            for (peer, addr) in wanted {
+                match links.get(&peer) {
+                    Some(link) if link.addr() != addr => moved.push((link.clone(), addr)),
+                    Some(_) => {}
+                    None => {
+                        let link = Link::new(peer, addr, &parent);
+                        links.insert(peer, link.clone());
+                        added.push(link);
+                    }
+                }
+            }
+        }
+        // After the link left the map: an inbound connection registered after this
+        // sees no link and closes itself (see `inbound::note_arrival`).
+        for link in &removed {
+            link.retire();
+            for conn in shared.inbound.take_all(link.peer) {
+                conn.close(close::REMOVED, close::REMOVED_REASON);
+            }
+            info!(
+                peer = link.peer,
+                "peer removed from the member list; disconnected"
+            );
+        }
+        for (link, addr) in moved {
+            info!(peer = link.peer, from = %link.addr(), to = %addr, "peer moved; redialing");
+            link.readdress(addr);
+        }
+        for link in &added {
+            info!(peer = link.peer, addr = %link.addr(), "peer added to the member list");
+            shared.spawn(outbound::run(shared.clone(), link.clone()));
+        }
+        added.sort_unstable_by_key(|l| l.peer);
+        removed.sort_unstable_by_key(|l| l.peer);
+        let ids = |links: &[Arc<Link>]| links.iter().map(|l| l.peer).collect::<Vec<_>>();
+        info!(
+            added = ?ids(&added),
+            removed = ?ids(&removed),
+            members = ?shared.members(),
+            "member list applied"
+        );
+    }
+
+    /// Which member list ours is (the runtime's stored list's ID), sent in every hello
+    /// from now on: while both ends' lists are still the seeded, unstamped ones they
+    /// must be within one member of each other, and once either is stamped the
+    /// protocol orders them instead (see `agreement`). Until called, hellos say
+    /// [`ConfigId::default()`], a seeded list: a node that starts from a stored,
+    /// stamped list should call this right after [`Transport::start`].
+    pub fn set_config_id(&self, config: ConfigId) {
+        debug!(%config, "member list identity set");
+        self.shared.set_config(config);
     }
 
     /// Queues `msg` for `to` on its FIFO stream. Never blocks: the message is dropped
     /// (and counted) if the peer is unknown, not connected, or its queue is full.
     pub fn send(&self, to: NodeId, msg: Message) {
         let kind = msg.body.kind();
-        let sent = self.shared.links.get(&to).is_some_and(|l| l.try_send(msg));
+        let sent = self.shared.link(to).is_some_and(|l| l.try_send(msg));
         if !sent {
             self.shared.stats.add_dropped(1);
             debug!(peer = to, kind = kind.name(), "message dropped");
@@ -125,7 +196,7 @@ impl Transport {
         for conn in self.shared.inbound.take_all(peer) {
             conn.close(close::MISBEHAVED, reason.as_bytes());
         }
-        if let Some(link) = self.shared.links.get(&peer) {
+        if let Some(link) = self.shared.link(peer) {
             link.close_outbound(reason);
         }
     }
@@ -144,10 +215,10 @@ impl Transport {
     pub fn connected_peers(&self) -> Vec<NodeId> {
         let mut peers: Vec<NodeId> = self
             .shared
-            .links
+            .links()
             .iter()
-            .filter(|(_, l)| l.is_sendable())
-            .map(|(id, _)| *id)
+            .filter(|l| l.is_sendable())
+            .map(|l| l.peer)
             .collect();
         peers.sort_unstable();
         peers
@@ -210,6 +281,31 @@ impl Transport {
     }
 }
 
+/// The entries of a member list the transport can act on, by ID: the list comes from
+/// the replicated state, not a checked config file, so an entry for our own ID, a
+/// reserved ID or an ID seen before is left out (and logged) rather than refused whole.
+fn usable_peers(id: NodeId, peers: Vec<(NodeId, PeerAddr)>) -> HashMap<NodeId, PeerAddr> {
+    let mut usable = HashMap::new();
+    for (peer, addr) in peers {
+        let problem = if peer == id {
+            Some("our own ID".to_string())
+        } else if let Err(e) = check_node_id(peer) {
+            Some(e.to_string())
+        } else if usable.contains_key(&peer) {
+            Some("listed twice (the first kept)".to_string())
+        } else {
+            None
+        };
+        match problem {
+            Some(why) => warn!(peer, %addr, %why, "member list entry left out"),
+            None => {
+                usable.insert(peer, addr);
+            }
+        }
+    }
+    usable
+}
+
 /// The quinn configs for a node, built once its config and certificates check out.
 struct Configs {
     server: quinn::ServerConfig,
@@ -256,24 +352,26 @@ fn launch(
     let local_addr = endpoint.local_addr().map_err(bind_error)?;
 
     let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
-    let links: HashMap<NodeId, Arc<Link>> = cfg
-        .peers
-        .iter()
-        .map(|(peer, addr)| (*peer, Link::new(*peer, addr.clone())))
-        .collect();
     let shared = Arc::new(Shared::new(Parts {
         id: cfg.id,
         endpoint,
         released,
         local_addr,
-        links,
         dial: configs.dial,
         events,
         silence: Duration::from_millis(cfg.timing.peer_idle_timeout_ms()),
         settings: Settings::new(cfg.mode, &cfg.timing),
     }));
-    for link in shared.links.values() {
-        shared.spawn(outbound::run(shared.clone(), link.clone()));
+    let links: Vec<Arc<Link>> = {
+        let parent = shared.shutdown_signal();
+        let mut map = shared.write_links();
+        for (peer, addr) in &cfg.peers {
+            map.insert(*peer, Link::new(*peer, addr.clone(), &parent));
+        }
+        map.values().cloned().collect()
+    };
+    for link in links {
+        shared.spawn(outbound::run(shared.clone(), link));
     }
     shared.spawn(accept_loop(shared.clone()));
     shared.spawn(silence::watch(shared.clone()));

@@ -9,18 +9,23 @@
 //! instead of after the idle timeout. The dialer also waits for the accepting side's
 //! hello before it reports the peer up, which proves the peer accepted our certificate.
 //!
-//! A hello also carries the sender's member list (itself and its configured peers).
-//! Both sides refuse a peer whose list differs from theirs by more than one member
-//! ([`membership_mismatch`]): in quorum mode two configurations that differ by two or
-//! more can each count a different majority and elect two coordinators in one term.
-//! Changing membership one node at a time keeps any two lists within one.
+//! A hello also carries the sender's member list (itself and its peers now) and which
+//! list that is (its [`ConfigId`]). While both lists are still the ones seeded from the
+//! config files (unstamped), both sides refuse a peer whose list differs from theirs
+//! by more than one member ([`membership_mismatch`]): in quorum mode two
+//! configurations that differ by two or more can each count a different majority and
+//! elect two coordinators in one term, and nothing else orders two config files.
+//! Changing membership one node at a time keeps any two lists within one. Once either
+//! list was written by a coordinator (stamped), the protocol orders the two lists
+//! (`crate::protocol::membership`) and a node that missed two changes must still be
+//! reached so the newer list can reach it: `agreement` then leaves the lists alone.
 //!
 //! It carries the sender's [`Settings`] too: the mode and the timing the lease rests on,
 //! which [`super::agreement`] compares with ours.
 
 use super::frame::{read_frame, write_frame, FrameError};
 use crate::codec::{CodecError, HEADER_LEN};
-use crate::protocol::{Mode, NodeId, Timing};
+use crate::protocol::{ConfigId, Mode, NodeId, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -30,8 +35,11 @@ use std::time::Duration;
 pub struct Hello {
     /// Random, fixed for the life of the sending process.
     pub nonce: u64,
-    /// The sender and its configured peers, in ascending order.
+    /// The sender and its peers now, in ascending order.
     pub members: Vec<NodeId>,
+    /// Which member list `members` is: whether the two lists are compared depends on
+    /// whether either was written by a coordinator (see `agreement`).
+    pub config: ConfigId,
     /// The sender's mode and safety timing.
     pub settings: Settings,
 }

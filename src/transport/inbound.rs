@@ -7,6 +7,7 @@ use super::close;
 use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
 use super::hello::{self, Hello, HELLO_TIMEOUT};
+use super::link::Link;
 use super::path;
 use super::shared::Shared;
 use crate::codec::CodecError;
@@ -15,7 +16,8 @@ use crate::shutdown::Shutdown;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
-/// Serves one authenticated connection from configured peer `peer` until it ends.
+/// Serves one authenticated connection from peer `peer` (a member when admitted) until
+/// it ends.
 pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
     let shutdown = shared.shutdown_signal();
     let exchange = async {
@@ -58,20 +60,20 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         return;
     }
     let nonce = hello.nonce;
-    note_arrival(&shared, peer, &conn, hello);
+    let Some(link) = note_arrival(&shared, peer, &conn, hello) else {
+        return;
+    };
     debug!(peer, remote = %conn.remote_address(), "inbound connection up");
-    if let Some(link) = shared.links.get(&peer).cloned() {
-        // Our stream back is a path for our messages while this connection lives.
-        let (task_shared, task_conn) = (shared.clone(), conn.clone());
-        shared.spawn(async move {
-            let shutdown = task_shared.shutdown_signal();
-            path::carry(&task_shared, &link, &task_conn, nonce, back, &shutdown).await;
-        });
-    }
+    // Our stream back is a path for our messages while this connection lives.
+    let (task_shared, task_conn) = (shared.clone(), conn.clone());
+    shared.spawn(async move {
+        let shutdown = task_shared.shutdown_signal();
+        path::carry(&task_shared, &link, &task_conn, nonce, back, &shutdown).await;
+    });
     read_messages(&shared, peer, &conn, &mut recv, &shutdown).await;
     if !shared.inbound.unregister(peer, &conn) {
         // Our dialer stood back while this connection carried both directions.
-        if let Some(link) = shared.links.get(&peer) {
+        if let Some(link) = shared.link(peer) {
             link.wake();
         }
     }
@@ -90,13 +92,24 @@ pub(super) async fn read_stream(
 }
 
 /// Registers the connection, retires older ones from the same peer, and tells our
-/// dialer to that peer what this arrival means.
-fn note_arrival(shared: &Shared, peer: NodeId, conn: &quinn::Connection, hello: Hello) {
+/// dialer to that peer what this arrival means. Returns the peer's link, or `None`
+/// (the connection closed) if the peer has left our member list since it was admitted.
+fn note_arrival(
+    shared: &Shared,
+    peer: NodeId,
+    conn: &quinn::Connection,
+    hello: Hello,
+) -> Option<Arc<Link>> {
     for old in shared.inbound.register(peer, conn) {
         old.close(close::SUPERSEDED, b"superseded by a newer connection");
     }
-    let Some(link) = shared.links.get(&peer) else {
-        return;
+    // Looked up after registering: `Transport::set_peers` removes the link before it
+    // closes the registered connections, so one of the two catches a removed peer.
+    let Some(link) = shared.link(peer) else {
+        conn.close(close::REMOVED, close::REMOVED_REASON);
+        shared.inbound.unregister(peer, conn);
+        debug!(peer, "inbound connection from a removed peer closed");
+        return None;
     };
     // After a crash and restart our outbound connection still points at the dead
     // process and would only notice after the idle timeout.
@@ -108,6 +121,7 @@ fn note_arrival(shared: &Shared, peer: NodeId, conn: &quinn::Connection, hello: 
     if !link.is_connected() {
         link.wake();
     }
+    Some(link)
 }
 
 async fn read_messages(

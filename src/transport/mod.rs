@@ -1,7 +1,8 @@
 //! QUIC with mutual TLS between nodes, and the API clients' way in.
 //!
 //! # Layout
-//! - `endpoint`: [`Transport`], the handle: start, send, reload, shut down.
+//! - `endpoint`: [`Transport`], the handle: start, send, reload, change the peer set
+//!   as the member list changes ([`Transport::set_peers`]), shut down.
 //! - `shared`: the state the handle and every task hold, and the one shutdown signal
 //!   (a [`crate::shutdown::Shutdown`]); it imports no task, so no task imports another.
 //! - `accept`: the accept loop, sorting each connection by certificate and ALPN.
@@ -44,8 +45,9 @@
 //! process holding another node's certificate fails TLS name verification.
 //!
 //! Two ALPN protocols share the port: [`ALPN_PEER`] for node-to-node streams (node
-//! certificate of a configured peer required) and [`ALPN_API`] for API clients (any
-//! certificate from the cluster CA, so `bully leader` can use a node's own files).
+//! certificate of a current peer required: one in our member list as of now) and
+//! [`ALPN_API`] for API clients (any certificate from the cluster CA, so `bully leader`
+//! can use a node's own files).
 //!
 //! # Peer stream protocol
 //! The dialer opens one unidirectional stream, writes a [`hello::Hello`] frame carrying

@@ -4,7 +4,8 @@
 //! the peer sends back on its own stream of this connection, and redials with capped
 //! backoff. While no path is up, messages to the peer are dropped: the
 //! protocol tolerates loss, and heartbeats queued during an outage would only arrive
-//! stale.
+//! stale. The task ends with its link, when the peer leaves the member list (see
+//! `Transport::set_peers`).
 
 use super::agreement;
 use super::close;
@@ -13,10 +14,10 @@ use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::inbound;
 use super::link::Link;
 use super::path::{self, PathEnd};
+use super::peer_addr::PeerAddr;
 use super::shared::Shared;
 use super::tls::INITIAL_RTT;
 use crate::certs::node_dns_name;
-use crate::protocol::NodeId;
 use crate::shutdown::Shutdown;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +44,8 @@ struct Up {
     back: quinn::RecvStream,
     /// The nonce in the peer's hello: which process of the peer we reached.
     nonce: u64,
+    /// Where we dialed it (the link's address when the dial began).
+    addr: PeerAddr,
 }
 
 enum Dialed {
@@ -75,33 +78,41 @@ enum Served {
     Shutdown,
 }
 
-/// The dialer task for one peer. Runs until shutdown.
+/// The dialer task for one peer. Runs until shutdown or until the peer leaves the
+/// member list.
 pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
     let shutdown = shared.shutdown_signal();
+    // Also trips when the peer leaves the member list: every wait of a dial ends on it.
+    // A connection that is up is closed by `Link::retire` instead, so its paths end
+    // as after any loss and the runtime hears the peer is down.
+    let stop = link.stop_signal();
     let mut delay: Option<Duration> = None;
     let mut last_failure: Option<String> = None;
     // Whether the runtime was told the peer is down (after a lost connection or a first
     // failed dial): an election need not wait for a peer we cannot reach.
     let mut reported_down = false;
     loop {
+        if link.is_retired() {
+            return;
+        }
         if let Some(d) = delay {
             tokio::select! {
                 _ = tokio::time::sleep(d) => {}
                 _ = link.woken() => {}
-                _ = shutdown.tripped() => return,
+                _ = stop.tripped() => return,
             }
         }
-        if !stand_back(&shared, &link, &shutdown).await {
+        if !stand_back(&shared, &link, &stop).await {
             return;
         }
-        match dial(&shared, &link, &shutdown).await {
+        match dial(&shared, &link, &stop).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
             Dialed::Failed { reason, quiet } => {
                 report_failure(&shared, &link, reason, quiet, &mut last_failure);
                 if !reported_down {
                     reported_down = true;
-                    if !link.report_unreached(&shared.events, &shutdown).await {
+                    if !link.report_unreached(&shared.events, &stop).await {
                         return;
                     }
                 }
@@ -131,8 +142,8 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
 /// carries both directions (see [`super::path`]), and a second one would only double
 /// the handshakes (at start-up, 32 nodes on 2 cores starved on them) and the
 /// keep-alives (most of an idle 32-node cluster's packets). Waits until it ends; two
-/// dials that cross still make two connections, and both carry. Returns false at
-/// shutdown.
+/// dials that cross still make two connections, and both carry. Returns false once
+/// `shutdown` (the link's stop signal) trips.
 async fn stand_back(shared: &Shared, link: &Link, shutdown: &Shutdown) -> bool {
     while shared.inbound.has(link.peer) {
         tokio::select! {
@@ -147,27 +158,31 @@ fn next_delay(delay: Option<Duration>) -> Duration {
     delay.map_or(MIN_BACKOFF, |d| (d * 2).min(MAX_BACKOFF))
 }
 
-/// One connection attempt: the QUIC handshake, then the hello exchange.
+/// One connection attempt at the link's address of the moment: the QUIC handshake,
+/// then the hello exchange.
 async fn dial(shared: &Shared, link: &Link, shutdown: &Shutdown) -> Dialed {
-    match handshake(shared, link, shutdown).await {
-        Ok(conn) => exchange_hellos(shared, link.peer, conn, shutdown).await,
+    let addr = link.addr();
+    match handshake(shared, link, &addr, shutdown).await {
+        Ok(conn) => exchange_hellos(shared, link, addr, conn, shutdown).await,
         Err(outcome) => outcome,
     }
 }
 
-/// Resolves the peer's address and completes the QUIC handshake with the dial config
-/// of the moment (a reload may have replaced the certificates). If the peer reaches us
-/// during the handshake and this attempt is old (its packets went out while the peer
-/// was down), a fresh attempt beats waiting for this one's retransmission.
+/// Resolves the peer's address `addr` and completes the QUIC handshake with the dial
+/// config of the moment (a reload may have replaced the certificates). If the peer
+/// reaches us during the handshake and this attempt is old (its packets went out while
+/// the peer was down), a fresh attempt beats waiting for this one's retransmission; so
+/// does one at the peer's new address when the member list moves it.
 async fn handshake(
     shared: &Shared,
     link: &Link,
+    addr: &PeerAddr,
     shutdown: &Shutdown,
 ) -> Result<quinn::Connection, Dialed> {
     let started = Instant::now();
     // Resolved afresh each time, so a peer whose name now points elsewhere is followed.
     let resolved = tokio::select! {
-        r = link.addr.resolve(shared.local_addr) => r,
+        r = addr.resolve(shared.local_addr) => r,
         _ = shutdown.tripped() => return Err(Dialed::Shutdown),
     };
     let target = resolved.map_err(Dialed::refused)?;
@@ -194,7 +209,10 @@ async fn handshake(
             _ = link.woken() => {
                 // The peer's connection to us carries both directions now; or this
                 // attempt went out while the peer was down and a fresh one is faster.
-                if shared.inbound.has(link.peer) || started.elapsed() >= ABANDON_AFTER {
+                if shared.inbound.has(link.peer)
+                    || started.elapsed() >= ABANDON_AFTER
+                    || link.addr() != *addr
+                {
                     return Err(Dialed::Woken);
                 }
             }
@@ -207,10 +225,12 @@ async fn handshake(
 /// peer's; a peer whose config disagrees with ours is refused (see [`agreement`]).
 async fn exchange_hellos(
     shared: &Shared,
-    peer: NodeId,
+    link: &Link,
+    addr: PeerAddr,
     conn: quinn::Connection,
     shutdown: &Shutdown,
 ) -> Dialed {
+    let peer = link.peer;
     let exchange = async {
         let stream = hello::send(&conn, &shared.hello()).await?;
         let (back, theirs) = hello::recv(&conn).await?;
@@ -218,7 +238,12 @@ async fn exchange_hellos(
     };
     let outcome = tokio::select! {
         r = tokio::time::timeout(HELLO_TIMEOUT, exchange) => r,
-        _ = shutdown.tripped() => return Dialed::Shutdown,
+        _ = shutdown.tripped() => {
+            if link.is_retired() {
+                conn.close(close::REMOVED, close::REMOVED_REASON);
+            }
+            return Dialed::Shutdown;
+        }
     };
     let reason = match outcome {
         Ok(Ok((stream, back, theirs))) => {
@@ -229,6 +254,7 @@ async fn exchange_hellos(
                         stream,
                         back,
                         nonce: theirs.nonce,
+                        addr,
                     })
                 }
                 None => return Dialed::Shutdown,
@@ -288,12 +314,12 @@ fn report_failure(
     last: &mut Option<String>,
 ) {
     if quiet || last.as_deref() == Some(reason.as_str()) {
-        debug!(peer = link.peer, addr = %link.addr, %reason, "dial failed");
+        debug!(peer = link.peer, addr = %link.addr(), %reason, "dial failed");
     } else {
-        warn!(peer = link.peer, addr = %link.addr, %reason, "dial refused");
+        warn!(peer = link.peer, addr = %link.addr(), %reason, "dial refused");
         shared.events.reject(
             Some(link.peer),
-            link.addr.to_string(),
+            link.addr().to_string(),
             format!("dialing node-{}: {reason}", link.peer),
         );
     }
@@ -302,17 +328,27 @@ fn report_failure(
 
 /// Runs one established connection: reads the peer's stream back in a task of its
 /// own, and carries our messages as one of the link's paths until the connection is
-/// lost or we shut down.
+/// lost or we shut down. A connection that came up just as the peer left the member
+/// list or moved is closed at once (see [`Link::connected`]).
 async fn serve(shared: &Arc<Shared>, link: &Link, up: Up, shutdown: &Shutdown) -> Served {
     let Up {
         conn,
         stream,
         back,
         nonce,
+        addr,
     } = up;
-    link.connected(conn.clone(), nonce);
+    if !link.connected(conn.clone(), nonce, &addr) {
+        if link.is_retired() {
+            return Served::Shutdown;
+        }
+        return Served::Lost {
+            reason: "the peer moved while we dialed it".into(),
+            kicked: link.take_kicked(),
+        };
+    }
     shared.stats.add_connect();
-    info!(peer = link.peer, addr = %link.addr, "outbound connection up");
+    info!(peer = link.peer, %addr, "outbound connection up");
     shared.spawn(inbound::read_stream(
         shared.clone(),
         link.peer,

@@ -163,7 +163,7 @@ impl Refresher {
     /// Called by the silence watch on each look at `live`, the node's peer
     /// connections: starts a train over those that need one, unless one is running.
     pub fn look(&self, shared: &Arc<Shared>, live: &[(NodeId, quinn::Connection)]) {
-        if !trains(shared.id, &shared.members) {
+        if !trains(shared.id, &shared.members()) {
             return;
         }
         let mut state = self.state();

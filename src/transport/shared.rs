@@ -9,12 +9,12 @@ use super::link::Link;
 use super::socket::Released;
 use super::stats::Counters;
 use super::verdicts::Verdicts;
-use crate::protocol::NodeId;
+use crate::protocol::{ConfigId, NodeId};
 use crate::shutdown::Shutdown;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -29,13 +29,18 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(super) struct Shared {
     pub id: NodeId,
     pub local_addr: SocketAddr,
-    pub links: HashMap<NodeId, Arc<Link>>,
+    /// Our peers now (the member list less us), each with its link: whom we dial,
+    /// whose certificates we admit, and (with us) the member list every hello carries.
+    /// Changed only by [`super::Transport::set_peers`]; held only briefly, never across
+    /// an await.
+    links: RwLock<HashMap<NodeId, Arc<Link>>>,
     pub inbound: InboundTable,
     pub stats: Counters,
     /// Sent in every hello; new per process (see `inbound`).
     pub nonce: u64,
-    /// Us and our configured peers, ascending: sent in every hello, compared with theirs.
-    pub members: Vec<NodeId>,
+    /// Which member list ours is, sent in every hello: whether `agreement` compares
+    /// the two lists depends on it. Set by [`super::Transport::set_config_id`].
+    config: Mutex<ConfigId>,
     /// Our mode and safety timing: sent in every hello, compared with theirs.
     pub settings: Settings,
     /// Which peers' configs were last seen to disagree with ours.
@@ -56,13 +61,13 @@ pub(super) struct Shared {
     tasks: Mutex<JoinSet<()>>,
 }
 
-/// What [`Shared::new`] needs besides the peers' links.
+/// What [`Shared::new`] needs (the peers' links are added after, see
+/// [`Shared::write_links`]).
 pub(super) struct Parts {
     pub id: NodeId,
     pub endpoint: quinn::Endpoint,
     pub released: Released,
     pub local_addr: SocketAddr,
-    pub links: HashMap<NodeId, Arc<Link>>,
     pub dial: quinn::ClientConfig,
     pub events: mpsc::Sender<TransportEvent>,
     pub silence: Duration,
@@ -71,17 +76,14 @@ pub(super) struct Parts {
 
 impl Shared {
     pub fn new(parts: Parts) -> Shared {
-        let mut members: Vec<NodeId> = parts.links.keys().copied().collect();
-        members.push(parts.id);
-        members.sort_unstable();
         Shared {
             id: parts.id,
             local_addr: parts.local_addr,
-            links: parts.links,
+            links: RwLock::new(HashMap::new()),
             inbound: InboundTable::default(),
             stats: Counters::default(),
             nonce: rand::random(),
-            members,
+            config: Mutex::new(ConfigId::default()),
             settings: parts.settings,
             verdicts: Verdicts::default(),
             silence: parts.silence,
@@ -151,22 +153,62 @@ impl Shared {
         self.events.reject(peer, remote.to_string(), reason);
     }
 
+    fn read_links(&self) -> RwLockReadGuard<'_, HashMap<NodeId, Arc<Link>>> {
+        // Every write is a whole insert or removal: a panic cannot leave the map torn.
+        self.links.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The links by peer, to change the peer set; hold it only to edit the map.
+    pub fn write_links(&self) -> RwLockWriteGuard<'_, HashMap<NodeId, Arc<Link>>> {
+        self.links.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `peer`'s link, while it is one of our peers.
+    pub fn link(&self, peer: NodeId) -> Option<Arc<Link>> {
+        self.read_links().get(&peer).cloned()
+    }
+
+    /// Whether `peer` is one of our peers now (its certificate is admitted).
+    pub fn is_peer(&self, peer: NodeId) -> bool {
+        self.read_links().contains_key(&peer)
+    }
+
+    /// Every peer's link, in no particular order.
+    pub fn links(&self) -> Vec<Arc<Link>> {
+        self.read_links().values().cloned().collect()
+    }
+
+    /// Us and our peers now, ascending: sent in every hello, compared with theirs.
+    pub fn members(&self) -> Vec<NodeId> {
+        let mut members: Vec<NodeId> = self.read_links().keys().copied().collect();
+        members.push(self.id);
+        members.sort_unstable();
+        members
+    }
+
     /// Every live peer connection, outbound and inbound, with its peer.
     pub fn peer_connections(&self) -> Vec<(NodeId, quinn::Connection)> {
         let outbound = self
-            .links
-            .values()
+            .links()
+            .into_iter()
             .filter_map(|link| link.outbound_connection().map(|c| (link.peer, c)));
         outbound.chain(self.inbound.all()).collect()
     }
 
-    /// Our hello: nonce, member list and settings.
+    /// Our hello: nonce, member list (us and our peers now, ascending), which list that
+    /// is, and settings.
     pub fn hello(&self) -> Hello {
         Hello {
             nonce: self.nonce,
-            members: self.members.clone(),
+            members: self.members(),
+            config: *lock(&self.config),
             settings: self.settings,
         }
+    }
+
+    /// Our hellos from now on say our member list is `config`.
+    pub fn set_config(&self, config: ConfigId) {
+        *lock(&self.config) = config;
     }
 
     /// The dial config as of now (certificates may have been reloaded).
