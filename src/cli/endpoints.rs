@@ -236,7 +236,11 @@ pub fn disagreement(answers: &[Answer]) -> Option<String> {
 pub fn listed_elsewhere(targets: &Targets, answers: &[Answer]) -> Targets {
     let mut known: std::collections::BTreeSet<NodeId> =
         targets.endpoints.iter().filter_map(|e| e.expect).collect();
-    known.extend(answers.iter().filter_map(|a| a.status.as_ref().ok().map(|s| s.id)));
+    known.extend(
+        answers
+            .iter()
+            .filter_map(|a| a.status.as_ref().ok().map(|s| s.id)),
+    );
     let mut endpoints = Vec::new();
     for status in answers.iter().filter_map(|a| a.status.as_ref().ok()) {
         for member in status.members.iter().flat_map(|list| list.members.iter()) {

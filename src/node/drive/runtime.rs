@@ -472,6 +472,7 @@ impl Runtime {
         let me = self.machine.id();
         self.office.peers = list.others(me).len();
         let dial = super::members::dial_list(list, me, self.services.applied());
+        self.transport.set_config_id(list.id);
         self.transport.set_peers(dial);
     }
 

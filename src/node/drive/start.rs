@@ -62,6 +62,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events) = Transport::start(transport_config).await?;
+    transport.set_config_id(members.id);
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.

@@ -94,10 +94,7 @@ impl Machine {
     /// something about lists: we are a learner it waits for, or its last message
     /// showed another list than ours (it sends us its newer one, or learns ours).
     pub(super) fn list_news_for(&self, leader: NodeId) -> bool {
-        let learning = self
-            .members
-            .get(self.config.id)
-            .is_some_and(|m| m.learner);
+        let learning = self.members.get(self.config.id).is_some_and(|m| m.learner);
         learning || self.member_state.shown.get(&leader) != Some(&self.members.id)
     }
 
