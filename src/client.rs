@@ -145,6 +145,16 @@ impl Client {
         self.call(request).await
     }
 
+    /// [`Client::request`] for a request whose answer may take up to `timeout` (a
+    /// membership change passed on to the coordinator).
+    pub async fn request_within(
+        &self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        self.call_within(request, timeout).await
+    }
+
     /// Opens a watch: the returned stream yields the status now and after each change.
     pub async fn watch(&self) -> Result<Watch, ClientError> {
         let (mut send, recv) = self.open().await?;

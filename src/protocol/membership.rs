@@ -82,7 +82,7 @@ pub struct Membership {
 /// One change an operator asks for. Each moves at most one member in or out of the
 /// voting set, so any majority of the list before and any majority after intersect.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "change", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Change {
     /// A new member, as a learner that takes `seat` once it has caught up.
     Add {

@@ -62,6 +62,22 @@ pub fn dial_list(list: &Membership, me: NodeId, fallback: &NodeConfig) -> Vec<(N
         .collect()
 }
 
+/// `listed` plus the peers in `keep` that the list no longer names but `before` dialed:
+/// a member being removed stays connected until the change is committed.
+pub fn keep_departing(
+    listed: Vec<(NodeId, PeerAddr)>,
+    before: &[(NodeId, PeerAddr)],
+    keep: &std::collections::BTreeSet<NodeId>,
+) -> Vec<(NodeId, PeerAddr)> {
+    let mut dial = listed;
+    for (id, addr) in before {
+        if keep.contains(id) && !dial.iter().any(|(d, _)| d == id) {
+            dial.push((*id, addr.clone()));
+        }
+    }
+    dial
+}
+
 /// What the config file's member list says that the stored list does not, if anything:
 /// one line for a warning at start. The stored list rules.
 pub fn file_disagrees(stored: &Membership, config: &NodeConfig) -> Option<String> {

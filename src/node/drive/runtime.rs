@@ -90,8 +90,11 @@ pub struct Runtime {
     pub watchdog: Watchdog,
     /// Every task of the node but this one, and the signal that stops them.
     pub tasks: NodeTasks,
-    /// The member list the transport and the status were last given.
-    pub applied_members: ConfigId,
+    /// The member list the transport and the status were last given, and the peers the
+    /// machine kept (a member being removed stays until the change is committed).
+    pub applied_members: (ConfigId, std::collections::BTreeSet<NodeId>),
+    /// The peers and addresses the transport was last given.
+    pub applied_dial: Vec<(NodeId, crate::transport::PeerAddr)>,
     /// The operator's membership change this coordinator carries out, if any.
     pub member_change: Option<PendingChange<Reply>>,
 }
@@ -465,15 +468,19 @@ impl Runtime {
         let list = self.machine.members();
         self.publisher
             .members(list, self.machine.members_committed());
-        if list.id == self.applied_members {
+        let keep = self.machine.peers_to_keep();
+        if (list.id, &keep) == (self.applied_members.0, &self.applied_members.1) {
             return;
         }
-        self.applied_members = list.id;
         let me = self.machine.id();
         self.office.peers = list.others(me).len();
-        let dial = super::members::dial_list(list, me, self.services.applied());
+        let listed = super::members::dial_list(list, me, self.services.applied());
+        // A member being removed stays dialed until the change is committed.
+        let dial = super::members::keep_departing(listed, &self.applied_dial, &keep);
         self.transport.set_config_id(list.id);
-        self.transport.set_peers(dial);
+        self.transport.set_peers(dial.clone());
+        self.applied_dial = dial;
+        self.applied_members = (list.id, keep);
     }
 
     /// Answers the operator's membership change once it is done or failed.

@@ -54,6 +54,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let members = stored_members.unwrap_or_else(|| super::members::seed(&config));
     let mut transport_config = config.transport_config();
     transport_config.peers = super::members::dial_list(&members, config.id, &config);
+    let applied_dial = transport_config.peers.clone();
     let keeper_path = config.keeper_socket();
     let keeper_socket = Keepers::bind(&keeper_path).map_err(|source| NodeError::KeeperSocket {
         path: keeper_path.display().to_string(),
@@ -80,6 +81,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         Some(members),
         start_ms,
     );
+    let machine_keeps = machine.peers_to_keep();
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = health;
@@ -149,7 +151,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         lease_lapsed: false,
         watchdog,
         tasks,
-        applied_members: members_id,
+        applied_members: (members_id, machine_keeps),
+        applied_dial,
         member_change: None,
     };
     Ok(NodeHandle {

@@ -7,12 +7,14 @@
 
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
+use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
 use crate::node::shared::mailbox::Command;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{Change, Role};
 use crate::transport::{close, read_frame, write_frame};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// The client API's one home, created once when the node starts: the runtime hands it
@@ -257,7 +259,8 @@ async fn change_members(
         change,
         forwarded: true,
     };
-    let answer = switchover::ask_member(&context.members, now, coordinator, request).await;
+    let within = Duration::from_millis(CHANGE_TIMEOUT_MS) + Duration::from_secs(5);
+    let answer = switchover::ask_member(&context.members, now, coordinator, request, within).await;
     Ok(match answer {
         Ok(Response::Done(text)) => Ok(text),
         Ok(Response::Refused(text)) => Err(text),

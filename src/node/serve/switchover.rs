@@ -152,13 +152,14 @@ fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerC
         .collect()
 }
 
-/// Asks member `id` over its API, at the address the node's member list gives (or its
-/// config file's, for a first member listed without one).
+/// Asks member `id` over its API, at the address this node's config file gives it, else
+/// the one its member list gives; the answer may take up to `answer_within`.
 pub async fn ask_member(
     members: &Members,
     status: &Status,
     id: NodeId,
     request: Request,
+    answer_within: Duration,
 ) -> Result<Response, String> {
     let listed = status
         .members
@@ -170,15 +171,20 @@ pub async fn ask_member(
         .iter()
         .find(|p| p.id == id)
         .map(|p| p.addr.clone());
-    let Some(addr) = listed.or(from_file) else {
+    let Some(addr) = from_file.or(listed) else {
         return Err(format!("no address known for node {id}"));
     };
-    let peer = PeerConfig {
-        id,
-        addr,
-        witness: false,
-    };
-    ask(members, &peer, request).await
+    let addr = addr
+        .resolve(members.local_addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = Client::connect(addr, &members.tls, Some(id), ASK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .request_within(request, answer_within)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<Response, String> {

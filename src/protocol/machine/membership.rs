@@ -69,6 +69,25 @@ impl Machine {
         self.member_state.committed
     }
 
+    /// The peers this node must stay connected to: the members of its list and, on a
+    /// coordinator whose change is not yet committed, the voters of the list before it
+    /// (a member being removed must still store the change and say so: it counts toward
+    /// the old list's majority).
+    pub fn peers_to_keep(&self) -> BTreeSet<NodeId> {
+        let mut keep: BTreeSet<NodeId> = self.members.others(self.config.id).into_iter().collect();
+        if let Some(pending) = &self.member_state.pending {
+            keep.extend(pending.prior.iter().copied());
+        }
+        keep.remove(&self.config.id);
+        keep
+    }
+
+    /// Whether messages from `peer` are a member's: of our list, or a voter of the list
+    /// before our change in progress.
+    pub(super) fn knows(&self, peer: NodeId) -> bool {
+        peer != self.config.id && self.peers_to_keep().contains(&peer)
+    }
+
     /// Whether this node's own entry lets it lead (not a witness, learner or removed).
     pub(super) fn may_lead_here(&self) -> bool {
         self.members
@@ -142,9 +161,9 @@ impl Machine {
             id: self.members.id,
             voters: self.members.voters().len(),
         });
-        let members = &self.members;
-        self.reach.retain(|p, _| members.contains(*p));
-        self.member_state.shown.retain(|p, _| members.contains(*p));
+        let keep = self.peers_to_keep();
+        self.reach.retain(|p, _| keep.contains(p));
+        self.member_state.shown.retain(|p, _| keep.contains(p));
         let voters = self.members.voters();
         let majority = majority_of(voters.len());
         if let Some(lease) = self.quorum.as_mut().and_then(|q| q.lease.as_mut()) {

@@ -256,7 +256,7 @@ impl Machine {
                     return self.publish();
                 }
                 // Validate before observing: a message we refuse must not raise our term.
-                let member = from != self.config.id && self.members.contains(from);
+                let member = self.knows(from);
                 let refused =
                     misbehaviour::misbehaviour(&self.config, member, self.seen, from, &msg);
                 if let Some(what) = refused {
