@@ -231,8 +231,8 @@ pub fn disagreement(answers: &[Answer]) -> Option<String> {
 }
 
 /// Members that an answer's member list names (with an address) but that were not among
-/// the endpoints asked: a cluster grown with `bully member add` has members the config
-/// file never listed. Each once, expecting its ID.
+/// the endpoints asked (by ID or by address): a cluster grown with `bully member add`
+/// has members the config file never listed. Each once, expecting its ID.
 pub fn listed_elsewhere(targets: &Targets, answers: &[Answer]) -> Targets {
     let mut known: std::collections::BTreeSet<NodeId> =
         targets.endpoints.iter().filter_map(|e| e.expect).collect();
@@ -247,7 +247,8 @@ pub fn listed_elsewhere(targets: &Targets, answers: &[Answer]) -> Targets {
             let Ok(addr) = member.addr.parse::<PeerAddr>() else {
                 continue;
             };
-            if known.insert(member.id) {
+            let asked = targets.endpoints.iter().any(|e| e.addr == addr);
+            if !asked && known.insert(member.id) {
                 endpoints.push(Endpoint {
                     addr,
                     expect: Some(member.id),
