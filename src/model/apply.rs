@@ -5,7 +5,7 @@ use super::properties::broken;
 use super::transition::Transition;
 use super::{Model, World};
 use crate::checker::{check_send, honest_peer_flagged, Violation};
-use crate::protocol::{Action, Cells, Event, Fact, Machine, Message, Mode, NodeId};
+use crate::protocol::{Action, Cells, Event, Fact, Machine, Message, Misbehaviour, Mode, NodeId};
 
 impl Model {
     /// The steps enabled in `w`, in a fixed order.
@@ -55,6 +55,12 @@ impl Model {
             if w.flips < b.health_flips && self.config.witness != Some(id) {
                 steps.push(Transition::Health(id, !w.nodes[i].eligible));
             }
+            if usize::from(w.asked) < self.config.changes.len()
+                && self.up(w, i)
+                && !w.nodes[i].paused
+            {
+                steps.push(Transition::Ask(id));
+            }
         }
         if w.cut != 0 {
             steps.push(Transition::Heal);
@@ -99,6 +105,7 @@ impl Model {
                 // A new, empty store: the per-node checks (I1, I2) start afresh; I7 and
                 // I6 still see every coordinator the lost store helped elect.
                 w.nodes[i].disk = Cells::default();
+                w.nodes[i].list = None;
                 w.nodes[i].declared = 0;
                 w.wipes += 1;
             }
@@ -121,24 +128,44 @@ impl Model {
                     self.feed(&mut w, i, Event::SetEligible(ok))?;
                 }
             }
+            Transition::Ask(id) => self.ask(&mut w, self.index(id))?,
         }
         self.note_contact(&mut w);
         Ok(w)
     }
 
-    /// Starts (or restarts) node `i`'s machine on its stored cells at the world's time.
+    /// The operator asks node `i` for the next change. A node that takes it writes a
+    /// list at once (the confirmation of its list, or the change itself); a refusal
+    /// changes nothing, so the same change is asked again later.
+    fn ask(&self, w: &mut World, i: usize) -> Result<(), Violation> {
+        let Some(change) = self.config.changes.get(usize::from(w.asked)) else {
+            return Ok(());
+        };
+        let before = w.nodes[i].machine.as_ref().map(|m| m.members().id);
+        self.feed(w, i, Event::ChangeMembers(change.clone()))?;
+        if w.nodes[i].machine.as_ref().map(|m| m.members().id) != before {
+            w.asked += 1;
+        }
+        Ok(())
+    }
+
+    /// Starts (or restarts) node `i`'s machine on its stored cells and member list at
+    /// the world's time.
     pub(super) fn start(&self, w: &mut World, i: usize) -> Result<(), Violation> {
         let id = self.config.ids[i];
         let config = self.config.machine_config(id, w.nodes[i].eligible);
-        w.nodes[i].machine = Some(Machine::start(config, w.nodes[i].disk, w.now));
+        let (disk, list) = (w.nodes[i].disk, w.nodes[i].list.clone());
+        let machine = Machine::start_with(config, disk, list, w.now);
+        let listed = machine.members().others(id);
+        w.nodes[i].machine = Some(machine);
         w.nodes[i].paused = false;
         w.nodes[i].contact = false;
         self.run_actions(w, i)?;
-        // Its transport dials every peer at once: the reachable ones are reported up,
-        // the others down (a failed dial), in one step; the machine's later messages
-        // may still be lost or delayed like any other.
+        // Its transport dials every peer of its list at once: the reachable ones are
+        // reported up, the others down (a failed dial), in one step; the machine's
+        // later messages may still be lost or delayed like any other.
         for p in 0..self.n() {
-            if p != i {
+            if p != i && listed.contains(&self.config.ids[p]) {
                 let peer = self.config.ids[p];
                 let event = if self.up(w, p) && self.connected(w, i, p) {
                     Event::PeerUp(peer)
@@ -183,18 +210,30 @@ impl Model {
                     self.check_write(w, i, &cells)?;
                     w.nodes[i].disk = cells;
                 }
+                Action::PersistMembers(list) => w.nodes[i].list = Some(list),
                 Action::Send { to, msg } => self.send(w, i, to, msg)?,
                 Action::Fact(Fact::ElectionStarted) => self.election_started(w, i),
                 Action::Fact(Fact::Declared { epoch }) => self.declared(w, i, epoch)?,
                 Action::Fact(Fact::Established { epoch }) if quorum => {
                     self.established(w, i, epoch)?
                 }
-                Action::Misbehaved { peer, what } => {
+                Action::Misbehaved { peer, what } if !self.outsider(w, i, peer, what) => {
                     return Err(honest_peer_flagged(id, w.now, peer, what));
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Whether node `i` refused `peer` only because its list does not hold it (the
+    /// joining process before it is added, a member after it was removed): what the
+    /// machine does with any sender not in its list, honest or not.
+    fn outsider(&self, w: &World, i: usize, peer: NodeId, what: Misbehaviour) -> bool {
+        let listed = w.nodes[i]
+            .machine
+            .as_ref()
+            .is_some_and(|m| m.members().contains(peer));
+        what == Misbehaviour::UnknownPeer && !listed
     }
 
     /// I3 for a send (it reveals only what node `i` stored), then queues it on its link.

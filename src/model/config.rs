@@ -1,7 +1,7 @@
 //! What one model is: the cluster, its settings, and the bounds that keep its state
 //! space finite.
 
-use crate::protocol::{Flaw, MachineConfig, Millis, Mode, NodeId, Preempt, Timing};
+use crate::protocol::{Change, Flaw, MachineConfig, Millis, Mode, NodeId, Preempt, Timing};
 
 /// What keeps the state space finite; printed with every result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,15 @@ pub struct ModelConfig {
     /// Start from the cluster already settled under its highest node (every link
     /// empty), so the depth bound is spent on faults and failovers, not on start-up.
     pub settled_start: bool,
+    /// A process of `ids` that is in no other member's list at the start: its own
+    /// config names every process, as a new node's config file would, and the others
+    /// refuse its messages until they store a list with it (docs/design.md#membership).
+    pub joining: Option<NodeId>,
+    /// What the operator asks for, in order ([`super::Transition::Ask`]): the next
+    /// change goes to whichever up node the step names; a node that refuses it leaves
+    /// the world as it was, so each change is taken at most once, when a coordinator
+    /// takes it. Empty: the member list never changes.
+    pub changes: Vec<Change>,
 }
 
 impl ModelConfig {
@@ -61,16 +70,14 @@ impl ModelConfig {
         }
     }
 
-    /// How many members make a majority.
-    pub(super) fn majority(&self) -> usize {
-        self.ids.len() / 2 + 1
-    }
-
-    /// The machine config of member `id`, eligible or not.
+    /// The machine config of member `id`, eligible or not. Its peers seed its list
+    /// when its store holds none: every other process for the joining one, every
+    /// other process but the joining one for the others.
     pub(super) fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
+        let listed = |p: NodeId| p != id && (self.joining != Some(p) || self.joining == Some(id));
         MachineConfig {
             id,
-            peers: self.ids.iter().copied().filter(|&p| p != id).collect(),
+            peers: self.ids.iter().copied().filter(|&p| listed(p)).collect(),
             timing: self.timing,
             preempt: self.preempt,
             eligible,

@@ -5,6 +5,7 @@ use super::outcome::{Counterexample, Exploration};
 use super::transition::Transition;
 use super::{fingerprint, Model, World};
 use crate::checker::Violation;
+use crate::protocol::{Membership, Seat};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 impl Model {
@@ -16,6 +17,8 @@ impl Model {
             max_depth: 0,
             depth_limited: false,
             liveness_checked: 0,
+            changed: 0,
+            newest_version: 0,
             counterexample: None,
         };
         let initial = match self.initial() {
@@ -34,6 +37,10 @@ impl Model {
         while let Some((world, hash, depth)) = frontier.pop_front() {
             outcome.states += 1;
             outcome.max_depth = outcome.max_depth.max(depth);
+            outcome.changed += usize::from(world.asked > 0);
+            let versions = world.nodes.iter().filter_map(|n| n.list.as_ref());
+            let newest = versions.map(|l| l.id.version).max().unwrap_or(0);
+            outcome.newest_version = outcome.newest_version.max(newest);
             if let Err((v, fair)) = self.converges_cached(&world, &mut converging) {
                 let mut steps = path(&parents, hash);
                 let faulty = steps.len();
@@ -81,13 +88,21 @@ impl Model {
         let mut trace = Vec::new();
         if let Ok(mut w) = self.initial() {
             for &step in &steps {
+                let asked = match step {
+                    Transition::Ask(_) => self
+                        .config
+                        .changes
+                        .get(usize::from(w.asked))
+                        .map_or(String::new(), |c| format!(" ({c})")),
+                    _ => String::new(),
+                };
                 match self.apply(&w, step) {
                     Ok(next) => {
-                        trace.push(format!("{step}  => {}", self.describe(&next)));
+                        trace.push(format!("{step}{asked}  => {}", self.describe(&next)));
                         w = next;
                     }
                     Err(v) => {
-                        trace.push(format!("{step}  => {v}"));
+                        trace.push(format!("{step}{asked}  => {v}"));
                         break;
                     }
                 }
@@ -100,7 +115,13 @@ impl Model {
         }
     }
 
-    /// The nodes' roles and epochs at a glance.
+    /// Whether the nodes' lists may differ (a joining process, an operator's change):
+    /// then [`Model::describe`] shows each node's list.
+    fn lists_change(&self) -> bool {
+        self.config.joining.is_some() || !self.config.changes.is_empty()
+    }
+
+    /// The nodes' roles and epochs (and lists, when they may differ) at a glance.
     pub fn describe(&self, w: &World) -> String {
         let nodes: Vec<String> = w
             .nodes
@@ -111,7 +132,12 @@ impl Model {
                 Some(m) => {
                     let epoch = m.view().epoch.map_or("-".to_string(), |e| e.to_string());
                     let paused = if node.paused { " paused" } else { "" };
-                    format!("n{id} {} {epoch}{paused}", m.role_at(w.now))
+                    let list = if self.lists_change() {
+                        format!(" {}", list_summary(m.members()))
+                    } else {
+                        String::new()
+                    };
+                    format!("n{id} {} {epoch}{list}{paused}", m.role_at(w.now))
                 }
             })
             .collect();
@@ -126,6 +152,25 @@ impl Model {
         }
         Ok(w)
     }
+}
+
+/// A list at a glance: its members (`L` a learner, `W` a witness), its version and
+/// the term it was written under (`-`: seeded from the config files).
+fn list_summary(list: &Membership) -> String {
+    let members: Vec<String> = list
+        .members
+        .iter()
+        .map(|m| {
+            let mark = match (m.learner, m.seat) {
+                (true, _) => "L",
+                (false, Seat::Witness) => "W",
+                (false, Seat::Voter) => "",
+            };
+            format!("{}{mark}", m.id)
+        })
+        .collect();
+    let stamp = list.id.stamp.map_or("-".to_string(), |e| e.to_string());
+    format!("[{}]v{}/{stamp}", members.join(","), list.id.version)
 }
 
 /// The transitions from the initial state to the state `hash`, read off the BFS tree.

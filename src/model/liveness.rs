@@ -5,6 +5,8 @@
 use super::transition::Transition;
 use super::{fingerprint, Model, World};
 use crate::checker::{Invariant, Violation};
+use crate::protocol::membership::majority_of;
+use crate::protocol::recovery::reports_needed;
 use crate::protocol::{Epoch, Machine, Mode, Role};
 use std::collections::{HashSet, VecDeque};
 
@@ -78,29 +80,10 @@ impl Model {
                 taken.push(Transition::Resume(self.config.ids[i]));
             }
         }
-        let n = self.n();
-        let live: Vec<usize> = (0..n).filter(|&i| self.up(&w, i)).collect();
-        let can_lead = live
-            .iter()
-            .any(|&i| w.nodes[i].eligible && self.config.witness != Some(self.config.ids[i]));
-        let enough = match self.config.mode {
-            Mode::Quorum => live.len() >= self.config.majority(),
-            Mode::Classic => !live.is_empty(),
-        };
-        // A node on an empty store votes and leads only once M - q + 1 other members
-        // reported their terms (src/protocol/recovery.rs): with fewer up, nothing is
-        // promised.
-        let needed = crate::protocol::recovery::reports_needed(n, self.config.majority());
-        let recovering = live.iter().any(|&i| {
-            w.nodes[i]
-                .machine
-                .as_ref()
-                .is_some_and(|m| m.recovery_progress().is_some())
-        });
-        let enough = enough && (!recovering || live.len() > needed);
-        if !can_lead || !enough {
+        if !self.promised(&w) {
             return Ok(()); // nothing is promised
         }
+        let live: Vec<usize> = (0..self.n()).filter(|&i| self.up(&w, i)).collect();
         let mut visited: Vec<u64> = Vec::new();
         for _ in 0..self.config.bounds.liveness_steps {
             let fp = fingerprint(&w);
@@ -115,7 +98,10 @@ impl Model {
             taken.push(step);
             w = self.apply(&w, step).map_err(|v| (v, taken.clone()))?;
         }
-        if self.settled(&w, &live) {
+        // A change the schedule completed may have moved the cluster onto a list whose
+        // majority is down (the operator removed a live member while another was
+        // down): then nothing is promised from here on either.
+        if self.settled(&w, &live) || !self.promised(&w) {
             known.extend(visited);
             return Ok(());
         }
@@ -139,6 +125,43 @@ impl Model {
         ))
     }
 
+    /// Whether liveness is promised once every fault has ended in `w`: by the newest
+    /// list a live node holds ([`Model::cluster_list`]), some live member may lead
+    /// (healthy, a voter that is no witness nor learner), and a majority of its voters
+    /// is up in quorum mode (anyone in classic mode). A node on an empty store votes
+    /// and leads only once `M - q + 1` other members reported their terms
+    /// (src/protocol/recovery.rs): with fewer of the list's members up, nothing is
+    /// promised either.
+    fn promised(&self, w: &World) -> bool {
+        let Some(list) = self.cluster_list(w) else {
+            return false;
+        };
+        let live: Vec<usize> = (0..self.n())
+            .filter(|&i| self.up(w, i) && list.contains(self.config.ids[i]))
+            .collect();
+        let can_lead = live.iter().any(|&i| {
+            let member = list.get(self.config.ids[i]);
+            w.nodes[i].eligible && member.is_some_and(|m| m.may_lead())
+        });
+        // Faults have ended (no cut, no pause): seen from any live node alike.
+        let enough = match (self.config.mode, live.first()) {
+            (Mode::Quorum, Some(&i)) => self.majority_live(w, list, i),
+            (Mode::Classic, Some(_)) => true,
+            (_, None) => false,
+        };
+        let needed = reports_needed(list.members.len(), majority_of(list.voters().len()));
+        let recovering = live.iter().any(|&i| {
+            w.nodes[i]
+                .machine
+                .as_ref()
+                .is_some_and(|m| m.recovery_progress().is_some())
+        });
+        can_lead && enough && (!recovering || live.len() > needed)
+    }
+
+    /// One coordinator, and every live member of its list follows its epoch (no
+    /// candidate among them) and holds that same list; nodes outside it (the joining
+    /// process before it is added, a removed member) are not waited for.
     fn settled(&self, w: &World, live: &[usize]) -> bool {
         let machines: Vec<&Machine> = live
             .iter()
@@ -150,8 +173,9 @@ impl Model {
             .collect();
         let [leader] = leaders[..] else { return false };
         let epoch: Option<Epoch> = leader.view().epoch;
-        machines
-            .iter()
-            .all(|m| m.view().epoch == epoch && m.view().role != Role::Candidate)
+        let list = leader.members();
+        machines.iter().filter(|m| list.contains(m.id())).all(|m| {
+            m.view().epoch == epoch && m.view().role != Role::Candidate && m.members().id == list.id
+        })
     }
 }

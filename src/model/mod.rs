@@ -2,12 +2,22 @@
 //! cluster (N ≤ 4) within stated bounds, explored breadth-first, each state checked.
 //!
 //! The model wraps the machine unchanged: a [`World`] holds N machines, their stored
-//! cells, one FIFO queue per directed link and one global clock. A [`Transition`] is one of:
-//! deliver the head of a link (lost if the receiver is down or cut off; waits while it
-//! is paused), fire a due timer, advance the clock to the next deadline of any node,
-//! crash, restart, pause, resume, cut a minority off, heal, flip a node's health. Time
-//! only moves by `Advance`, so a message can wait in its queue across any number of
+//! cells and member lists, one FIFO queue per directed link and one global clock. A
+//! [`Transition`] is one of: deliver the head of a link (lost if the receiver is down or
+//! cut off; waits while it is paused), fire a due timer, advance the clock to the next
+//! deadline of any node, crash, restart, pause, resume, cut a minority off, heal, flip a
+//! node's health, or the operator asking a node for the next membership change of the
+//! model's script (docs/design.md#membership; only a coordinator takes it). Time only
+//! moves by `Advance`, so a message can wait in its queue across any number of
 //! advances: delays are arbitrary up to the time bound.
+//!
+//! Member lists: a model may hold a joining process that no one else lists yet, and
+//! the lists change as the script's changes are taken. Every property that counts a
+//! majority counts it in a list a node actually holds: Q6 in the declarer's own list,
+//! liveness in the newest list the live nodes hold or are being sent; a node outside
+//! that list, or a learner or witness in it, is never expected to lead or follow.
+//! Refusing a sender that is not in the receiver's list is what the machine does with
+//! any stranger and is not held against it.
 //!
 //! Properties, each reported as a [`crate::checker::Violation`] and checked by the
 //! checker's own rules (src/checker) where the rule is the invariant's:
@@ -19,8 +29,10 @@
 //! - Q6 (quorum) a node raises the term only if a live majority was reachable at some
 //!   point of its election;
 //! - liveness (reported as I5): from every state, once every fault ends (heal,
-//!   resume), a fair schedule reaches one coordinator that every live node follows
-//!   within a step bound.
+//!   resume), a fair schedule reaches one coordinator that every live member of its
+//!   list follows, each holding that same list, within a step bound; nothing is
+//!   promised while (or once the schedule leaves the cluster on a list whose) majority
+//!   is down.
 //!
 //! Visited states are stored as 64-bit fingerprints (hash compaction, like TLC and
 //! SPIN): a collision could hide a state, never invent a violation. A counterexample is
@@ -44,7 +56,8 @@ pub use outcome::{Counterexample, Exploration};
 pub use transition::Transition;
 
 use crate::checker::{TermHolders, Violation};
-use crate::protocol::{Cells, Machine, Message, Millis, NodeId};
+use crate::protocol::membership::majority_of;
+use crate::protocol::{Body, Cells, Machine, Membership, Message, Millis, NodeId};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
@@ -55,6 +68,8 @@ use std::hash::{Hash, Hasher};
 struct Node {
     machine: Option<Machine>,
     disk: Cells,
+    /// The member list as last stored (`None`: never stored, the machine seeds it).
+    list: Option<Membership>,
     paused: bool,
     eligible: bool,
     declared: u64,
@@ -80,6 +95,8 @@ pub struct World {
     partitions: u8,
     pauses: u8,
     flips: u8,
+    /// Operator's changes taken so far (the next one asked is `changes[asked]`).
+    asked: u8,
     /// Quorum: the coordinator of each term so far (I7).
     holders: TermHolders,
 }
@@ -120,6 +137,7 @@ impl Model {
                 Node {
                     machine: None,
                     disk: Cells::default(),
+                    list: None,
                     paused: false,
                     eligible: true,
                     declared: 0,
@@ -135,6 +153,7 @@ impl Model {
             partitions: 0,
             pauses: 0,
             flips: 0,
+            asked: 0,
             holders: TermHolders::default(),
         };
         for i in 0..n {
@@ -154,11 +173,51 @@ impl Model {
         (w.cut >> a & 1) == (w.cut >> b & 1)
     }
 
+    /// Whether node `i` reaches a live majority of the voters of the list it holds
+    /// (the list its machine counts votes by); never while it is down.
     pub(super) fn has_live_majority(&self, w: &World, i: usize) -> bool {
-        let live = (0..self.n())
+        let Some(m) = &w.nodes[i].machine else {
+            return false;
+        };
+        self.majority_live(w, m.members(), i)
+    }
+
+    /// Whether a majority of `list`'s voters is up, not paused and on node `i`'s side
+    /// of any cut.
+    pub(super) fn majority_live(&self, w: &World, list: &Membership, i: usize) -> bool {
+        let voters = list.voters();
+        let live = voters
+            .iter()
+            .map(|&v| self.index(v))
             .filter(|&j| self.up(w, j) && !w.nodes[j].paused && self.connected(w, i, j))
             .count();
-        live >= self.config.majority()
+        live >= majority_of(voters.len())
+    }
+
+    /// The cluster's list as the live nodes will hold it once the links are drained: the
+    /// newest one a live node holds or a `Members` message on its way to a live node
+    /// carries (a crashed coordinator's last lists still arrive). The joining process's
+    /// seed is left aside while it is all it holds: its config file names the members
+    /// it hopes to join, not a list anyone agreed to. `None` while no other node is up.
+    pub(super) fn cluster_list<'w>(&self, w: &'w World) -> Option<&'w Membership> {
+        let n = self.n();
+        let held = w
+            .nodes
+            .iter()
+            .zip(&self.config.ids)
+            .filter_map(|(node, &id)| {
+                let list = node.machine.as_ref()?.members();
+                let seed_only = list.id.stamp.is_none() && self.config.joining == Some(id);
+                (!seed_only).then_some(list)
+            });
+        let coming = (0..n * n)
+            .filter(|&k| self.up(w, k % n))
+            .flat_map(|k| &w.links[k])
+            .filter_map(|msg| match &msg.body {
+                Body::Members { list } => Some(list),
+                _ => None,
+            });
+        held.chain(coming).max_by_key(|list| list.id)
     }
 
     pub(super) fn deadline(&self, w: &World, i: usize) -> Option<Millis> {

@@ -18,6 +18,12 @@ pub struct Exploration {
     pub depth_limited: bool,
     /// States whose liveness was checked (every visited one, until a violation).
     pub liveness_checked: usize,
+    /// States in which the operator had at least one change taken (how much of the
+    /// search ran with a change under way or done; 0 without changes).
+    pub changed: usize,
+    /// The highest list version any node held in a visited state (0: the lists were
+    /// only ever seeded or confirmed): how far the changes got within the depth bound.
+    pub newest_version: u64,
     /// The first violation found, with the path to it; `None` if every property held.
     pub counterexample: Option<Counterexample>,
 }

@@ -1,13 +1,14 @@
 //! The properties checked on each action of a machine, through the checker's rules
 //! (src/checker): I1 and I2 on a write of the cells, I2 and Q6 on a declaration, I7
-//! and I6 when a node takes office; plus the Q6 bookkeeping of who reached a majority.
+//! and I6 when a node takes office (and that its own list lets it lead); plus the Q6
+//! bookkeeping of who reached a majority.
 
 use super::{Model, World};
 use crate::checker::{
     check_accepted_rises, check_alone_in_office, check_declares_anew, check_term_rises, InOffice,
     Invariant, Violation,
 };
-use crate::protocol::{Cells, Epoch, Mode, Role};
+use crate::protocol::{Cells, Epoch, Member, Mode, Role};
 
 /// A rule's verdict as a step's result: `Err` with the violation, if any.
 pub(super) fn broken(violation: Option<Violation>) -> Result<(), Violation> {
@@ -78,7 +79,8 @@ impl Model {
     }
 
     /// I7 (one coordinator per term) and I6 (no other node still in office) when node
-    /// `i` establishes itself in quorum mode.
+    /// `i` establishes itself in quorum mode; and that its own list lets it lead (a
+    /// removed member, a learner or a witness never does: the machine's contract).
     pub(super) fn established(
         &self,
         w: &mut World,
@@ -86,6 +88,19 @@ impl Model {
         epoch: Epoch,
     ) -> Result<(), Violation> {
         let id = self.config.ids[i];
+        let own = w.nodes[i]
+            .machine
+            .as_ref()
+            .and_then(|m| m.members().get(id));
+        if !own.is_some_and(Member::may_lead) {
+            let explanation = "took office though its own member list does not let it lead";
+            return Err(Violation::new(
+                Invariant::Protocol,
+                id,
+                w.now,
+                explanation.to_string(),
+            ));
+        }
         broken(w.holders.check(id, w.now, epoch.term))?;
         let in_office = w.nodes.iter().enumerate().filter_map(|(j, other)| {
             let m = other.machine.as_ref().filter(|_| j != i)?;

@@ -1,5 +1,6 @@
 //! The model's transitions: one edge of its state graph each (deliver, tick, advance
-//! the clock, or a fault). A counterexample is a list of them.
+//! the clock, a fault, or an operator's membership change). A counterexample is a list
+//! of them.
 
 use crate::protocol::{Millis, NodeId};
 use std::fmt;
@@ -23,6 +24,9 @@ pub enum Transition {
     Cut(u8),
     Heal,
     Health(NodeId, bool),
+    /// The operator asks this node for the next change of
+    /// [`super::ModelConfig::changes`] (`bully member ...` sent to it).
+    Ask(NodeId),
 }
 
 impl fmt::Display for Transition {
@@ -43,6 +47,7 @@ impl fmt::Display for Transition {
             Transition::Health(n, ok) => {
                 write!(f, "n{n} health {}", if *ok { "passes" } else { "fails" })
             }
+            Transition::Ask(n) => write!(f, "the operator asks n{n} for the next change"),
         }
     }
 }

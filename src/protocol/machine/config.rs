@@ -74,4 +74,10 @@ pub enum Flaw {
     /// majority of the list before it stored it, whatever the list after it says
     /// (docs/design.md#membership: both majorities are needed).
     OldMajorityOnly,
+    /// A membership change counts as committed the moment the coordinator writes it,
+    /// stored by no majority at all, so the next change starts while the previous one
+    /// is still under way (docs/design.md#membership: one change at a time). Two
+    /// removals in a row then leave lists two members apart whose majorities need not
+    /// meet; the model checker's sabotage test shows two coordinators.
+    TwoAtOnce,
 }

@@ -254,7 +254,8 @@ impl Machine {
             let voters = self.members.voters();
             let new_majority =
                 self.config.has(super::config::Flaw::OldMajorityOnly) || self.stored_by(&voters);
-            if !(self.stored_by(&pending.prior) && new_majority) {
+            let unstored = self.config.has(super::config::Flaw::TwoAtOnce);
+            if !(unstored || (self.stored_by(&pending.prior) && new_majority)) {
                 return;
             }
             let queued = self.member_state.pending.take().and_then(|p| p.queued);
