@@ -373,24 +373,18 @@ fn membership_two_changes_with_a_lost_store_hold() {
     holds("quorum N=3 lost store, replace 1 then remove 2", c);
 }
 
-/// A liveness bug (I5) this model found, kept as a test that must keep finding it
-/// until it is fixed (then make it a `holds`): node 2 loses its store and restarts on
+/// A liveness bug (I5) this model found, fixed: node 2 loses its store and restarts on
 /// its seed list {1, 2, 3}, so its recovery waits for `M - q + 1 = 2` peers' term
-/// reports; meanwhile the operator removes 1 and 2 stores {2, 3}. It now asks only 3,
-/// still waits for two reports, never recovers nor votes, and 3 cannot lead {2, 3}
-/// without it: no coordinator, ever. The count a recovery needs must follow the list
-/// the node holds (src/protocol/machine/recovering.rs, src/protocol/recovery.rs).
+/// reports; meanwhile the operator removes 1 and 2 stores {2, 3}. It asked only 3 and
+/// still waited for two reports, so 3 could never lead {2, 3} without it. A recovery now
+/// counts from the list the node holds (src/protocol/recovery.rs `relist`).
 #[test]
-fn membership_removal_during_a_store_recovery_never_converges_yet() {
+fn membership_removal_during_a_store_recovery_converges() {
     let bounds = Bounds {
         depth: depth(8),
         ..quick3_lost_store()
     };
     let mut c = config(&[1, 2, 3], Mode::Quorum, bounds);
     c.changes = vec![Change::Remove { id: 1 }, Change::Remove { id: 2 }];
-    caught_in(
-        "lost store, remove 1 then 2 (known bug)",
-        c,
-        Invariant::Convergence,
-    );
+    holds("lost store, remove 1 then 2", c);
 }

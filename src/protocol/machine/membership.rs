@@ -161,6 +161,14 @@ impl Machine {
             id: self.members.id,
             voters: self.members.voters().len(),
         });
+        if let Some(stamp) = self.members.id.stamp {
+            self.observe(stamp.term);
+        }
+        let voters = self.members.voters();
+        if let Some(recovery) = self.recovery.as_mut() {
+            let others: BTreeSet<NodeId> = self.members.others(me).into_iter().collect();
+            recovery.relist(&others, majority_of(voters.len()));
+        }
         let keep = self.peers_to_keep();
         self.reach.retain(|p, _| keep.contains(p));
         self.member_state.shown.retain(|p, _| keep.contains(p));
@@ -248,6 +256,14 @@ impl Machine {
             return;
         };
         if self.members.id.stamp != Some(epoch) {
+            // learner: a learner added under an earlier coordinator gets its seat from
+            // this one, which confirms its list first (one_change).
+            let learner = self.members.members.iter().any(|m| m.learner);
+            if learner && self.member_state.pending.is_none() {
+                let version = self.members.id.version;
+                let confirmed = self.members.restamped(epoch, version);
+                self.write_list(confirmed, None, now);
+            }
             return;
         }
         if let Some(pending) = &self.member_state.pending {
