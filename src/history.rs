@@ -90,6 +90,8 @@ impl Record {
                 // A node on an empty store votes and leads only from here: as if it
                 // started now (src/protocol/recovery.rs).
                 | Record::Fact(Fact::Recovered { .. })
+                // Who may lead changed (src/protocol/membership.rs).
+                | Record::Fact(Fact::MembersChanged { .. })
         )
     }
 }

@@ -4,15 +4,20 @@
 //! `cargo test --test simulation` runs 5,000 seeds; `SIM_SEEDS=200000` runs more;
 //! `SIM_SEED=n` runs just seed n (and prints its history when run with --nocapture).
 //! Seeds start at `SIM_FIRST_SEED` (default 0). `SIM_FINGERPRINT=1` prints a hash of
-//! every history, to show a refactoring changed no behaviour.
+//! every history, to show a refactoring changed no behaviour. `SIM_CHANGES=none` draws
+//! no membership change in any seed (`many`: several in every seed). `SIM_KEEP_GOING=1`
+//! lists every failing seed; `SIM_STRICT=1` fails the runs that hit a known gap of the
+//! machine (`Gap`), which are otherwise counted.
 
 use bully::checker::{
     check_convergence, check_no_overlap, check_one_per_term, check_safety, check_unique_terms,
     lease_bound_ms, quiet_window, Convergence, Invariant, Leader,
 };
 use bully::history::{last_fault_ms, tail, Record};
-use bully::protocol::{Body, Epoch, Flaw, MessageKind, Millis, Mode, NodeId, Role};
-use bully::sim::scenario::{run_seed, run_seed_with, Flavor, SeedRun};
+use bully::protocol::{Body, ConfigId, Epoch, Fact, Flaw, MessageKind, Millis, Mode, NodeId, Role};
+use bully::sim::scenario::{
+    asks_for_changes, run_seed, run_seed_changing, run_seed_with, Changes, Flavor, Gap, SeedRun,
+};
 use bully::sim::{CrashPoint, Sim, SimConfig};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -39,6 +44,10 @@ struct Summary {
     witness: u64,
     slow: u64,
     mixed_timing: u64,
+    membership: u64,
+    /// Runs that hit each known gap of the machine (`SeedRun::known_gaps`), and the
+    /// first such seed.
+    gaps: BTreeMap<Gap, (u64, u64)>,
     faults: u64,
     max_settle: (u64, u64),
     worst_slack: (i64, u64),
@@ -80,6 +89,10 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     if o.steps.iter().any(|step| step.contains(" ms  deafen ")) {
         found.push("deaf node");
     }
+    if o.steps.iter().any(|step| step.contains("(to be replaced)")) {
+        found.push("lost disk replaced");
+    }
+    found.extend(list_changes_in(h));
     if elections_at.values().any(|nodes| {
         let mut nodes = nodes.clone();
         nodes.dedup();
@@ -89,6 +102,43 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     }
     found.sort_unstable();
     found.dedup();
+    found
+}
+
+/// What the membership facts of a history show: changes committed (and what each did
+/// to its subject, read off the list the coordinator sent), refused, and members
+/// refused as strangers.
+fn list_changes_in(h: &[bully::history::Entry]) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    let mut proposed: BTreeMap<ConfigId, NodeId> = BTreeMap::new();
+    let mut lists: BTreeMap<ConfigId, bully::protocol::Membership> = BTreeMap::new();
+    for e in h {
+        match &e.record {
+            Record::Sent { msg, .. } => {
+                if let Body::Members { list } = &msg.body {
+                    lists.entry(list.id).or_insert_with(|| list.clone());
+                }
+            }
+            Record::Fact(Fact::ChangeProposed { id, subject }) => {
+                proposed.insert(*id, *subject);
+            }
+            Record::Fact(Fact::MembersCommitted { id }) => {
+                let Some(subject) = proposed.get(id) else {
+                    continue;
+                };
+                found.push(match lists.get(id).and_then(|l| l.get(*subject)) {
+                    None => "member removed",
+                    Some(m) if m.learner => "learner added or replaced",
+                    Some(_) => "learner promoted",
+                });
+            }
+            Record::Fact(Fact::ChangeRefused { .. }) => found.push("membership change refused"),
+            Record::Misbehaved { what, .. } if what.contains("not a configured peer") => {
+                found.push("stranger refused")
+            }
+            _ => {}
+        }
+    }
     found
 }
 
@@ -104,6 +154,12 @@ impl Summary {
         self.witness += f.witness as u64;
         self.slow += f.slow_network as u64;
         self.mixed_timing += f.mixed_timing as u64;
+        self.membership += f.membership as u64;
+        let mut gaps: Vec<Gap> = o.known_gaps.iter().map(|(gap, _)| *gap).collect();
+        gaps.dedup();
+        for gap in gaps {
+            self.gaps.entry(gap).or_insert((0, o.seed)).0 += 1;
+        }
         self.faults += f.faults as u64;
         if o.settled_after_ms > self.max_settle.0 {
             self.max_settle = (o.settled_after_ms, o.seed);
@@ -124,6 +180,7 @@ impl Summary {
 
 /// FNV-1a over every history as JSON (`SIM_FINGERPRINT=1`): a refactoring that keeps
 /// behaviour must keep it, whatever the types are called or where they live.
+#[derive(Clone, Copy)]
 struct Fingerprint(u64);
 
 impl Default for Fingerprint {
@@ -132,12 +189,71 @@ impl Default for Fingerprint {
     }
 }
 
+/// How every message of a run without list changes shows its sender's list identity:
+/// the seeded list's. Messages carried no list identity before lists could change.
+const SEEDED_LIST: &[u8] = br#""config":{"stamp":null,"version":0},"#;
+
 impl Fingerprint {
     fn add(&mut self, history: &[bully::history::Entry]) {
         let json = serde_json::to_vec(history).expect("a history serialises");
-        for byte in json {
+        self.add_bytes(&json);
+    }
+
+    /// The history as JSON as it was written before messages carried their sender's
+    /// list identity (the seeded one's text cut out): a run without list changes must
+    /// give the fingerprint it gave then.
+    fn add_without_list_ids(&mut self, history: &[bully::history::Entry]) {
+        let json = serde_json::to_vec(history).expect("a history serialises");
+        let mut rest = &json[..];
+        while let Some(at) = rest
+            .windows(SEEDED_LIST.len())
+            .position(|w| w == SEEDED_LIST)
+        {
+            self.add_bytes(&rest[..at]);
+            rest = &rest[at + SEEDED_LIST.len()..];
+        }
+        self.add_bytes(rest);
+    }
+
+    fn add_bytes(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
             self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
         }
+    }
+}
+
+/// The fingerprints `SIM_FINGERPRINT=1` prints: every history; every history in the
+/// form from before messages carried a list identity; and both over only the seeds that
+/// draw no membership change ([`asks_for_changes`]), which must not move when the
+/// membership draws change or are turned off (`SIM_CHANGES=none`).
+#[derive(Default)]
+struct Fingerprints {
+    all: Fingerprint,
+    all_old_form: Fingerprint,
+    unchanged: Fingerprint,
+    unchanged_old_form: Fingerprint,
+    unchanged_seeds: u64,
+}
+
+impl Fingerprints {
+    fn add(&mut self, seed: u64, history: &[bully::history::Entry]) {
+        self.all.add(history);
+        self.all_old_form.add_without_list_ids(history);
+        if !asks_for_changes(seed) {
+            self.unchanged.add(history);
+            self.unchanged_old_form.add_without_list_ids(history);
+            self.unchanged_seeds += 1;
+        }
+    }
+}
+
+/// Which membership changes the seeds draw (`SIM_CHANGES=none|some|many`, default some).
+fn env_changes() -> Changes {
+    match std::env::var("SIM_CHANGES").as_deref() {
+        Ok("none") => Changes::None,
+        Ok("some") | Err(_) => Changes::Some,
+        Ok("many") => Changes::Many,
+        Ok(other) => panic!("SIM_CHANGES={other:?} is none of none, some, many"),
     }
 }
 
@@ -157,12 +273,15 @@ fn run_seeds(mode: Mode) {
         if env_mode() != mode {
             return;
         }
-        let outcome = run_seed(seed, mode);
+        let outcome = run_seed_changing(seed, mode, None, env_changes());
         println!("seed {seed}: {}", outcome.description);
         for step in &outcome.steps {
             println!("  {step}");
         }
         println!("{}", bully::history::tail(&outcome.history, usize::MAX));
+        for (gap, what) in &outcome.known_gaps {
+            println!("known gap {gap:?}: {what}");
+        }
         assert!(outcome.passed(), "{}", outcome.report());
         println!("seed {seed} passed; messages sent: {:?}", outcome.sent);
         return;
@@ -171,30 +290,47 @@ fn run_seeds(mode: Mode) {
     let count = env_u64("SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let started = Instant::now();
     let mut summary = Summary::default();
-    let mut fingerprint = env_u64("SIM_FINGERPRINT").map(|_| Fingerprint::default());
+    let changes = env_changes();
+    // `SIM_KEEP_GOING=1`: list every failing seed instead of stopping at the first.
+    let keep_going = env_u64("SIM_KEEP_GOING").is_some();
+    // `SIM_STRICT=1`: a run that hits a known gap of the machine fails too.
+    let strict = env_u64("SIM_STRICT").is_some();
+    let mut failed = Vec::new();
+    let mut fingerprint = env_u64("SIM_FINGERPRINT").map(|_| Fingerprints::default());
     for seed in first..first + count {
-        let outcome = run_seed(seed, mode);
+        let outcome = run_seed_changing(seed, mode, None, changes);
+        let passed = outcome.passed() && (!strict || outcome.known_gaps.is_empty());
+        if keep_going && !passed {
+            failed.push(seed);
+            println!("{mode} seed {seed}: {:?}", outcome.violations.first());
+        }
         assert!(
-            outcome.passed(),
+            keep_going || passed,
             "{}(mode: rerun with SIM_MODE={mode})",
             outcome.report()
         );
         summary.add(&outcome);
         if let Some(f) = fingerprint.as_mut() {
-            f.add(&outcome.history);
+            f.add(seed, &outcome.history);
         }
     }
     if let Some(f) = fingerprint {
         println!(
-            "{mode} mode: fingerprint of seeds {first}..{} (every history as JSON): {:016x}",
+            "{mode} mode: fingerprint of seeds {first}..{} (every history as JSON): {:016x}; \
+             without list identities in messages: {:016x}; of the {} seeds that draw no \
+             membership change: {:016x}, without list identities: {:016x}",
             first + count,
-            f.0
+            f.all.0,
+            f.all_old_form.0,
+            f.unchanged_seeds,
+            f.unchanged.0,
+            f.unchanged_old_form.0,
         );
     }
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
          preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
-         faults {}; slowest \
+         membership {}, faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -207,6 +343,7 @@ fn run_seeds(mode: Mode) {
         summary.witness,
         summary.slow,
         summary.mixed_timing,
+        summary.membership,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -214,8 +351,19 @@ fn run_seeds(mode: Mode) {
         summary.worst_slack.1,
         summary.happened,
     );
+    if !summary.gaps.is_empty() {
+        println!(
+            "{mode} mode: runs that hit a known gap of the machine (runs, first seed; \
+             SIM_STRICT=1 fails them): {:?}",
+            summary.gaps
+        );
+    }
+    assert!(failed.is_empty(), "{mode} mode: seeds failed: {failed:?}");
     assert!(summary.never > 0 && summary.ineligible > 0 && summary.fast > 0);
     assert!(summary.preempt_delay > 0 && summary.slow > 0 && summary.mixed_timing > 0);
+    if changes != Changes::None {
+        assert!(summary.membership > 0, "no run changed the member list");
+    }
     if mode == Mode::Quorum {
         assert!(summary.witness > 0, "no run had a witness");
     }
@@ -231,6 +379,21 @@ fn run_seeds(mode: Mode) {
             "concurrent elections",
             "store lost",
             "deaf node",
+        ] {
+            assert!(
+                summary.happened.get(name).copied().unwrap_or(0) > 0,
+                "no run had: {name}"
+            );
+        }
+    }
+    if count >= 1_000 && changes != Changes::None {
+        for name in [
+            "learner added or replaced",
+            "learner promoted",
+            "member removed",
+            "membership change refused",
+            "stranger refused",
+            "lost disk replaced",
         ] {
             assert!(
                 summary.happened.get(name).copied().unwrap_or(0) > 0,
@@ -653,4 +816,85 @@ fn seeds_of_the_million_run_pass() {
         assert!(outcome.passed(), "{}", outcome.report());
     }
     assert!(run_seed(40_220_982, Mode::Quorum).flavor.mixed_timing);
+}
+
+/// Seeds with several membership changes each ([`Changes::Many`], both modes) on which
+/// a machine built with `flaw` breaks an invariant the same seed keeps without it: the
+/// first such seed of `tries` if any, and in how many runs the flaw changed anything.
+fn first_membership_catch(flaw: Flaw, tries: u64) -> (Option<(u64, Mode, String)>, u64) {
+    let mut changed = 0;
+    for seed in 0..tries {
+        for mode in [Mode::Quorum, Mode::Classic] {
+            let flawed = run_seed_changing(seed, mode, Some(flaw), Changes::Many);
+            let honest = run_seed_changing(seed, mode, None, Changes::Many);
+            changed += u64::from(flawed.history != honest.history);
+            let new = flawed
+                .violations
+                .iter()
+                .find(|v| !honest.violations.iter().any(|h| h.invariant == v.invariant));
+            if let Some(v) = new {
+                return (Some((seed, mode, v.to_string())), changed);
+            }
+        }
+    }
+    (None, changed)
+}
+
+/// A coordinator that starts its next membership change once a majority of the list
+/// before the last one stored it (`Flaw::OldMajorityOnly`). Not caught: in 20 000 seeds
+/// per mode with six to ten changes each, the flaw changed about a quarter of the runs
+/// and broke nothing. Each change moves one member in or out of the voters, so any
+/// majority of the list before it meets any majority after it (src/protocol/
+/// membership.rs, `Change`): a list stored by a majority of the old voters is already
+/// held by someone in every majority of the new ones, who refuses a candidate with an
+/// older list (`up_to_date`, src/protocol/machine/membership.rs). Ignored until a
+/// scenario shows the second majority matters; `SIM_SEEDS` sets how many seeds to try.
+#[test]
+#[ignore = "OldMajorityOnly is not caught (see the comment)"]
+fn sabotaged_membership_commit_is_caught() {
+    let tries = env_u64("SIM_SEEDS").unwrap_or(2_000);
+    let (caught, changed) = first_membership_catch(Flaw::OldMajorityOnly, tries);
+    println!("OldMajorityOnly changed {changed} of {} runs", 2 * tries);
+    let (seed, mode, violation) = caught.expect("no seed caught OldMajorityOnly");
+    println!("OldMajorityOnly caught on {mode} seed {seed}: {violation}");
+}
+
+/// Runs the simulator found broken under membership changes, each with its cause
+/// (reported; the fixes belong to the machine). Ignored until fixed: they fail now.
+/// - classic 60: removed while down, node 60 restarts with its old list; every member
+///   refuses it (`UnknownPeer`) before anyone could send it the list without it, so it
+///   declares itself and leads a cluster of one ([`Gap::UnawareOutsiderLeads`]).
+/// - classic 1298, quorum 1298: node 27 lost its store and restarts on its seeded list
+///   {17, 21, 27} (2 reports needed), adopts {17, 27}, and 21, removed meanwhile,
+///   refuses it: stuck forever ([`Gap::RecoveryStuck`]; in quorum mode 17 alone is no
+///   majority, so no one leads).
+/// - classic 897: node 3, replaced after its disk was lost, restarts on the stored list
+///   {1, 3 as learner}: 2 reports needed (members counted with the learner, majority
+///   of the 1 voter), 1 other member to give one: stuck forever ([`Gap::RecoveryStuck`]).
+/// - quorum 4883 (many changes): the same count, the other way: node 2 lost its store,
+///   seeded a 2-member list (1 report needed), adopted the 3-voter list from node 25
+///   and recovered on 25's report alone (2 were needed), below term 3 that it had held
+///   itself; it then voted 25 into term 3 (I7).
+/// - classic 1600 (many changes): the Members message promoting learner 60 was lost;
+///   a classic follower never acks heartbeats, so its coordinator never sees it behind
+///   and never sends the list again: 60 stays a learner, and the highest eligible
+///   member never leads (I5).
+#[test]
+#[ignore = "membership gaps of the machine, reported and not yet fixed"]
+fn membership_runs_the_simulator_found_broken() {
+    for (seed, mode, changes) in [
+        (60, Mode::Classic, Changes::Some),
+        (897, Mode::Classic, Changes::Some),
+        (1_298, Mode::Classic, Changes::Some),
+        (1_298, Mode::Quorum, Changes::Some),
+        (4_883, Mode::Quorum, Changes::Many),
+        (1_600, Mode::Classic, Changes::Many),
+    ] {
+        let outcome = run_seed_changing(seed, mode, None, changes);
+        assert!(
+            outcome.passed() && outcome.known_gaps.is_empty(),
+            "{mode}, {changes:?} changes:\n{}",
+            outcome.report()
+        );
+    }
 }

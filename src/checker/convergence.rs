@@ -3,7 +3,7 @@
 
 use super::invariant::{show, Invariant, Violation};
 use crate::history::{Entry, Record};
-use crate::protocol::{Millis, NodeId, Role, Timing, View};
+use crate::protocol::{Membership, Millis, NodeId, Role, Timing, View};
 use std::collections::BTreeMap;
 
 /// Which node the cluster must converge on.
@@ -23,6 +23,42 @@ pub struct Convergence {
     pub leader: Leader,
     /// From this time to the end of the history the cluster must be converged.
     pub deadline_ms: Millis,
+}
+
+impl Convergence {
+    /// The I5 expectation over a cluster whose member list may have changed at runtime
+    /// (src/protocol/membership.rs). `list` is the list the cluster ends on (`None`:
+    /// every node lives by its config file's seed, as before lists could change). Only
+    /// its members must converge: a removed node or a spare never added is outside the
+    /// cluster. With `highest` (preempt = always) the leader is the highest live member
+    /// that is `healthy` and whose seat lets it lead: never a learner, a witness or a
+    /// removed node, while a promoted one may. Without a list, `healthy` alone decides,
+    /// as it did before.
+    pub fn among_members(
+        list: Option<&Membership>,
+        live: &[NodeId],
+        healthy: impl Fn(NodeId) -> bool,
+        highest: bool,
+        deadline_ms: Millis,
+    ) -> Convergence {
+        let member = |id: NodeId| list.map_or(true, |l| l.contains(id));
+        let may_lead = |id: NodeId| list.map_or(true, |l| l.get(id).is_some_and(|m| m.may_lead()));
+        let live: Vec<NodeId> = live.iter().copied().filter(|&id| member(id)).collect();
+        let leader = match highest {
+            true => live
+                .iter()
+                .rev()
+                .copied()
+                .find(|&id| healthy(id) && may_lead(id))
+                .map_or(Leader::AnyLive, Leader::Node),
+            false => Leader::AnyLive,
+        };
+        Convergence {
+            live,
+            leader,
+            deadline_ms,
+        }
+    }
 }
 
 /// The I5 deadline: `last_fault_ms + timing.convergence_bound_ms()` plus slack for

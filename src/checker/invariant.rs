@@ -26,6 +26,10 @@ pub enum Invariant {
     /// live majority was reachable at some point of its election. Checked by the model
     /// checker, which sees who was reachable.
     MajorityReached,
+    /// Not in the README's list: two nodes held different member lists under one
+    /// identity (`ConfigId`), so "newer list" no longer names one list
+    /// (src/protocol/membership.rs). Found by the simulator, which sees every stored list.
+    ListIdentity,
     /// Not in the README's list: the machine broke its own contract (flagged an honest peer as
     /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
     /// simulator, which knows every peer is honest.
@@ -43,6 +47,7 @@ impl fmt::Display for Invariant {
             Invariant::NoOverlap => "I6 no overlap",
             Invariant::OnePerTerm => "I7 one coordinator per term",
             Invariant::MajorityReached => "Q6 majority reached before raising the term",
+            Invariant::ListIdentity => "one member list per identity",
             Invariant::Protocol => "machine contract",
         })
     }

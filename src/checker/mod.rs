@@ -20,13 +20,15 @@
 //! model checker): [`check_accepted_rises`] (I1) and [`check_term_rises`] (I2) on a
 //! write of the cells, which [`Safety`] applies too; [`check_declares_anew`] (I2);
 //! [`check_send`] and [`check_crash`] (I3); [`check_alone_in_office`] (I6) and
-//! [`TermHolders`] (I7); [`honest_peer_flagged`] (the machine's own contract).
+//! [`TermHolders`] (I7); [`honest_peer_flagged`] and [`stranger_refused`] (the
+//! machine's own contract); [`ListIdentity`] (one member list per identity).
 
 mod cells;
 mod contract;
 mod convergence;
 mod durability;
 mod invariant;
+mod lists;
 mod office;
 mod safety;
 mod start_delay;
@@ -35,16 +37,17 @@ mod tests;
 mod uniqueness;
 
 pub use cells::{check_accepted_rises, check_term_rises};
-pub use contract::honest_peer_flagged;
+pub use contract::{honest_peer_flagged, stranger_refused};
 pub use convergence::{check_convergence, convergence_deadline, Convergence, Leader};
 pub use durability::{check_crash, check_send};
 pub use invariant::{Invariant, Violation};
+pub use lists::ListIdentity;
 pub use office::{
     check_alone_in_office, check_no_overlap, check_no_overlap_with, check_one_per_term,
     lease_bound_ms, offices, offices_with, overlap_ms, overlaps, InOffice, Office, TermHolders,
 };
 pub use safety::{check_safety, Safety};
-pub use start_delay::check_start_delay;
+pub use start_delay::{check_start_delay, check_start_delay_where};
 pub use uniqueness::{
     check_declares_anew, check_unique_terms, declarations, quiet_window, QuietWindow,
 };

@@ -11,14 +11,30 @@ use std::collections::HashMap;
 /// `preempt_delay_ms`, so no declaration may come sooner after a `Started` record —
 /// unless the node followed a coordinator in between (a Follower view): from then on
 /// it is an ordinary member and elects as soon as that coordinator fails or resigns.
-/// (A node with no peers declares at once; do not use this on one-node clusters.)
+/// (A node with no peers declares at once; do not use this on one-node clusters, and
+/// see [`check_start_delay_where`] for lists that shrink to one member.)
 pub fn check_start_delay(entries: &[Entry], preempt_delay_ms: Millis) -> Vec<Violation> {
+    check_start_delay_where(entries, preempt_delay_ms, |_, _| true)
+}
+
+/// [`check_start_delay`] for the starts where `applies(node, started_at_ms)` holds: a
+/// node whose member list names no other member when it starts (one removed all the
+/// others: src/protocol/membership.rs) has no one to wait for and declares at once, as
+/// a one-node cluster does.
+pub fn check_start_delay_where(
+    entries: &[Entry],
+    preempt_delay_ms: Millis,
+    applies: impl Fn(NodeId, Millis) -> bool,
+) -> Vec<Violation> {
     let mut last_start: HashMap<NodeId, Millis> = HashMap::new();
     let mut out = Vec::new();
     for entry in entries {
         match &entry.record {
-            Record::Started { .. } => {
+            Record::Started { .. } if applies(entry.node, entry.at_ms) => {
                 last_start.insert(entry.node, entry.at_ms);
+            }
+            Record::Started { .. } => {
+                last_start.remove(&entry.node);
             }
             Record::View(v) if v.role == Role::Follower => {
                 last_start.remove(&entry.node);

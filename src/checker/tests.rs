@@ -308,3 +308,80 @@ fn i5_wrong_leader_two_coordinators_and_late_flap() {
         vec![Invariant::Convergence]
     );
 }
+
+/// A list written under epoch 2@3 as version `version`, with these members (`learner`
+/// among them a learner).
+fn list(version: u64, ids: &[NodeId], learner: Option<NodeId>) -> crate::protocol::Membership {
+    use crate::protocol::{ConfigId, Member, Membership, Seat};
+    Membership {
+        id: ConfigId {
+            stamp: Some(ep(2, 3)),
+            version,
+        },
+        members: ids
+            .iter()
+            .map(|&id| Member {
+                id,
+                seat: Seat::Voter,
+                learner: learner == Some(id),
+                addr: String::new(),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn one_list_per_identity() {
+    let mut lists = ListIdentity::new();
+    assert_eq!(lists.observe(1, 5, &list(1, &[1, 2, 3], None)), None);
+    assert_eq!(lists.observe(2, 6, &list(1, &[1, 2, 3], None)), None);
+    let other = lists.observe(3, 7, &list(1, &[1, 2, 3, 4], Some(4)));
+    assert_eq!(other.map(|v| v.invariant), Some(Invariant::ListIdentity));
+    // Seeded lists differ by design (each node's config file seeds its own).
+    let seeded = |ids: &[NodeId]| crate::protocol::Membership {
+        id: Default::default(),
+        ..list(0, ids, None)
+    };
+    assert_eq!(lists.observe(1, 8, &seeded(&[1, 2])), None);
+    assert_eq!(lists.observe(4, 8, &seeded(&[1, 2, 4])), None);
+}
+
+#[test]
+fn a_stranger_is_refused_by_rule_a_member_is_flagged() {
+    use crate::protocol::Misbehaviour;
+    assert!(stranger_refused(Misbehaviour::UnknownPeer, false));
+    assert!(!stranger_refused(Misbehaviour::UnknownPeer, true));
+    assert!(!stranger_refused(Misbehaviour::ForeignClaim, false));
+}
+
+#[test]
+fn i5_among_the_members_of_the_list() {
+    // 4 is the highest live node but a learner, 5 was removed: 3 must lead, and 5 is
+    // not judged.
+    let members = list(4, &[1, 3, 4], Some(4));
+    let expect = Convergence::among_members(Some(&members), &[1, 3, 4, 5], |_| true, true, 10);
+    assert_eq!(expect.live, vec![1, 3, 4]);
+    assert_eq!(expect.leader, Leader::Node(3));
+    // Without a list, as before lists could change: the highest healthy live node.
+    let seeded = Convergence::among_members(None, &[1, 3, 4], |id| id != 4, true, 10);
+    assert_eq!(seeded.leader, Leader::Node(3));
+    let never = Convergence::among_members(Some(&members), &[1, 3], |_| true, false, 10);
+    assert_eq!(never.leader, Leader::AnyLive);
+}
+
+#[test]
+fn i4_a_node_alone_in_its_list_declares_at_once() {
+    let h = vec![
+        e(100, 1, Record::Started { incarnation: 2 }),
+        e(100, 1, persisted(1, Some(ep(2, 1)))),
+        e(100, 1, declared(2, 1)),
+    ];
+    assert_eq!(
+        kinds(&check_start_delay(&h, 100)),
+        vec![Invariant::Recovery]
+    );
+    assert_eq!(
+        check_start_delay_where(&h, 100, |node, at| (node, at) != (1, 100)),
+        vec![]
+    );
+}

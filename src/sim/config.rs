@@ -9,8 +9,12 @@ use std::collections::BTreeMap;
 pub struct SimConfig {
     /// Seeds the delivery delays (faults are the caller's).
     pub seed: u64,
-    /// Every member; each is a peer of all the others.
+    /// Every member of the initial lists; each is a peer of all the others.
     pub ids: Vec<NodeId>,
+    /// Processes that are in no initial list, for membership changes to add: each
+    /// starts from a seed that lists `ids` and itself, as a new node's config file
+    /// would, and is refused by the members until a coordinator adds it.
+    pub spares: Vec<NodeId>,
     pub timing: Timing,
     pub preempt: Preempt,
     /// One-way delay of every message, drawn uniformly from this inclusive range.
@@ -32,11 +36,12 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// A cluster of `ids` with default timing, preempt always, delays of 1–20 ms,
-    /// exact clocks, no witnesses.
+    /// exact clocks, no witnesses, no spares.
     pub fn new(seed: u64, ids: Vec<NodeId>, mode: Mode) -> SimConfig {
         SimConfig {
             seed,
             ids,
+            spares: Vec::new(),
             timing: Timing::default(),
             preempt: Preempt::Always,
             delay_ms: (1, 20),
@@ -46,6 +51,12 @@ impl SimConfig {
             flaw: None,
             node_timing: BTreeMap::new(),
         }
+    }
+
+    /// Every simulated process: the members of the initial lists, then the spares.
+    /// Faults, links and notices concern them all, members or not.
+    pub fn processes(&self) -> Vec<NodeId> {
+        self.ids.iter().chain(&self.spares).copied().collect()
     }
 
     /// The timing node `id` runs with.

@@ -22,6 +22,8 @@ impl Sim {
         node.stalled = false;
         let config = MachineConfig {
             id,
+            // A member's config file lists the other members; a spare's lists the
+            // cluster it is to join.
             peers: self
                 .config
                 .ids
@@ -41,13 +43,18 @@ impl Sim {
         let incarnation = node.disk.incarnation + 1;
         let local = node.local(self.now);
         let members = node.members.clone();
-        node.machine = Some(Machine::start_with(config, node.disk, members, local));
+        let machine = Machine::start_with(config, node.disk, members, local);
+        let alone = machine.members().others(id).is_empty();
+        node.machine = Some(machine);
+        if alone {
+            self.alone_starts.insert((id, self.now));
+        }
         self.record(id, Record::Started { incarnation });
         self.drain(id);
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
         // that reaches nobody fails when the handshake bound (20 D) runs out, unless the
         // peer came up meanwhile (then its own start reports the link up).
-        for peer in self.config.ids.clone() {
+        for peer in self.config.processes() {
             if peer != id && self.is_up(peer) {
                 self.notice_after_delay(id, peer, true);
                 self.notice_after_delay(peer, id, true);
@@ -73,7 +80,7 @@ impl Sim {
         let (disk, revealed, declared) = (node.disk, node.revealed, node.declared_term);
         self.armed.retain(|&(n, _)| n != id);
         self.record(id, Record::Crashed);
-        for peer in self.config.ids.clone() {
+        for peer in self.config.processes() {
             if peer != id && self.is_up(peer) {
                 self.notice_after_idle_timeout(peer, id);
             }
@@ -128,7 +135,7 @@ impl Sim {
             if let Some(until_ms) = lease_until {
                 self.record(id, Record::PausedLease { until_ms });
             }
-            for peer in self.config.ids.clone() {
+            for peer in self.config.processes() {
                 if peer != id && self.is_up(peer) {
                     self.notice_after_idle_timeout(peer, id);
                     self.notice_after_idle_timeout(id, peer);
@@ -158,7 +165,7 @@ impl Sim {
             // Its connections timed out while it slept: what they carried is gone, and
             // both ends reconnect.
             inbox.retain(|e| !matches!(e, Event::Message { .. }));
-            for peer in self.config.ids.clone() {
+            for peer in self.config.processes() {
                 if peer != id && self.is_up(peer) {
                     self.notice_after_delay(id, peer, true);
                     self.notice_after_delay(peer, id, true);

@@ -7,8 +7,8 @@
 //! puts the message on the link, `ViewChanged` is recorded. Everything is recorded as
 //! history [`Entry`]s and checked as it happens with [`crate::checker::Safety`]
 //! (I1–I4), plus checks only a simulator can make (what a node sends is durable; cells
-//! at a crash hold all it revealed). [`scenario`] runs random fault scenarios per seed
-//! and checks I5.
+//! at a crash hold all it revealed; no two nodes store different member lists under one
+//! identity). [`scenario`] runs random fault scenarios per seed and checks I5.
 //!
 //! This file holds the cluster and what one can ask it; how it moves is in the files
 //! beside it: `run` (the event loop), `network` (links, notices, partitions), `faults`
@@ -28,9 +28,9 @@ pub mod scenario;
 
 pub use config::{CrashPoint, SimConfig};
 
-use crate::checker::{Safety, Violation};
+use crate::checker::{ListIdentity, Safety, Violation};
 use crate::history::Entry;
-use crate::protocol::{Machine, MessageKind, Millis, NodeId, View};
+use crate::protocol::{Change, Event, Machine, Membership, MessageKind, Millis, NodeId, View};
 use flight::Flight;
 use node::SimNode;
 use rand::rngs::SmallRng;
@@ -60,7 +60,12 @@ pub struct Sim {
     history: Vec<Entry>,
     sent: BTreeMap<MessageKind, u64>,
     safety: Safety,
+    /// Every stored member list by identity (one list per identity).
+    lists: ListIdentity,
     violations: Vec<Violation>,
+    /// Starts (node, time) at which the node's list named no other member: it has no
+    /// one to wait for, and declares at once.
+    alone_starts: BTreeSet<(NodeId, Millis)>,
     /// Index into `history` of the entry at which the first violation was found.
     first_violation_at: Option<usize>,
     steps: u64,
@@ -72,9 +77,9 @@ impl Sim {
         let mut rng = SmallRng::seed_from_u64(config.seed);
         let drift = config.drift_permille.min(500);
         let nodes = config
-            .ids
-            .iter()
-            .map(|&id| {
+            .processes()
+            .into_iter()
+            .map(|id| {
                 let (rate, origin) = if drift == 0 {
                     (1000, 0)
                 } else {
@@ -108,6 +113,8 @@ impl Sim {
             history: Vec::new(),
             sent: BTreeMap::new(),
             safety: Safety::new(),
+            lists: ListIdentity::new(),
+            alone_starts: BTreeSet::new(),
             violations: Vec::new(),
             first_violation_at: None,
             steps: 0,
@@ -202,6 +209,50 @@ impl Sim {
             .get(&id)
             .and_then(|n| n.machine.as_ref())
             .is_some_and(|m| m.recovery_progress().is_some())
+    }
+
+    /// Whether node `id`, started at `at`, found no other member in its list then
+    /// (every other member removed): it declares at once, as a one-node cluster does.
+    pub fn started_alone(&self, id: NodeId, at: Millis) -> bool {
+        self.alone_starts.contains(&(id, at))
+    }
+
+    /// While node `id` recovers an empty store: how many peers reported their terms
+    /// and how many must (src/protocol/recovery.rs).
+    pub fn recovery_progress(&self, id: NodeId) -> Option<(usize, usize)> {
+        self.nodes
+            .get(&id)
+            .and_then(|n| n.machine.as_ref())
+            .and_then(Machine::recovery_progress)
+    }
+
+    /// The member list node `id` lives by: its machine's while up, else the one its
+    /// store holds (`None`: down and never stored one; its next start seeds one).
+    pub fn members(&self, id: NodeId) -> Option<Membership> {
+        let node = self.nodes.get(&id)?;
+        match &node.machine {
+            Some(machine) => Some(machine.members().clone()),
+            None => node.members.clone(),
+        }
+    }
+
+    /// The newest list a coordinator wrote (a stamped one) that one of `among` lives by:
+    /// lists spread to every member that is heard, so it is the one the cluster ends
+    /// on. `None` while all of them live by the lists their config files seeded.
+    pub fn newest_list(&self, among: &[NodeId]) -> Option<Membership> {
+        among
+            .iter()
+            .filter_map(|&id| self.members(id))
+            .filter(|list| list.id.stamp.is_some())
+            .max_by_key(|list| list.id)
+    }
+
+    /// An operator asks node `id` for a membership change (queued while it is paused,
+    /// lost while it is down); the machine's facts tell the outcome.
+    pub fn change_members(&mut self, id: NodeId, change: Change) {
+        if self.is_up(id) {
+            self.deliver_event(id, Event::ChangeMembers(change));
+        }
     }
 
     /// Whether a partition or message loss is in effect.

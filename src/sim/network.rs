@@ -199,15 +199,14 @@ impl Sim {
                 self.groups.insert(id, i + 1);
             }
         }
-        for id in self.config.ids.clone() {
+        for id in self.config.processes() {
             self.groups.entry(id).or_insert(0);
         }
-        for id in self.config.ids.clone() {
+        for id in self.config.processes() {
             let cut_off: Vec<NodeId> = self
                 .config
-                .ids
-                .iter()
-                .copied()
+                .processes()
+                .into_iter()
                 .filter(|&p| self.groups[&p] != self.groups[&id])
                 .collect();
             if !cut_off.is_empty() {
@@ -229,9 +228,8 @@ impl Sim {
         self.deaf.insert(id);
         let others: Vec<NodeId> = self
             .config
-            .ids
-            .iter()
-            .copied()
+            .processes()
+            .into_iter()
             .filter(|&p| p != id)
             .collect();
         for &peer in &others {
@@ -252,7 +250,7 @@ impl Sim {
             return;
         }
         self.loss_percent = percent;
-        for id in self.config.ids.clone() {
+        for id in self.config.processes() {
             self.record(id, Record::Lossy { percent });
         }
     }
@@ -263,13 +261,13 @@ impl Sim {
             return;
         }
         let lossy = self.loss_percent > 0;
-        let ids = self.config.ids.clone();
-        for id in ids {
-            if lossy || self.config.ids.iter().any(|p| !self.connected(id, *p)) {
+        let ids = self.config.processes();
+        for &id in &ids {
+            if lossy || ids.iter().any(|p| !self.connected(id, *p)) {
                 self.record(id, Record::Healed);
             }
         }
-        let cut: Vec<(NodeId, NodeId)> = ids_pairs(&self.config.ids)
+        let cut: Vec<(NodeId, NodeId)> = ids_pairs(&ids)
             .filter(|&(a, b)| !self.connected(a, b))
             .collect();
         self.groups.clear();

@@ -2,7 +2,7 @@
 //! as the runtime drives it (its actions run in order).
 
 use super::{CrashPoint, Sim};
-use crate::checker::{honest_peer_flagged, Invariant};
+use crate::checker::{honest_peer_flagged, stranger_refused, Invariant};
 use crate::history::Record;
 use crate::protocol::{Action, Event, Fact, Machine, Millis, NodeId};
 
@@ -173,6 +173,9 @@ impl Sim {
                     CrashPoint::AfterPersist
                 }
                 Action::PersistMembers(list) => {
+                    if let Some(violation) = self.lists.observe(id, self.now, &list) {
+                        self.report(violation);
+                    }
                     if let Some(node) = self.nodes.get_mut(&id) {
                         node.members = Some(list);
                     }
@@ -197,6 +200,8 @@ impl Sim {
                     continue;
                 }
                 Action::Misbehaved { peer, what } => {
+                    let listed = self.members(id).is_some_and(|list| list.contains(peer));
+                    let expected = stranger_refused(what, listed);
                     let what = what.to_string();
                     self.record(
                         id,
@@ -205,7 +210,9 @@ impl Sim {
                             what: what.clone(),
                         },
                     );
-                    self.report(honest_peer_flagged(id, self.now, peer, what));
+                    if !expected {
+                        self.report(honest_peer_flagged(id, self.now, peer, what));
+                    }
                     continue;
                 }
             };

@@ -2,6 +2,7 @@
 //! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
 //! everything down so I5 can be judged.
 
+use super::membership::MemberPlan;
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
 use crate::sim::{CrashPoint, Sim, SimConfig};
 use rand::rngs::SmallRng;
@@ -12,11 +13,16 @@ use std::collections::BinaryHeap;
 
 /// Something scheduled for later by the adversary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Todo {
+pub(super) enum Todo {
     Start(NodeId),
     Resume(NodeId),
     Heal,
-    PeerDown { node: NodeId, peer: NodeId },
+    PeerDown {
+        node: NodeId,
+        peer: NodeId,
+    },
+    /// An operator asks for a membership change (`membership.rs` picks which).
+    ChangeMembers,
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -28,11 +34,14 @@ pub(super) struct Adversary {
     seq: u64,
     pub(super) steps: Vec<String>,
     max_delay: Millis,
+    /// The membership changes this seed asks for, if any (`membership.rs`).
+    pub(super) members: Option<MemberPlan>,
 }
 
 impl Adversary {
     /// An adversary drawing from `rng` against a new cluster of `config`, every node down.
-    pub(super) fn new(rng: SmallRng, config: SimConfig) -> Adversary {
+    /// `members`: the membership changes to ask for (`None`: the seed draws none).
+    pub(super) fn new(rng: SmallRng, config: SimConfig, members: Option<MemberPlan>) -> Adversary {
         Adversary {
             rng,
             max_delay: config.delay_ms.1,
@@ -40,10 +49,11 @@ impl Adversary {
             agenda: BinaryHeap::new(),
             seq: 0,
             steps: Vec::new(),
+            members,
         }
     }
 
-    fn schedule(&mut self, at: Millis, todo: Todo) {
+    pub(super) fn schedule(&mut self, at: Millis, todo: Todo) {
         self.seq += 1;
         self.agenda.push(Reverse((at, self.seq, todo)));
     }
@@ -80,20 +90,22 @@ impl Adversary {
                 self.note(format!("n{node} told n{peer} is down"));
                 self.sim.peer_down(node, peer);
             }
+            Todo::ChangeMembers => self.change_members(),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());
     }
 
-    fn note(&mut self, what: String) {
+    pub(super) fn note(&mut self, what: String) {
         self.steps.push(format!("{:>6} ms  {what}", self.sim.now()));
     }
 
-    fn ids(&self) -> Vec<NodeId> {
-        self.sim.config().ids.clone()
+    /// Every process, spares included.
+    pub(super) fn ids(&self) -> Vec<NodeId> {
+        self.sim.config().processes()
     }
 
-    fn up(&self) -> Vec<NodeId> {
+    pub(super) fn up(&self) -> Vec<NodeId> {
         self.ids()
             .into_iter()
             .filter(|&id| self.sim.is_up(id))
@@ -108,7 +120,7 @@ impl Adversary {
     }
 
     /// The node that believes it leads (the highest if several), else the highest up.
-    fn coordinator(&self) -> Option<NodeId> {
+    pub(super) fn coordinator(&self) -> Option<NodeId> {
         let up = self.up();
         up.iter()
             .rev()
@@ -126,7 +138,7 @@ impl Adversary {
     }
 
     /// After a crash, the survivors' transports may notice: none, some, or all at once.
-    fn notices_for(&mut self, dead: NodeId) {
+    pub(super) fn notices_for(&mut self, dead: NodeId) {
         let now = self.sim.now();
         let others: Vec<NodeId> = self.up();
         match self.rng.gen_range(0..3) {
@@ -160,9 +172,16 @@ impl Adversary {
         self.notices_for(id);
     }
 
-    /// Any crash point: after a persist, or after sending one message of any kind.
+    /// Any crash point: after a persist, or after sending one message of any kind. A
+    /// seed without membership changes sends no `Members` message, so it draws among
+    /// the other kinds (as it did before lists could change: the same draw).
     fn any_point(&mut self) -> CrashPoint {
-        match MessageKind::ALL.choose(&mut self.rng) {
+        let changes = self.members.is_some();
+        let kinds: Vec<MessageKind> = MessageKind::ALL
+            .into_iter()
+            .filter(|&kind| changes || kind != MessageKind::Members)
+            .collect();
+        match kinds.choose(&mut self.rng) {
             Some(&kind) if self.rng.gen_bool(0.8) => CrashPoint::AfterSend(kind),
             _ => CrashPoint::AfterPersist,
         }
@@ -172,7 +191,8 @@ impl Adversary {
     /// one or two fail their health check from the start (by config or by a later
     /// event). Returns whether some did.
     pub(super) fn start_cluster(&mut self) -> bool {
-        let ids = self.ids();
+        // The members of the initial lists; spares start when `membership.rs` says.
+        let ids = self.sim.config().ids.clone();
         let ineligible_from_start = self.rng.gen_bool(0.15);
         let mut unhealthy: Vec<NodeId> = ids.clone();
         unhealthy.shuffle(&mut self.rng);
@@ -316,7 +336,7 @@ impl Adversary {
     fn lose_a_store(&mut self, up: &[NodeId]) {
         // The rule tolerates one lost store at a time (README, "What the guarantee
         // assumes"): not while another is empty and unrecovered.
-        if self.ids().iter().any(|&id| self.sim.store_is_empty(id)) {
+        if !self.store_loss_tolerated() {
             return;
         }
         let Some(id) = self.coordinator_or_pick(up) else {
@@ -476,37 +496,68 @@ impl Adversary {
             self.note(format!("restart n{top} (none left)"));
             self.sim.start(top);
         }
+        // Who the cluster is made of now (a membership change may have changed it).
+        let cluster = self.cluster_now();
+        let up_members = |adv: &Adversary| -> Vec<NodeId> {
+            adv.up()
+                .into_iter()
+                .filter(|id| cluster.contains(id))
+                .collect()
+        };
+        let down_members = |adv: &Adversary| -> Vec<NodeId> {
+            adv.down()
+                .into_iter()
+                .filter(|id| cluster.contains(id))
+                .collect()
+        };
+        if self.members.is_some() {
+            // Who leads at the end depends on which members are up, and a list change
+            // still in progress needs its majorities: every member comes back.
+            for id in down_members(self) {
+                self.note(format!("restart n{id} (a member)"));
+                self.sim.start(id);
+            }
+        }
         if self.sim.config().mode == Mode::Quorum {
             // Quorum mode promises a coordinator only where a majority is up.
-            let majority = self.ids().len() / 2 + 1;
-            while self.up().len() < majority {
-                let Some(id) = self.down().pop() else { break };
+            let majority = cluster.len() / 2 + 1;
+            while up_members(self).len() < majority {
+                let Some(id) = down_members(self).pop() else {
+                    break;
+                };
                 self.note(format!("restart n{id} (for a majority)"));
                 self.sim.start(id);
             }
         }
         // A node on an empty store votes and leads only once enough other members
         // report their terms (src/protocol/recovery.rs): M - q + 1 of them up.
-        let members = self.ids().len();
+        let members = cluster.len();
         let needed = recovery::reports_needed(members, members / 2 + 1);
-        while self.up().iter().any(|&id| self.sim.is_recovering(id)) && self.up().len() <= needed {
-            let Some(id) = self.down().pop() else { break };
+        while up_members(self)
+            .iter()
+            .any(|&id| self.sim.is_recovering(id))
+            && up_members(self).len() <= needed
+        {
+            let Some(id) = down_members(self).pop() else {
+                break;
+            };
             self.note(format!("restart n{id} (for a store recovery)"));
             self.sim.start(id);
         }
-        let up = self.up();
-        if !up.iter().any(|&id| self.sim.is_eligible(id)) {
-            let witnesses = self.sim.config().witnesses.clone();
-            let top = up.iter().rev().copied().find(|id| !witnesses.contains(id));
+        let up = up_members(self);
+        if !up
+            .iter()
+            .any(|&id| self.sim.is_eligible(id) && self.may_lead(id))
+        {
+            let top = up.iter().rev().copied().find(|&id| self.may_lead(id));
             let top = match top {
                 Some(top) => top,
                 None => {
-                    // Only a witness is up: start the highest other member.
-                    let Some(id) = self
-                        .down()
+                    // Only members that never lead are up: start the highest other one.
+                    let Some(id) = down_members(self)
                         .into_iter()
                         .rev()
-                        .find(|id| !witnesses.contains(id))
+                        .find(|&id| self.may_lead(id))
                     else {
                         return;
                     };

@@ -67,11 +67,13 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         preempt_never: preempt == Preempt::Never,
         ineligible: false,
         mixed_timing: !node_timing.is_empty(),
+        membership: false,
         faults: 0,
     };
     let config = SimConfig {
         seed,
         ids,
+        spares: Vec::new(),
         timing,
         preempt,
         delay_ms: (1, max_delay),
@@ -122,6 +124,9 @@ pub(super) fn describe(config: &SimConfig) -> String {
         config.delay_ms,
         config.drift_permille
     );
+    if !config.spares.is_empty() {
+        let _ = write!(out, ", spares {:?}", config.spares);
+    }
     for (id, t) in &config.node_timing {
         let _ = write!(
             out,

@@ -7,19 +7,22 @@
 //! coordinator (with peer-down notices to some, all or none of the others), crash the
 //! would-be winner right after its Answer or in the middle of declaring, restart the
 //! highest node, pause, partition, deafen a node (one-way links), flip eligibility,
-//! report a live coordinator down, lose a store.
+//! report a live coordinator down, lose a store. In some seeds an operator also changes
+//! the member list (`membership.rs`): adds a spare node, removes or replaces a member.
 //! Then every fault ends (heal, resume, sometimes restart the crashed), and the run
 //! goes on for the I5 bound and as long again; I5 must hold from the deadline on.
 
 mod adversary;
 mod cluster;
 mod judge;
+mod membership;
 mod seed_run;
 
-pub use seed_run::{Flavor, SeedRun, REPORT_TAIL};
+pub use membership::{asks_for_changes, Changes};
+pub use seed_run::{Flavor, Gap, SeedRun, REPORT_TAIL};
 
-use crate::history::{last_fault_ms, Record};
-use crate::protocol::Mode;
+use crate::history::{last_fault_ms, Entry, Record};
+use crate::protocol::{Fact, Millis, Mode};
 use adversary::Adversary;
 use cluster::{choose_cluster, describe};
 use judge::Judge;
@@ -33,23 +36,51 @@ pub fn run_seed(seed: u64, mode: Mode) -> SeedRun {
 
 /// [`run_seed`] with a deliberately broken machine: the checkers must catch it.
 pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>) -> SeedRun {
+    run_seed_changing(seed, mode, flaw, Changes::Some)
+}
+
+/// [`run_seed_with`], with membership changes drawn as `changes` says.
+pub fn run_seed_changing(
+    seed: u64,
+    mode: Mode,
+    flaw: Option<crate::protocol::Flaw>,
+    changes: Changes,
+) -> SeedRun {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
     let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
     config.flaw = flaw;
+    let plan = membership::draw_plan(seed, &config.ids, changes).map(|(plan, spares)| {
+        config.spares = spares;
+        plan
+    });
+    flavor.membership = plan.is_some();
     let description = describe(&config);
     let judge = Judge::new(&config, flavor.slow_network);
-    let mut adv = Adversary::new(rng, config);
+    let mut adv = Adversary::new(rng, config, plan);
     flavor.ineligible = adv.start_cluster();
+    adv.plan_membership();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 
-    let last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
-    let deadline = judge.deadline(last_fault);
-    adv.run_to(deadline + judge.timing.convergence_bound_in(mode));
+    let mut last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
+    let mut deadline = judge.deadline(last_fault);
+    // Each round is a list change: a few at most (a promotion per learner).
+    for _ in 0..20 {
+        adv.run_to(deadline + judge.timing.convergence_bound_in(mode));
+        // A list change after the calm (a learner that caught up takes its seat) may
+        // change who leads: the bound runs from it.
+        let last_change = last_list_change(adv.sim.history()).unwrap_or(0);
+        if last_change <= last_fault {
+            break;
+        }
+        last_fault = last_change;
+        deadline = judge.deadline(last_fault);
+    }
     let history = adv.sim.history().to_vec();
     let live = adv.sim.live();
     let mut violations = adv.sim.violations().to_vec();
-    violations.extend(judge.violations(&adv.sim, &history, &live, deadline));
+    let (judged, known_gaps) = judge.violations(&adv.sim, &history, &live, deadline);
+    violations.extend(judged);
     let settled = history
         .iter()
         .filter(|e| matches!(e.record, Record::View(_)) && live.contains(&e.node))
@@ -65,9 +96,19 @@ pub fn run_seed_with(seed: u64, mode: Mode, flaw: Option<crate::protocol::Flaw>)
         sent: adv.sim.sent().clone(),
         history,
         violations,
+        known_gaps,
         last_fault_ms: last_fault,
         deadline_ms: deadline,
         settled_after_ms: settled,
         flavor,
     }
+}
+
+/// When a node last stored a new member list, if ever.
+fn last_list_change(history: &[Entry]) -> Option<Millis> {
+    history
+        .iter()
+        .rev()
+        .find(|e| matches!(e.record, Record::Fact(Fact::MembersChanged { .. })))
+        .map(|e| e.at_ms)
 }
