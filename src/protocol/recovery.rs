@@ -54,7 +54,7 @@ impl Recovery {
     }
 
     /// The node stored another member list while recovering: from now on reports count
-    /// from its `others` (the members of that list but itself), `majority` of its voters
+    /// from `others` (the voters of that list but itself), `majority` of its voters
     /// needed for a quorum. A list committed after the forgotten term carries a stamp at
     /// or above it, which the node observed when it stored the list (`membership.rs`).
     pub(super) fn relist(&mut self, others: &BTreeSet<NodeId>, majority: usize) {

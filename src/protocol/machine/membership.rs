@@ -136,6 +136,15 @@ impl Machine {
         }
     }
 
+    /// removed: a node outside our list whose message shows an older list gets ours
+    /// (rate-limited like any push), so a member removed while it was down learns it.
+    pub(super) fn tell_stranger(&mut self, from: NodeId, id: ConfigId, now: Millis) {
+        if id.stamp.is_some() && id < self.members.id {
+            self.note_list(from, id, now);
+            self.member_state.shown.remove(&from);
+        }
+    }
+
     /// A peer (re)connected: what we sent it before may be lost.
     pub(super) fn forget_push(&mut self, peer: NodeId) {
         self.member_state.pushed.remove(&peer);
@@ -166,8 +175,9 @@ impl Machine {
         }
         let voters = self.members.voters();
         if let Some(recovery) = self.recovery.as_mut() {
-            let others: BTreeSet<NodeId> = self.members.others(me).into_iter().collect();
-            recovery.relist(&others, majority_of(voters.len()));
+            let other_voters: BTreeSet<NodeId> =
+                voters.iter().copied().filter(|&v| v != me).collect();
+            recovery.relist(&other_voters, majority_of(voters.len()));
         }
         let keep = self.peers_to_keep();
         self.reach.retain(|p, _| keep.contains(p));

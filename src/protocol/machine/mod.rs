@@ -143,10 +143,12 @@ impl Machine {
         let members = members.unwrap_or_else(|| seed_members(&config));
         let others = members.others(config.id).len();
         let majority = crate::protocol::membership::majority_of(members.voters().len());
-        // An empty store may be a lost one: learn the terms it forgot first.
+        let other_voters = members.voters().iter().filter(|&&v| v != config.id).count();
+        // An empty store may be a lost one: learn the terms it forgot first (from the
+        // voters: only their acceptances made a term).
         let empty = loaded.term == 0 && loaded.accepted.is_none();
-        let recovery = (empty && config.recover_empty_store && others > 0)
-            .then(|| Recovery::new(others, majority, &config.timing, now));
+        let recovery = (empty && config.recover_empty_store && other_voters > 0)
+            .then(|| Recovery::new(other_voters, majority, &config.timing, now));
         let may_lead = members.get(config.id).is_some_and(Member::may_lead);
         let mut machine = Machine {
             eligible: config.eligible && may_lead,
@@ -260,6 +262,10 @@ impl Machine {
                 let refused =
                     misbehaviour::misbehaviour(&self.config, member, self.seen, from, &msg);
                 if let Some(what) = refused {
+                    if what == Misbehaviour::UnknownPeer {
+                        // removed: a member that missed its removal learns it.
+                        self.tell_stranger(from, msg.config, now);
+                    }
                     self.actions
                         .push_back(Action::Misbehaved { peer: from, what });
                     return;

@@ -38,6 +38,9 @@ impl Machine {
     /// answered, the highest term seen becomes the term cell, persisted before the node
     /// votes for anything (src/protocol/recovery.rs).
     pub(super) fn on_term_report(&mut self, from: NodeId, now: Millis) {
+        if !self.counts(from) {
+            return; // only voters' acceptances made a term
+        }
         let Some(recovery) = self.recovery.as_mut() else {
             return;
         };
