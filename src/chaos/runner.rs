@@ -3,7 +3,7 @@
 //! then stop everything and write the report.
 
 use super::harness::{first_election_limit, Harness, HarnessSpec};
-use super::plan::{self, FaultKind, PlanSpec};
+use super::plan::{self, FaultKind, PlanSpec, Step};
 use super::progress::Progress;
 use super::report::{Report, RunParams};
 use super::setup::RunSetup;
@@ -33,6 +33,11 @@ impl ChaosConfig {
             seed: self.setup.seed,
         }
     }
+}
+
+/// How long a member change may take: a quiet gap (the plan leaves one after it).
+fn change_timeout(spec: &PlanSpec) -> Duration {
+    Duration::from_millis(spec.min_quiet_ms())
 }
 
 /// How often the logs are re-read and the invariants re-checked.
@@ -79,7 +84,15 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
             tokio::time::sleep_until(due.min(next_check)).await;
         }
         progress.event(&planned.step.to_string());
-        h.execute(planned.step.clone());
+        match planned.step {
+            Step::Add(_) | Step::Remove(_) => {
+                let step = planned.step.clone();
+                if let Err(e) = h.change_step(step, change_timeout(&spec)).await {
+                    h.anomalies.push(format!("step `{}` failed: {e:#}", planned.step));
+                }
+            }
+            _ => h.execute(planned.step.clone()),
+        }
     }
     while Instant::now() < end {
         if Instant::now() >= next_check {

@@ -428,7 +428,9 @@ fn fault(out: &mut String, g: &Geometry, picture: &Picture, at: Millis, step: &S
         | Step::Pause(n)
         | Step::Start(n)
         | Step::Resume(n)
-        | Step::Deafen(n) => Some(*n),
+        | Step::Deafen(n)
+        | Step::Add(n)
+        | Step::Remove(n) => Some(*n),
         Step::Partition(_) | Step::Heal => None,
     };
     let mut title = format!("{} s: {step}", secs(at));
