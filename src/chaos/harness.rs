@@ -219,7 +219,13 @@ impl Harness {
             anyhow::bail!("node {id} is a member already");
         }
         let members = self.availability.members(self.nodes);
+        let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
         self.cluster.add_member(id, &members)?;
+        if had_store {
+            // The checker starts a new per-node history here (I1, I2), as for any
+            // lost store; the cluster's own record of it is not in this history.
+            self.collector.record(id, Record::StoreLost);
+        }
         self.collector.follow(id, &self.cluster.data_dir(id));
         if !self.ids.contains(&id) {
             self.ids.push(id);

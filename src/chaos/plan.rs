@@ -354,9 +354,12 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     let burst_max = spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms;
     let tail = (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
     let mut at = rng.gen_range(200..=1000);
+    // Whether a quiet gap (or the first election) came before this step: a member
+    // change needs an established coordinator, so it never follows a burst.
+    let mut quiet_before = true;
     while at + tail <= spec.duration_ms {
         let recoveries = model.recoveries();
-        let faults = possible_faults(spec, &model);
+        let faults = possible_faults(spec, &model, quiet_before);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
         let step = if recover {
             recoveries
@@ -374,10 +377,11 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
         let burst_ok = step.fault() != Some(FaultKind::Membership);
         model.apply(&step);
         steps.push(Planned { at_ms: at, step });
-        at += if is_fault && burst_ok && rng.gen_bool(BURST_SHARE) {
-            burst(&mut rng)
-        } else {
+        quiet_before = !(is_fault && burst_ok && rng.gen_bool(BURST_SHARE));
+        at += if quiet_before {
             quiet(&mut rng)
+        } else {
+            burst(&mut rng)
         };
     }
     // Bring everything back, then leave a last quiet gap for the final I5 check. The
@@ -394,8 +398,9 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     steps
 }
 
-/// The enabled fault kinds that fit the budget and the model right now.
-fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
+/// The enabled fault kinds that fit the budget and the model right now; a member
+/// change only after a quiet gap (`quiet_before`).
+fn possible_faults(spec: &PlanSpec, model: &Availability, quiet_before: bool) -> Vec<FaultKind> {
     let room = spec.budget().saturating_sub(model.unavailable());
     let available = model.available(spec.nodes);
     spec.faults
@@ -406,7 +411,7 @@ fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
             FaultKind::Restart => !available.is_empty(),
             FaultKind::Partition => room > 0 && model.cut.is_empty() && available.len() > room,
             FaultKind::OneWay => room > 0 && model.cut.is_empty() && !available.is_empty(),
-            FaultKind::Membership => !membership_steps(spec, model).is_empty(),
+            FaultKind::Membership => quiet_before && !membership_steps(spec, model).is_empty(),
         })
         .collect()
 }

@@ -4,6 +4,7 @@
 
 use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec, Step};
+use super::report::picture::step_node;
 use super::progress::Progress;
 use super::report::{Report, RunParams};
 use super::setup::RunSetup;
@@ -83,10 +84,22 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
             }
             tokio::time::sleep_until(due.min(next_check)).await;
         }
+        let target = step_node(&planned.step);
+        let is_add = matches!(planned.step, Step::Add(_));
+        if target.is_some_and(|n| !is_add && !h.members().contains(&n)) {
+            // A member change that failed (an anomaly already) left the plan's model.
+            progress.event(&format!("skipped `{}`: not a member", planned.step));
+            continue;
+        }
         progress.event(&planned.step.to_string());
         match planned.step {
             Step::Add(_) | Step::Remove(_) => {
                 let step = planned.step.clone();
+                // The change goes through the coordinator: give the election after the
+                // last step its time first (the plan left a quiet gap).
+                if let Some(leader) = h.expected_leader() {
+                    h.wait_for_leader(leader, change_timeout(&spec)).await;
+                }
                 if let Err(e) = h.change_step(step, change_timeout(&spec)).await {
                     h.anomalies.push(format!("step `{}` failed: {e:#}", planned.step));
                 }
