@@ -172,7 +172,10 @@ impl Harness {
             }
             Step::Remove(id) if self.members().contains(&id) => (id, Change::Remove { id }),
             Step::Remove(id) => {
-                anyhow::bail!("node {id} is not a member; members are {:?}", self.members())
+                anyhow::bail!(
+                    "node {id} is not a member; members are {:?}",
+                    self.members()
+                )
             }
             other => anyhow::bail!("`{other}` is no membership step"),
         };
@@ -282,8 +285,7 @@ impl Harness {
     /// The node the available ones must end up following, if one is expected (in
     /// quorum mode only while a majority is available).
     pub fn expected_leader(&self) -> Option<NodeId> {
-        self.availability
-            .expected_leader(self.nodes, self.mode)
+        self.availability.expected_leader(self.nodes, self.mode)
     }
 
     /// The election mode the nodes run.

@@ -4,8 +4,8 @@
 
 use super::harness::{first_election_limit, Harness, HarnessSpec};
 use super::plan::{self, FaultKind, PlanSpec, Step};
-use super::report::picture::step_node;
 use super::progress::Progress;
+use super::report::picture::step_node;
 use super::report::{Report, RunParams};
 use super::setup::RunSetup;
 use crate::wall_clock::wall_ms;
@@ -101,7 +101,8 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
                     h.wait_for_leader(leader, change_timeout(&spec)).await;
                 }
                 if let Err(e) = h.change_step(step, change_timeout(&spec)).await {
-                    h.anomalies.push(format!("step `{}` failed: {e:#}", planned.step));
+                    h.anomalies
+                        .push(format!("step `{}` failed: {e:#}", planned.step));
                 }
             }
             _ => h.execute(planned.step.clone()),

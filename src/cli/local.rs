@@ -23,8 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// The shell's commands, for the greeting and for a typo.
-const COMMANDS: &str =
-    "kill K | start K | pause K | resume K | add K | remove K | status | quit";
+const COMMANDS: &str = "kill K | start K | pause K | resume K | add K | remove K | status | quit";
 
 /// How long a member change may take: an add waits for the new node to catch up.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -266,9 +265,10 @@ async fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
                 Err(e) => fail(e),
             }
         }
-        (_, Some(id)) if !h.members().contains(&id) => {
-            Err(anyhow::anyhow!("no node {id}; members are {:?}", h.members()))
-        }
+        (_, Some(id)) if !h.members().contains(&id) => Err(anyhow::anyhow!(
+            "no node {id}; members are {:?}",
+            h.members()
+        )),
         ("kill" | "k", Some(id)) => take(h, Step::Kill(id)).map(|()| Some((id, NodeState::Down))),
         ("start", Some(id)) => take(h, Step::Start(id)).map(|()| Some((id, NodeState::Live(None)))),
         ("pause" | "p", Some(id)) => {

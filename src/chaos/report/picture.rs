@@ -223,13 +223,20 @@ fn lanes(
         };
         views.apply(entry);
         match entry.record {
-            Record::Started { .. } => (track.member, track.running, track.paused) = (true, true, false),
+            Record::Started { .. } => {
+                (track.member, track.running, track.paused) = (true, true, false)
+            }
             Record::Crashed => (track.running, track.paused) = (false, false),
             Record::Paused => track.paused = track.running,
             Record::Resumed => track.paused = false,
             _ => {}
         }
-        let state = match (track.member, track.running, track.paused, views.get(entry.node)) {
+        let state = match (
+            track.member,
+            track.running,
+            track.paused,
+            views.get(entry.node),
+        ) {
             (false, ..) => State::Absent,
             (_, false, _, _) => State::Down,
             (_, true, true, view) => State::Paused(view),
