@@ -199,6 +199,40 @@ async fn ask_runtime(
     Ok(answer.await?)
 }
 
+/// A membership change: the coordinator carries it out; another node passes it to the
+/// coordinator it follows (once: a passed request that meets a non-coordinator is
+/// refused, so two nodes with different views never bounce it).
+async fn change_members(
+    context: &ApiContext,
+    now: &Status,
+    change: Change,
+    forwarded: bool,
+) -> anyhow::Result<Result<String, String>> {
+    if now.role == Role::Coordinator {
+        let ask = |reply| Command::ChangeMembers { change, reply };
+        return ask_runtime(&context.commands, ask).await;
+    }
+    let Some(coordinator) = now.coordinator.filter(|_| !forwarded) else {
+        return Ok(Err(format!(
+            "node {} does not lead and knows no coordinator to pass the change to; try \
+             again once one is elected (`bully status --cluster`)",
+            now.id
+        )));
+    };
+    let request = Request::ChangeMembers {
+        change,
+        forwarded: true,
+    };
+    let within = Duration::from_millis(CHANGE_TIMEOUT_MS) + Duration::from_secs(5);
+    let answer = switchover::ask_member(&context.members, now, coordinator, request, within).await;
+    Ok(match answer {
+        Ok(Response::Done(text)) => Ok(text),
+        Ok(Response::Refused(text)) => Err(text),
+        Ok(other) => Err(format!("coordinator {coordinator} answered {other:?}")),
+        Err(e) => Err(format!("coordinator {coordinator} is unreachable: {e}")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,38 +267,4 @@ mod tests {
         let again = tokio::time::timeout(Duration::from_millis(300), next_status(&mut status));
         assert!(again.await.is_err(), "no second frame for the same lapse");
     }
-}
-
-/// A membership change: the coordinator carries it out; another node passes it to the
-/// coordinator it follows (once: a passed request that meets a non-coordinator is
-/// refused, so two nodes with different views never bounce it).
-async fn change_members(
-    context: &ApiContext,
-    now: &Status,
-    change: Change,
-    forwarded: bool,
-) -> anyhow::Result<Result<String, String>> {
-    if now.role == Role::Coordinator {
-        let ask = |reply| Command::ChangeMembers { change, reply };
-        return ask_runtime(&context.commands, ask).await;
-    }
-    let Some(coordinator) = now.coordinator.filter(|_| !forwarded) else {
-        return Ok(Err(format!(
-            "node {} does not lead and knows no coordinator to pass the change to; try \
-             again once one is elected (`bully status --cluster`)",
-            now.id
-        )));
-    };
-    let request = Request::ChangeMembers {
-        change,
-        forwarded: true,
-    };
-    let within = Duration::from_millis(CHANGE_TIMEOUT_MS) + Duration::from_secs(5);
-    let answer = switchover::ask_member(&context.members, now, coordinator, request, within).await;
-    Ok(match answer {
-        Ok(Response::Done(text)) => Ok(text),
-        Ok(Response::Refused(text)) => Err(text),
-        Ok(other) => Err(format!("coordinator {coordinator} answered {other:?}")),
-        Err(e) => Err(format!("coordinator {coordinator} is unreachable: {e}")),
-    })
 }
