@@ -90,29 +90,12 @@ impl Cluster {
             .collect();
         let mut members = BTreeMap::new();
         for &id in &ids {
-            let data_dir = spec.dir.join(format!("data/node{id}"));
-            let config = spec.dir.join(format!("node{id}.toml"));
             let peers: Vec<(NodeId, SocketAddr)> = ids
                 .iter()
                 .filter(|&&p| p != id)
                 .map(|&p| (p, route(id, p, &addrs)))
                 .collect();
-            let node = node_config(id, addrs[&id], &data_dir, &cert_dir, &spec, &peers);
-            let text = config::render(&node).context("cannot render a node config")?;
-            fs::write(&config, text)
-                .with_context(|| format!("cannot write {}", config.display()))?;
-            members.insert(
-                id,
-                Member {
-                    addr: addrs[&id],
-                    config,
-                    data_dir,
-                    log: spec.dir.join(format!("node{id}.log")),
-                    child: None,
-                    paused: false,
-                    new: true,
-                },
-            );
+            members.insert(id, write_member(&spec, id, addrs[&id], &peers)?);
         }
         Ok(Cluster {
             client_tls: TlsFiles::for_client(&cert_dir),
@@ -121,6 +104,38 @@ impl Cluster {
             faults: Vec::new(),
             lost_logs: Vec::new(),
         })
+    }
+
+    /// Makes node `id` ready to join at runtime (docs/design.md#membership): a
+    /// certificate from this cluster's CA, a free address, a config listing `peers` (the
+    /// members it must find) and a data dir; starts nothing. A node this handle already
+    /// has (one removed from the list) must be stopped: its store, stale once removed,
+    /// is lost ([`Cluster::lose_store`]) and its config rewritten with `peers`.
+    pub fn add_member(&mut self, id: NodeId, peers: &[NodeId]) -> Result<()> {
+        let peers: Vec<(NodeId, SocketAddr)> = peers
+            .iter()
+            .filter(|&&p| p != id)
+            .map(|&p| (p, self.addr(p)))
+            .collect();
+        if self.members.contains_key(&id) {
+            if self.is_running(id) {
+                bail!("node {id} is running: stop it before it is added again");
+            }
+            if self.data_dir(id).exists() {
+                self.lose_store(id)?;
+            }
+            let addr = self.addr(id);
+            let fresh = write_member(&self.spec, id, addr, &peers)?;
+            self.member_mut(id).config = fresh.config;
+            return Ok(());
+        }
+        let cert_dir = self.spec.dir.join("certs");
+        certs::add_nodes(&cert_dir, &[id])
+            .with_context(|| format!("cannot make a certificate for node {id}"))?;
+        let addr = free_udp_addrs(1)?[0];
+        let member = write_member(&self.spec, id, addr, &peers)?;
+        self.members.insert(id, member);
+        Ok(())
     }
 
     /// Every node ID, ascending.
@@ -369,6 +384,32 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+/// Writes node `id`'s config (listening at `addr`, dialing `peers` at the given
+/// addresses) and returns it as a member not started yet: one helper for
+/// [`Cluster::create_routed`] and [`Cluster::add_member`].
+fn write_member(
+    spec: &ClusterSpec,
+    id: NodeId,
+    addr: SocketAddr,
+    peers: &[(NodeId, SocketAddr)],
+) -> Result<Member> {
+    let cert_dir = spec.dir.join("certs");
+    let data_dir = spec.dir.join(format!("data/node{id}"));
+    let config = spec.dir.join(format!("node{id}.toml"));
+    let node = node_config(id, addr, &data_dir, &cert_dir, spec, peers);
+    let text = config::render(&node).context("cannot render a node config")?;
+    fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
+    Ok(Member {
+        addr,
+        config,
+        data_dir,
+        log: spec.dir.join(format!("node{id}.log")),
+        child: None,
+        paused: false,
+        new: true,
+    })
 }
 
 /// The config of one generated node: absolute paths, the spec's timing and preemption.

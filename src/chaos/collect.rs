@@ -96,6 +96,23 @@ impl Collector {
         })
     }
 
+    /// Follows node `id`'s event log in `data_dir` from its start: a node added at
+    /// runtime, or one whose store was lost (its entries so far are kept).
+    pub fn follow(&mut self, id: NodeId, data_dir: &Path) {
+        let tail = Tail {
+            path: data_dir.join(EVENT_LOG),
+            offset: 0,
+            partial: Vec::new(),
+        };
+        match self.tails.iter_mut().find(|(n, _)| *n == id) {
+            Some((_, old)) => *old = tail,
+            None => {
+                self.tails.push((id, tail));
+                self.nodes.push(Vec::new());
+            }
+        }
+    }
+
     /// Reads what the nodes wrote since the last poll; returns the new entries.
     pub fn poll(&mut self) -> Vec<Entry> {
         let mut fresh = Vec::new();

@@ -11,9 +11,10 @@ use super::report::{Report, RunParams, StepLine};
 use super::setup::RunSetup;
 use super::timeline::{self, Executed, Views};
 use super::verdict::{self, Verdict};
+use crate::client::{Client, ClientError};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::history::{Entry, Record};
-use crate::protocol::{Epoch, Fact, Millis, Mode, NodeId, Preempt, Timing};
+use crate::protocol::{Change, Epoch, Fact, Millis, Mode, NodeId, Preempt, Timing};
 use crate::wall_clock::wall_ms;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -79,7 +80,10 @@ pub struct Harness {
     views: Views,
     availability: Availability,
     executed: Vec<Executed>,
+    /// Every node the harness ever ran, members or not, ascending.
     ids: Vec<NodeId>,
+    /// How many nodes it started with (IDs 1..=nodes).
+    nodes: u64,
     timing: Timing,
     mode: Mode,
     /// When the nodes were started (wall ms): time zero of the report.
@@ -144,10 +148,57 @@ impl Harness {
             timing: spec.timing,
             mode: spec.mode,
             ids,
+            nodes: spec.nodes,
             origin_ms,
             anomalies: Vec::new(),
             declarations: 0,
         })
+    }
+
+    /// Takes a membership step ([`Step::Add`] or [`Step::Remove`]) the way an operator
+    /// would with `bully member` (docs/design.md#membership), for `bully local` and
+    /// the chaos runner alike. An add launches the node ([`Harness::launch_member`]),
+    /// asks the cluster to add it and, once committed, records the step; if refused or
+    /// not answered in time, the new process is stopped again. A removal asks first
+    /// (the coordinator refuses to remove itself) and, once committed, records the
+    /// step, which stops the process. Returns the cluster's answer.
+    pub async fn change_step(&mut self, step: Step, timeout: Duration) -> Result<String> {
+        let (id, change) = match step {
+            Step::Add(id) => {
+                self.launch_member(id)?;
+                let addr = self.cluster.addr(id).to_string();
+                let seat = crate::protocol::Seat::Voter;
+                (id, Change::Add { id, addr, seat })
+            }
+            Step::Remove(id) if self.members().contains(&id) => (id, Change::Remove { id }),
+            Step::Remove(id) => {
+                anyhow::bail!(
+                    "node {id} is not a member; members are {:?}",
+                    self.members()
+                )
+            }
+            other => anyhow::bail!("`{other}` is no membership step"),
+        };
+        match self.change_members(change, timeout).await {
+            Ok(text) => {
+                let before = self.anomalies.len();
+                self.execute(step);
+                match self.anomalies.get(before..).and_then(|new| new.last()) {
+                    Some(anomaly) => Err(anyhow::anyhow!("{anomaly}")),
+                    None => Ok(text),
+                }
+            }
+            Err(e) if matches!(step, Step::Add(_)) => {
+                let _ = self.cluster.stop(id, Duration::from_secs(3));
+                Err(e.context(format!("node {id} was not added (its process is stopped)")))
+            }
+            Err(e) => Err(e.context(format!("node {id} was not removed"))),
+        }
+    }
+
+    /// How many nodes the harness started with (IDs 1..=nodes).
+    pub fn nodes(&self) -> u64 {
+        self.nodes
     }
 
     /// The HTTP address of node `id`, when the harness was started with `http`.
@@ -159,6 +210,61 @@ impl Harness {
     /// Node IDs, ascending.
     pub fn ids(&self) -> &[NodeId] {
         &self.ids
+    }
+
+    /// Writes what node `id` needs to join (certificate, config listing the current
+    /// members, data dir; [`Cluster::add_member`]), follows its event log and starts
+    /// it. It is no member yet: the [`Step::Add`] taken once the cluster committed the
+    /// change makes it one in the runner's model. A node added before and removed
+    /// since joins again on an empty store.
+    pub fn launch_member(&mut self, id: NodeId) -> Result<()> {
+        if self.members().contains(&id) {
+            anyhow::bail!("node {id} is a member already");
+        }
+        let members = self.availability.members(self.nodes);
+        let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
+        self.cluster.add_member(id, &members)?;
+        if had_store {
+            // The checker starts a new per-node history here (I1, I2), as for any
+            // lost store; the cluster's own record of it is not in this history.
+            self.collector.record(id, Record::StoreLost);
+        }
+        self.collector.follow(id, &self.cluster.data_dir(id));
+        if !self.ids.contains(&id) {
+            self.ids.push(id);
+            self.ids.sort_unstable();
+        }
+        self.cluster.start(id)
+    }
+
+    /// The members as the runner last changed them (1..=nodes, plus adds, less
+    /// removals), ascending.
+    pub fn members(&self) -> Vec<NodeId> {
+        self.availability.members(self.nodes)
+    }
+
+    /// Asks the cluster (any member that answers; it passes the change to the
+    /// coordinator) to change its member list, and waits for the answer: once
+    /// committed, or refused.
+    pub async fn change_members(&self, change: Change, timeout: Duration) -> Result<String> {
+        let mut last = anyhow::anyhow!("no member to ask");
+        for id in self.available().into_iter().rev() {
+            let addr = self.cluster.addr(id);
+            let tls = self.cluster.client_tls();
+            let asked = async {
+                let client = Client::connect(addr, tls, Some(id), timeout).await?;
+                anyhow::Ok(client.change_members(change.clone()).await?)
+            };
+            match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(text)) => return Ok(text),
+                Ok(Err(e)) if e.downcast_ref::<ClientError>().is_some_and(refused) => {
+                    return Err(e)
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => last = anyhow::anyhow!("node {id} gave no answer within {timeout:?}"),
+            }
+        }
+        Err(last)
     }
 
     /// Reads what the nodes logged since the last call.
@@ -173,14 +279,13 @@ impl Harness {
 
     /// Nodes that are running, not paused and not cut off, ascending.
     pub fn available(&self) -> Vec<NodeId> {
-        self.availability.available(self.ids.len() as u64)
+        self.availability.available(self.nodes)
     }
 
     /// The node the available ones must end up following, if one is expected (in
     /// quorum mode only while a majority is available).
     pub fn expected_leader(&self) -> Option<NodeId> {
-        self.availability
-            .expected_leader(self.ids.len() as u64, self.mode)
+        self.availability.expected_leader(self.nodes, self.mode)
     }
 
     /// The election mode the nodes run.
@@ -257,7 +362,7 @@ impl Harness {
             }
             Step::Partition(side) => {
                 let relay = self.relay.as_ref().context("partitions need the relay")?;
-                let rest = others(&self.ids, side);
+                let rest = others(&self.availability.members(self.nodes), side);
                 let mut at = wall_ms();
                 for (nodes, cut_off) in [(side, &rest), (&rest, side)] {
                     for &n in nodes.iter() {
@@ -275,7 +380,7 @@ impl Harness {
                     .relay
                     .as_ref()
                     .context("one-way links need the relay")?;
-                let rest = others(&self.ids, &[*n]);
+                let rest = others(&self.availability.members(self.nodes), &[*n]);
                 // Only the deaf node is cut off from anyone: the others still hear it.
                 let record = Record::Partitioned {
                     cut_off: rest.clone(),
@@ -284,10 +389,25 @@ impl Harness {
                 relay.deafen(*n, &rest);
                 at
             }
+            Step::Add(n) => {
+                // Started by `launch_member` before the cluster was asked.
+                let at = wall_ms();
+                if !self.cluster.is_running(*n) {
+                    self.cluster.start(*n)?;
+                }
+                at
+            }
+            Step::Remove(n) => {
+                let at = wall_ms();
+                if self.cluster.is_running(*n) {
+                    self.cluster.stop(*n, Duration::from_secs(3))?;
+                }
+                at
+            }
             Step::Heal => {
                 let relay = self.relay.as_ref().context("healing needs the relay")?;
                 let at = wall_ms();
-                for &n in &self.ids {
+                for n in self.availability.members(self.nodes) {
                     c.record(n, Record::Healed);
                 }
                 relay.heal();
@@ -301,7 +421,7 @@ impl Harness {
     pub fn notice_exits(&mut self) {
         let model = self.availability.clone();
         for &id in &self.ids {
-            let should_run = !model.is_killed(id);
+            let should_run = !model.is_killed(id) && !model.is_removed(id);
             if should_run && !self.cluster.is_running(id) && !self.reported_exit(id) {
                 self.anomalies.push(format!(
                     "node {id} exited by itself; see {}",
@@ -335,16 +455,16 @@ impl Harness {
     /// first window runs from the start with every node live.
     pub fn judge(&self, end_ms: Millis, slack_ms: Millis) -> Verdict {
         let history = self.history();
-        let first_limit = first_election_limit(&self.timing, self.ids.len() as u64, self.mode);
+        let first_limit = first_election_limit(&self.timing, self.nodes, self.mode);
         let mut windows = vec![verdict::Window {
             from_ms: self.origin_ms,
             to_ms: self.executed.first().map_or(end_ms, |s| s.at_ms),
-            live: self.ids.clone(),
+            live: (1..=self.nodes).collect(),
             deadline_ms: Some(self.origin_ms + first_limit.as_millis() as Millis),
         }];
         windows.extend(verdict::windows(
             &self.executed,
-            self.ids.len() as u64,
+            self.nodes,
             end_ms,
             self.mode,
         ));
@@ -448,4 +568,10 @@ impl Harness {
 /// The members of `ids` not in `side`: the other side of a cut.
 fn others(ids: &[NodeId], side: &[NodeId]) -> Vec<NodeId> {
     ids.iter().copied().filter(|n| !side.contains(n)).collect()
+}
+
+/// Whether the node answered with a refusal (the coordinator's word, final), rather
+/// than failing to answer (another member may).
+fn refused(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused { .. })
 }

@@ -33,6 +33,9 @@ pub enum FaultKind {
     /// One-way links: the relay drops everything sent to one node, while what it sends
     /// still arrives (a one-sided firewall rule); a later step heals it.
     OneWay,
+    /// A member list change (docs/design.md#membership): add a spare node, or remove a
+    /// member other than the coordinator (the coordinator never removes itself).
+    Membership,
 }
 
 impl FaultKind {
@@ -53,6 +56,7 @@ impl FaultKind {
             FaultKind::Restart => "restart",
             FaultKind::Partition => "partition",
             FaultKind::OneWay => "one-way",
+            FaultKind::Membership => "membership",
         }
     }
 }
@@ -69,9 +73,13 @@ impl FromStr for FaultKind {
     fn from_str(text: &str) -> Result<Self, String> {
         FaultKind::ALL
             .into_iter()
+            .chain([FaultKind::Membership])
             .find(|k| k.name() == text.trim())
             .ok_or_else(|| {
-                format!("unknown fault `{text}`; use kill, pause, restart, partition or one-way")
+                format!(
+                    "unknown fault `{text}`; use kill, pause, restart, partition, one-way \
+                     or membership"
+                )
             })
     }
 }
@@ -93,6 +101,10 @@ pub enum Step {
     Deafen(NodeId),
     /// Restore every link.
     Heal,
+    /// Start this node and add it to the member list (once committed: it caught up).
+    Add(NodeId),
+    /// Remove this member from the list, then stop its process.
+    Remove(NodeId),
 }
 
 impl Step {
@@ -104,6 +116,7 @@ impl Step {
             Step::Pause(_) => Some(FaultKind::Pause),
             Step::Partition(_) => Some(FaultKind::Partition),
             Step::Deafen(_) => Some(FaultKind::OneWay),
+            Step::Add(_) | Step::Remove(_) => Some(FaultKind::Membership),
             Step::Start(_) | Step::Resume(_) | Step::Heal => None,
         }
     }
@@ -114,6 +127,8 @@ impl Step {
             Step::Start(_) => "start",
             Step::Resume(_) => "resume",
             Step::Heal => "heal",
+            Step::Add(_) => "add",
+            Step::Remove(_) => "remove",
             other => other.fault().map_or("?", FaultKind::name),
         }
     }
@@ -130,6 +145,8 @@ impl fmt::Display for Step {
             Step::Partition(side) => write!(f, "partition {side:?} from the rest"),
             Step::Deafen(n) => write!(f, "deafen node {n} (it hears no one; it is heard)"),
             Step::Heal => write!(f, "heal every link"),
+            Step::Add(n) => write!(f, "add node {n} to the member list"),
+            Step::Remove(n) => write!(f, "remove node {n} from the member list"),
         }
     }
 }
@@ -191,6 +208,11 @@ impl PlanSpec {
     }
 }
 
+/// Spare nodes a `membership` fault may add: IDs nodes+1..=nodes+SPARES. The list
+/// never shrinks below the `nodes` the run started with, so the budget (fewer than
+/// half of `nodes` unavailable) stays a minority of every list.
+pub const SPARES: u64 = 2;
+
 /// How long past the I5 deadline a quiet gap lasts, at least and at most (random).
 const OBSERVE_MIN_MS: u64 = 300;
 const OBSERVE_MAX_MS: u64 = 1200;
@@ -207,6 +229,10 @@ pub struct Availability {
     killed: BTreeSet<NodeId>,
     paused: BTreeSet<NodeId>,
     cut: BTreeSet<NodeId>,
+    /// Nodes added at runtime beyond 1..=nodes (and not removed since).
+    added: BTreeSet<NodeId>,
+    /// Nodes removed from the member list (and not added again since).
+    removed: BTreeSet<NodeId>,
 }
 
 impl Availability {
@@ -217,13 +243,29 @@ impl Availability {
         all.len()
     }
 
-    /// The nodes among 1..=nodes that are running, not paused and not cut off, ascending.
+    /// The members: 1..=nodes, plus the nodes added and less the nodes removed at
+    /// runtime, ascending. Counts and expected leaders follow this list, as the
+    /// nodes' own majorities follow the list they hold (docs/design.md#membership).
+    pub fn members(&self, nodes: u64) -> Vec<NodeId> {
+        let mut all: BTreeSet<NodeId> = (1..=nodes).collect();
+        all.extend(self.added.iter().copied());
+        all.retain(|n| !self.removed.contains(n));
+        all.into_iter().collect()
+    }
+
+    /// The members that are running, not paused and not cut off, ascending.
     pub fn available(&self, nodes: u64) -> Vec<NodeId> {
-        (1..=nodes)
+        self.members(nodes)
+            .into_iter()
             .filter(|n| {
                 !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n)
             })
             .collect()
+    }
+
+    /// Whether the node was removed from the member list (its process is stopped).
+    pub fn is_removed(&self, id: NodeId) -> bool {
+        self.removed.contains(&id)
     }
 
     fn recoveries(&self) -> Vec<Step> {
@@ -239,7 +281,7 @@ impl Availability {
     /// quorum mode nothing can be elected without one; the members that are down,
     /// paused or cut off still count in the denominator, as they do for the nodes.
     pub fn majority_available(&self, nodes: u64) -> bool {
-        self.available(nodes).len() as u64 > nodes / 2
+        self.available(nodes).len() > self.members(nodes).len() / 2
     }
 
     /// The node every available node must end up following, if one is expected: the
@@ -282,6 +324,17 @@ impl Availability {
             Step::Deafen(n) => self.cut = [*n].into(),
             Step::Heal => self.cut.clear(),
             Step::Restart(_) => {}
+            Step::Add(n) => {
+                self.removed.remove(n);
+                self.killed.remove(n);
+                self.added.insert(*n);
+            }
+            Step::Remove(n) => {
+                self.added.remove(n);
+                self.killed.remove(n);
+                self.paused.remove(n);
+                self.removed.insert(*n);
+            }
         }
     }
 }
@@ -301,9 +354,12 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     let burst_max = spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms;
     let tail = (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
     let mut at = rng.gen_range(200..=1000);
+    // Whether a quiet gap (or the first election) came before this step: a member
+    // change needs an established coordinator, so it never follows a burst.
+    let mut quiet_before = true;
     while at + tail <= spec.duration_ms {
         let recoveries = model.recoveries();
-        let faults = possible_faults(spec, &model);
+        let faults = possible_faults(spec, &model, quiet_before);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
         let step = if recover {
             recoveries
@@ -316,12 +372,16 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
             break; // nothing enabled can run (cannot happen with a valid spec)
         };
         let is_fault = step.fault().is_some();
+        // A member change is followed by a quiet gap: the next one (and a removal,
+        // which must not hit the coordinator) needs the last one committed.
+        let burst_ok = step.fault() != Some(FaultKind::Membership);
         model.apply(&step);
         steps.push(Planned { at_ms: at, step });
-        at += if is_fault && rng.gen_bool(BURST_SHARE) {
-            burst(&mut rng)
-        } else {
+        quiet_before = !(is_fault && burst_ok && rng.gen_bool(BURST_SHARE));
+        at += if quiet_before {
             quiet(&mut rng)
+        } else {
+            burst(&mut rng)
         };
     }
     // Bring everything back, then leave a last quiet gap for the final I5 check. The
@@ -338,8 +398,9 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     steps
 }
 
-/// The enabled fault kinds that fit the budget and the model right now.
-fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
+/// The enabled fault kinds that fit the budget and the model right now; a member
+/// change only after a quiet gap (`quiet_before`).
+fn possible_faults(spec: &PlanSpec, model: &Availability, quiet_before: bool) -> Vec<FaultKind> {
     let room = spec.budget().saturating_sub(model.unavailable());
     let available = model.available(spec.nodes);
     spec.faults
@@ -350,6 +411,7 @@ fn possible_faults(spec: &PlanSpec, model: &Availability) -> Vec<FaultKind> {
             FaultKind::Restart => !available.is_empty(),
             FaultKind::Partition => room > 0 && model.cut.is_empty() && available.len() > room,
             FaultKind::OneWay => room > 0 && model.cut.is_empty() && !available.is_empty(),
+            FaultKind::Membership => quiet_before && !membership_steps(spec, model).is_empty(),
         })
         .collect()
 }
@@ -383,7 +445,32 @@ fn fault_step(spec: &PlanSpec, model: &Availability, kind: FaultKind, rng: &mut 
             Step::Partition(side)
         }
         FaultKind::OneWay => Step::Deafen(target(rng)),
+        FaultKind::Membership => membership_steps(spec, model)
+            .choose(rng)
+            .cloned()
+            .expect("membership is enabled only with a step to take"),
     }
+}
+
+/// The member changes that fit now: only with every member up and linked (a change
+/// commits with a majority of the list before and after it), adding the lowest spare
+/// not a member, or removing a member other than the highest (the coordinator, whom
+/// the cluster refuses to remove), while the list stays within nodes..=nodes+SPARES.
+fn membership_steps(spec: &PlanSpec, model: &Availability) -> Vec<Step> {
+    if model.unavailable() > 0 {
+        return Vec::new();
+    }
+    let members = model.members(spec.nodes);
+    let mut steps = Vec::new();
+    if (members.len() as u64) < spec.nodes + SPARES {
+        let spare = (1..=spec.nodes + SPARES).find(|n| !members.contains(n));
+        steps.extend(spare.map(Step::Add));
+    }
+    if members.len() as u64 > spec.nodes {
+        let below_top = &members[..members.len() - 1];
+        steps.extend(below_top.iter().map(|&n| Step::Remove(n)));
+    }
+    steps
 }
 
 #[cfg(test)]

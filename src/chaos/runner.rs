@@ -3,8 +3,9 @@
 //! then stop everything and write the report.
 
 use super::harness::{first_election_limit, Harness, HarnessSpec};
-use super::plan::{self, FaultKind, PlanSpec};
+use super::plan::{self, FaultKind, PlanSpec, Step};
 use super::progress::Progress;
+use super::report::picture::step_node;
 use super::report::{Report, RunParams};
 use super::setup::RunSetup;
 use crate::wall_clock::wall_ms;
@@ -33,6 +34,11 @@ impl ChaosConfig {
             seed: self.setup.seed,
         }
     }
+}
+
+/// How long a member change may take: a quiet gap (the plan leaves one after it).
+fn change_timeout(spec: &PlanSpec) -> Duration {
+    Duration::from_millis(spec.min_quiet_ms())
 }
 
 /// How often the logs are re-read and the invariants re-checked.
@@ -78,8 +84,29 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
             }
             tokio::time::sleep_until(due.min(next_check)).await;
         }
+        let target = step_node(&planned.step);
+        let is_add = matches!(planned.step, Step::Add(_));
+        if target.is_some_and(|n| !is_add && !h.members().contains(&n)) {
+            // A member change that failed (an anomaly already) left the plan's model.
+            progress.event(&format!("skipped `{}`: not a member", planned.step));
+            continue;
+        }
         progress.event(&planned.step.to_string());
-        h.execute(planned.step.clone());
+        match planned.step {
+            Step::Add(_) | Step::Remove(_) => {
+                let step = planned.step.clone();
+                // The change goes through the coordinator: give the election after the
+                // last step its time first (the plan left a quiet gap).
+                if let Some(leader) = h.expected_leader() {
+                    h.wait_for_leader(leader, change_timeout(&spec)).await;
+                }
+                if let Err(e) = h.change_step(step, change_timeout(&spec)).await {
+                    h.anomalies
+                        .push(format!("step `{}` failed: {e:#}", planned.step));
+                }
+            }
+            _ => h.execute(planned.step.clone()),
+        }
     }
     while Instant::now() < end {
         if Instant::now() >= next_check {

@@ -25,13 +25,15 @@ pub struct ChaosArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Fault kinds to inject, comma separated: kill, pause, restart, partition, one-way
-    /// (a node that hears no one while it is still heard).
+    /// (a node that hears no one while it is still heard), membership (add a spare node
+    /// or remove a member at runtime); `all` is the first five.
     #[arg(
         long,
         value_delimiter = ',',
+        value_parser = parse_faults,
         default_value = "kill,pause,restart,partition,one-way"
     )]
-    pub faults: Vec<FaultKind>,
+    pub faults: Vec<Vec<FaultKind>>,
     /// Timing profile of the nodes.
     #[arg(long, value_enum, default_value_t = TimingProfile::Default)]
     pub timing: TimingProfile,
@@ -178,7 +180,7 @@ fn workload(args: &ChaosArgs, setup: RunSetup) -> Result<Workload, String> {
             let config = ChaosConfig {
                 setup,
                 duration: args.duration,
-                faults: dedup(&args.faults),
+                faults: dedup(&args.faults.concat()),
             };
             config.plan_spec().validate()?;
             Ok(Workload::Chaos(config))
@@ -212,6 +214,15 @@ fn finish(report: &Report, json: Option<&Path>, html: Option<&Path>) -> ExitCode
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// One `--faults` item: a kind, or `all` for every kind in [`FaultKind::ALL`] (so a
+/// new kind such as membership is asked for by name: `all,membership`).
+fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
+    match text.trim() {
+        "all" => Ok(FaultKind::ALL.to_vec()),
+        one => Ok(vec![one.parse()?]),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `bully local --nodes N`: a whole cluster of real node processes on loopback, a live
 //! view of every node, and a tiny shell (`kill K`, `start K`, `pause K`, `resume K`,
-//! `status`, `quit`) so a newcomer can watch the bully take over.
+//! `add K`, `remove K`, `status`, `quit`) so a newcomer can watch the bully take over
+//! and the member list change (docs/design.md#membership).
 
 use super::local_board::{Board, NodeState};
 use super::run_dir::RunDir;
@@ -20,6 +21,12 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+/// The shell's commands, for the greeting and for a typo.
+const COMMANDS: &str = "kill K | start K | pause K | resume K | add K | remove K | status | quit";
+
+/// How long a member change may take: an add waits for the new node to catch up.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A status update from one node's watcher; `None` means the node is unreachable.
 type Update = (NodeId, Option<Status>);
@@ -95,7 +102,7 @@ async fn start(args: &LocalArgs, dir: &Path) -> anyhow::Result<Harness> {
             h.cluster.pid(id).unwrap_or(0)
         );
     }
-    println!("commands: kill K | start K | pause K | resume K | status | quit");
+    println!("commands: {COMMANDS}");
     Ok(h)
 }
 
@@ -124,6 +131,12 @@ impl Watchers {
             watchers.watch(id);
         }
         watchers
+    }
+
+    /// (Re)starts node `id`'s watcher; `addr` for a node added at runtime.
+    fn watch_at(&mut self, id: NodeId, addr: SocketAddr) {
+        self.addrs.insert(id, addr);
+        self.watch(id);
     }
 
     /// (Re)starts node `id`'s watcher.
@@ -171,9 +184,19 @@ async fn shell(h: &mut Harness, watchers: &mut Watchers) {
             }
             line = stdin.next_line(), if stdin_open => match line {
                 Ok(Some(line)) => {
-                    match command(h, line.trim(), &mut board) {
+                    match command(h, line.trim(), &mut board).await {
                         Outcome::Quit => break,
                         Outcome::Stay => {}
+                        Outcome::Joined(id) => {
+                            watchers.watch_at(id, h.cluster.addr(id));
+                            board.set(id, NodeState::Live(None));
+                            println!("           {}", board.agreement());
+                        }
+                        Outcome::Left(id) => {
+                            watchers.stop(id);
+                            board.remove(id);
+                            println!("           {}", board.agreement());
+                        }
                         Outcome::Changed(id, state) => {
                             match state {
                                 NodeState::Live(_) => watchers.watch(id),
@@ -197,10 +220,14 @@ enum Outcome {
     Stay,
     /// A node's process was killed, started, paused or resumed: its new state.
     Changed(NodeId, NodeState),
+    /// A node was added to the member list: it joins the board.
+    Joined(NodeId),
+    /// A node was removed from the member list and stopped: it leaves the board.
+    Left(NodeId),
 }
 
 /// Runs one shell command.
-fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
+async fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
     let mut words = line.split_whitespace();
     let verb = words.next().unwrap_or("");
     let target: Option<NodeId> = words.next().and_then(|w| w.parse().ok());
@@ -209,7 +236,7 @@ fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
         ("quit" | "exit" | "q", _) => return Outcome::Quit,
         ("status" | "s", _) => {
             // A node that died on its own is down too, whatever its watcher last heard.
-            for id in h.ids().to_vec() {
+            for id in h.members() {
                 if !h.cluster.is_running(id) {
                     board.set(id, NodeState::Down);
                 }
@@ -220,9 +247,28 @@ fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
             println!("  {}", board.agreement());
             Ok(None)
         }
-        (_, Some(id)) if !h.ids().contains(&id) => {
-            Err(anyhow::anyhow!("no node {id}; nodes are {:?}", h.ids()))
+        ("add" | "a", Some(id)) => {
+            return match h.change_step(Step::Add(id), CHANGE_TIMEOUT).await {
+                Ok(text) => {
+                    println!("  started node {id} at {}; {text}", h.cluster.addr(id));
+                    Outcome::Joined(id)
+                }
+                Err(e) => fail(e),
+            }
         }
+        ("remove" | "rm", Some(id)) => {
+            return match h.change_step(Step::Remove(id), CHANGE_TIMEOUT).await {
+                Ok(text) => {
+                    println!("  {text}; node {id} stopped");
+                    Outcome::Left(id)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        (_, Some(id)) if !h.members().contains(&id) => Err(anyhow::anyhow!(
+            "no node {id}; members are {:?}",
+            h.members()
+        )),
         ("kill" | "k", Some(id)) => take(h, Step::Kill(id)).map(|()| Some((id, NodeState::Down))),
         ("start", Some(id)) => take(h, Step::Start(id)).map(|()| Some((id, NodeState::Live(None)))),
         ("pause" | "p", Some(id)) => {
@@ -231,18 +277,19 @@ fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
         ("resume" | "r", Some(id)) => {
             take(h, Step::Resume(id)).map(|()| Some((id, NodeState::Live(None))))
         }
-        _ => Err(anyhow::anyhow!(
-            "unknown command `{line}`; try kill K, start K, pause K, resume K, status, quit"
-        )),
+        _ => Err(anyhow::anyhow!("unknown command `{line}`; try {COMMANDS}")),
     };
     match result {
         Ok(Some((id, state))) => Outcome::Changed(id, state),
         Ok(None) => Outcome::Stay,
-        Err(e) => {
-            println!("  {e}");
-            Outcome::Stay
-        }
+        Err(e) => fail(e),
     }
+}
+
+/// Prints why a command failed; the shell goes on.
+fn fail(e: anyhow::Error) -> Outcome {
+    println!("  {e:#}");
+    Outcome::Stay
 }
 
 /// Takes a step if the node's state allows it (a typo is no fault to record).

@@ -53,6 +53,11 @@ impl Board {
         self.nodes.insert(id, state);
     }
 
+    /// Forgets a node removed from the member list: it leaves the board.
+    pub fn remove(&mut self, id: NodeId) {
+        self.nodes.remove(&id);
+    }
+
     /// One line per node for `status`.
     pub fn lines(&self) -> Vec<String> {
         self.nodes

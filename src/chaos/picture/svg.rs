@@ -293,6 +293,8 @@ fn agreement(out: &mut String, g: &Geometry, picture: &Picture) {
 /// One band of a lane, with the epoch written on coordinator bands.
 fn draw_band(out: &mut String, g: &Geometry, node: NodeId, top: u32, band: &Band) {
     let (class, text) = match band.state {
+        // Not a member then: the lane stays empty (it appears and leaves).
+        State::Absent => return,
         State::Down => ("b-d", "down".to_string()),
         State::Starting => ("b-s", "started, no view published yet".to_string()),
         State::Paused(view) => (
@@ -422,15 +424,7 @@ fn overlaps(out: &mut String, g: &Geometry, picture: &Picture) {
 /// One step: a line across the lanes and a glyph on the node it hit (partitions and
 /// heals in the faults row).
 fn fault(out: &mut String, g: &Geometry, picture: &Picture, at: Millis, step: &Step) {
-    let node = match step {
-        Step::Kill(n)
-        | Step::Restart(n)
-        | Step::Pause(n)
-        | Step::Start(n)
-        | Step::Resume(n)
-        | Step::Deafen(n) => Some(*n),
-        Step::Partition(_) | Step::Heal => None,
-    };
+    let node = crate::chaos::report::picture::step_node(step);
     let mut title = format!("{} s: {step}", secs(at));
     if let Step::Partition(cut) = step {
         let rest: Vec<NodeId> = picture

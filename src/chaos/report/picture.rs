@@ -6,6 +6,7 @@
 //! are ms since the run's start, clipped to the run.
 
 use crate::chaos::office::{self, PartitionSpan};
+use crate::chaos::plan::Step;
 use crate::chaos::timeline::{self, Executed, Sample, Timeline, Views};
 use crate::checker::{self, Office};
 use crate::history::{Entry, Record};
@@ -23,6 +24,9 @@ pub enum State {
     Paused(Option<View>),
     /// The node published this view: candidate, follower or coordinator.
     Believes(View),
+    /// Not in the member list: before its first start, for a node added at runtime,
+    /// or after its removal (docs/design.md#membership). Its lane is left empty there.
+    Absent,
 }
 
 /// One stretch of one state on a lane.
@@ -102,7 +106,7 @@ impl Picture {
             .collect();
         Picture {
             span_ms: end - origin,
-            lanes: lanes(source.history, source.ids, origin, end),
+            lanes: lanes(source.history, source.ids, source.steps, origin, end),
             overlaps: checker::overlaps(&offices),
             offices,
             agreement: timeline::stretches(&source.timeline.changes, origin, end)
@@ -146,6 +150,9 @@ impl Picture {
 /// the bands already closed.
 #[derive(Debug)]
 struct Track {
+    /// In the member list: from its first start if it was added at runtime, until a
+    /// removal, and again from its next start.
+    member: bool,
     running: bool,
     paused: bool,
     since: Millis,
@@ -154,44 +161,93 @@ struct Track {
 }
 
 /// Each member's lane: views from [`Views`] (which forgets a killed node's view), the
-/// process's state from the runner's and the node's own records.
-fn lanes(history: &[Entry], ids: &[NodeId], origin: Millis, end: Millis) -> Vec<Lane> {
+/// process's state from the runner's and the node's own records, and membership from
+/// the runner's steps: a node added at runtime appears at its first start, a removed
+/// one leaves at its [`Step::Remove`] and appears again when started anew.
+fn lanes(
+    history: &[Entry],
+    ids: &[NodeId],
+    steps: &[Executed],
+    origin: Millis,
+    end: Millis,
+) -> Vec<Lane> {
+    let added: Vec<NodeId> = ids
+        .iter()
+        .copied()
+        .filter(|&id| {
+            let first = steps.iter().find(|s| step_node(&s.step) == Some(id));
+            first.is_some_and(|s| matches!(s.step, Step::Add(_)))
+        })
+        .collect();
+    let mut removals: Vec<(Millis, NodeId)> = steps
+        .iter()
+        .filter_map(|s| match s.step {
+            Step::Remove(n) => Some((s.at_ms, n)),
+            _ => None,
+        })
+        .collect();
+    removals.reverse(); // popped in time order
     let mut views = Views::new(ids);
     let mut tracks: BTreeMap<NodeId, Track> = ids
         .iter()
         .map(|&id| {
+            let member = !added.contains(&id);
             let track = Track {
+                member,
                 running: false,
                 paused: false,
                 since: 0,
-                state: State::Down,
+                state: if member { State::Down } else { State::Absent },
                 bands: Vec::new(),
             };
             (id, track)
         })
         .collect();
+    let set = |track: &mut Track, at_ms: Millis, state: State| {
+        if track.state != state {
+            let now = at_ms.max(origin) - origin;
+            push(&mut track.bands, track.since, now, track.state);
+            (track.since, track.state) = (now, state);
+        }
+    };
     for entry in history.iter().filter(|e| e.at_ms <= end) {
+        while let Some(&(at_ms, node)) = removals.last().filter(|(at, _)| *at <= entry.at_ms) {
+            removals.pop();
+            if let Some(track) = tracks.get_mut(&node) {
+                track.member = false;
+                set(track, at_ms, State::Absent);
+            }
+        }
         let Some(track) = tracks.get_mut(&entry.node) else {
             continue;
         };
         views.apply(entry);
         match entry.record {
-            Record::Started { .. } => (track.running, track.paused) = (true, false),
+            Record::Started { .. } => {
+                (track.member, track.running, track.paused) = (true, true, false)
+            }
             Record::Crashed => (track.running, track.paused) = (false, false),
             Record::Paused => track.paused = track.running,
             Record::Resumed => track.paused = false,
             _ => {}
         }
-        let state = match (track.running, track.paused, views.get(entry.node)) {
-            (false, _, _) => State::Down,
-            (true, true, view) => State::Paused(view),
-            (true, false, None) => State::Starting,
-            (true, false, Some(view)) => State::Believes(view),
+        let state = match (
+            track.member,
+            track.running,
+            track.paused,
+            views.get(entry.node),
+        ) {
+            (false, ..) => State::Absent,
+            (_, false, _, _) => State::Down,
+            (_, true, true, view) => State::Paused(view),
+            (_, true, false, None) => State::Starting,
+            (_, true, false, Some(view)) => State::Believes(view),
         };
-        if track.state != state {
-            let now = entry.at_ms.max(origin) - origin;
-            push(&mut track.bands, track.since, now, track.state);
-            (track.since, track.state) = (now, state);
+        set(track, entry.at_ms, state);
+    }
+    for (at_ms, node) in removals.into_iter().rev().filter(|(at, _)| *at <= end) {
+        if let Some(track) = tracks.get_mut(&node) {
+            set(track, at_ms, State::Absent);
         }
     }
     tracks
@@ -204,6 +260,21 @@ fn lanes(history: &[Entry], ids: &[NodeId], origin: Millis, end: Millis) -> Vec<
             }
         })
         .collect()
+}
+
+/// The node a step aims at, if one (partitions and heals aim at none).
+pub fn step_node(step: &Step) -> Option<NodeId> {
+    match step {
+        Step::Kill(n)
+        | Step::Restart(n)
+        | Step::Pause(n)
+        | Step::Start(n)
+        | Step::Resume(n)
+        | Step::Deafen(n)
+        | Step::Add(n)
+        | Step::Remove(n) => Some(*n),
+        Step::Partition(_) | Step::Heal => None,
+    }
 }
 
 /// Appends a band, skipping empty ones and merging it into the last one when it goes
@@ -343,6 +414,7 @@ pub(crate) mod tests {
             .map(|b| {
                 let kind = match b.state {
                     State::Down => "down",
+                    State::Absent => "absent",
                     State::Starting => "starting",
                     State::Paused(_) => "paused",
                     State::Believes(v) => match v.role {

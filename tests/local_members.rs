@@ -1,0 +1,50 @@
+//! `bully local`'s `add K` and `remove K` (src/cli/local.rs) on real processes: a node
+//! the session never had joins and takes over (preempt always), the coordinator's own
+//! removal is refused with the reason, a follower is removed and leaves the board, and
+//! is added again on an empty store. Every wait is bounded; the session's process group
+//! is killed by ID when dropped, also on panic (tests/common/session.rs).
+
+#[path = "common/browser.rs"]
+mod browser;
+mod common;
+#[path = "common/session.rs"]
+mod session;
+
+use common::binary;
+use session::Session;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn local_adds_and_removes_members() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = Command::new(binary());
+    command
+        .args(["local", "--nodes", "3", "--timing", "fast", "--dir"])
+        .arg(dir.path().join("cluster"));
+    let mut local = Session::spawn(command);
+    let within = Duration::from_secs(60);
+    local.lines_until("coordinator 3 (3 of 3 reachable agree)", within);
+
+    local.type_line("add 4");
+    local.lines_until("node 4 joined as a voting member", within);
+    local.lines_until("coordinator 4 (4 of 4 reachable agree)", within);
+
+    local.type_line("remove 4");
+    local.lines_until("that node is the coordinator", within);
+
+    local.type_line("remove 2");
+    local.lines_until("node 2 left the cluster", within);
+    local.type_line("status");
+    let shown = local.lines_until("reachable", within);
+    assert!(
+        !shown.iter().any(|l| l.contains("node 2 ")),
+        "node 2 left the board: {shown:#?}"
+    );
+
+    local.type_line("add 2");
+    local.lines_until("node 2 joined as a voting member", within);
+    local.lines_until("coordinator 4 (4 of 4 reachable agree)", within);
+    local.type_line("quit");
+    local.lines_until("stopped every node", within);
+}
