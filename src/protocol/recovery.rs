@@ -57,9 +57,11 @@ impl Recovery {
     /// from `others` (the voters of that list but itself), `majority` of its voters
     /// needed for a quorum. A list committed after the forgotten term carries a stamp at
     /// or above it, which the node observed when it stored the list (`membership.rs`).
-    pub(super) fn relist(&mut self, others: &BTreeSet<NodeId>, majority: usize) {
+    /// `votes`: whether this node is a voter of that list itself (a learner is not: the
+    /// majorities it must meet lie among the others alone).
+    pub(super) fn relist(&mut self, others: &BTreeSet<NodeId>, majority: usize, votes: bool) {
         self.heard.retain(|p| others.contains(p));
-        self.needed = reports_needed(others.len() + 1, majority);
+        self.needed = reports_needed(others.len() + usize::from(votes), majority);
     }
 
     /// When the machine must act next for this recovery (send or repeat the query).

@@ -139,7 +139,7 @@ impl Machine {
     /// removed: a node outside our list whose message shows an older list gets ours
     /// (rate-limited like any push), so a member removed while it was down learns it.
     pub(super) fn tell_stranger(&mut self, from: NodeId, id: ConfigId, now: Millis) {
-        if id.stamp.is_some() && id < self.members.id {
+        if id < self.members.id {
             self.note_list(from, id, now);
             self.member_state.shown.remove(&from);
         }
@@ -177,7 +177,11 @@ impl Machine {
         if let Some(recovery) = self.recovery.as_mut() {
             let other_voters: BTreeSet<NodeId> =
                 voters.iter().copied().filter(|&v| v != me).collect();
-            recovery.relist(&other_voters, majority_of(voters.len()));
+            recovery.relist(
+                &other_voters,
+                majority_of(voters.len()),
+                voters.contains(&me),
+            );
         }
         let keep = self.peers_to_keep();
         self.reach.retain(|p, _| keep.contains(p));

@@ -147,8 +147,13 @@ impl Machine {
         // An empty store may be a lost one: learn the terms it forgot first (from the
         // voters: only their acceptances made a term).
         let empty = loaded.term == 0 && loaded.accepted.is_none();
-        let recovery = (empty && config.recover_empty_store && other_voters > 0)
-            .then(|| Recovery::new(other_voters, majority, &config.timing, now));
+        let recovery = (empty && config.recover_empty_store && other_voters > 0).then(|| {
+            let mut recovery = Recovery::new(other_voters, majority, &config.timing, now);
+            let voters = members.voters();
+            let others = voters.iter().copied().filter(|&v| v != config.id).collect();
+            recovery.relist(&others, majority, voters.contains(&config.id));
+            recovery
+        });
         let may_lead = members.get(config.id).is_some_and(Member::may_lead);
         let mut machine = Machine {
             eligible: config.eligible && may_lead,
