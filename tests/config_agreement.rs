@@ -238,16 +238,7 @@ async fn two_members_added_at_once_never_give_two_coordinators() {
             status.as_ref().map_or("down".into(), |s| s.line())
         );
     }
-    let history = t.cluster.history();
-    let timing = Timing::default();
-    let mut violations =
-        bully::checker::check_no_overlap(&history, bully::checker::lease_bound_ms(&timing));
-    violations.extend(bully::checker::check_one_per_term(&history));
-    assert!(
-        violations.is_empty(),
-        "{violations:#?}\n{}",
-        bully::history::tail(&history, 80)
-    );
+    common::assert_offices_never_overlap(&t);
     for old in [1, 2] {
         assert_never_declared(&t, old);
     }

@@ -204,14 +204,5 @@ async fn three_to_five_to_three_with_member_commands_only() {
         files,
         "the config files were never edited"
     );
-    let history = t.cluster.history();
-    let timing = Timing::default();
-    let mut violations =
-        bully::checker::check_no_overlap(&history, bully::checker::lease_bound_ms(&timing));
-    violations.extend(bully::checker::check_one_per_term(&history));
-    assert!(
-        violations.is_empty(),
-        "{violations:#?}\n{}",
-        bully::history::tail(&history, 80)
-    );
+    common::assert_offices_never_overlap(&t);
 }

@@ -2,7 +2,7 @@
 //! (docs/design.md#membership). A change goes to the first node that answers, which
 //! passes it to the coordinator; the answer comes once the list is committed.
 
-use super::query::{connect_first, first_status};
+use super::query::{connect_first, first_status, print_answer};
 use super::{print_json, QueryArgs};
 use crate::protocol::{Change, NodeId, Role, Seat};
 use clap::Subcommand;
@@ -68,16 +68,7 @@ pub async fn run(action: MemberAction) -> ExitCode {
         Ok(client) => client,
         Err(code) => return code,
     };
-    match client.change_members(change).await {
-        Ok(text) => {
-            println!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    print_answer(client.change_members(change).await)
 }
 
 /// `bully member list`.

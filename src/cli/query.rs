@@ -163,6 +163,11 @@ pub async fn step_down(args: &QueryArgs, for_: Duration, to: Option<NodeId>) -> 
         Some(to) => client.switch_over(to, for_ms).await,
         None => client.step_down(for_ms).await,
     };
+    print_answer(answer)
+}
+
+/// A command's answer on stdout (exit 0), or its refusal on stderr (exit 1).
+pub(super) fn print_answer(answer: Result<String, crate::client::ClientError>) -> ExitCode {
     match answer {
         Ok(text) => {
             println!("{text}");

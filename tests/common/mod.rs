@@ -234,3 +234,18 @@ pub async fn five_behind_relay(dir: &Path, mode: Mode) -> bully::chaos::harness:
     .await
     .expect("start 5 nodes behind the relay")
 }
+
+/// I6 (no two offices overlap) and I7 (one holder per term) on the merged event logs of
+/// a cluster run at default timing; fails with the violations and the history's tail.
+pub fn assert_offices_never_overlap(t: &TestCluster) {
+    let history = t.cluster.history();
+    let timing = Timing::default();
+    let mut violations =
+        bully::checker::check_no_overlap(&history, bully::checker::lease_bound_ms(&timing));
+    violations.extend(bully::checker::check_one_per_term(&history));
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}",
+        bully::history::tail(&history, 80)
+    );
+}
