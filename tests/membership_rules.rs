@@ -15,10 +15,7 @@ fn ep(term: u64, leader: NodeId) -> Epoch {
 }
 
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
-    MachineConfig {
-        recover_empty_store: false,
-        ..MachineConfig::new(id, peers.to_vec())
-    }
+    drive::rule_member(id, peers)
 }
 
 fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {

@@ -27,8 +27,7 @@ fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
     // tests/quorum_rules.rs. Empty stores are recovered there (`store_recovery_*`).
     MachineConfig {
         mode: Mode::Classic,
-        recover_empty_store: false,
-        ..MachineConfig::new(id, peers.to_vec())
+        ..drive::rule_member(id, peers)
     }
 }
 

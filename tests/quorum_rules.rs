@@ -13,13 +13,8 @@ fn ep(term: u64, leader: NodeId) -> Epoch {
     Epoch { term, leader }
 }
 
-/// A member whose empty store needs no recovery, so a test can start it at t = 0;
-/// the recovery rules have their own tests (`store_recovery_*`).
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
-    MachineConfig {
-        recover_empty_store: false,
-        ..MachineConfig::new(id, peers.to_vec())
-    }
+    drive::rule_member(id, peers)
 }
 
 fn start(config: MachineConfig, cells: Cells, now: Millis) -> Machine {

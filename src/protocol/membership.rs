@@ -332,6 +332,16 @@ mod tests {
 
     const E: Epoch = Epoch { term: 4, leader: 3 };
 
+    /// `three()` after coordinator 3 added node 4, a learner.
+    fn with_learner_four() -> Membership {
+        let add = Change::Add {
+            id: 4,
+            addr: "h:1".into(),
+            seat: Seat::Voter,
+        };
+        three().apply(&add, 3, E).unwrap()
+    }
+
     #[test]
     fn a_stamped_list_outranks_every_seeded_one_and_stamp_outranks_version() {
         let seeded = ConfigId {
@@ -351,17 +361,7 @@ mod tests {
 
     #[test]
     fn add_enters_as_learner_and_promote_gives_the_seat() {
-        let added = three()
-            .apply(
-                &Change::Add {
-                    id: 4,
-                    addr: "h:1".into(),
-                    seat: Seat::Voter,
-                },
-                3,
-                E,
-            )
-            .unwrap();
+        let added = with_learner_four();
         assert_eq!(added.id.version, 1);
         assert_eq!(added.voters().len(), 3, "a learner does not vote");
         assert!(added.never_lead().contains(&4));
@@ -401,17 +401,7 @@ mod tests {
 
     #[test]
     fn majorities_count_only_voters() {
-        let list = three()
-            .apply(
-                &Change::Add {
-                    id: 4,
-                    addr: "h:1".into(),
-                    seat: Seat::Voter,
-                },
-                3,
-                E,
-            )
-            .unwrap();
+        let list = with_learner_four();
         assert!(
             !list.has_majority(&[1, 4].into()),
             "the learner's ack is no vote"
