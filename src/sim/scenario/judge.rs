@@ -128,10 +128,17 @@ impl Judge {
             let leaderless = !members.iter().any(can_lead) && stuck.iter().any(can_lead);
             let explained = !stuck.is_empty()
                 && (leaderless || (mode == Mode::Quorum && list.as_ref().is_some_and(lacking)));
-            if explained {
-                gaps.extend(converged.into_iter().map(|v| (Gap::RecoveryStuck, v)));
-            } else {
+            // A recovery short of reporters because enough voters are down is the rule
+            // at work, not a gap: its lost votes may lie with them (src/protocol/
+            // recovery.rs), and until they are back no leader is owed.
+            let stuck: Vec<NodeId> = stuck
+                .into_iter()
+                .filter(|&id| !reporters_down(sim, id, &members))
+                .collect();
+            if !explained {
                 violations.extend(converged);
+            } else if !stuck.is_empty() {
+                gaps.extend(converged.into_iter().map(|v| (Gap::RecoveryStuck, v)));
             }
             gaps.extend(
                 stuck_recoveries(sim, &stuck, deadline_ms)
@@ -184,6 +191,21 @@ fn outsiders_lead(
         ));
     }
     (informed, unaware)
+}
+
+/// Whether node `id`'s store recovery cannot complete with the voters that are up: the
+/// voters of its list other than itself that are live and not recovering themselves
+/// (`answering`) are fewer than the reports it needs.
+fn reporters_down(sim: &Sim, id: NodeId, answering: &[NodeId]) -> bool {
+    let Some((_, needed)) = sim.recovery_progress(id) else {
+        return false;
+    };
+    let voters = sim.members(id).map(|l| l.voters()).unwrap_or_default();
+    let up = voters
+        .iter()
+        .filter(|&&v| v != id && answering.contains(&v))
+        .count();
+    up < needed
 }
 
 /// Members still recovering an empty store at the end, after every member came back:
