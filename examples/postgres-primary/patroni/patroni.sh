@@ -294,19 +294,36 @@ apply_timing() { # NAME: PATCH /config on any node that answers, then wait until
     local t l r body n
     read -r t l r <<< "$(timing_values "$1")"
     body=$(printf '{"ttl": %d, "loop_wait": %d, "retry_timeout": %d}' "$t" "$l" "$r")
-    local end; end=$(deadline 30)
+    local end; end=$(deadline 60)
     while before "$end"; do
         for n in 1 2 3; do
             if curl -fsS -m 2 -X PATCH -H 'Content-Type: application/json' -d "$body" \
                 "http://127.0.0.1:$(api_port "$n")/config" >/dev/null 2>&1; then
                 echo "$1" > "$BASE/timing"
-                echo "timing=$1 ttl=$t loop_wait=$l retry_timeout=$r"
-                return 0
+                # in force once the leader renewed its lock with a lease of the new TTL
+                while before "$end"; do
+                    if [ "$(leader_lease_ttl)" = "$t" ]; then
+                        echo "timing=$1 ttl=$t loop_wait=$l retry_timeout=$r"
+                        return 0
+                    fi
+                    sleep 0.2
+                done
+                die "the leader lock's lease did not take ttl=$t within 60 s"
             fi
         done
         sleep 0.2
     done
-    die "could not PATCH /config with $body within 30 s"
+    die "could not PATCH /config with $body within 60 s"
+}
+
+# etcd's view (v3 JSON gateway): the leader key's value (node name) and its lease's TTL
+etcd_post() { curl -fsS -m 1 -X POST "http://127.0.0.1:$ETCD_PORT/v3/$1" -d "$2" 2>/dev/null; }
+leader_kv() { etcd_post kv/range "{\"key\":\"$(printf /service/bench/leader | base64 -w0)\"}" | jq -c '.kvs[0] // empty'; }
+etcd_leader() { leader_kv | jq -r '.value // empty' | base64 -d 2>/dev/null || true; }
+leader_lease_ttl() {
+    local lease; lease=$(leader_kv | jq -r '.lease // empty')
+    [ -n "$lease" ] && etcd_post lease/timetolive "{\"ID\":\"$lease\"}" | jq -r '.grantedTTL // empty'
+    return 0
 }
 
 cmd_start() {
@@ -411,7 +428,7 @@ cmd_status() {
         echo "node=$n role=$role state=$state patroni_pid=$(alive "patroni$n" && pidof_rec "patroni$n" || echo -) postgres_pid=$(postmaster_pid "$n" | grep . || echo -) pg_port=$(pg_port "$n") api_port=$(api_port "$n") etcd_link=$(cat "$RUN/proxy$n.state" 2>/dev/null || echo down)"
     done
     prim=$(current_primary)
-    echo "primary=${prim:-none} haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown)"
+    echo "primary=${prim:-none} etcd_leader=$(etcd_leader | grep . || echo none) lease_ttl=$(leader_lease_ttl | grep . || echo -) haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown)"
 }
 
 cmd_pids() { # N
