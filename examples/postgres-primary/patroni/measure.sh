@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Measure failovers by hand against a running cluster (patroni.sh start first):
 #
-#   measure.sh default|tight kill|cut|pause-patroni|pause-postgres [RUNS]
+#   measure.sh default|tight kill|cut|pause-patroni|pause-postgres|restart-all [RUNS]
 #
 # Each run: wait until healthy, start writer.py (one INSERT every 10 ms through HAProxy,
 # synchronous_commit = on) for >= 3 s, apply the fault to the primary, wait until writes
 # commit again (at most 180 s) plus 2 s, stop the writer, undo the fault (kill: restart
-# the node; cut: heal; pause: resume), wait until the old primary rejoined (healthy), then
+# the node; cut: heal; pause: resume; restart-all kills all three hosts with kill -9 and
+# restarts them at once, so the writes resume only after the restart), wait until the old primary rejoined (healthy), then
 # count the acknowledged ids the table lacks. One result line per run on stdout and in
 # $PT_BASE/measure/results:
 #   timing=.. fault=.. run=.. old=N new=M gap_s=.. fault_to_ok_s=.. lost=.. dual_primary_s=.. load=..
@@ -16,7 +17,7 @@ set -euo pipefail
 here=$(cd -- "$(dirname -- "$0")" && pwd)
 P=$here/patroni.sh
 timing=${1:?default|tight}
-fault=${2:?kill|cut|pause-patroni|pause-postgres}
+fault=${2:?kill|cut|pause-patroni|pause-postgres|restart-all}
 runs=${3:-3}
 BASE=${PT_BASE:-$here/run}
 [ -f "$BASE/ports.env" ] || { echo "measure.sh: no cluster in $BASE: patroni.sh start first" >&2; exit 1; }
@@ -50,6 +51,10 @@ for i in $(seq 1 "$runs"); do
     cut) "$P" cut "$old" >/dev/null ;;
     pause-patroni) "$P" pause "$old" patroni >/dev/null ;;
     pause-postgres) "$P" pause "$old" postgres >/dev/null ;;
+    restart-all)
+        for n in 1 2 3; do "$P" kill "$n" >/dev/null; done
+        for n in 1 2 3; do "$P" restart "$n" >/dev/null; done
+        ;;
     *) echo "unknown fault $fault" >&2; kill "$wpid"; exit 2 ;;
     esac
     # writes commit again: last_ok after the fault (bounded)

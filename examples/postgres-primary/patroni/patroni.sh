@@ -30,7 +30,9 @@
 #                    script runs as root (default postgres, from Debian's postgresql)
 #   PT_PG_BIN        PostgreSQL 15 binaries (default: /usr/lib/postgresql/15/bin, else
 #                    the directory of pg_ctl on the PATH)
-#   PT_START_TIMEOUT seconds start and restart wait for health (default 120)
+#   PT_START_TIMEOUT seconds start and wait-healthy wait for health (default 120)
+#   PT_SYNC_STRICT   true: synchronous_mode_strict (commits block while no sync standby);
+#                    default false (a new cluster only: it goes into bootstrap.dcs)
 set -euo pipefail
 here=$(cd -- "$(dirname -- "$0")" && pwd)
 PY=/usr/bin/python3
@@ -60,6 +62,7 @@ load_ports() {
     PG_PORT1=${PT_PG_PORT1:-$((b + 11))}; PG_PORT2=${PT_PG_PORT2:-$((b + 12))}; PG_PORT3=${PT_PG_PORT3:-$((b + 13))}
     API_PORT1=${PT_API_PORT1:-$((b + 21))}; API_PORT2=${PT_API_PORT2:-$((b + 22))}; API_PORT3=${PT_API_PORT3:-$((b + 23))}
     PROXY_PORT1=${PT_PROXY_PORT1:-$((b + 31))}; PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}; PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
+    case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
     if [ "$(id -u)" = 0 ]; then PG_USER=${PT_PG_USER:-postgres}; else PG_USER=$(id -un); fi
     if [ -n "${PT_PG_BIN:-}" ]; then PG_BIN=$PT_PG_BIN
     elif [ -x /usr/lib/postgresql/15/bin/postgres ]; then PG_BIN=/usr/lib/postgresql/15/bin
@@ -69,7 +72,7 @@ load_ports() {
 save_ports() {
     {
         for v in HAPROXY_PORT ETCD_PORT ETCD_PEER_PORT PG_PORT1 PG_PORT2 PG_PORT3 API_PORT1 API_PORT2 \
-            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN; do
+            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT; do
             printf '%s=%q\n' "$v" "${!v}"
         done
     } > "$BASE/ports.env"
@@ -97,9 +100,10 @@ children_of() { ps -o pid= --ppid "$1" 2>/dev/null | tr -s ' \n' ' ' | sed 's/^ 
 
 as_pg() { # run a command as the PostgreSQL user (exec: the PID stays the same)
     if [ "$(id -u)" = 0 ]; then
-        exec setpriv --reuid="$PG_USER" --regid="$PG_USER" --init-groups -- env HOME="$BASE" "$@"
+        exec setpriv --reuid="$PG_USER" --regid="$PG_USER" --init-groups -- env -i PATH="$PATH" HOME="$BASE" LANG=C.UTF-8 "$@"
     else
-        exec "$@"
+        # a clean environment: Patroni reads every PATRONI_* variable as configuration
+        exec env -i PATH="$PATH" HOME="$BASE" LANG=C.UTF-8 "$@"
     fi
 }
 
@@ -133,7 +137,7 @@ bootstrap:
     retry_timeout: $4
     maximum_lag_on_failover: 1048576
     synchronous_mode: true         # one named sync standby; only it may be promoted
-    synchronous_mode_strict: false
+    synchronous_mode_strict: $SYNC_STRICT
     postgresql:
       use_pg_rewind: true
       use_slots: true
