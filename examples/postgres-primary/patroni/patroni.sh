@@ -4,7 +4,8 @@
 #
 #   patroni.sh start [--timing default|tight]   start (or resume) the cluster, wait until
 #                                               it is healthy (bounded by PT_START_TIMEOUT)
-#   patroni.sh stop                             stop exactly what this base dir started
+#   patroni.sh stop [--kill]                    stop exactly what this base dir started (by
+#                                               PID; --kill: kill -9 the nodes, no shutdown)
 #   patroni.sh status                           one line per node, then primary=N
 #   patroni.sh primary [--wait SECS]            the current primary's node number
 #   patroni.sh pids N                           patroni=PID postgres=PID children="PIDs"
@@ -53,6 +54,7 @@ load_ports() {
     if [ -f "$BASE/ports.env" ]; then
         # shellcheck disable=SC1091
         . "$BASE/ports.env"
+        SYNC_STRICT=${SYNC_STRICT:-false}
         return
     fi
     local b=${PT_PORT_BASE:-15400}
@@ -364,14 +366,19 @@ cmd_start() {
     write_haproxy_config
     start_etcd
     for n in 1 2 3; do start_proxy "$n"; done
-    start_patroni 1
-    # node 1 bootstraps (initdb) alone first; the others clone from it
     local end; end=$(deadline "${PT_START_TIMEOUT:-120}")
-    until [ "$(current_primary)" != "" ]; do
-        alive patroni1 || die "Patroni 1 exited: see $BASE/node1/patroni.log"
-        before "$end" || die "no primary after ${PT_START_TIMEOUT:-120} s: see $BASE/node*/patroni.log"
-        sleep 0.2
-    done
+    if [ ! -f "$BASE/node1/data/PG_VERSION" ]; then
+        # a new cluster: node 1 bootstraps (initdb) alone first; the others clone from it
+        start_patroni 1
+        until [ "$(current_primary)" != "" ]; do
+            alive patroni1 || die "Patroni 1 exited: see $BASE/node1/patroni.log"
+            before "$end" || die "no primary after ${PT_START_TIMEOUT:-120} s: see $BASE/node*/patroni.log"
+            sleep 0.2
+        done
+    fi
+    # resuming (a full restart): all three at once; in synchronous mode only the last
+    # leader or its sync standby may take the lock, so none can be left out
+    start_patroni 1
     start_patroni 2
     start_patroni 3
     start_haproxy
@@ -384,6 +391,11 @@ cmd_start() {
 cmd_stop() {
     [ -d "$RUN" ] || { echo "nothing started in $BASE"; return 0; }
     local n pid name
+    if [ "${1:-}" = --kill ]; then # no graceful shutdown: every node's host dies at once
+        for n in 1 2 3; do
+            { alive "patroni$n" || [ -n "$(postmaster_pid "$n")" ]; } && cmd_kill "$n"
+        done
+    fi
     # wake everything paused first: a stopped process cannot act on SIGTERM
     for n in 1 2 3; do
         for pid in $(pidof_rec "patroni$n") $(postmaster_pid "$n") $(cat "$RUN/paused$n.children" 2>/dev/null || true); do
@@ -521,7 +533,7 @@ cmd=${1:-}
 load_ports
 case $cmd in
 start) cmd_start "$@" ;;
-stop) cmd_stop ;;
+stop) cmd_stop "$@" ;;
 status) cmd_status ;;
 primary)
     if [ "${1:-}" = --wait ]; then
