@@ -10,8 +10,10 @@
 # restarts them at once, so the writes resume only after the restart), wait until the old primary rejoined (healthy), then
 # count the acknowledged ids the table lacks. One result line per run on stdout and in
 # $PT_BASE/measure/results:
-#   timing=.. fault=.. run=.. old=N new=M gap_s=.. fault_to_ok_s=.. lost=.. dual_primary_s=.. load=..
-# gap_s: first failed write to the first acknowledged write after it (the longest outage);
+#   timing=.. fault=.. run=.. old=N new=M gap_s=.. fault_to_ok_s=.. acked=.. dual_primary_s=..
+#   dual_writable_s=.. lost=.. load=..
+# gap_s: first failed write to the first acknowledged write after it (the longest outage;
+# null: the writes never failed);
 # fault_to_ok_s: from the fault to the first acknowledged write after it.
 set -euo pipefail
 here=$(cd -- "$(dirname -- "$0")" && pwd)
@@ -57,10 +59,20 @@ for i in $(seq 1 "$runs"); do
         ;;
     *) echo "unknown fault $fault" >&2; kill "$wpid"; exit 2 ;;
     esac
-    # writes commit again: last_ok after the fault (bounded)
+    # an outage starts (a failed write after the fault), at most ttl + 2*retry_timeout + 15 s;
+    # none: the writes never stopped (gap_s=null)
+    read -r ttl _ retry <<< "$(case $timing in default) echo "30 10 10" ;; *) echo "20 1 3" ;; esac)"
+    end=$(( $(date +%s) + ttl + 2 * retry + 15 ))
+    later() { [ -f "$1" ] && awk -v a="$(cat "$1")" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+    outage=1
+    until later "$dir/last_fail" "$t_fault"; do
+        [ "$(date +%s)" -lt "$end" ] || { outage=0; break; }
+        sleep 0.1
+    done
+    # ... and ends: the last write after the fault succeeded (at most 180 s)
     end=$(( $(date +%s) + 180 ))
-    until [ -f "$dir/last_ok" ] && awk -v a="$(cat "$dir/last_ok")" -v b="$t_fault" 'BEGIN { exit !(a > b + 0.5) }'; do
-        [ "$(date +%s)" -lt "$end" ] || { echo "measure.sh: no write committed within 180 s of the fault" >&2; break; }
+    while [ $outage = 1 ] && ! later "$dir/last_ok" "$(cat "$dir/last_fail")"; do
+        [ "$(date +%s)" -lt "$end" ] || { echo "measure.sh: no write committed within 180 s of the outage" >&2; break; }
         sleep 0.1
     done
     new=$("$P" primary 2>/dev/null || echo none)
@@ -77,7 +89,7 @@ for i in $(seq 1 "$runs"); do
     lost=$(/usr/bin/python3 "$here/writer.py" check --port "$HAPROXY_PORT" --dir "$dir" --table "$table" | jq -r .lost)
     line=$(jq -r --arg tf "$t_fault" '
         ([.outages[] | select(.first_ok_after > ($tf | tonumber))] | max_by(.gap_s) // {gap_s: null, first_ok_after: null}) as $o
-        | "gap_s=\($o.gap_s) fault_to_ok_s=\(if $o.first_ok_after then (($o.first_ok_after - ($tf | tonumber)) * 1000 | round / 1000) else null end) acked=\(.acknowledged) dual_primary_s=\(.dual_primary_s)"' \
+        | "gap_s=\($o.gap_s) fault_to_ok_s=\(if $o.first_ok_after then (($o.first_ok_after - ($tf | tonumber)) * 1000 | round / 1000) else null end) acked=\(.acknowledged) dual_primary_s=\(.dual_primary_s) dual_writable_s=\(.dual_writable_s)"' \
         "$dir.summary")
     echo "timing=$timing fault=$fault run=$i old=$old new=$new $line lost=$lost load=\"$(cut -d' ' -f1-3 /proc/loadavg)\"" | tee -a "$out/results"
 done

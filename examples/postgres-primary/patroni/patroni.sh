@@ -32,6 +32,9 @@
 #   PT_PG_BIN        PostgreSQL 15 binaries (default: /usr/lib/postgresql/15/bin, else
 #                    the directory of pg_ctl on the PATH)
 #   PT_START_TIMEOUT seconds start and wait-healthy wait for health (default 120)
+#   PT_DCS           etcd3 (default: Patroni's etcd v3 API) or etcd (the v2 API; etcd
+#                    runs with --enable-v2). Patroni 3.0.2's etcd3 code overwrites the
+#                    leader key unconditionally (fixed in 3.0.3): see README.md
 #   PT_SYNC_STRICT   true: synchronous_mode_strict (commits block while no sync standby);
 #                    default false (a new cluster only: it goes into bootstrap.dcs)
 set -euo pipefail
@@ -55,6 +58,7 @@ load_ports() {
         # shellcheck disable=SC1091
         . "$BASE/ports.env"
         SYNC_STRICT=${SYNC_STRICT:-false}
+        DCS=${DCS:-etcd3}
         return
     fi
     local b=${PT_PORT_BASE:-15400}
@@ -64,6 +68,7 @@ load_ports() {
     PG_PORT1=${PT_PG_PORT1:-$((b + 11))}; PG_PORT2=${PT_PG_PORT2:-$((b + 12))}; PG_PORT3=${PT_PG_PORT3:-$((b + 13))}
     API_PORT1=${PT_API_PORT1:-$((b + 21))}; API_PORT2=${PT_API_PORT2:-$((b + 22))}; API_PORT3=${PT_API_PORT3:-$((b + 23))}
     PROXY_PORT1=${PT_PROXY_PORT1:-$((b + 31))}; PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}; PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
+    case ${PT_DCS:-etcd3} in etcd3 | etcd) DCS=${PT_DCS:-etcd3} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
     case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
     if [ "$(id -u)" = 0 ]; then PG_USER=${PT_PG_USER:-postgres}; else PG_USER=$(id -un); fi
     if [ -n "${PT_PG_BIN:-}" ]; then PG_BIN=$PT_PG_BIN
@@ -74,7 +79,7 @@ load_ports() {
 save_ports() {
     {
         for v in HAPROXY_PORT ETCD_PORT ETCD_PEER_PORT PG_PORT1 PG_PORT2 PG_PORT3 API_PORT1 API_PORT2 \
-            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT; do
+            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT DCS; do
             printf '%s=%q\n' "$v" "${!v}"
         done
     } > "$BASE/ports.env"
@@ -129,7 +134,7 @@ log:
 restapi:
   listen: 127.0.0.1:$(api_port "$n")
   connect_address: 127.0.0.1:$(api_port "$n")
-etcd3:
+$DCS:   # etcd3: the v3 API; etcd: the v2 API (PT_DCS)
   hosts: 127.0.0.1:$(proxy_port "$n")
   use_proxies: true        # talk only to this node's cut proxy, never discover etcd's own URL
 bootstrap:
@@ -212,7 +217,7 @@ start_etcd() {
     etcd --name bench-etcd --data-dir "$BASE/etcd/data" \
         --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
         --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-        --initial-cluster "bench-etcd=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new \
+        --initial-cluster "bench-etcd=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new --enable-v2=true \
         >> "$BASE/etcd/etcd.log" 2>&1 &
     echo $! > "$RUN/etcd.pid"
     local end; end=$(deadline 30)
@@ -307,8 +312,18 @@ apply_timing() { # NAME: PATCH /config on any node that answers, then wait until
                 "http://127.0.0.1:$(api_port "$n")/config" >/dev/null 2>&1; then
                 echo "$1" > "$BASE/timing"
                 # in force once the leader renewed its lock with a lease of the new TTL
+                # (v2: once it renewed the key twice after the PATCH, its TTL is the new one)
+                local i0 renewals=0 i
+                i0=$(leader_index)
                 while before "$end"; do
-                    if [ "$(leader_lease_ttl)" = "$t" ]; then
+                    if [ "$DCS" = etcd ]; then
+                        i=$(leader_index)
+                        if [ -n "$i" ] && [ "$i" != "$i0" ]; then renewals=$((renewals + 1)); i0=$i; fi
+                        if [ $renewals -ge 2 ]; then
+                            echo "timing=$1 ttl=$t loop_wait=$l retry_timeout=$r"
+                            return 0
+                        fi
+                    elif [ "$(leader_lease_ttl)" = "$t" ]; then
                         echo "timing=$1 ttl=$t loop_wait=$l retry_timeout=$r"
                         return 0
                     fi
@@ -325,12 +340,18 @@ apply_timing() { # NAME: PATCH /config on any node that answers, then wait until
 # etcd's view (v3 JSON gateway): the leader key's value (node name) and its lease's TTL
 etcd_post() { curl -fsS -m 1 -X POST "http://127.0.0.1:$ETCD_PORT/v3/$1" -d "$2" 2>/dev/null; }
 leader_kv() { etcd_post kv/range "{\"key\":\"$(printf /service/bench/leader | base64 -w0)\"}" | jq -c '.kvs[0] // empty'; }
-etcd_leader() { leader_kv | jq -r '.value // empty' | base64 -d 2>/dev/null || true; }
-leader_lease_ttl() {
+leader_v2() { curl -fsS -m 1 "http://127.0.0.1:$ETCD_PORT/v2/keys/service/bench/leader" 2>/dev/null; }
+etcd_leader() {
+    if [ "$DCS" = etcd ]; then leader_v2 | jq -r '.node.value // empty'; return 0; fi
+    leader_kv | jq -r '.value // empty' | base64 -d 2>/dev/null || true
+}
+leader_lease_ttl() { # v3: the lease's granted TTL; v2: the key's remaining TTL
+    if [ "$DCS" = etcd ]; then leader_v2 | jq -r '.node.ttl // empty'; return 0; fi
     local lease; lease=$(leader_kv | jq -r '.lease // empty')
     [ -n "$lease" ] && etcd_post lease/timetolive "{\"ID\":\"$lease\"}" | jq -r '.grantedTTL // empty'
     return 0
 }
+leader_index() { leader_v2 | jq -r '.node.modifiedIndex // empty'; }
 
 cmd_start() {
     local timing=default
@@ -444,7 +465,7 @@ cmd_status() {
         echo "node=$n role=$role state=$state patroni_pid=$(alive "patroni$n" && pidof_rec "patroni$n" || echo -) postgres_pid=$(postmaster_pid "$n" | grep . || echo -) pg_port=$(pg_port "$n") api_port=$(api_port "$n") etcd_link=$(cat "$RUN/proxy$n.state" 2>/dev/null || echo down)"
     done
     prim=$(current_primary)
-    echo "primary=${prim:-none} etcd_leader=$(etcd_leader | grep . || echo none) lease_ttl=$(leader_lease_ttl | grep . || echo -) haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown)"
+    echo "primary=${prim:-none} etcd_leader=$(etcd_leader | grep . || echo none) lease_ttl=$(leader_lease_ttl | grep . || echo -) haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown) dcs=$DCS"
 }
 
 cmd_pids() { # N
@@ -521,8 +542,7 @@ cmd_cut() { # N cut|heal
 cmd_restart() { # N
     node_ok "${1:-}"
     alive "patroni$1" && die "Patroni $1 still runs (pid $(pidof_rec "patroni$1"))"
-    local pm; pm=$(postmaster_pid "$1")
-    [ -n "$pm" ] && die "node $1's postmaster $pm still runs: kill N first"
+    # a postmaster that still runs (only Patroni was killed) is adopted by the new Patroni
     start_proxy "$1"
     start_patroni "$1"
     echo "started patroni$1 (pid $(pidof_rec "patroni$1")); wait-healthy waits for its rejoin"

@@ -7,10 +7,13 @@ in tests/common/postgres*.rs). Needs psycopg2 (Debian: python3-psycopg2).
       One INSERT (autocommit, synchronous_commit = on) every --interval through HAProxy;
       OUT/committed has every id whose commit was acknowledged, OUT/attempts one line per
       attempt ("t id ok|fail"), OUT/last_ok the time of the last acknowledged commit.
-      A monitor asks every PostgreSQL directly for pg_is_in_recovery() every 20 ms and
-      records in OUT/dual the times when two of them answered "not in recovery" (two
-      writable primaries). Runs until SIGTERM/SIGINT or --duration, then prints a JSON
-      summary: outages (first failed to first acknowledged write after it), counts.
+      OUT/last_fail the time of the last failed attempt. A monitor asks every PostgreSQL
+      directly every 20 ms whether it is a primary (pg_is_in_recovery() false) and
+      whether it can acknowledge a synchronous commit (no synchronous_standby_names, or
+      a standby streaming in sync); OUT/dual has the instants two were primaries
+      (dual_primary_s) and how many of those two were writable (dual_writable_s).
+      Runs until SIGTERM/SIGINT or --duration, then prints a JSON summary: outages
+      (first failed to first acknowledged write after it), counts.
   writer.py check --port HAPROXY_PORT --dir OUT [--table T]
       Which acknowledged ids the table (read through HAProxy) lacks: prints JSON
       {"committed": N, "present": M, "lost": K, "lost_ids": [...first 20]}.
@@ -40,8 +43,8 @@ def connect(port, timeout=1):
 
 
 def monitor(ports, dual_path, samples):
-    """One thread per PostgreSQL: its latest (is_primary, answered_at)."""
-    state = {p: (False, 0.0) for p in ports}
+    """One thread per PostgreSQL: its latest (is_primary, is_writable, answered_at)."""
+    state = {p: (False, False, 0.0) for p in ports}
 
     def watch(port):
         conn = None
@@ -50,10 +53,14 @@ def monitor(ports, dual_path, samples):
                 if conn is None:
                     conn = connect(port, timeout=1)
                 cur = conn.cursor()
-                cur.execute("SELECT pg_is_in_recovery()")
-                state[port] = (not cur.fetchone()[0], time.time())
+                # writable: a primary that can acknowledge a synchronous commit (no sync
+                # standby named, or a named one streams in sync)
+                cur.execute("SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'),"
+                            " (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))")
+                rec, ssn, nsync = cur.fetchone()
+                state[port] = (not rec, not rec and (ssn.strip() == "" or nsync > 0), time.time())
             except Exception:
-                state[port] = (False, time.time())
+                state[port] = (False, False, time.time())
                 if conn is not None:
                     try:
                         conn.close()
@@ -69,11 +76,14 @@ def monitor(ports, dual_path, samples):
         while not stop.is_set():
             now = time.time()
             # a node counts as primary on an answer at most 0.2 s old
-            prim = [p for p, (is_p, at) in state.items() if is_p and now - at < 0.2]
+            prim = [p for p, (is_p, _, at) in state.items() if is_p and now - at < 0.2]
+            writ = [p for p, (_, is_w, at) in state.items() if is_w and now - at < 0.2]
             samples[0] += 1
             if len(prim) > 1:
                 samples[1] += 1
-                dual.write("%.3f %s\n" % (now, ",".join(map(str, prim))))
+                if len(writ) > 1:
+                    samples[2] += 1
+                dual.write("%.3f primaries=%s writable=%s\n" % (now, ",".join(map(str, prim)), ",".join(map(str, writ))))
                 dual.flush()
             stop.wait(0.02)
 
@@ -94,7 +104,7 @@ def run(args):
             if time.time() > deadline:
                 sys.exit("writer.py: cannot create table %s through 127.0.0.1:%d: %s" % (args.table, args.port, e))
             time.sleep(0.2)
-    samples = [0, 0]
+    samples = [0, 0, 0]
     ports = [int(p) for p in args.pg_ports.split(",") if p]
     if ports:
         threading.Thread(target=monitor, args=(ports, os.path.join(args.dir, "dual"), samples),
@@ -133,6 +143,9 @@ def run(args):
                                 "gap_s": round(t1 - fail_start, 3), "failed_attempts": fails_in_outage})
                 fail_start = None
         else:
+            with open(os.path.join(args.dir, "last_fail.tmp"), "w") as f:
+                f.write("%.3f\n" % t1)
+            os.replace(os.path.join(args.dir, "last_fail.tmp"), os.path.join(args.dir, "last_fail"))
             n_fail += 1
             if fail_start is None:
                 fail_start, fails_in_outage = t0, 0
@@ -146,7 +159,8 @@ def run(args):
     summary = {"acknowledged": n_ok, "failed": n_fail, "outages": outages,
                "open_outage_since": round(fail_start, 3) if fail_start else None,
                "monitor_samples": samples[0], "dual_primary_samples": samples[1],
-               "dual_primary_s": round(samples[1] * 0.02, 3)}
+               "dual_primary_s": round(samples[1] * 0.02, 3),
+               "dual_writable_samples": samples[2], "dual_writable_s": round(samples[2] * 0.02, 3)}
     with open(os.path.join(args.dir, "summary.json"), "w") as f:
         json.dump(summary, f)
     print(json.dumps(summary))
