@@ -11,7 +11,7 @@
 # count the acknowledged ids the table lacks. One result line per run on stdout and in
 # $PT_BASE/measure/results:
 #   timing=.. fault=.. run=.. old=N new=M gap_s=.. fault_to_ok_s=.. acked=.. dual_primary_s=..
-#   dual_writable_s=.. lost=.. load=..
+#   dual_writable_s=.. lost=.. healed=yes|no load=..  (healed=no ends the series: HEAL_TIMEOUT, 120 s)
 # gap_s: first failed write to the first acknowledged write after it (the longest outage;
 # null: the writes never failed);
 # fault_to_ok_s: from the fault to the first acknowledged write after it.
@@ -85,11 +85,13 @@ for i in $(seq 1 "$runs"); do
     pause-patroni) "$P" resume "$old" patroni >/dev/null ;;
     pause-postgres) "$P" resume "$old" postgres >/dev/null ;;
     esac
-    "$P" wait-healthy 240 >/dev/null || echo "measure.sh: run $i: cluster did not heal within 240 s" >&2
+    healed=yes
+    "$P" wait-healthy "${HEAL_TIMEOUT:-120}" >/dev/null || { healed=no; echo "measure.sh: run $i: cluster did not heal within ${HEAL_TIMEOUT:-120} s" >&2; }
     lost=$(/usr/bin/python3 "$here/writer.py" check --port "$HAPROXY_PORT" --dir "$dir" --table "$table" | jq -r .lost)
     line=$(jq -r --arg tf "$t_fault" '
         ([.outages[] | select(.first_ok_after > ($tf | tonumber))] | max_by(.gap_s) // {gap_s: null, first_ok_after: null}) as $o
         | "gap_s=\($o.gap_s) fault_to_ok_s=\(if $o.first_ok_after then (($o.first_ok_after - ($tf | tonumber)) * 1000 | round / 1000) else null end) acked=\(.acknowledged) dual_primary_s=\(.dual_primary_s) dual_writable_s=\(.dual_writable_s)"' \
         "$dir.summary")
-    echo "timing=$timing fault=$fault run=$i old=$old new=$new $line lost=$lost load=\"$(cut -d' ' -f1-3 /proc/loadavg)\"" | tee -a "$out/results"
+    echo "timing=$timing fault=$fault run=$i old=$old new=$new $line lost=$lost healed=$healed load=\"$(cut -d' ' -f1-3 /proc/loadavg)\"" | tee -a "$out/results"
+    [ $healed = yes ] || { echo "measure.sh: stopping: the cluster did not heal (patroni.sh status)" >&2; exit 1; }
 done

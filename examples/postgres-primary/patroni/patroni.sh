@@ -340,7 +340,7 @@ apply_timing() { # NAME: PATCH /config on any node that answers, then wait until
 # etcd's view (v3 JSON gateway): the leader key's value (node name) and its lease's TTL
 etcd_post() { curl -fsS -m 1 -X POST "http://127.0.0.1:$ETCD_PORT/v3/$1" -d "$2" 2>/dev/null; }
 leader_kv() { etcd_post kv/range "{\"key\":\"$(printf /service/bench/leader | base64 -w0)\"}" | jq -c '.kvs[0] // empty'; }
-leader_v2() { curl -fsS -m 1 "http://127.0.0.1:$ETCD_PORT/v2/keys/service/bench/leader" 2>/dev/null; }
+leader_v2() { curl -fsS -m 1 "http://127.0.0.1:$ETCD_PORT/v2/keys/service/bench/leader" 2>/dev/null || true; }
 etcd_leader() {
     if [ "$DCS" = etcd ]; then leader_v2 | jq -r '.node.value // empty'; return 0; fi
     leader_kv | jq -r '.value // empty' | base64 -d 2>/dev/null || true
@@ -351,7 +351,7 @@ leader_lease_ttl() { # v3: the lease's granted TTL; v2: the key's remaining TTL
     [ -n "$lease" ] && etcd_post lease/timetolive "{\"ID\":\"$lease\"}" | jq -r '.grantedTTL // empty'
     return 0
 }
-leader_index() { leader_v2 | jq -r '.node.modifiedIndex // empty'; }
+leader_index() { leader_v2 | jq -r '.node.modifiedIndex // empty' 2>/dev/null || true; }
 
 cmd_start() {
     local timing=default
