@@ -32,9 +32,10 @@
 #   PT_PG_BIN        PostgreSQL 15 binaries (default: /usr/lib/postgresql/15/bin, else
 #                    the directory of pg_ctl on the PATH)
 #   PT_START_TIMEOUT seconds start and wait-healthy wait for health (default 120)
-#   PT_DCS           etcd3 (default: Patroni's etcd v3 API) or etcd (the v2 API; etcd
-#                    runs with --enable-v2). Patroni 3.0.2's etcd3 code overwrites the
-#                    leader key unconditionally (fixed in 3.0.3): see README.md
+#   PT_DCS           etcd (default: Patroni's etcd v2 API; etcd runs with --enable-v2) or
+#                    etcd3 (the v3 API). Patroni 3.0.2's etcd3 code overwrites the leader
+#                    key unconditionally (fixed in 3.0.3) and loses acknowledged commits
+#                    after a stalled primary wakes up: see README.md
 #   PT_SYNC_STRICT   true: synchronous_mode_strict (commits block while no sync standby);
 #                    default false (a new cluster only: it goes into bootstrap.dcs)
 set -euo pipefail
@@ -58,7 +59,7 @@ load_ports() {
         # shellcheck disable=SC1091
         . "$BASE/ports.env"
         SYNC_STRICT=${SYNC_STRICT:-false}
-        DCS=${DCS:-etcd3}
+        DCS=${DCS:-etcd}
         return
     fi
     local b=${PT_PORT_BASE:-15400}
@@ -68,7 +69,7 @@ load_ports() {
     PG_PORT1=${PT_PG_PORT1:-$((b + 11))}; PG_PORT2=${PT_PG_PORT2:-$((b + 12))}; PG_PORT3=${PT_PG_PORT3:-$((b + 13))}
     API_PORT1=${PT_API_PORT1:-$((b + 21))}; API_PORT2=${PT_API_PORT2:-$((b + 22))}; API_PORT3=${PT_API_PORT3:-$((b + 23))}
     PROXY_PORT1=${PT_PROXY_PORT1:-$((b + 31))}; PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}; PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
-    case ${PT_DCS:-etcd3} in etcd3 | etcd) DCS=${PT_DCS:-etcd3} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
+    case ${PT_DCS:-etcd} in etcd3 | etcd) DCS=${PT_DCS:-etcd} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
     case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
     if [ "$(id -u)" = 0 ]; then PG_USER=${PT_PG_USER:-postgres}; else PG_USER=$(id -un); fi
     if [ -n "${PT_PG_BIN:-}" ]; then PG_BIN=$PT_PG_BIN
