@@ -78,6 +78,9 @@ for i in $(seq 1 "$runs"); do
     new=$("$P" primary 2>/dev/null || echo none)
     sleep 2 # a little steady state after the failover, so a late outage shows
     kill -TERM "$wpid"
+    end=$(( $(date +%s) + 20 )) # a blocked INSERT ends within statement_timeout (10 s)
+    while kill -0 "$wpid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
+    kill -0 "$wpid" 2>/dev/null && { echo "measure.sh: writer $wpid ignored SIGTERM: killed" >&2; kill -9 "$wpid"; }
     wait "$wpid" || true
     case $fault in
     kill) "$P" restart "$old" >/dev/null ;;

@@ -31,7 +31,8 @@ try:
 except ImportError:
     sys.exit("writer.py needs psycopg2: apt-get install -y python3-psycopg2 (run with /usr/bin/python3)")
 
-stop = threading.Event()
+stop = threading.Event()  # set by the main thread only (Event.set in a signal handler can deadlock)
+stopping = [False]        # what the signal handler sets
 
 
 def connect(port, timeout=1):
@@ -91,7 +92,7 @@ def monitor(ports, dual_path, samples):
 def run(args):
     os.makedirs(args.dir, exist_ok=True)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: stopping.__setitem__(0, True))
     deadline = time.time() + 30
     while True:
         try:
@@ -114,7 +115,7 @@ def run(args):
     end = time.time() + args.duration if args.duration else None
     conn, next_id, outages, fail_start, n_ok, n_fail, fails_in_outage = None, 1, [], None, 0, 0, 0
     next_at = time.time()
-    while not stop.is_set() and (end is None or time.time() < end):
+    while not stopping[0] and (end is None or time.time() < end):
         t0 = time.time()
         ok = False
         try:
@@ -152,7 +153,7 @@ def run(args):
             fails_in_outage += 1
         next_id += 1
         next_at = max(next_at + args.interval, time.time() - args.interval)
-        stop.wait(max(0.0, next_at - time.time()))
+        time.sleep(max(0.0, next_at - time.time()))
     stop.set()
     attempts.close()
     committed.close()
