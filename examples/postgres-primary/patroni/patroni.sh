@@ -68,7 +68,12 @@ load_ports() {
     ETCD_PEER_PORT=${PT_ETCD_PEER_PORT:-$((b + 2))}
     PG_PORT1=${PT_PG_PORT1:-$((b + 11))}; PG_PORT2=${PT_PG_PORT2:-$((b + 12))}; PG_PORT3=${PT_PG_PORT3:-$((b + 13))}
     API_PORT1=${PT_API_PORT1:-$((b + 21))}; API_PORT2=${PT_API_PORT2:-$((b + 22))}; API_PORT3=${PT_API_PORT3:-$((b + 23))}
-    PROXY_PORT1=${PT_PROXY_PORT1:-$((b + 31))}; PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}; PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
+    # shellcheck disable=SC2034 # the three below are read indirectly (proxy_port, save_ports)
+    {
+        PROXY_PORT1=${PT_PROXY_PORT1:-$((b + 31))}
+        PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}
+        PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
+    }
     case ${PT_DCS:-etcd} in etcd3 | etcd) DCS=${PT_DCS:-etcd} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
     case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
     if [ "$(id -u)" = 0 ]; then PG_USER=${PT_PG_USER:-postgres}; else PG_USER=$(id -un); fi
@@ -439,6 +444,7 @@ cmd_stop() {
             kill -INT "$pid" 2>/dev/null || true
             local e2; e2=$(deadline 10)
             while kill -0 "$pid" 2>/dev/null && before "$e2"; do sleep 0.1; done
+            # shellcheck disable=SC2046 # the children's PIDs, one word each
             kill -0 "$pid" 2>/dev/null && kill -9 "$pid" $(children_of "$pid") 2>/dev/null
             echo "stopped postgres$n (pid $pid)"
         fi
