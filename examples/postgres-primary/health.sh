@@ -1,0 +1,79 @@
+#!/bin/sh
+# The [health] check: exit 0 when this node's PostgreSQL may become (or stay) the
+# primary, and print `est=N` on stdout, N its WAL position as a decimal (written on a
+# primary, received or replayed on a standby): bully's estimate of how fresh this
+# node's data is (docs/design.md, Eligibility), the freshest eligible node leading.
+#
+# - The server must answer within $PG_TIMEOUT s (fails closed: a frozen, stopped or
+#   cut-off server vouches for nothing). A follower whose server is down (its keeper's
+#   fence or on-demoted.sh stopped it) starts rejoin.sh, which rewinds it and starts it
+#   as a standby of the coordinator's server.
+# - While rejoin.sh runs (stopping, rewinding, starting the server) the node is not
+#   eligible.
+# - The coordinator: eligible while its server is the primary; while it is still a
+#   standby it is eligible until on-elected.sh has promoted it for this epoch. A server
+#   in recovery AFTER that promotion restarted (pg.sh start always starts a standby):
+#   not eligible, so bully hands the office to a node that holds the data.
+# - A follower whose server does not stream from the coordinator's (a fenced old
+#   primary, a restarted server, a standby of a former primary) starts rejoin.sh, once
+#   the coordinator's server is promoted for this epoch, and is not eligible until it
+#   streams again. Nothing else would: a restart changes no epoch, so no hook runs, and
+#   the cluster would run a standby short for good. This check runs every interval_ms,
+#   which makes it the periodic path.
+# - Any other standby is eligible: on-elected.sh refuses to promote it unless it holds
+#   every acknowledged commit (it compares positions with the other standbys), so a
+#   stale standby that is elected resigns and a fresher one leads.
+# - A primary that does not lead (the old primary, not stopped yet) is eligible only
+#   while no coordinator is known.
+set -eu
+. "$(dirname -- "$0")/common.sh"
+me=$BULLY_NODE_ID
+coordinator=${BULLY_COORDINATOR:-}
+follower=false
+if [ "$BULLY_ROLE" = follower ] && [ -n "$coordinator" ] && [ "$coordinator" != "$me" ]; then
+    follower=true
+fi
+
+if ! probe "$me"; then
+    log "own server unreachable: $probe_error"
+    if $follower && ! postmaster_pid "$me" >/dev/null && ! rejoining; then
+        log "starting rejoin.sh: the server is down and node $coordinator leads"
+        start_rejoin
+    fi
+    exit 1
+fi
+echo "est=$lsn"
+if rejoining; then
+    log "rejoin.sh runs (see $(data_dir "$me").rejoin.log): not eligible"
+    exit 1
+fi
+
+if [ "$BULLY_ROLE" = coordinator ]; then
+    [ "$in_recovery" = f ] && exit 0
+    if [ "$(promoted_token)" -ge "${BULLY_EPOCH:-0}" ] && [ "${BULLY_EPOCH:-0}" -gt 0 ]; then
+        log "the server runs in recovery after on-elected.sh promoted it for epoch $BULLY_EPOCH: it restarted; not eligible"
+        exit 1
+    fi
+    exit 0 # on_elected has yet to promote it
+fi
+
+if $follower; then
+    primary=$(pg_of "$coordinator" | tr ' ' :)
+    if [ "$in_recovery" = t ] && [ "$wal_status" = streaming ] && [ "$sender" = "$primary" ]; then
+        exit 0
+    fi
+    mine="$in_recovery $wal_status $sender"
+    if coordinator_promoted; then
+        log "the server ($mine) does not stream from node $coordinator's ($primary): starting rejoin.sh"
+        start_rejoin
+        exit 1
+    fi
+    set -- $mine
+    in_recovery=$1
+fi
+
+if [ "$in_recovery" = f ] && [ -n "$coordinator" ] && [ "$coordinator" != "$me" ]; then
+    log "a primary while node $coordinator leads: not eligible"
+    exit 1
+fi
+exit 0

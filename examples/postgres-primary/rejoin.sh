@@ -1,0 +1,81 @@
+#!/bin/sh
+# Makes this node's server a standby of the coordinator's, started in the background
+# by health.sh and on-change.sh (start_rejoin in common.sh: a session of its own, so no
+# hook timeout kills a pg_rewind halfway), one at a time (a lock beside the data
+# directory), output appended to $PG_ROOT/nodeID.rejoin.log. Acts only once the
+# coordinator's server is promoted for this epoch ($BULLY_EPOCH).
+#
+# 1. A running standby is repointed (primary_conninfo, a reload) and must then stream
+#    from the coordinator's server on its timeline within $FOLLOW_MS; done.
+# 2. Otherwise (the server is down: fenced, stopped; or a former primary; or a standby
+#    that cannot follow the new timeline because it holds WAL the new primary never
+#    had, which no standby ever acknowledged): stop it, pg_rewind it from the
+#    coordinator's server (pg_rewind runs crash recovery first when the server was
+#    killed; "no rewind required" when it did not diverge; -R writes standby.signal and
+#    primary_conninfo) and start it as a standby (pg.sh start). pg_rewind logs where
+#    the histories diverged: what this server held past that point was never
+#    acknowledged (on-elected.sh promotes only a server holding every acknowledged
+#    commit) and is discarded.
+# 3. If pg_rewind fails, the data directory is LEFT AS IT IS and the node stays out
+#    (stopped, not eligible): it may hold the only copy of something. A marker
+#    $PG_ROOT/nodeID.rewind-failed says so. With ALLOW_REINIT=1 it is moved aside
+#    (nodeID.failed-<time>, never deleted) and cloned from the primary (pg_basebackup).
+set -eu
+BULLY_HOOK=rejoin
+. "$(dirname -- "$0")/common.sh"
+me=$BULLY_NODE_ID
+dir=$(data_dir "$me")
+exec 9>> "$dir.rejoin.lock"
+flock -n 9 || exit 0
+echo $$ > "$dir.rejoin.pid" # tests kill a rejoin still running by this PID
+
+coordinator_promoted || { log "$follow_status: nothing to do yet"; exit 0; }
+src=$BULLY_COORDINATOR
+src_tli=$tli
+src_addr=$(pg_of "$src" | tr ' ' :)
+want=$(conninfo "$src" "node$me")
+if [ -e "$dir.rewind-failed" ] && [ "$ALLOW_REINIT" != 1 ]; then
+    log "an earlier pg_rewind failed ($dir.rewind-failed): the data directory waits for a human (or ALLOW_REINIT=1)"
+    exit 1
+fi
+
+streams() {
+    probe "$me" && [ "$in_recovery" = t ] && [ "$wal_status" = streaming ] \
+        && [ "$sender" = "$src_addr" ] && [ "$tli" = "$src_tli" ]
+}
+
+if probe "$me" && [ "$in_recovery" = t ]; then
+    if streams; then exit 0; fi
+    sql "$me" "ALTER SYSTEM SET primary_conninfo = '$want'" "SELECT pg_reload_conf()" >/dev/null || true
+    deadline=$(($(now_ms) + FOLLOW_MS))
+    until streams; do
+        if [ "$(now_ms)" -ge "$deadline" ]; then break; fi
+        sleep 0.05
+    done
+    if streams; then
+        log "streams from node $src's server (repointed)"
+        exit 0
+    fi
+    log "does not stream from node $src's server on timeline $src_tli within $FOLLOW_MS ms (at $lsn, timeline $tli): rewinding"
+fi
+
+stop_pg "$me" fast || { log "the server did not stop: not rewinding"; exit 1; }
+as_pg rm -f "$dir/standby.signal" # pg_rewind's crash recovery runs single-user, not as a standby
+log "pg_rewind from node $src's server (epoch $BULLY_EPOCH)"
+if as_pg "$PG_BIN/pg_rewind" -D "$dir" --source-server="$want" -R 2>&1; then
+    rm -f "$dir.rewind-failed"
+else
+    as_pg touch "$dir/standby.signal"
+    if [ "$ALLOW_REINIT" != 1 ]; then
+        touch "$dir.rewind-failed"
+        log "pg_rewind FAILED: $dir is left as it is (it may hold commits no other server has); inspect it, then remove $dir.rewind-failed, or set ALLOW_REINIT=1 to move it aside and clone the primary"
+        exit 1
+    fi
+    aside="$dir.failed-$(date +%s)"
+    mv "$dir" "$aside"
+    log "pg_rewind failed; ALLOW_REINIT=1: moved the data directory to $aside, cloning node $src's server"
+    as_pg "$PG_BIN/pg_basebackup" -d "$want" -D "$dir" -X stream -c fast -R
+    rm -f "$dir.rewind-failed"
+fi
+"$here/pg.sh" start "$me" >&2 9>&- # the server must not inherit the lock
+log "the server runs as a standby of node $src's"
