@@ -179,11 +179,12 @@ postmaster_pid() {
     kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
-# stop_pg ID fast|immediate: stops node ID's local server. fast (SIGINT: sessions
-# ended, a shutdown checkpoint the standbys still receive) becomes immediate (SIGQUIT:
-# no checkpoint, crash recovery on the next start) after $STOP_MS. Returns once the
-# postmaster is gone, or 1 after 5 s (a SIGSTOPped server keeps the signal pending and
-# quits the moment it is continued).
+# stop_pg ID fast|immediate [WAIT_MS]: stops node ID's local server by signal. fast
+# (SIGINT: new connections refused and sessions ended at once, then a shutdown
+# checkpoint the standbys still receive) becomes immediate (SIGQUIT: no checkpoint,
+# crash recovery on the next start) after $STOP_MS. Returns once the postmaster is
+# gone, or 1 after WAIT_MS (5000) more: a SIGSTOPped server keeps both signals pending
+# and acts on them the moment it is continued.
 stop_pg() {
     pid=$(postmaster_pid "$1") || return 0
     if [ "$2" = fast ]; then
@@ -192,7 +193,7 @@ stop_pg() {
         while kill -0 "$pid" 2>/dev/null && [ "$(now_ms)" -lt "$deadline" ]; do sleep 0.02; done
     fi
     kill -QUIT "$pid" 2>/dev/null || true
-    deadline=$(($(now_ms) + 5000))
+    deadline=$(($(now_ms) + ${3:-5000}))
     while kill -0 "$pid" 2>/dev/null; do
         [ "$(now_ms)" -lt "$deadline" ] || return 1
         sleep 0.02

@@ -30,5 +30,5 @@ fi
 pid=$(postmaster_pid "$BULLY_NODE_ID") || { log "epoch $token ended; the server does not run"; exit 0; }
 kill -INT "$pid"
 log "epoch $token ended here: fast shutdown of the server (pid $pid) requested"
-stop_pg "$BULLY_NODE_ID" fast || { log "the server did not stop within 5 s (frozen?): its shutdown is pending"; exit 1; }
+stop_pg "$BULLY_NODE_ID" fast 500 || { log "the server did not stop (frozen?): its shutdown is pending"; exit 1; }
 log "the server is stopped"

@@ -11,9 +11,11 @@
 # - While rejoin.sh runs (stopping, rewinding, starting the server) the node is not
 #   eligible.
 # - The coordinator: eligible while its server is the primary; while it is still a
-#   standby it is eligible until on-elected.sh has promoted it for this epoch. A server
-#   in recovery AFTER that promotion restarted (pg.sh start always starts a standby):
-#   not eligible, so bully hands the office to a node that holds the data.
+#   standby it is eligible until on-elected.sh has promoted it for this epoch (while
+#   the promotion runs, the promote marker of common.sh is there). A server in recovery
+#   after that promotion, without the marker, restarted (pg.sh start always starts a
+#   standby and removes the marker): not eligible, so bully hands the office to a node
+#   that holds the data.
 # - A follower whose server does not stream from the coordinator's (a fenced old
 #   primary, a restarted server, a standby of a former primary) starts rejoin.sh, once
 #   the coordinator's server is promoted for this epoch, and is not eligible until it
@@ -50,7 +52,11 @@ fi
 
 if [ "$BULLY_ROLE" = coordinator ]; then
     [ "$in_recovery" = f ] && exit 0
-    if [ "$(promoted_token)" -ge "${BULLY_EPOCH:-0}" ] && [ "${BULLY_EPOCH:-0}" -gt 0 ]; then
+    # on-elected.sh leaves the promote marker before it asks for the promotion, and
+    # pg.sh start removes it: a server in recovery without it after this epoch's
+    # promotion was restarted.
+    if [ ! -e "$(promote_marker "$me")" ] && [ "${BULLY_EPOCH:-0}" -gt 0 ] \
+        && [ "$(promoted_token)" -ge "$BULLY_EPOCH" ]; then
         log "the server runs in recovery after on-elected.sh promoted it for epoch $BULLY_EPOCH: it restarted; not eligible"
         exit 1
     fi

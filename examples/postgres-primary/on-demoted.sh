@@ -11,5 +11,5 @@ if innocent_standby "$BULLY_NODE_ID"; then
     log "the server is a standby never asked to promote: left running"
     exit 0
 fi
-stop_pg "$BULLY_NODE_ID" fast || { log "the server did not stop within 5 s (frozen?): its stop is pending"; exit 1; }
+stop_pg "$BULLY_NODE_ID" fast 500 || { log "the server did not stop (frozen?): its stop is pending"; exit 1; }
 log "the server is stopped; it rejoins as a standby once the new primary is known"
