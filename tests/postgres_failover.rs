@@ -75,26 +75,26 @@ const FAULT: Duration = Duration::from_secs(3);
 const FENCED: &str = "fast shutdown of the server";
 const IDS: [NodeId; 3] = [1, 2, 3];
 
-/// Everything the scenarios act on.
+/// Everything the scenarios act on. Fields drop in this order: the writers and the
+/// poller first, the servers before the temp dir (`t`, last) that holds their files.
 struct Scene {
-    t: TestCluster,
-    relay: Relay,
-    pg: PgServers,
-    http: BTreeMap<NodeId, SocketAddr>,
+    writers: Vec<PgWriter>,
+    poller: RolePoller,
+    _haproxy: Haproxy,
+    keepers: Keepers,
     /// Each server as the other hosts reach it (their scripts, replication): through a
     /// forwarder that can be cut like a partition.
     cuts: BTreeMap<NodeId, CutProxy>,
-    keepers: Keepers,
-    poller: RolePoller,
-    _haproxy: Haproxy,
-    front: SocketAddr,
-    writers: Vec<PgWriter>,
+    pg: PgServers,
+    relay: Relay,
+    http: BTreeMap<NodeId, SocketAddr>,
     /// Attempts of writers already stopped.
     finished: Vec<Attempt>,
     /// One line per scenario, printed at the end.
     figures: Vec<String>,
     /// The node whose server is the primary now.
     primary: NodeId,
+    t: TestCluster,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +188,6 @@ impl Scene {
             keepers,
             poller,
             _haproxy: haproxy,
-            front,
             writers: Vec::new(),
             finished: Vec::new(),
             figures: Vec::new(),
@@ -521,6 +520,16 @@ impl Scene {
         violations.extend(bully::checker::check_no_overlap(&history, bound));
         violations.extend(bully::checker::check_one_per_term(&history));
         assert!(violations.is_empty(), "invariant violations: {violations:#?}");
+    }
+}
+
+impl Drop for Scene {
+    /// The bully nodes go first, so no health check starts a `rejoin.sh` (which would
+    /// start a server) while the servers are being killed.
+    fn drop(&mut self) {
+        for id in IDS {
+            let _ = self.t.cluster.kill(id);
+        }
     }
 }
 

@@ -212,7 +212,11 @@ impl PgServers {
 }
 
 impl Drop for PgServers {
+    /// Twice, a moment apart: a health check that was running when its node died may
+    /// still have started a `rejoin.sh`.
     fn drop(&mut self) {
+        self.kill_all();
+        std::thread::sleep(Duration::from_millis(300));
         self.kill_all();
     }
 }
