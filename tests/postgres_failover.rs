@@ -126,6 +126,38 @@ async fn postgres_primary_under_load_behind_haproxy() {
     eprintln!("wall time {} s", began.elapsed().as_secs());
 }
 
+/// The two-writable measure itself (no PostgreSQL needed): node 1 writable until
+/// +100 ms, node 2 from +60 ms: 40 ms with two writable servers; none when they do not
+/// overlap, and a server that did not answer counts as not writable.
+#[test]
+fn two_writable_counts_only_overlapping_writable_samples() {
+    use postgres_load::{two_writable, Sample};
+    let t0 = Instant::now();
+    let at = |ms| t0 + Duration::from_millis(ms);
+    let sample = |node, ms, writable| Sample {
+        node,
+        at: at(ms),
+        writable,
+    };
+    let overlapping = [
+        sample(1, 0, Some(true)),
+        sample(1, 100, Some(false)),
+        sample(2, 60, Some(true)),
+        sample(2, 200, Some(true)),
+        sample(2, 220, None),
+    ];
+    let overlap = two_writable(&overlapping, t0, at(300));
+    assert_eq!(overlap.longest, Duration::from_millis(40));
+    assert_eq!((overlap.nodes, overlap.began), (vec![1, 2], Some(at(60))));
+    let apart = [
+        sample(1, 0, Some(true)),
+        sample(1, 50, None),
+        sample(2, 60, Some(true)),
+        sample(2, 90, Some(false)),
+    ];
+    assert_eq!(two_writable(&apart, t0, at(300)).longest, Duration::ZERO);
+}
+
 impl Scene {
     async fn start() -> Scene {
         phase("pg.sh init, three servers, three bully nodes behind the relay, keepers, HAProxy");
@@ -221,7 +253,10 @@ impl Scene {
                 }
                 for &other in live.iter().filter(|&&o| o != id) {
                     let port = self.cuts[&id].addr.port();
-                    if !role(self.local(other)).await.is_some_and(|r| r.streams_from(port)) {
+                    if !role(self.local(other))
+                        .await
+                        .is_some_and(|r| r.streams_from(port))
+                    {
                         return None;
                     }
                 }
@@ -277,14 +312,23 @@ impl Scene {
     /// Judges a scenario from `fault` until `settled` and prints one figure line:
     /// asserts no committed row missing on the primary, no write accepted by an older
     /// epoch's primary after a newer one's, no two writable servers at once.
-    async fn judge(&mut self, scenario: &str, fault: Instant, settled: Instant, rejoined: Option<Instant>) {
+    async fn judge(
+        &mut self,
+        scenario: &str,
+        fault: Instant,
+        settled: Instant,
+        rejoined: Option<Instant>,
+    ) {
         let attempts = self.attempts();
         let mut gaps = Vec::new();
         for w in ["w1", "w2"] {
             let mine: Vec<Attempt> = attempts.iter().filter(|a| a.writer == w).cloned().collect();
             let (gap, began) = writers::longest_gap(&mine, fault, settled);
             let at = began.saturating_duration_since(fault).as_millis();
-            eprintln!("=== {scenario}: {w}: longest gap {} ms from +{at} ms", gap.as_millis());
+            eprintln!(
+                "=== {scenario}: {w}: longest gap {} ms from +{at} ms",
+                gap.as_millis()
+            );
             for line in writers::failures(&mine, fault, settled) {
                 eprintln!("    {line}");
             }
@@ -294,8 +338,9 @@ impl Scene {
         let lost = postgres_load::missing(self.local(self.primary), &attempts)
             .await
             .unwrap_or_else(|e| panic!("{scenario}: reading the primary's rows: {e}"));
-        let (stale, overlap) = writers::stale_primary_writes(&attempts);
-        let (two, nodes) = self.poller.two_writable(fault, settled);
+        let (stale, stale_span) = writers::stale_primary_writes(&attempts);
+        let overlap = self.poller.two_writable(fault, settled);
+        let (two, nodes) = (overlap.longest, overlap.nodes.clone());
         let rejoin = rejoined.map_or("-".to_string(), |r| {
             format!("+{} ms", r.saturating_duration_since(fault).as_millis())
         });
@@ -303,7 +348,7 @@ impl Scene {
             "{scenario} | {} ms | {} | {stale} ({} ms) | {} ms {nodes:?} | {rejoin}",
             gap.as_millis(),
             lost.len(),
-            overlap.as_millis(),
+            stale_span.as_millis(),
             two.as_millis()
         );
         eprintln!("=== figures: {line}");
@@ -315,9 +360,37 @@ impl Scene {
             }
             text
         };
-        assert!(lost.is_empty(), "{scenario}: committed rows lost: {lost:?}\n{}", logs());
-        assert_eq!(stale, 0, "{scenario}: an older primary took writes after a newer one\n{}", logs());
-        assert!(two.is_zero(), "{scenario}: servers {nodes:?} writable at once for {two:?}\n{}", logs());
+        assert!(
+            lost.is_empty(),
+            "{scenario}: committed rows lost: {lost:?}\n{}",
+            logs()
+        );
+        assert_eq!(
+            stale,
+            0,
+            "{scenario}: an older primary took writes after a newer one\n{}",
+            logs()
+        );
+        if let Some(began) = overlap.began {
+            let near: Vec<String> = self
+                .poller
+                .samples()
+                .iter()
+                .filter(|x| {
+                    x.at + Duration::from_millis(600) > began
+                        && x.at < began + Duration::from_millis(300)
+                })
+                .map(|x| {
+                    format!(
+                        "node {} at {:+} ms: {:?}",
+                        x.node,
+                        x.at.saturating_duration_since(fault).as_millis(),
+                        x.writable
+                    )
+                })
+                .collect();
+            panic!("{scenario}: servers {nodes:?} writable at once for {two:?} from +{} ms; samples:\n{}\n{}", began.saturating_duration_since(fault).as_millis(), near.join("\n"), logs());
+        }
     }
 
     /// The primary's host loses every process: kill -9 of its server, its bully node
@@ -370,7 +443,8 @@ impl Scene {
             self.keepers.log(old)
         );
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined)).await;
+        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+            .await;
     }
 
     /// SIGSTOP of the primary's server (all its processes) for [`FAULT`]: its node's
@@ -382,9 +456,11 @@ impl Scene {
         let old = self.primary;
         let fault = Instant::now();
         self.pg.pause(old);
-        self.fail_over_and_heal(old, fault, |s| s.pg.resume(old)).await;
+        self.fail_over_and_heal(old, fault, |s| s.pg.resume(old))
+            .await;
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined)).await;
+        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+            .await;
     }
 
     /// The primary's host cut off for [`FAULT`]: its bully links (the relay) and its
@@ -404,12 +480,18 @@ impl Scene {
         })
         .await;
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined)).await;
+        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+            .await;
     }
 
     /// After a fault on node `old` at `fault`: waits for another primary and its first
     /// commits, holds the fault until [`FAULT`] has passed, then `heal`s it.
-    async fn fail_over_and_heal(&mut self, old: NodeId, fault: Instant, heal: impl FnOnce(&mut Self)) {
+    async fn fail_over_and_heal(
+        &mut self,
+        old: NodeId,
+        fault: Instant,
+        heal: impl FnOnce(&mut Self),
+    ) {
         let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
         self.primary = self.wait_primary(&others).await;
         self.wait_writes_on(self.primary, fault).await;
@@ -444,12 +526,20 @@ impl Scene {
             (ahead - behind > 65536).then_some(())
         })
         .await;
-        let refusals = self.t.cluster.log_tail(200).matches("holds more WAL").count();
+        let refusals = self
+            .t
+            .cluster
+            .log_tail(200)
+            .matches("holds newer WAL")
+            .count();
         let fault = Instant::now();
         self.kill_host(old);
         let what = format!("node {fresh} ready with a writable primary");
         primary::wait_logged(&self.t, &what, AGREE, || async {
-            let ready = matches!(http_get(self.http[&fresh], "/coordinator").await, Ok((200, _)));
+            let ready = matches!(
+                http_get(self.http[&fresh], "/coordinator").await,
+                Ok((200, _))
+            );
             (ready && role(self.local(fresh)).await.is_some_and(|r| r.writable())).then_some(())
         })
         .await;
@@ -458,7 +548,13 @@ impl Scene {
         let _ = signals::send(receiver, Signal::SIGCONT);
         self.wait_writes_on(fresh, fault).await;
         let settled = Instant::now();
-        let elected_first = self.t.cluster.log_tail(200).matches("holds more WAL").count() > refusals;
+        let elected_first = self
+            .t
+            .cluster
+            .log_tail(200)
+            .matches("holds newer WAL")
+            .count()
+            > refusals;
         eprintln!(
             "=== {scenario}: node {lagging} (lagging) {} (est(S) makes bully elect the fresher one at once)",
             if elected_first {
@@ -468,7 +564,10 @@ impl Scene {
             }
         );
         if std::env::var_os("BULLY_EXPECT_EST").is_some() {
-            assert!(!elected_first, "{scenario}: with est(S) the lagging standby must not be elected");
+            assert!(
+                !elected_first,
+                "{scenario}: with est(S) the lagging standby must not be elected"
+            );
         }
         self.wait_primary(&[fresh, lagging]).await;
         self.restart_host(old);
@@ -519,7 +618,10 @@ impl Scene {
         let bound = bully::checker::lease_bound_ms(&Timing::default());
         violations.extend(bully::checker::check_no_overlap(&history, bound));
         violations.extend(bully::checker::check_one_per_term(&history));
-        assert!(violations.is_empty(), "invariant violations: {violations:#?}");
+        assert!(
+            violations.is_empty(),
+            "invariant violations: {violations:#?}"
+        );
     }
 }
 

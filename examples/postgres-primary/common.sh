@@ -26,10 +26,10 @@
 # server, one row, fields separated by spaces), probe ID (in_recovery, lsn, ro, epoch,
 # wal_status, sender, tli of that server, in one query), peer CMD... (CMD with
 # PEER_TIMEOUT), as_pg CMD... (as the owner of the data directories), data_dir ID,
-# postmaster_pid ID, stop_pg ID fast|immediate, promoted_token / remember_promoted,
+# is_fresher, postmaster_pid ID, stop_pg ID fast|immediate, promoted_token / remember_promoted,
 # coordinator_promoted, log MESSAGE (to the node's log), now_ms.
 
-here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+here=$(CDPATH="" cd -- "$(dirname -- "$0")" && pwd)
 nodes_file=${PG_NODES_FILE:-$here/nodes.conf}
 [ -r "$nodes_file" ] || { echo "postgres-primary: cannot read $nodes_file" >&2; exit 2; }
 : "${BULLY_NODE_ID:?run me from bully (BULLY_NODE_ID is not set)}"
@@ -65,7 +65,7 @@ while read -r id host port _; do
     eval "addr_$id=\"\$host \$port\""
     all_ids="$all_ids $id"
 done < "$nodes_file"
-node_count=$(echo $all_ids | wc -w)
+node_count=$(echo "$all_ids" | wc -w)
 
 pg_of() {
     case $1 in '' | *[!0-9]*) return 1 ;; esac
@@ -144,8 +144,9 @@ peer() {
 # position as a decimal: written on a primary, the greater of received and replayed on
 # a standby), ro (default_transaction_read_only), epoch (bully.epoch, the token
 # on-elected.sh stored when it promoted that server, 0 if none), wal_status and sender
-# ("host:port") of its WAL receiver, and tli (its timeline: the received one on a
-# standby). Returns 1 with the reason in $probe_error when it does not answer.
+# ("host:port") of its WAL receiver, and tli (its timeline; on a standby the newest
+# of the received one, its last restartpoint's and its minimum recovery point's).
+# Returns 1 with the reason in $probe_error when it does not answer.
 probe() {
     in_recovery="" lsn=0 ro="" epoch=0 wal_status="" sender="" tli=0
     out=$(sql "$1" "SELECT pg_is_in_recovery(),
@@ -156,7 +157,10 @@ probe() {
         coalesce(nullif(current_setting('bully.epoch', true), ''), '0'),
         coalesce((SELECT status || ' ' || coalesce(sender_host, '-') || ':' || coalesce(sender_port, 0) || ' ' || received_tli
                   FROM pg_stat_wal_receiver), '- -:0 0'),
-        CASE WHEN pg_is_in_recovery() THEN 0
+        CASE WHEN pg_is_in_recovery() THEN greatest(
+                coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0),
+                (SELECT timeline_id FROM pg_control_checkpoint()),
+                (SELECT min_recovery_end_timeline FROM pg_control_recovery()))
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END") || true
     # shellcheck disable=SC2086 # the row's fields
     set -- $out
@@ -168,8 +172,17 @@ probe() {
         return 1
         ;;
     esac
-    in_recovery=$1 lsn=$2 ro=$3 epoch=$4 wal_status=$5 sender=$6
-    if [ "$in_recovery" = t ]; then tli=$7; else tli=$8; fi
+    in_recovery=$1 lsn=$2 ro=$3 epoch=$4 wal_status=$5 sender=$6 tli=$8
+}
+
+# is_fresher "T1 L1" "T2 L2": whether data on timeline T1 at WAL position L1 is newer
+# than on T2 at L2: a higher timeline (a later promotion) first, then a higher position.
+# Positions alone mislead: an old primary's unacknowledged tail on its old timeline
+# can lie past the new primary's position.
+is_fresher() {
+    # shellcheck disable=SC2086 # two words each, on purpose
+    set -- $1 $2
+    [ "$1" -gt "$3" ] || { [ "$1" -eq "$3" ] && [ "$2" -gt "$4" ]; }
 }
 
 # postmaster_pid ID: the PID of node ID's running postmaster (local servers only).

@@ -5,11 +5,10 @@
 # node's data is (docs/design.md, Eligibility), the freshest eligible node leading.
 #
 # - The server must answer within $PG_TIMEOUT s (fails closed: a frozen, stopped or
-#   cut-off server vouches for nothing). A follower whose server is down (its keeper's
+#   cut-off server vouches for nothing). A node whose server is down (its keeper's
 #   fence or on-demoted.sh stopped it) starts rejoin.sh, which rewinds it and starts it
-#   as a standby of the coordinator's server.
-# - While rejoin.sh runs (stopping, rewinding, starting the server) the node is not
-#   eligible.
+#   as a standby of the coordinator's server, or, with no primary yet, starts it as a
+#   standby of no one.
 # - The coordinator: eligible while its server is the primary; while it is still a
 #   standby it is eligible until on-elected.sh has promoted it for this epoch (while
 #   the promotion runs, the promote marker of common.sh is there). A server in recovery
@@ -18,10 +17,10 @@
 #   that holds the data.
 # - A follower whose server does not stream from the coordinator's (a fenced old
 #   primary, a restarted server, a standby of a former primary) starts rejoin.sh, once
-#   the coordinator's server is promoted for this epoch, and is not eligible until it
-#   streams again. Nothing else would: a restart changes no epoch, so no hook runs, and
-#   the cluster would run a standby short for good. This check runs every interval_ms,
-#   which makes it the periodic path.
+#   the coordinator's server is promoted for this epoch. Nothing else would: a restart
+#   changes no epoch, so no hook runs, and the cluster would run a standby short for
+#   good. This check runs every interval_ms, which makes it the periodic path. While
+#   rejoin.sh stops and rewinds the server, the server does not answer: not eligible.
 # - Any other standby is eligible: on-elected.sh refuses to promote it unless it holds
 #   every acknowledged commit (it compares positions with the other standbys), so a
 #   stale standby that is elected resigns and a fresher one leads.
@@ -36,19 +35,19 @@ if [ "$BULLY_ROLE" = follower ] && [ -n "$coordinator" ] && [ "$coordinator" != 
     follower=true
 fi
 
+if [ -e "$(data_dir "$me").rewind-failed" ] && [ "$ALLOW_REINIT" != 1 ]; then
+    log "pg_rewind failed on this server's data directory ($(data_dir "$me").rewind-failed): out until a human looks"
+    exit 1
+fi
 if ! probe "$me"; then
     log "own server unreachable: $probe_error"
-    if $follower && ! postmaster_pid "$me" >/dev/null && ! rejoining; then
-        log "starting rejoin.sh: the server is down and node $coordinator leads"
+    if ! postmaster_pid "$me" >/dev/null && ! rejoining; then
+        log "starting rejoin.sh: the server is down"
         start_rejoin
     fi
     exit 1
 fi
 echo "est=$lsn"
-if rejoining; then
-    log "rejoin.sh runs (see $(data_dir "$me").rejoin.log): not eligible"
-    exit 1
-fi
 
 if [ "$BULLY_ROLE" = coordinator ]; then
     [ "$in_recovery" = f ] && exit 0
@@ -69,11 +68,11 @@ if $follower; then
         exit 0
     fi
     mine="$in_recovery $wal_status $sender"
-    if coordinator_promoted; then
+    if ! rejoining && coordinator_promoted; then
         log "the server ($mine) does not stream from node $coordinator's ($primary): starting rejoin.sh"
         start_rejoin
-        exit 1
     fi
+    # shellcheck disable=SC2086 # the fields split on purpose
     set -- $mine
     in_recovery=$1
 fi

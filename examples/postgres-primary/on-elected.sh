@@ -14,7 +14,7 @@
 #    acknowledged commit is on the primary and on K standbys, so among any N - K of
 #    the N servers that were standbys one holds it, and the freshest of them holds
 #    every one. This server must have read N - K standbys (itself included) and hold at
-#    least the WAL position of each; it waits up to $CATCH_UP_MS for its WAL receiver to
+#    least the (timeline, WAL position) of each; it waits up to $CATCH_UP_MS for its WAL receiver to
 #    get there (and to the fenced old primary's position, if that one answered: then
 #    nothing is dropped). Otherwise it refuses: a fresher standby must lead, and
 #    refusing costs one resign (resign_for_ms); with est= (health.sh) bully elects the
@@ -34,10 +34,10 @@ me=$BULLY_NODE_ID
 
 probe "$me" || { log "own server unreachable: $probe_error"; exit 1; }
 [ "$epoch" -le "$token" ] || [ "$in_recovery" = t ] || { log "own server is a primary of epoch $epoch > $token: stale hook"; exit 1; }
-mine=$lsn
+mine="$tli $lsn"
 was_standby=$in_recovery
 
-standbys=0 best=0 best_id="" old=0 old_ids="" answered=""
+standbys=0 best="0 0" best_id="" old="0 0" old_ids="" answered=""
 [ "$was_standby" = t ] && standbys=1
 for id in $(other_ids); do
     if ! peer probe "$id"; then
@@ -57,37 +57,39 @@ for id in $(other_ids); do
             continue
         }
         peer probe "$id" || continue
-        log "fenced node $id's server (an old primary at $lsn): read-only, sessions ended"
+        log "fenced node $id's server (an old primary at timeline $tli, $lsn): read-only, sessions ended"
         old_ids="$old_ids $id"
-        [ "$lsn" -le "$old" ] || old=$lsn
+        ! is_fresher "$tli $lsn" "$old" || old="$tli $lsn"
         continue
     fi
     answered="$answered $id"
     standbys=$((standbys + 1))
-    if [ "$lsn" -gt "$best" ]; then best=$lsn best_id=$id; fi
+    if is_fresher "$tli $lsn" "$best"; then best="$tli $lsn" best_id=$id; fi
 done
 
+# What must be here before promoting: the freshest standby's data, and the fenced old
+# primary's if it answered (then nothing is dropped).
 need=$((node_count - SYNC_COUNT))
 target=$best
-[ "$old" -le "$target" ] || target=$old
-if [ "$was_standby" = t ] && [ "$mine" -lt "$target" ]; then
+! is_fresher "$old" "$target" || target=$old
+if [ "$was_standby" = t ] && is_fresher "$target" "$mine"; then
     deadline=$(($(now_ms) + CATCH_UP_MS))
-    while [ "$mine" -lt "$target" ] && [ "$(now_ms)" -lt "$deadline" ]; do
+    while is_fresher "$target" "$mine" && [ "$(now_ms)" -lt "$deadline" ]; do
         sleep 0.02
         probe "$me" || { log "own server unreachable: $probe_error"; exit 1; }
-        mine=$lsn
+        mine="$tli $lsn"
     done
 fi
 if [ "$was_standby" = t ]; then
-    if [ "$standbys" -ge "$need" ] && [ "$mine" -ge "$best" ]; then
-        [ "$mine" -ge "$old" ] || log "the fenced old primary's last $((old - mine)) bytes of WAL were never acknowledged by a standby: dropped (it rejoins with pg_rewind)"
-    elif [ "$mine" -ge "$old" ] && [ -n "$old_ids" ]; then
+    if [ "$standbys" -ge "$need" ] && ! is_fresher "$best" "$mine"; then
+        ! is_fresher "$old" "$mine" || log "the fenced old primary's WAL past $mine ($old) was never acknowledged by a standby: dropped (it rejoins with pg_rewind)"
+    elif [ -n "$old_ids" ] && ! is_fresher "$old" "$mine"; then
         log "caught up with the fenced old primary (node$old_ids) at $old"
     elif [ "$standbys" -lt "$need" ]; then
         log "only $standbys of the $need standbys needed to know every acknowledged commit answered (and no old primary to catch up from): not promoting"
         exit 1
     else
-        log "node $best_id's standby holds more WAL ($best > $mine): not promoting; the freshest standby must lead"
+        log "node $best_id's standby holds newer WAL (timeline, position: $best > $mine): not promoting; the freshest standby must lead"
         exit 1
     fi
 fi
@@ -113,7 +115,7 @@ until probe "$me" && [ "$in_recovery" = f ] && [ "$ro" = off ] && [ "$epoch" = "
     [ "$(now_ms)" -lt "$deadline" ] || { log "the server is not a read-write primary of epoch $token after promotion"; exit 1; }
     sleep 0.02
 done
-log "the server is the primary at epoch $token (lsn $lsn)${old_ids:+; fenced the old primary of node(s)$old_ids}"
+log "the server is the primary at epoch $token (timeline $tli, lsn $lsn)${old_ids:+; fenced the old primary of node(s)$old_ids}"
 
 for id in $answered; do
     reply=$(peer sql "$id" "ALTER SYSTEM SET primary_conninfo = '$(conninfo "$me" "node$id")'" \

@@ -4,15 +4,16 @@
 #   init           three data directories under $PG_ROOT holding the same data: initdb
 #                  of node 1 (trust on loopback, superuser "postgres", postgresql.conf
 #                  appended; initdb and pg_basebackup without fsync, for speed: the
-#                  servers sync what they write from then on), node 1 started, pg_basebackup of nodes 2 and 3 from it,
-#                  both streaming from node 1 until its clean stop, so all three end
-#                  at the same WAL position (the first election may pick any)
+#                  servers sync what they write from then on), node 1 started,
+#                  pg_basebackup of nodes 2 and 3 from it, both streaming from node 1
+#                  until its clean stop, so all three end at the same WAL position
+#                  (the first election may pick any)
 #   start ID       starts node ID's server as a STANDBY (standby.signal, always), on its
 #                  host and port from the nodes file, and waits until it answers: a
 #                  server never comes up writable by itself; bully promotes it
 #                  (on-elected.sh) or makes it follow the primary (rejoin.sh)
 #   stop ID        fast shutdown (immediate after $STOP_MS)
-#   kill ID        kill -9 of the postmaster and every process of its group
+#   kill ID        kill -9 of the postmaster and of its children
 #   status         role, WAL position, timeline and upstream of every server
 # As root, the data directories belong to $PG_USER (postgres) and the servers run as
 # that user; $PG_ROOT must then be a directory that user can reach.
@@ -55,27 +56,31 @@ init)
     for id in $all_ids; do
         [ ! -e "$(data_dir "$id")" ] || { echo "pg.sh: $(data_dir "$id") exists: remove $PG_ROOT first" >&2; exit 1; }
     done
+    # shellcheck disable=SC2086 # the IDs split on purpose
     set -- $all_ids
     first=$1
     shift
+    others="$*"
     dir=$(data_dir "$first")
     as_pg "$PG_BIN/initdb" -N -D "$dir" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+    # shellcheck disable=SC2016 # expanded by the inner sh
     as_pg sh -c 'cat >> "$1/postgresql.conf"' sh "$dir" < "$here/postgresql.conf"
-    set -- $(pg_of "$first")
+    # shellcheck disable=SC2046 # "host port" splits on purpose
+    set -- $(addr_for "$first")
     as_pg "$PG_BIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 -s \
         -o "-p $2 -c listen_addresses=$1 -c cluster_name=node$first" start
-    for id in $(echo $all_ids | tr ' ' '\n' | grep -vx "$first"); do
+    for id in $others; do
         as_pg "$PG_BIN/pg_basebackup" -d "$(conninfo "$first" "node$id")" -D "$(data_dir "$id")" \
             -X stream -c fast -R --no-sync
         start "$id"
     done
-    # Every standby streams from node 1 now; its clean stop sends them its last WAL
-    # (the shutdown checkpoint), so all three hold the same position.
+    # Every standby streams from the first server now; its clean stop sends them its
+    # last WAL (the shutdown checkpoint), so all three hold the same position.
     as_pg "$PG_BIN/pg_ctl" -D "$dir" -w -t 60 -s -m fast stop
-    for id in $(echo $all_ids | tr ' ' '\n' | grep -vx "$first"); do
+    for id in $others; do
         as_pg "$PG_BIN/pg_ctl" -D "$(data_dir "$id")" -w -t 60 -s -m fast stop
     done
-    echo "initialised $PG_ROOT/node{$(echo $all_ids | tr ' ' ,)} (start each: ./pg.sh start ID)"
+    echo "initialised node $first and $others under $PG_ROOT (start each: ./pg.sh start ID)"
     ;;
 start)
     start "$BULLY_NODE_ID"
@@ -85,9 +90,10 @@ stop)
     ;;
 kill)
     pid=$(postmaster_pid "$BULLY_NODE_ID") || { echo "node $BULLY_NODE_ID's server does not run"; exit 0; }
-    # pg_ctl starts the postmaster in a session of its own: its group is the server.
-    kill -9 -- "-$pid" 2>/dev/null || kill -9 "$pid"
-    echo "killed node $BULLY_NODE_ID's server (pid $pid and its group)"
+    # Each child of the postmaster leads a process group of its own: by parent PID.
+    kill -9 "$pid"
+    pkill -KILL -P "$pid" || true
+    echo "killed node $BULLY_NODE_ID's server (pid $pid and its children)"
     ;;
 status)
     for id in $all_ids; do

@@ -3,10 +3,12 @@
 # by health.sh and on-change.sh (start_rejoin in common.sh: a session of its own, so no
 # hook timeout kills a pg_rewind halfway), one at a time (a lock beside the data
 # directory), output appended to $PG_ROOT/nodeID.rejoin.log. Acts only once the
-# coordinator's server is promoted for this epoch ($BULLY_EPOCH).
+# coordinator's server is promoted for this epoch ($BULLY_EPOCH); until then it only
+# starts a server that is down, as a standby of no one (read-only: its position then
+# counts in the next election, and no server is left down for want of a primary).
 #
 # 1. A running standby is repointed (primary_conninfo, a reload) and must then stream
-#    from the coordinator's server on its timeline within $FOLLOW_MS; done.
+#    from the coordinator's server within $FOLLOW_MS; done.
 # 2. Otherwise (the server is down: fenced, stopped; or a former primary; or a standby
 #    that cannot follow the new timeline because it holds WAL the new primary never
 #    had, which no standby ever acknowledged): stop it, pg_rewind it from the
@@ -20,6 +22,8 @@
 #    (stopped, not eligible): it may hold the only copy of something. A marker
 #    $PG_ROOT/nodeID.rewind-failed says so. With ALLOW_REINIT=1 it is moved aside
 #    (nodeID.failed-<time>, never deleted) and cloned from the primary (pg_basebackup).
+#    A pg_rewind that fails before it compared the histories (the source went away)
+#    changed nothing: no marker, the next health check retries.
 set -eu
 BULLY_HOOK=rejoin
 . "$(dirname -- "$0")/common.sh"
@@ -29,9 +33,16 @@ exec 9>> "$dir.rejoin.lock"
 flock -n 9 || exit 0
 echo $$ > "$dir.rejoin.pid" # tests kill a rejoin still running by this PID
 
-coordinator_promoted || { log "$follow_status: nothing to do yet"; exit 0; }
+if ! coordinator_promoted; then
+    # No primary to follow yet. A server that is down (fenced, stopped) comes back as
+    # a standby of no one, read-only: its position counts in the next election.
+    if ! postmaster_pid "$me" >/dev/null; then
+        "$here/pg.sh" start "$me" >&2 9>&- # the server must not inherit the lock
+        log "no primary to follow yet (${follow_status:-no coordinator}): started the server as a standby"
+    fi
+    exit 0
+fi
 src=$BULLY_COORDINATOR
-src_tli=$tli
 src_addr=$(pg_of "$src" | tr ' ' :)
 want=$(conninfo "$src" "node$me")
 if [ -e "$dir.rewind-failed" ] && [ "$ALLOW_REINIT" != 1 ]; then
@@ -39,9 +50,15 @@ if [ -e "$dir.rewind-failed" ] && [ "$ALLOW_REINIT" != 1 ]; then
     exit 1
 fi
 
+# streams: the WAL receiver streams from the coordinator's server, seen three times
+# 0.1 s apart (a receiver that cannot follow the new timeline connects, fails and
+# retries: it may look "streaming" for an instant).
 streams() {
-    probe "$me" && [ "$in_recovery" = t ] && [ "$wal_status" = streaming ] \
-        && [ "$sender" = "$src_addr" ] && [ "$tli" = "$src_tli" ]
+    for _ in 1 2 3; do
+        probe "$me" && [ "$in_recovery" = t ] && [ "$wal_status" = streaming ] \
+            && [ "$sender" = "$src_addr" ] || return 1
+        sleep 0.1
+    done
 }
 
 if probe "$me" && [ "$in_recovery" = t ]; then
@@ -56,16 +73,31 @@ if probe "$me" && [ "$in_recovery" = t ]; then
         log "streams from node $src's server (repointed)"
         exit 0
     fi
-    log "does not stream from node $src's server on timeline $src_tli within $FOLLOW_MS ms (at $lsn, timeline $tli): rewinding"
+    log "does not stream from node $src's server within $FOLLOW_MS ms (at $lsn, timeline $tli)"
+    # A running standby is stopped for a rewind only while its source is there.
+    coordinator_promoted || { log "$follow_status: left running"; exit 0; }
+    log "rewinding"
 fi
 
 stop_pg "$me" fast || { log "the server did not stop: not rewinding"; exit 1; }
 as_pg rm -f "$dir/standby.signal" # pg_rewind's crash recovery runs single-user, not as a standby
 log "pg_rewind from node $src's server (epoch $BULLY_EPOCH)"
-if as_pg "$PG_BIN/pg_rewind" -D "$dir" --source-server="$want" -R 2>&1; then
+if out=$(as_pg "$PG_BIN/pg_rewind" -D "$dir" --source-server="$want" -R 2>&1); then
+    printf '%s\n' "$out"
     rm -f "$dir.rewind-failed"
 else
+    printf '%s\n' "$out"
     as_pg touch "$dir/standby.signal"
+    case $out in
+    *"servers diverged"* | *"no rewind required"*) ;;
+    *)
+        # It failed before it compared the histories (the source went away, refused
+        # the connection): it changed nothing, the next attempt starts afresh.
+        "$here/pg.sh" start "$me" >&2 9>&-
+        log "pg_rewind could not start (nothing changed): the server runs again as a standby; the next health check retries"
+        exit 1
+        ;;
+    esac
     if [ "$ALLOW_REINIT" != 1 ]; then
         touch "$dir.rewind-failed"
         log "pg_rewind FAILED: $dir is left as it is (it may hold commits no other server has); inspect it, then remove $dir.rewind-failed, or set ALLOW_REINIT=1 to move it aside and clone the primary"

@@ -40,16 +40,22 @@ pub fn pg_bin() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or(from_path)
         .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
-    let needed = ["pg_ctl", "initdb", "postgres", "pg_rewind", "pg_basebackup", "psql"];
-    needed
-        .iter()
-        .all(|p| dir.join(p).is_file())
-        .then_some(dir)
+    let needed = [
+        "pg_ctl",
+        "initdb",
+        "postgres",
+        "pg_rewind",
+        "pg_basebackup",
+        "psql",
+    ];
+    needed.iter().all(|p| dir.join(p).is_file()).then_some(dir)
 }
 
 /// Whether this process runs as root (then the servers run as the `postgres` user).
 pub fn is_root() -> bool {
-    nix::unistd::Uid::effective().is_root()
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// Why the example cannot run here, if it cannot: PostgreSQL's programs missing, or
@@ -151,29 +157,40 @@ impl PgServers {
         (!is_zombie(pid)).then_some(pid)
     }
 
-    /// kill -9 of node `id`'s server, all of it (`pg_ctl` gives the postmaster a session
-    /// of its own), and a bounded wait until the postmaster is gone.
+    /// kill -9 of node `id`'s server, all of it (the postmaster and its children: each
+    /// child leads a process group of its own), and a bounded wait until the
+    /// postmaster is gone.
     pub fn kill(&self, id: NodeId) {
         let Some(pid) = self.pid(id) else { return };
-        let _ = signals::send_group(pid, Signal::SIGKILL);
-        let _ = signals::send(pid, Signal::SIGKILL);
+        for p in server_pids(pid) {
+            let _ = signals::send(p, Signal::SIGKILL);
+        }
         let started = Instant::now();
         while Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
-            assert!(started.elapsed() < Duration::from_secs(10), "server {id} did not die");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "server {id} did not die"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 
-    /// SIGSTOP of node `id`'s whole server: it keeps its connections and answers nothing.
+    /// SIGSTOP of node `id`'s whole server, postmaster first: it keeps its connections
+    /// and answers nothing, as a hung host would.
     pub fn pause(&self, id: NodeId) {
         let pid = self.pid(id).expect("a running server to pause");
-        signals::send_group(pid, Signal::SIGSTOP).unwrap();
+        for p in server_pids(pid) {
+            let _ = signals::send(p, Signal::SIGSTOP);
+        }
     }
 
-    /// SIGCONT of node `id`'s server (pending signals act then: a fence's shutdown).
+    /// SIGCONT of node `id`'s server, postmaster first: it acts on the signals that
+    /// waited (a fence's shutdown) before any backend runs again.
     pub fn resume(&self, id: NodeId) {
         if let Some(pid) = self.pid(id) {
-            let _ = signals::send_group(pid, Signal::SIGCONT);
+            for p in server_pids(pid) {
+                let _ = signals::send(p, Signal::SIGCONT);
+            }
         }
     }
 
@@ -221,9 +238,38 @@ impl Drop for PgServers {
     }
 }
 
+/// The postmaster `pid` first, then its children (from /proc).
+fn server_pids(pid: u32) -> Vec<u32> {
+    let mut pids = vec![pid];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: the comm may hold spaces, so read after the ')'.
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            pids.push(child);
+        }
+    }
+    pids
+}
+
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
         .unwrap_or(true)
 }
 
@@ -244,11 +290,13 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> Option<tokio_postgr
         addr.ip(),
         addr.port()
     );
-    let (client, connection) =
-        tokio::time::timeout(timeout, tokio_postgres::connect(&conninfo, tokio_postgres::NoTls))
-            .await
-            .ok()?
-            .ok()?;
+    let (client, connection) = tokio::time::timeout(
+        timeout,
+        tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
+    )
+    .await
+    .ok()?
+    .ok()?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -276,7 +324,11 @@ impl Role {
 
     /// A standby streaming from the server on `port`.
     pub fn streams_from(&self, port: u16) -> bool {
-        self.standby && self.receiver.as_ref().is_some_and(|(s, p)| s == "streaming" && *p == port)
+        self.standby
+            && self
+                .receiver
+                .as_ref()
+                .is_some_and(|(s, p)| s == "streaming" && *p == port)
     }
 }
 

@@ -37,7 +37,9 @@ pub async fn create_table(addr: SocketAddr) -> Result<(), String> {
     let client = connect(addr, Duration::from_secs(5))
         .await
         .ok_or("no connection")?;
-    let ddl = format!("CREATE TABLE IF NOT EXISTS {TABLE} (key text PRIMARY KEY, at timestamptz DEFAULT now())");
+    let ddl = format!(
+        "CREATE TABLE IF NOT EXISTS {TABLE} (key text PRIMARY KEY, at timestamptz DEFAULT now())"
+    );
     tokio::time::timeout(Duration::from_secs(10), client.batch_execute(&ddl))
         .await
         .map_err(|_| "timed out".to_string())?
@@ -201,7 +203,7 @@ impl RolePoller {
     /// How long two or more servers were writable at once within `[from, to]`: each
     /// server counts as writable from a sample that said so until its next sample, and
     /// the longest stretch with two or more such is returned, with the nodes involved.
-    pub fn two_writable(&self, from: Instant, to: Instant) -> (Duration, Vec<NodeId>) {
+    pub fn two_writable(&self, from: Instant, to: Instant) -> Overlap {
         two_writable(&self.samples(), from, to)
     }
 }
@@ -238,8 +240,18 @@ async fn poll_loop(node: NodeId, addr: SocketAddr, samples: Arc<Mutex<Vec<Sample
     }
 }
 
+/// The longest stretch with two or more writable servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlap {
+    pub longest: Duration,
+    /// The servers writable in it (none when `longest` is zero).
+    pub nodes: Vec<NodeId>,
+    /// When it began.
+    pub began: Option<Instant>,
+}
+
 /// [`RolePoller::two_writable`] on given samples.
-pub fn two_writable(samples: &[Sample], from: Instant, to: Instant) -> (Duration, Vec<NodeId>) {
+pub fn two_writable(samples: &[Sample], from: Instant, to: Instant) -> Overlap {
     // Each node's writable stretches: from a writable sample to its next sample.
     let mut by_node: BTreeMap<NodeId, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
@@ -259,22 +271,35 @@ pub fn two_writable(samples: &[Sample], from: Instant, to: Instant) -> (Duration
         }
     }
     edges.sort_by_key(|&(at, delta, _)| (at, delta));
-    let (mut open, mut longest, mut began, mut nodes) = (0, Duration::ZERO, None, Vec::new());
+    let mut overlap = Overlap {
+        longest: Duration::ZERO,
+        nodes: Vec::new(),
+        began: None,
+    };
+    let (mut open, mut began, mut nodes) = (0, None, Vec::new());
     let mut live: BTreeMap<NodeId, i32> = BTreeMap::new();
     for (at, delta, node) in edges {
         *live.entry(node).or_default() += delta;
         open += delta;
         if open >= 2 && began.is_none() {
             began = Some(at);
-            nodes = live.iter().filter(|(_, &n)| n > 0).map(|(&id, _)| id).collect();
+            nodes = live
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(&id, _)| id)
+                .collect();
         }
         if open < 2 {
             if let Some(b) = began.take() {
-                if at - b > longest {
-                    longest = at - b;
+                if at - b > overlap.longest {
+                    overlap = Overlap {
+                        longest: at - b,
+                        nodes: std::mem::take(&mut nodes),
+                        began: Some(b),
+                    };
                 }
             }
         }
     }
-    (longest, if longest.is_zero() { Vec::new() } else { nodes })
+    overlap
 }
