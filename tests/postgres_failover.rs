@@ -269,6 +269,22 @@ impl Scene {
         leader
     }
 
+    /// Waits until one of `among` is the ready coordinator (/coordinator 200) with a
+    /// writable server; returns that node.
+    async fn wait_ready(&self, among: &[NodeId]) -> NodeId {
+        let what = format!("a ready coordinator among {among:?} with a writable server");
+        primary::wait_logged(&self.t, &what, AGREE, || async {
+            for &id in among {
+                let ready = matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _)));
+                if ready && role(self.local(id)).await.is_some_and(|r| r.writable()) {
+                    return Some(id);
+                }
+            }
+            None
+        })
+        .await
+    }
+
     /// Waits until node `id`'s server streams from the primary's again; returns when.
     async fn wait_rejoined(&self, id: NodeId) -> Instant {
         let port = self.cuts[&self.primary].addr.port();
@@ -316,12 +332,14 @@ impl Scene {
         &mut self,
         scenario: &str,
         fault: Instant,
-        settled: Instant,
+        settled: Option<Instant>,
         rejoined: Option<Instant>,
     ) {
         let attempts = self.attempts();
         let mut gaps = Vec::new();
-        for w in ["w1", "w2"] {
+        let writers_ran = settled.is_some();
+        let settled = settled.unwrap_or_else(Instant::now);
+        for w in ["w1", "w2"].into_iter().filter(|_| writers_ran) {
             let mine: Vec<Attempt> = attempts.iter().filter(|a| a.writer == w).cloned().collect();
             let (gap, began) = writers::longest_gap(&mine, fault, settled);
             let at = began.saturating_duration_since(fault).as_millis();
@@ -334,7 +352,10 @@ impl Scene {
             }
             gaps.push(gap);
         }
-        let gap = gaps.into_iter().max().unwrap_or_default();
+        let gap = match gaps.into_iter().max() {
+            Some(gap) => format!("{} ms", gap.as_millis()),
+            None => "- (no writers)".to_string(),
+        };
         let lost = postgres_load::missing(self.local(self.primary), &attempts)
             .await
             .unwrap_or_else(|e| panic!("{scenario}: reading the primary's rows: {e}"));
@@ -345,8 +366,7 @@ impl Scene {
             format!("+{} ms", r.saturating_duration_since(fault).as_millis())
         });
         let line = format!(
-            "{scenario} | {} ms | {} | {stale} ({} ms) | {} ms {nodes:?} | {rejoin}",
-            gap.as_millis(),
+            "{scenario} | {gap} | {} | {stale} ({} ms) | {} ms {nodes:?} | {rejoin}",
             lost.len(),
             stale_span.as_millis(),
             two.as_millis()
@@ -409,7 +429,8 @@ impl Scene {
         let settled = Instant::now();
         self.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, settled, Some(rejoined)).await;
+        self.judge(scenario, fault, Some(settled), Some(rejoined))
+            .await;
     }
 
     fn kill_host(&mut self, id: NodeId) {
@@ -443,7 +464,7 @@ impl Scene {
             self.keepers.log(old)
         );
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+        self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
 
@@ -459,7 +480,7 @@ impl Scene {
         self.fail_over_and_heal(old, fault, |s| s.pg.resume(old))
             .await;
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+        self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
 
@@ -480,7 +501,7 @@ impl Scene {
         })
         .await;
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, Instant::now(), Some(rejoined))
+        self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
 
@@ -534,15 +555,7 @@ impl Scene {
             .count();
         let fault = Instant::now();
         self.kill_host(old);
-        let what = format!("node {fresh} ready with a writable primary");
-        primary::wait_logged(&self.t, &what, AGREE, || async {
-            let ready = matches!(
-                http_get(self.http[&fresh], "/coordinator").await,
-                Ok((200, _))
-            );
-            (ready && role(self.local(fresh)).await.is_some_and(|r| r.writable())).then_some(())
-        })
-        .await;
+        self.wait_ready(&[fresh]).await;
         self.primary = fresh;
         // Its only standby now is the lagging one: commits wait for it to stream.
         let _ = signals::send(receiver, Signal::SIGCONT);
@@ -572,7 +585,8 @@ impl Scene {
         self.wait_primary(&[fresh, lagging]).await;
         self.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
-        self.judge(scenario, fault, settled, Some(rejoined)).await;
+        self.judge(scenario, fault, Some(settled), Some(rejoined))
+            .await;
     }
 
     /// Every process of every host killed -9 and restarted: the servers come back as
@@ -598,13 +612,17 @@ impl Scene {
             self.keepers.spawn(&common::binary(), id, &config);
         }
         self.t.start_all();
+        let ready = self.wait_ready(&IDS).await;
+        let ready_after = restarted.elapsed();
         self.primary = self.wait_primary(&IDS).await;
         eprintln!(
-            "=== {scenario}: node {} is the primary, every server streaming, {} ms after the nodes started",
+            "=== {scenario}: node {ready} ready {} ms after the nodes started; node {} the \
+             primary with every server streaming after {} ms",
+            ready_after.as_millis(),
             self.primary,
             restarted.elapsed().as_millis()
         );
-        self.judge(scenario, fault, Instant::now(), None).await;
+        self.judge(scenario, fault, None, None).await;
     }
 
     /// I1–I4 on every node's event log, and quorum mode's I6 and I7.

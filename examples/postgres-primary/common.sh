@@ -145,7 +145,9 @@ peer() {
 # a standby), ro (default_transaction_read_only), epoch (bully.epoch, the token
 # on-elected.sh stored when it promoted that server, 0 if none), wal_status and sender
 # ("host:port") of its WAL receiver, and tli (its timeline; on a standby the newest
-# of the received one, its last restartpoint's and its minimum recovery point's).
+# timeline it holds WAL of: the highest in its WAL segments' names, which a standby
+# writes only for a timeline it actually follows; not the receiver's, gone when the
+# upstream is, nor the last restartpoint's, minutes old).
 # Returns 1 with the reason in $probe_error when it does not answer.
 probe() {
     in_recovery="" lsn=0 ro="" epoch=0 wal_status="" sender="" tli=0
@@ -157,10 +159,8 @@ probe() {
         coalesce(nullif(current_setting('bully.epoch', true), ''), '0'),
         coalesce((SELECT status || ' ' || coalesce(sender_host, '-') || ':' || coalesce(sender_port, 0) || ' ' || received_tli
                   FROM pg_stat_wal_receiver), '- -:0 0'),
-        CASE WHEN pg_is_in_recovery() THEN greatest(
-                coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0),
-                (SELECT timeline_id FROM pg_control_checkpoint()),
-                (SELECT min_recovery_end_timeline FROM pg_control_recovery()))
+        CASE WHEN pg_is_in_recovery() THEN coalesce((SELECT max(('x' || substr(name, 1, 8))::bit(32)::int)
+                FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'), 1)
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END") || true
     # shellcheck disable=SC2086 # the row's fields
     set -- $out

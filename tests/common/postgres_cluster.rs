@@ -161,6 +161,7 @@ impl PgServers {
     /// child leads a process group of its own), and a bounded wait until the
     /// postmaster is gone.
     pub fn kill(&self, id: NodeId) {
+        self.kill_rejoin(id);
         let Some(pid) = self.pid(id) else { return };
         for p in server_pids(pid) {
             let _ = signals::send(p, Signal::SIGKILL);
@@ -209,18 +210,26 @@ impl PgServers {
             + &tail(self.root.join(format!("node{id}.rejoin.log")))
     }
 
-    /// Kills every `rejoin.sh` still running (each leads a session, `setsid`) and every
-    /// server.
-    fn kill_all(&self) {
-        for &id in self.addrs.keys() {
-            let pid_file = self.root.join(format!("node{id}.rejoin.pid"));
-            if let Some(pid) = std::fs::read_to_string(pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse::<u32>().ok())
-            {
-                let _ = signals::send_group(pid, Signal::SIGKILL);
-            }
+    /// kill -9 of node `id`'s `rejoin.sh` if one runs (it leads a session of its own,
+    /// `setsid`, with its `pg_rewind` or `pg_ctl`): a host losing its processes loses it
+    /// too.
+    pub fn kill_rejoin(&self, id: NodeId) {
+        let pid_file = self.root.join(format!("node{id}.rejoin.pid"));
+        let Some(pid) = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        else {
+            return;
+        };
+        // The PID file outlives the script: only a process that still runs it.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("rejoin.sh") {
+            let _ = signals::send_group(pid, Signal::SIGKILL);
         }
+    }
+
+    /// Kills every `rejoin.sh` still running and every server.
+    fn kill_all(&self) {
         for &id in self.addrs.keys() {
             self.resume(id);
             self.kill(id);
