@@ -227,7 +227,11 @@ impl Scene {
         };
         s.primary = s.wait_primary(&IDS).await;
         phase("the table, then two writers through HAProxy");
-        postgres_load::create_table(front).await.unwrap();
+        // HAProxy routes to the primary once its next check (every 100 ms) saw it ready.
+        primary::wait_logged(&s.t, "the table created through HAProxy", AGREE, || async {
+            postgres_load::create_table(front).await.ok()
+        })
+        .await;
         s.writers = vec![PgWriter::start("w1", front), PgWriter::start("w2", front)];
         s.wait_writes_on(s.primary, Instant::now()).await;
         s

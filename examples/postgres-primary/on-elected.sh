@@ -36,6 +36,7 @@ probe "$me" || { log "own server unreachable: $probe_error"; exit 1; }
 [ "$epoch" -le "$token" ] || [ "$in_recovery" = t ] || { log "own server is a primary of epoch $epoch > $token: stale hook"; exit 1; }
 mine="$tli $lsn"
 was_standby=$in_recovery
+my_receiver=$wal_status
 
 standbys=0 best="0 0" best_id="" old="0 0" old_ids="" answered=""
 [ "$was_standby" = t ] && standbys=1
@@ -72,7 +73,8 @@ done
 need=$((node_count - SYNC_COUNT))
 target=$best
 ! is_fresher "$old" "$target" || target=$old
-if [ "$was_standby" = t ] && is_fresher "$target" "$mine"; then
+# Only a WAL receiver that streams can catch up: without one, waiting is no use.
+if [ "$was_standby" = t ] && [ "$my_receiver" = streaming ] && is_fresher "$target" "$mine"; then
     deadline=$(($(now_ms) + CATCH_UP_MS))
     while is_fresher "$target" "$mine" && [ "$(now_ms)" -lt "$deadline" ]; do
         sleep 0.02

@@ -11,7 +11,8 @@
 #    from the coordinator's server within $FOLLOW_MS; done.
 # 2. Otherwise (the server is down: fenced, stopped; or a former primary; or a standby
 #    that cannot follow the new timeline because it holds WAL the new primary never
-#    had, which no standby ever acknowledged): stop it, pg_rewind it from the
+#    had, which no standby ever acknowledged): stop it, CHECKPOINT the coordinator's
+#    server (pg_rewind reads its timeline from its control file), pg_rewind it from the
 #    coordinator's server (pg_rewind runs crash recovery first when the server was
 #    killed; "no rewind required" when it did not diverge; -R writes standby.signal and
 #    primary_conninfo) and start it as a standby (pg.sh start). pg_rewind logs where
@@ -79,35 +80,59 @@ if probe "$me" && [ "$in_recovery" = t ]; then
     log "rewinding"
 fi
 
-stop_pg "$me" fast || { log "the server did not stop: not rewinding"; exit 1; }
-as_pg rm -f "$dir/standby.signal" # pg_rewind's crash recovery runs single-user, not as a standby
-log "pg_rewind from node $src's server (epoch $BULLY_EPOCH)"
-if out=$(as_pg "$PG_BIN/pg_rewind" -D "$dir" --source-server="$want" -R 2>&1); then
-    printf '%s\n' "$out"
-    rm -f "$dir.rewind-failed"
-else
-    printf '%s\n' "$out"
-    as_pg touch "$dir/standby.signal"
-    case $out in
-    *"servers diverged"* | *"no rewind required"*) ;;
-    *)
-        # It failed before it compared the histories (the source went away, refused
-        # the connection): it changed nothing, the next attempt starts afresh.
-        "$here/pg.sh" start "$me" >&2 9>&-
-        log "pg_rewind could not start (nothing changed): the server runs again as a standby; the next health check retries"
-        exit 1
-        ;;
-    esac
-    if [ "$ALLOW_REINIT" != 1 ]; then
-        touch "$dir.rewind-failed"
-        log "pg_rewind FAILED: $dir is left as it is (it may hold commits no other server has); inspect it, then remove $dir.rewind-failed, or set ALLOW_REINIT=1 to move it aside and clone the primary"
-        exit 1
+# rewind_and_start: stop, pg_rewind, start as a standby. Returns 2 when pg_rewind
+# failed for good (the data directory is left as it is), 1 when it could not start or
+# the server did not come up.
+rewind_and_start() {
+    stop_pg "$me" fast || { log "the server did not stop: not rewinding"; return 1; }
+    as_pg rm -f "$dir/standby.signal" # pg_rewind's crash recovery runs single-user, not as a standby
+    # pg_rewind reads the source's timeline from its control file, which a newly
+    # promoted server updates only at its first checkpoint (a spread one, minutes
+    # away): without this it rewinds against the old timeline, or finds "no rewind
+    # required", and the server then cannot start.
+    call_timeout=30
+    reply=$(sql "$src" "CHECKPOINT") || { call_timeout=$PG_TIMEOUT; log "CHECKPOINT on node $src's server failed: $reply"; return 1; }
+    call_timeout=$PG_TIMEOUT
+    log "pg_rewind from node $src's server (epoch $BULLY_EPOCH)"
+    if out=$(as_pg "$PG_BIN/pg_rewind" -D "$dir" --source-server="$want" -R 2>&1); then
+        printf '%s\n' "$out"
+        rm -f "$dir.rewind-failed"
+    else
+        printf '%s\n' "$out"
+        as_pg touch "$dir/standby.signal"
+        case $out in
+        *"servers diverged"* | *"no rewind required"*) ;;
+        *)
+            # It failed before it compared the histories (the source went away, refused
+            # the connection): it changed nothing, the next attempt starts afresh.
+            "$here/pg.sh" start "$me" >&2 9>&- || true
+            log "pg_rewind could not start (nothing changed): the server runs again as a standby; the next health check retries"
+            return 1
+            ;;
+        esac
+        if [ "$ALLOW_REINIT" != 1 ]; then
+            touch "$dir.rewind-failed"
+            log "pg_rewind FAILED: $dir is left as it is (it may hold commits no other server has); inspect it, then remove $dir.rewind-failed, or set ALLOW_REINIT=1 to move it aside and clone the primary"
+            return 2
+        fi
+        aside="$dir.failed-$(date +%s)"
+        mv "$dir" "$aside"
+        log "pg_rewind failed; ALLOW_REINIT=1: moved the data directory to $aside, cloning node $src's server"
+        as_pg "$PG_BIN/pg_basebackup" -d "$want" -D "$dir" -X stream -c fast -R
+        rm -f "$dir.rewind-failed"
     fi
-    aside="$dir.failed-$(date +%s)"
-    mv "$dir" "$aside"
-    log "pg_rewind failed; ALLOW_REINIT=1: moved the data directory to $aside, cloning node $src's server"
-    as_pg "$PG_BIN/pg_basebackup" -d "$want" -D "$dir" -X stream -c fast -R
-    rm -f "$dir.rewind-failed"
+    "$here/pg.sh" start "$me" >&2 9>&- # the server must not inherit the lock
+}
+
+# A rewound server that fails to start (seen here: its first recovery stopped short of
+# the new timeline) is rewound once more; its data directory is unchanged by a failed
+# start.
+rc=0
+rewind_and_start || rc=$?
+if [ "$rc" = 1 ] && coordinator_promoted; then
+    log "the server did not come up after the rewind: once more"
+    rc=0
+    rewind_and_start || rc=$?
 fi
-"$here/pg.sh" start "$me" >&2 9>&- # the server must not inherit the lock
+[ "$rc" = 0 ] || exit 1
 log "the server runs as a standby of node $src's"
