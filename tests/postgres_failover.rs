@@ -462,11 +462,11 @@ impl Scene {
         self.t.cluster.pause(old).unwrap();
         self.fail_over_and_heal(old, fault, |s| s.t.cluster.resume(old).unwrap())
             .await;
-        assert!(
-            self.keepers.lines_with(old, FENCED).len() > fences,
-            "{scenario}: node {old}'s keeper did not fence its server:\n{}",
-            self.keepers.log(old)
-        );
+        let what = format!("node {old}'s keeper fencing its server");
+        primary::wait_logged(&self.t, &what, Duration::from_secs(10), || async {
+            (self.keepers.lines_with(old, FENCED).len() > fences).then_some(())
+        })
+        .await;
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;

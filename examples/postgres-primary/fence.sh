@@ -6,9 +6,10 @@
 # elected, and kills it at that instant. It acts on the LOCAL server only, which this
 # host reaches whatever the network does, and by signal, not by SQL (a frozen server
 # answers no query but keeps a signal pending): SIGINT to the postmaster, a fast
-# shutdown (sessions ended, no new ones accepted from that instant), SIGQUIT after
-# $STOP_MS. So the old primary acknowledges nothing from here on, whatever the new
-# primary's hooks can or cannot reach.
+# shutdown (sessions ended, no new ones accepted from that instant). It does not wait
+# for the shutdown to end (on-demoted.sh does, if the node runs). So the old primary
+# acknowledges nothing from here on, whatever the new primary's hooks can or cannot
+# reach.
 #
 # Environment from the keeper: BULLY_NODE_ID, BULLY_TOKEN (the token of the epoch that
 # ended), BULLY_TERM, BULLY_COORDINATOR, BULLY_DATA_DIR. Left alone: a server promoted
@@ -30,5 +31,3 @@ fi
 pid=$(postmaster_pid "$BULLY_NODE_ID") || { log "epoch $token ended; the server does not run"; exit 0; }
 kill -INT "$pid"
 log "epoch $token ended here: fast shutdown of the server (pid $pid) requested"
-stop_pg "$BULLY_NODE_ID" fast 500 || { log "the server did not stop (frozen?): its shutdown is pending"; exit 1; }
-log "the server is stopped"
