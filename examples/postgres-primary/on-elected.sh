@@ -14,9 +14,9 @@
 #    acknowledged commit is on the primary and on K standbys, so among any N - K of
 #    the N servers that were standbys one holds it, and the freshest of them holds
 #    every one. This server must have read N - K standbys (itself included) and hold at
-#    least the (timeline, WAL position) of each; it waits up to $CATCH_UP_MS for its WAL receiver to
-#    get there (and to the fenced old primary's position, if that one answered: then
-#    nothing is dropped). Otherwise it refuses: a fresher standby must lead, and
+#    least the (timeline, WAL position) of each. If the fenced old primary answered, it
+#    waits up to $CATCH_UP_MS for its WAL receiver to reach that one's position too
+#    (then nothing is dropped). Otherwise it refuses: a fresher standby must lead, and
 #    refusing costs one resign (resign_for_ms); with est= (health.sh) bully elects the
 #    freshest in the first place.
 # 4. Promote: ALTER SYSTEM the standby names to the other nodes ('ANY K (...)'),
@@ -68,15 +68,14 @@ for id in $(other_ids); do
     if is_fresher "$tli $lsn" "$best"; then best="$tli $lsn" best_id=$id; fi
 done
 
-# What must be here before promoting: the freshest standby's data, and the fenced old
-# primary's if it answered (then nothing is dropped).
+# Catching up needs a source: the fenced old primary, if it answered and this server's
+# WAL receiver streams (from it). A fresher standby cannot feed this one: then refuse
+# at once, below, and let the fresher one lead.
 need=$((node_count - SYNC_COUNT))
-target=$best
-! is_fresher "$old" "$target" || target=$old
-# Only a WAL receiver that streams can catch up: without one, waiting is no use.
-if [ "$was_standby" = t ] && [ "$my_receiver" = streaming ] && is_fresher "$target" "$mine"; then
+if [ "$was_standby" = t ] && [ "$my_receiver" = streaming ] && [ -n "$old_ids" ] \
+    && is_fresher "$old" "$mine" && ! is_fresher "$best" "$old"; then
     deadline=$(($(now_ms) + CATCH_UP_MS))
-    while is_fresher "$target" "$mine" && [ "$(now_ms)" -lt "$deadline" ]; do
+    while is_fresher "$old" "$mine" && [ "$(now_ms)" -lt "$deadline" ]; do
         sleep 0.02
         probe "$me" || { log "own server unreachable: $probe_error"; exit 1; }
         mine="$tli $lsn"
