@@ -235,6 +235,10 @@ remember_promoted() {
 # for this epoch or a newer one (bully.epoch >= $BULLY_EPOCH): only then may a standby
 # follow it or be rewound from it. Overwrites the probe variables; sets follow_status.
 coordinator_promoted() {
+    if [ -z "${BULLY_COORDINATOR:-}" ]; then
+        follow_status="no coordinator known"
+        return 1
+    fi
     if ! peer probe "$BULLY_COORDINATOR"; then
         follow_status="node $BULLY_COORDINATOR's server does not answer ($probe_error)"
         return 1

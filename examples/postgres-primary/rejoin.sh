@@ -39,7 +39,7 @@ if ! coordinator_promoted; then
     # a standby of no one, read-only: its position counts in the next election.
     if ! postmaster_pid "$me" >/dev/null; then
         "$here/pg.sh" start "$me" >&2 9>&- # the server must not inherit the lock
-        log "no primary to follow yet (${follow_status:-no coordinator}): started the server as a standby"
+        log "no primary to follow yet ($follow_status): started the server as a standby"
     fi
     exit 0
 fi
