@@ -10,7 +10,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 /// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -120,6 +120,7 @@ mod tests {
         let msg = Message {
             term: 7,
             config: Default::default(),
+            est: None,
             body: Body::Coordinator {
                 epoch: Epoch { term: 7, leader: 3 },
             },
@@ -134,6 +135,7 @@ mod tests {
         let mut frame = encode_frame(&Message {
             term: 1,
             config: Default::default(),
+            est: None,
             body: Body::Answer,
         })
         .unwrap();
@@ -159,6 +161,7 @@ mod tests {
         let frame = encode_frame(&Message {
             term: 1,
             config: Default::default(),
+            est: None,
             body: Body::Probe,
         })
         .unwrap();

@@ -33,6 +33,7 @@ fn msg(term: u64) -> Message {
     Message {
         term,
         config: Default::default(),
+        est: None,
         body: Body::Heartbeat {
             epoch: Epoch { term, leader: 1 },
             round: 0,
@@ -109,6 +110,7 @@ fn hello_of(nonce: u64, members: Vec<NodeId>) -> Hello {
         nonce,
         members,
         config: Default::default(),
+        est: None,
         settings: Settings::new(Mode::Quorum, &Timing::default()),
     }
 }

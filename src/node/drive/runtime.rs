@@ -206,6 +206,12 @@ impl Runtime {
                     let health = HealthState::from_verdict(verdict.healthy);
                     self.eligibility.set_health(health);
                     self.apply_eligibility();
+                    if let Some(measured) = verdict.estimate {
+                        let value = measured.value;
+                        let fresh_until = self.clock.at(measured.fresh_until);
+                        let event = Event::SetEstimate { value, fresh_until };
+                        self.machine.handle(event, self.clock.now());
+                    }
                 }
                 Input::HealthVerdict(stale) => {
                     tracing::debug!(?stale, "a verdict of a check since restarted; ignored")
@@ -215,6 +221,7 @@ impl Runtime {
                 Input::Tick => self.machine.handle(Event::Tick, self.clock.now()),
             }
             self.run_actions().await?;
+            self.publisher.estimate(self.machine.estimate());
             if std::mem::take(&mut self.lease_lapsed) {
                 self.distrust_health("its lease lapsed (stopped, starved or cut off)");
                 self.run_actions().await?;
