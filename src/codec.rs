@@ -131,6 +131,27 @@ mod tests {
     }
 
     #[test]
+    fn an_estimate_is_on_the_wire_and_in_json_only_when_present() {
+        // src/protocol/message_serde.rs: histories of runs without estimates keep their
+        // JSON (the simulator's fingerprints), frames always carry the field.
+        let plain = Message::seeded(3, Body::Probe);
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("est"), "{json}");
+        assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), plain);
+        let ranked = Message {
+            est: Some(7),
+            ..plain.clone()
+        };
+        let json = serde_json::to_string(&ranked).unwrap();
+        assert!(json.contains(r#""est":7"#), "{json}");
+        assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), ranked);
+        for msg in [plain, ranked] {
+            let frame = encode_frame(&msg).unwrap();
+            assert_eq!(decode_frame::<Message>(&frame).unwrap(), msg);
+        }
+    }
+
+    #[test]
     fn wrong_version_is_refused() {
         let mut frame = encode_frame(&Message {
             term: 1,
