@@ -203,15 +203,17 @@ impl Runtime {
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
                 Input::HealthVerdict(verdict) if self.services.current(&verdict) => {
-                    let health = HealthState::from_verdict(verdict.healthy);
-                    self.eligibility.set_health(health);
-                    self.apply_eligibility();
+                    // The estimate first: a node made eligible by this verdict runs its
+                    // election by (estimate, id) at once, not by ID.
                     if let Some(measured) = verdict.estimate {
                         let value = measured.value;
                         let fresh_until = self.clock.at(measured.fresh_until);
                         let event = Event::SetEstimate { value, fresh_until };
                         self.machine.handle(event, self.clock.now());
                     }
+                    let health = HealthState::from_verdict(verdict.healthy);
+                    self.eligibility.set_health(health);
+                    self.apply_eligibility();
                 }
                 Input::HealthVerdict(stale) => {
                     tracing::debug!(?stale, "a verdict of a check since restarted; ignored")
