@@ -110,7 +110,6 @@ fn hello_of(nonce: u64, members: Vec<NodeId>) -> Hello {
         nonce,
         members,
         config: Default::default(),
-        est: None,
         settings: Settings::new(Mode::Quorum, &Timing::default()),
     }
 }
