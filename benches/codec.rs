@@ -13,6 +13,7 @@ fn heartbeat() -> Message {
     Message {
         term: 41,
         config: Default::default(),
+        est: None,
         body: Body::Heartbeat {
             epoch: Epoch {
                 term: 41,

@@ -40,6 +40,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
     let heartbeat = Message {
         term: 41,
         config: Default::default(),
+        est: None,
         body: Body::Heartbeat { epoch, round: 0 },
     };
     machine.handle(

@@ -10,7 +10,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 /// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -120,6 +120,7 @@ mod tests {
         let msg = Message {
             term: 7,
             config: Default::default(),
+            est: None,
             body: Body::Coordinator {
                 epoch: Epoch { term: 7, leader: 3 },
             },
@@ -130,10 +131,32 @@ mod tests {
     }
 
     #[test]
+    fn an_estimate_is_on_the_wire_and_in_json_only_when_present() {
+        // src/protocol/message_serde.rs: histories of runs without estimates keep their
+        // JSON (the simulator's fingerprints), frames always carry the field.
+        let plain = Message::seeded(3, Body::Probe);
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("est"), "{json}");
+        assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), plain);
+        let ranked = Message {
+            est: Some(7),
+            ..plain.clone()
+        };
+        let json = serde_json::to_string(&ranked).unwrap();
+        assert!(json.contains(r#""est":7"#), "{json}");
+        assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), ranked);
+        for msg in [plain, ranked] {
+            let frame = encode_frame(&msg).unwrap();
+            assert_eq!(decode_frame::<Message>(&frame).unwrap(), msg);
+        }
+    }
+
+    #[test]
     fn wrong_version_is_refused() {
         let mut frame = encode_frame(&Message {
             term: 1,
             config: Default::default(),
+            est: None,
             body: Body::Answer,
         })
         .unwrap();
@@ -159,6 +182,7 @@ mod tests {
         let frame = encode_frame(&Message {
             term: 1,
             config: Default::default(),
+            est: None,
             body: Body::Probe,
         })
         .unwrap();

@@ -231,6 +231,7 @@ impl fmt::Display for Entry {
             ),
             Record::Fact(fact) => match fact {
                 Fact::ElectionStarted => write!(f, "ELECTION STARTED"),
+                Fact::Ranked { est } => write!(f, "RANKED est={est}"),
                 Fact::Declared { epoch } => write!(f, "DECLARED {epoch}"),
                 Fact::MembersChanged { id, voters } => {
                     write!(f, "MEMBERS {id} ({voters} voters)")
@@ -316,6 +317,7 @@ mod tests {
                     msg: Message {
                         term: 3,
                         config: Default::default(),
+                        est: None,
                         body: Body::Coordinator { epoch },
                     },
                 },

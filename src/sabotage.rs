@@ -21,6 +21,11 @@
 //!   (`src/node/drive/runtime.rs`), so a resumed node leads on the health verdict it
 //!   held before the stop (`tests/stale_health_sabotage.rs` checks it is caught).
 //!
+//! - `id_order`: the machine runs with `Flaw::IdOrder`: estimates travel but every
+//!   election compares IDs only, so the highest ID wins over fresher data
+//!   (docs/design.md#elected-by-data-est; the model checker's
+//!   `sabotage_id_order_is_caught` and `tests/estimate_sim.rs` catch the same flaw).
+//!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
 
@@ -64,4 +69,9 @@ pub fn late_fence() -> bool {
 /// Whether the runtime should not notice a stall (and keep its stale health verdict).
 pub fn ignore_stall() -> bool {
     enabled("ignore_stall")
+}
+
+/// Whether elections should compare IDs only, ignoring estimates.
+pub fn id_order() -> bool {
+    enabled("id_order")
 }

@@ -70,11 +70,32 @@ pub async fn run_until(
     cancel: impl std::future::Future<Output = ()>,
 ) -> (ShellExit, Duration) {
     let started = Instant::now();
-    let outcome = run_inner(shell, cancel).await;
+    let (outcome, _) = run_inner(shell, cancel, false).await;
     (outcome, started.elapsed())
 }
 
-async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = ()>) -> ShellExit {
+/// The most of a command's stdout [`run_capture_until`] keeps.
+pub const CAPTURE_LIMIT: u64 = 4096;
+
+/// Like [`run_until`], and returns what the command printed on stdout (its first
+/// [`CAPTURE_LIMIT`] bytes; `quiet` is ignored): a health check's `est=N` line, an
+/// estimate command's number (src/node/commands/estimate.rs). A command that leaves a
+/// child holding its stdout open runs into its timeout.
+pub async fn run_capture_until(
+    shell: &Shell<'_>,
+    cancel: impl std::future::Future<Output = ()>,
+) -> (ShellExit, Duration, Vec<u8>) {
+    let started = Instant::now();
+    let (outcome, out) = run_inner(shell, cancel, true).await;
+    (outcome, started.elapsed(), out)
+}
+
+async fn run_inner(
+    shell: &Shell<'_>,
+    cancel: impl std::future::Future<Output = ()>,
+    capture: bool,
+) -> (ShellExit, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -82,7 +103,9 @@ async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = 
         .current_dir(shell.dir)
         .envs(shell.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(if shell.quiet {
+        .stdout(if capture {
+            Stdio::piped()
+        } else if shell.quiet {
             Stdio::null()
         } else {
             Stdio::inherit()
@@ -93,25 +116,36 @@ async fn run_inner(shell: &Shell<'_>, cancel: impl std::future::Future<Output = 
         .kill_on_drop(true);
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return ShellExit::Error(e),
+        Err(e) => return (ShellExit::Error(e), Vec::new()),
     };
     let pid = child.id();
+    let mut stdout = child.stdout.take();
+    let mut out = Vec::new();
+    let read = async {
+        if let Some(stdout) = stdout.as_mut() {
+            let _ = stdout.take(CAPTURE_LIMIT).read_to_end(&mut out).await;
+        }
+    };
     let ended = tokio::select! {
         // Cancellation first: a cancel that is already due wins over a finished child.
         biased;
         _ = cancel => ShellExit::Cancelled,
-        waited = tokio::time::timeout(shell.timeout, child.wait()) => match waited {
-            Ok(Ok(status)) if status.success() => return ShellExit::Success,
-            Ok(Ok(status)) => return ShellExit::Failed(status),
-            Ok(Err(e)) => return ShellExit::Error(e),
+        waited = tokio::time::timeout(shell.timeout, async {
+            tokio::join!(child.wait(), read).0
+        }) => match waited {
+            Ok(Ok(status)) if status.success() => ShellExit::Success,
+            Ok(Ok(status)) => ShellExit::Failed(status),
+            Ok(Err(e)) => ShellExit::Error(e),
             Err(_) => ShellExit::TimedOut,
         },
     };
-    if let Some(pid) = pid {
-        kill_group(pid);
+    if matches!(ended, ShellExit::Cancelled | ShellExit::TimedOut) {
+        if let Some(pid) = pid {
+            kill_group(pid);
+        }
+        let _ = child.kill().await;
     }
-    let _ = child.kill().await;
-    ended
+    (ended, out)
 }
 
 /// SIGKILLs the process group led by `pid` (the shell we started with

@@ -782,9 +782,11 @@ fn example_commented_sections_are_valid_and_show_the_defaults() {
         );
         assert_eq!(config.hooks.on_elected_failure, ElectedHookFailure::Resign);
         let health = config.health.as_ref().expect("[health] example");
+        assert!(health.estimate.is_some(), "the example shows `estimate`");
         assert_eq!(
             HealthConfig {
                 command: String::new(),
+                estimate: None,
                 ..health.clone()
             },
             HealthConfig::new("")

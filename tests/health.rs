@@ -30,6 +30,7 @@ fn set_check(t: &TestCluster, id: NodeId, command: String, rise: u32, fall: u32)
         timeout_ms: 1000,
         rise,
         fall,
+        estimate: None,
     };
     t.cluster
         .edit_config(id, |c| c.health = Some(check))

@@ -33,6 +33,7 @@ fn deliver_under(
     let msg = Message {
         term,
         config: list,
+        est: None,
         body,
     };
     drive::feed(m, Event::Message { from, msg }, now)

@@ -23,6 +23,7 @@ fn config(ids: &[NodeId], mode: Mode, bounds: Bounds) -> ModelConfig {
         settled_start: std::env::var("MODEL_FRESH").is_err(),
         joining: None,
         changes: Vec::new(),
+        estimates: Vec::new(),
     }
 }
 
@@ -389,4 +390,40 @@ fn membership_removal_during_a_store_recovery_converges() {
     let mut c = config(&[1, 2, 3], Mode::Quorum, bounds);
     c.changes = vec![Change::Remove { id: 1 }, Change::Remove { id: 2 }];
     holds("lost store, remove 1 then 2", c);
+}
+
+/// est(S) (docs/design.md#elected-by-data-est): the lowest ID holds the freshest data,
+/// the highest ID the stalest, so the ID order and the election order disagree most.
+fn by_data(mode: Mode, flaw: Option<Flaw>) -> ModelConfig {
+    // Depth 8: estimates in the messages about double the states of each depth.
+    let bounds = Bounds {
+        depth: depth(8),
+        ..quick3()
+    };
+    let mut c = config(&[1, 2, 3], mode, bounds);
+    c.estimates = vec![2, 1, 0];
+    c.flaw = flaw;
+    c
+}
+
+#[test]
+fn three_nodes_by_data_both_modes_hold() {
+    // Every property, I8 included: an election run in the prompt schedule is won by
+    // the live eligible node of highest (estimate, id).
+    for mode in [Mode::Quorum, Mode::Classic] {
+        holds(&format!("{mode} N=3 estimates 2,1,0"), by_data(mode, None));
+    }
+}
+
+/// The sabotage `Flaw::IdOrder`: ranks compared by ID alone, voters ignore estimates.
+/// Node 3, the stalest, wins an election node 1 could have answered: I8.
+#[test]
+fn sabotage_id_order_is_caught() {
+    for mode in [Mode::Quorum, Mode::Classic] {
+        caught_in(
+            &format!("{mode} id order"),
+            by_data(mode, Some(Flaw::IdOrder)),
+            Invariant::ElectedByData,
+        );
+    }
 }

@@ -53,6 +53,7 @@ fn send(to: NodeId, term: u64, body: Body) -> Action {
         msg: Message {
             term,
             config: Default::default(),
+            est: None,
             body,
         },
     }

@@ -33,6 +33,7 @@ fn msg(term: u64) -> Message {
     Message {
         term,
         config: Default::default(),
+        est: None,
         body: Body::Heartbeat {
             epoch: Epoch { term, leader: 1 },
             round: 0,

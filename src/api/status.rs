@@ -78,6 +78,19 @@ pub struct Status {
     /// its last change), so the next change may start.
     #[serde(default)]
     pub members_committed: bool,
+    /// The node's estimate est(S) as last measured, and whether it is still fresh
+    /// (docs/design.md#elected-by-data-est); `None` without an estimate source or while
+    /// the source gives no usable value.
+    #[serde(default)]
+    pub estimate: Option<Estimate>,
+}
+
+/// A node's estimate as its status shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub value: u64,
+    /// Measured within its freshness bound; a stale value counts as 0 in elections.
+    pub fresh: bool,
 }
 
 impl Status {
@@ -113,6 +126,7 @@ impl Status {
             timing: Timing::default(),
             members: None,
             members_committed: false,
+            estimate: None,
         };
         status.apply_view(view, now_ms);
         status

@@ -26,6 +26,11 @@ pub enum Invariant {
     /// live majority was reachable at some point of its election. Checked by the model
     /// checker, which sees who was reachable.
     MajorityReached,
+    /// I8 (both modes, nodes with estimates): no node declares while a live eligible
+    /// node of higher `(estimate, id)` was reachable by it throughout its election
+    /// (docs/design.md#i8-elected-by-data). Checked by the model checker and the
+    /// simulator, which see every node's estimate.
+    ElectedByData,
     /// Not in the README's list: two nodes held different member lists under one
     /// identity (`ConfigId`), so "newer list" no longer names one list
     /// (src/protocol/membership.rs). Found by the simulator, which sees every stored list.
@@ -47,6 +52,7 @@ impl fmt::Display for Invariant {
             Invariant::NoOverlap => "I6 no overlap",
             Invariant::OnePerTerm => "I7 one coordinator per term",
             Invariant::MajorityReached => "Q6 majority reached before raising the term",
+            Invariant::ElectedByData => "I8 elected by data",
             Invariant::ListIdentity => "one member list per identity",
             Invariant::Protocol => "machine contract",
         })

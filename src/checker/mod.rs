@@ -20,13 +20,14 @@
 //! model checker): [`check_accepted_rises`] (I1) and [`check_term_rises`] (I2) on a
 //! write of the cells, which [`Safety`] applies too; [`check_declares_anew`] (I2);
 //! [`check_send`] and [`check_crash`] (I3); [`check_alone_in_office`] (I6) and
-//! [`TermHolders`] (I7); [`honest_peer_flagged`] and [`stranger_refused`] (the
+//! [`TermHolders`] (I7); [`check_elected_by_data`] (I8); [`honest_peer_flagged`] and [`stranger_refused`] (the
 //! machine's own contract); [`ListIdentity`] (one member list per identity).
 
 mod cells;
 mod contract;
 mod convergence;
 mod durability;
+mod elected_by_data;
 mod invariant;
 mod lists;
 mod office;
@@ -40,6 +41,7 @@ pub use cells::{check_accepted_rises, check_term_rises};
 pub use contract::{honest_peer_flagged, stranger_refused};
 pub use convergence::{check_convergence, convergence_deadline, Convergence, Leader};
 pub use durability::{check_crash, check_send};
+pub use elected_by_data::{check_elected_by_data, Rank};
 pub use invariant::{Invariant, Violation};
 pub use lists::ListIdentity;
 pub use office::{

@@ -213,6 +213,7 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
                 msg: Message {
                     term: 2,
                     config: Default::default(),
+                    est: None,
                     body: Body::Coordinator { epoch: ep(2, 3) },
                 },
             },

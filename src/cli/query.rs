@@ -99,6 +99,14 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         "  eligible {}  health check {health}{stepped_down}",
         if status.eligible { "yes" } else { "no" }
     );
+    if let Some(est) = status.estimate {
+        let stale = if est.fresh {
+            ""
+        } else {
+            " (stale: counts as 0)"
+        };
+        println!("  estimate {}{stale}", est.value);
+    }
     let keepers: Vec<String> = status.keepers.iter().map(|k| k.describe()).collect();
     match keepers.is_empty() {
         true => println!("  keepers none (bully run)"),

@@ -178,6 +178,12 @@ pub struct HealthConfig {
     /// Consecutive failures before an eligible node becomes ineligible.
     #[serde(default = "HealthConfig::default_fall")]
     pub fall: u32,
+    /// A command printing this node's estimate est(S) (a decimal u64, e.g. its WAL
+    /// position), run after each check; elections then go by `(estimate, id)`
+    /// (docs/design.md#elected-by-data-est). Without it the check's own `est=N` line,
+    /// if it prints one, is the estimate.
+    #[serde(default)]
+    pub estimate: Option<String>,
 }
 
 impl HealthConfig {
@@ -189,6 +195,7 @@ impl HealthConfig {
             timeout_ms: Self::default_timeout_ms(),
             rise: Self::default_rise(),
             fall: Self::default_fall(),
+            estimate: None,
         }
     }
 

@@ -5,7 +5,9 @@ use super::properties::broken;
 use super::transition::Transition;
 use super::{Model, World};
 use crate::checker::{check_send, honest_peer_flagged, Violation};
-use crate::protocol::{Action, Cells, Event, Fact, Machine, Message, Misbehaviour, Mode, NodeId};
+use crate::protocol::{
+    Action, Body, Cells, Event, Fact, Machine, Message, Millis, Misbehaviour, Mode, NodeId,
+};
 
 impl Model {
     /// The steps enabled in `w`, in a fixed order.
@@ -161,6 +163,17 @@ impl Model {
         w.nodes[i].paused = false;
         w.nodes[i].contact = false;
         self.run_actions(w, i)?;
+        if let Some(&est) = self.config.estimates.get(i) {
+            let fresh_until = Millis::MAX;
+            self.feed(
+                w,
+                i,
+                Event::SetEstimate {
+                    value: Some(est),
+                    fresh_until,
+                },
+            )?;
+        }
         // Its transport dials every peer of its list at once: the reachable ones are
         // reported up, the others down (a failed dial), in one step; the machine's
         // later messages may still be lost or delayed like any other.
@@ -212,8 +225,16 @@ impl Model {
                 }
                 Action::PersistMembers(list) => w.nodes[i].list = Some(list),
                 Action::Send { to, msg } => self.send(w, i, to, msg)?,
-                Action::Fact(Fact::ElectionStarted) => self.election_started(w, i),
-                Action::Fact(Fact::Declared { epoch }) => self.declared(w, i, epoch)?,
+                Action::Fact(Fact::ElectionStarted) => {
+                    self.election_started(w, i);
+                    if let Some(asked) = w.prompt_elections.as_mut() {
+                        asked[i] = (0, 0x80 | asked[i].0);
+                    }
+                }
+                Action::Fact(Fact::Declared { epoch }) => {
+                    self.declared(w, i, epoch)?;
+                    self.check_rank(w, i)?;
+                }
                 Action::Fact(Fact::Established { epoch }) if quorum => {
                     self.established(w, i, epoch)?
                 }
@@ -241,6 +262,9 @@ impl Model {
         let id = self.config.ids[i];
         broken(check_send(id, w.now, &msg.body, w.nodes[i].disk.accepted))?;
         let t = self.index(to);
+        if let (Some(asked), Body::Election { .. }) = (w.prompt_elections.as_mut(), &msg.body) {
+            asked[i].0 |= 1 << t;
+        }
         w.links[i * self.n() + t].push_back(msg);
         Ok(())
     }

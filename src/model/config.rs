@@ -55,6 +55,9 @@ pub struct ModelConfig {
     /// the world as it was, so each change is taken at most once, when a coordinator
     /// takes it. Empty: the member list never changes.
     pub changes: Vec<Change>,
+    /// Each member's estimate, in the order of `ids`, fed to its machine at every start
+    /// and fresh for ever (docs/design.md#elected-by-data-est); empty: no estimates.
+    pub estimates: Vec<u64>,
 }
 
 impl ModelConfig {

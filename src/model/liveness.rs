@@ -83,6 +83,7 @@ impl Model {
         if !self.promised(&w) {
             return Ok(()); // nothing is promised
         }
+        w.prompt_elections = Some(vec![(0, 0); self.n()]);
         let live: Vec<usize> = (0..self.n()).filter(|&i| self.up(&w, i)).collect();
         let mut visited: Vec<u64> = Vec::new();
         for _ in 0..self.config.bounds.liveness_steps {

@@ -99,6 +99,12 @@ pub struct World {
     asked: u8,
     /// Quorum: the coordinator of each term so far (I7).
     holders: TermHolders,
+    /// I8: inside the liveness check's prompt schedule (faults over, every message
+    /// delivered before any timer fires), per member: the peers (bit j: member j) its
+    /// Elections went to since its last `ElectionStarted`, and those of the election it
+    /// started last in this schedule (bit 7: it started one), whom it asked and who
+    /// could therefore answer in time; `None` outside that schedule.
+    prompt_elections: Option<Vec<(u8, u8)>>,
 }
 
 /// The model: its config and how to step a world.
@@ -155,6 +161,7 @@ impl Model {
             flips: 0,
             asked: 0,
             holders: TermHolders::default(),
+            prompt_elections: None,
         };
         for i in 0..n {
             self.start(&mut world, i)?;

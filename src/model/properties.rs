@@ -5,8 +5,8 @@
 
 use super::{Model, World};
 use crate::checker::{
-    check_accepted_rises, check_alone_in_office, check_declares_anew, check_term_rises, InOffice,
-    Invariant, Violation,
+    check_accepted_rises, check_alone_in_office, check_declares_anew, check_elected_by_data,
+    check_term_rises, InOffice, Invariant, Violation,
 };
 use crate::protocol::{Cells, Epoch, Member, Mode, Role};
 
@@ -67,6 +67,33 @@ impl Model {
             ));
         }
         Ok(())
+    }
+
+    /// I8 when node `i` declares: if its election started in the prompt schedule, no
+    /// live eligible node it asked may rank above it. Who it asked is who its transport
+    /// and its leader's silence let it count as reachable (the model reports links only
+    /// at a start, so a node that started during a partition holds a healed peer as
+    /// down); the model's estimates are fixed.
+    pub(super) fn check_rank(&self, w: &World, i: usize) -> Result<(), Violation> {
+        let asked = match &w.prompt_elections {
+            Some(asked) if !self.config.estimates.is_empty() => asked[i].1,
+            _ => 0,
+        };
+        let Some(declarer) = w.nodes[i].machine.as_ref().filter(|_| asked & 0x80 != 0) else {
+            return Ok(());
+        };
+        let rank = |m: &crate::protocol::Machine| (m.own_est(), m.id());
+        let rivals = (0..self.n()).filter(|&j| asked & (1 << j) != 0 && self.up(w, j));
+        let rivals = rivals.filter_map(|j| {
+            let m = w.nodes[j].machine.as_ref()?;
+            (!w.nodes[j].paused && m.view().eligible).then(|| rank(m))
+        });
+        broken(check_elected_by_data(
+            declarer.id(),
+            rank(declarer),
+            w.now,
+            rivals,
+        ))
     }
 
     /// Marks every node that now reaches a live majority (Q6 bookkeeping).

@@ -14,7 +14,10 @@ pub struct Heard {
 }
 
 /// A peer-to-peer message. The sender is the TLS-authenticated peer, never a field.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Its serde form is in `message_serde.rs`: `est` is always on the wire, and in JSON
+/// (histories, event logs) only when present, so a run without estimates records what
+/// it recorded before estimates existed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Message {
     /// The sender's highest seen term, so news of newer epochs spreads with every message.
     pub term: u64,
@@ -22,6 +25,11 @@ pub struct Message {
     /// the list, and a voter refuses a candidate whose list is older than its own
     /// (docs/design.md#membership).
     pub config: ConfigId,
+    /// The sender's estimate est(S) (docs/design.md#elected-by-data-est): `None` from a
+    /// node that has no estimate source; `Some(0)` from one whose estimate is stale,
+    /// unknown, or that is ineligible; otherwise its fresh value. Elections order
+    /// nodes by `(est, id)` when it is present.
+    pub est: Option<u64>,
     pub body: Body,
 }
 
@@ -32,6 +40,7 @@ impl Message {
         Message {
             term,
             config: ConfigId::default(),
+            est: None,
             body,
         }
     }

@@ -14,6 +14,7 @@ pub mod lease;
 mod machine;
 pub mod membership;
 mod message;
+mod message_serde;
 mod mode;
 pub mod recovery;
 pub mod reveal;

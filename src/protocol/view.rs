@@ -84,6 +84,9 @@ pub enum Fact {
     /// This node began an election (sent Election to higher nodes, or went straight to
     /// declaring with none above it).
     ElectionStarted,
+    /// Right after [`Fact::ElectionStarted`] of a node with an estimate source: the
+    /// estimate it runs with (0 when stale or unknown; docs/design.md#elected-by-data-est).
+    Ranked { est: u64 },
     /// This node persisted and announced its own epoch.
     Declared { epoch: Epoch },
     /// This node is the coordinator of `epoch` from now on: at once in classic mode,

@@ -51,6 +51,9 @@ impl Sim {
         }
         self.record(id, Record::Started { incarnation });
         self.drain(id);
+        if let Some(value) = self.nodes.get(&id).and_then(|n| n.estimate) {
+            self.give_estimate(id, value);
+        }
         // The new process dials its peers and they dial it: PeerUp on both ends. A dial
         // that reaches nobody fails when the handshake bound (20 D) runs out, unless the
         // peer came up meanwhile (then its own start reports the link up).
@@ -182,6 +185,24 @@ impl Sim {
             }
             self.feed(id, event);
         }
+    }
+
+    /// The estimate source of `node` reports `value` from now on (fresh for ever: the
+    /// simulator's estimates change only when a scenario sets them). Remembered across
+    /// restarts; a cluster where no node has one runs as before estimates existed.
+    pub fn set_estimate(&mut self, node: NodeId, value: Option<u64>) {
+        let Some(n) = self.nodes.get_mut(&node) else {
+            return;
+        };
+        n.estimate = Some(value);
+        if self.is_up(node) {
+            self.give_estimate(node, value);
+        }
+    }
+
+    fn give_estimate(&mut self, node: NodeId, value: Option<u64>) {
+        let fresh_until = crate::protocol::Millis::MAX;
+        self.deliver_event(node, Event::SetEstimate { value, fresh_until });
     }
 
     /// The health check of `node` passes or fails. Remembered across restarts.

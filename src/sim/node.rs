@@ -30,6 +30,9 @@ pub(super) struct SimNode {
     pub(super) origin: Millis,
     /// When the current pause began (its connections die after D).
     pub(super) paused_at: Option<Millis>,
+    /// Its estimate source's value, given to every start (`None`: no source);
+    /// docs/design.md#elected-by-data-est.
+    pub(super) estimate: Option<Option<u64>>,
 }
 
 impl SimNode {

@@ -90,6 +90,7 @@ mod tests {
         Message {
             term,
             config: Default::default(),
+            est: None,
             body: Body::Vote { term },
         }
     }

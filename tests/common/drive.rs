@@ -17,6 +17,7 @@ pub fn message(from: NodeId, term: u64, body: Body) -> Event {
         msg: Message {
             term,
             config: Default::default(),
+            est: None,
             body,
         },
     }

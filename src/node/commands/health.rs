@@ -5,12 +5,15 @@
 //! decides at once, so a restarted node cannot win an election before its first check
 //! has passed (the Redis example relies on this: an empty Redis must not lead).
 //!
-//! The check runs in its own task and only reports verdict changes, so a slow check
-//! never delays the protocol. It ends on its group's stop signal (the node stopping, or
+//! The check runs in its own task and only reports verdict changes (and, with an
+//! estimate source, every measured estimate: src/node/commands/estimate.rs), so a slow
+//! check never delays the protocol. It ends on its group's stop signal (the node stopping, or
 //! a reload replacing the check), killing a check that is still running.
 
 use super::environment::environment;
+use super::estimate::{self, Said};
 use crate::api::{HealthState, Status};
+use crate::boot_clock::BootInstant;
 use crate::config::HealthConfig;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
@@ -40,6 +43,11 @@ impl Gate {
             healthy: None,
             streak: 0,
         }
+    }
+
+    /// The current verdict; `None` before the first result.
+    pub fn verdict(&self) -> Option<bool> {
+        self.healthy
     }
 
     /// Feeds one result; returns the new verdict when it changes. The first result
@@ -76,6 +84,17 @@ impl Gate {
 pub struct Verdict {
     pub generation: u64,
     pub healthy: bool,
+    /// The estimate this run measured, with an estimate source (`None`: the check
+    /// reports no estimate at all).
+    pub estimate: Option<Measured>,
+}
+
+/// One measured estimate: its value (`None`: the source failed or printed nothing
+/// usable) and until when it may win an election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    pub value: Option<u64>,
+    pub fresh_until: BootInstant,
 }
 
 /// What a health check task runs with.
@@ -103,6 +122,8 @@ pub async fn run(check: HealthCheck, tasks: NodeTasks) {
     let mut ticks = tokio::time::interval(interval);
     // A check slower than the interval delays the next one rather than bunching up.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Once an estimate source showed itself, every run reports one.
+    let mut ranked = config.estimate.is_some();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
@@ -117,28 +138,55 @@ pub async fn run(check: HealthCheck, tasks: NodeTasks) {
             timeout: Duration::from_millis(config.timeout_ms),
             quiet: true,
         };
-        let (exit, took) = shell::run_until(&shell, tasks.stopped()).await;
+        let started = BootInstant::now();
+        let (exit, took, out) = shell::run_capture_until(&shell, tasks.stopped()).await;
         if tasks.is_stopped() {
             return;
         }
+        let said = match &config.estimate {
+            Some(command) => {
+                let shell = Shell { command, ..shell };
+                let (exit, _, out) = shell::run_capture_until(&shell, tasks.stopped()).await;
+                if tasks.is_stopped() {
+                    return;
+                }
+                match exit.is_success() {
+                    true => estimate::from_estimate_output(&out),
+                    false => Said::Malformed(format!("the estimate command {exit}")),
+                }
+            }
+            None => estimate::from_health_output(&out),
+        };
+        if let Said::Malformed(why) = &said {
+            tracing::warn!("no fresh estimate from this run: {why}");
+        }
+        ranked |= said != Said::Nothing;
+        let measured = ranked.then(|| Measured {
+            value: said.value(),
+            fresh_until: started + estimate::fresh_for(config),
+        });
         let passed = exit.is_success();
         check.metrics.health_checked(passed);
         if !passed {
             tracing::debug!(?took, "health check {exit}");
         }
-        let Some(healthy) = gate.record(passed) else {
+        let changed = gate.record(passed);
+        if let Some(healthy) = changed {
+            check.metrics.set_health(HealthState::from_verdict(healthy));
+            if healthy {
+                tracing::info!(?took, "health check passing");
+            } else {
+                tracing::warn!(?took, "health check failing (last run {exit})");
+            }
+        }
+        let Some(healthy) = gate.verdict().filter(|_| changed.is_some() || ranked) else {
             continue;
         };
-        check.metrics.set_health(HealthState::from_verdict(healthy));
-        if healthy {
-            tracing::info!(?took, "health check passing");
-        } else {
-            tracing::warn!(?took, "health check failing (last run {exit})");
-        }
         let sent = tasks
             .until_stopped(check.health_verdicts.send(Verdict {
                 generation: check.generation,
                 healthy,
+                estimate: measured,
             }))
             .await;
         if !matches!(sent, Some(Ok(()))) {

@@ -3,5 +3,6 @@
 //! variables of `environment`.
 
 pub mod environment;
+pub mod estimate;
 pub mod health;
 pub mod hooks;

@@ -35,6 +35,12 @@ impl Clock {
         self.origin.elapsed().as_millis() as Millis
     }
 
+    /// A reading of the boot clock as a machine time (0 before the node started): an
+    /// estimate's freshness bound, measured by the health task.
+    pub fn at(&self, instant: BootInstant) -> Millis {
+        instant.saturating_duration_since(self.origin).as_millis() as Millis
+    }
+
     /// A machine time as a reading of the same clock, to sleep until (see
     /// [`crate::exact_timer::ExactTimer::sleep_until_boot`]) or to compare with
     /// [`BootInstant::now`].

@@ -203,6 +203,14 @@ impl Runtime {
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
                 Input::HealthVerdict(verdict) if self.services.current(&verdict) => {
+                    // The estimate first: a node made eligible by this verdict runs its
+                    // election by (estimate, id) at once, not by ID.
+                    if let Some(measured) = verdict.estimate {
+                        let value = measured.value;
+                        let fresh_until = self.clock.at(measured.fresh_until);
+                        let event = Event::SetEstimate { value, fresh_until };
+                        self.machine.handle(event, self.clock.now());
+                    }
                     let health = HealthState::from_verdict(verdict.healthy);
                     self.eligibility.set_health(health);
                     self.apply_eligibility();
@@ -215,6 +223,7 @@ impl Runtime {
                 Input::Tick => self.machine.handle(Event::Tick, self.clock.now()),
             }
             self.run_actions().await?;
+            self.publisher.estimate(self.machine.estimate());
             if std::mem::take(&mut self.lease_lapsed) {
                 self.distrust_health("its lease lapsed (stopped, starved or cut off)");
                 self.run_actions().await?;

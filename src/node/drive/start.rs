@@ -234,10 +234,13 @@ fn machine_config(config: &NodeConfig, eligible: bool) -> MachineConfig {
     }
 }
 
-/// The machine's sabotage switch (debug builds, `BULLY_TEST_FAULT=deaf_handover`).
+/// The machine's sabotage switches (debug builds, `BULLY_TEST_FAULT=deaf_handover` or
+/// `id_order`).
 #[cfg(debug_assertions)]
 fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
-    crate::sabotage::deaf_handover().then_some(crate::protocol::Flaw::DeafHandover)
+    use crate::protocol::Flaw;
+    let deaf = crate::sabotage::deaf_handover().then_some(Flaw::DeafHandover);
+    deaf.or(crate::sabotage::id_order().then_some(Flaw::IdOrder))
 }
 
 /// Release builds carry no sabotage.

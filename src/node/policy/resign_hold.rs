@@ -98,6 +98,7 @@ mod tests {
             msg: Message {
                 term: 3,
                 config: Default::default(),
+                est: None,
                 body,
             },
         }

@@ -222,6 +222,16 @@ impl Publisher {
         });
     }
 
+    /// The machine's estimate after it changed (`Machine::estimate`), for the status.
+    pub fn estimate(&self, estimate: Option<(u64, bool)>) {
+        let estimate = estimate.map(|(value, fresh)| crate::api::Estimate { value, fresh });
+        self.status.send_if_modified(|s| {
+            let changed = s.estimate != estimate;
+            s.estimate = estimate;
+            changed
+        });
+    }
+
     /// A health verdict the check did not report itself (a reload removed the check).
     pub fn health(&self, health: HealthState) {
         self.metrics.set_health(health);
@@ -231,6 +241,7 @@ impl Publisher {
     pub fn fact(&self, fact: &Fact) {
         match fact {
             Fact::ElectionStarted => self.metrics.election_started(),
+            Fact::Ranked { est } => tracing::info!(est, "election by (estimate, id)"),
             Fact::Declared { epoch } => {
                 self.metrics.declared();
                 tracing::info!(%epoch, "declared");

@@ -80,4 +80,9 @@ pub enum Flaw {
     /// removals in a row then leave lists two members apart whose majorities need not
     /// meet; the model checker's sabotage test shows two coordinators.
     TwoAtOnce,
+    /// Estimates travel and nodes with a source run ranked elections, but every
+    /// comparison of rank uses the ID alone and voters ignore estimates
+    /// (docs/design.md#elected-by-data-est): the highest ID wins over fresher data, and
+    /// the model checker's I8 and the simulator must say so.
+    IdOrder,
 }

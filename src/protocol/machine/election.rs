@@ -43,7 +43,8 @@ impl Machine {
     /// defer: a follower that lost its leader lets a reachable higher peer run first; the
     /// highest survivor (no reachable higher peer) elects at once.
     pub(super) fn suspect(&mut self, now: Millis) {
-        if self.reachable_higher().is_empty() {
+        // A ranked node cannot tell who is above it: it elects at once (`estimate.rs`).
+        if self.ranked() || self.reachable_higher().is_empty() {
             self.start_election(now);
         } else {
             self.enter(
@@ -90,6 +91,10 @@ impl Machine {
         self.observe_accepted(accepted);
         if !self.eligible || !self.runs_soon(now) {
             return;
+        }
+        let in_office = matches!(self.state, State::Coordinator { .. });
+        if !in_office && !self.above(from) {
+            return; // ranked_election: the sender is above us (`estimate.rs`)
         }
         self.send(from, Body::Answer);
         // A follower starts no election of its own: it heard its leader within D, and if
@@ -215,6 +220,11 @@ impl Machine {
             return;
         }
         self.fact(Fact::ElectionStarted);
+        if self.ranked() {
+            self.fact(Fact::Ranked {
+                est: self.own_est(),
+            });
+        }
         if higher.is_empty() {
             self.run_for_office(now);
         } else {

@@ -3,7 +3,7 @@
 //! model checker).
 
 use super::misbehaviour::Misbehaviour;
-use crate::protocol::epoch::{Cells, NodeId};
+use crate::protocol::epoch::{Cells, Millis, NodeId};
 use crate::protocol::membership::{Change, Membership};
 use crate::protocol::message::Message;
 use crate::protocol::view::{Fact, View};
@@ -22,6 +22,13 @@ pub enum Event {
     PeerUp(NodeId),
     /// The health check (or a step-down) changed whether this node may lead.
     SetEligible(bool),
+    /// The estimate source measured `value` (`None`: it failed or printed nothing
+    /// usable), fresh until `fresh_until` on the machine's clock; from the first one on,
+    /// elections go by `(estimate, id)` (docs/design.md#elected-by-data-est).
+    SetEstimate {
+        value: Option<u64>,
+        fresh_until: Millis,
+    },
     /// The process is stopping cleanly: a coordinator demotes itself and resigns.
     Shutdown,
     /// An operator asks for a change of the member list (only a coordinator acts on it;

@@ -22,7 +22,6 @@ use super::state::State;
 use super::Machine;
 use crate::protocol::epoch::{Epoch, Millis, NodeId};
 use crate::protocol::message::{Body, Heard};
-use crate::protocol::mode::Preempt;
 use crate::protocol::view::DemotionReason;
 
 impl Machine {
@@ -46,7 +45,7 @@ impl Machine {
             self.start_election(now);
             return;
         }
-        let preempt = self.config.preempt != Preempt::Never;
+        let preempt = self.preempting();
         let next = if preempt {
             self.idle_state(now)
         } else {
@@ -145,7 +144,7 @@ impl Machine {
         now: Millis,
     ) -> bool {
         let hands_over = from > self.config.id
-            && self.config.preempt == Preempt::Always
+            && self.preempting()
             && (self.hears_us(epoch, heard) || self.config.has(Flaw::DeafHandover));
         if hands_over {
             // Leave office first, then resign, then vote.

@@ -20,13 +20,16 @@ impl MachineConfig {
 }
 
 impl Machine {
-    /// Higher IDs that could lead (witnesses never answer an Election).
+    /// Higher IDs that could lead (witnesses never answer an Election); for a ranked
+    /// node every peer that could lead, since any of them may hold a higher estimate
+    /// (ranked_election, `estimate.rs`).
     pub(super) fn higher_peers(&self) -> Vec<NodeId> {
         let never = self.members.never_lead();
+        let ranked = self.ranked();
         self.members
             .others(self.config.id)
             .into_iter()
-            .filter(|&p| p > self.config.id && !never.contains(&p))
+            .filter(|&p| (ranked || p > self.config.id) && !never.contains(&p))
             .collect()
     }
 
@@ -37,11 +40,17 @@ impl Machine {
 
     /// Whether a claim by `leader` may be followed without a fight.
     pub(super) fn may_follow(&self, leader: NodeId) -> bool {
-        !self.eligible || leader > self.config.id || self.config.preempt == Preempt::Never
+        !self.eligible || leader > self.config.id || !self.preempting()
     }
 
     /// Whether a live coordinator `leader` is one this node bullies (eligibility aside).
     pub(super) fn preempts(&self, leader: NodeId) -> bool {
-        leader < self.config.id && self.config.preempt == Preempt::Always
+        leader < self.config.id && self.preempting()
+    }
+
+    /// Whether this node takes office from a live coordinator below it: with preempt
+    /// always, unless it is ranked (kept, `estimate.rs`: estimates order elections only).
+    pub(super) fn preempting(&self) -> bool {
+        self.config.preempt == Preempt::Always && !self.ranked()
     }
 }

@@ -60,9 +60,14 @@ pub(super) fn misbehaviour(
     if msg.term > ceiling || message_epoch_term(&msg.body).is_some_and(|t| t > ceiling) {
         return Some(Misbehaviour::TermJump);
     }
+    // A sender with an estimate source orders elections by (est, id): its Elections
+    // and Answers may go either way (docs/design.md#elected-by-data-est).
+    let by_id = msg.est.is_none();
     match msg.body {
-        Body::Election { .. } if from > config.id => Some(Misbehaviour::ElectionFromHigher),
-        Body::Answer if from < config.id => Some(Misbehaviour::AnswerFromLower),
+        Body::Election { .. } if by_id && from > config.id => {
+            Some(Misbehaviour::ElectionFromHigher)
+        }
+        Body::Answer if by_id && from < config.id => Some(Misbehaviour::AnswerFromLower),
         _ => match msg.body.reveals() {
             Reveal::Claim(epoch) if epoch.leader != from => Some(Misbehaviour::ForeignClaim),
             _ => None,

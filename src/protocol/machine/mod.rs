@@ -45,6 +45,7 @@
 
 mod config;
 mod election;
+mod estimate;
 mod event;
 mod handover;
 mod members;
@@ -70,6 +71,7 @@ use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
 use crate::protocol::timing::Timing;
 use crate::protocol::view::{DemotionReason, Fact, Role, View};
+use estimate::Estimates;
 use membership::MemberState;
 use quorum_state::QuorumState;
 use state::{Reach, State};
@@ -123,6 +125,8 @@ pub struct Machine {
     preempt_from: Millis,
     /// Follower: a lower coordinator is to be bullied at `preempt_from`.
     preempt_pending: bool,
+    /// Our estimate and our peers' (`estimate.rs`); empty without an estimate source.
+    estimates: Estimates,
 }
 
 impl Machine {
@@ -172,6 +176,7 @@ impl Machine {
             leader_heard: false,
             preempt_from: preempt_from(&config, others, now),
             preempt_pending: false,
+            estimates: Estimates::default(),
             members,
             config,
         };
@@ -249,11 +254,13 @@ impl Machine {
 
     /// Feeds one event at time `now`.
     pub fn handle(&mut self, event: Event, now: Millis) {
+        self.refresh_estimate(now);
         match event {
             Event::Tick => self.on_tick(now),
             Event::PeerDown(peer) => self.on_peer_down(peer, now),
             Event::PeerUp(peer) => self.on_peer_up(peer, now),
             Event::SetEligible(eligible) => self.on_eligibility(eligible, now),
+            Event::SetEstimate { value, fresh_until } => self.on_estimate(value, fresh_until, now),
             Event::Shutdown => self.on_shutdown(now),
             Event::ChangeMembers(change) => self.on_change(change, now),
             Event::Message { from, msg } => {
@@ -277,6 +284,7 @@ impl Machine {
                 }
                 let newly_heard = self.heard_from(from);
                 self.observe(msg.term);
+                self.note_est(from, msg.est, now);
                 self.note_list(from, msg.config, now);
                 if self.recovery.is_some() && !self.handle_while_recovering(&msg) {
                     return self.publish();
@@ -323,7 +331,11 @@ impl Machine {
                 self.on_quorum_ack(from, msg.term, accepted, round, now)
             }
             (_, Body::Probe) => self.on_probe(from),
-            (_, Body::Resign { epoch }) => self.on_resign(epoch, now),
+            (_, Body::Resign { epoch }) => {
+                // Out of office and out of this election: its estimate speaks no more.
+                self.forget_est(from);
+                self.on_resign(epoch, now)
+            }
             (Mode::Quorum, Body::PreVote { term, heard }) => {
                 self.on_prevote(from, term, heard, now);
             }
@@ -436,9 +448,7 @@ impl Machine {
     /// never does (it needs a majority's pre-votes first).
     fn redeclares_over_newer_news(&self) -> bool {
         match self.config.mode {
-            Mode::Classic => {
-                self.config.preempt != Preempt::Never && self.reachable_higher().is_empty()
-            }
+            Mode::Classic => self.preempting() && self.reachable_higher().is_empty(),
             Mode::Quorum => false,
         }
     }

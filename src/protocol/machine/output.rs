@@ -66,6 +66,7 @@ impl Machine {
         let msg = Message {
             term: self.seen,
             config: self.members.id,
+            est: self.envelope_est(),
             body,
         };
         self.actions.push_back(Action::Send { to, msg });

@@ -249,7 +249,7 @@ impl Machine {
             self.state,
             State::Starting { .. } | State::Electing { .. } | State::PreVoting { .. }
         );
-        if self.eligible && self.config.id > from && self.runs_soon(now) && (running || !blocked) {
+        if self.eligible && self.above(from) && self.runs_soon(now) && (running || !blocked) {
             // Bully order: a higher eligible node runs itself instead of voting. An
             // Answer accepts nothing, so a node that is running already answers even
             // while its promise or restart hold-off blocks votes: held back, the lower
@@ -266,13 +266,17 @@ impl Machine {
             }
             return false;
         }
+        if !self.est_up_to_date(from, now) {
+            // est_up_to_date: a live eligible node holds fresher data (`estimate.rs`).
+            return false;
+        }
         if blocked {
             // deferred_vote: asked again when the promise is released or runs out.
             self.quorum_state_mut().deferred = Some((from, term, heard));
             return false;
         }
         self.grant_vote(from, term, now);
-        if from > self.config.id {
+        if !self.above(from) {
             if let State::Electing { .. } | State::PreVoting { .. } | State::Idle { .. } =
                 self.state
             {

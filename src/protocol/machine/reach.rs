@@ -76,6 +76,7 @@ impl Machine {
             _ => Reach::Unreached,
         };
         self.reach.insert(peer, down);
+        self.forget_est(peer);
         if matches!(self.state, State::Follower { epoch, .. } if epoch.leader == peer) {
             self.suspect(now);
         }
@@ -122,10 +123,14 @@ impl Machine {
     /// Higher peers that could still answer an Election: not known to be down.
     pub(super) fn reachable_higher(&self) -> Vec<NodeId> {
         let mut higher = self.higher_peers();
-        higher.retain(|&p| {
-            matches!(self.reach.get(&p), None | Some(Reach::Up)) && self.suspected != Some(p)
-        });
+        higher.retain(|&p| self.reaches(p));
         higher
+    }
+
+    /// Whether this node counts `peer` as one its Election may reach: not reported down
+    /// by the transport, not the leader whose heartbeats stopped.
+    fn reaches(&self, peer: NodeId) -> bool {
+        matches!(self.reach.get(&peer), None | Some(Reach::Up)) && self.suspected != Some(peer)
     }
 
     /// startup_wait: while higher peers keep coming up, the cluster is still starting:
