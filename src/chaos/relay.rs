@@ -3,10 +3,17 @@
 //! `to` points at the relay's front socket for `(from, to)`, which forwards datagrams
 //! to `to`'s real address and the replies back to `from`. QUIC does not mind: peers are
 //! identified by certificate, not by address. Client queries go straight to the nodes.
+//!
+//! A node added at runtime is reached at one address that every member learns from the
+//! member list (docs/design.md#membership), so per-link fronts cannot name it: it gets
+//! a *door* ([`Relay::door`]), a front shared by every dialer that tells the senders
+//! apart by their source address (a node sends from its listen socket,
+//! src/transport/endpoint.rs), with one back socket per sender. The same modes apply to
+//! a door's traffic as to a link's.
 
 use crate::protocol::NodeId;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +36,9 @@ pub enum LinkMode {
 /// connection it belongs to (so a one-way fault drops one direction of both).
 type Modes = Arc<Mutex<BTreeMap<(NodeId, NodeId), LinkMode>>>;
 
+/// The nodes' own (listen) addresses, by which a door knows who sent a datagram.
+type Senders = Arc<Mutex<HashMap<SocketAddr, NodeId>>>;
+
 /// The relay for a whole cluster.
 pub struct Relay {
     fronts: BTreeMap<(NodeId, NodeId), Arc<UdpSocket>>,
@@ -37,6 +47,10 @@ pub struct Relay {
     /// bound) to a node, which then cannot start.
     backs: BTreeMap<(NodeId, NodeId), Arc<UdpSocket>>,
     modes: Modes,
+    /// One door per node reached at a shared address ([`Relay::door`]).
+    doors: BTreeMap<NodeId, SocketAddr>,
+    senders: Senders,
+    seed: u64,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -60,6 +74,9 @@ impl Relay {
             fronts,
             backs,
             modes: Arc::new(Mutex::new(modes)),
+            doors: BTreeMap::new(),
+            senders: Arc::default(),
+            seed: 0,
             tasks: Vec::new(),
         })
     }
@@ -77,6 +94,10 @@ impl Relay {
         targets: &BTreeMap<NodeId, SocketAddr>,
         seed: u64,
     ) -> std::io::Result<()> {
+        self.seed = seed;
+        for (&id, &addr) in targets {
+            self.know(id, addr);
+        }
         for (&(from, to), front) in &self.fronts {
             let back = Arc::clone(&self.backs[&(from, to)]);
             let target = targets.get(&to).ok_or_else(|| {
@@ -98,11 +119,41 @@ impl Relay {
         Ok(())
     }
 
-    /// Sets one directed link's mode.
-    pub fn set(&self, from: NodeId, to: NodeId, mode: LinkMode) {
-        if let Some(m) = self.modes.lock().expect("relay lock").get_mut(&(from, to)) {
-            *m = mode;
+    /// Tells the doors that datagrams from `addr` (node `id`'s listen address) come
+    /// from node `id`. [`Relay::start`] does it for the nodes it was started with.
+    pub fn know(&self, id: NodeId, addr: SocketAddr) {
+        self.senders.lock().expect("relay lock").insert(addr, id);
+    }
+
+    /// The door to node `to` (listening at `target`): one address every node may dial
+    /// to reach it, the links' modes applying per sender. Opened on first use; `to`
+    /// becomes a known sender. Senders the relay does not know (a client) pass freely.
+    pub async fn door(&mut self, to: NodeId, target: SocketAddr) -> std::io::Result<SocketAddr> {
+        self.know(to, target);
+        if let Some(&addr) = self.doors.get(&to) {
+            return Ok(addr);
         }
+        let front = UdpSocket::bind("127.0.0.1:0").await?;
+        let addr = front.local_addr()?;
+        let door = Door {
+            to,
+            front: Arc::new(front),
+            target,
+            senders: Arc::clone(&self.senders),
+            modes: Arc::clone(&self.modes),
+            seed: self.seed ^ (to << 48),
+        };
+        self.tasks.push(tokio::spawn(door.run()));
+        self.doors.insert(to, addr);
+        Ok(addr)
+    }
+
+    /// Sets one directed link's mode (a link to or from a node behind a door included).
+    pub fn set(&self, from: NodeId, to: NodeId, mode: LinkMode) {
+        self.modes
+            .lock()
+            .expect("relay lock")
+            .insert((from, to), mode);
     }
 
     /// Cuts every link between the two sides, both directions.
@@ -170,7 +221,7 @@ impl Link {
                 got = self.front.recv_from(&mut up) => {
                     let Ok((len, source)) = got else { continue };
                     client = Some(source);
-                    if self.pass(self.key, &mut rng) {
+                    if passes(&self.modes, self.key, &mut rng) {
                         let _ = self.back.send(&up[..len]).await;
                     }
                 }
@@ -182,7 +233,7 @@ impl Link {
                     };
                     if let Some(client) = client {
                         let (from, to) = self.key;
-                        if self.pass((to, from), &mut rng) {
+                        if passes(&self.modes, (to, from), &mut rng) {
                             let _ = self.front.send_to(&down[..len], client).await;
                         }
                     }
@@ -190,21 +241,93 @@ impl Link {
             }
         }
     }
+}
 
-    /// Whether a datagram travelling `direction` (from, to) goes through.
-    fn pass(&self, direction: (NodeId, NodeId), rng: &mut rand::rngs::SmallRng) -> bool {
-        let mode = self
-            .modes
-            .lock()
-            .expect("relay lock")
-            .get(&direction)
-            .copied()
-            .unwrap_or(LinkMode::Up);
-        match mode {
-            LinkMode::Up => true,
-            LinkMode::Cut => false,
-            LinkMode::Lossy(p) => rng.gen::<f64>() >= p,
+/// Whether a datagram travelling `direction` (from, to) goes through.
+fn passes(modes: &Modes, direction: (NodeId, NodeId), rng: &mut rand::rngs::SmallRng) -> bool {
+    let mode = modes
+        .lock()
+        .expect("relay lock")
+        .get(&direction)
+        .copied()
+        .unwrap_or(LinkMode::Up);
+    match mode {
+        LinkMode::Up => true,
+        LinkMode::Cut => false,
+        LinkMode::Lossy(p) => rng.gen::<f64>() >= p,
+    }
+}
+
+/// One door's forwarder: datagrams to the front go to the target from a back socket
+/// of the sender's own, and what the target answers on it goes back to that sender.
+struct Door {
+    to: NodeId,
+    front: Arc<UdpSocket>,
+    target: SocketAddr,
+    senders: Senders,
+    modes: Modes,
+    seed: u64,
+}
+
+impl Door {
+    async fn run(self) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed);
+        // The return tasks end with this one (a JoinSet aborts its tasks when dropped).
+        let mut returns = tokio::task::JoinSet::new();
+        let mut backs: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
+        let mut up = vec![0u8; 65_536];
+        loop {
+            let Ok((len, source)) = self.front.recv_from(&mut up).await else {
+                continue;
+            };
+            let from = self
+                .senders
+                .lock()
+                .expect("relay lock")
+                .get(&source)
+                .copied();
+            let back = match backs.get(&source) {
+                Some(back) => Arc::clone(back),
+                None => {
+                    let Ok(back) = self.open_back(source, from, &mut returns).await else {
+                        continue;
+                    };
+                    backs.insert(source, Arc::clone(&back));
+                    back
+                }
+            };
+            if from.map_or(true, |from| passes(&self.modes, (from, self.to), &mut rng)) {
+                let _ = back.send(&up[..len]).await;
+            }
         }
+    }
+
+    /// A back socket for one sender, and the task that returns the target's answers.
+    async fn open_back(
+        &self,
+        source: SocketAddr,
+        from: Option<NodeId>,
+        returns: &mut tokio::task::JoinSet<()>,
+    ) -> std::io::Result<Arc<UdpSocket>> {
+        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await?);
+        back.connect(self.target).await?;
+        let (front, modes, to) = (Arc::clone(&self.front), Arc::clone(&self.modes), self.to);
+        let reader = Arc::clone(&back);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ source.port() as u64);
+        returns.spawn(async move {
+            let mut down = vec![0u8; 65_536];
+            loop {
+                let Ok(len) = reader.recv(&mut down).await else {
+                    // The target is gone (ICMP refused): wait for it to come back.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                };
+                if from.map_or(true, |from| passes(&modes, (to, from), &mut rng)) {
+                    let _ = front.send_to(&down[..len], source).await;
+                }
+            }
+        });
+        Ok(back)
     }
 }
 
@@ -226,10 +349,12 @@ mod tests {
 
     async fn round_trip(relay: &Relay, from: NodeId, to: NodeId) -> bool {
         let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        socket
-            .send_to(b"ping", relay.front_addr(from, to))
-            .await
-            .unwrap();
+        through(&socket, relay.front_addr(from, to)).await
+    }
+
+    /// Whether a ping sent from `socket` to `addr` comes back.
+    async fn through(socket: &UdpSocket, addr: SocketAddr) -> bool {
+        socket.send_to(b"ping", addr).await.unwrap();
         let mut buf = [0u8; 16];
         matches!(
             tokio::time::timeout(Duration::from_millis(300), socket.recv_from(&mut buf)).await,
@@ -259,5 +384,36 @@ mod tests {
         assert!(!round_trip(&relay, 2, 1).await, "nothing reaches deaf 1");
         relay.heal();
         assert!(round_trip(&relay, 2, 1).await, "healed");
+    }
+
+    #[tokio::test]
+    async fn a_door_tells_senders_apart_and_obeys_the_modes() {
+        let (echo, _task) = echo_server().await;
+        let mut relay = Relay::bind(&[1, 2]).await.unwrap();
+        let targets = BTreeMap::from([(1, echo), (2, echo)]);
+        relay.start(&targets, 7).await.unwrap();
+        let door = relay.door(3, echo).await.unwrap();
+        assert_eq!(
+            relay.door(3, echo).await.unwrap(),
+            door,
+            "one door per node"
+        );
+        let one = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let two = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        relay.know(1, one.local_addr().unwrap());
+        relay.know(2, two.local_addr().unwrap());
+        assert!(through(&one, door).await && through(&two, door).await);
+        relay.partition(&[3], &[1]);
+        assert!(!through(&one, door).await, "1 is cut off from 3");
+        assert!(through(&two, door).await, "2 is not");
+        relay.heal();
+        // Deaf node 1: its ping reaches 3, the answer is dropped.
+        relay.deafen(1, &[3]);
+        assert!(!through(&one, door).await, "no answer reaches deaf 1");
+        relay.heal();
+        assert!(through(&one, door).await, "healed");
+        let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        relay.partition(&[3], &[1, 2]);
+        assert!(through(&stranger, door).await, "a client passes");
     }
 }
