@@ -231,7 +231,7 @@ const AT_LEADER_SHARE: f64 = 0.5;
 /// The share of fault steps that are member changes when `membership` is asked for and
 /// one fits: drawn as one kind among six, and only after a quiet gap, a 60 s run had
 /// drawn none in most seeds.
-const MEMBERSHIP_SHARE: f64 = 0.4;
+const MEMBERSHIP_SHARE: f64 = 0.5;
 
 /// Which nodes are killed, paused or cut off, after a sequence of steps. The schedule
 /// uses it to respect the budget; the analysis uses it to know, at each instant, which
@@ -382,7 +382,11 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
         let recoveries = model.recoveries();
         let faults = possible_faults(spec, &model, quiet_before);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
-        let step = if recover {
+        // A replaced node is started next, as an operator would once the change is
+        // in: while it is a learner, no other member change can be made.
+        let step = if let Some(&n) = model.replaced.first() {
+            Step::Start(n)
+        } else if recover {
             recoveries
                 .choose(&mut rng)
                 .cloned()
@@ -522,7 +526,7 @@ fn membership_steps(spec: &PlanSpec, model: &Availability) -> Vec<Step> {
 mod tests {
     use super::*;
 
-    fn spec(nodes: u64, seed: u64) -> PlanSpec {
+    pub(super) fn spec(nodes: u64, seed: u64) -> PlanSpec {
         PlanSpec {
             nodes,
             duration_ms: 60_000,

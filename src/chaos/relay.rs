@@ -4,12 +4,18 @@
 //! to `to`'s real address and the replies back to `from`. QUIC does not mind: peers are
 //! identified by certificate, not by address. Client queries go straight to the nodes.
 //!
+//! A front keeps one back socket per source address, so replies reach whoever sent:
+//! besides a node's peer traffic (from its listen socket, src/transport/endpoint.rs), a
+//! node asks a peer's API from a client socket of its own at the same configured
+//! address (a follower passing a member change to the coordinator,
+//! src/node/serve/switchover.rs). With one back socket, that client's packets made the
+//! front answer the client, and the node's peer link went dark for as long.
+//!
 //! A node added at runtime is reached at one address that every member learns from the
 //! member list (docs/design.md#membership), so per-link fronts cannot name it: it gets
 //! a *door* ([`Relay::door`]), a front shared by every dialer that tells the senders
-//! apart by their source address (a node sends from its listen socket,
-//! src/transport/endpoint.rs), with one back socket per sender. The same modes apply to
-//! a door's traffic as to a link's.
+//! apart by their source address. The same modes apply to a door's traffic as to a
+//! link's.
 
 use crate::protocol::NodeId;
 use rand::{Rng, SeedableRng};
@@ -98,25 +104,45 @@ impl Relay {
         for (&id, &addr) in targets {
             self.know(id, addr);
         }
-        for (&(from, to), front) in &self.fronts {
-            let back = Arc::clone(&self.backs[&(from, to)]);
+        let fronts: Vec<_> = self
+            .fronts
+            .iter()
+            .map(|(&k, f)| (k, Arc::clone(f)))
+            .collect();
+        for ((from, to), front) in fronts {
             let target = targets.get(&to).ok_or_else(|| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     format!("no target address for node {to}"),
                 )
             })?;
-            back.connect(*target).await?;
-            let link = Link {
-                key: (from, to),
-                front: Arc::clone(front),
-                back,
-                modes: Arc::clone(&self.modes),
-                seed: seed ^ (from << 32) ^ to,
-            };
-            self.tasks.push(tokio::spawn(link.run()));
+            let spare = self.backs.remove(&(from, to));
+            let forwarder = self.forwarder(front, Some(from), to, *target, spare);
+            self.tasks.push(tokio::spawn(forwarder.run()));
         }
         Ok(())
+    }
+
+    /// The forwarder of one front: to `to` at `target`, from `from` (a link's front)
+    /// or from whichever node the source address tells (a door).
+    fn forwarder(
+        &self,
+        front: Arc<UdpSocket>,
+        from: Option<NodeId>,
+        to: NodeId,
+        target: SocketAddr,
+        spare: Option<Arc<UdpSocket>>,
+    ) -> Forwarder {
+        Forwarder {
+            from,
+            to,
+            front,
+            target,
+            spare,
+            senders: Arc::clone(&self.senders),
+            modes: Arc::clone(&self.modes),
+            seed: self.seed ^ (from.unwrap_or(0) << 32) ^ to,
+        }
     }
 
     /// Tells the doors that datagrams from `addr` (node `id`'s listen address) come
@@ -133,16 +159,9 @@ impl Relay {
         if let Some(&addr) = self.doors.get(&to) {
             return Ok(addr);
         }
-        let front = UdpSocket::bind("127.0.0.1:0").await?;
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").await?);
         let addr = front.local_addr()?;
-        let door = Door {
-            to,
-            front: Arc::new(front),
-            target,
-            senders: Arc::clone(&self.senders),
-            modes: Arc::clone(&self.modes),
-            seed: self.seed ^ (to << 48),
-        };
+        let door = self.forwarder(front, None, to, target, None);
         self.tasks.push(tokio::spawn(door.run()));
         self.doors.insert(to, addr);
         Ok(addr)
@@ -199,50 +218,6 @@ impl Drop for Relay {
     }
 }
 
-/// One directed link's forwarder.
-struct Link {
-    key: (NodeId, NodeId),
-    front: Arc<UdpSocket>,
-    back: Arc<UdpSocket>,
-    modes: Modes,
-    seed: u64,
-}
-
-impl Link {
-    async fn run(self) {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed);
-        let mut client: Option<SocketAddr> = None;
-        let mut up = vec![0u8; 65_536];
-        let mut down = vec![0u8; 65_536];
-        loop {
-            // Both recv_from/recv are cancellation-safe: a datagram is either fully
-            // received by the branch that wins or left in the socket.
-            tokio::select! {
-                got = self.front.recv_from(&mut up) => {
-                    let Ok((len, source)) = got else { continue };
-                    client = Some(source);
-                    if passes(&self.modes, self.key, &mut rng) {
-                        let _ = self.back.send(&up[..len]).await;
-                    }
-                }
-                got = self.back.recv(&mut down) => {
-                    let Ok(len) = got else {
-                        // The target is gone (ICMP refused): wait for it to come back.
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        continue;
-                    };
-                    if let Some(client) = client {
-                        let (from, to) = self.key;
-                        if passes(&self.modes, (to, from), &mut rng) {
-                            let _ = self.front.send_to(&down[..len], client).await;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Whether a datagram travelling `direction` (from, to) goes through.
 fn passes(modes: &Modes, direction: (NodeId, NodeId), rng: &mut rand::rngs::SmallRng) -> bool {
     let mode = modes
@@ -258,19 +233,24 @@ fn passes(modes: &Modes, direction: (NodeId, NodeId), rng: &mut rand::rngs::Smal
     }
 }
 
-/// One door's forwarder: datagrams to the front go to the target from a back socket
-/// of the sender's own, and what the target answers on it goes back to that sender.
-struct Door {
+/// One front's forwarder: a datagram from a source goes to the target from that
+/// source's own back socket, and what the target answers on it goes back to that source.
+struct Forwarder {
+    /// The sender of everything on this front (a link's), or `None`: told by the source
+    /// address (a door; a source no node has is a client and passes freely).
+    from: Option<NodeId>,
     to: NodeId,
     front: Arc<UdpSocket>,
     target: SocketAddr,
+    /// A back socket bound with the front, for the first source.
+    spare: Option<Arc<UdpSocket>>,
     senders: Senders,
     modes: Modes,
     seed: u64,
 }
 
-impl Door {
-    async fn run(self) {
+impl Forwarder {
+    async fn run(mut self) {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed);
         // The return tasks end with this one (a JoinSet aborts its tasks when dropped).
         let mut returns = tokio::task::JoinSet::new();
@@ -280,12 +260,10 @@ impl Door {
             let Ok((len, source)) = self.front.recv_from(&mut up).await else {
                 continue;
             };
-            let from = self
-                .senders
-                .lock()
-                .expect("relay lock")
-                .get(&source)
-                .copied();
+            let from = self.from.or_else(|| {
+                let senders = self.senders.lock().expect("relay lock");
+                senders.get(&source).copied()
+            });
             let back = match backs.get(&source) {
                 Some(back) => Arc::clone(back),
                 None => {
@@ -302,14 +280,17 @@ impl Door {
         }
     }
 
-    /// A back socket for one sender, and the task that returns the target's answers.
+    /// A back socket for one source, and the task that returns the target's answers.
     async fn open_back(
-        &self,
+        &mut self,
         source: SocketAddr,
         from: Option<NodeId>,
         returns: &mut tokio::task::JoinSet<()>,
     ) -> std::io::Result<Arc<UdpSocket>> {
-        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await?);
+        let back = match self.spare.take() {
+            Some(spare) => spare,
+            None => Arc::new(UdpSocket::bind("127.0.0.1:0").await?),
+        };
         back.connect(self.target).await?;
         let (front, modes, to) = (Arc::clone(&self.front), Arc::clone(&self.modes), self.to);
         let reader = Arc::clone(&back);
@@ -415,5 +396,22 @@ mod tests {
         let stranger = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         relay.partition(&[3], &[1, 2]);
         assert!(through(&stranger, door).await, "a client passes");
+    }
+
+    /// A node's client socket next to its peer socket on the same link's front (a
+    /// follower asking the coordinator's API): both get their answers.
+    #[tokio::test]
+    async fn a_front_answers_every_source() {
+        let (echo, _task) = echo_server().await;
+        let mut relay = Relay::bind(&[1, 2]).await.unwrap();
+        let targets = BTreeMap::from([(1, echo), (2, echo)]);
+        relay.start(&targets, 7).await.unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let front = relay.front_addr(1, 2);
+        for _ in 0..3 {
+            assert!(through(&peer, front).await, "the peer socket");
+            assert!(through(&client, front).await, "the client socket");
+        }
     }
 }
