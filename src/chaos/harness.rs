@@ -195,7 +195,7 @@ impl Harness {
             }
             other => anyhow::bail!("`{other}` is no membership step"),
         };
-        let answer = self.change_members(change, timeout).await;
+        let answer = self.change_with_retries(change, timeout).await;
         match (answer, step) {
             (Ok(text), Step::Replace(_)) => Ok(text),
             (Ok(text), step) => self.take(step).map(|()| text),
@@ -207,6 +207,45 @@ impl Harness {
                 "node {id} was not replaced (it is down, its store wiped)"
             ))),
             (Err(e), step) => Err(e.context(format!("`{step}` was not done"))),
+        }
+    }
+
+    /// Asks for `change` until it is done or `timeout` has passed, as an operator would
+    /// retry: a change that met no coordinator, or whose coordinator left office before
+    /// it was committed (a kill, a cut or a lapsed lease during the change), is asked
+    /// again once a coordinator is expected. A retry that finds the change already made
+    /// (an add or a removal stored before the coordinator left) counts as done.
+    async fn change_with_retries(&mut self, change: Change, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        let id = change.subject();
+        let mut retried = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let asked = left.max(Duration::from_millis(500));
+            let e = match self.change_members(change.clone(), asked).await {
+                Ok(text) => return Ok(text),
+                Err(e) => e,
+            };
+            let text = format!("{e:#}");
+            match change {
+                Change::Add { .. } if retried && text.contains("already a member") => {
+                    let list = self.wait_for_seat(id, asked).await?;
+                    return Ok(format!("node {id} joined (member list {list}) on a retry"));
+                }
+                Change::Remove { .. } if retried && text.contains("not a member") => {
+                    return Ok(format!("node {id} left the cluster on a retry"));
+                }
+                _ => {}
+            }
+            if !passing(&e) || Instant::now() >= deadline {
+                return Err(e);
+            }
+            retried = true;
+            tokio::time::sleep(POLL * 10).await;
+            if let Some(leader) = self.expected_leader() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.wait_for_leader(leader, left).await;
+            }
         }
     }
 
@@ -521,7 +560,8 @@ impl Harness {
     pub fn notice_exits(&mut self) {
         let model = self.availability.clone();
         for &id in &self.ids {
-            let should_run = !model.is_killed(id) && !model.is_removed(id);
+            // A node launched for an add that failed was stopped: it is no member.
+            let should_run = model.members(self.nodes).contains(&id) && !model.is_killed(id);
             if should_run && !self.cluster.is_running(id) && !self.reported_exit(id) {
                 self.anomalies.push(format!(
                     "node {id} exited by itself; see {}",
@@ -668,6 +708,26 @@ impl Harness {
 /// The members of `ids` not in `side`: the other side of a cut.
 fn others(ids: &[NodeId], side: &[NodeId]) -> Vec<NodeId> {
     ids.iter().copied().filter(|n| !side.contains(n)).collect()
+}
+
+/// Whether a failed change may go through when asked again: no answer, or a refusal
+/// for want of a coordinator that holds on to its office (the texts of
+/// src/protocol/membership.rs, src/node/serve/api.rs and
+/// src/node/policy/member_change.rs), not for what the change is.
+fn passing(e: &anyhow::Error) -> bool {
+    let Some(ClientError::Refused { .. }) = e.downcast_ref::<ClientError>() else {
+        return true;
+    };
+    let text = format!("{e:#}");
+    [
+        "left office",
+        "knows no coordinator",
+        "not the coordinator",
+        "one change at a time",
+        "not committed within",
+    ]
+    .iter()
+    .any(|t| text.contains(t))
 }
 
 /// Whether the node answered with a refusal (the coordinator's word, final), rather
