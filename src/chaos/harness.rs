@@ -182,9 +182,11 @@ impl Harness {
             }
             Step::Remove(id) => Change::Remove { id },
             Step::Replace(id) => {
+                // A killed or paused node's last view may still say coordinator.
                 self.poll();
                 let role = self.views.get(id).map(|v| v.role);
-                if role == Some(crate::protocol::Role::Coordinator) {
+                let up = self.available().contains(&id);
+                if up && role == Some(crate::protocol::Role::Coordinator) {
                     anyhow::bail!(
                         "node {id} is the coordinator: the cluster refuses to replace it \
                          (step it down first)"
