@@ -108,15 +108,13 @@ impl Cluster {
 
     /// Makes node `id` ready to join at runtime (docs/design.md#membership): a
     /// certificate from this cluster's CA, a free address, a config listing `peers` (the
-    /// members it must find) and a data dir; starts nothing. A node this handle already
-    /// has (one removed from the list) must be stopped: its store, stale once removed,
-    /// is lost ([`Cluster::lose_store`]) and its config rewritten with `peers`.
-    pub fn add_member(&mut self, id: NodeId, peers: &[NodeId]) -> Result<()> {
-        let peers: Vec<(NodeId, SocketAddr)> = peers
-            .iter()
-            .filter(|&&p| p != id)
-            .map(|&p| (p, self.addr(p)))
-            .collect();
+    /// members it must find, at the address it is to dial: their own, or a relay's)
+    /// and a data dir; starts nothing. A node this handle already has (one removed from
+    /// the list) must be stopped: its store, stale once removed, is lost
+    /// ([`Cluster::lose_store`]) and its config rewritten with `peers`.
+    pub fn add_member(&mut self, id: NodeId, peers: &[(NodeId, SocketAddr)]) -> Result<()> {
+        let peers: Vec<(NodeId, SocketAddr)> =
+            peers.iter().copied().filter(|&(p, _)| p != id).collect();
         if self.members.contains_key(&id) {
             if self.is_running(id) {
                 bail!("node {id} is running: stop it before it is added again");

@@ -1,8 +1,10 @@
 //! `bully local`'s `add K` and `remove K` (src/cli/local.rs) on real processes: a node
 //! the session never had joins and takes over (preempt always), the coordinator's own
 //! removal is refused with the reason, a follower is removed and leaves the board, and
-//! is added again on an empty store. Every wait is bounded; the session's process group
-//! is killed by ID when dropped, also on panic (tests/common/session.rs).
+//! is added again on an empty store; `replace K` refuses the coordinator and brings a
+//! follower back from a wiped data dir to its seat. Every wait is bounded; the
+//! session's process group is killed by ID when dropped, also on panic
+//! (tests/common/session.rs).
 
 #[path = "common/browser.rs"]
 mod browser;
@@ -44,6 +46,18 @@ fn local_adds_and_removes_members() {
 
     local.type_line("add 2");
     local.lines_until("node 2 joined as a voting member", within);
+    local.lines_until("coordinator 4 (4 of 4 reachable agree)", within);
+
+    // A lost disk: the coordinator's replacement is refused before anything is done;
+    // a follower is killed, wiped, made a learner, started empty and seated again.
+    local.type_line("replace 4");
+    local.lines_until("node 4 is the coordinator", within);
+    local.type_line("replace 3");
+    local.lines_until("node 3 is a learner again", within);
+    local.lines_until(
+        "node 3 started on an empty data dir and took its seat",
+        within,
+    );
     local.lines_until("coordinator 4 (4 of 4 reachable agree)", within);
     local.type_line("quit");
     local.lines_until("stopped every node", within);

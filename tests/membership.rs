@@ -4,11 +4,15 @@
 //! files are written once, before the first start, and never touched again. The
 //! merged event logs are checked for I6 (no two offices overlap) and I7 (one holder per
 //! term), and every node that answers is polled for two coordinators at once.
+//!
+//! The second test does it with every peer link through the chaos relay
+//! (src/chaos/relay.rs) and real links cut during two changes.
 
 mod common;
 
 use bully::api::Status;
-use bully::protocol::{NodeId, Preempt, Role, Timing};
+use bully::chaos::relay::Relay;
+use bully::protocol::{Mode, NodeId, Preempt, Role, Timing};
 use common::{bully, text, TestCluster};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -108,9 +112,7 @@ async fn three_to_five_to_three_with_member_commands_only() {
 
     // Grow: add 4 through node 1, a follower (it passes the change to coordinator 3).
     let addr4 = t.cluster.addr(4).to_string();
-    let added = member(&t, 1, &["add", "4", &addr4]).await;
-    assert!(added.status.success(), "{}\n{}", text(&added), t.log_tail());
-    assert!(text(&added).contains("node 4 joined"), "{}", text(&added));
+    change(&t, 1, &["add", "4", &addr4], "node 4 joined").await;
     wait_for_members(&t, &[1, 2, 3, 4], &[1, 2, 3, 4]).await;
     // Node 4, now a voter above 3, takes over (preempt always).
     t.wait_for_leader(&[1, 2, 3, 4], 4, STEP).await;
@@ -170,25 +172,19 @@ async fn three_to_five_to_three_with_member_commands_only() {
     t.wait_for_leader(&[1, 2, 3, 4, 5], 5, STEP).await;
 
     // Shrink: remove 1, then 2 while node 3 is paused (SIGSTOP) and comes back.
-    let removed = member(&t, 3, &["remove", "1"]).await;
-    assert!(
-        removed.status.success(),
-        "{}\n{}",
-        text(&removed),
-        t.log_tail()
-    );
+    change(&t, 3, &["remove", "1"], "node 1 left").await;
     t.cluster.pause(3).unwrap();
-    let removed = member(&t, 4, &["remove", "2"]).await;
-    assert!(
-        removed.status.success(),
-        "{}\n{}",
-        text(&removed),
-        t.log_tail()
-    );
+    change(&t, 4, &["remove", "2"], "node 2 left").await;
     t.cluster.resume(3).unwrap();
     let list = wait_for_members(&t, &[3, 4, 5], &[3, 4, 5]).await;
     eprintln!("final member list {list}");
-    // The removed nodes know they are out and never lead again.
+    assert_the_end(&t, &files).await;
+}
+
+/// What both tests end with, once nodes 1 and 2 were removed: they know they are out
+/// and never lead again, the config files are as written before the first start, and
+/// the merged event logs hold I6 and I7.
+async fn assert_the_end(t: &TestCluster, files: &[String]) {
     for gone in [1, 2] {
         let status = t.cluster.status(gone, Duration::from_secs(2)).await;
         if let Ok(status) = status {
@@ -199,10 +195,71 @@ async fn three_to_five_to_three_with_member_commands_only() {
         }
     }
 
-    assert_eq!(
-        config_files(&t),
-        files,
-        "the config files were never edited"
+    assert_eq!(config_files(t), files, "the config files were never edited");
+    common::assert_offices_never_overlap(t);
+}
+
+/// Asks for `args` through `via` and fails the test unless it is done, saying `done`.
+async fn change(t: &TestCluster, via: NodeId, args: &[&str], done: &str) {
+    let out = member(t, via, args).await;
+    assert!(out.status.success(), "{}\n{}", text(&out), t.log_tail());
+    assert!(text(&out).contains(done), "{}", text(&out));
+}
+
+/// 3 → 5 → 3 with every peer link through the relay: nodes 1–3 reach an added node at
+/// the relay's door to it (the address given to `bully member add`), the added nodes
+/// reach the others through per-link fronts. Node 1 is cut off while node 4 is added,
+/// node 3 while node 2 is removed: each change commits on the other side, the cut-off
+/// member neither leads nor learns the new list until the cut heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_to_five_to_three_with_links_cut_during_changes() {
+    let ids = [1, 2, 3, 4, 5];
+    let mut relay = Relay::bind(&ids).await.expect("relay sockets");
+    let route = |from, to, _: &_| relay.front_addr(from, to);
+    let mut t = TestCluster::routed(5, Timing::default(), Preempt::Always, Mode::Quorum, route);
+    let targets = ids.iter().map(|&id| (id, t.cluster.addr(id))).collect();
+    relay.start(&targets, 27).await.expect("relay started");
+    for old in [1, 2, 3] {
+        t.cluster
+            .edit_config(old, |c| c.peers.retain(|p| p.id <= 3))
+            .unwrap();
+    }
+    let files = config_files(&t);
+    for id in ids {
+        t.cluster.start(id).unwrap();
+    }
+    t.wait_for_leader(&[1, 2, 3], 3, STEP).await;
+
+    relay.partition(&[1], &[2, 3, 4, 5]);
+    let door4 = relay.door(4, t.cluster.addr(4)).await.unwrap().to_string();
+    change(&t, 2, &["add", "4", &door4], "node 4 joined").await;
+    wait_for_members(&t, &[2, 3, 4], &[1, 2, 3, 4]).await;
+    let cut_off = t.cluster.status(1, STEP).await.expect("node 1 answers");
+    let list = cut_off.members.expect("a list");
+    assert!(
+        list.get(4).is_none() && cut_off.role != Role::Coordinator,
+        "node 1 was cut off: {list:?}"
     );
-    common::assert_offices_never_overlap(&t);
+    relay.heal();
+    wait_for_members(&t, &[1, 2, 3, 4], &[1, 2, 3, 4]).await;
+    t.wait_for_leader(&[1, 2, 3, 4], 4, STEP).await;
+
+    let door5 = relay.door(5, t.cluster.addr(5)).await.unwrap().to_string();
+    change(&t, 3, &["add", "5", &door5], "node 5 joined").await;
+    wait_for_members(&t, &ids, &ids).await;
+    t.wait_for_leader(&ids, 5, STEP).await;
+
+    relay.partition(&[3], &[1, 2, 4, 5]);
+    change(&t, 4, &["remove", "2"], "node 2 left").await;
+    wait_for_members(&t, &[1, 4, 5], &[1, 3, 4, 5]).await;
+    let cut_off = t.cluster.status(3, STEP).await.expect("node 3 answers");
+    assert!(
+        cut_off.members.expect("a list").get(2).is_some(),
+        "node 3 was cut off"
+    );
+    relay.heal();
+    wait_for_members(&t, &[1, 3, 4, 5], &[1, 3, 4, 5]).await;
+    change(&t, 5, &["remove", "1"], "node 1 left").await;
+    wait_for_members(&t, &[3, 4, 5], &[3, 4, 5]).await;
+    assert_the_end(&t, &files).await;
 }

@@ -155,44 +155,129 @@ impl Harness {
         })
     }
 
-    /// Takes a membership step ([`Step::Add`] or [`Step::Remove`]) the way an operator
-    /// would with `bully member` (docs/design.md#membership), for `bully local` and
-    /// the chaos runner alike. An add launches the node ([`Harness::launch_member`]),
-    /// asks the cluster to add it and, once committed, records the step; if refused or
-    /// not answered in time, the new process is stopped again. A removal asks first
-    /// (the coordinator refuses to remove itself) and, once committed, records the
-    /// step, which stops the process. Returns the cluster's answer.
+    /// Takes a membership step ([`Step::Add`], [`Step::Remove`], [`Step::Replace`])
+    /// the way an operator would with `bully member` (docs/design.md#membership), for
+    /// `bully local` and the chaos runner alike, and returns the cluster's answer:
+    /// - an add launches the node ([`Harness::launch_member`]), asks the cluster to add
+    ///   it and, once committed, records the step; if refused or not answered in time,
+    ///   the new process is stopped again;
+    /// - a removal asks first (the coordinator refuses to remove itself) and, once
+    ///   committed, records the step, which stops the process;
+    /// - a replacement is the lost disk: the step is recorded first (the node is killed
+    ///   and its data dir wiped), then the cluster is asked to make it a learner; it
+    ///   stays down until started (a [`Step::Start`]), on its empty store.
     pub async fn change_step(&mut self, step: Step, timeout: Duration) -> Result<String> {
-        let (id, change) = match step {
+        let change = match step {
             Step::Add(id) => {
-                self.launch_member(id)?;
-                let addr = self.cluster.addr(id).to_string();
+                self.launch_member(id).await?;
+                let addr = self.dial_addr(id).await?.to_string();
                 let seat = crate::protocol::Seat::Voter;
-                (id, Change::Add { id, addr, seat })
+                Change::Add { id, addr, seat }
             }
-            Step::Remove(id) if self.members().contains(&id) => (id, Change::Remove { id }),
-            Step::Remove(id) => {
+            Step::Remove(id) | Step::Replace(id) if !self.members().contains(&id) => {
                 anyhow::bail!(
                     "node {id} is not a member; members are {:?}",
                     self.members()
                 )
             }
+            Step::Remove(id) => Change::Remove { id },
+            Step::Replace(id) => {
+                // A killed or paused node's last view may still say coordinator.
+                self.poll();
+                let role = self.views.get(id).map(|v| v.role);
+                let up = self.available().contains(&id);
+                if up && role == Some(crate::protocol::Role::Coordinator) {
+                    anyhow::bail!(
+                        "node {id} is the coordinator: the cluster refuses to replace it \
+                         (step it down first)"
+                    );
+                }
+                self.take(step.clone())?;
+                Change::Replace { id }
+            }
             other => anyhow::bail!("`{other}` is no membership step"),
         };
-        match self.change_members(change, timeout).await {
-            Ok(text) => {
-                let before = self.anomalies.len();
-                self.execute(step);
-                match self.anomalies.get(before..).and_then(|new| new.last()) {
-                    Some(anomaly) => Err(anyhow::anyhow!("{anomaly}")),
-                    None => Ok(text),
-                }
-            }
-            Err(e) if matches!(step, Step::Add(_)) => {
+        let answer = self.change_with_retries(change, timeout).await;
+        match (answer, step) {
+            (Ok(text), Step::Replace(_)) => Ok(text),
+            (Ok(text), step) => self.take(step).map(|()| text),
+            (Err(e), Step::Add(id)) => {
                 let _ = self.cluster.stop(id, Duration::from_secs(3));
                 Err(e.context(format!("node {id} was not added (its process is stopped)")))
             }
-            Err(e) => Err(e.context(format!("node {id} was not removed"))),
+            (Err(e), Step::Replace(id)) => Err(e.context(format!(
+                "node {id} was not replaced (it is down, its store wiped)"
+            ))),
+            (Err(e), step) => Err(e.context(format!("`{step}` was not done"))),
+        }
+    }
+
+    /// Asks for `change` until it is done or `timeout` has passed, as an operator would
+    /// retry: a change that met no coordinator, or whose coordinator left office before
+    /// it was committed (a kill, a cut or a lapsed lease during the change), is asked
+    /// again once a coordinator is expected. A retry that finds the change already made
+    /// (an add or a removal stored before the coordinator left) counts as done.
+    async fn change_with_retries(&mut self, change: Change, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        let id = change.subject();
+        let mut retried = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let asked = left.max(Duration::from_millis(500));
+            let e = match self.change_members(change.clone(), asked).await {
+                Ok(text) => return Ok(text),
+                Err(e) => e,
+            };
+            let text = format!("{e:#}");
+            match change {
+                Change::Add { .. } if retried && text.contains("already a member") => {
+                    let list = self.wait_for_seat(id, asked).await?;
+                    return Ok(format!("node {id} joined (member list {list}) on a retry"));
+                }
+                Change::Remove { .. } if retried && text.contains("not a member") => {
+                    return Ok(format!("node {id} left the cluster on a retry"));
+                }
+                _ => {}
+            }
+            if !passing(&e) || Instant::now() >= deadline {
+                return Err(e);
+            }
+            retried = true;
+            tokio::time::sleep(POLL * 10).await;
+            if let Some(leader) = self.expected_leader() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.wait_for_leader(leader, left).await;
+            }
+        }
+    }
+
+    /// Takes one step ([`Harness::execute`]); an anomaly it raised is the error.
+    pub fn take(&mut self, step: Step) -> Result<()> {
+        let before = self.anomalies.len();
+        self.execute(step);
+        match self.anomalies.get(before..).and_then(|new| new.last()) {
+            Some(anomaly) => Err(anyhow::anyhow!("{anomaly}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until node `id`'s own member list shows it seated (a voter, no learner),
+    /// as a replaced node is once it has caught up; returns that list's identity.
+    pub async fn wait_for_seat(&self, id: NodeId, timeout: Duration) -> Result<String> {
+        let started = Instant::now();
+        loop {
+            if let Ok(status) = self.cluster.status(id, Duration::from_millis(500)).await {
+                let list = status
+                    .members
+                    .filter(|l| l.get(id).is_some_and(|m| !m.learner));
+                if let Some(list) = list {
+                    return Ok(list.id.to_string());
+                }
+            }
+            if started.elapsed() >= timeout {
+                anyhow::bail!("node {id} has not taken its seat within {timeout:?}");
+            }
+            tokio::time::sleep(POLL * 10).await;
         }
     }
 
@@ -213,28 +298,72 @@ impl Harness {
     }
 
     /// Writes what node `id` needs to join (certificate, config listing the current
-    /// members, data dir; [`Cluster::add_member`]), follows its event log and starts
-    /// it. It is no member yet: the [`Step::Add`] taken once the cluster committed the
-    /// change makes it one in the runner's model. A node added before and removed
-    /// since joins again on an empty store.
-    pub fn launch_member(&mut self, id: NodeId) -> Result<()> {
+    /// members at the addresses it is to dial, data dir; [`Cluster::add_member`]),
+    /// follows its event log and starts it; behind the relay, every link of it goes
+    /// through the relay's doors and the cut in effect applies to it
+    /// ([`Harness::dial_addr`]). It is no member yet: the [`Step::Add`] taken once the
+    /// cluster committed the change makes it one in the runner's model. A node added
+    /// before and removed since joins again on an empty store.
+    pub async fn launch_member(&mut self, id: NodeId) -> Result<()> {
         if self.members().contains(&id) {
             anyhow::bail!("node {id} is a member already");
         }
-        let members = self.availability.members(self.nodes);
-        let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
-        self.cluster.add_member(id, &members)?;
-        if had_store {
-            // The checker starts a new per-node history here (I1, I2), as for any
-            // lost store; the cluster's own record of it is not in this history.
-            self.collector.record(id, Record::StoreLost);
+        let mut peers = Vec::new();
+        for p in self.members() {
+            peers.push((p, self.dial_addr(p).await?));
         }
-        self.collector.follow(id, &self.cluster.data_dir(id));
+        let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
+        self.poll();
+        self.cluster.add_member(id, &peers)?;
+        if had_store {
+            self.follow_new_store(id);
+        } else {
+            self.collector.follow(id, &self.cluster.data_dir(id));
+        }
         if !self.ids.contains(&id) {
             self.ids.push(id);
             self.ids.sort_unstable();
         }
+        self.dial_addr(id).await?;
+        self.cut_like_the_rest(id);
         self.cluster.start(id)
+    }
+
+    /// Where the members are to dial node `id` when only the member list names it (a
+    /// node added at runtime): the relay's door to it, else its own address.
+    async fn dial_addr(&mut self, id: NodeId) -> Result<std::net::SocketAddr> {
+        let own = self.cluster.addr(id);
+        match &mut self.relay {
+            Some(relay) => relay
+                .door(id, own)
+                .await
+                .with_context(|| format!("cannot open the relay's door to node {id}")),
+            None => Ok(own),
+        }
+    }
+
+    /// Cuts node `id`'s links as the cut in effect cuts the members not cut off (a
+    /// partition's majority side, or the others of a deaf node): a node added during a
+    /// partition joins the side that may elect.
+    fn cut_like_the_rest(&self, id: NodeId) {
+        let Some(relay) = &self.relay else { return };
+        let cut = self.executed.iter().rev().find_map(|s| match &s.step {
+            Step::Partition(_) | Step::Deafen(_) | Step::Heal => Some(&s.step),
+            _ => None,
+        });
+        match cut {
+            Some(Step::Partition(side)) => relay.partition(side, &[id]),
+            Some(Step::Deafen(deaf)) => relay.deafen(*deaf, &[id]),
+            _ => {}
+        }
+    }
+
+    /// The checker starts a new per-node history here (I1, I2), as for any lost store,
+    /// and the node's new event log is followed from its start. The cluster's own
+    /// record of the loss is not in the collected history.
+    fn follow_new_store(&mut self, id: NodeId) {
+        self.collector.record(id, Record::StoreLost);
+        self.collector.follow(id, &self.cluster.data_dir(id));
     }
 
     /// The members as the runner last changed them (1..=nodes, plus adds, less
@@ -404,6 +533,18 @@ impl Harness {
                 }
                 at
             }
+            Step::Replace(n) => {
+                let at = if self.cluster.is_running(*n) {
+                    self.cluster.kill(*n)?;
+                    c.record(*n, Record::Crashed).at_ms
+                } else {
+                    wall_ms()
+                };
+                self.poll();
+                self.cluster.lose_store(*n)?;
+                self.follow_new_store(*n);
+                at
+            }
             Step::Heal => {
                 let relay = self.relay.as_ref().context("healing needs the relay")?;
                 let at = wall_ms();
@@ -421,7 +562,8 @@ impl Harness {
     pub fn notice_exits(&mut self) {
         let model = self.availability.clone();
         for &id in &self.ids {
-            let should_run = !model.is_killed(id) && !model.is_removed(id);
+            // A node launched for an add that failed was stopped: it is no member.
+            let should_run = model.members(self.nodes).contains(&id) && !model.is_killed(id);
             if should_run && !self.cluster.is_running(id) && !self.reported_exit(id) {
                 self.anomalies.push(format!(
                     "node {id} exited by itself; see {}",
@@ -568,6 +710,26 @@ impl Harness {
 /// The members of `ids` not in `side`: the other side of a cut.
 fn others(ids: &[NodeId], side: &[NodeId]) -> Vec<NodeId> {
     ids.iter().copied().filter(|n| !side.contains(n)).collect()
+}
+
+/// Whether a failed change may go through when asked again: no answer, or a refusal
+/// for want of a coordinator that holds on to its office (the texts of
+/// src/protocol/membership.rs, src/node/serve/api.rs and
+/// src/node/policy/member_change.rs), not for what the change is.
+fn passing(e: &anyhow::Error) -> bool {
+    let Some(ClientError::Refused { .. }) = e.downcast_ref::<ClientError>() else {
+        return true;
+    };
+    let text = format!("{e:#}");
+    [
+        "left office",
+        "knows no coordinator",
+        "not the coordinator",
+        "one change at a time",
+        "not committed within",
+    ]
+    .iter()
+    .any(|t| text.contains(t))
 }
 
 /// Whether the node answered with a refusal (the coordinator's word, final), rather

@@ -33,8 +33,10 @@ pub enum FaultKind {
     /// One-way links: the relay drops everything sent to one node, while what it sends
     /// still arrives (a one-sided firewall rule); a later step heals it.
     OneWay,
-    /// A member list change (docs/design.md#membership): add a spare node, or remove a
-    /// member other than the coordinator (the coordinator never removes itself).
+    /// A member list change (docs/design.md#membership): add a spare node, remove a
+    /// member other than the coordinator (the coordinator never removes itself), or
+    /// replace one (its disk lost: killed, data dir wiped, `bully member replace`,
+    /// started empty by a later start step), also while others are down or cut off.
     Membership,
 }
 
@@ -105,6 +107,10 @@ pub enum Step {
     Add(NodeId),
     /// Remove this member from the list, then stop its process.
     Remove(NodeId),
+    /// The lost-disk case: kill this member (if running), wipe its data dir and make it
+    /// a learner again (`bully member replace`); a later [`Step::Start`] starts it on
+    /// its empty store, and it takes its seat once it has caught up.
+    Replace(NodeId),
 }
 
 impl Step {
@@ -116,7 +122,7 @@ impl Step {
             Step::Pause(_) => Some(FaultKind::Pause),
             Step::Partition(_) => Some(FaultKind::Partition),
             Step::Deafen(_) => Some(FaultKind::OneWay),
-            Step::Add(_) | Step::Remove(_) => Some(FaultKind::Membership),
+            Step::Add(_) | Step::Remove(_) | Step::Replace(_) => Some(FaultKind::Membership),
             Step::Start(_) | Step::Resume(_) | Step::Heal => None,
         }
     }
@@ -129,6 +135,7 @@ impl Step {
             Step::Heal => "heal",
             Step::Add(_) => "add",
             Step::Remove(_) => "remove",
+            Step::Replace(_) => "replace",
             other => other.fault().map_or("?", FaultKind::name),
         }
     }
@@ -147,6 +154,7 @@ impl fmt::Display for Step {
             Step::Heal => write!(f, "heal every link"),
             Step::Add(n) => write!(f, "add node {n} to the member list"),
             Step::Remove(n) => write!(f, "remove node {n} from the member list"),
+            Step::Replace(n) => write!(f, "replace node {n} (lost disk: wiped, a learner again)"),
         }
     }
 }
@@ -220,6 +228,10 @@ const OBSERVE_MAX_MS: u64 = 1200;
 const BURST_SHARE: f64 = 0.3;
 /// The share of fault steps aimed at the expected coordinator.
 const AT_LEADER_SHARE: f64 = 0.5;
+/// The share of fault steps that are member changes when `membership` is asked for and
+/// one fits: drawn as one kind among six, and only after a quiet gap, a 60 s run had
+/// drawn none in most seeds.
+const MEMBERSHIP_SHARE: f64 = 0.5;
 
 /// Which nodes are killed, paused or cut off, after a sequence of steps. The schedule
 /// uses it to respect the budget; the analysis uses it to know, at each instant, which
@@ -233,6 +245,8 @@ pub struct Availability {
     added: BTreeSet<NodeId>,
     /// Nodes removed from the member list (and not added again since).
     removed: BTreeSet<NodeId>,
+    /// Nodes replaced and not started since: learners, so no other learner may be made.
+    replaced: BTreeSet<NodeId>,
 }
 
 impl Availability {
@@ -316,6 +330,7 @@ impl Availability {
             }
             Step::Start(n) => {
                 self.killed.remove(n);
+                self.replaced.remove(n);
             }
             Step::Resume(n) => {
                 self.paused.remove(n);
@@ -333,7 +348,13 @@ impl Availability {
                 self.added.remove(n);
                 self.killed.remove(n);
                 self.paused.remove(n);
+                self.replaced.remove(n);
                 self.removed.insert(*n);
+            }
+            Step::Replace(n) => {
+                self.paused.remove(n);
+                self.killed.insert(*n);
+                self.replaced.insert(*n);
             }
         }
     }
@@ -361,12 +382,16 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
         let recoveries = model.recoveries();
         let faults = possible_faults(spec, &model, quiet_before);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
-        let step = if recover {
+        // A replaced node is started next, as an operator would once the change is
+        // in: while it is a learner, no other member change can be made.
+        let step = if let Some(&n) = model.replaced.first() {
+            Step::Start(n)
+        } else if recover {
             recoveries
                 .choose(&mut rng)
                 .cloned()
                 .expect("recoveries is not empty")
-        } else if let Some(&kind) = faults.choose(&mut rng) {
+        } else if let Some(kind) = pick_fault(&faults, &mut rng) {
             fault_step(spec, &model, kind, &mut rng)
         } else {
             break; // nothing enabled can run (cannot happen with a valid spec)
@@ -396,6 +421,18 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
         at += burst(&mut rng);
     }
     steps
+}
+
+/// One of the enabled kinds: a member change with [`MEMBERSHIP_SHARE`] when it fits,
+/// else any other kind alike.
+fn pick_fault(faults: &[FaultKind], rng: &mut SmallRng) -> Option<FaultKind> {
+    let (member, other): (Vec<FaultKind>, Vec<FaultKind>) = faults
+        .iter()
+        .partition(|&&kind| kind == FaultKind::Membership);
+    if !member.is_empty() && (other.is_empty() || rng.gen_bool(MEMBERSHIP_SHARE)) {
+        return Some(FaultKind::Membership);
+    }
+    other.choose(rng).copied()
 }
 
 /// The enabled fault kinds that fit the budget and the model right now; a member
@@ -452,23 +489,35 @@ fn fault_step(spec: &PlanSpec, model: &Availability, kind: FaultKind, rng: &mut 
     }
 }
 
-/// The member changes that fit now: only with every member up and linked (a change
-/// commits with a majority of the list before and after it), adding the lowest spare
-/// not a member, or removing a member other than the highest (the coordinator, whom
-/// the cluster refuses to remove), while the list stays within nodes..=nodes+SPARES.
+/// The member changes that fit now, while a minority may be down or cut off (a change
+/// commits with a majority of the list before and after it, and the budget keeps one
+/// available): adding the lowest spare not a member; removing a member other than the
+/// expected coordinator (whom the cluster refuses to remove) and not cut off (the
+/// relay's cut stays on the nodes it was made for); replacing a member other than the
+/// coordinator that is killed, or available when the budget has room for it to go
+/// down. The list stays within nodes..=nodes+SPARES, and no add or replace while a
+/// replaced node is still a learner (the cluster takes one learner at a time).
 fn membership_steps(spec: &PlanSpec, model: &Availability) -> Vec<Step> {
-    if model.unavailable() > 0 {
-        return Vec::new();
-    }
     let members = model.members(spec.nodes);
+    let available = model.available(spec.nodes);
+    let Some(&leader) = available.last() else {
+        return Vec::new();
+    };
+    let room = spec.budget().saturating_sub(model.unavailable());
+    let learner_pending = !model.replaced.is_empty();
     let mut steps = Vec::new();
-    if (members.len() as u64) < spec.nodes + SPARES {
+    if !learner_pending && (members.len() as u64) < spec.nodes + SPARES {
         let spare = (1..=spec.nodes + SPARES).find(|n| !members.contains(n));
         steps.extend(spare.map(Step::Add));
     }
+    let others = members.iter().copied().filter(|&n| n != leader);
     if members.len() as u64 > spec.nodes {
-        let below_top = &members[..members.len() - 1];
-        steps.extend(below_top.iter().map(|&n| Step::Remove(n)));
+        let linked = others.clone().filter(|n| !model.cut.contains(n));
+        steps.extend(linked.map(Step::Remove));
+    }
+    if !learner_pending {
+        let may_go = |n: &NodeId| model.killed.contains(n) || (room > 0 && available.contains(n));
+        steps.extend(others.filter(may_go).map(Step::Replace));
     }
     steps
 }
@@ -477,7 +526,7 @@ fn membership_steps(spec: &PlanSpec, model: &Availability) -> Vec<Step> {
 mod tests {
     use super::*;
 
-    fn spec(nodes: u64, seed: u64) -> PlanSpec {
+    pub(super) fn spec(nodes: u64, seed: u64) -> PlanSpec {
         PlanSpec {
             nodes,
             duration_ms: 60_000,
@@ -594,5 +643,35 @@ mod tests {
         bad.nodes = 5;
         bad.duration_ms = 100;
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn membership_draws_add_remove_and_replace_also_while_nodes_are_down() {
+        let mut kinds = BTreeSet::new();
+        let mut during_faults = 0;
+        for seed in 1..=10 {
+            let mut spec = spec(5, seed);
+            spec.faults.push(FaultKind::Membership);
+            let mut model = Availability::default();
+            let mut changes = 0;
+            for p in plan(&spec) {
+                if p.step.fault() == Some(FaultKind::Membership) {
+                    changes += 1;
+                    kinds.insert(p.step.name());
+                    during_faults += usize::from(model.unavailable() > 0);
+                }
+                model.apply(&p.step);
+                let members = model.members(5).len() as u64;
+                assert!((5..=5 + SPARES).contains(&members), "seed {seed}: {p:?}");
+                assert!(model.unavailable() <= spec.budget(), "seed {seed}: {p:?}");
+            }
+            assert!(changes >= 2, "seed {seed}: {changes} member changes");
+            assert_eq!(model.unavailable(), 0, "seed {seed}: left broken");
+        }
+        assert_eq!(kinds, BTreeSet::from(["add", "remove", "replace"]));
+        assert!(
+            during_faults >= 5,
+            "{during_faults} changes while nodes were down"
+        );
     }
 }

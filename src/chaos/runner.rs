@@ -93,7 +93,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
         }
         progress.event(&planned.step.to_string());
         match planned.step {
-            Step::Add(_) | Step::Remove(_) => {
+            Step::Add(_) | Step::Remove(_) | Step::Replace(_) => {
                 let step = planned.step.clone();
                 // The change goes through the coordinator: give the election after the
                 // last step its time first (the plan left a quiet gap).

@@ -25,8 +25,10 @@ pub struct ChaosArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Fault kinds to inject, comma separated: kill, pause, restart, partition, one-way
-    /// (a node that hears no one while it is still heard), membership (add a spare node
-    /// or remove a member at runtime); `all` is the first five.
+    /// (a node that hears no one while it is still heard), membership (add a spare node,
+    /// remove a member, or replace one whose disk is lost: killed, data dir wiped,
+    /// `bully member replace`, started empty later; also during partitions and kills,
+    /// every link of an added node through the relay); `all` is the first five.
     #[arg(
         long,
         value_delimiter = ',',

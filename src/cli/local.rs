@@ -1,7 +1,7 @@
 //! `bully local --nodes N`: a whole cluster of real node processes on loopback, a live
 //! view of every node, and a tiny shell (`kill K`, `start K`, `pause K`, `resume K`,
-//! `add K`, `remove K`, `status`, `quit`) so a newcomer can watch the bully take over
-//! and the member list change (docs/design.md#membership).
+//! `add K`, `remove K`, `replace K`, `status`, `quit`) so a newcomer can watch the bully
+//! take over and the member list change (docs/design.md#membership).
 
 use super::local_board::{Board, NodeState};
 use super::run_dir::RunDir;
@@ -23,7 +23,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// The shell's commands, for the greeting and for a typo.
-const COMMANDS: &str = "kill K | start K | pause K | resume K | add K | remove K | status | quit";
+const COMMANDS: &str =
+    "kill K | start K | pause K | resume K | add K | remove K | replace K | status | quit";
 
 /// How long a member change may take: an add waits for the new node to catch up.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -265,6 +266,15 @@ async fn command(h: &mut Harness, line: &str, board: &mut Board) -> Outcome {
                 Err(e) => fail(e),
             }
         }
+        ("replace", Some(id)) => {
+            return match replace(h, id).await {
+                Ok(text) => {
+                    println!("  {text}");
+                    Outcome::Changed(id, NodeState::Live(None))
+                }
+                Err(e) => fail(e),
+            }
+        }
         (_, Some(id)) if !h.members().contains(&id) => Err(anyhow::anyhow!(
             "no node {id}; members are {:?}",
             h.members()
@@ -309,15 +319,20 @@ fn take(h: &mut Harness, step: Step) -> anyhow::Result<()> {
         Step::Resume(_) if !paused => anyhow::bail!("node {id} is not paused"),
         _ => {}
     }
-    let before = h.anomalies.len();
-    h.execute(step);
-    match h.anomalies.get(before..).and_then(|new| new.last()) {
-        Some(anomaly) => Err(anyhow::anyhow!("{anomaly}")),
-        None => {
-            println!("  node {id} {done}");
-            Ok(())
-        }
-    }
+    h.take(step)?;
+    println!("  node {id} {done}");
+    Ok(())
+}
+
+/// `replace K`, a lost disk end to end: kill the node, wipe its data dir, `bully member
+/// replace K` (it becomes a learner), start it empty; it takes its seat once caught up.
+async fn replace(h: &mut Harness, id: NodeId) -> anyhow::Result<String> {
+    let text = h.change_step(Step::Replace(id), CHANGE_TIMEOUT).await?;
+    h.take(Step::Start(id))?;
+    let list = h.wait_for_seat(id, CHANGE_TIMEOUT).await?;
+    Ok(format!(
+        "{text}\n  node {id} started on an empty data dir and took its seat (member list {list})"
+    ))
 }
 
 /// Follows one node's watch stream, reconnecting while it is down or paused.

@@ -117,10 +117,14 @@ pub enum Commands {
         command: Vec<String>,
     },
     /// Run a whole cluster of real node processes on loopback with a live view.
-    /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`.
+    /// Type `kill K`, `start K`, `pause K`, `resume K`, `status` or `quit`; change the
+    /// member list with `add K`, `remove K` or `replace K` (a lost disk: the node is
+    /// killed, its data dir wiped, made a learner and started empty).
     Local(LocalArgs),
-    /// Kill, pause, partition and restart real nodes on a seeded schedule, check the
-    /// invariants I1–I5 and report failover times. Exit 0: no violation, 1: violations.
+    /// Kill, pause, partition and restart real nodes on a seeded schedule (and, with
+    /// `--faults all,membership`, add, remove and replace members), check the
+    /// invariants I1–I5 (I6, I7 in quorum mode) and report failover times. Exit 0: no
+    /// violation, 1: violations.
     Chaos(chaos::ChaosArgs),
     /// Print a shell completion script, e.g.
     /// `bully completions bash > /etc/bash_completion.d/bully`.

@@ -67,19 +67,31 @@ impl TestCluster {
     /// A cluster of `nodes` running `mode` (the default for [`TestCluster::new`] is
     /// quorum, like the config's).
     pub fn with_mode(nodes: u64, timing: Timing, preempt: Preempt, mode: Mode) -> TestCluster {
+        TestCluster::routed(nodes, timing, preempt, mode, |_, to, addrs| addrs[&to])
+    }
+
+    /// Like [`TestCluster::with_mode`], each node dialing each peer at the address
+    /// `route(from, to, listen_addrs)` gives (a relay's front, say).
+    pub fn routed(
+        nodes: u64,
+        timing: Timing,
+        preempt: Preempt,
+        mode: Mode,
+        route: impl Fn(NodeId, NodeId, &BTreeMap<NodeId, SocketAddr>) -> SocketAddr,
+    ) -> TestCluster {
         let dir = tempfile::Builder::new()
             .prefix("bully-test-")
             .tempdir()
             .expect("temp dir");
-        let cluster = Cluster::create(ClusterSpec {
+        let spec = ClusterSpec {
             nodes,
             timing,
             preempt,
             mode,
             binary: binary(),
             dir: dir.path().to_path_buf(),
-        })
-        .expect("create cluster");
+        };
+        let cluster = Cluster::create_routed(spec, route).expect("create cluster");
         TestCluster { cluster, dir }
     }
 

@@ -272,7 +272,8 @@ pub fn step_node(step: &Step) -> Option<NodeId> {
         | Step::Resume(n)
         | Step::Deafen(n)
         | Step::Add(n)
-        | Step::Remove(n) => Some(*n),
+        | Step::Remove(n)
+        | Step::Replace(n) => Some(*n),
         Step::Partition(_) | Step::Heal => None,
     }
 }
