@@ -151,22 +151,57 @@ impl Haproxy {
         redis: &BTreeMap<NodeId, SocketAddr>,
         http: &BTreeMap<NodeId, SocketAddr>,
     ) -> Haproxy {
-        let mut config = std::fs::read_to_string(example_dir().join("haproxy.cfg")).unwrap();
-        let mut swap = |from: String, to: String| {
-            assert!(config.contains(&from), "haproxy.cfg has no `{from}`");
-            config = config.replace(&from, &to);
-        };
-        swap("bind 127.0.0.1:6380".into(), format!("bind {front}"));
-        for (id, addr) in redis {
-            swap(
-                format!("server node{id} 127.0.0.1:638{id} check port 830{id}"),
-                format!(
-                    "server node{id} {addr} check addr {} port {}",
-                    http[id].ip(),
-                    http[id].port()
-                ),
-            );
-        }
+        Haproxy::start_from(&example_dir(), dir, front, redis, http)
+    }
+
+    /// [`Haproxy::start`] for any example's `haproxy.cfg` (the PostgreSQL one too): its
+    /// `bind` line and each `server nodeN` line are rewritten to `front` and to node
+    /// N's backend and HTTP check address.
+    pub fn start_from(
+        example: &Path,
+        dir: &Path,
+        front: SocketAddr,
+        backends: &BTreeMap<NodeId, SocketAddr>,
+        http: &BTreeMap<NodeId, SocketAddr>,
+    ) -> Haproxy {
+        let template = std::fs::read_to_string(example.join("haproxy.cfg")).unwrap();
+        let mut swapped = 0;
+        let config: String = template
+            .lines()
+            .map(|line| {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let server = |word: &str| {
+                    let id: NodeId = word.strip_prefix("node")?.parse().ok()?;
+                    Some((id, backends.get(&id)?, http.get(&id)?))
+                };
+                match words.as_slice() {
+                    ["bind", ..] => {
+                        swapped += 1;
+                        format!("{indent}bind {front}")
+                    }
+                    ["server", name, ..] => match server(name) {
+                        Some((id, addr, check)) => {
+                            swapped += 1;
+                            format!(
+                                "{indent}server node{id} {addr} check addr {} port {}",
+                                check.ip(),
+                                check.port()
+                            )
+                        }
+                        None => line.to_string(),
+                    },
+                    _ => line.to_string(),
+                }
+            })
+            .map(|line| line + "\n")
+            .collect();
+        assert_eq!(
+            swapped,
+            backends.len() + 1,
+            "{}: one bind line and a `server nodeN` line per node expected",
+            example.join("haproxy.cfg").display()
+        );
         let path = dir.join("haproxy.cfg");
         std::fs::write(&path, config).unwrap();
         let log = std::fs::File::create(dir.join("haproxy.log")).unwrap();
@@ -216,19 +251,38 @@ impl Keepers {
             children: BTreeMap::new(),
         };
         for (&id, config) in configs {
-            let log = std::fs::File::create(keepers.log_file(id)).unwrap();
-            let child = Command::new(binary)
-                .arg("run")
-                .arg("--config")
-                .arg(config)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("start bully run");
-            keepers.children.insert(id, child);
+            keepers.spawn(binary, id, config);
         }
         keepers
+    }
+
+    /// (Re)starts node `id`'s keeper, appending to its log: a host restarted after a
+    /// kill -9 of its processes gets its keeper back.
+    pub fn spawn(&mut self, binary: &Path, id: NodeId, config: &Path) {
+        self.kill(id);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_file(id))
+            .unwrap();
+        let child = Command::new(binary)
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start bully run");
+        self.children.insert(id, child);
+    }
+
+    /// kill -9 of node `id`'s keeper (a host losing its processes): it fences nothing.
+    pub fn kill(&mut self, id: NodeId) {
+        if let Some(mut child) = self.children.remove(&id) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     fn log_file(&self, id: NodeId) -> PathBuf {

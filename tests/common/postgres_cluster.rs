@@ -1,0 +1,404 @@
+//! The PostgreSQL servers of `examples/postgres-primary`, run through the example's own
+//! `pg.sh` (init, start as a standby), with what a test needs around them: where
+//! PostgreSQL's programs are, why a test must skip, the environment the example's
+//! scripts need, kill -9 / SIGSTOP of a server's whole process group, and a bounded
+//! SQL probe. Shared by `tests/postgres_failover.rs` and any bench that drives the same
+//! example. Every server (and every `rejoin.sh` still running) is killed by its PID on
+//! drop, also when a test panics. Included with `#[path =
+//! "common/postgres_cluster.rs"] mod postgres_cluster;` next to `primary.rs`.
+#![allow(dead_code)]
+
+use super::primary::quoted;
+use bully::protocol::NodeId;
+use bully::signals::{self, Signal};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long one SQL probe may take: a frozen or cut-off server never answers.
+pub const PROBE: Duration = Duration::from_millis(500);
+
+/// The example's directory.
+pub fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/postgres-primary")
+}
+
+/// PostgreSQL's program directory, found the way the example's `common.sh` finds it
+/// (`$PG_BIN`, the directory of `pg_ctl` on the PATH with symlinks resolved, Debian's
+/// `/usr/lib/postgresql/15/bin`), if it holds what the example runs.
+pub fn pg_bin() -> Option<PathBuf> {
+    let from_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("pg_ctl"))
+            .find(|p| p.is_file())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+    });
+    let dir = std::env::var_os("PG_BIN")
+        .map(PathBuf::from)
+        .or(from_path)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"));
+    let needed = [
+        "pg_ctl",
+        "initdb",
+        "postgres",
+        "pg_rewind",
+        "pg_basebackup",
+        "psql",
+    ];
+    needed.iter().all(|p| dir.join(p).is_file()).then_some(dir)
+}
+
+/// Whether this process runs as root (then the servers run as the `postgres` user).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Why the example cannot run here, if it cannot: PostgreSQL's programs missing, or
+/// running as root without a `postgres` user to run the servers as.
+pub fn cannot_run() -> Option<String> {
+    let Some(bin) = pg_bin() else {
+        return Some(
+            "PostgreSQL 15 not found (apt-get install postgresql-15, or set PG_BIN; \
+             .ci/run installs it)"
+                .into(),
+        );
+    };
+    let version = Command::new(bin.join("postgres")).arg("--version").output();
+    if !version.is_ok_and(|o| o.status.success()) {
+        return Some(format!("{}/postgres does not run", bin.display()));
+    }
+    let user_exists = Command::new("id")
+        .arg("postgres")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if is_root() && !user_exists {
+        return Some("running as root and there is no postgres user to run PostgreSQL as".into());
+    }
+    None
+}
+
+/// The three servers: data directories under `root` (`pg.sh`'s `PG_ROOT`), listening on
+/// `addrs` (the nodes file `pg.sh` reads, `local.conf`).
+pub struct PgServers {
+    pub root: PathBuf,
+    pub addrs: BTreeMap<NodeId, SocketAddr>,
+    pub bin: PathBuf,
+    nodes_file: PathBuf,
+}
+
+impl PgServers {
+    /// `pg.sh init` under `dir/pg`: three data directories at the same WAL position.
+    /// As root, `dir` is opened for traversal (the servers run as `postgres`).
+    pub fn init(dir: &Path, addrs: BTreeMap<NodeId, SocketAddr>) -> PgServers {
+        if is_root() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        }
+        let nodes_file = dir.join("local.conf");
+        write_nodes_file(&nodes_file, &addrs);
+        let servers = PgServers {
+            root: dir.join("pg"),
+            addrs,
+            bin: pg_bin().expect("PostgreSQL (check cannot_run first)"),
+            nodes_file,
+        };
+        servers.pg_sh(&["init"]);
+        servers
+    }
+
+    /// The environment the example's scripts need for these servers (`PG_ROOT`,
+    /// `PG_BIN`, `PG_NODES_FILE` = `nodes` as the scripts' host reaches the servers),
+    /// as `NAME=value` words for a command line, quoted for `sh`.
+    pub fn script_env(&self, nodes: &Path) -> String {
+        format!(
+            "PG_ROOT={} PG_BIN={} PG_NODES_FILE={}",
+            quoted(&self.root),
+            quoted(&self.bin),
+            quoted(nodes)
+        )
+    }
+
+    /// Runs `pg.sh ARGS` on the local nodes file; panics with its output on failure.
+    fn pg_sh(&self, args: &[&str]) {
+        let out = Command::new(example_dir().join("pg.sh"))
+            .args(args)
+            .env("PG_ROOT", &self.root)
+            .env("PG_BIN", &self.bin)
+            .env("PG_NODES_FILE", &self.nodes_file)
+            .output()
+            .expect("run pg.sh");
+        assert!(
+            out.status.success(),
+            "pg.sh {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts node `id`'s server as a standby (`pg.sh start`) and waits until it answers.
+    pub fn start(&self, id: NodeId) {
+        self.pg_sh(&["start", &id.to_string()]);
+    }
+
+    /// Node `id`'s data directory.
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.root.join(format!("node{id}"))
+    }
+
+    /// The PID of node `id`'s running postmaster.
+    pub fn pid(&self, id: NodeId) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data_dir(id).join("postmaster.pid")).ok()?;
+        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+        (!is_zombie(pid)).then_some(pid)
+    }
+
+    /// kill -9 of node `id`'s server, all of it (the postmaster and its children: each
+    /// child leads a process group of its own), and a bounded wait until the
+    /// postmaster is gone.
+    pub fn kill(&self, id: NodeId) {
+        self.kill_rejoin(id);
+        let Some(pid) = self.pid(id) else { return };
+        for p in server_pids(pid) {
+            let _ = signals::send(p, Signal::SIGKILL);
+        }
+        let started = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "server {id} did not die"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGSTOP of node `id`'s whole server, postmaster first: it keeps its connections
+    /// and answers nothing, as a hung host would.
+    pub fn pause(&self, id: NodeId) {
+        let pid = self.pid(id).expect("a running server to pause");
+        for p in server_pids(pid) {
+            let _ = signals::send(p, Signal::SIGSTOP);
+        }
+    }
+
+    /// SIGCONT of node `id`'s server, postmaster first: it acts on the signals that
+    /// waited (a fence's shutdown) before any backend runs again.
+    pub fn resume(&self, id: NodeId) {
+        if let Some(pid) = self.pid(id) {
+            for p in server_pids(pid) {
+                let _ = signals::send(p, Signal::SIGCONT);
+            }
+        }
+    }
+
+    /// The last lines of node `id`'s server log and rejoin log, for failure messages.
+    pub fn log_tail(&self, id: NodeId) -> String {
+        let tail = |path: PathBuf| {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            format!(
+                "--- {}\n{}\n",
+                path.display(),
+                lines[lines.len().saturating_sub(12)..].join("\n")
+            )
+        };
+        tail(self.root.join(format!("node{id}.log")))
+            + &tail(self.root.join(format!("node{id}.rejoin.log")))
+    }
+
+    /// kill -9 of node `id`'s `rejoin.sh` if one runs (it leads a session of its own,
+    /// `setsid`, with its `pg_rewind` or `pg_ctl`): a host losing its processes loses it
+    /// too.
+    pub fn kill_rejoin(&self, id: NodeId) {
+        let pid_file = self.root.join(format!("node{id}.rejoin.pid"));
+        let Some(pid) = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        else {
+            return;
+        };
+        // The PID file outlives the script: only a process that still runs it.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("rejoin.sh") {
+            let _ = signals::send_group(pid, Signal::SIGKILL);
+        }
+    }
+
+    /// Kills every `rejoin.sh` still running and every server.
+    fn kill_all(&self) {
+        for &id in self.addrs.keys() {
+            self.resume(id);
+            self.kill(id);
+        }
+    }
+}
+
+impl Drop for PgServers {
+    /// Twice, a moment apart: a health check that was running when its node died may
+    /// still have started a `rejoin.sh`.
+    fn drop(&mut self) {
+        self.kill_all();
+        std::thread::sleep(Duration::from_millis(300));
+        self.kill_all();
+    }
+}
+
+/// The postmaster `pid` first, then its children (from /proc).
+fn server_pids(pid: u32) -> Vec<u32> {
+    let mut pids = vec![pid];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: the comm may hold spaces, so read after the ')'.
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            pids.push(child);
+        }
+    }
+    pids
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+/// Writes the example's nodes file format (`ID HOST PORT` per line).
+pub fn write_nodes_file(path: &Path, addrs: &BTreeMap<NodeId, SocketAddr>) {
+    let map: String = addrs
+        .iter()
+        .map(|(id, a)| format!("{id} {} {}\n", a.ip(), a.port()))
+        .collect();
+    std::fs::write(path, map).unwrap();
+}
+
+/// A client of the server at `addr` (trust auth, user postgres), or `None` if it does
+/// not answer within `timeout`. Its connection runs on a task of its own.
+pub async fn connect(addr: SocketAddr, timeout: Duration) -> Option<tokio_postgres::Client> {
+    let conninfo = format!(
+        "host={} port={} user=postgres dbname=postgres connect_timeout=2 application_name=bully-test",
+        addr.ip(),
+        addr.port()
+    );
+    let (client, connection) = tokio::time::timeout(
+        timeout,
+        tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Some(client)
+}
+
+/// What one server says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    /// `pg_is_in_recovery()`.
+    pub standby: bool,
+    /// `default_transaction_read_only`.
+    pub read_only: bool,
+    /// A standby's WAL receiver: its status and the port it streams from.
+    pub receiver: Option<(String, u16)>,
+    /// `bully.epoch` (0 if unset).
+    pub epoch: u64,
+}
+
+impl Role {
+    /// A server that takes writes: a primary, not read-only.
+    pub fn writable(&self) -> bool {
+        !self.standby && !self.read_only
+    }
+
+    /// A standby streaming from the server on `port`.
+    pub fn streams_from(&self, port: u16) -> bool {
+        self.standby
+            && self
+                .receiver
+                .as_ref()
+                .is_some_and(|(s, p)| s == "streaming" && *p == port)
+    }
+}
+
+/// The role query [`role`] runs.
+pub const ROLE_SQL: &str = "SELECT pg_is_in_recovery(), \
+     current_setting('default_transaction_read_only') = 'on', \
+     (SELECT status FROM pg_stat_wal_receiver), \
+     (SELECT sender_port FROM pg_stat_wal_receiver), \
+     coalesce(nullif(current_setting('bully.epoch', true), ''), '0')";
+
+/// Reads the role of the server `client` is connected to, bounded by [`PROBE`].
+pub async fn role_of(client: &tokio_postgres::Client) -> Option<Role> {
+    let row = tokio::time::timeout(PROBE, client.query_one(ROLE_SQL, &[]))
+        .await
+        .ok()?
+        .ok()?;
+    let status: Option<String> = row.get(2);
+    let port: Option<i32> = row.get(3);
+    let epoch: String = row.get(4);
+    Some(Role {
+        standby: row.get(0),
+        read_only: row.get(1),
+        receiver: status.zip(port.and_then(|p| u16::try_from(p).ok())),
+        epoch: epoch.parse().unwrap_or(0),
+    })
+}
+
+/// The role of the server at `addr` (one connection), or `None` if it does not answer.
+pub async fn role(addr: SocketAddr) -> Option<Role> {
+    let client = connect(addr, PROBE).await?;
+    role_of(&client).await
+}
+
+/// Node `id`'s WAL receiver PID on its server at `addr` (the lagging-standby fault
+/// SIGSTOPs it).
+pub async fn walreceiver_pid(addr: SocketAddr) -> Option<u32> {
+    let client = connect(addr, PROBE).await?;
+    let row = client
+        .query_opt("SELECT pid FROM pg_stat_wal_receiver", &[])
+        .await
+        .ok()??;
+    let pid: i32 = row.get(0);
+    u32::try_from(pid).ok()
+}
+
+/// The WAL position of the server at `addr` as a number (received or replayed on a
+/// standby, written on a primary), as `health.sh` prints it in `est=`.
+pub async fn wal_position(addr: SocketAddr) -> Option<i64> {
+    let client = connect(addr, PROBE).await?;
+    let row = tokio::time::timeout(
+        PROBE,
+        client.query_one(
+            "SELECT pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN \
+             greatest(coalesce(pg_last_wal_receive_lsn(), '0/0'), \
+                      coalesce(pg_last_wal_replay_lsn(), '0/0')) \
+             ELSE pg_current_wal_lsn() END, '0/0')::bigint",
+            &[],
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Some(row.get(0))
+}
