@@ -166,6 +166,8 @@ fn main() {
                 .for_each(|r| r.failed(&why));
         }
         rows.append(&mut mine);
+        // So far, in case a later system never ends.
+        eprintln!("{}", table::render(&rows, plan.hold));
     }
     if rows.is_empty() {
         println!("SKIPPED: no system could run");

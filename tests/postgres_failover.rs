@@ -406,6 +406,7 @@ impl Scene {
         })
         .await;
         let refusals = self
+            .c
             .t
             .cluster
             .log_tail(200)
@@ -420,6 +421,7 @@ impl Scene {
         self.wait_writes_on(fresh, fault).await;
         let settled = Instant::now();
         let elected_first = self
+            .c
             .t
             .cluster
             .log_tail(200)

@@ -83,21 +83,27 @@ impl Session {
         let old = self.system.healthy().await?;
         let began = Instant::now();
         tokio::time::sleep(STEADY).await;
+        // Commits go on while the fault's command runs (patroni.sh takes a moment): gaps
+        // count from before it, writes resume only with a commit begun after it.
         let at = Instant::now();
         self.system.fault(fault, old).await?;
+        let done = Instant::now();
         let settled = match fault {
-            Fault::Kill => {
-                let settled = self.resumed(at).await?;
+            Fault::Kill | Fault::Restart => {
+                let settled = self.resumed(done).await?;
                 self.system.heal(fault, old).await?;
                 settled
             }
             Fault::Pause | Fault::Cut => {
-                tokio::time::sleep(hold.saturating_sub(at.elapsed())).await;
+                tokio::time::sleep(hold.saturating_sub(done.elapsed())).await;
                 self.system.heal(fault, old).await?;
                 self.resumed(Instant::now()).await?
             }
-            Fault::Restart => self.resumed(at).await?,
         };
+        eprintln!(
+            "=== {fault:?} on node {old}: writes resumed {} ms after the fault",
+            (settled - at).as_millis()
+        );
         let primary = self.system.healthy().await?;
         let whole = Instant::now();
         let attempts = self.attempts();
