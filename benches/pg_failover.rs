@@ -47,7 +47,10 @@ mod system;
 #[path = "pg_failover/table.rs"]
 mod table;
 
+use futures::FutureExt;
 use run::Session;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use system::{Fault, Kind};
@@ -113,22 +116,38 @@ fn cannot_run(kind: Kind) -> Option<String> {
 }
 
 /// Runs every fault `plan.runs` times on `kind`, adding each run to `rows` (one per
-/// fault of the plan, in its order) as it ends.
+/// fault of the plan, in its order) as it ends. A run that fails (a bound passed, a
+/// wait panicked) may leave the system broken: the next run gets a new one.
 async fn measure(kind: Kind, plan: Plan, rows: Arc<Mutex<Vec<Row>>>) {
-    let mut session = match Session::open(kind).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("=== {}: {e}", kind.name());
-            rows.lock().unwrap().iter_mut().for_each(|r| r.failed(&e));
-            return;
-        }
-    };
+    let mut session: Option<Session> = None;
     for (i, &fault) in plan.faults.iter().enumerate() {
         for n in 1..=plan.runs {
-            let result = session.run(fault, plan.hold).await;
+            let result = match session.take() {
+                Some(s) => Ok(s),
+                None => caught(Session::open(kind)).await,
+            };
+            let result = match result {
+                Ok(mut s) => match caught(s.run(fault, plan.hold)).await {
+                    Ok(figures) => {
+                        session = Some(s);
+                        Ok(figures)
+                    }
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(format!("starting: {e}")),
+            };
             eprintln!("=== {} {} run {n}: {result:?}", kind.name(), fault.name());
             rows.lock().unwrap()[i].add(result);
         }
+    }
+}
+
+/// `work`'s outcome, with a panic (the bully cluster's bounded waits panic with the
+/// logs) as an error.
+async fn caught<T>(work: impl Future<Output = Result<T, String>>) -> Result<T, String> {
+    match AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(format!("panicked: {}", table::panic_message(&*panic))),
     }
 }
 
@@ -154,17 +173,8 @@ fn main() {
         }
         let mine: Vec<Row> = plan.faults.iter().map(|&f| Row::new(kind, f)).collect();
         let mine = Arc::new(Mutex::new(mine));
-        // Its own task: a panicking wait (the bully cluster's bounded waits panic with
-        // the logs) costs this system's remaining runs, not the table.
-        let task = runtime.spawn(measure(kind, plan.clone(), Arc::clone(&mine)));
-        let ended = runtime.block_on(task);
-        let mut mine = std::mem::take(&mut *mine.lock().unwrap_or_else(|e| e.into_inner()));
-        if let Err(e) = ended {
-            let why = format!("stopped: {}", table::panic_text(e));
-            mine.iter_mut()
-                .filter(|r| r.runs() < plan.runs)
-                .for_each(|r| r.failed(&why));
-        }
+        runtime.block_on(measure(kind, plan.clone(), Arc::clone(&mine)));
+        let mut mine = std::mem::take(&mut *mine.lock().unwrap());
         rows.append(&mut mine);
         // So far, in case a later system never ends.
         eprintln!("{}", table::render(&rows, plan.hold));

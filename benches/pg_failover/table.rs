@@ -92,12 +92,8 @@ pub fn load() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The message of a task that panicked (or why it ended otherwise).
-pub fn panic_text(e: tokio::task::JoinError) -> String {
-    if !e.is_panic() {
-        return e.to_string();
-    }
-    let payload = e.into_panic();
+/// The message a panic carried.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<String>()
         .cloned()
