@@ -5,8 +5,10 @@
 //! relay, so a node can be cut off on loopback; each server reached by the other hosts
 //! through a `tcp_cut` forwarder, so its replication and the others' scripts can be cut
 //! too), one keeper per node (`bully run --config`, running `fence.sh`), and HAProxy
-//! with the example's `haproxy.cfg`. Two writers insert rows through HAProxy at 100/s
-//! each; every answered INSERT is a commit a standby flushed too, and is recorded.
+//! with the example's `haproxy.cfg`, set up by `tests/common/postgres_bully.rs` (which
+//! `benches/pg_failover.rs` uses too, so its figures are about this very cluster). Two
+//! writers insert rows through HAProxy at 100/s each; every answered INSERT is a commit
+//! a standby flushed too, and is recorded.
 //!
 //! Scenarios, each on whichever node is the primary then (`preempt = "never"`: no
 //! failback): kill -9 of the primary's host processes (server, bully node, keeper),
