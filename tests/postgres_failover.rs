@@ -5,8 +5,10 @@
 //! relay, so a node can be cut off on loopback; each server reached by the other hosts
 //! through a `tcp_cut` forwarder, so its replication and the others' scripts can be cut
 //! too), one keeper per node (`bully run --config`, running `fence.sh`), and HAProxy
-//! with the example's `haproxy.cfg`. Two writers insert rows through HAProxy at 100/s
-//! each; every answered INSERT is a commit a standby flushed too, and is recorded.
+//! with the example's `haproxy.cfg`, set up by `tests/common/postgres_bully.rs` (which
+//! `benches/pg_failover.rs` uses too, so its figures are about this very cluster). Two
+//! writers insert rows through HAProxy at 100/s each; every answered INSERT is a commit
+//! a standby flushed too, and is recorded.
 //!
 //! Scenarios, each on whichever node is the primary then (`preempt = "never"`: no
 //! failback): kill -9 of the primary's host processes (server, bully node, keeper),
@@ -34,6 +36,8 @@
 //! run it as) or HAProxy; `.ci/run` installs both.
 
 mod common;
+#[path = "common/postgres_bully.rs"]
+mod postgres_bully;
 #[path = "common/postgres_cluster.rs"]
 mod postgres_cluster;
 #[path = "common/postgres_load.rs"]
@@ -49,51 +53,34 @@ mod tcp_cut;
 #[path = "common/writers.rs"]
 mod writers;
 
-use bully::chaos::relay::Relay;
-use bully::cluster::{Cluster, ClusterSpec};
-use bully::config::{FenceConfig, HealthConfig, HooksConfig, HttpConfig};
-use bully::ports::free_tcp_addrs;
-use bully::protocol::{Mode, NodeId, Preempt, Timing};
+use bully::protocol::{NodeId, Timing};
 use bully::signals::{self, Signal};
-use common::{installed, TestCluster};
-use postgres_cluster::{example_dir, role, wal_position, write_nodes_file, PgServers};
+use common::installed;
+use postgres_bully::{BullyPg, AGREE, IDS};
+use postgres_cluster::wal_position;
 use postgres_load::{PgWriter, RolePoller};
-use primary::{http_get, phase, quoted};
-use redis_servers::{Haproxy, Keepers};
-use std::collections::BTreeMap;
+use primary::phase;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tcp_cut::CutProxy;
 use writers::Attempt;
 
-/// Every wait for the cluster to settle (generous: CI is a busy 2-core machine).
-const AGREE: Duration = Duration::from_secs(40);
 /// How long the pauses and the cut last.
 const FAULT: Duration = Duration::from_secs(3);
 /// What `fence.sh` logs (to its keeper's log) once it asked the server to shut down.
 const FENCED: &str = "fast shutdown of the server";
-const IDS: [NodeId; 3] = [1, 2, 3];
 
 /// Everything the scenarios act on. Fields drop in this order: the writers and the
-/// poller first, the servers before the temp dir (`t`, last) that holds their files.
+/// poller first, then the cluster (`postgres_bully::BullyPg`).
 struct Scene {
     writers: Vec<PgWriter>,
     poller: RolePoller,
-    _haproxy: Haproxy,
-    keepers: Keepers,
-    /// Each server as the other hosts reach it (their scripts, replication): through a
-    /// forwarder that can be cut like a partition.
-    cuts: BTreeMap<NodeId, CutProxy>,
-    pg: PgServers,
-    relay: Relay,
-    http: BTreeMap<NodeId, SocketAddr>,
+    c: BullyPg,
     /// Attempts of writers already stopped.
     finished: Vec<Attempt>,
     /// One line per scenario, printed at the end.
     figures: Vec<String>,
     /// The node whose server is the primary now.
     primary: NodeId,
-    t: TestCluster,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,77 +146,26 @@ fn two_writable_counts_only_overlapping_writable_samples() {
 
 impl Scene {
     async fn start() -> Scene {
-        phase("pg.sh init, three servers, three bully nodes behind the relay, keepers, HAProxy");
-        let mut dir = tempfile::Builder::new()
-            .prefix("bully-pg-")
-            .tempdir()
-            .unwrap();
-        if std::env::var_os("BULLY_KEEP_TEST_DIR").is_some() {
-            eprintln!("keeping {} (BULLY_KEEP_TEST_DIR)", dir.path().display());
-            dir.disable_cleanup(true);
-        }
-        let mut relay = Relay::bind(&IDS).await.unwrap();
-        let cluster = Cluster::create_routed(
-            ClusterSpec {
-                nodes: 3,
-                timing: Timing::default(),
-                preempt: Preempt::Never,
-                mode: Mode::Quorum,
-                binary: common::binary(),
-                dir: dir.path().to_path_buf(),
-            },
-            |from, to, _| relay.front_addr(from, to),
-        )
-        .unwrap();
-        let targets = IDS.iter().map(|&id| (id, cluster.addr(id))).collect();
-        relay.start(&targets, 29).await.unwrap();
-        // One batch, so no two listeners are handed the same port.
-        let mut ports = free_tcp_addrs(3 * IDS.len() + 1).unwrap().into_iter();
-        let mut take_each = || -> BTreeMap<NodeId, SocketAddr> {
-            IDS.iter().map(|&id| (id, ports.next().unwrap())).collect()
-        };
-        let (local, seen, http) = (take_each(), take_each(), take_each());
-        let front = ports.next().unwrap();
-        let pg = PgServers::init(dir.path(), local.clone());
-        let cuts = IDS
-            .iter()
-            .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
-            .collect();
-        let t = TestCluster { cluster, dir };
-        configure(&t, &pg, &seen, &http);
-        for id in IDS {
-            pg.start(id);
-        }
-        let haproxy = Haproxy::start_from(&example_dir(), t.dir.path(), front, &local, &http);
-        let configs = IDS
-            .iter()
-            .map(|&id| (id, t.cluster.config_path(id)))
-            .collect();
-        // The keepers first, as cluster.sh starts them: each waits for its node's socket.
-        let keepers = Keepers::start(&common::binary(), &configs, t.dir.path());
-        let mut t = t;
-        t.start_all();
-        let poller = RolePoller::start(&local);
+        let c = BullyPg::start().await;
+        let poller = RolePoller::start(&c.pg.addrs);
         let mut s = Scene {
-            t,
-            relay,
-            pg,
-            http,
-            cuts,
-            keepers,
+            c,
             poller,
-            _haproxy: haproxy,
             writers: Vec::new(),
             finished: Vec::new(),
             figures: Vec::new(),
             primary: 0,
         };
-        s.primary = s.wait_primary(&IDS).await;
+        s.primary = s.c.wait_primary(&IDS).await;
         phase("the table, then two writers through HAProxy");
         // HAProxy routes to the primary once its next check (every 100 ms) saw it ready.
-        primary::wait_logged(&s.t, "the table created through HAProxy", AGREE, || async {
-            postgres_load::create_table(front).await.ok()
-        })
+        let front = s.c.front;
+        primary::wait_logged(
+            &s.c.t,
+            "the table created through HAProxy",
+            AGREE,
+            || async { postgres_load::create_table(front).await.ok() },
+        )
         .await;
         s.writers = vec![PgWriter::start("w1", front), PgWriter::start("w2", front)];
         s.wait_writes_on(s.primary, Instant::now()).await;
@@ -238,75 +174,19 @@ impl Scene {
 
     /// Each server as this test's clients reach it (the poller, the checks).
     fn local(&self, id: NodeId) -> SocketAddr {
-        self.pg.addrs[&id]
-    }
-
-    /// Waits until one of `live` is the ready coordinator (/coordinator 200), its server
-    /// a writable primary of that node's epoch, and every other server of `live`
-    /// streams from it; returns that node.
-    async fn wait_primary(&self, live: &[NodeId]) -> NodeId {
-        let what = format!("a primary among {live:?} with the others streaming from it");
-        let leader = primary::wait_logged(&self.t, &what, AGREE, || async {
-            for &id in live {
-                if !matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _))) {
-                    continue;
-                }
-                if !role(self.local(id)).await.is_some_and(|r| r.writable()) {
-                    return None;
-                }
-                for &other in live.iter().filter(|&&o| o != id) {
-                    let port = self.cuts[&id].addr.port();
-                    if !role(self.local(other))
-                        .await
-                        .is_some_and(|r| r.streams_from(port))
-                    {
-                        return None;
-                    }
-                }
-                return Some(id);
-            }
-            None
-        })
-        .await;
-        eprintln!("=== node {leader} leads; its server is the primary");
-        leader
-    }
-
-    /// Waits until one of `among` is the ready coordinator (/coordinator 200) with a
-    /// writable server; returns that node.
-    async fn wait_ready(&self, among: &[NodeId]) -> NodeId {
-        let what = format!("a ready coordinator among {among:?} with a writable server");
-        primary::wait_logged(&self.t, &what, AGREE, || async {
-            for &id in among {
-                let ready = matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _)));
-                if ready && role(self.local(id)).await.is_some_and(|r| r.writable()) {
-                    return Some(id);
-                }
-            }
-            None
-        })
-        .await
+        self.c.local(id)
     }
 
     /// Waits until node `id`'s server streams from the primary's again; returns when.
     async fn wait_rejoined(&self, id: NodeId) -> Instant {
-        let port = self.cuts[&self.primary].addr.port();
-        let what = format!("node {id}'s server streaming from node {}'s", self.primary);
-        let rejoined = primary::wait_logged(&self.t, &what, AGREE, || async {
-            role(self.local(id))
-                .await
-                .is_some_and(|r| r.streams_from(port))
-                .then(Instant::now)
-        })
-        .await;
-        rejoined
+        self.c.wait_rejoined(id, self.primary).await
     }
 
     /// Waits until every writer had a commit from node `id`'s server after `since`.
     async fn wait_writes_on(&self, id: NodeId, since: Instant) {
         let port = self.local(id).port();
         let what = format!("commits through HAProxy on node {id}'s server");
-        primary::wait_logged(&self.t, &what, AGREE, || async {
+        primary::wait_logged(&self.c.t, &what, AGREE, || async {
             self.writers
                 .iter()
                 .all(|w| {
@@ -376,13 +256,7 @@ impl Scene {
         );
         eprintln!("=== figures: {line}");
         self.figures.push(line);
-        let logs = || {
-            let mut text = self.t.log_tail();
-            for id in IDS {
-                text += &self.pg.log_tail(id);
-            }
-            text
-        };
+        let logs = || self.c.logs();
         assert!(
             lost.is_empty(),
             "{scenario}: committed rows lost: {lost:?}\n{}",
@@ -425,28 +299,15 @@ impl Scene {
         phase(scenario);
         let old = self.primary;
         let fault = Instant::now();
-        self.kill_host(old);
+        self.c.kill_host(old);
         let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
-        self.primary = self.wait_primary(&others).await;
+        self.primary = self.c.wait_primary(&others).await;
         self.wait_writes_on(self.primary, fault).await;
         let settled = Instant::now();
-        self.restart_host(old);
+        self.c.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(settled), Some(rejoined))
             .await;
-    }
-
-    fn kill_host(&mut self, id: NodeId) {
-        self.t.cluster.kill(id).unwrap();
-        self.keepers.kill(id);
-        self.pg.kill(id);
-    }
-
-    fn restart_host(&mut self, id: NodeId) {
-        self.pg.start(id);
-        let config = self.t.cluster.config_path(id);
-        self.keepers.spawn(&common::binary(), id, &config);
-        self.t.cluster.start(id).unwrap();
     }
 
     /// SIGSTOP of the primary's `bully node` for [`FAULT`] (its server and keeper run
@@ -456,14 +317,14 @@ impl Scene {
         let scenario = "SIGSTOP of the primary's bully node for 3 s";
         phase(scenario);
         let old = self.primary;
-        let fences = self.keepers.lines_with(old, FENCED).len();
+        let fences = self.c.keepers.lines_with(old, FENCED).len();
         let fault = Instant::now();
-        self.t.cluster.pause(old).unwrap();
-        self.fail_over_and_heal(old, fault, |s| s.t.cluster.resume(old).unwrap())
+        self.c.t.cluster.pause(old).unwrap();
+        self.fail_over_and_heal(old, fault, |s| s.c.t.cluster.resume(old).unwrap())
             .await;
         let what = format!("node {old}'s keeper fencing its server");
-        primary::wait_logged(&self.t, &what, Duration::from_secs(10), || async {
-            (self.keepers.lines_with(old, FENCED).len() > fences).then_some(())
+        primary::wait_logged(&self.c.t, &what, Duration::from_secs(10), || async {
+            (self.c.keepers.lines_with(old, FENCED).len() > fences).then_some(())
         })
         .await;
         let rejoined = self.wait_rejoined(old).await;
@@ -479,8 +340,8 @@ impl Scene {
         phase(scenario);
         let old = self.primary;
         let fault = Instant::now();
-        self.pg.pause(old);
-        self.fail_over_and_heal(old, fault, |s| s.pg.resume(old))
+        self.c.pg.pause(old);
+        self.fail_over_and_heal(old, fault, |s| s.c.pg.resume(old))
             .await;
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
@@ -494,15 +355,10 @@ impl Scene {
         let scenario = "the primary's host cut off for 3 s";
         phase(scenario);
         let old = self.primary;
-        let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
         let fault = Instant::now();
-        self.relay.partition(&[old], &others);
-        self.cuts[&old].cut(true);
-        self.fail_over_and_heal(old, fault, |s| {
-            s.relay.heal();
-            s.cuts[&old].cut(false);
-        })
-        .await;
+        self.c.cut_off(old, true);
+        self.fail_over_and_heal(old, fault, |s| s.c.cut_off(old, false))
+            .await;
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
@@ -517,7 +373,7 @@ impl Scene {
         heal: impl FnOnce(&mut Self),
     ) {
         let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
-        self.primary = self.wait_primary(&others).await;
+        self.primary = self.c.wait_primary(&others).await;
         self.wait_writes_on(self.primary, fault).await;
         eprintln!(
             "=== node {} took commits {} ms after the fault",
@@ -544,27 +400,29 @@ impl Scene {
             .expect("the lagging standby's WAL receiver");
         signals::send(receiver, Signal::SIGSTOP).unwrap();
         let what = format!("node {lagging}'s server 64 KiB behind node {fresh}'s");
-        primary::wait_logged(&self.t, &what, AGREE, || async {
+        primary::wait_logged(&self.c.t, &what, AGREE, || async {
             let ahead = wal_position(self.local(fresh)).await?;
             let behind = wal_position(self.local(lagging)).await?;
             (ahead - behind > 65536).then_some(())
         })
         .await;
         let refusals = self
+            .c
             .t
             .cluster
             .log_tail(200)
             .matches("holds newer WAL")
             .count();
         let fault = Instant::now();
-        self.kill_host(old);
-        self.wait_ready(&[fresh]).await;
+        self.c.kill_host(old);
+        self.c.wait_ready(&[fresh]).await;
         self.primary = fresh;
         // Its only standby now is the lagging one: commits wait for it to stream.
         let _ = signals::send(receiver, Signal::SIGCONT);
         self.wait_writes_on(fresh, fault).await;
         let settled = Instant::now();
         let elected_first = self
+            .c
             .t
             .cluster
             .log_tail(200)
@@ -583,8 +441,8 @@ impl Scene {
             !elected_first,
             "{scenario}: with est(S) the lagging standby must not be elected"
         );
-        self.wait_primary(&[fresh, lagging]).await;
-        self.restart_host(old);
+        self.c.wait_primary(&[fresh, lagging]).await;
+        self.c.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(settled), Some(rejoined))
             .await;
@@ -601,21 +459,10 @@ impl Scene {
             self.finished.extend(records);
         }
         let fault = Instant::now();
-        for id in IDS {
-            self.kill_host(id);
-        }
-        for id in IDS {
-            self.pg.start(id);
-        }
-        let restarted = Instant::now();
-        for id in IDS {
-            let config = self.t.cluster.config_path(id);
-            self.keepers.spawn(&common::binary(), id, &config);
-        }
-        self.t.start_all();
-        let ready = self.wait_ready(&IDS).await;
+        let restarted = self.c.restart_all();
+        let ready = self.c.wait_ready(&IDS).await;
         let ready_after = restarted.elapsed();
-        self.primary = self.wait_primary(&IDS).await;
+        self.primary = self.c.wait_primary(&IDS).await;
         eprintln!(
             "=== {scenario}: node {ready} ready {} ms after the nodes started; node {} the \
              primary with every server streaming after {} ms",
@@ -629,10 +476,10 @@ impl Scene {
     /// I1–I4 on every node's event log, and quorum mode's I6 and I7.
     fn check_bully_invariants(&mut self) {
         phase("bully's invariants on the event logs");
-        for id in self.t.cluster.ids() {
-            let _ = self.t.cluster.stop(id, Duration::from_secs(5));
+        for id in self.c.t.cluster.ids() {
+            let _ = self.c.t.cluster.stop(id, Duration::from_secs(5));
         }
-        let history = self.t.cluster.history();
+        let history = self.c.t.cluster.history();
         let mut violations = bully::checker::check_safety(&history);
         let bound = bully::checker::lease_bound_ms(&Timing::default());
         violations.extend(bully::checker::check_no_overlap(&history, bound));
@@ -641,61 +488,5 @@ impl Scene {
             violations.is_empty(),
             "invariant violations: {violations:#?}"
         );
-    }
-}
-
-impl Drop for Scene {
-    /// The bully nodes go first, so no health check starts a `rejoin.sh` (which would
-    /// start a server) while the servers are being killed.
-    fn drop(&mut self) {
-        for id in IDS {
-            let _ = self.t.cluster.kill(id);
-        }
-    }
-}
-
-/// The example's hooks, health check and fence command for each node, pointed at this
-/// test's servers: the scripts reach the other servers at the `seen` addresses (through
-/// the forwarders) and their own at its local one (`PG_LISTEN`).
-fn configure(
-    t: &TestCluster,
-    pg: &PgServers,
-    seen: &BTreeMap<NodeId, SocketAddr>,
-    http: &BTreeMap<NodeId, SocketAddr>,
-) {
-    let nodes_file = t.dir.path().join("nodes.conf");
-    write_nodes_file(&nodes_file, seen);
-    for id in t.cluster.ids() {
-        let local = pg.addrs[&id];
-        let env = format!(
-            "{} PG_LISTEN='{} {}'",
-            pg.script_env(&nodes_file),
-            local.ip(),
-            local.port()
-        );
-        let script = |name: &str| format!("{env} {}", quoted(&example_dir().join(name)));
-        t.cluster
-            .edit_config(id, |c| {
-                c.hooks = HooksConfig {
-                    on_elected: Some(script("on-elected.sh")),
-                    on_demoted: Some(script("on-demoted.sh")),
-                    on_change: Some(script("on-change.sh")),
-                    timeout_ms: 10_000,
-                    ..HooksConfig::default()
-                };
-                c.health = Some(HealthConfig {
-                    interval_ms: 250,
-                    timeout_ms: 2000,
-                    rise: 2,
-                    fall: 2,
-                    ..HealthConfig::new(script("health.sh"))
-                });
-                c.fence = FenceConfig {
-                    command: Some(script("fence.sh")),
-                    ..FenceConfig::default()
-                };
-                c.http = Some(HttpConfig::on(http[&id]));
-            })
-            .unwrap();
     }
 }

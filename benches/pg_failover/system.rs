@@ -1,0 +1,162 @@
+//! The systems compared and the faults applied, each the same way to every system:
+//! bully's PostgreSQL example (`postgres_bully::BullyPg`, as `tests/postgres_failover.rs`
+//! runs it) and Patroni at its defaults or at its tightest supported timing
+//! (`patroni::Patroni`).
+
+use crate::patroni::Patroni;
+use crate::postgres_bully::{BullyPg, IDS};
+use bully::protocol::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A system under test, by the name the bench takes in `PG_BENCH_SYSTEMS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bully,
+    PatroniDefault,
+    PatroniTight,
+}
+
+impl Kind {
+    /// Every system, in the table's order.
+    pub const ALL: [Kind; 3] = [Kind::Bully, Kind::PatroniDefault, Kind::PatroniTight];
+
+    /// Its name in `PG_BENCH_SYSTEMS` and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bully => "bully",
+            Kind::PatroniDefault => "patroni-default",
+            Kind::PatroniTight => "patroni-tight",
+        }
+    }
+}
+
+/// A fault, by the name the bench takes in `PG_BENCH_FAULTS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 of every process on the primary's host (bully: server, node, keeper;
+    /// Patroni: `patroni.sh kill N`, Patroni and PostgreSQL); the host restarts once
+    /// writes resumed elsewhere.
+    Kill,
+    /// SIGSTOP of the coordinator process and the PostgreSQL server on the primary's
+    /// host for `HOLD`.
+    Pause,
+    /// The primary's host cut off for `HOLD` (bully: its peer links and its server as
+    /// the other hosts reach it; Patroni: its link to etcd, `patroni.sh cut N`).
+    Cut,
+    /// kill -9 of every process of every host, then all started again.
+    Restart,
+}
+
+impl Fault {
+    /// Every fault, in the table's order.
+    pub const ALL: [Fault; 4] = [Fault::Kill, Fault::Pause, Fault::Cut, Fault::Restart];
+
+    /// Its name in `PG_BENCH_FAULTS`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Pause => "pause",
+            Fault::Cut => "cut",
+            Fault::Restart => "restart",
+        }
+    }
+
+    /// What the table calls it.
+    pub fn label(self, hold: Duration) -> String {
+        let s = hold.as_secs_f64();
+        match self {
+            Fault::Kill => "kill -9 primary host".into(),
+            Fault::Pause => format!("SIGSTOP primary {s} s"),
+            Fault::Cut => format!("primary cut off {s} s"),
+            Fault::Restart => "full restart".into(),
+        }
+    }
+}
+
+/// A running system.
+pub enum System {
+    Bully(Box<BullyPg>),
+    Patroni(Patroni),
+}
+
+/// How long a system may take to be whole again after a fault (every server back,
+/// streaming from one primary).
+pub const HEALTHY_SECS: u64 = 180;
+
+impl System {
+    /// Starts `kind`; returns once it runs (not necessarily with a primary yet).
+    pub async fn start(kind: Kind) -> Result<System, String> {
+        Ok(match kind {
+            Kind::Bully => System::Bully(Box::new(BullyPg::start().await)),
+            Kind::PatroniDefault => System::Patroni(Patroni::start("default").await?),
+            Kind::PatroniTight => System::Patroni(Patroni::start("tight").await?),
+        })
+    }
+
+    /// Where clients write (HAProxy).
+    pub fn front(&self) -> SocketAddr {
+        match self {
+            System::Bully(b) => b.front,
+            System::Patroni(p) => p.front,
+        }
+    }
+
+    /// Each server, as a client on its own host reaches it.
+    pub fn locals(&self) -> BTreeMap<NodeId, SocketAddr> {
+        match self {
+            System::Bully(b) => b.pg.addrs.clone(),
+            System::Patroni(p) => p.locals.clone(),
+        }
+    }
+
+    /// Waits (bounded) until the system is whole: one primary and every other server
+    /// streaming from it; returns the primary's node.
+    pub async fn healthy(&self) -> Result<NodeId, String> {
+        match self {
+            // Bounded by postgres_bully::AGREE (a panic, caught per system by the bench).
+            System::Bully(b) => Ok(b.wait_primary(&IDS).await),
+            System::Patroni(p) => p.healthy(HEALTHY_SECS).await,
+        }
+    }
+
+    /// Applies `fault` to node `id` (ignored by [`Fault::Restart`], which hits every
+    /// node and is over when this returns).
+    pub async fn fault(&mut self, fault: Fault, id: NodeId) -> Result<(), String> {
+        match (self, fault) {
+            (System::Bully(b), Fault::Kill) => b.kill_host(id),
+            (System::Bully(b), Fault::Pause) => {
+                b.t.cluster.pause(id).map_err(|e| e.to_string())?;
+                b.pg.pause(id);
+            }
+            (System::Bully(b), Fault::Cut) => b.cut_off(id, true),
+            (System::Bully(b), Fault::Restart) => {
+                b.restart_all();
+            }
+            (System::Patroni(p), Fault::Kill) => p.node("kill", id).await?,
+            (System::Patroni(p), Fault::Pause) => p.node("pause", id).await?,
+            (System::Patroni(p), Fault::Cut) => p.node("cut", id).await?,
+            (System::Patroni(p), Fault::Restart) => p.restart_all().await?,
+        }
+        Ok(())
+    }
+
+    /// Undoes `fault` on node `id`: the killed host boots, the paused processes
+    /// continue, the cut heals.
+    pub async fn heal(&mut self, fault: Fault, id: NodeId) -> Result<(), String> {
+        match (self, fault) {
+            (_, Fault::Restart) => {}
+            (System::Bully(b), Fault::Kill) => b.restart_host(id),
+            (System::Bully(b), Fault::Pause) => {
+                b.pg.resume(id);
+                b.t.cluster.resume(id).map_err(|e| e.to_string())?;
+            }
+            (System::Bully(b), Fault::Cut) => b.cut_off(id, false),
+            (System::Patroni(p), Fault::Kill) => p.node("restart", id).await?,
+            (System::Patroni(p), Fault::Pause) => p.node("resume", id).await?,
+            (System::Patroni(p), Fault::Cut) => p.node("heal", id).await?,
+        }
+        Ok(())
+    }
+}

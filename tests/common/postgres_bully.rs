@@ -1,0 +1,290 @@
+//! The whole `examples/postgres-primary` on loopback, set up one way for both
+//! `tests/postgres_failover.rs` and `benches/pg_failover.rs`, so the test's safety
+//! checks and the bench's figures are about the same cluster: three PostgreSQL servers
+//! (the example's `pg.sh`), three bully nodes in quorum mode running the example's hooks
+//! and health check with their peer links through the chaos relay (a node can be cut
+//! off on loopback), each server reached by the other hosts through a `tcp_cut`
+//! forwarder (its replication and the others' scripts can be cut too), one keeper per
+//! node (`bully run --config`, running `fence.sh`) and HAProxy with the example's
+//! `haproxy.cfg`. Every process is killed by PID on drop.
+//!
+//! Included with `#[path = "common/postgres_bully.rs"] mod postgres_bully;` next to
+//! `common`, `postgres_cluster.rs`, `primary.rs`, `redis_servers.rs` and `tcp_cut.rs`.
+#![allow(dead_code)]
+
+use super::common::{binary, TestCluster};
+use super::postgres_cluster::{example_dir, role, write_nodes_file, PgServers};
+use super::primary::{self, http_get, phase, quoted};
+use super::redis_servers::{Haproxy, Keepers};
+use super::tcp_cut::CutProxy;
+use bully::chaos::relay::Relay;
+use bully::cluster::{Cluster, ClusterSpec};
+use bully::config::{FenceConfig, HealthConfig, HooksConfig, HttpConfig};
+use bully::ports::free_tcp_addrs;
+use bully::protocol::{Mode, NodeId, Preempt, Timing};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Every wait for the cluster to settle (generous: CI is a busy 2-core machine).
+pub const AGREE: Duration = Duration::from_secs(40);
+/// The nodes (and servers) of the cluster.
+pub const IDS: [NodeId; 3] = [1, 2, 3];
+
+/// The running cluster. Fields drop in this order (after [`Drop::drop`] killed the bully
+/// nodes): HAProxy, keepers, forwarders, servers, relay, and the temp dir (`t`, last)
+/// that holds their files.
+pub struct BullyPg {
+    haproxy: Haproxy,
+    pub keepers: Keepers,
+    /// Each server as the other hosts reach it (their scripts, replication): through a
+    /// forwarder that can be cut like a partition.
+    pub cuts: BTreeMap<NodeId, CutProxy>,
+    pub pg: PgServers,
+    pub relay: Relay,
+    pub http: BTreeMap<NodeId, SocketAddr>,
+    /// Where clients write: HAProxy's front.
+    pub front: SocketAddr,
+    pub t: TestCluster,
+}
+
+impl BullyPg {
+    /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
+    /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
+    pub async fn start() -> BullyPg {
+        phase("pg.sh init, three servers, three bully nodes behind the relay, keepers, HAProxy");
+        let mut dir = tempfile::Builder::new()
+            .prefix("bully-pg-")
+            .tempdir()
+            .unwrap();
+        if std::env::var_os("BULLY_KEEP_TEST_DIR").is_some() {
+            eprintln!("keeping {} (BULLY_KEEP_TEST_DIR)", dir.path().display());
+            dir.disable_cleanup(true);
+        }
+        let mut relay = Relay::bind(&IDS).await.unwrap();
+        let cluster = Cluster::create_routed(
+            ClusterSpec {
+                nodes: 3,
+                timing: Timing::default(),
+                preempt: Preempt::Never,
+                mode: Mode::Quorum,
+                binary: binary(),
+                dir: dir.path().to_path_buf(),
+            },
+            |from, to, _| relay.front_addr(from, to),
+        )
+        .unwrap();
+        let targets = IDS.iter().map(|&id| (id, cluster.addr(id))).collect();
+        relay.start(&targets, 29).await.unwrap();
+        // One batch, so no two listeners are handed the same port.
+        let mut ports = free_tcp_addrs(3 * IDS.len() + 1).unwrap().into_iter();
+        let mut take_each = || -> BTreeMap<NodeId, SocketAddr> {
+            IDS.iter().map(|&id| (id, ports.next().unwrap())).collect()
+        };
+        let (local, seen, http) = (take_each(), take_each(), take_each());
+        let front = ports.next().unwrap();
+        let pg = PgServers::init(dir.path(), local.clone());
+        let cuts = IDS
+            .iter()
+            .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
+            .collect();
+        let mut t = TestCluster { cluster, dir };
+        configure(&t, &pg, &seen, &http);
+        for id in IDS {
+            pg.start(id);
+        }
+        let haproxy = Haproxy::start_from(&example_dir(), t.dir.path(), front, &local, &http);
+        let configs = IDS
+            .iter()
+            .map(|&id| (id, t.cluster.config_path(id)))
+            .collect();
+        // The keepers first, as cluster.sh starts them: each waits for its node's socket.
+        let keepers = Keepers::start(&binary(), &configs, t.dir.path());
+        t.start_all();
+        BullyPg {
+            haproxy,
+            keepers,
+            cuts,
+            pg,
+            relay,
+            http,
+            front,
+            t,
+        }
+    }
+
+    /// Each server as clients on its own host reach it (pollers, checks).
+    pub fn local(&self, id: NodeId) -> SocketAddr {
+        self.pg.addrs[&id]
+    }
+
+    /// Waits until one of `live` is the ready coordinator (/coordinator 200), its server
+    /// a writable primary, and every other server of `live` streams from it; returns
+    /// that node. Panics with the logs after [`AGREE`].
+    pub async fn wait_primary(&self, live: &[NodeId]) -> NodeId {
+        let what = format!("a primary among {live:?} with the others streaming from it");
+        let leader = primary::wait_logged(&self.t, &what, AGREE, || async {
+            for &id in live {
+                if !matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _))) {
+                    continue;
+                }
+                if !role(self.local(id)).await.is_some_and(|r| r.writable()) {
+                    return None;
+                }
+                for &other in live.iter().filter(|&&o| o != id) {
+                    let port = self.cuts[&id].addr.port();
+                    if !role(self.local(other))
+                        .await
+                        .is_some_and(|r| r.streams_from(port))
+                    {
+                        return None;
+                    }
+                }
+                return Some(id);
+            }
+            None
+        })
+        .await;
+        eprintln!("=== node {leader} leads; its server is the primary");
+        leader
+    }
+
+    /// Waits until one of `among` is the ready coordinator (/coordinator 200) with a
+    /// writable server; returns that node.
+    pub async fn wait_ready(&self, among: &[NodeId]) -> NodeId {
+        let what = format!("a ready coordinator among {among:?} with a writable server");
+        primary::wait_logged(&self.t, &what, AGREE, || async {
+            for &id in among {
+                let ready = matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _)));
+                if ready && role(self.local(id)).await.is_some_and(|r| r.writable()) {
+                    return Some(id);
+                }
+            }
+            None
+        })
+        .await
+    }
+
+    /// Waits until node `id`'s server streams from node `leader`'s; returns when.
+    pub async fn wait_rejoined(&self, id: NodeId, leader: NodeId) -> Instant {
+        let port = self.cuts[&leader].addr.port();
+        let what = format!("node {id}'s server streaming from node {leader}'s");
+        primary::wait_logged(&self.t, &what, AGREE, || async {
+            role(self.local(id))
+                .await
+                .is_some_and(|r| r.streams_from(port))
+                .then(Instant::now)
+        })
+        .await
+    }
+
+    /// Node `id`'s host loses every process: kill -9 of its server, node and keeper.
+    pub fn kill_host(&mut self, id: NodeId) {
+        self.t.cluster.kill(id).unwrap();
+        self.keepers.kill(id);
+        self.pg.kill(id);
+    }
+
+    /// Node `id`'s host boots again: its server (as a standby), keeper and node.
+    pub fn restart_host(&mut self, id: NodeId) {
+        self.pg.start(id);
+        let config = self.t.cluster.config_path(id);
+        self.keepers.spawn(&binary(), id, &config);
+        self.t.cluster.start(id).unwrap();
+    }
+
+    /// Every host loses every process (kill -9) and boots again: the servers (as
+    /// standbys), then the keepers and nodes. Returns when the servers were up.
+    pub fn restart_all(&mut self) -> Instant {
+        for id in IDS {
+            self.kill_host(id);
+        }
+        for id in IDS {
+            self.pg.start(id);
+        }
+        let restarted = Instant::now();
+        for id in IDS {
+            let config = self.t.cluster.config_path(id);
+            self.keepers.spawn(&binary(), id, &config);
+        }
+        self.t.start_all();
+        restarted
+    }
+
+    /// Node `id`'s host cut off (`true`) or back (`false`): its bully links (the relay)
+    /// and its server as the other hosts reach it (replication, their scripts).
+    pub fn cut_off(&mut self, id: NodeId, cut: bool) {
+        if cut {
+            let others: Vec<NodeId> = IDS.into_iter().filter(|&o| o != id).collect();
+            self.relay.partition(&[id], &others);
+        } else {
+            self.relay.heal();
+        }
+        self.cuts[&id].cut(cut);
+    }
+
+    /// The bully nodes' event logs, then every server's and rejoin log, for failures.
+    pub fn logs(&self) -> String {
+        let mut text = self.t.log_tail();
+        for id in IDS {
+            text += &self.pg.log_tail(id);
+        }
+        text
+    }
+}
+
+impl Drop for BullyPg {
+    /// The bully nodes go first, so no health check starts a `rejoin.sh` (which would
+    /// start a server) while the servers are being killed.
+    fn drop(&mut self) {
+        for id in IDS {
+            let _ = self.t.cluster.kill(id);
+        }
+    }
+}
+
+/// The example's hooks, health check and fence command for each node, pointed at this
+/// cluster's servers: the scripts reach the other servers at the `seen` addresses
+/// (through the forwarders) and their own at its local one (`PG_LISTEN`).
+fn configure(
+    t: &TestCluster,
+    pg: &PgServers,
+    seen: &BTreeMap<NodeId, SocketAddr>,
+    http: &BTreeMap<NodeId, SocketAddr>,
+) {
+    let nodes_file = t.dir.path().join("nodes.conf");
+    write_nodes_file(&nodes_file, seen);
+    for id in t.cluster.ids() {
+        let local = pg.addrs[&id];
+        let env = format!(
+            "{} PG_LISTEN='{} {}'",
+            pg.script_env(&nodes_file),
+            local.ip(),
+            local.port()
+        );
+        let script = |name: &str| format!("{env} {}", quoted(&example_dir().join(name)));
+        t.cluster
+            .edit_config(id, |c| {
+                c.hooks = HooksConfig {
+                    on_elected: Some(script("on-elected.sh")),
+                    on_demoted: Some(script("on-demoted.sh")),
+                    on_change: Some(script("on-change.sh")),
+                    timeout_ms: 10_000,
+                    ..HooksConfig::default()
+                };
+                c.health = Some(HealthConfig {
+                    interval_ms: 250,
+                    timeout_ms: 2000,
+                    rise: 2,
+                    fall: 2,
+                    ..HealthConfig::new(script("health.sh"))
+                });
+                c.fence = FenceConfig {
+                    command: Some(script("fence.sh")),
+                    ..FenceConfig::default()
+                };
+                c.http = Some(HttpConfig::on(http[&id]));
+            })
+            .unwrap();
+    }
+}
