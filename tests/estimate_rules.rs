@@ -9,6 +9,7 @@ use bully::protocol::{
 
 #[path = "common/drive.rs"]
 mod drive;
+use drive::{sent, tick};
 
 fn ep(term: u64, leader: NodeId) -> Epoch {
     Epoch { term, leader }
@@ -47,20 +48,6 @@ fn deliver(
         msg.est = est;
     }
     drive::feed(m, event, now)
-}
-
-fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
-    drive::feed(m, Event::Tick, now)
-}
-
-fn sent(actions: &[Action]) -> Vec<(NodeId, Body)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send { to, msg } => Some((*to, msg.body.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn envelopes(actions: &[Action]) -> Vec<Option<u64>> {

@@ -294,6 +294,7 @@ fn two_removals(flaw: Option<Flaw>) -> ModelConfig {
 }
 
 #[test]
+#[ignore = "about 30-60 s more; run with --ignored (the single removal, the add and the TwoAtOnce sabotage on two removals stay in the suite)"]
 fn membership_two_removals_in_a_row_hold() {
     holds("quorum N=3 remove 1 then 2", two_removals(None));
 }
@@ -406,13 +407,18 @@ fn by_data(mode: Mode, flaw: Option<Flaw>) -> ModelConfig {
     c
 }
 
+/// Every property, I8 included: an election run in the prompt schedule is won by the
+/// live eligible node of highest (estimate, id).
 #[test]
-fn three_nodes_by_data_both_modes_hold() {
-    // Every property, I8 included: an election run in the prompt schedule is won by
-    // the live eligible node of highest (estimate, id).
-    for mode in [Mode::Quorum, Mode::Classic] {
-        holds(&format!("{mode} N=3 estimates 2,1,0"), by_data(mode, None));
-    }
+fn three_nodes_by_data_quorum_holds() {
+    holds("quorum N=3 estimates 2,1,0", by_data(Mode::Quorum, None));
+}
+
+/// The same in classic mode.
+#[test]
+#[ignore = "about 25-60 s more; run with --ignored (the quorum run and the IdOrder sabotage in both modes stay in the suite)"]
+fn three_nodes_by_data_classic_holds() {
+    holds("classic N=3 estimates 2,1,0", by_data(Mode::Classic, None));
 }
 
 /// The sabotage `Flaw::IdOrder`: ranks compared by ID alone, voters ignore estimates.

@@ -27,24 +27,10 @@ fn drain(m: &mut Machine) -> Vec<Action> {
 
 #[path = "common/drive.rs"]
 mod drive;
+use drive::{sent, tick};
 
 fn deliver(m: &mut Machine, from: NodeId, term: u64, body: Body, now: Millis) -> Vec<Action> {
     drive::feed(m, drive::message(from, term, body), now)
-}
-
-fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
-    drive::feed(m, Event::Tick, now)
-}
-
-/// The messages in `actions` as (to, body).
-fn sent(actions: &[Action]) -> Vec<(NodeId, Body)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send { to, msg } => Some((*to, msg.body.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn facts(actions: &[Action]) -> Vec<Fact> {

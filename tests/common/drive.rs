@@ -1,5 +1,8 @@
 //! Driving one `Machine` by hand, shared by the rule tests of both modes.
 
+// Each rule-test binary includes this file and uses its own share of it.
+#![allow(dead_code)]
+
 use bully::protocol::{
     Action, Body, Cells, Event, Machine, MachineConfig, Message, Millis, NodeId,
 };
@@ -8,6 +11,22 @@ use bully::protocol::{
 pub fn feed(m: &mut Machine, event: Event, now: Millis) -> Vec<Action> {
     m.handle(event, now);
     std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+/// Lets time pass to `now`: whatever deadlines are due fire.
+pub fn tick(m: &mut Machine, now: Millis) -> Vec<Action> {
+    feed(m, Event::Tick, now)
+}
+
+/// The messages in `actions` as (to, body).
+pub fn sent(actions: &[Action]) -> Vec<(NodeId, Body)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to, msg } => Some((*to, msg.body.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The event of a message from `from` carrying `term`.
