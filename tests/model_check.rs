@@ -335,6 +335,7 @@ fn replace_then_remove(flaw: Option<Flaw>) -> ModelConfig {
 /// flawed coordinator counts the replacement committed on 1's ack alone and goes on to
 /// the next change (1's promotion, 1 having caught up), where the honest one waits for 2.
 #[test]
+#[ignore = "about 30 s more; a demonstration that the flaw breaks nothing, run with --ignored"]
 fn sabotage_old_majority_only_is_harmless() {
     let path = [
         Transition::Ask(3), // replace 1: first the list under 3's epoch
