@@ -187,14 +187,8 @@ impl Scene {
         let port = self.local(id).port();
         let what = format!("commits through HAProxy on node {id}'s server");
         primary::wait_logged(&self.c.t, &what, AGREE, || async {
-            self.writers
-                .iter()
-                .all(|w| {
-                    w.records()
-                        .iter()
-                        .any(|a| a.port == port && a.start > since && a.epoch.is_some())
-                })
-                .then_some(())
+            let records: Vec<Vec<Attempt>> = self.writers.iter().map(|w| w.records()).collect();
+            writers::each_wrote_on(&records, port, since).then_some(())
         })
         .await;
     }

@@ -297,14 +297,8 @@ impl Scene {
         let port = self.addr(id).port();
         let what = format!("writes through HAProxy accepted by node {id}'s Redis");
         primary::wait_logged(&self.t, &what, AGREE, || async {
-            self.writers
-                .iter()
-                .all(|w| {
-                    w.records()
-                        .iter()
-                        .any(|a| a.port == port && a.start > since && a.epoch.is_some())
-                })
-                .then_some(())
+            let records: Vec<Vec<Attempt>> = self.writers.iter().map(|w| w.records()).collect();
+            writers::each_wrote_on(&records, port, since).then_some(())
         })
         .await;
     }

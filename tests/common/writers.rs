@@ -53,6 +53,15 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
+/// Whether every writer's `records` hold a write that `port`'s server accepted (under a
+/// known epoch) and that started after `since`: the failover is over for all of them.
+pub fn each_wrote_on(records: &[Vec<Attempt>], port: u16, since: Instant) -> bool {
+    records.iter().all(|mine| {
+        mine.iter()
+            .any(|a| a.port == port && a.start > since && a.epoch.is_some())
+    })
+}
+
 /// A running writer; stopped (and joined) with [`Writer::stop`] or on drop.
 pub struct Writer {
     stop: Arc<AtomicBool>,
