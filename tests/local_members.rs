@@ -14,19 +14,13 @@ mod session;
 
 use common::binary;
 use session::Session;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn local_adds_and_removes_members() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = Command::new(binary());
-    command
-        .args(["local", "--nodes", "3", "--timing", "fast", "--dir"])
-        .arg(dir.path().join("cluster"));
-    let mut local = Session::spawn(command);
     let within = Duration::from_secs(60);
-    local.lines_until("coordinator 3 (3 of 3 reachable agree)", within);
+    let mut local = Session::local_three(&binary(), dir.path(), within);
 
     local.type_line("add 4");
     local.lines_until("node 4 joined as a voting member", within);

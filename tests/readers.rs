@@ -126,13 +126,8 @@ async fn leader_never_names_a_paused_or_killed_coordinator_after_its_lease() {
 #[test]
 fn local_shows_killed_and_paused_nodes_and_counts_only_live_ones() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = Command::new(binary());
-    command
-        .args(["local", "--nodes", "3", "--timing", "fast", "--dir"])
-        .arg(dir.path().join("cluster"));
-    let mut local = Session::spawn(command);
     let within = Duration::from_secs(60);
-    local.lines_until("coordinator 3 (3 of 3 reachable agree)", within);
+    let mut local = Session::local_three(&binary(), dir.path(), within);
 
     local.type_line("kill 3");
     local.lines_until("coordinator 2 (2 of 2 reachable agree, 1 down)", within);

@@ -20,6 +20,22 @@ pub struct Session {
 }
 
 impl Session {
+    /// `bully local --nodes 3 --timing fast` (the `bully` binary at `binary`) in
+    /// `dir/cluster`, returned once node 3 leads and all three agree.
+    pub fn local_three(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        within: Duration,
+    ) -> Session {
+        let mut command = Command::new(binary);
+        command
+            .args(["local", "--nodes", "3", "--timing", "fast", "--dir"])
+            .arg(dir.join("cluster"));
+        let local = Session::spawn(command);
+        local.lines_until("coordinator 3 (3 of 3 reachable agree)", within);
+        local
+    }
+
     /// Spawns `command` in its own process group with piped stdin and stdout.
     pub fn spawn(mut command: Command) -> Session {
         command
