@@ -68,6 +68,13 @@ pub enum Record {
     /// without its volume): its next start is on an empty store (simulator, and tests
     /// that delete a data dir). Per-node checks start afresh: it is a new store.
     StoreLost,
+    /// The node kept a new maintenance pause setting (`bully pause` / `bully resume`,
+    /// src/api/pause.rs): while paused only `holder` may lead.
+    Maintenance {
+        paused: bool,
+        generation: u64,
+        holder: Option<NodeId>,
+    },
 }
 
 impl Record {
@@ -271,6 +278,17 @@ impl fmt::Display for Entry {
             Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),
             Record::Healed => write!(f, "HEALED"),
             Record::StoreLost => write!(f, "STORE LOST"),
+            Record::Maintenance {
+                paused,
+                generation,
+                holder,
+            } => match (paused, holder) {
+                (true, Some(holder)) => {
+                    write!(f, "PAUSED FAILOVER g{generation}, only n{holder} may lead")
+                }
+                (true, None) => write!(f, "PAUSED FAILOVER g{generation}, nobody may lead"),
+                (false, _) => write!(f, "RESUMED FAILOVER g{generation}"),
+            },
         }
     }
 }

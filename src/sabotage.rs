@@ -21,6 +21,10 @@
 //!   (`src/node/drive/runtime.rs`), so a resumed node leads on the health verdict it
 //!   held before the stop (`tests/stale_health_sabotage.rs` checks it is caught).
 //!
+//! - `ignore_pause`: a node keeps and spreads the maintenance pause but never lets it
+//!   hold it back (`src/node/policy/pause_gate.rs`), so a paused cluster still fails
+//!   over (`tests/pause_sabotage.rs` checks it is caught).
+//!
 //! - `id_order`: the machine runs with `Flaw::IdOrder`: estimates travel but every
 //!   election compares IDs only, so the highest ID wins over fresher data
 //!   (docs/design.md#elected-by-data-est; the model checker's
@@ -69,6 +73,11 @@ pub fn late_fence() -> bool {
 /// Whether the runtime should not notice a stall (and keep its stale health verdict).
 pub fn ignore_stall() -> bool {
     enabled("ignore_stall")
+}
+
+/// Whether the node should ignore the maintenance pause it keeps (it stays eligible).
+pub fn ignore_pause() -> bool {
+    enabled("ignore_pause")
 }
 
 /// Whether elections should compare IDs only, ignoring estimates.

@@ -9,7 +9,6 @@ mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
-use bully::checker;
 use bully::config::{CoordinatorReady, ElectedHookFailure, HooksConfig, HttpConfig};
 use bully::ports::free_tcp_addr;
 use bully::protocol::{NodeId, Preempt, Timing};
@@ -42,13 +41,6 @@ fn hangup(t: &mut TestCluster, id: NodeId) {
 /// How many lines of `log` contain `needle`.
 fn logged(log: &Path, needle: &str) -> usize {
     lines(log).iter().filter(|l| l.contains(needle)).count()
-}
-
-fn check_invariants(t: &TestCluster) {
-    let history = t.cluster.history();
-    let mut violations = checker::check_safety(&history);
-    violations.extend(checker::check_one_per_term(&history));
-    assert!(violations.is_empty(), "{violations:#?}\n{}", t.log_tail());
 }
 
 #[test]
@@ -253,7 +245,7 @@ async fn sighup_applies_a_new_hook_without_an_election() {
     for id in [1, 2] {
         t.cluster.stop(id, Duration::from_secs(5)).unwrap();
     }
-    check_invariants(&t);
+    common::assert_invariants(&t);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,5 +324,5 @@ async fn sighup_applies_the_readiness_settings() {
     for id in [1, 2, 3] {
         t.cluster.stop(id, Duration::from_secs(5)).unwrap();
     }
-    check_invariants(&t);
+    common::assert_invariants(&t);
 }

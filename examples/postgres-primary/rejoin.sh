@@ -19,7 +19,10 @@
 #    the histories diverged: what this server held past that point was never
 #    acknowledged (on-elected.sh promotes only a server holding every acknowledged
 #    commit) and is discarded.
-# 3. If pg_rewind fails, the data directory is LEFT AS IT IS and the node stays out
+# 3. If pg_rewind stops before it changed anything because this server's control file
+#    is behind its own WAL (stale_control_timeline below), the data directory is moved
+#    aside (never deleted) and cloned from the primary (pg_basebackup).
+# 4. If pg_rewind fails otherwise, the data directory is LEFT AS IT IS and the node stays out
 #    (stopped, not eligible): it may hold the only copy of something. A marker
 #    $PG_ROOT/nodeID.rewind-failed says so. With ALLOW_REINIT=1 it is moved aside
 #    (nodeID.failed-<time>, never deleted) and cloned from the primary (pg_basebackup).
@@ -80,6 +83,22 @@ if probe "$me" && [ "$in_recovery" = t ]; then
     log "rewinding"
 fi
 
+# stale_control_timeline PG_REWIND_OUTPUT: whether pg_rewind stopped before it changed
+# anything (it never got to "rewinding from last common checkpoint") because this
+# server's control file is behind its WAL: the last checkpoint on an older timeline
+# than the one its recovery reached (set: checkpoint_tli, wal_tli). A fenced primary
+# restarted as a standby replays its newer timeline but gets no restartpoint there
+# until a checkpoint record arrives; pg_rewind then compares the wrong history and
+# cannot read its own WAL at the fork. The data directory is then as it was, and
+# cloning it loses nothing a rewind would have kept.
+stale_control_timeline() {
+    case $1 in *"rewinding from last common checkpoint"*) return 1 ;; esac
+    control=$(as_pg "$PG_BIN/pg_controldata" "$dir" 2>/dev/null) || return 1
+    checkpoint_tli=$(printf '%s\n' "$control" | sed -n "s/^Latest checkpoint's TimeLineID: *//p")
+    wal_tli=$(printf '%s\n' "$control" | sed -n "s/^Min recovery ending loc's timeline: *//p")
+    [ -n "$checkpoint_tli" ] && [ -n "$wal_tli" ] && [ "$wal_tli" -gt "$checkpoint_tli" ]
+}
+
 # rewind_and_start: stop, pg_rewind, start as a standby. Returns 2 when pg_rewind
 # failed for good (the data directory is left as it is), 1 when it could not start or
 # the server did not come up.
@@ -110,14 +129,16 @@ rewind_and_start() {
             return 1
             ;;
         esac
-        if [ "$ALLOW_REINIT" != 1 ]; then
+        if stale_control_timeline "$out"; then
+            log "pg_rewind changed nothing: this server's control file has its last checkpoint on timeline $checkpoint_tli while its WAL reached timeline $wal_tli (a standby stopped before its first restartpoint on the newer timeline), and PostgreSQL 15's pg_rewind reads the former; only a clone can bring it back"
+        elif [ "$ALLOW_REINIT" != 1 ]; then
             touch "$dir.rewind-failed"
             log "pg_rewind FAILED: $dir is left as it is (it may hold commits no other server has); inspect it, then remove $dir.rewind-failed, or set ALLOW_REINIT=1 to move it aside and clone the primary"
             return 2
         fi
         aside="$dir.failed-$(date +%s)"
         mv "$dir" "$aside"
-        log "pg_rewind failed; ALLOW_REINIT=1: moved the data directory to $aside, cloning node $src's server"
+        log "moved the data directory to $aside (kept: what it held past the fork was never acknowledged), cloning node $src's server"
         as_pg "$PG_BIN/pg_basebackup" -d "$want" -D "$dir" -X stream -c fast -R
         rm -f "$dir.rewind-failed"
     fi

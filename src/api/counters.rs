@@ -54,6 +54,10 @@ pub struct MetricsSnapshot {
     pub health_failures: u64,
     pub health: HealthState,
     pub eligible: bool,
+    /// Whether the node keeps a maintenance pause (`bully pause`): no automatic
+    /// failover or preemption.
+    #[serde(default)]
+    pub paused: bool,
     /// From losing the coordinator (the view turns candidate) to following one again.
     pub failover: Histogram,
     /// Writing and fsyncing the cells, which every new epoch waits for.

@@ -9,6 +9,7 @@
 //! - `health`: [`HealthState`], the health check's verdict and its every translation.
 //! - [`keeper`]: the lines a node and its keepers (`bully run`) exchange over the
 //!   unix socket in the data dir: the grant of office with its deadlines, the release.
+//! - `pause`: [`Pause`], the maintenance pause every node keeps (`bully pause`).
 //! - [`event_log`]: the append-only history a node writes in its data dir and the
 //!   tests, `cluster` and the chaos runner read.
 
@@ -16,10 +17,12 @@ mod counters;
 pub mod event_log;
 mod health;
 pub mod keeper;
+mod pause;
 mod request;
 mod status;
 
 pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
 pub use health::{HealthState, UnknownHealthState};
+pub use pause::Pause;
 pub use request::{Request, Response};
 pub use status::{Estimate, PeerState, Status};

@@ -2,6 +2,7 @@
 //! request per bidirectional stream, framed by the codec (see `node/serve/api.rs`).
 
 use super::counters::MetricsSnapshot;
+use super::pause::Pause;
 use super::status::Status;
 use crate::protocol::{Change, NodeId};
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,11 @@ pub enum Request {
     ChangeMembers {
         change: Change,
         forwarded: bool,
+    },
+    /// The maintenance pause (`bully pause` / `bully resume`, and a peer passing on a
+    /// newer one): kept if it supersedes the node's own (see [`Pause::supersedes`]).
+    SetPause {
+        pause: Pause,
     },
 }
 

@@ -83,6 +83,9 @@ pub struct Status {
     /// the source gives no usable value.
     #[serde(default)]
     pub estimate: Option<Estimate>,
+    /// The maintenance pause this node keeps (`bully pause`; generation 0: never set).
+    #[serde(default)]
+    pub pause: super::pause::Pause,
 }
 
 /// A node's estimate as its status shows it.
@@ -127,6 +130,7 @@ impl Status {
             members: None,
             members_committed: false,
             estimate: None,
+            pause: super::pause::Pause::default(),
         };
         status.apply_view(view, now_ms);
         status

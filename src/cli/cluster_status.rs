@@ -13,15 +13,10 @@ use std::process::ExitCode;
 /// Exit 0 when at least one member answered (the table says which did not), 2 when
 /// none did or the flags are wrong.
 pub async fn run(args: &QueryArgs) -> ExitCode {
-    let targets = match endpoints::targets_or_exit(args, true) {
-        Ok(targets) => targets,
+    let answers = match endpoints::ask_cluster(args).await {
+        Ok((_, answers)) => answers,
         Err(code) => return code,
     };
-    let mut answers = endpoints::ask_all(&targets, args.timeout, true).await;
-    let listed = endpoints::listed_elsewhere(&targets, &answers);
-    if !listed.endpoints.is_empty() {
-        answers.extend(endpoints::ask_all(&listed, args.timeout, true).await);
-    }
     if args.json {
         let rows: Vec<serde_json::Value> = answers
             .iter()
@@ -43,6 +38,9 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         }
         if let Some(text) = endpoints::disagreement(&answers) {
             eprintln!("warning: {text}");
+        }
+        if let Some(pause) = endpoints::newest_pause(&answers).filter(|p| p.paused) {
+            println!("{pause}");
         }
     }
     if answers.iter().any(|a| a.status.is_ok()) {

@@ -205,6 +205,31 @@ pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Ans
     answers.into_iter().map(|(_, a)| a).collect()
 }
 
+/// Every member's status, for a command about the whole cluster: the endpoints the
+/// flags name (with --config the node and its peers), then members that an answer's
+/// member list names and that were not asked yet (see [`listed_elsewhere`]); each
+/// waited for up to `--timeout`. The targets come back for a second round of requests.
+pub async fn ask_cluster(
+    args: &QueryArgs,
+) -> Result<(Targets, Vec<Answer>), std::process::ExitCode> {
+    let targets = targets_or_exit(args, true)?;
+    let mut answers = ask_all(&targets, args.timeout, true).await;
+    let listed = listed_elsewhere(&targets, &answers);
+    if !listed.endpoints.is_empty() {
+        answers.extend(ask_all(&listed, args.timeout, true).await);
+    }
+    Ok((targets, answers))
+}
+
+/// The newest maintenance pause any answering member keeps (src/api/pause.rs).
+pub fn newest_pause(answers: &[Answer]) -> Option<crate::api::Pause> {
+    answers
+        .iter()
+        .filter_map(|a| a.status.as_ref().ok())
+        .map(|s| s.pause.clone())
+        .reduce(|newest, p| if p.supersedes(&newest) { p } else { newest })
+}
+
 /// What the answering nodes disagree about (coordinator or epoch), as one line per
 /// distinct answer, or none when they agree.
 pub fn disagreement(answers: &[Answer]) -> Option<String> {

@@ -12,6 +12,7 @@ mod local_board;
 pub mod logging;
 mod member;
 mod node;
+mod pause;
 mod query;
 mod run;
 mod run_dir;
@@ -94,6 +95,16 @@ pub enum Commands {
         #[arg(long, value_name = "N")]
         to: Option<NodeId>,
     },
+    /// Maintenance pause: no automatic failover or preemption until `bully resume`.
+    /// The coordinator keeps its role while its lease holds; if it goes, the cluster
+    /// stays without one (and says so in `status`). Written to every member that
+    /// answers (each keeps it across restarts; one that did not answer learns it from
+    /// the first peer it reaches). Hooks do not run for the pause itself. Exit 0: kept
+    /// by a majority, 1: not (or no coordinator to keep), 2: no member answered.
+    Pause(QueryArgs),
+    /// End a maintenance pause: automatic failover and preemption are on again; with no
+    /// coordinator, one election follows. Exit codes as for `pause`.
+    Resume(QueryArgs),
     /// See and change the member list at runtime: list, add, remove, replace. A change
     /// goes to any member, which passes it to the coordinator; one change at a time,
     /// each committed by a majority of the members before and after it.
@@ -297,6 +308,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
             Commands::Member { action } => member::run(action).await,
+            Commands::Pause(args) => pause::run(&args, true).await,
+            Commands::Resume(args) => pause::run(&args, false).await,
             Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,

@@ -99,6 +99,9 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         "  eligible {}  health check {health}{stepped_down}",
         if status.eligible { "yes" } else { "no" }
     );
+    if status.pause.paused {
+        println!("  {}", status.pause);
+    }
     if let Some(est) = status.estimate {
         let stale = if est.fresh {
             ""

@@ -43,6 +43,23 @@ fn skip_vanished(result: io::Result<()>) -> io::Result<()> {
     }
 }
 
+/// Replaces the small file `path` with `bytes` so that a crash leaves either the old
+/// file or the new one, never a torn one: written beside it, fsynced, renamed over it,
+/// and the directory fsynced (the rename itself must survive a machine crash).
+pub(crate) fn write_file_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let temp = dir.join(name);
+    {
+        let mut file = File::create(&temp)?;
+        io::Write::write_all(&mut file, bytes)?;
+        file.sync_all()?;
+    }
+    fs::rename(&temp, path)?;
+    sync_path(dir)
+}
+
 /// fsyncs one file or directory. On Linux a read-only handle may be fsynced, and a
 /// directory can only be opened read-only.
 pub(crate) fn sync_path(path: &Path) -> io::Result<()> {

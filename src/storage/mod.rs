@@ -25,6 +25,7 @@ mod error;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use durable::write_file_durably;
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};

@@ -247,6 +247,22 @@ pub async fn five_behind_relay(dir: &Path, mode: Mode) -> bully::chaos::harness:
     .expect("start 5 nodes behind the relay")
 }
 
+/// I1–I4 (`check_safety`), I6 and I7 on the merged event logs of a cluster run at
+/// default timing; fails with the violations, the history's tail and the node logs.
+pub fn assert_invariants(t: &TestCluster) {
+    let history = t.cluster.history();
+    let mut violations = bully::checker::check_safety(&history);
+    let bound = bully::checker::lease_bound_ms(&Timing::default());
+    violations.extend(bully::checker::check_no_overlap(&history, bound));
+    violations.extend(bully::checker::check_one_per_term(&history));
+    assert!(
+        violations.is_empty(),
+        "{violations:#?}\n{}\n{}",
+        bully::history::tail(&history, 80),
+        t.log_tail()
+    );
+}
+
 /// I6 (no two offices overlap) and I7 (one holder per term) on the merged event logs of
 /// a cluster run at default timing; fails with the violations and the history's tail.
 pub fn assert_offices_never_overlap(t: &TestCluster) {

@@ -35,13 +35,16 @@ use super::service_watchdog::ServiceWatchdog;
 use super::services::Services;
 use super::watchdog::Watchdog;
 use crate::api::HealthState;
+use crate::api::Pause;
 use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
 use crate::history::Record;
 use crate::node::commands::hooks::DemotedHook;
+use crate::node::drive::pause_file::PauseFile;
 use crate::node::policy::eligibility::{Eligibility, Expired};
 use crate::node::policy::member_change::{PendingChange, Progress};
 use crate::node::policy::office_grant::{self, Office};
+use crate::node::policy::pause_gate;
 use crate::node::policy::resign_hold;
 use crate::node::policy::stall;
 use crate::node::policy::step_down::Answered;
@@ -97,6 +100,8 @@ pub struct Runtime {
     pub applied_dial: Vec<(NodeId, crate::transport::PeerAddr)>,
     /// The operator's membership change this coordinator carries out, if any.
     pub member_change: Option<PendingChange<Reply>>,
+    /// The maintenance pause this node keeps (src/api/pause.rs).
+    pub pause: PauseFile,
 }
 
 /// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
@@ -276,6 +281,7 @@ impl Runtime {
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
+                self.api.sync_pause(peer);
                 self.publisher.peer(peer, true);
                 self.eligibility.on_peer(peer, true, now);
                 self.apply_eligibility();
@@ -337,7 +343,43 @@ impl Runtime {
                 self.member_change = Some(PendingChange::new(change.clone(), reply, now));
                 self.machine.handle(Event::ChangeMembers(change), now);
             }
+            Command::SetPause { pause, reply } => {
+                let _ = reply.send(self.set_pause(pause));
+            }
+            Command::PauseReconciled { peer } => {
+                self.eligibility.pause_reconciled(peer);
+                self.apply_eligibility();
+            }
         }
+    }
+
+    /// Keeps a maintenance pause setting that supersedes ours: stored durably, logged,
+    /// then acted on (this node may lead only if the pause allows it). No hook runs for
+    /// the pause itself; a coordinator it holds back resigns like any ineligible one.
+    fn set_pause(&mut self, pause: Pause) -> Result<String, String> {
+        let me = self.machine.view().id;
+        let generation = pause.generation;
+        match self.pause.keep(pause.clone()) {
+            Ok(false) => {
+                let kept = self.pause.current().generation;
+                return Ok(format!(
+                    "node {me} already keeps generation {kept} (asked: {generation})"
+                ));
+            }
+            Ok(true) => {}
+            Err(e) => return Err(format!("node {me} cannot store the pause: {e}")),
+        }
+        tracing::info!(generation, paused = pause.paused, holder = ?pause.holder, "maintenance pause: {pause}");
+        self.journal.log(Record::Maintenance {
+            paused: pause.paused,
+            generation,
+            holder: pause.holder,
+        });
+        self.eligibility
+            .set_paused(pause_gate::held_back(&pause, me));
+        self.publisher.pause(&pause);
+        self.apply_eligibility();
+        Ok(format!("node {me} keeps generation {generation}: {pause}"))
     }
 
     /// Applies a re-read config (see [`reload`]).

@@ -44,6 +44,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 /// the config file's directory, so commands such as `./health.sh` sit beside it).
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
+    let pause = super::pause_file::PauseFile::open(&config.data_dir)?;
     let stored_members = journal.load_members()?;
     if let Some(disagreement) = stored_members
         .as_ref()
@@ -87,6 +88,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     status.health = health;
     status.timing = config.timing;
     status.watchdog_unavailable = watchdog_unavailable.clone();
+    status.pause = pause.current().clone();
     let (status_tx, status_rx) = watch::channel(status);
     tracing::info!(
         id = config.id,
@@ -142,7 +144,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         },
         journal,
         transport,
-        eligibility: eligibility(&config, health, start_ms, watchdog_unavailable),
+        eligibility: eligibility(&config, health, start_ms, watchdog_unavailable, &pause),
         publisher,
         services,
         api,
@@ -154,6 +156,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         applied_members: (members_id, machine_keeps),
         applied_dial,
         member_change: None,
+        pause,
     };
     Ok(NodeHandle {
         commands: commands_tx,
@@ -194,19 +197,25 @@ async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError
     Ok(Some(listener))
 }
 
-/// The eligibility policy of a node starting at `start_ms` with `health`, and with
-/// the required watchdog device unavailable for the reason given, if any.
+/// The eligibility policy of a node starting at `start_ms` with `health`, with the
+/// required watchdog device unavailable for the reason given, if any, and held back by
+/// the maintenance pause it kept, if that reserves the role for another node.
 fn eligibility(
     config: &NodeConfig,
     health: HealthState,
     start_ms: crate::protocol::Millis,
     watchdog_unavailable: Option<String>,
+    pause: &super::pause_file::PauseFile,
 ) -> Eligibility<Option<crate::node::shared::mailbox::Reply>> {
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let hello_wait_ms = config.timing.suspect_after_ms;
     let mut policy =
         Eligibility::new(health, &config.timing).with_peers(&peers, start_ms, hello_wait_ms);
     policy.set_watchdog_unavailable(watchdog_unavailable);
+    policy.set_paused(crate::node::policy::pause_gate::held_back(
+        pause.current(),
+        config.id,
+    ));
     policy
 }
 

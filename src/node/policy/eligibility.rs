@@ -11,6 +11,7 @@
 //! sender in the runtime, anything in the tests.
 
 use super::config_conflict::ConfigConflicts;
+use super::pause_gate::PauseGate;
 use super::step_down::{self, Answered, Handover};
 use crate::api::{HealthState, Status};
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
@@ -35,6 +36,8 @@ pub struct Eligibility<R> {
     config: ConfigConflicts,
     /// Why the required watchdog device cannot be armed, if it cannot.
     watchdog_unavailable: Option<String>,
+    /// Whether the maintenance pause keeps this node from leading ([`PauseGate`]).
+    pause: PauseGate,
 }
 
 /// What a deadline of the policy ([`Eligibility::next_deadline`]) brought.
@@ -60,6 +63,7 @@ impl<R> Eligibility<R> {
             hold_grace_ms: hold_grace_ms(timing),
             config: ConfigConflicts::new(1),
             watchdog_unavailable: None,
+            pause: PauseGate::default(),
         }
     }
 
@@ -73,12 +77,33 @@ impl<R> Eligibility<R> {
     }
 
     /// Health passing (or unchecked), not stepped down, no config conflict that
-    /// forbids leading, and the watchdog device armable when it is required.
+    /// forbids leading, the watchdog device armable when it is required, and no
+    /// maintenance pause that reserves the role for another node.
     pub fn eligible(&self) -> bool {
         self.health.allows_leading()
             && self.stepped_down_until.is_none()
             && self.config.reason().is_none()
             && self.watchdog_unavailable.is_none()
+            && self.pause.reason().is_none()
+    }
+
+    /// The maintenance pause keeps this node from leading (`Some(why)`, see
+    /// [`crate::api::Pause::holds_back`]), or no longer does (`None`).
+    pub fn set_paused(&mut self, reason: Option<String>) {
+        let shown = reason.clone();
+        if self.pause.set_held_back(reason) {
+            match shown {
+                Some(why) => tracing::warn!("ineligible: {why}"),
+                None => {
+                    tracing::info!("the maintenance pause no longer keeps this node from leading")
+                }
+            }
+        }
+    }
+
+    /// This node compared its maintenance pause with `peer`'s (see [`PauseGate`]).
+    pub fn pause_reconciled(&mut self, peer: NodeId) {
+        self.pause.reconciled(peer);
     }
 
     /// Why the required watchdog device keeps this node from leading, if it does.
@@ -229,13 +254,16 @@ impl<R> Eligibility<R> {
         if let Some(hold) = &mut self.hold {
             hold.on_view(view, now, self.hold_grace_ms);
         }
+        self.pause.set_leading(view.role == Role::Coordinator);
         answered
     }
 
     /// A peer's connection came up or went down at `now`: its first hello has settled,
-    /// and a hold whose target is gone is released at once.
+    /// a hold whose target is gone is released at once, and a peer come up is one to
+    /// compare the maintenance pause with before this node may stand for election.
     pub fn on_peer(&mut self, peer: NodeId, connected: bool, now: Millis) {
         self.config.settled(peer);
+        self.pause.on_link(peer, connected);
         if let Some(hold) = self.hold.as_mut().filter(|hold| hold.target == peer) {
             hold.on_link(connected, now);
         }

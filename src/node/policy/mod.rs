@@ -6,6 +6,7 @@ pub mod config_conflict;
 pub mod eligibility;
 pub mod member_change;
 pub mod office_grant;
+pub mod pause_gate;
 pub mod readiness;
 pub mod resign_hold;
 pub mod stall;

@@ -123,6 +123,8 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
     single(e, "epoch_term", term, Gauge, m.epoch_term as f64)?;
     let eligible = "1 if this node may lead (health passing, not stepped down).";
     single(e, "eligible", eligible, Gauge, flag(m.eligible))?;
+    let paused = "1 while the cluster is paused for maintenance (bully pause): no failover.";
+    single(e, "paused", paused, Gauge, flag(m.paused))?;
     let states = [
         ("unchecked", HealthState::Unchecked),
         ("pending", HealthState::Pending),

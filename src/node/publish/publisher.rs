@@ -198,6 +198,15 @@ impl Publisher {
         });
     }
 
+    /// The maintenance pause the node keeps now (src/api/pause.rs).
+    pub fn pause(&self, pause: &crate::api::Pause) {
+        self.status.send_if_modified(|s| {
+            let changed = s.pause != *pause;
+            s.pause = pause.clone();
+            changed
+        });
+    }
+
     /// Why peers' configs keep the node from leading, if they do.
     pub fn config_conflict(&self, reason: Option<String>) {
         self.ineligibility_note(|s| &mut s.config_conflict, reason);

@@ -3,7 +3,8 @@
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now, after every change and
 //! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
-//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters).
+//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters), `SetPause` (the
+//! maintenance pause).
 
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
@@ -52,6 +53,16 @@ impl Api {
             members: Arc::new(members),
         };
         Api { context, tasks }
+    }
+
+    /// `peer`'s link came up: compares the maintenance pause with it, in the
+    /// background (src/node/serve/pause_sync.rs).
+    pub fn sync_pause(&self, peer: crate::protocol::NodeId) {
+        let context = self.context.clone();
+        self.tasks.spawn(async move {
+            let (members, status) = (&context.members, &context.status);
+            super::pause_sync::reconcile(members, status, &context.commands, peer).await;
+        });
     }
 
     /// Serves every request stream a client opens on `conn` until it closes or the
@@ -130,6 +141,10 @@ async fn serve_stream(
         Request::ChangeMembers { change, forwarded } => {
             let now = context.status.borrow().as_of_now();
             answered(change_members(&context, &now, change, forwarded).await?)
+        }
+        Request::SetPause { pause } => {
+            let ask = |reply| Command::SetPause { pause, reply };
+            answered(ask_runtime(&context.commands, ask).await?)
         }
         Request::SwitchOver { to, for_ms } => {
             let now = context.status.borrow().as_of_now();

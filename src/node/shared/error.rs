@@ -16,6 +16,11 @@ pub enum NodeError {
     Transport(#[from] TransportError),
     #[error("cannot open the event log in {dir}: {source}")]
     EventLog { dir: String, source: std::io::Error },
+    #[error(
+        "cannot read the maintenance pause in {path}: {why}; fix the file, or remove it \
+         (this node then takes part in failover again until a peer tells it otherwise)"
+    )]
+    PauseFile { path: String, why: String },
     #[error("cannot listen for HTTP on {addr}: {source}")]
     Http {
         addr: SocketAddr,
@@ -38,9 +43,10 @@ impl NodeError {
     /// The config field an operator changes to fix this, when one is to blame.
     pub fn config_field(&self) -> Option<&'static str> {
         match self {
-            NodeError::Storage(_) | NodeError::EventLog { .. } | NodeError::KeeperSocket { .. } => {
-                Some("data_dir")
-            }
+            NodeError::Storage(_)
+            | NodeError::EventLog { .. }
+            | NodeError::KeeperSocket { .. }
+            | NodeError::PauseFile { .. } => Some("data_dir"),
             NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
             NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
             NodeError::Http { .. } => Some("http.listen"),

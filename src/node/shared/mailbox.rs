@@ -34,6 +34,16 @@ pub enum Command {
     },
     /// A membership change, answered once the list it asks for is committed.
     ChangeMembers { change: Change, reply: Reply },
+    /// A maintenance pause setting, kept if it supersedes the node's own
+    /// (src/api/pause.rs).
+    SetPause {
+        pause: crate::api::Pause,
+        reply: Reply,
+    },
+    /// This node has compared its maintenance pause with `peer`'s (or failed to ask):
+    /// it may stand for election again as far as that peer goes
+    /// (src/node/policy/pause_gate.rs).
+    PauseReconciled { peer: NodeId },
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is

@@ -231,6 +231,7 @@ impl Metrics {
         MetricsSnapshot {
             node: self.node,
             is_coordinator: status.role == Role::Coordinator,
+            paused: status.pause.paused,
             epoch_term: load(&self.epoch_term),
             sent: by_kind(&self.sent),
             received: by_kind(&self.received),

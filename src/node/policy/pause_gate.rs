@@ -1,0 +1,121 @@
+//! The maintenance pause's part of eligibility (src/api/pause.rs): a paused cluster
+//! reserves the role for its holder, and a node does not stand for election while it
+//! has not yet compared its pause with every peer it is connected to
+//! (src/node/serve/pause_sync.rs). The second rule closes a race: a member that was
+//! down or cut off when `bully pause` ran would otherwise be eligible for the moment
+//! between its link coming up and learning the pause, and could take over (a restart
+//! holds an election at once). In quorum mode an election needs a majority of
+//! connected voters, and a pause is kept by a majority, so some voter it compared with
+//! holds the pause. A coordinator is not held back by the comparison (a follower's
+//! link coming up must not make it resign); only the pause itself binds it.
+
+use crate::api::Pause;
+use crate::protocol::NodeId;
+use std::collections::BTreeSet;
+
+/// Why `pause` keeps node `me` from leading, if it does ([`Pause::holds_back`]); in a
+/// debug build with the sabotage `ignore_pause` (src/sabotage.rs), never.
+pub fn held_back(pause: &Pause, me: NodeId) -> Option<String> {
+    #[cfg(debug_assertions)]
+    if crate::sabotage::ignore_pause() {
+        return None;
+    }
+    pause.holds_back(me)
+}
+
+/// Why the maintenance pause keeps this node from leading, if it does.
+#[derive(Debug, Default)]
+pub struct PauseGate {
+    /// The pause reserves the role for another node (the reason), or no pause.
+    held_back: Option<String>,
+    /// Connected peers whose pause this node has not compared with its own yet.
+    unreconciled: BTreeSet<NodeId>,
+    /// Whether this node leads now.
+    leading: bool,
+}
+
+impl PauseGate {
+    /// Why this node may not lead now, if it may not.
+    pub fn reason(&self) -> Option<String> {
+        if let Some(why) = &self.held_back {
+            return Some(why.clone());
+        }
+        if self.leading || self.unreconciled.is_empty() {
+            return None;
+        }
+        let peers: Vec<String> = self.unreconciled.iter().map(|p| p.to_string()).collect();
+        Some(format!(
+            "comparing the maintenance pause with peers {}",
+            peers.join(",")
+        ))
+    }
+
+    /// The pause kept now reserves the role for another node (`Some(why)`), or not;
+    /// whether that changed.
+    pub fn set_held_back(&mut self, reason: Option<String>) -> bool {
+        let changed = self.held_back != reason;
+        self.held_back = reason;
+        changed
+    }
+
+    /// `peer`'s link came up (its pause is to be compared) or went down.
+    pub fn on_link(&mut self, peer: NodeId, connected: bool) {
+        if connected {
+            self.unreconciled.insert(peer);
+        } else {
+            self.unreconciled.remove(&peer);
+        }
+    }
+
+    /// The comparison with `peer` is over (or failed: a peer whose API does not answer
+    /// must not keep this node from leading for ever).
+    pub fn reconciled(&mut self, peer: NodeId) {
+        self.unreconciled.remove(&peer);
+    }
+
+    /// Whether this node leads now.
+    pub fn set_leading(&mut self, leading: bool) {
+        self.leading = leading;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_coming_up_holds_a_follower_back_until_compared() {
+        let mut gate = PauseGate::default();
+        assert_eq!(gate.reason(), None);
+        gate.on_link(2, true);
+        gate.on_link(3, true);
+        assert!(gate.reason().unwrap().contains("peers 2,3"));
+        gate.reconciled(2);
+        gate.on_link(3, false);
+        assert_eq!(
+            gate.reason(),
+            None,
+            "a peer gone is nothing to compare with"
+        );
+    }
+
+    #[test]
+    fn a_coordinator_is_held_back_by_the_pause_only() {
+        let mut gate = PauseGate::default();
+        gate.set_leading(true);
+        gate.on_link(2, true);
+        assert_eq!(
+            gate.reason(),
+            None,
+            "a follower's link must not make it resign"
+        );
+        gate.set_held_back(Some("paused".into()));
+        assert_eq!(gate.reason().as_deref(), Some("paused"));
+        gate.set_held_back(None);
+        gate.set_leading(false);
+        assert!(
+            gate.reason().is_some(),
+            "once it follows, the comparison counts"
+        );
+    }
+}
