@@ -2,7 +2,8 @@
 //! the binary under test with dpkg-deb alone; its fields, file list and sample config
 //! are checked. As root, with no bully on the machine, it is installed (user, group,
 //! modes, units, a node run as the `bully` user), removed (the operator's edit of the
-//! conffile stays) and purged (the conffile and /var/lib/bully go); the package is
+//! conffile and enabled units stay) and purged (the conffile, /var/lib/bully and the
+//! enablement links go); the package is
 //! purged again whatever happens, so nothing is left installed.
 
 mod common;
@@ -32,6 +33,11 @@ const CONFFILE: &str = "/etc/bully/node.toml";
 const STATE: &str = "/var/lib/bully";
 const CERTS: &str = "/etc/bully/certs";
 const UNITS: &str = "/usr/lib/systemd/system";
+/// What `systemctl enable bully.service bully@node1.service` makes.
+const LINKS: [&str; 2] = [
+    "/etc/systemd/system/multi-user.target.wants/bully.service",
+    "/etc/systemd/system/multi-user.target.wants/bully@node1.service",
+];
 
 /// Cargo's version as build-deb.sh writes it: a pre-release `-` becomes `~`.
 fn deb_version() -> String {
@@ -166,8 +172,8 @@ fn package_fields_files_and_sample_config() {
 }
 
 /// The machine's state before the install test, and what it put back when it ends:
-/// the package purged, /etc/bully and the `bully` user and group removed if the test
-/// made them, a node it started killed by its PID. Runs on panic too.
+/// the package purged, /etc/bully, the enablement links and the `bully` user and group
+/// removed if the test made them, a node it started killed by its PID. Runs on panic too.
 struct Installation {
     had_user: bool,
     had_group: bool,
@@ -187,7 +193,8 @@ impl Installation {
         }
         ["/usr/bin/bully", "/etc/bully", STATE]
             .into_iter()
-            .find(|p| Path::new(p).exists())
+            .chain(LINKS)
+            .find(|p| Path::new(p).symlink_metadata().is_ok())
             .map(|p| format!("{p} exists (a bully installed from source?)"))
     }
 
@@ -208,6 +215,9 @@ impl Drop for Installation {
         }
         let _ = Command::new("dpkg").args(["--purge", "bully"]).output();
         let _ = std::fs::remove_dir_all("/etc/bully");
+        for link in LINKS {
+            let _ = std::fs::remove_file(link);
+        }
         if !self.had_user && getent("passwd").is_some() {
             let _ = Command::new("userdel").arg("bully").output();
         }
@@ -339,6 +349,23 @@ async fn install_remove_and_purge_on_this_machine() {
     node.wait().unwrap();
     installation.node = None;
 
+    // The operator enables the units (this works without systemd running): remove
+    // keeps the links, as it keeps the config; purge takes them.
+    let enabled = installed("systemctl");
+    if enabled {
+        ok(Command::new("systemctl").args(["enable", "bully.service", "bully@node1.service"]));
+        for link in LINKS {
+            assert!(
+                Path::new(link).is_symlink(),
+                "systemctl enable made no {link}"
+            );
+        }
+    } else {
+        eprintln!(
+            "SKIPPED (one check): systemctl not installed; purge of enabled units not checked"
+        );
+    }
+
     // The operator edits the conffile: remove keeps it, purge takes it and the state.
     let edited = format!(
         "{}# edited by the operator\n",
@@ -352,9 +379,15 @@ async fn install_remove_and_purge_on_this_machine() {
     );
     assert_eq!(std::fs::read_to_string(CONFFILE).unwrap(), edited);
     assert!(Path::new(STATE).is_dir(), "remove took /var/lib/bully");
+    if enabled {
+        assert!(Path::new(LINKS[0]).is_symlink(), "remove disabled the unit");
+    }
     dpkg(&["--purge", "bully"]);
     assert!(!Path::new(CONFFILE).exists(), "purge left the conffile");
     assert!(!Path::new(STATE).exists(), "purge left /var/lib/bully");
+    for link in LINKS {
+        assert!(!Path::new(link).is_symlink(), "purge left {link}");
+    }
     assert!(
         Path::new(CERTS).join("node-1.key").is_file(),
         "purge took the operator's key"
