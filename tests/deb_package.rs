@@ -172,7 +172,7 @@ fn package_fields_files_and_sample_config() {
 }
 
 /// The machine's state before the install test, and what it put back when it ends:
-/// the package purged, /etc/bully, the enablement links and the `bully` user and group
+/// the package purged, /etc/bully, /var/lib/bully, the enablement links and the `bully` user and group
 /// removed if the test made them, a node it started killed by its PID. Runs on panic too.
 struct Installation {
     had_user: bool,
@@ -198,6 +198,7 @@ impl Installation {
             .map(|p| format!("{p} exists (a bully installed from source?)"))
     }
 
+    /// Notes whether the user and group were there before the test.
     fn new() -> Installation {
         Installation {
             had_user: getent("passwd").is_some(),
@@ -214,7 +215,9 @@ impl Drop for Installation {
             let _ = node.wait();
         }
         let _ = Command::new("dpkg").args(["--purge", "bully"]).output();
+        // Both absent before the test (refused); gone after a purge that worked.
         let _ = std::fs::remove_dir_all("/etc/bully");
+        let _ = std::fs::remove_dir_all(STATE);
         for link in LINKS {
             let _ = std::fs::remove_file(link);
         }
