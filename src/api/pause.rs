@@ -48,7 +48,11 @@ impl Pause {
 impl fmt::Display for Pause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.paused, self.holder) {
-            (false, _) => write!(f, "not paused"),
+            (false, _) => write!(
+                f,
+                "cluster not paused (generation {}): automatic failover is on",
+                self.generation
+            ),
             (true, Some(holder)) => write!(
                 f,
                 "cluster paused (generation {}): only node {holder} may lead; no automatic \

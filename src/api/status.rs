@@ -262,6 +262,14 @@ impl Status {
         }
         reasons.extend(self.config_conflict.as_deref());
         reasons.extend(self.watchdog_unavailable.as_deref());
+        if self.pause.holds_back(self.id).is_some() {
+            reasons.push("cluster paused");
+        }
+        if reasons.is_empty() {
+            // Only transient reasons are left (the start-up hello wait, the pause
+            // comparison with a peer just connected).
+            reasons.push("starting up or comparing with peers");
+        }
         format!("  (ineligible: {})", reasons.join(", "))
     }
 }

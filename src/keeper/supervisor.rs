@@ -302,8 +302,8 @@ impl Keeper {
         }
     }
 
-    /// Ends the hold for `why`: the fence command runs (bounded by the SIGKILL
-    /// instant), the job gets SIGTERM at once and SIGKILL at that instant.
+    /// Ends the hold for `why`: the fence command runs (due by the SIGKILL instant,
+    /// see [`fence`]), the job gets SIGTERM at once and SIGKILL at that instant.
     async fn end_hold(&mut self, why: Why) {
         let grace = self.spec.grace.unwrap_or(DEFAULT_GRACE);
         let Some(hold) = self.hold.as_mut() else {
@@ -422,8 +422,14 @@ async fn next_grant(link: &mut Option<Link>) -> Heard {
     }
 }
 
-/// Runs the fence command in `dir` with `env`, killed at `kill_at` (by then a successor
-/// may lead, and a fence still running is no fence); logs how it ended.
+/// How long a fence command may run past the SIGKILL instant before it is killed.
+/// A successor may lead from that instant on, so a fence still running then is late,
+/// and logged as such; but killing it halfway would leave the database it was stopping
+/// running (a late fence still ends a split brain, a killed one never does).
+const FENCE_OVERRUN: Duration = Duration::from_secs(10);
+
+/// Runs the fence command in `dir` with `env`, due by `kill_at` and killed
+/// [`FENCE_OVERRUN`] after it; logs how it ended, and an error when it ended late.
 async fn fence(
     command: String,
     dir: std::path::PathBuf,
@@ -434,10 +440,18 @@ async fn fence(
         command: &command,
         dir: &dir,
         env: &env,
-        timeout: kill_at.saturating_duration_since(BootInstant::now()),
+        timeout: kill_at.saturating_duration_since(BootInstant::now()) + FENCE_OVERRUN,
         quiet: false,
     };
     let (exit, took) = shell::run(&shell).await;
+    let late = BootInstant::now().saturating_duration_since(kill_at);
+    if !late.is_zero() {
+        tracing::error!(
+            late_ms = late.as_millis() as u64,
+            "the fence command ended after the earliest takeover: a successor may have \
+             led while this node's service still ran"
+        );
+    }
     match exit.is_success() {
         true => tracing::info!(?took, "fence command succeeded"),
         false => tracing::error!(?took, "fence command {exit}"),

@@ -410,6 +410,7 @@ mod tests {
         let mut p = policy().with_peers(&[1, 2, 3, 4], 0, 300);
         for peer in [1, 2, 4] {
             p.on_peer(peer, true, 10);
+            p.pause_reconciled(peer);
         }
         p.on_peer_config(3, Some(&mismatch(Members)));
         assert!(!p.eligible());
@@ -448,12 +449,28 @@ mod tests {
         p.on_peer(1, true, 1_010);
         assert!(!p.eligible());
         p.on_peer(2, false, 1_020);
+        assert!(!p.eligible(), "node 1's pause not compared yet");
+        p.pause_reconciled(1);
         assert!(p.eligible(), "both settled: up, and unreachable");
         assert_eq!(p.next_deadline(), None);
         let mut p = policy().with_peers(&[1, 2], 1_000, 300);
         p.on_peer(1, true, 1_010);
+        p.pause_reconciled(1);
         assert_eq!(p.on_deadline(&leading()), Some(Expired::HelloWaitOver));
         assert!(p.eligible(), "node 2 never answered: the wait ends");
+    }
+
+    #[test]
+    fn the_pause_holds_back_a_follower_but_not_its_holder() {
+        let mut p = policy();
+        p.set_paused(Some("cluster paused".into()));
+        assert!(!p.eligible());
+        p.set_paused(None);
+        assert!(p.eligible());
+        p.on_peer(2, true, 10);
+        assert!(!p.eligible(), "a peer come up is compared with first");
+        p.pause_reconciled(2);
+        assert!(p.eligible());
     }
 
     #[test]

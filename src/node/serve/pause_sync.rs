@@ -45,10 +45,10 @@ async fn compare(
         }
     };
     if theirs.supersedes(&ours.pause) {
-        tracing::info!(
+        tracing::debug!(
             peer,
             generation = theirs.generation,
-            "learned the maintenance pause from a peer"
+            "a peer keeps a newer maintenance pause"
         );
         let (reply, answer) = oneshot::channel();
         let command = Command::SetPause {
