@@ -45,8 +45,14 @@ pub enum Record {
     PeerDown { peer: NodeId },
     /// A peer broke a protocol rule; the runtime closed its connection.
     Misbehaved { peer: NodeId, what: String },
-    /// The node's health check changed whether it may lead.
-    EligibilitySet { eligible: bool },
+    /// The node's health check changed whether it may lead. `why`: the node runtime's
+    /// reason when it may not (health check, step-down, peers' configs, watchdog), for
+    /// `bully history`; the checker does not read it.
+    EligibilitySet {
+        eligible: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
     /// A hook ran to its end (node runtime, src/node/commands/hooks.rs), for `bully
     /// history`: which hook, whether it succeeded, how long it took, and on failure a
     /// short reason ("exit 1", "timed out"). The checker ignores it.
@@ -271,7 +277,10 @@ impl fmt::Display for Entry {
             Record::Lost { from, msg } => write!(f, "LOST from n{from} {}", fmt_msg(msg)),
             Record::PeerDown { peer } => write!(f, "PEER DOWN n{peer}"),
             Record::Misbehaved { peer, what } => write!(f, "MISBEHAVED n{peer} {what}"),
-            Record::EligibilitySet { eligible } => write!(f, "ELIGIBLE {eligible}"),
+            Record::EligibilitySet { eligible, why } => match why {
+                Some(why) => write!(f, "ELIGIBLE {eligible} ({why})"),
+                None => write!(f, "ELIGIBLE {eligible}"),
+            },
             Record::HookRan {
                 hook,
                 ok,

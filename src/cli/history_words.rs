@@ -72,10 +72,14 @@ impl Words {
                 format!("follows node {} (epoch {epoch})", epoch.leader)
             }
             Record::Fact(fact) => fact_text(fact)?,
-            Record::EligibilitySet { eligible: true } => "became eligible to lead".to_string(),
-            Record::EligibilitySet { eligible: false } => {
-                "became ineligible to lead (health check, step-down or config)".to_string()
-            }
+            Record::EligibilitySet { eligible: true, .. } => "became eligible to lead".to_string(),
+            Record::EligibilitySet {
+                eligible: false,
+                why,
+            } => match why {
+                Some(why) => format!("became ineligible to lead: {why}"),
+                None => "became ineligible to lead".to_string(),
+            },
             Record::HookRan {
                 hook,
                 ok,
@@ -211,7 +215,14 @@ mod tests {
         let entries = [
             entry(1, 1, follower(1, old, true)),
             entry(2, 1, follower(1, old, false)),
-            entry(3, 1, Record::EligibilitySet { eligible: false }),
+            entry(
+                3,
+                1,
+                Record::EligibilitySet {
+                    eligible: false,
+                    why: Some("health check failing".into()),
+                },
+            ),
             entry(4, 2, Record::Fact(Fact::Declared { epoch: new })),
             entry(
                 5,
@@ -241,10 +252,7 @@ mod tests {
             .collect();
         let expected = [
             (1, "follows node 3 (epoch 6@3)"),
-            (
-                1,
-                "became ineligible to lead (health check, step-down or config)",
-            ),
+            (1, "became ineligible to lead: health check failing"),
             (2, "declared itself coordinator, epoch 7@2"),
             (
                 3,
