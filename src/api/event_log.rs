@@ -126,41 +126,40 @@ pub fn read_recent(data_dir: &Path, since_ms: u64, max: usize) -> std::io::Resul
     let len = file.metadata()?.len();
     let mut recent = RecentEvents::default();
     let mut bytes = 0;
-    // Newest first; `Break(truncated)` ends the scan.
-    let mut take = |line: &[u8], recent: &mut RecentEvents| -> std::ops::ControlFlow<bool> {
-        use std::ops::ControlFlow::{Break, Continue};
+    // Newest first; `Some(truncated)` ends the scan.
+    let mut take = |line: &[u8], recent: &mut RecentEvents| -> Option<bool> {
         if line.iter().all(u8::is_ascii_whitespace) {
-            return Continue(());
+            return None;
         }
         let entry: Entry = match serde_json::from_slice(line) {
             Ok(entry) => entry,
             Err(_) => {
                 recent.unparsed += 1;
-                return Continue(());
+                return None;
             }
         };
         if entry.at_ms < since_ms {
-            return Break(false);
+            return Some(false);
         }
         if matches!(entry.record, Record::Persisted(_)) {
-            return Continue(());
+            return None;
         }
         // A line costs its bytes and a length prefix of at most 8 bytes.
         if recent.lines.len() >= max || bytes + line.len() + 8 > REPLY_BUDGET {
-            return Break(true);
+            return Some(true);
         }
         bytes += line.len() + 8;
         recent
             .lines
             .push(String::from_utf8_lossy(line).into_owned());
-        Continue(())
+        None
     };
     let mut pos = len;
     // The start of the oldest line read so far, whose beginning lies further back.
     let mut head: Vec<u8> = Vec::new();
     let truncated = loop {
         if pos == 0 {
-            break take(&head, &mut recent).break_value().unwrap_or(false);
+            break take(&head, &mut recent).unwrap_or(false);
         }
         if len - pos >= SCAN_LIMIT {
             break true;
@@ -175,10 +174,7 @@ pub fn read_recent(data_dir: &Path, since_ms: u64, max: usize) -> std::io::Resul
         // Before the chunk's first newline: part of a line that started earlier.
         let first = lines.next().unwrap_or_default();
         let whole: Vec<&[u8]> = lines.collect();
-        let stop = whole
-            .iter()
-            .rev()
-            .find_map(|line| take(line, &mut recent).break_value());
+        let stop = whole.iter().rev().find_map(|line| take(line, &mut recent));
         if let Some(truncated) = stop {
             break truncated;
         }

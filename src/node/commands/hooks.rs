@@ -427,20 +427,28 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_demoted_hook_is_waited_for_until_it_ends() {
-        let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("demoted");
-        let (_led_tx, led) = watch::channel(None);
-        let (elected, _done) = mpsc::unbounded_channel();
+    /// A hook task in `dir` for a node that leads nothing, recording runs to `log`; its
+    /// queue. (Only `on_demoted` and `on_change` runs: with nothing led, an
+    /// `on_elected` would be cancelled at once.)
+    fn runner(dir: &std::path::Path, log: Option<EventLog>) -> mpsc::UnboundedSender<Queued> {
+        let (_, led) = watch::channel(None);
+        let (elected, _) = mpsc::unbounded_channel();
         let (queue, runs) = mpsc::unbounded_channel();
         let reports = HookReports {
             metrics: Arc::new(Metrics::new(1)),
             elected,
             led,
-            log: None,
+            log,
         };
-        tokio::spawn(run_hooks(runs, dir.path().into(), reports));
+        tokio::spawn(run_hooks(runs, dir.into(), reports));
+        queue
+    }
+
+    #[tokio::test]
+    async fn a_demoted_hook_is_waited_for_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("demoted");
+        let queue = runner(dir.path(), None);
         let (tx, rx) = oneshot::channel();
         let run = HookRun {
             name: "on_demoted",
@@ -458,27 +466,13 @@ mod tests {
         assert!(hook.ended().await, "the on_demoted ended within its bound");
         assert!(marker.exists(), "waiting ended only once the hook had run");
     }
-}
-
-#[cfg(test)]
-mod log_tests {
-    use super::*;
-    use crate::api::event_log::read_log;
 
     #[tokio::test]
     async fn each_run_is_recorded_with_its_outcome() {
+        use crate::api::event_log::read_log;
         let dir = tempfile::tempdir().unwrap();
-        let (_led_tx, led) = watch::channel(None);
-        let (elected, _done) = mpsc::unbounded_channel();
-        let (queue, runs) = mpsc::unbounded_channel();
-        let reports = HookReports {
-            metrics: Arc::new(Metrics::new(1)),
-            elected,
-            led,
-            log: Some(EventLog::open(dir.path(), 1).unwrap()),
-        };
-        tokio::spawn(run_hooks(runs, dir.path().into(), reports));
-        for (name, command) in [("on_change", "true"), ("on_elected", "exit 3")] {
+        let queue = runner(dir.path(), Some(EventLog::open(dir.path(), 1).unwrap()));
+        for (name, command) in [("on_demoted", "exit 3"), ("on_change", "true")] {
             let run = HookRun {
                 name,
                 command: command.into(),
@@ -508,8 +502,8 @@ mod log_tests {
         assert_eq!(
             runs,
             [
+                ("on_demoted".to_string(), false, Some("exit 3".to_string())),
                 ("on_change".to_string(), true, None),
-                ("on_elected".to_string(), false, Some("exit 3".to_string())),
             ]
         );
     }
