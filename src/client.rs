@@ -2,6 +2,7 @@
 //! `bully local` and by the tests: connect with the cluster's client certificate,
 //! open one stream per request.
 
+use crate::api::event_log::RecentEvents;
 use crate::api::MetricsSnapshot;
 use crate::api::Status;
 use crate::api::{Request, Response};
@@ -94,6 +95,19 @@ impl Client {
     pub async fn metrics(&self) -> Result<MetricsSnapshot, ClientError> {
         match self.call(Request::Metrics).await? {
             Response::Metrics(metrics) => Ok(metrics),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// The newest lines of the node's event log written at or after `since_ms` (at most
+    /// `max`; the reply says when older ones were left out), for `bully history`.
+    pub async fn events(&self, since_ms: u64, max: u32) -> Result<RecentEvents, ClientError> {
+        match self.call(Request::Events { since_ms, max }).await? {
+            Response::Events(recent) => Ok(recent),
+            Response::Refused(reason) => Err(ClientError::Refused {
+                addr: self.addr,
+                reason,
+            }),
             other => Err(self.unexpected(other)),
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! Who writes what:
 //! - the node runtime: [`Record::Started`] when the process starts, [`Record::Persisted`]
-//!   after each flushed write of the cells, [`Record::View`] for each published view;
+//!   after each flushed write of the cells, [`Record::View`] for each published view,
+//!   [`Record::HookRan`] after each hook run;
 //! - the simulator and the chaos runner: the faults they inject (crash, pause,
 //!   partition, ...), and the simulator also every message it carries.
 //!
@@ -44,8 +45,24 @@ pub enum Record {
     PeerDown { peer: NodeId },
     /// A peer broke a protocol rule; the runtime closed its connection.
     Misbehaved { peer: NodeId, what: String },
-    /// The node's health check changed whether it may lead.
-    EligibilitySet { eligible: bool },
+    /// The node's health check changed whether it may lead. `why`: the node runtime's
+    /// reason when it may not (health check, step-down, peers' configs, watchdog), for
+    /// `bully history`; the checker does not read it.
+    EligibilitySet {
+        eligible: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// A hook ran to its end (node runtime, src/node/commands/hooks.rs), for `bully
+    /// history`: which hook, whether it succeeded, how long it took, and on failure a
+    /// short reason ("exit 1", "timed out"). The checker ignores it.
+    HookRan {
+        hook: String,
+        ok: bool,
+        took_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
     /// The process was killed: volatile state lost, cells kept.
     Crashed,
     /// The process was stopped (SIGSTOP); its inbox queues and no timer fires.
@@ -267,7 +284,23 @@ impl fmt::Display for Entry {
             Record::Lost { from, msg } => write!(f, "LOST from n{from} {}", fmt_msg(msg)),
             Record::PeerDown { peer } => write!(f, "PEER DOWN n{peer}"),
             Record::Misbehaved { peer, what } => write!(f, "MISBEHAVED n{peer} {what}"),
-            Record::EligibilitySet { eligible } => write!(f, "ELIGIBLE {eligible}"),
+            Record::EligibilitySet { eligible, why } => match why {
+                Some(why) => write!(f, "ELIGIBLE {eligible} ({why})"),
+                None => write!(f, "ELIGIBLE {eligible}"),
+            },
+            Record::HookRan {
+                hook,
+                ok,
+                took_ms,
+                failure,
+            } => match (ok, failure) {
+                (true, _) => write!(f, "HOOK {hook} ok, {took_ms} ms"),
+                (false, why) => write!(
+                    f,
+                    "HOOK {hook} FAILED ({}), {took_ms} ms",
+                    why.as_deref().unwrap_or("?")
+                ),
+            },
             Record::Crashed => write!(f, "CRASHED"),
             Record::Paused => write!(f, "PAUSED"),
             Record::PausedLease { until_ms } => {

@@ -62,9 +62,13 @@ async fn a_failing_check_moves_leadership_and_a_passing_one_brings_it_back() {
         s3.line()
     );
     assert!(
-        events(&t, 3)
-            .iter()
-            .any(|e| e.record == Record::EligibilitySet { eligible: false }),
+        events(&t, 3).iter().any(|e| matches!(
+            e.record,
+            Record::EligibilitySet {
+                eligible: false,
+                ..
+            }
+        )),
         "node 3's event log records the eligibility change"
     );
     let m3 = metrics(&t, 3).await.unwrap();
@@ -138,7 +142,7 @@ async fn a_flapping_check_with_rise_and_fall_does_not_flap_leadership() {
     let changes: Vec<bool> = events(&t, 3)
         .iter()
         .filter_map(|e| match e.record {
-            Record::EligibilitySet { eligible } => Some(eligible),
+            Record::EligibilitySet { eligible, .. } => Some(eligible),
             _ => None,
         })
         .collect();

@@ -2,6 +2,7 @@
 //! request per bidirectional stream, framed by the codec (see `node/serve/api.rs`).
 
 use super::counters::MetricsSnapshot;
+use super::event_log::RecentEvents;
 use super::pause::Pause;
 use super::status::Status;
 use crate::protocol::{Change, NodeId};
@@ -41,6 +42,12 @@ pub enum Request {
     SetPause {
         pause: Pause,
     },
+    /// The newest lines of the node's event log written at or after `since_ms`
+    /// (wall-clock ms since the Unix epoch), at most `max` (`bully history`).
+    Events {
+        since_ms: u64,
+        max: u32,
+    },
 }
 
 /// What a node answers.
@@ -52,4 +59,6 @@ pub enum Response {
     Done(String),
     /// A request was refused; the text says why.
     Refused(String),
+    /// The answer to [`Request::Events`].
+    Events(RecentEvents),
 }

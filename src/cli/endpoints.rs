@@ -153,18 +153,35 @@ pub async fn connect(
     Ok(Client::connect(addr, tls, endpoint.expect, timeout).await?)
 }
 
-async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
-    let status = async {
-        let client = connect(&endpoint, &tls, timeout).await?;
-        Ok(client.status().await?)
+/// Connects to `endpoint` and makes one `call` on it, connecting and answering both
+/// within `timeout` (every query command's one question to one node).
+pub async fn ask_with<T, Fut>(
+    endpoint: &Endpoint,
+    tls: &TlsFiles,
+    timeout: Duration,
+    call: impl FnOnce(Client) -> Fut,
+) -> Result<T, AskError>
+where
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let answer = async {
+        let client = connect(endpoint, tls, timeout).await?;
+        Ok(call(client).await?)
     };
-    let status = match tokio::time::timeout(timeout, status).await {
+    match tokio::time::timeout(timeout, answer).await {
         Ok(result) => result,
         Err(_) => Err(AskError::Timeout {
             addr: endpoint.addr.clone(),
             timeout,
         }),
-    };
+    }
+}
+
+async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
+    let status = ask_with(&endpoint, &tls, timeout, |client| async move {
+        client.status().await
+    })
+    .await;
     Answer { endpoint, status }
 }
 

@@ -6,6 +6,8 @@ mod chaos;
 mod cluster_status;
 mod docs;
 mod endpoints;
+mod history;
+mod history_words;
 mod leader;
 mod local;
 mod local_board;
@@ -81,6 +83,17 @@ pub enum Commands {
     },
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
+    /// One timeline merged from every member's event log (with --config: the node and
+    /// all its peers; else every --endpoints): elections, declarations, demotions with
+    /// their reasons, hook runs, eligibility changes, restarts, in time order; members
+    /// that did not answer are named. Exit 0: one or more answered, 2: none.
+    History {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// How far back, e.g. 1h, 30m or 90s (a bare number: seconds).
+        #[arg(long, value_parser = parse_duration, default_value = "1h")]
+        since: Duration,
+    },
     /// Ask the coordinator to stop leading for a while so the next highest takes over,
     /// or with --to N hand over to node N (switchover).
     StepDown {
@@ -306,6 +319,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 false => query::status(&query).await,
             },
             Commands::Watch(args) => query::watch(&args).await,
+            Commands::History { query, since } => history::run(&query, since).await,
             Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
             Commands::Member { action } => member::run(action).await,
             Commands::Pause(args) => pause::run(&args, true).await,

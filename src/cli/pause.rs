@@ -104,23 +104,21 @@ async fn write_everywhere(
             pause: pause.clone(),
         };
         pending.spawn(async move {
-            let asked = async {
-                let client = endpoints::connect(&endpoint, &tls, timeout).await?;
-                Ok::<_, endpoints::AskError>(client.request(request).await?)
-            };
-            let answer = tokio::time::timeout(timeout, asked).await;
-            (id, answer)
+            let call = |client: crate::client::Client| async move { client.request(request).await };
+            (
+                id,
+                endpoints::ask_with(&endpoint, &tls, timeout, call).await,
+            )
         });
     }
     let mut kept = Vec::new();
     while let Some(joined) = pending.join_next().await {
         let Ok((id, answer)) = joined else { continue };
         match answer {
-            Ok(Ok(Response::Done(_))) => kept.push(id),
-            Ok(Ok(Response::Refused(why))) => eprintln!("error: node {id}: {why}"),
-            Ok(Ok(other)) => eprintln!("error: node {id} answered {other:?}"),
-            Ok(Err(e)) => eprintln!("error: node {id}: {e}"),
-            Err(_) => eprintln!("error: node {id} did not answer within {timeout:?}"),
+            Ok(Response::Done(_)) => kept.push(id),
+            Ok(Response::Refused(why)) => eprintln!("error: node {id}: {why}"),
+            Ok(other) => eprintln!("error: node {id} answered {other:?}"),
+            Err(e) => eprintln!("error: node {id}: {e}"),
         }
     }
     kept.sort_unstable();

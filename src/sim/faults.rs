@@ -217,7 +217,13 @@ impl Sim {
             return;
         }
         n.eligible = eligible;
-        self.record(node, Record::EligibilitySet { eligible });
+        self.record(
+            node,
+            Record::EligibilitySet {
+                eligible,
+                why: None,
+            },
+        );
         if self.is_up(node) {
             self.deliver_event(node, Event::SetEligible(eligible));
         }

@@ -34,14 +34,16 @@
 //! `BULLY_DATA_DIR`. Health checks get the same variables except the hook ones.
 
 use super::environment::environment;
+use crate::api::event_log::EventLog;
 use crate::api::Status;
 use crate::config::HooksConfig;
+use crate::history::Record;
 use crate::node::policy::transitions::Transition;
 use crate::node::shared::mailbox::ElectedHookDone;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Epoch;
-use crate::shell::{self, Shell};
+use crate::shell::{self, Shell, ShellExit};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -192,6 +194,9 @@ pub struct HookReports {
     pub elected: mpsc::UnboundedSender<ElectedHookDone>,
     /// The epoch the node leads (`None` when it does not).
     pub led: watch::Receiver<Option<Epoch>>,
+    /// Where each run's outcome is recorded ([`Record::HookRan`], read by `bully
+    /// history`); `None` in tests and when the log could not be shared.
+    pub log: Option<EventLog>,
 }
 
 /// Completes once the node no longer leads `epoch` (at once if it does not now).
@@ -220,7 +225,7 @@ fn enqueue(pending: &mut VecDeque<Queued>, queued: Queued) {
 async fn run_hooks(
     mut runs: mpsc::UnboundedReceiver<Queued>,
     workdir: PathBuf,
-    reports: HookReports,
+    mut reports: HookReports,
 ) {
     let mut pending = VecDeque::new();
     loop {
@@ -243,7 +248,7 @@ async fn run_hooks(
                 return;
             }
         };
-        run_one(&run, &workdir, &reports).await;
+        run_one(&run, &workdir, &mut reports).await;
         if let Some(ended) = run.ended {
             // Whoever waits for this run (an on_demoted) may go on; a run dropped
             // unrun (after a Finish) tells them the same by dropping the sender.
@@ -256,8 +261,9 @@ async fn run_hooks(
     }
 }
 
-/// Runs one hook to its end and reports it.
-async fn run_one(run: &HookRun, workdir: &std::path::Path, reports: &HookReports) {
+/// Runs one hook to its end and reports it (metrics, the runtime, the event log, the
+/// node's log).
+async fn run_one(run: &HookRun, workdir: &std::path::Path, reports: &mut HookReports) {
     let shell = Shell {
         command: &run.command,
         dir: workdir,
@@ -272,6 +278,14 @@ async fn run_one(run: &HookRun, workdir: &std::path::Path, reports: &HookReports
     };
     let failed = !exit.is_success();
     reports.metrics.hook_ran(run.name, failed);
+    if let Some(log) = &mut reports.log {
+        log.append(Record::HookRan {
+            hook: run.name.to_string(),
+            ok: !failed,
+            took_ms: took.as_millis() as u64,
+            failure: failure(&exit),
+        });
+    }
     if run.name == "on_elected" {
         // The runtime may be stopping (receiver gone): nothing left to report to.
         let _ = reports.elected.send(ElectedHookDone {
@@ -291,6 +305,27 @@ async fn run_one(run: &HookRun, workdir: &std::path::Path, reports: &HookReports
     }
 }
 
+/// Why a run failed, in a few words for the event log (`None` when it succeeded).
+fn failure(exit: &ShellExit) -> Option<String> {
+    /// Enough for `sh`'s own errors; a record stays one short line.
+    const MAX_CHARS: usize = 120;
+    let text = match exit {
+        ShellExit::Success => return None,
+        ShellExit::Failed(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (status.code(), status.signal()) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                (None, None) => status.to_string(),
+            }
+        }
+        ShellExit::TimedOut => "timed out".to_string(),
+        ShellExit::Cancelled => "cancelled: no longer leading".to_string(),
+        ShellExit::Error(e) => format!("could not run: {e}"),
+    };
+    Some(text.chars().take(MAX_CHARS).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +342,7 @@ mod tests {
             metrics: Arc::new(Metrics::new(1)),
             elected,
             led,
+            log: None,
         };
         let task = tokio::spawn(run_hooks(runs, dir.path().into(), reports));
         let run = HookRun {
@@ -391,19 +427,28 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_demoted_hook_is_waited_for_until_it_ends() {
-        let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("demoted");
-        let (_led_tx, led) = watch::channel(None);
-        let (elected, _done) = mpsc::unbounded_channel();
+    /// A hook task in `dir` for a node that leads nothing, recording runs to `log`; its
+    /// queue. (Only `on_demoted` and `on_change` runs: with nothing led, an
+    /// `on_elected` would be cancelled at once.)
+    fn runner(dir: &std::path::Path, log: Option<EventLog>) -> mpsc::UnboundedSender<Queued> {
+        let (_, led) = watch::channel(None);
+        let (elected, _) = mpsc::unbounded_channel();
         let (queue, runs) = mpsc::unbounded_channel();
         let reports = HookReports {
             metrics: Arc::new(Metrics::new(1)),
             elected,
             led,
+            log,
         };
-        tokio::spawn(run_hooks(runs, dir.path().into(), reports));
+        tokio::spawn(run_hooks(runs, dir.into(), reports));
+        queue
+    }
+
+    #[tokio::test]
+    async fn a_demoted_hook_is_waited_for_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("demoted");
+        let queue = runner(dir.path(), None);
         let (tx, rx) = oneshot::channel();
         let run = HookRun {
             name: "on_demoted",
@@ -420,5 +465,46 @@ mod tests {
         };
         assert!(hook.ended().await, "the on_demoted ended within its bound");
         assert!(marker.exists(), "waiting ended only once the hook had run");
+    }
+
+    #[tokio::test]
+    async fn each_run_is_recorded_with_its_outcome() {
+        use crate::api::event_log::read_log;
+        let dir = tempfile::tempdir().unwrap();
+        let queue = runner(dir.path(), Some(EventLog::open(dir.path(), 1).unwrap()));
+        for (name, command) in [("on_demoted", "exit 3"), ("on_change", "true")] {
+            let run = HookRun {
+                name,
+                command: command.into(),
+                env: Vec::new(),
+                epoch: None,
+                timeout: Duration::from_secs(10),
+                ended: None,
+            };
+            queue.send(Queued::Run(run)).unwrap();
+        }
+        let (finish, finished) = oneshot::channel();
+        queue.send(Queued::Finish(finish)).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), finished)
+            .await
+            .expect("the hooks ran in time")
+            .unwrap();
+        let runs: Vec<(String, bool, Option<String>)> = read_log(dir.path())
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.record {
+                Record::HookRan {
+                    hook, ok, failure, ..
+                } => Some((hook, ok, failure)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("on_demoted".to_string(), false, Some("exit 3".to_string())),
+                ("on_change".to_string(), true, None),
+            ]
+        );
     }
 }

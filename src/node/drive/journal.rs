@@ -35,6 +35,11 @@ impl Journal {
         self.event_log.append(record);
     }
 
+    /// Another handle on the event log, for the hook runner's [`Record::HookRan`].
+    pub fn event_log(&self) -> std::io::Result<EventLog> {
+        self.event_log.try_clone()
+    }
+
     /// The stored member list, if one was ever stored.
     pub fn load_members(&self) -> Result<Option<Membership>, NodeError> {
         Ok(self.storage.load_members()?)

@@ -156,7 +156,10 @@ impl Runtime {
             incarnation: self.machine.cells().incarnation,
         });
         if !self.machine.view().eligible {
-            self.journal.log(Record::EligibilitySet { eligible: false });
+            self.journal.log(Record::EligibilitySet {
+                eligible: false,
+                why: self.eligibility.why_not(),
+            });
         }
         let result = self.event_loop().await;
         if let Err(e) = &result {
@@ -452,7 +455,8 @@ impl Runtime {
         if eligible != self.machine.view().eligible {
             let stepped_down = stepped_down_until.is_some();
             tracing::info!(eligible, ?health, stepped_down, "eligibility changed");
-            self.journal.log(Record::EligibilitySet { eligible });
+            let why = self.eligibility.why_not();
+            self.journal.log(Record::EligibilitySet { eligible, why });
             self.machine.handle(Event::SetEligible(eligible), now);
         }
         let until = stepped_down_until.map(|at| wall_ms() + at.saturating_sub(now));

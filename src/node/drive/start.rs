@@ -10,6 +10,7 @@ use super::runtime::{OfficeBasis, Runtime};
 use super::service_watchdog::ServiceWatchdog;
 use super::services::{ServiceLinks, Services};
 use super::watchdog::Watchdog;
+use crate::api::event_log::EventLog;
 use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
 use crate::config::NodeConfig;
@@ -107,7 +108,12 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         led: watch::channel(None).0,
         grants,
     };
-    let (publisher, elected_hooks) = publisher(&config, &workdir, watches, &metrics, &tasks);
+    let hook_log = journal
+        .event_log()
+        .map_err(|e| tracing::warn!("hook runs will not be in the event log: {e}"))
+        .ok();
+    let (publisher, elected_hooks) =
+        publisher(&config, &workdir, watches, &metrics, hook_log, &tasks);
     let (commands_tx, commands) = mpsc::channel(16);
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
     let links = ServiceLinks {
@@ -123,6 +129,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         local_addr,
     };
     let api = Api::new(
+        config.data_dir.clone(),
         status_rx.clone(),
         commands_tx.clone(),
         Arc::clone(&metrics),
@@ -265,6 +272,7 @@ fn publisher(
     workdir: &std::path::Path,
     watches: Watches,
     metrics: &Arc<Metrics>,
+    log: Option<EventLog>,
     tasks: &NodeTasks,
 ) -> (
     Publisher,
@@ -275,6 +283,7 @@ fn publisher(
         metrics: Arc::clone(metrics),
         elected,
         led: watches.led.subscribe(),
+        log,
     };
     let hooks = Hooks::start(
         config.hooks.clone(),

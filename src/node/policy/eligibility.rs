@@ -106,6 +106,23 @@ impl<R> Eligibility<R> {
         self.pause.reconciled(peer);
     }
 
+    /// Why the node may not lead (`None` when it may): the first reason
+    /// [`Eligibility::eligible`] finds, in a few words for the event log.
+    pub fn why_not(&self) -> Option<String> {
+        if let Some(why) = self.health.ineligible_reason() {
+            return Some(why.to_string());
+        }
+        if self.stepped_down_until.is_some() {
+            return Some("stepped down or standing aside".to_string());
+        }
+        if let Some(why) = self.config.reason() {
+            return Some(why);
+        }
+        self.watchdog_unavailable
+            .clone()
+            .or_else(|| self.pause.reason())
+    }
+
     /// Why the required watchdog device keeps this node from leading, if it does.
     pub fn watchdog_unavailable(&self) -> Option<String> {
         self.watchdog_unavailable.clone()

@@ -360,6 +360,7 @@ mod tests {
             metrics: metrics.clone(),
             elected,
             led: led_rx,
+            log: None,
         };
         let tasks = NodeTasks::new();
         let hooks = Hooks::start(

@@ -3,8 +3,9 @@
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now, after every change and
 //! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
-//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters), `SetPause` (the
-//! maintenance pause).
+//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters),
+//! `SetPause` (the maintenance pause), `Events` (the newest lines of the node's event
+//! log, for `bully history`).
 
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
@@ -14,6 +15,7 @@ use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{Change, Role};
 use crate::transport::{close, read_frame, write_frame};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -35,11 +37,14 @@ struct ApiContext {
     metrics: Arc<Metrics>,
     /// Where the peers are, for a switchover.
     members: Arc<Members>,
+    /// The data dir, whose event log `Events` reads.
+    data_dir: Arc<PathBuf>,
 }
 
 impl Api {
     /// The API of a node publishing `status`, taking commands on `commands`.
     pub fn new(
+        data_dir: PathBuf,
         status: watch::Receiver<Status>,
         commands: mpsc::Sender<Command>,
         metrics: Arc<Metrics>,
@@ -51,6 +56,7 @@ impl Api {
             commands,
             metrics,
             members: Arc::new(members),
+            data_dir: Arc::new(data_dir),
         };
         Api { context, tasks }
     }
@@ -146,6 +152,7 @@ async fn serve_stream(
             let ask = |reply| Command::SetPause { pause, reply };
             answered(ask_runtime(&context.commands, ask).await?)
         }
+        Request::Events { since_ms, max } => events(&context.data_dir, since_ms, max).await,
         Request::SwitchOver { to, for_ms } => {
             let now = context.status.borrow().as_of_now();
             let members = &context.members;
@@ -204,6 +211,20 @@ async fn next_status(status: &mut watch::Receiver<Status>) -> Option<Status> {
     }
     Some(status.borrow_and_update().as_of_now())
 }
+/// The newest event-log lines since `since_ms` (at most `max`, under the frame cap),
+/// read off the runtime's thread; a log that cannot be read is a refusal that says why.
+async fn events(data_dir: &Arc<PathBuf>, since_ms: u64, max: u32) -> Response {
+    let dir = Arc::clone(data_dir);
+    let read = tokio::task::spawn_blocking(move || {
+        crate::api::event_log::read_recent(&dir, since_ms, max as usize)
+    });
+    match read.await {
+        Ok(Ok(recent)) => Response::Events(recent),
+        Ok(Err(e)) => Response::Refused(format!("cannot read the event log: {e}")),
+        Err(e) => Response::Refused(format!("reading the event log failed: {e}")),
+    }
+}
+
 /// Hands the runtime the command `ask` builds around a reply channel; its answer.
 async fn ask_runtime(
     commands: &mpsc::Sender<Command>,
