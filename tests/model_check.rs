@@ -94,14 +94,35 @@ fn holds(name: &str, config: ModelConfig) {
     }
 }
 
+/// The N = 3 base runs of the suite: the quick bound one step shallower, depth 9
+/// (depth 10 has about 2.7 times the states; see the ignored test below).
+fn base3() -> Bounds {
+    Bounds {
+        depth: depth(9),
+        ..quick3()
+    }
+}
+
 #[test]
 fn three_nodes_quorum_every_property_holds() {
-    holds("quorum N=3", config(&[1, 2, 3], Mode::Quorum, quick3()));
+    holds("quorum N=3", config(&[1, 2, 3], Mode::Quorum, base3()));
 }
 
 #[test]
 fn three_nodes_classic_every_property_holds() {
-    holds("classic N=3", config(&[1, 2, 3], Mode::Classic, quick3()));
+    holds("classic N=3", config(&[1, 2, 3], Mode::Classic, base3()));
+}
+
+/// The N = 3 base runs at the full quick bound, depth 10 (the README's table).
+#[test]
+#[ignore = "about 200 s more on 2 cores (2.1 M and 1.7 M states); run with --ignored (depth 9 of both modes stays in the suite)"]
+fn three_nodes_both_modes_at_depth_10() {
+    for mode in [Mode::Quorum, Mode::Classic] {
+        holds(
+            &format!("{mode} N=3 depth 10"),
+            config(&[1, 2, 3], mode, quick3()),
+        );
+    }
 }
 
 #[test]

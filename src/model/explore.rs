@@ -1,12 +1,14 @@
 //! The breadth-first search over every state within the bounds, and the replay that
 //! turns a path into a readable counterexample.
 
+use super::fingerprint::{FingerprintMap, FingerprintSet};
 use super::outcome::{Counterexample, Exploration};
 use super::transition::Transition;
 use super::{fingerprint, Model, World};
 use crate::checker::Violation;
 use crate::protocol::{Membership, Seat};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::VecDeque;
 
 impl Model {
     /// Breadth-first search over every state within the bounds.
@@ -28,12 +30,11 @@ impl Model {
                 return outcome;
             }
         };
-        let mut parents: HashMap<u64, (u64, Transition)> = HashMap::new();
-        let mut seen: HashSet<u64> = HashSet::new();
+        // Every state seen but the root, with the state and step it was first reached by.
+        let mut parents: FingerprintMap<(u64, Transition)> = FingerprintMap::default();
         let root = fingerprint(&initial);
-        seen.insert(root);
         let mut frontier: VecDeque<(World, u64, usize)> = VecDeque::from([(initial, root, 0)]);
-        let mut converging: HashSet<u64> = HashSet::new();
+        let mut converging = FingerprintSet::default();
         while let Some((world, hash, depth)) = frontier.pop_front() {
             outcome.states += 1;
             outcome.max_depth = outcome.max_depth.max(depth);
@@ -66,9 +67,11 @@ impl Model {
                 match self.apply(&world, step) {
                     Ok(next) => {
                         let h = fingerprint(&next);
-                        if seen.insert(h) {
-                            parents.insert(h, (hash, step));
-                            frontier.push_back((next, h, depth + 1));
+                        if h != root {
+                            if let Entry::Vacant(e) = parents.entry(h) {
+                                e.insert((hash, step));
+                                frontier.push_back((next, h, depth + 1));
+                            }
                         }
                     }
                     Err(v) => {
@@ -174,7 +177,7 @@ fn list_summary(list: &Membership) -> String {
 }
 
 /// The transitions from the initial state to the state `hash`, read off the BFS tree.
-fn path(parents: &HashMap<u64, (u64, Transition)>, mut hash: u64) -> Vec<Transition> {
+fn path(parents: &FingerprintMap<(u64, Transition)>, mut hash: u64) -> Vec<Transition> {
     let mut steps = Vec::new();
     while let Some(&(parent, step)) = parents.get(&hash) {
         steps.push(step);

@@ -2,13 +2,14 @@
 //! first, then due timers, then the clock) reaches one coordinator that every live
 //! node follows within the step bound. Also how the settled start is reached.
 
+use super::fingerprint::FingerprintSet;
 use super::transition::Transition;
 use super::{fingerprint, Model, World};
 use crate::checker::{Invariant, Violation};
 use crate::protocol::membership::majority_of;
 use crate::protocol::recovery::reports_needed;
 use crate::protocol::{Epoch, Machine, Mode, Role};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 impl Model {
     /// Runs the fair schedule until one coordinator leads all and every link is empty.
@@ -58,7 +59,7 @@ impl Model {
     /// link first, then fire due timers, then advance the clock) until one coordinator
     /// leads every live node, within the step bound.
     pub fn converges(&self, w: &World) -> Result<(), (Violation, Vec<Transition>)> {
-        self.converges_cached(w, &mut HashSet::new())
+        self.converges_cached(w, &mut FingerprintSet::default())
     }
 
     /// [`Model::converges`], skipping (and remembering) the fault-free states already
@@ -66,7 +67,7 @@ impl Model {
     pub(super) fn converges_cached(
         &self,
         w: &World,
-        known: &mut HashSet<u64>,
+        known: &mut FingerprintSet,
     ) -> Result<(), (Violation, Vec<Transition>)> {
         let mut w = w.clone();
         let mut taken: Vec<Transition> = Vec::new();

@@ -40,12 +40,14 @@
 //!
 //! This file holds the state and the model's small queries; beside it: `config` (what
 //! a model is), `transition` (its edges), `apply` (enabling and applying them),
-//! `properties` (the checks on each action), `liveness`, `explore` (the search) and
-//! `outcome` (what a search returns).
+//! `properties` (the checks on each action), `liveness`, `explore` (the search),
+//! `fingerprint` (what the search keeps of a state) and `outcome` (what a search
+//! returns).
 
 mod apply;
 mod config;
 mod explore;
+mod fingerprint;
 mod liveness;
 mod outcome;
 mod properties;
@@ -55,12 +57,12 @@ pub use config::{Bounds, ModelConfig};
 pub use outcome::{Counterexample, Exploration};
 pub use transition::Transition;
 
+use fingerprint::fingerprint;
+
 use crate::checker::{TermHolders, Violation};
 use crate::protocol::membership::majority_of;
 use crate::protocol::{Body, Cells, Machine, Membership, Message, Millis, NodeId};
-use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
 
 /// One node of the model: its machine while up, its stored cells, and what the
 /// checks remember about it.
@@ -238,12 +240,4 @@ impl Model {
     pub(super) fn highest_term(&self, w: &World) -> u64 {
         w.nodes.iter().map(|n| n.disk.term).max().unwrap_or(0)
     }
-}
-
-/// A world's 64-bit fingerprint: what the search keeps of each visited state (hash
-/// compaction).
-fn fingerprint(w: &World) -> u64 {
-    let mut h = DefaultHasher::new();
-    w.hash(&mut h);
-    h.finish()
 }
