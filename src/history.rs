@@ -11,7 +11,7 @@
 //! A history is a slice of [`Entry`] in time order; per node, entries must stay in the
 //! order the node wrote them (merge several logs with [`merge`], a stable sort).
 
-use crate::protocol::{Cells, Fact, Message, Millis, NodeId, View};
+use crate::protocol::{Cells, ConfigId, Fact, Message, Millis, NodeId, View};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -68,6 +68,16 @@ pub enum Record {
     /// without its volume): its next start is on an empty store (simulator, and tests
     /// that delete a data dir). Per-node checks start afresh: it is a new store.
     StoreLost,
+    /// `bully recover --force` (src/node/drive/forced_recovery.rs) made this stopped
+    /// node's store hold a new list of `members` only, written as `to_config` in place of
+    /// `from_config`, with the term cell raised to `term`: the rest of the cluster, a
+    /// majority, was lost for good. Who may lead changed, so it counts as a fault.
+    ForcedRecovery {
+        members: Vec<NodeId>,
+        from_config: ConfigId,
+        to_config: ConfigId,
+        term: u64,
+    },
 }
 
 impl Record {
@@ -87,6 +97,7 @@ impl Record {
                 | Record::PeerDown { .. }
                 | Record::EligibilitySet { .. }
                 | Record::StoreLost
+                | Record::ForcedRecovery { .. }
                 // A node on an empty store votes and leads only from here: as if it
                 // started now (src/protocol/recovery.rs).
                 | Record::Fact(Fact::Recovered { .. })
@@ -271,6 +282,16 @@ impl fmt::Display for Entry {
             Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),
             Record::Healed => write!(f, "HEALED"),
             Record::StoreLost => write!(f, "STORE LOST"),
+            Record::ForcedRecovery {
+                members,
+                from_config,
+                to_config,
+                term,
+            } => write!(
+                f,
+                "FORCED RECOVERY to members {members:?}: list {to_config} replaces \
+                 {from_config}, term {term}"
+            ),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod logging;
 mod member;
 mod node;
 mod query;
+mod recover;
 mod run;
 mod run_dir;
 mod table;
@@ -101,6 +102,13 @@ pub enum Commands {
         #[command(subcommand)]
         action: member::MemberAction,
     },
+    /// Recovery from a lost majority, on a stopped survivor: its store is made to hold
+    /// a new member list of the --members only, stamped and with a term above every
+    /// term it has seen, so a plain `bully node` start leads with them alone. Without
+    /// --force: prints what it would write and what can be lost, changes nothing,
+    /// exits 1. The lost members must never start again on their old data dirs: wipe
+    /// them and add them back with `bully member add`. Exit 0: written, 2: refused.
+    Recover(recover::RecoverArgs),
     /// Run a job only while the local node leads, and stop it before any other node
     /// could lead: SIGTERM at the lease's end, SIGKILL before the earliest takeover,
     /// even when the node is stalled or killed. E.g. `bully run -c node.toml -- ./job`.
@@ -297,6 +305,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Watch(args) => query::watch(&args).await,
             Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
             Commands::Member { action } => member::run(action).await,
+            Commands::Recover(args) => recover::run(&args),
             Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,
