@@ -22,4 +22,4 @@ mod status;
 pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
 pub use health::{HealthState, UnknownHealthState};
 pub use request::{Request, Response};
-pub use status::{Estimate, PeerState, Status};
+pub use status::{Estimate, PeerState, ScheduledSwitchover, Status};

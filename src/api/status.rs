@@ -83,6 +83,19 @@ pub struct Status {
     /// the source gives no usable value.
     #[serde(default)]
     pub estimate: Option<Estimate>,
+    /// A switchover this coordinator holds for later (`bully step-down --to N --at
+    /// TIME`, src/node/serve/scheduled_switchover.rs); shown in API answers only.
+    #[serde(default)]
+    pub scheduled_switchover: Option<ScheduledSwitchover>,
+}
+
+/// A switchover held for later: to node `to` at wall-clock `at_ms` (ms since the Unix
+/// epoch), the members above it standing aside for `for_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledSwitchover {
+    pub to: NodeId,
+    pub at_ms: u64,
+    pub for_ms: u64,
 }
 
 /// A node's estimate as its status shows it.
@@ -127,6 +140,7 @@ impl Status {
             members: None,
             members_committed: false,
             estimate: None,
+            scheduled_switchover: None,
         };
         status.apply_view(view, now_ms);
         status

@@ -16,6 +16,7 @@ mod query;
 mod recover;
 mod run;
 mod run_dir;
+mod switch_time;
 mod table;
 
 pub use certs::CertsCommand;
@@ -94,6 +95,15 @@ pub enum Commands {
         /// (unknown, witness, unreachable, ineligible).
         #[arg(long, value_name = "N")]
         to: Option<NodeId>,
+        /// With --to: hand over at TIME, not now. TIME is +DURATION from now (+10m,
+        /// +90s) or a UTC time in RFC 3339 (2026-11-26T15:00:00Z). The coordinator
+        /// checks N now and again at TIME; it holds the schedule in memory while it
+        /// leads (dropped, and logged, if it stops leading first). See `status`.
+        #[arg(long, value_name = "TIME", requires = "to", value_parser = switch_time::parse)]
+        at: Option<switch_time::SwitchTime>,
+        /// Drop the coordinator's scheduled switchover.
+        #[arg(long, conflicts_with_all = ["to", "at"])]
+        cancel: bool,
     },
     /// See and change the member list at runtime: list, add, remove, replace. A change
     /// goes to any member, which passes it to the coordinator; one change at a time,
@@ -303,7 +313,17 @@ pub fn run(cli: Cli) -> ExitCode {
                 false => query::status(&query).await,
             },
             Commands::Watch(args) => query::watch(&args).await,
-            Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
+            Commands::StepDown {
+                query,
+                for_,
+                to,
+                at,
+                cancel,
+            } => match (cancel, at) {
+                (true, _) => query::cancel_switch_over(&query).await,
+                (false, Some(at)) => query::schedule_switch_over(&query, for_, to, at).await,
+                (false, None) => query::step_down(&query, for_, to).await,
+            },
             Commands::Member { action } => member::run(action).await,
             Commands::Recover(args) => recover::run(&args),
             Commands::Run(args) => run::run(&args).await,

@@ -3,8 +3,10 @@
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now, after every change and
 //! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
-//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters).
+//! leadership), `ScheduleSwitchOver` and `CancelSwitchOver` (one held for later),
+//! `StandAside` (a switchover's preparation), `Metrics` (counters).
 
+use super::scheduled_switchover::{self, Schedule};
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
 use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
@@ -34,6 +36,10 @@ struct ApiContext {
     metrics: Arc<Metrics>,
     /// Where the peers are, for a switchover.
     members: Arc<Members>,
+    /// The switchover this coordinator holds for later, if any.
+    schedule: Schedule,
+    /// The node's tasks, for the one that waits for a scheduled switchover.
+    tasks: NodeTasks,
 }
 
 impl Api {
@@ -50,6 +56,8 @@ impl Api {
             commands,
             metrics,
             members: Arc::new(members),
+            schedule: Schedule::default(),
+            tasks: tasks.clone(),
         };
         Api { context, tasks }
     }
@@ -106,7 +114,11 @@ async fn serve_stream(
     };
     let response = match request {
         Request::Watch => return watch_status(send, context.status).await,
-        Request::Status => Response::Status(context.status.borrow().as_of_now()),
+        Request::Status => {
+            let mut now = context.status.borrow().as_of_now();
+            now.scheduled_switchover = context.schedule.pending();
+            Response::Status(now)
+        }
         Request::Metrics => {
             let now = context.status.borrow().as_of_now();
             Response::Metrics(context.metrics.snapshot_for(&now))
@@ -136,6 +148,17 @@ async fn serve_stream(
             let members = &context.members;
             answered(switchover::run(members, &now, &context.commands, to, for_ms).await)
         }
+        Request::ScheduleSwitchOver { to, at_ms, for_ms } => {
+            let node = scheduled_switchover::Node {
+                members: &context.members,
+                status: &context.status,
+                commands: &context.commands,
+                tasks: &context.tasks,
+            };
+            let plan = crate::api::ScheduledSwitchover { to, at_ms, for_ms };
+            answered(context.schedule.add(node, plan).await)
+        }
+        Request::CancelSwitchOver => answered(context.schedule.cancel()),
     };
     write_frame(&mut send, &response).await?;
     let _ = send.finish();

@@ -1,5 +1,5 @@
-//! The node's servers: the client API over QUIC (status, watch, step-down, switchover,
-//! metrics), the HTTP endpoint for load balancers and Prometheus, and the unix socket
+//! The node's servers: the client API over QUIC (status, watch, step-down, switchover
+//! now or at a set time, metrics), the HTTP endpoint for load balancers and Prometheus, and the unix socket
 //! the host's keepers (`bully run`) learn the lease from (`keepers`).
 
 pub mod api;
@@ -7,4 +7,5 @@ pub mod http;
 pub mod http_routes;
 pub mod http_slots;
 pub mod keepers;
+pub mod scheduled_switchover;
 pub mod switchover;
