@@ -73,6 +73,15 @@ async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_run
         .await
         .expect("the schedule shows in status");
     assert_eq!(plan.to, 2);
+    let config = t.cluster.config_path(3).display().to_string();
+    let shown = tokio::task::spawn_blocking(move || common::bully(&["status", "-c", &config]))
+        .await
+        .expect("the CLI ran");
+    assert!(
+        text(&shown).contains("switchover to node 2 scheduled at"),
+        "{}",
+        text(&shown)
+    );
     let (ok, said) = step_down(&t, 3, &["--cancel"]).await;
     assert!(ok && said.contains("cancelled"), "{said}");
     assert_eq!(scheduled(&t, 3).await, None);

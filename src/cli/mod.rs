@@ -83,7 +83,8 @@ pub enum Commands {
     /// Print one line per coordinator change until interrupted.
     Watch(QueryArgs),
     /// Ask the coordinator to stop leading for a while so the next highest takes over,
-    /// or with --to N hand over to node N (switchover).
+    /// or with --to N hand over to node N (switchover), now or with --at TIME later;
+    /// --cancel drops a scheduled one.
     StepDown {
         #[command(flatten)]
         query: QueryArgs,

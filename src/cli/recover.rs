@@ -53,10 +53,6 @@ pub fn run(args: &RecoverArgs) -> ExitCode {
                 ids(&plan.list.members),
                 plan.cells.term
             );
-            println!(
-                "Start it as before (`bully node --config {}`); no --new-cluster.",
-                args.config.display()
-            );
             ExitCode::SUCCESS
         }
         Err(e) => refuse(&e),
@@ -73,6 +69,23 @@ fn ids(members: &[crate::protocol::Member]) -> String {
     let ids: Vec<String> = members.iter().map(|m| m.id.to_string()).collect();
     ids.join(",")
 }
+
+/// What every recovery gives up, and what the operator must do after it.
+const WARNINGS: [&str; 13] = [
+    "What can be lost:",
+    "  - whatever the lost members accepted after this node last heard from them: newer",
+    "    epochs (a coordinator this node never followed) and member-list changes committed",
+    "    without this node. The survivors go on from what this node holds.",
+    "  - safety, if a lost member is only cut off, not gone: a majority of the old list",
+    "    could still elect a coordinator of its own. Make sure they are down for good.",
+    "You must:",
+    "  - never start a lost member again on its old data dir: wipe it, then add it back",
+    "    as a new member once the survivors lead (`bully member add ID ADDR`).",
+    "  - with more than one node in --members: run this same command (same --members)",
+    "    on each of them before starting any, then start them. A survivor left out of",
+    "    --members counts as lost.",
+    "  - start this node as before: `bully node --config F` (no --new-cluster).",
+];
 
 /// The plan in words: what is written, what is given up, what the operator must do.
 fn describe(plan: &ForcedRecovery, forced: bool) -> String {
@@ -104,16 +117,7 @@ fn describe(plan: &ForcedRecovery, forced: bool) -> String {
         plan.cells.term
     );
     text += &format!("Lost members: {}.\n", lost.join(", "));
-    text += "What can be lost:\n\
-  - whatever the lost members accepted after this node last heard from them: newer\n    \
-    epochs (a coordinator this node never followed) and member-list changes committed\n    \
-    without this node. The survivors go on from what this node holds.\n\
-  - safety, if a lost member is only cut off, not gone: a majority of the old list\n    \
-    could still elect a coordinator of its own. Make sure they are down for good.\n\
-You must:\n\
-  - never start a lost member again on its old data dir: wipe it, then add it back as\n    \
-    a new member once the survivors lead (`bully member add ID ADDR`).\n\
-  - with more than one node in --members: run this same command (same --members) on\n    \
-    each of them before starting any. A survivor left out of --members counts as lost.\n";
+    text += &WARNINGS.join("\n");
+    text.push('\n');
     text
 }
