@@ -43,25 +43,14 @@ async fn recover(t: &TestCluster, id: NodeId, args: &[&str]) -> std::process::Ou
     .expect("the CLI ran")
 }
 
-/// `bully member add ID ADDR` through node 1 (passed on to the coordinator), waiting
+/// `bully member add ID ADDR -c node1.toml` (passed on to the coordinator), waiting
 /// for the change to commit.
 async fn add_member(t: &TestCluster, id: NodeId) {
-    let endpoint = t.cluster.addr(1).to_string();
-    let certs = t.dir.path().join("certs").display().to_string();
+    let config = t.cluster.config_path(1).display().to_string();
     let (id_text, addr) = (id.to_string(), t.cluster.addr(id).to_string());
     let out = tokio::task::spawn_blocking(move || {
-        bully(&[
-            "member",
-            "add",
-            &id_text,
-            &addr,
-            "--endpoints",
-            &endpoint,
-            "--certs",
-            &certs,
-            "--timeout",
-            "5s",
-        ])
+        let args = ["member", "add", &id_text, &addr, "-c", &config];
+        bully(&[&args[..], &["--timeout", "5s"]].concat())
     })
     .await
     .expect("the CLI ran");
