@@ -97,6 +97,13 @@ async fn a_lone_survivor_leads_again_and_the_lost_return_as_new_members() {
     let wrong = recover(&t, 1, &["--members", "1,7", "--force"]).await;
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
     assert!(text(&wrong).contains("node 7 is not in the member list"));
+    let lost = recover(&t, 2, &["--members", "2", "--force"]).await;
+    assert_eq!(lost.status.code(), Some(2), "{}", text(&lost));
+    assert!(text(&lost).contains("is missing"), "{}", text(&lost));
+    assert!(
+        !t.cluster.data_dir(2).exists(),
+        "no empty store left behind"
+    );
 
     let forced = recover(&t, 1, &["--members", "1", "--force"]).await;
     assert!(forced.status.success(), "{}", text(&forced));

@@ -32,10 +32,10 @@ pub enum RecoverError {
     /// The store cannot be read or written.
     #[error("{0}")]
     Storage(StorageError),
-    /// The data dir holds no term: a wrong path, or a node that never ran.
+    /// The data dir is missing or holds no term: a wrong path, or a node that never ran.
     #[error(
-        "data dir {} holds no term and no member list: is it this node's data dir? \
-         A node that never ran has nothing to recover",
+        "data dir {} is missing or holds no term and no member list: is it this node's \
+         data dir? A node that never ran has nothing to recover",
         dir.display()
     )]
     EmptyStore { dir: std::path::PathBuf },
@@ -64,6 +64,12 @@ pub struct Prepared {
 /// Opens the store of the node `config` describes (it must be stopped) and works out
 /// the recovery that keeps `survivors` only.
 pub fn prepare(config: &NodeConfig, survivors: &[NodeId]) -> Result<Prepared, RecoverError> {
+    // Opening creates a missing store: a wrong path must not leave an empty one behind.
+    if !config.data_dir.is_dir() {
+        return Err(RecoverError::EmptyStore {
+            dir: config.data_dir.clone(),
+        });
+    }
     let (storage, _) = Storage::open_waiting(&config.data_dir, LOCK_WAIT)?;
     let cells = storage.load()?;
     let stored = storage.load_members()?;
