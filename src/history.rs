@@ -78,6 +78,14 @@ pub enum Record {
         to_config: ConfigId,
         term: u64,
     },
+    /// A switchover to `to` scheduled for wall-clock `at_ms` was accepted, cancelled,
+    /// dropped (the office ended first), done or refused at its time, as `outcome` says
+    /// (src/node/serve/scheduled_switchover.rs). Changes nothing by itself.
+    ScheduledSwitchover {
+        to: NodeId,
+        at_ms: Millis,
+        outcome: String,
+    },
 }
 
 impl Record {
@@ -292,6 +300,9 @@ impl fmt::Display for Entry {
                 "FORCED RECOVERY to members {members:?}: list {to_config} replaces \
                  {from_config}, term {term}"
             ),
+            Record::ScheduledSwitchover { to, at_ms, outcome } => {
+                write!(f, "SWITCHOVER to n{to} at {at_ms} ms: {outcome}")
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! unknown node and a time in the past; a cancelled schedule changes nothing; a held
 //! one hands over to N, whose declaration the event logs show at or after the
 //! scheduled instant (no timed assertion: the logs' own clock decides "not before").
+//! Node 3's event log records each schedule's outcome.
 
 mod common;
 
@@ -109,5 +110,20 @@ async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_run
         plan.at_ms
     );
     assert_eq!(scheduled(&t, 3).await, None, "the schedule is used up");
+    wait_until("node 3's event log to hold each outcome", STEP, || async {
+        let outcomes: Vec<String> = t
+            .cluster
+            .history()
+            .into_iter()
+            .filter_map(|e| match e.record {
+                Record::ScheduledSwitchover { outcome, .. } if e.node == 3 => Some(outcome),
+                _ => None,
+            })
+            .collect();
+        let expected = ["scheduled", "cancelled", "scheduled", "done"];
+        let seen = outcomes.iter().map(|o| o.split(':').next().unwrap_or(""));
+        seen.eq(expected).then_some(())
+    })
+    .await;
     common::assert_offices_never_overlap(&t);
 }

@@ -337,6 +337,7 @@ impl Runtime {
                 self.member_change = Some(PendingChange::new(change.clone(), reply, now));
                 self.machine.handle(Event::ChangeMembers(change), now);
             }
+            Command::Note(record) => self.journal.log(record),
         }
     }
 

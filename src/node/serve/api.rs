@@ -158,7 +158,7 @@ async fn serve_stream(
             let plan = crate::api::ScheduledSwitchover { to, at_ms, for_ms };
             answered(context.schedule.add(node, plan).await)
         }
-        Request::CancelSwitchOver => answered(context.schedule.cancel()),
+        Request::CancelSwitchOver => answered(context.schedule.cancel(&context.commands)),
     };
     write_frame(&mut send, &response).await?;
     let _ = send.finish();

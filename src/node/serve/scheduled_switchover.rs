@@ -11,6 +11,7 @@
 
 use super::switchover::{self, Members};
 use crate::api::{ScheduledSwitchover, Status};
+use crate::history::Record;
 use crate::node::shared::mailbox::Command;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::Role;
@@ -35,6 +36,22 @@ struct Pending {
     /// Which schedule this is, so a task clears only its own.
     seq: u64,
     _cancel: oneshot::Sender<()>,
+}
+
+/// Writes `outcome` of `plan` to the node's event log (through the runtime, which owns
+/// it); a full queue drops the record, never blocks the API.
+fn note(commands: &mpsc::Sender<Command>, plan: ScheduledSwitchover, outcome: String) {
+    let record = Record::ScheduledSwitchover {
+        to: plan.to,
+        at_ms: plan.at_ms,
+        outcome,
+    };
+    if commands.try_send(Command::Note(record)).is_err() {
+        tracing::warn!(
+            to = plan.to,
+            "the event log missed a scheduled switchover record"
+        );
+    }
 }
 
 /// What a scheduled switchover needs from the node.
@@ -93,6 +110,7 @@ impl Schedule {
             seq
         };
         tracing::info!(to = plan.to, at_ms = plan.at_ms, "switchover scheduled");
+        note(node.commands, plan, "scheduled".to_string());
         let run = self.clone().wait_and_run(
             Arc::clone(node.members),
             node.status.clone(),
@@ -111,10 +129,12 @@ impl Schedule {
     }
 
     /// Drops the pending schedule, if any.
-    pub fn cancel(&self) -> Result<String, String> {
-        match self.lock().take() {
+    pub fn cancel(&self, commands: &mpsc::Sender<Command>) -> Result<String, String> {
+        let taken = self.lock().take();
+        match taken {
             Some(pending) => {
                 tracing::info!(to = pending.plan.to, "scheduled switchover cancelled");
+                note(commands, pending.plan, "cancelled".to_string());
                 Ok(format!(
                     "the switchover to node {} is cancelled",
                     pending.plan.to
@@ -154,15 +174,24 @@ impl Schedule {
                     to = plan.to,
                     "scheduled switchover dropped: this node stopped leading before its time"
                 );
+                note(&commands, plan, "dropped: this node stopped leading first".to_string());
                 return;
             }
             _ = tokio::time::sleep(wait) => {}
         }
         self.clear(seq);
         let now = status.borrow().as_of_now();
-        match switchover::run(&members, &now, &commands, plan.to, plan.for_ms).await {
-            Ok(text) => tracing::info!(to = plan.to, "scheduled switchover done: {text}"),
-            Err(why) => tracing::warn!(to = plan.to, "scheduled switchover refused: {why}"),
-        }
+        let outcome = switchover::run(&members, &now, &commands, plan.to, plan.for_ms).await;
+        let outcome = match outcome {
+            Ok(text) => {
+                tracing::info!(to = plan.to, "scheduled switchover done: {text}");
+                format!("done: {text}")
+            }
+            Err(why) => {
+                tracing::warn!(to = plan.to, "scheduled switchover refused: {why}");
+                format!("refused: {why}")
+            }
+        };
+        note(&commands, plan, outcome);
     }
 }

@@ -34,6 +34,8 @@ pub enum Command {
     },
     /// A membership change, answered once the list it asks for is committed.
     ChangeMembers { change: Change, reply: Reply },
+    /// Append a record to the event log (a scheduled switchover's outcome); no answer.
+    Note(crate::history::Record),
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
