@@ -127,6 +127,23 @@ impl Client {
         self.command(Request::SwitchOver { to, for_ms }).await
     }
 
+    /// Asks the coordinator to hold a switchover to node `to` until wall-clock `at_ms`
+    /// (ms since the Unix epoch); the answer comes at once, accepted or refused.
+    pub async fn schedule_switch_over(
+        &self,
+        to: NodeId,
+        at_ms: u64,
+        for_ms: u64,
+    ) -> Result<String, ClientError> {
+        self.command(Request::ScheduleSwitchOver { to, at_ms, for_ms })
+            .await
+    }
+
+    /// Drops the coordinator's scheduled switchover.
+    pub async fn cancel_switch_over(&self) -> Result<String, ClientError> {
+        self.command(Request::CancelSwitchOver).await
+    }
+
     /// Asks for a change of the member list (docs/design.md#membership): any member
     /// takes it and passes it to the coordinator; the answer comes once the list it asks
     /// for is committed (an add: once the new member has caught up and votes), or says

@@ -12,7 +12,7 @@
 //! A history is a slice of [`Entry`] in time order; per node, entries must stay in the
 //! order the node wrote them (merge several logs with [`merge`], a stable sort).
 
-use crate::protocol::{Cells, Fact, Message, Millis, NodeId, View};
+use crate::protocol::{Cells, ConfigId, Fact, Message, Millis, NodeId, View};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -92,6 +92,24 @@ pub enum Record {
         generation: u64,
         holder: Option<NodeId>,
     },
+    /// `bully recover --force` (src/node/drive/forced_recovery.rs) made this stopped
+    /// node's store hold a new list of `members` only, written as `to_config` in place of
+    /// `from_config`, with the term cell raised to `term`: the rest of the cluster, a
+    /// majority, was lost for good. Who may lead changed, so it counts as a fault.
+    ForcedRecovery {
+        members: Vec<NodeId>,
+        from_config: ConfigId,
+        to_config: ConfigId,
+        term: u64,
+    },
+    /// A switchover to `to` scheduled for wall-clock `at_ms` was accepted, cancelled,
+    /// dropped (the office ended first), done or refused at its time, as `outcome` says
+    /// (src/node/serve/scheduled_switchover.rs). Changes nothing by itself.
+    ScheduledSwitchover {
+        to: NodeId,
+        at_ms: Millis,
+        outcome: String,
+    },
 }
 
 impl Record {
@@ -111,6 +129,7 @@ impl Record {
                 | Record::PeerDown { .. }
                 | Record::EligibilitySet { .. }
                 | Record::StoreLost
+                | Record::ForcedRecovery { .. }
                 // A node on an empty store votes and leads only from here: as if it
                 // started now (src/protocol/recovery.rs).
                 | Record::Fact(Fact::Recovered { .. })
@@ -322,6 +341,19 @@ impl fmt::Display for Entry {
                 (true, None) => write!(f, "PAUSED FAILOVER g{generation}, nobody may lead"),
                 (false, _) => write!(f, "RESUMED FAILOVER g{generation}"),
             },
+            Record::ForcedRecovery {
+                members,
+                from_config,
+                to_config,
+                term,
+            } => write!(
+                f,
+                "FORCED RECOVERY to members {members:?}: list {to_config} replaces \
+                 {from_config}, term {term}"
+            ),
+            Record::ScheduledSwitchover { to, at_ms, outcome } => {
+                write!(f, "SWITCHOVER to n{to} at {at_ms} ms: {outcome}")
+            }
         }
     }
 }

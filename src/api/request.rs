@@ -48,6 +48,17 @@ pub enum Request {
         since_ms: u64,
         max: u32,
     },
+    /// A switchover to `to` held by the coordinator until wall-clock `at_ms` (ms since
+    /// the Unix epoch), then run like `SwitchOver`
+    /// (src/node/serve/scheduled_switchover.rs). Appended last, like `CancelSwitchOver`:
+    /// variants are encoded by position.
+    ScheduleSwitchOver {
+        to: NodeId,
+        at_ms: u64,
+        for_ms: u64,
+    },
+    /// Drops the coordinator's scheduled switchover.
+    CancelSwitchOver,
 }
 
 /// What a node answers.

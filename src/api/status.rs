@@ -86,6 +86,19 @@ pub struct Status {
     /// The maintenance pause this node keeps (`bully pause`; generation 0: never set).
     #[serde(default)]
     pub pause: super::pause::Pause,
+    /// A switchover this coordinator holds for later (`bully step-down --to N --at
+    /// TIME`, src/node/serve/scheduled_switchover.rs); shown in API answers only.
+    #[serde(default)]
+    pub scheduled_switchover: Option<ScheduledSwitchover>,
+}
+
+/// A switchover held for later: to node `to` at wall-clock `at_ms` (ms since the Unix
+/// epoch), the members above it standing aside for `for_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledSwitchover {
+    pub to: NodeId,
+    pub at_ms: u64,
+    pub for_ms: u64,
 }
 
 /// A node's estimate as its status shows it.
@@ -131,6 +144,7 @@ impl Status {
             members_committed: false,
             estimate: None,
             pause: super::pause::Pause::default(),
+            scheduled_switchover: None,
         };
         status.apply_view(view, now_ms);
         status

@@ -121,6 +121,20 @@ impl Words {
                 generation,
                 ..
             } => format!("keeps the resume (generation {generation}): automatic failover is on"),
+            Record::ForcedRecovery {
+                members,
+                to_config,
+                term,
+                ..
+            } => format!(
+                "was forced to a new member list {to_config} of nodes {members:?} after losing \
+                 a majority (bully recover), term {term}"
+            ),
+            Record::ScheduledSwitchover { to, at_ms, outcome } => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(*at_ms);
+                let at = humantime::format_rfc3339_seconds(at);
+                format!("switchover to node {to} scheduled for {at}: {outcome}")
+            }
             Record::Persisted(_)
             | Record::Sent { .. }
             | Record::Received { .. }

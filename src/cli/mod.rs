@@ -16,8 +16,10 @@ mod member;
 mod node;
 mod pause;
 mod query;
+mod recover;
 mod run;
 mod run_dir;
+mod switch_time;
 mod table;
 
 pub use certs::CertsCommand;
@@ -95,7 +97,8 @@ pub enum Commands {
         since: Duration,
     },
     /// Ask the coordinator to stop leading for a while so the next highest takes over,
-    /// or with --to N hand over to node N (switchover).
+    /// or with --to N hand over to node N (switchover), now or with --at TIME later;
+    /// --cancel drops a scheduled one.
     StepDown {
         #[command(flatten)]
         query: QueryArgs,
@@ -107,6 +110,15 @@ pub enum Commands {
         /// (unknown, witness, unreachable, ineligible).
         #[arg(long, value_name = "N")]
         to: Option<NodeId>,
+        /// With --to: hand over at TIME, not now. TIME is +DURATION from now (+10m,
+        /// +90s) or a UTC time in RFC 3339 (2026-11-26T15:00:00Z). The coordinator
+        /// checks N now and again at TIME; it holds the schedule in memory while it
+        /// leads (dropped, and logged, if it stops leading first). See `status`.
+        #[arg(long, value_name = "TIME", requires = "to", value_parser = switch_time::parse)]
+        at: Option<switch_time::SwitchTime>,
+        /// Drop the coordinator's scheduled switchover.
+        #[arg(long, conflicts_with_all = ["to", "at"])]
+        cancel: bool,
     },
     /// Maintenance pause: no automatic failover or preemption until `bully resume`.
     /// The coordinator keeps its role while its lease holds; if it goes, the cluster
@@ -125,6 +137,13 @@ pub enum Commands {
         #[command(subcommand)]
         action: member::MemberAction,
     },
+    /// Recovery from a lost majority, on a stopped survivor: its store is made to hold
+    /// a new member list of the --members only, stamped and with a term above every
+    /// term it has seen, so a plain `bully node` start leads with them alone. Without
+    /// --force: prints what it would write and what can be lost, changes nothing,
+    /// exits 1. The lost members must never start again on their old data dirs: wipe
+    /// them and add them back with `bully member add`. Exit 0: written, 2: refused.
+    Recover(recover::RecoverArgs),
     /// Run a job only while the local node leads, and stop it before any other node
     /// could lead: SIGTERM at the lease's end, SIGKILL before the earliest takeover,
     /// even when the node is stalled or killed. E.g. `bully run -c node.toml -- ./job`.
@@ -320,10 +339,21 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Commands::Watch(args) => query::watch(&args).await,
             Commands::History { query, since } => history::run(&query, since).await,
-            Commands::StepDown { query, for_, to } => query::step_down(&query, for_, to).await,
-            Commands::Member { action } => member::run(action).await,
             Commands::Pause(args) => pause::run(&args, true).await,
             Commands::Resume(args) => pause::run(&args, false).await,
+            Commands::StepDown {
+                query,
+                for_,
+                to,
+                at,
+                cancel,
+            } => match (cancel, at) {
+                (true, _) => query::cancel_switch_over(&query).await,
+                (false, Some(at)) => query::schedule_switch_over(&query, for_, to, at).await,
+                (false, None) => query::step_down(&query, for_, to).await,
+            },
+            Commands::Member { action } => member::run(action).await,
+            Commands::Recover(args) => recover::run(&args),
             Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,
             Commands::Chaos(args) => chaos::run(&args).await,

@@ -110,6 +110,17 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         };
         println!("  estimate {}{stale}", est.value);
     }
+    if let Some(plan) = status.scheduled_switchover {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(plan.at_ms);
+        println!(
+            "  switchover to node {} scheduled at {} (in {} s)",
+            plan.to,
+            humantime::format_rfc3339_seconds(at),
+            plan.at_ms
+                .saturating_sub(crate::wall_clock::wall_ms())
+                .div_ceil(1000)
+        );
+    }
     let keepers: Vec<String> = status.keepers.iter().map(|k| k.describe()).collect();
     match keepers.is_empty() {
         true => println!("  keepers none (bully run)"),
@@ -175,6 +186,35 @@ pub async fn step_down(args: &QueryArgs, for_: Duration, to: Option<NodeId>) -> 
         None => client.step_down(for_ms).await,
     };
     print_answer(answer)
+}
+
+/// `bully step-down --to N --at TIME`: the coordinator holds it until TIME.
+pub async fn schedule_switch_over(
+    args: &QueryArgs,
+    for_: Duration,
+    to: Option<NodeId>,
+    at: super::switch_time::SwitchTime,
+) -> ExitCode {
+    let Some(to) = to else {
+        eprintln!("error: --at needs --to N");
+        return ExitCode::from(2);
+    };
+    let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
+    let at_ms = at.wall_ms(std::time::SystemTime::now());
+    let for_ms = for_.as_millis() as u64;
+    print_answer(client.schedule_switch_over(to, at_ms, for_ms).await)
+}
+
+/// `bully step-down --cancel`: drops the coordinator's scheduled switchover.
+pub async fn cancel_switch_over(args: &QueryArgs) -> ExitCode {
+    let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
+    print_answer(client.cancel_switch_over().await)
 }
 
 /// A command's answer on stdout (exit 0), or its refusal on stderr (exit 1).

@@ -25,7 +25,8 @@
 //!   and wires the parts above; `runtime` is the one task that owns the machine and runs
 //!   its actions in order, fed by `inputs`, on `clock`, writing through `journal`
 //!   (storage, then the event log); `services` and `reload` are what SIGHUP replaces;
-//!   `handle` is the [`NodeHandle`] an embedder holds.
+//!   `handle` is the [`NodeHandle`] an embedder holds; `forced_recovery` is `bully
+//!   recover`, run on a stopped node's data dir.
 
 mod commands;
 mod drive;
@@ -34,6 +35,7 @@ mod publish;
 pub mod serve;
 mod shared;
 
+pub use drive::forced_recovery::{self, Prepared, RecoverError};
 pub use drive::handle::NodeHandle;
 pub use drive::start::{start, start_in};
 pub use shared::error::{NodeError, ReloadError};

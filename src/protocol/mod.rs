@@ -12,6 +12,7 @@
 mod epoch;
 pub mod lease;
 mod machine;
+pub mod majority_loss;
 pub mod membership;
 mod message;
 mod message_serde;

@@ -167,31 +167,68 @@ impl Storage {
     /// Writes all three cells in one transaction, flushes and fsyncs; returns once a
     /// machine crash can no longer lose them. Refuses a cell older than the stored one.
     pub fn save(&self, cells: &Cells) -> Result<(), StorageError> {
+        self.write(cells, None)
+    }
+
+    /// Writes the cells and the member list in ONE transaction, flushed and fsynced
+    /// like [`Storage::save`]: `bully recover` (src/node/drive/forced_recovery.rs)
+    /// raises the term and stores a new list together, so a crash keeps both or
+    /// neither. Refuses a cell or a list older than the stored one.
+    pub fn save_with_members(&self, cells: &Cells, list: &Membership) -> Result<(), StorageError> {
+        self.write(cells, Some(list))
+    }
+
+    /// The one transaction behind [`Storage::save`] and [`Storage::save_with_members`].
+    fn write(&self, cells: &Cells, list: Option<&Membership>) -> Result<(), StorageError> {
         let encode_err =
             |e| StorageError::corrupt(&self.dir, format!("cannot encode cells {cells:?}: {e}"));
         let term = encode_value(&cells.term).map_err(encode_err)?;
         let accepted = encode_value(&cells.accepted).map_err(encode_err)?;
         let incarnation = encode_value(&cells.incarnation).map_err(encode_err)?;
+        let members = list
+            .map(|list| {
+                encode_value(list).map_err(|e| {
+                    StorageError::corrupt(&self.dir, format!("cannot encode the member list: {e}"))
+                })
+            })
+            .transpose()?;
 
         // The closure may run again after a conflict: it only reads and overwrites the
-        // same three keys with the same bytes, so a re-run is harmless.
+        // same keys with the same bytes, so a re-run is harmless.
         let outcome = self.db.transaction(|tx| {
+            let abort = |e| sled::transaction::ConflictableTransactionError::Abort(e);
             let stored = decode_cells(
                 tx.get(TERM)?.as_deref(),
                 tx.get(ACCEPTED)?.as_deref(),
                 tx.get(INCARNATION)?.as_deref(),
             )
-            .map_err(|detail| {
-                sled::transaction::ConflictableTransactionError::Abort(StorageError::corrupt(
-                    &self.dir, detail,
-                ))
-            })?;
+            .map_err(|detail| abort(StorageError::corrupt(&self.dir, detail)))?;
             if goes_backwards(&stored, cells) {
                 return sled::transaction::abort(StorageError::Regression {
                     dir: self.dir.clone(),
                     stored,
                     attempted: *cells,
                 });
+            }
+            if let (Some(list), Some(bytes)) = (list, &members) {
+                if let Some(raw) = tx.get(MEMBERS)? {
+                    let stored = decode_value::<Membership>(&raw).map_err(|e| {
+                        abort(StorageError::corrupt(
+                            &self.dir,
+                            format!("the member list does not decode: {e}"),
+                        ))
+                    })?;
+                    if stored.id > list.id {
+                        return sled::transaction::abort(StorageError::corrupt(
+                            &self.dir,
+                            format!(
+                                "refused to store member list {} over the newer {}",
+                                list.id, stored.id
+                            ),
+                        ));
+                    }
+                }
+                tx.insert(MEMBERS, bytes.as_slice())?;
             }
             tx.insert(TERM, term.as_slice())?;
             tx.insert(ACCEPTED, accepted.as_slice())?;

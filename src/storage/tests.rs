@@ -280,3 +280,46 @@ fn save_latency() {
         at(1.0)
     );
 }
+
+/// A one-member list stamped `(term, 1)`, version `version`.
+fn one_member_list(term: u64, version: u64) -> Membership {
+    let mut list = Membership::seeded(vec![crate::protocol::Member {
+        id: 1,
+        seat: crate::protocol::Seat::Voter,
+        learner: false,
+        addr: "127.0.0.1:7001".into(),
+    }]);
+    list.id = crate::protocol::ConfigId {
+        stamp: Some(Epoch { term, leader: 1 }),
+        version,
+    };
+    list
+}
+
+#[test]
+fn cells_and_list_are_saved_together_and_an_older_list_is_refused_with_them() {
+    let (_tmp, dir) = closed_store_with(cells(3, 2, 1));
+    let storage = reopen(&dir);
+    let raised = Cells {
+        term: 5,
+        ..cells(3, 2, 1)
+    };
+    storage
+        .save_with_members(&raised, &one_member_list(5, 2))
+        .unwrap();
+    drop(storage);
+    let storage = reopen(&dir);
+    assert_eq!(storage.load().unwrap(), raised);
+    assert_eq!(storage.load_members().unwrap(), Some(one_member_list(5, 2)));
+    let higher = Cells { term: 6, ..raised };
+    let refused = storage.save_with_members(&higher, &one_member_list(4, 9));
+    assert!(
+        matches!(refused, Err(StorageError::Corrupt { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        storage.load().unwrap(),
+        raised,
+        "neither cell nor list moved"
+    );
+}

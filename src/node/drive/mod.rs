@@ -3,9 +3,11 @@
 //! through `journal`; `services` and `reload` are what SIGHUP replaces; `handle` is
 //! what an embedder holds; `pause_file` keeps the maintenance pause. `service_watchdog` pings systemd from the runtime's loop;
 //! `watchdog` carries out the `[watchdog]` device's duty (a coordinator keeps it
-//! armed) on `watchdog_device`, the device's I/O.
+//! armed) on `watchdog_device`, the device's I/O. `forced_recovery` is `bully recover`
+//! on a stopped node's store.
 
 pub mod clock;
+pub mod forced_recovery;
 pub mod handle;
 pub mod inputs;
 pub mod journal;

@@ -4,6 +4,7 @@
 
 use crate::api::Pause;
 use crate::node::shared::error::NodeError;
+use crate::protocol::NodeId;
 use crate::storage::write_file_durably;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,17 @@ impl PauseFile {
     /// The record this node lives by.
     pub fn current(&self) -> &Pause {
         &self.current
+    }
+
+    /// Why the current record keeps node `me` from leading, if it does
+    /// ([`Pause::holds_back`]); in a debug build with the sabotage `ignore_pause`
+    /// (src/sabotage.rs), never.
+    pub fn holds_back(&self, me: NodeId) -> Option<String> {
+        #[cfg(debug_assertions)]
+        if crate::sabotage::ignore_pause() {
+            return None;
+        }
+        self.current.holds_back(me)
     }
 
     /// Keeps `pause` if it supersedes the current record: written durably first, then

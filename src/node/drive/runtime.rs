@@ -44,7 +44,6 @@ use crate::node::drive::pause_file::PauseFile;
 use crate::node::policy::eligibility::{Eligibility, Expired};
 use crate::node::policy::member_change::{PendingChange, Progress};
 use crate::node::policy::office_grant::{self, Office};
-use crate::node::policy::pause_gate;
 use crate::node::policy::resign_hold;
 use crate::node::policy::stall;
 use crate::node::policy::step_down::Answered;
@@ -353,6 +352,7 @@ impl Runtime {
                 self.eligibility.pause_reconciled(peer);
                 self.apply_eligibility();
             }
+            Command::Note(record) => self.journal.log(record),
         }
     }
 
@@ -378,8 +378,7 @@ impl Runtime {
             generation,
             holder: pause.holder,
         });
-        self.eligibility
-            .set_paused(pause_gate::held_back(&pause, me));
+        self.eligibility.set_paused(self.pause.holds_back(me));
         self.publisher.pause(&pause);
         self.apply_eligibility();
         Ok(format!("node {me} keeps generation {generation}: {pause}"))

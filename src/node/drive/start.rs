@@ -219,10 +219,7 @@ fn eligibility(
     let mut policy =
         Eligibility::new(health, &config.timing).with_peers(&peers, start_ms, hello_wait_ms);
     policy.set_watchdog_unavailable(watchdog_unavailable);
-    policy.set_paused(crate::node::policy::pause_gate::held_back(
-        pause.current(),
-        config.id,
-    ));
+    policy.set_paused(pause.holds_back(config.id));
     policy
 }
 

@@ -9,19 +9,8 @@
 //! holds the pause. A coordinator is not held back by the comparison (a follower's
 //! link coming up must not make it resign); only the pause itself binds it.
 
-use crate::api::Pause;
 use crate::protocol::NodeId;
 use std::collections::BTreeSet;
-
-/// Why `pause` keeps node `me` from leading, if it does ([`Pause::holds_back`]); in a
-/// debug build with the sabotage `ignore_pause` (src/sabotage.rs), never.
-pub fn held_back(pause: &Pause, me: NodeId) -> Option<String> {
-    #[cfg(debug_assertions)]
-    if crate::sabotage::ignore_pause() {
-        return None;
-    }
-    pause.holds_back(me)
-}
 
 /// Why the maintenance pause keeps this node from leading, if it does.
 #[derive(Debug, Default)]

@@ -3,10 +3,12 @@
 //!
 //! Requests: `Status` (one answer), `Watch` (a status frame now, after every change and
 //! when a coordinator's lease lapses, until the client goes away), `StepDown` and `SwitchOver` (handing over
-//! leadership), `StandAside` (a switchover's preparation), `Metrics` (counters),
-//! `SetPause` (the maintenance pause), `Events` (the newest lines of the node's event
-//! log, for `bully history`).
+//! leadership), `ScheduleSwitchOver` and `CancelSwitchOver` (one held for later),
+//! `StandAside` (a switchover's preparation), `Metrics` (counters), `SetPause` (the
+//! maintenance pause), `Events` (the newest lines of the node's event log, for
+//! `bully history`).
 
+use super::scheduled_switchover::{self, Schedule};
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
 use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
@@ -39,6 +41,10 @@ struct ApiContext {
     members: Arc<Members>,
     /// The data dir, whose event log `Events` reads.
     data_dir: Arc<PathBuf>,
+    /// The switchover this coordinator holds for later, if any.
+    schedule: Schedule,
+    /// The node's tasks, for the one that waits for a scheduled switchover.
+    tasks: NodeTasks,
 }
 
 impl Api {
@@ -57,6 +63,8 @@ impl Api {
             metrics,
             members: Arc::new(members),
             data_dir: Arc::new(data_dir),
+            schedule: Schedule::default(),
+            tasks: tasks.clone(),
         };
         Api { context, tasks }
     }
@@ -123,7 +131,11 @@ async fn serve_stream(
     };
     let response = match request {
         Request::Watch => return watch_status(send, context.status).await,
-        Request::Status => Response::Status(context.status.borrow().as_of_now()),
+        Request::Status => {
+            let mut now = context.status.borrow().as_of_now();
+            now.scheduled_switchover = context.schedule.pending();
+            Response::Status(now)
+        }
         Request::Metrics => {
             let now = context.status.borrow().as_of_now();
             Response::Metrics(context.metrics.snapshot_for(&now))
@@ -158,6 +170,17 @@ async fn serve_stream(
             let members = &context.members;
             answered(switchover::run(members, &now, &context.commands, to, for_ms).await)
         }
+        Request::ScheduleSwitchOver { to, at_ms, for_ms } => {
+            let node = scheduled_switchover::Node {
+                members: &context.members,
+                status: &context.status,
+                commands: &context.commands,
+                tasks: &context.tasks,
+            };
+            let plan = crate::api::ScheduledSwitchover { to, at_ms, for_ms };
+            answered(context.schedule.add(node, plan).await)
+        }
+        Request::CancelSwitchOver => answered(context.schedule.cancel(&context.commands)),
     };
     write_frame(&mut send, &response).await?;
     let _ = send.finish();

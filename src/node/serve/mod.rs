@@ -1,7 +1,7 @@
-//! The node's servers: the client API over QUIC (status, watch, step-down, switchover,
-//! metrics), the HTTP endpoint for load balancers and Prometheus, and the unix socket
-//! the host's keepers (`bully run`) learn the lease from (`keepers`); `pause_sync`
-//! spreads the maintenance pause between members.
+//! The node's servers: the client API over QUIC (status, watch, step-down, switchover
+//! now or at a set time, metrics), the HTTP endpoint for load balancers and Prometheus,
+//! and the unix socket the host's keepers (`bully run`) learn the lease from
+//! (`keepers`); `pause_sync` spreads the maintenance pause between members.
 
 pub mod api;
 pub mod http;
@@ -9,4 +9,5 @@ pub mod http_routes;
 pub mod http_slots;
 pub mod keepers;
 pub mod pause_sync;
+pub mod scheduled_switchover;
 pub mod switchover;

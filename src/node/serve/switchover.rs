@@ -46,32 +46,7 @@ pub async fn run(
     to: NodeId,
     for_ms: u64,
 ) -> Result<String, String> {
-    let target = check_target(members, status, to)?;
-    let candidate = ask(members, target, Request::Status)
-        .await
-        .map_err(|e| format!("node {to} is unreachable: {e}"))?;
-    let Response::Status(theirs) = candidate else {
-        return Err(format!(
-            "node {to} answered {candidate:?} to a status request"
-        ));
-    };
-    if !theirs.eligible {
-        return Err(format!(
-            "node {to} is not eligible to lead (health: {:?}{})",
-            theirs.health,
-            if theirs.stepped_down_until_ms.is_some() {
-                ", stepped down"
-            } else {
-                ""
-            }
-        ));
-    }
-    if theirs.coordinator != Some(status.id) {
-        return Err(format!(
-            "node {to} does not follow this node (its coordinator: {:?})",
-            theirs.coordinator
-        ));
-    }
+    could_take_over(members, status, to).await?;
     for peer in above(members, status, to) {
         let request = Request::StandAside { for_ms, target: to };
         match ask(members, peer, request).await {
@@ -104,6 +79,39 @@ pub async fn run(
     answer
         .await
         .unwrap_or_else(|_| Err("the node is stopping".into()))
+}
+
+/// Whether `to` could take over from this coordinator now: a member that may lead,
+/// reachable, eligible and following this node; else why not. The checks a switchover
+/// makes before anything moves (also when a scheduled one is accepted).
+pub async fn could_take_over(members: &Members, status: &Status, to: NodeId) -> Result<(), String> {
+    let target = check_target(members, status, to)?;
+    let candidate = ask(members, target, Request::Status)
+        .await
+        .map_err(|e| format!("node {to} is unreachable: {e}"))?;
+    let Response::Status(theirs) = candidate else {
+        return Err(format!(
+            "node {to} answered {candidate:?} to a status request"
+        ));
+    };
+    if !theirs.eligible {
+        return Err(format!(
+            "node {to} is not eligible to lead (health: {:?}{})",
+            theirs.health,
+            if theirs.stepped_down_until_ms.is_some() {
+                ", stepped down"
+            } else {
+                ""
+            }
+        ));
+    }
+    if theirs.coordinator != Some(status.id) {
+        return Err(format!(
+            "node {to} does not follow this node (its coordinator: {:?})",
+            theirs.coordinator
+        ));
+    }
+    Ok(())
 }
 
 /// The target's config entry, if it is a member that could lead.

@@ -44,6 +44,8 @@ pub enum Command {
     /// it may stand for election again as far as that peer goes
     /// (src/node/policy/pause_gate.rs).
     PauseReconciled { peer: NodeId },
+    /// Append a record to the event log (a scheduled switchover's outcome); no answer.
+    Note(crate::history::Record),
 }
 
 /// How an `on_elected` run ended, for the epoch it was run for: the coordinator is
