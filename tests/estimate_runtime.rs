@@ -1,7 +1,8 @@
 //! est(S) on real processes (docs/design.md#elected-by-data-est): each node's health
 //! check prints `est=N` from a file. Node 1 holds the freshest data and leads although
 //! it has the lowest ID; when it is killed node 2 (est 20) takes over, never node 3
-//! (higher ID, est 10); the status and the event log show the estimates.
+//! (higher ID, est 10); the status, `status --cluster`, the counters behind `/metrics`
+//! and the event log show the estimates.
 
 mod common;
 #[path = "common/primary.rs"]
@@ -53,6 +54,20 @@ async fn the_freshest_node_leads_and_a_stale_higher_id_never_does() {
         fresh: true,
     };
     assert_eq!(s1.estimate, Some(fresh), "{s1:?}");
+    let counters = primary::metrics(&t, 1).await.expect("node 1's counters");
+    assert_eq!(
+        counters.estimate,
+        Some(fresh),
+        "/metrics carries the estimate"
+    );
+    let config = t.cluster.config_path(1);
+    let table = common::text(&common::bully(&[
+        "status",
+        "--cluster",
+        "--config",
+        config.to_str().unwrap(),
+    ]));
+    assert!(table.contains("EST") && table.contains("30"), "{table}");
     let ranked = |id| {
         events(&t, id)
             .iter()

@@ -821,18 +821,7 @@ impl Scene {
     /// I1–I4 on every node's event log, and quorum mode's I6 and I7.
     fn check_bully_invariants(&mut self) {
         phase("bully's invariants on the event logs");
-        for id in self.t.cluster.ids() {
-            let _ = self.t.cluster.stop(id, Duration::from_secs(5));
-        }
-        let history = self.t.cluster.history();
-        let mut violations = bully::checker::check_safety(&history);
-        let bound = bully::checker::lease_bound_ms(&Timing::default());
-        violations.extend(bully::checker::check_no_overlap(&history, bound));
-        violations.extend(bully::checker::check_one_per_term(&history));
-        assert!(
-            violations.is_empty(),
-            "invariant violations: {violations:#?}"
-        );
+        common::stop_all_and_assert_invariants(&mut self.t);
     }
 }
 

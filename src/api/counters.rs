@@ -58,6 +58,10 @@ pub struct MetricsSnapshot {
     /// failover or preemption.
     #[serde(default)]
     pub paused: bool,
+    /// The node's estimate est(S) and whether it is fresh (docs/design.md#elected-by-data-est),
+    /// when it has one.
+    #[serde(default)]
+    pub estimate: Option<super::status::Estimate>,
     /// From losing the coordinator (the view turns candidate) to following one again.
     pub failover: Histogram,
     /// Writing and fsyncing the cells, which every new epoch waits for.

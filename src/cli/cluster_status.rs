@@ -50,7 +50,7 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
     }
 }
 
-const COLUMNS: usize = 8;
+const COLUMNS: usize = 9;
 
 /// The table: a header, then one row per member in ID order.
 fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
@@ -86,6 +86,7 @@ fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
         "ELIGIBLE",
         "PEERS UP",
         "LAG",
+        "EST",
     ]
     .map(String::from);
     std::iter::once(header)
@@ -111,6 +112,13 @@ fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
             .heartbeat_age_ms
             .map(|ms| format!("{ms} ms"))
             .unwrap_or_else(dash),
+        status
+            .estimate
+            .map(|est| match est.fresh {
+                true => est.value.to_string(),
+                false => format!("{} (stale)", est.value),
+            })
+            .unwrap_or_else(dash),
     ]
 }
 
@@ -120,6 +128,7 @@ fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
         id.to_string(),
         endpoint,
         why.to_string(),
+        dash(),
         dash(),
         dash(),
         dash(),

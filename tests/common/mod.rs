@@ -247,6 +247,15 @@ pub async fn five_behind_relay(dir: &Path, mode: Mode) -> bully::chaos::harness:
     .expect("start 5 nodes behind the relay")
 }
 
+/// Stops every node (each given 5 s to end cleanly), then [`assert_invariants`]: the
+/// last check of a test whose nodes ran scenarios to the end.
+pub fn stop_all_and_assert_invariants(t: &mut TestCluster) {
+    for id in t.cluster.ids() {
+        let _ = t.cluster.stop(id, Duration::from_secs(5));
+    }
+    assert_invariants(t);
+}
+
 /// I1–I4 (`check_safety`), I6 and I7 on the merged event logs of a cluster run at
 /// default timing; fails with the violations, the history's tail and the node logs.
 pub fn assert_invariants(t: &TestCluster) {

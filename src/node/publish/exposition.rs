@@ -125,6 +125,12 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
     single(e, "eligible", eligible, Gauge, flag(m.eligible))?;
     let paused = "1 while the cluster is paused for maintenance (bully pause): no failover.";
     single(e, "paused", paused, Gauge, flag(m.paused))?;
+    if let Some(est) = m.estimate {
+        let help = "This node's estimate est(S) as last measured (e.g. its WAL position).";
+        single(e, "estimate", help, Gauge, est.value as f64)?;
+        let help = "1 while the estimate is fresh; a stale one counts as 0 in elections.";
+        single(e, "estimate_fresh", help, Gauge, flag(est.fresh))?;
+    }
     let states = [
         ("unchecked", HealthState::Unchecked),
         ("pending", HealthState::Pending),

@@ -232,6 +232,7 @@ impl Metrics {
             node: self.node,
             is_coordinator: status.role == Role::Coordinator,
             paused: status.pause.paused,
+            estimate: status.estimate,
             epoch_term: load(&self.epoch_term),
             sent: by_kind(&self.sent),
             received: by_kind(&self.received),
