@@ -53,7 +53,7 @@ mod tcp_cut;
 #[path = "common/writers.rs"]
 mod writers;
 
-use bully::protocol::{NodeId, Timing};
+use bully::protocol::NodeId;
 use bully::signals::{self, Signal};
 use common::installed;
 use postgres_bully::{BullyPg, AGREE, IDS};
