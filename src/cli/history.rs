@@ -1,6 +1,7 @@
 //! `bully history`: one timeline merged from every member's event log, like
 //! `patronictl history` or `pg_autoctl show events`. Every endpoint is asked at once
-//! (with --config the node and all its peers) for its log's lines since `--since`; the
+//! (with --config the node and all its peers, and members added at runtime that their
+//! member lists name) for its log's lines since `--since`; the
 //! events (see [`super::history_words`] for which records make one) are ordered by time,
 //! then node, and the members that did not answer are named.
 
@@ -31,7 +32,16 @@ pub async fn run(args: &QueryArgs, since: Duration) -> ExitCode {
     };
     let now_ms = crate::wall_clock::wall_ms();
     let since_ms = now_ms.saturating_sub(since.as_millis() as u64);
-    let replies = ask_every(&targets, since_ms, args.timeout).await;
+    // The statuses, asked meanwhile, name members added at runtime that no config
+    // lists (`bully member add`); they are asked too.
+    let (mut replies, statuses) = tokio::join!(
+        ask_every(&targets, since_ms, args.timeout),
+        endpoints::ask_all(&targets, args.timeout, true)
+    );
+    let added = endpoints::listed_elsewhere(&targets, &statuses);
+    if !added.endpoints.is_empty() {
+        replies.extend(ask_every(&added, since_ms, args.timeout).await);
+    }
     let mut entries = Vec::new();
     let mut notes = Vec::new();
     for reply in &replies {
