@@ -5,10 +5,11 @@
 //! events (see [`super::history_words`] for which records make one) are ordered by time,
 //! then node, and the members that did not answer are named.
 
-use super::endpoints::{self, AskError, Endpoint};
+use super::endpoints::{self, Answer, AskError, Endpoint};
 use super::history_words::{Event, Words};
 use super::{print_json, QueryArgs};
 use crate::api::event_log::RecentEvents;
+use crate::api::Status;
 use crate::history::parse_json_lines;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,10 +18,11 @@ use tokio::task::JoinSet;
 /// Lines asked of each node at most; the node's frame cap usually binds first.
 const MAX_EVENTS: u32 = 10_000;
 
-/// What one endpoint gave.
+/// What one endpoint gave: its events and, on the same connection, its status.
 struct Reply {
     endpoint: Endpoint,
     events: Result<RecentEvents, AskError>,
+    status: Option<Status>,
 }
 
 /// Exit 0 when at least one member answered (the output names those that did not), 2
@@ -32,12 +34,20 @@ pub async fn run(args: &QueryArgs, since: Duration) -> ExitCode {
     };
     let now_ms = crate::wall_clock::wall_ms();
     let since_ms = now_ms.saturating_sub(since.as_millis() as u64);
-    // The statuses, asked meanwhile, name members added at runtime that no config
-    // lists (`bully member add`); they are asked too.
-    let (mut replies, statuses) = tokio::join!(
-        ask_every(&targets, since_ms, args.timeout),
-        endpoints::ask_all(&targets, args.timeout, true)
-    );
+    let mut replies = ask_every(&targets, since_ms, args.timeout).await;
+    // The statuses name members added at runtime that no config lists (`bully member
+    // add`); they are asked too.
+    let statuses: Vec<Answer> = replies
+        .iter()
+        .filter_map(|r| {
+            let status = r.status.clone()?;
+            let endpoint = r.endpoint.clone();
+            Some(Answer {
+                endpoint,
+                status: Ok(status),
+            })
+        })
+        .collect();
     let added = endpoints::listed_elsewhere(&targets, &statuses);
     if !added.endpoints.is_empty() {
         replies.extend(ask_every(&added, since_ms, args.timeout).await);
@@ -86,11 +96,23 @@ async fn ask_every(targets: &endpoints::Targets, since_ms: u64, timeout: Duratio
     for (i, endpoint) in targets.endpoints.iter().cloned().enumerate() {
         let tls = targets.tls.clone();
         asks.spawn(async move {
-            let events = endpoints::ask_with(&endpoint, &tls, timeout, |client| async move {
-                client.events(since_ms, MAX_EVENTS).await
+            let asked = endpoints::ask_with(&endpoint, &tls, timeout, |client| async move {
+                let events = client.events(since_ms, MAX_EVENTS).await?;
+                Ok((events, client.status().await.ok()))
             })
             .await;
-            (i, Reply { endpoint, events })
+            let (events, status) = match asked {
+                Ok((events, status)) => (Ok(events), status),
+                Err(e) => (Err(e), None),
+            };
+            (
+                i,
+                Reply {
+                    endpoint,
+                    events,
+                    status,
+                },
+            )
         });
     }
     let mut replies = Vec::new();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 pub const PAUSE_FILE: &str = "pause.json";
 
 /// The newest pause this node has kept, and where it keeps it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PauseFile {
     path: PathBuf,
     current: Pause,

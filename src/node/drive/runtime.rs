@@ -346,7 +346,7 @@ impl Runtime {
                 self.machine.handle(Event::ChangeMembers(change), now);
             }
             Command::SetPause { pause, reply } => {
-                let _ = reply.send(self.set_pause(pause));
+                let _ = reply.send(self.set_pause(pause).await);
             }
             Command::PauseReconciled { peer } => {
                 self.eligibility.pause_reconciled(peer);
@@ -359,17 +359,23 @@ impl Runtime {
     /// Keeps a maintenance pause setting that supersedes ours: stored durably, logged,
     /// then acted on (this node may lead only if the pause allows it). No hook runs for
     /// the pause itself; a coordinator it holds back resigns like any ineligible one.
-    fn set_pause(&mut self, pause: Pause) -> Result<String, String> {
+    /// The file is written on a blocking thread, like the cells: an fsync must not stall
+    /// the node's one runtime thread (and its links' heartbeats).
+    async fn set_pause(&mut self, pause: Pause) -> Result<String, String> {
         let me = self.machine.view().id;
         let generation = pause.generation;
-        match self.pause.keep(pause.clone()) {
-            Ok(false) => {
-                let kept = self.pause.current().generation;
-                return Ok(format!(
-                    "node {me} already keeps generation {kept} (asked: {generation})"
-                ));
-            }
-            Ok(true) => {}
+        if !pause.supersedes(self.pause.current()) {
+            let kept = self.pause.current().generation;
+            return Ok(format!(
+                "node {me} already keeps generation {kept} (asked: {generation})"
+            ));
+        }
+        let mut file = self.pause.clone();
+        let record = pause.clone();
+        let written = tokio::task::spawn_blocking(move || file.keep(record).map(|_| file)).await;
+        match written {
+            Ok(Ok(file)) => self.pause = file,
+            Ok(Err(e)) => return Err(format!("node {me} cannot store the pause: {e}")),
             Err(e) => return Err(format!("node {me} cannot store the pause: {e}")),
         }
         tracing::info!(generation, paused = pause.paused, holder = ?pause.holder, "maintenance pause: {pause}");

@@ -80,11 +80,7 @@ impl<R> Eligibility<R> {
     /// forbids leading, the watchdog device armable when it is required, and no
     /// maintenance pause that reserves the role for another node.
     pub fn eligible(&self) -> bool {
-        self.health.allows_leading()
-            && self.stepped_down_until.is_none()
-            && self.config.reason().is_none()
-            && self.watchdog_unavailable.is_none()
-            && self.pause.reason().is_none()
+        self.why_not().is_none()
     }
 
     /// The maintenance pause keeps this node from leading (`Some(why)`, see
