@@ -91,7 +91,10 @@ pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration, timing: Timi
     let keepers = Keepers::start(&h, dir);
     let mut current = keepers.next_run(0).await;
     let mut gaps_ms = Vec::new();
-    let mut stall_margins_ms = Vec::new();
+    // Per node-only SIGSTOP: the stalled leader, its job and when the next job started;
+    // the margin is read once every job has ended, since the stalled job may still
+    // give signs of life after the next one started (that is the overlap to measure).
+    let mut stalls = Vec::new();
     for (i, &fault) in faults.iter().enumerate() {
         let leader = current.node;
         eprintln!(
@@ -103,8 +106,7 @@ pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration, timing: Timi
         let next = keepers.next_run(current.token).await;
         gaps_ms.push(ms(next.start.saturating_duration_since(at)));
         if fault == Fault::PauseNode {
-            let old = keepers.run_of(leader, current.pid);
-            stall_margins_ms.push(signed_ms(old.last, next.start));
+            stalls.push((leader, current.pid, next.start));
         }
         tokio::time::sleep(hold).await;
         heal(&mut h, fault, leader, current.pid);
@@ -117,6 +119,10 @@ pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration, timing: Timi
     }
     let mut keepers = keepers;
     keepers.stop();
+    let stall_margins_ms = stalls
+        .into_iter()
+        .map(|(leader, pid, next_start)| signed_ms(keepers.run_of(leader, pid).last, next_start))
+        .collect();
     h.stop_all();
     Seen {
         runs: keepers.runs(),
