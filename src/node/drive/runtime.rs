@@ -283,8 +283,10 @@ impl Runtime {
                 self.machine.handle(Event::Message { from, msg }, now)
             }
             TransportEvent::PeerUp(peer) => {
-                self.api.sync_pause(peer);
+                // Published first: the comparison retries only while the status
+                // shows the link up.
                 self.publisher.peer(peer, true);
+                self.api.sync_pause(peer);
                 self.eligibility.on_peer(peer, true, now);
                 self.apply_eligibility();
                 self.machine.handle(Event::PeerUp(peer), now);

@@ -56,8 +56,8 @@ impl PauseGate {
         }
     }
 
-    /// The comparison with `peer` is over (or failed: a peer whose API does not answer
-    /// must not keep this node from leading for ever).
+    /// The comparison with `peer` succeeded (a failed one is tried again while the link
+    /// is up, src/node/serve/pause_sync.rs).
     pub fn reconciled(&mut self, peer: NodeId) {
         self.unreconciled.remove(&peer);
     }

@@ -70,12 +70,15 @@ impl Api {
     }
 
     /// `peer`'s link came up: compares the maintenance pause with it, in the
-    /// background (src/node/serve/pause_sync.rs).
+    /// background (src/node/serve/pause_sync.rs), until it succeeds, the link goes down
+    /// or the node stops.
     pub fn sync_pause(&self, peer: crate::protocol::NodeId) {
         let context = self.context.clone();
+        let tasks = self.tasks.clone();
         self.tasks.spawn(async move {
             let (members, status) = (&context.members, &context.status);
-            super::pause_sync::reconcile(members, status, &context.commands, peer).await;
+            let sync = super::pause_sync::reconcile(members, status, &context.commands, peer);
+            tasks.until_stopped(sync).await;
         });
     }
 

@@ -2,7 +2,10 @@
 //! peer's link comes up, this node asks the peer's status over its API and the older
 //! of the two records is replaced by the newer. A member that was down (or cut off)
 //! when `bully pause` or `bully resume` ran learns it from the first peer it reaches,
-//! and a member that missed a resume is told so by whoever kept it.
+//! and a member that missed a resume is told so by whoever kept it. A comparison that
+//! fails (the peer's API did not answer in time, our own store refused the newer
+//! record) is tried again for as long as the link stays up: until it succeeds, the
+//! pause gate (src/node/policy/pause_gate.rs) keeps this node from standing.
 
 use super::switchover::{ask_member, Members};
 use crate::api::{Request, Response, Status};
@@ -14,35 +17,68 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// How long the peer has to answer each request.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
-/// Compares this node's pause with `peer`'s and moves the newer one across; then
-/// tells the runtime the comparison is over, whatever its outcome.
+/// The wait before the first retry of a failed comparison; it doubles up to
+/// [`LAST_RETRY_WAIT`].
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(250);
+
+/// The longest wait between two tries.
+const LAST_RETRY_WAIT: Duration = Duration::from_secs(4);
+
+/// Compares this node's pause with `peer`'s and moves the newer one across, trying
+/// again while the link stays up; once a comparison succeeds, tells the runtime so.
+/// Gives up silently when the link goes down: the gate forgets the peer then, and the
+/// next link-up starts a new comparison.
 pub async fn reconcile(
     members: &Members,
     status: &watch::Receiver<Status>,
     commands: &mpsc::Sender<Command>,
     peer: NodeId,
 ) {
-    compare(members, status, commands, peer).await;
+    let mut wait = FIRST_RETRY_WAIT;
+    loop {
+        match compare(members, status, commands, peer).await {
+            Ok(()) => break,
+            Err(e) if connected(status, peer) => {
+                tracing::info!(peer, "pause sync failed, trying again in {wait:?}: {e}");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(LAST_RETRY_WAIT);
+            }
+            Err(e) => {
+                tracing::debug!(peer, "pause sync ended with the link: {e}");
+                return;
+            }
+        }
+        if !connected(status, peer) {
+            return;
+        }
+    }
     let _ = commands.send(Command::PauseReconciled { peer }).await;
 }
 
+/// Whether this node's link to `peer` is up, as its status says.
+fn connected(status: &watch::Receiver<Status>, peer: NodeId) -> bool {
+    status
+        .borrow()
+        .peers
+        .iter()
+        .any(|p| p.id == peer && p.connected)
+}
+
+/// One comparison: `Ok` once this node knows it holds a record at least as new as
+/// `peer`'s (passing ours on is the peer's own comparison's job too, so a failure to
+/// pass it on is logged, not retried); `Err` when it could not learn `peer`'s record or
+/// could not keep a newer one.
 async fn compare(
     members: &Members,
     status: &watch::Receiver<Status>,
     commands: &mpsc::Sender<Command>,
     peer: NodeId,
-) {
+) -> Result<(), String> {
     let ours = status.borrow().as_of_now();
     let theirs = match ask_member(members, &ours, peer, Request::Status, ANSWER_WITHIN).await {
         Ok(Response::Status(theirs)) => theirs.pause,
-        Ok(other) => {
-            tracing::debug!(peer, "pause sync: the peer answered {other:?}");
-            return;
-        }
-        Err(e) => {
-            tracing::debug!(peer, "pause sync: cannot ask the peer: {e}");
-            return;
-        }
+        Ok(other) => return Err(format!("the peer answered {other:?}")),
+        Err(e) => return Err(format!("cannot ask the peer: {e}")),
     };
     if theirs.supersedes(&ours.pause) {
         tracing::debug!(
@@ -55,11 +91,14 @@ async fn compare(
             pause: theirs,
             reply,
         };
-        if commands.send(command).await.is_ok() {
-            if let Ok(Err(e)) = answer.await {
-                tracing::error!(peer, "{e}");
-            }
-        }
+        commands
+            .send(command)
+            .await
+            .map_err(|_| "the node is stopping".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the node is stopping".to_string())?
+            .map_err(|e| format!("keeping the peer's newer pause: {e}"))?;
     } else if ours.pause.supersedes(&theirs) {
         let request = Request::SetPause {
             pause: ours.pause.clone(),
@@ -71,5 +110,71 @@ async fn compare(
             Ok(other) => tracing::warn!(peer, "passing on the maintenance pause: {other:?}"),
             Err(e) => tracing::debug!(peer, "cannot pass on the maintenance pause: {e}"),
         }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs::TlsFiles;
+    use crate::config::PeerConfig;
+    use crate::protocol::{Cells, Mode, Role, View};
+    use std::time::Instant;
+
+    /// A node (1) whose status shows peer 2 connected, and a peer 2 that can never be
+    /// asked (our certificate files do not exist).
+    fn unreachable_peer(dir: &std::path::Path) -> (Members, watch::Sender<Status>) {
+        let members = Members {
+            peers: vec![PeerConfig {
+                id: 2,
+                addr: "127.0.0.1:9".parse().unwrap(),
+                witness: false,
+            }],
+            tls: TlsFiles::for_node(dir, 1),
+            local_addr: "127.0.0.1:0".parse().unwrap(),
+        };
+        let view = View {
+            id: 1,
+            role: Role::Candidate,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[2], 0);
+        status.set_peer(2, true);
+        (members, watch::channel(status).0)
+    }
+
+    /// A failed comparison is not reported as done while the link is up (the gate
+    /// would let a follower that may have missed a pause stand), and the retries end
+    /// with the link, still without a report.
+    #[tokio::test]
+    async fn a_failed_comparison_holds_the_gate_until_the_link_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (members, status_tx) = unreachable_peer(dir.path());
+        let status = status_tx.subscribe();
+        let (commands, mut mailbox) = mpsc::channel(4);
+        let sync = tokio::spawn(async move { reconcile(&members, &status, &commands, 2).await });
+        // Three tries at least (at 0, 250 and 750 ms), none reported.
+        let held = tokio::time::timeout(Duration::from_millis(1200), mailbox.recv()).await;
+        assert!(
+            held.is_err(),
+            "reported while the peer never answered: {held:?}"
+        );
+        assert!(!sync.is_finished(), "gave up while the link was up");
+        status_tx.send_modify(|s| {
+            s.set_peer(2, false);
+        });
+        let gone = Instant::now();
+        tokio::time::timeout(Duration::from_secs(20), sync)
+            .await
+            .expect("the retries end once the link is down")
+            .unwrap();
+        assert!(
+            mailbox.try_recv().is_err(),
+            "reported after the link went down ({:?} later)",
+            gone.elapsed()
+        );
     }
 }
