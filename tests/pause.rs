@@ -6,7 +6,8 @@
 //!   restarted meanwhile still keeps the pause, and `status`, `status --cluster` and
 //!   `/metrics`' counters say the cluster is paused;
 //! - `bully resume` ends it: exactly one election follows, and a member that was down
-//!   during the resume learns it too.
+//!   during the resume learns it too;
+//! - a pause kept by one member only reaches the others over links already up.
 //!
 //! The invariants I1–I4, I6 and I7 are checked on the merged event logs at the end.
 
@@ -16,6 +17,8 @@ mod pause;
 #[path = "common/primary.rs"]
 mod primary;
 
+use bully::api::{Pause, Request, Response};
+use bully::client::Client;
 use bully::history::Record;
 use bully::protocol::{Preempt, Timing};
 use common::{bully, text, wait_until, TestCluster};
@@ -109,5 +112,47 @@ async fn pause_stops_failover_and_preemption_until_resume() {
     assert!(events(&t, 2)
         .iter()
         .any(|e| matches!(e.record, Record::Maintenance { paused: false, .. })));
+    common::assert_invariants(&t);
+}
+
+/// A pause written to one member only (as when `bully pause` reaches only node 1) is
+/// passed on along the live links: nodes 2 and 3 keep it although none of their links
+/// came up again, and the coordinator it names keeps leading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_one_member_keeps_reaches_the_others_over_live_links() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    t.start_all();
+    let term = t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    let pause = Pause {
+        generation: 1,
+        paused: true,
+        holder: Some(3),
+        set_at_ms: bully::wall_clock::wall_ms(),
+    };
+    let client = Client::connect(t.cluster.addr(1), t.cluster.client_tls(), Some(1), AGREE)
+        .await
+        .expect("node 1's API answers");
+    let answer = client
+        .request_within(Request::SetPause { pause }, AGREE)
+        .await
+        .expect("node 1 answers the pause");
+    assert!(matches!(answer, Response::Done(_)), "{answer:?}");
+    for id in [2, 3] {
+        wait_until(&format!("node {id} keeps the pause"), AGREE, || async {
+            status(&t, id)
+                .await
+                .filter(|s| s.pause.paused && s.pause.generation == 1)
+        })
+        .await;
+    }
+    for id in [1, 2] {
+        let s = status(&t, id).await.expect("a follower answers");
+        assert!(!s.eligible, "node {id} may not lead while paused: {s:?}");
+    }
+    assert_eq!(
+        t.wait_for_leader(&[1, 2, 3], 3, AGREE).await,
+        term,
+        "the holder keeps its office"
+    );
     common::assert_invariants(&t);
 }

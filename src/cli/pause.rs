@@ -1,8 +1,9 @@
 //! `bully pause` and `bully resume`: switch automatic failover and preemption off and
 //! on for the whole cluster (src/api/pause.rs). The command reads every member's
 //! status, writes a record one generation above the newest it saw to every member that
-//! answered, and names those that did not (they learn it from the first peer they
-//! reach, src/node/serve/pause_sync.rs).
+//! answered, and names those that did not (the members that keep it pass it on to
+//! every peer they are connected to, and to any peer whose link comes up later,
+//! src/node/serve/pause_sync.rs).
 
 use super::endpoints::{self, Answer};
 use super::QueryArgs;

@@ -389,6 +389,12 @@ impl Runtime {
         self.eligibility.set_paused(self.pause.holds_back(me));
         self.publisher.pause(&pause);
         self.apply_eligibility();
+        // Passed on along every live link: a member the operator's command did not
+        // reach learns it from its peers, without waiting for one of its links to come
+        // up again (each node passes a generation on once, when it first keeps it).
+        for peer in self.publisher.connected_peers() {
+            self.api.sync_pause(peer);
+        }
         Ok(format!("node {me} keeps generation {generation}: {pause}"))
     }
 

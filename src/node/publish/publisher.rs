@@ -158,14 +158,19 @@ impl Publisher {
     pub fn peer(&self, peer: NodeId, connected: bool) {
         self.status
             .send_if_modified(|s| s.set_peer(peer, connected));
-        let up = self
-            .status
-            .borrow()
+        self.metrics
+            .set_peers_up(self.connected_peers().len() as u64);
+    }
+
+    /// The peers whose link is up now, as published.
+    pub fn connected_peers(&self) -> Vec<NodeId> {
+        let status = self.status.borrow();
+        status
             .peers
             .iter()
             .filter(|p| p.connected)
-            .count();
-        self.metrics.set_peers_up(up as u64);
+            .map(|p| p.id)
+            .collect()
     }
 
     /// The node lives by `list` from now on (`committed`: on the coordinator, the next

@@ -1,8 +1,10 @@
 //! Spreads the maintenance pause (src/api/pause.rs) between members: each time a
-//! peer's link comes up, this node asks the peer's status over its API and the older
-//! of the two records is replaced by the newer. A member that was down (or cut off)
-//! when `bully pause` or `bully resume` ran learns it from the first peer it reaches,
-//! and a member that missed a resume is told so by whoever kept it. A comparison that
+//! peer's link comes up, and each time this node keeps a newer record (then with every
+//! connected peer), this node asks the peer's status over its API and the older of
+//! the two records is replaced by the newer. A member that was down (or cut off) when
+//! `bully pause` or `bully resume` ran learns it from the first peer it reaches, one
+//! the command could not reach but whose links are up learns it from its peers, and a
+//! member that missed a resume is told so by whoever kept it. A comparison that
 //! fails (the peer's API did not answer in time, our own store refused the newer
 //! record) is tried again for as long as the link stays up: until it succeeds, the
 //! pause gate (src/node/policy/pause_gate.rs) keeps this node from standing.
