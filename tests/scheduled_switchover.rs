@@ -2,10 +2,14 @@
 //! unknown node and a time in the past; a cancelled schedule changes nothing; a held
 //! one hands over to N, whose declaration the event logs show at or after the
 //! scheduled instant (no timed assertion: the logs' own clock decides "not before").
-//! Node 3's event log records each schedule's outcome.
+//! Node 3's event log records each schedule's outcome; its HTTP `/status` shows a
+//! pending schedule like the API's status does.
 
 mod common;
+#[path = "common/primary.rs"]
+mod primary;
 
+use bully::config::HttpConfig;
 use bully::history::Record;
 use bully::protocol::{Fact, NodeId, Preempt, Timing};
 use common::{text, wait_until, TestCluster};
@@ -52,6 +56,10 @@ async fn scheduled(t: &TestCluster, id: NodeId) -> Option<bully::api::ScheduledS
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_runs() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    let http = bully::ports::free_tcp_addrs(1).unwrap()[0];
+    t.cluster
+        .edit_config(3, |c| c.http = Some(HttpConfig::on(http)))
+        .unwrap();
     t.start_all();
     t.wait_for_leader(&[1, 2, 3], 3, STEP).await;
 
@@ -83,9 +91,23 @@ async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_run
         "{}",
         text(&shown)
     );
+    let (code, body) = primary::http_get(http, "/status")
+        .await
+        .expect("HTTP answers");
+    let shown: bully::api::Status = serde_json::from_str(&body).expect("/status is a status");
+    assert_eq!(
+        (code, shown.scheduled_switchover),
+        (200, Some(plan)),
+        "/status shows the schedule"
+    );
     let (ok, said) = step_down(&t, 3, &["--cancel"]).await;
     assert!(ok && said.contains("cancelled"), "{said}");
     assert_eq!(scheduled(&t, 3).await, None);
+    let (_, body) = primary::http_get(http, "/status")
+        .await
+        .expect("HTTP answers");
+    let shown: bully::api::Status = serde_json::from_str(&body).expect("/status is a status");
+    assert_eq!(shown.scheduled_switchover, None, "/status after the cancel");
     let passed = plan.at_ms + 2_000;
     wait_until("the cancelled time to pass", STEP, || async {
         (bully::wall_clock::wall_ms() > passed).then_some(())

@@ -87,7 +87,9 @@ pub struct Status {
     #[serde(default)]
     pub pause: super::pause::Pause,
     /// A switchover this coordinator holds for later (`bully step-down --to N --at
-    /// TIME`, src/node/serve/scheduled_switchover.rs); shown in API answers only.
+    /// TIME`, src/node/serve/scheduled_switchover.rs). Kept by the API, not the
+    /// runtime: filled in by `Schedule::status_now` for the API's `status` and HTTP
+    /// `/status`, empty in watch updates.
     #[serde(default)]
     pub scheduled_switchover: Option<ScheduledSwitchover>,
 }

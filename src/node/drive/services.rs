@@ -7,6 +7,7 @@ use crate::api::Status;
 use crate::config::NodeConfig;
 use crate::node::commands::health::{self, HealthCheck, Verdict};
 use crate::node::serve::http::{self, HttpState};
+use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use std::path::PathBuf;
@@ -22,6 +23,8 @@ pub struct Services {
     status: watch::Receiver<Status>,
     metrics: Arc<Metrics>,
     health_verdicts: mpsc::Sender<Verdict>,
+    /// The coordinator's pending scheduled switchover, shown in `/status`.
+    schedule: Schedule,
     tasks: NodeTasks,
     /// The running check's group, if any.
     health: Option<NodeTasks>,
@@ -38,6 +41,8 @@ pub struct ServiceLinks {
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
     pub health_verdicts: mpsc::Sender<Verdict>,
+    /// The API's scheduled switchover, which `/status` shows too.
+    pub schedule: Schedule,
 }
 
 impl Services {
@@ -55,6 +60,7 @@ impl Services {
             status: links.status,
             metrics: links.metrics,
             health_verdicts: links.health_verdicts,
+            schedule: links.schedule,
             tasks: tasks.clone(),
             health: None,
             health_generation: 0,
@@ -89,6 +95,7 @@ impl Services {
         let state = HttpState {
             status: self.status.clone(),
             metrics: Arc::clone(&self.metrics),
+            schedule: self.schedule.clone(),
         };
         let group = self.tasks.child();
         group.spawn(http::serve(listener, state, group.clone()));

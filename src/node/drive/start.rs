@@ -21,6 +21,7 @@ use crate::node::policy::readiness::Readiness;
 use crate::node::publish::publisher::{Publisher, Watches};
 use crate::node::serve::api::Api;
 use crate::node::serve::keepers::Keepers;
+use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::serve::switchover::Members;
 use crate::node::shared::error::NodeError;
 use crate::node::shared::metrics::Metrics;
@@ -116,11 +117,13 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         publisher(&config, &workdir, watches, &metrics, hook_log, &tasks);
     let (commands_tx, commands) = mpsc::channel(16);
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
+    let schedule = Schedule::default();
     let links = ServiceLinks {
         workdir,
         status: status_rx.clone(),
         metrics: Arc::clone(&metrics),
         health_verdicts: verdicts_tx,
+        schedule: schedule.clone(),
     };
     let services = Services::start(&config, links, http, &tasks);
     let members = Members {
@@ -134,6 +137,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         commands_tx.clone(),
         Arc::clone(&metrics),
         members,
+        schedule,
         tasks.clone(),
     );
     let (stop, stop_requested) = watch::channel(false);

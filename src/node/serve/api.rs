@@ -55,6 +55,7 @@ impl Api {
         commands: mpsc::Sender<Command>,
         metrics: Arc<Metrics>,
         members: Members,
+        schedule: Schedule,
         tasks: NodeTasks,
     ) -> Api {
         let context = ApiContext {
@@ -63,7 +64,7 @@ impl Api {
             metrics,
             members: Arc::new(members),
             data_dir: Arc::new(data_dir),
-            schedule: Schedule::default(),
+            schedule,
             tasks: tasks.clone(),
         };
         Api { context, tasks }
@@ -134,11 +135,7 @@ async fn serve_stream(
     };
     let response = match request {
         Request::Watch => return watch_status(send, context.status).await,
-        Request::Status => {
-            let mut now = context.status.borrow().as_of_now();
-            now.scheduled_switchover = context.schedule.pending();
-            Response::Status(now)
-        }
+        Request::Status => Response::Status(context.schedule.status_now(&context.status)),
         Request::Metrics => {
             let now = context.status.borrow().as_of_now();
             Response::Metrics(context.metrics.snapshot_for(&now))

@@ -21,6 +21,7 @@
 
 use super::http_routes::{parse_request, route, BadRequest, Reply};
 use super::http_slots::Slots;
+use super::scheduled_switchover::Schedule;
 use crate::api::Status;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
@@ -44,6 +45,8 @@ pub const MAX_CONNECTIONS: usize = 512;
 pub struct HttpState {
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
+    /// The pending scheduled switchover, which `/status` shows like the API's status.
+    pub schedule: Schedule,
 }
 
 /// Binds the listener (so a busy port fails the node's start with a clear error).
@@ -99,7 +102,7 @@ async fn serve_connection(mut stream: TcpStream, state: &HttpState) -> std::io::
             false,
         ),
         Some(Ok(request)) => {
-            let status = state.status.borrow().as_of_now();
+            let status = state.schedule.status_now(&state.status);
             (
                 route(&request.path, &status, &state.metrics),
                 request.head_only,

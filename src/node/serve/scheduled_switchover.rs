@@ -68,6 +68,15 @@ impl Schedule {
         self.lock().as_ref().map(|p| p.plan)
     }
 
+    /// The node's status as a reader sees it now (`Status::as_of_now`), with the
+    /// pending schedule, which lives here rather than in the runtime's status: what
+    /// the API's `status` and HTTP `/status` both answer.
+    pub fn status_now(&self, status: &watch::Receiver<Status>) -> Status {
+        let mut now = status.borrow().as_of_now();
+        now.scheduled_switchover = self.pending();
+        now
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
         // A panic elsewhere while holding the lock leaves a plain Option: still sound.
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
