@@ -54,6 +54,23 @@ fn note(commands: &mpsc::Sender<Command>, plan: ScheduledSwitchover, outcome: St
     }
 }
 
+/// The longest single sleep towards a wall-clock time: the sleep runs on the monotonic
+/// clock, so a step of the wall clock (NTP, an operator's `date -s`) is noticed within
+/// this long.
+const WALL_CLOCK_RECHECK: Duration = Duration::from_secs(30);
+
+/// Returns once the wall clock reads `at_ms` or later (never earlier, whatever the
+/// wall clock does meanwhile).
+async fn until_wall_time(at_ms: u64) {
+    loop {
+        let left = at_ms.saturating_sub(wall_ms());
+        if left == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(left).min(WALL_CLOCK_RECHECK)).await;
+    }
+}
+
 /// What a scheduled switchover needs from the node.
 pub struct Node<'a> {
     pub members: &'a Arc<Members>,
@@ -173,7 +190,6 @@ impl Schedule {
         cancelled: oneshot::Receiver<()>,
     ) {
         let epoch = status.borrow().epoch;
-        let wait = Duration::from_millis(plan.at_ms.saturating_sub(wall_ms()));
         let office_ends = status.wait_for(|s| s.role != Role::Coordinator || s.epoch != epoch);
         tokio::select! {
             _ = cancelled => return,
@@ -186,7 +202,7 @@ impl Schedule {
                 note(&commands, plan, "dropped: this node stopped leading first".to_string());
                 return;
             }
-            _ = tokio::time::sleep(wait) => {}
+            _ = until_wall_time(plan.at_ms) => {}
         }
         self.clear(seq);
         let now = status.borrow().as_of_now();
