@@ -12,7 +12,7 @@ use super::scheduled_switchover::{self, Schedule};
 use super::switchover::{self, Members};
 use crate::api::{Request, Response, Status};
 use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
-use crate::node::shared::mailbox::Command;
+use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use crate::protocol::{Change, Role};
@@ -20,7 +20,7 @@ use crate::transport::{close, read_frame, write_frame};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 /// The client API's one home, created once when the node starts: the runtime hands it
 /// every API connection the transport accepts, and it serves each as one of the node's
@@ -248,16 +248,6 @@ async fn events(data_dir: &Arc<PathBuf>, since_ms: u64, max: u32) -> Response {
     }
 }
 
-/// Hands the runtime the command `ask` builds around a reply channel; its answer.
-async fn ask_runtime(
-    commands: &mpsc::Sender<Command>,
-    ask: impl FnOnce(oneshot::Sender<Result<String, String>>) -> Command,
-) -> anyhow::Result<Result<String, String>> {
-    let (reply, answer) = oneshot::channel();
-    commands.send(ask(reply)).await?;
-    Ok(answer.await?)
-}
-
 /// A membership change: the coordinator carries it out; another node passes it to the
 /// coordinator it follows (once: a passed request that meets a non-coordinator is
 /// refused, so two nodes with different views never bounce it).
@@ -269,7 +259,7 @@ async fn change_members(
 ) -> anyhow::Result<Result<String, String>> {
     if now.role == Role::Coordinator {
         let ask = |reply| Command::ChangeMembers { change, reply };
-        return ask_runtime(&context.commands, ask).await;
+        return Ok(ask_runtime(&context.commands, ask).await?);
     }
     let Some(coordinator) = now.coordinator.filter(|_| !forwarded) else {
         return Ok(Err(format!(

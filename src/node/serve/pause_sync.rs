@@ -11,10 +11,10 @@
 
 use super::switchover::{ask_member, Members};
 use crate::api::{Request, Response, Status};
-use crate::node::shared::mailbox::Command;
+use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::NodeId;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 /// How long the peer has to answer each request.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
@@ -88,18 +88,13 @@ async fn compare(
             generation = theirs.generation,
             "a peer keeps a newer maintenance pause"
         );
-        let (reply, answer) = oneshot::channel();
-        let command = Command::SetPause {
+        let ask = |reply| Command::SetPause {
             pause: theirs,
             reply,
         };
-        commands
-            .send(command)
+        ask_runtime(commands, ask)
             .await
-            .map_err(|_| "the node is stopping".to_string())?;
-        answer
-            .await
-            .map_err(|_| "the node is stopping".to_string())?
+            .map_err(|stopping| stopping.to_string())?
             .map_err(|e| format!("keeping the peer's newer pause: {e}"))?;
     } else if ours.pause.supersedes(&theirs) {
         let request = Request::SetPause {

@@ -18,11 +18,11 @@ use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::config::PeerConfig;
-use crate::node::shared::mailbox::Command;
+use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::{NodeId, Role};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// How long each peer has to answer during the preparation.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -66,19 +66,14 @@ pub async fn run(
             }
         }
     }
-    let (reply, answer) = oneshot::channel();
-    let command = Command::StepDown {
+    let ask = |reply| Command::StepDown {
         for_ms,
         to: Some(to),
         reply,
     };
-    commands
-        .send(command)
+    ask_runtime(commands, ask)
         .await
-        .map_err(|_| "the node is stopping".to_string())?;
-    answer
-        .await
-        .unwrap_or_else(|_| Err("the node is stopping".into()))
+        .unwrap_or_else(|stopping| Err(stopping.to_string()))
 }
 
 /// Whether `to` could take over from this coordinator now: a member that may lead,

@@ -6,7 +6,7 @@
 use super::error::ReloadError;
 use crate::config::NodeConfig;
 use crate::protocol::{Change, Epoch, NodeId};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// Where the answer to a step-down or stand-aside goes: the text a client is shown as
 /// done (`Ok`) or refused (`Err`).
@@ -54,4 +54,21 @@ pub enum Command {
 pub struct ElectedHookDone {
     pub epoch: Option<Epoch>,
     pub succeeded: bool,
+}
+
+/// The runtime is gone: the node is stopping, and no command will be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the node is stopping")]
+pub struct Stopping;
+
+/// Hands the runtime the command `ask` builds around a reply channel and waits for its
+/// answer: done (`Ok`) or refused (`Err`), or [`Stopping`] when the runtime is gone.
+/// The one way the node's other parts ask something of the runtime and wait.
+pub async fn ask_runtime(
+    commands: &mpsc::Sender<Command>,
+    ask: impl FnOnce(Reply) -> Command,
+) -> Result<Result<String, String>, Stopping> {
+    let (reply, answer) = oneshot::channel();
+    commands.send(ask(reply)).await.map_err(|_| Stopping)?;
+    answer.await.map_err(|_| Stopping)
 }
