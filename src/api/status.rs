@@ -112,6 +112,20 @@ pub struct Estimate {
 }
 
 impl Status {
+    /// For unit tests: quorum-mode node `id`, just started as an eligible candidate
+    /// with `peers`, none of them connected yet.
+    #[cfg(test)]
+    pub fn starting_candidate(id: NodeId, peers: &[NodeId]) -> Status {
+        let view = View {
+            id,
+            role: Role::Candidate,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        };
+        Status::initial(view, Mode::Quorum, Cells::default(), peers, 0)
+    }
+
     /// The status of a node that has just started and published nothing yet.
     pub fn initial(view: View, mode: Mode, cells: Cells, peers: &[NodeId], now_ms: u64) -> Status {
         let mut status = Status {

@@ -93,20 +93,12 @@ impl NodeHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Cells, Mode, Role, View};
     use std::time::Duration;
 
     /// A handle on a stand-in runtime that ends when `end` fires, holding the stop
     /// receiver as the real one does.
     fn handle_on_stand_in(end: oneshot::Receiver<()>) -> NodeHandle {
-        let view = View {
-            id: 1,
-            role: Role::Candidate,
-            epoch: None,
-            eligible: true,
-            incarnation: 1,
-        };
-        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[2], 0);
+        let status = Status::starting_candidate(1, &[2]);
         let (_status_tx, status) = watch::channel(status);
         let (stop, stop_requested) = watch::channel(false);
         let (commands, _commands_rx) = mpsc::channel(1);

@@ -344,19 +344,11 @@ mod tests {
     use crate::config::HooksConfig;
     use crate::node::commands::hooks::HookReports;
     use crate::node::shared::tasks::NodeTasks;
-    use crate::protocol::Mode;
     use tokio::sync::mpsc;
 
     /// A quorum-mode publisher of node 2 that waits for `on_elected` before it is ready.
     fn publisher(dir: &std::path::Path) -> (Publisher, watch::Receiver<Status>) {
-        let view = View {
-            id: 2,
-            role: Role::Candidate,
-            epoch: None,
-            eligible: true,
-            incarnation: 1,
-        };
-        let initial = Status::initial(view, Mode::Quorum, Cells::default(), &[1, 3], 0);
+        let initial = Status::starting_candidate(2, &[1, 3]);
         let (status, readers) = watch::channel(initial);
         let (led, led_rx) = watch::channel(None);
         let metrics = Arc::new(Metrics::new(2));

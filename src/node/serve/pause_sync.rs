@@ -116,7 +116,6 @@ mod tests {
     use super::*;
     use crate::certs::TlsFiles;
     use crate::config::PeerConfig;
-    use crate::protocol::{Cells, Mode, Role, View};
     use std::time::Instant;
 
     /// A node (1) whose status shows peer 2 connected, and a peer 2 that can never be
@@ -131,14 +130,7 @@ mod tests {
             tls: TlsFiles::for_node(dir, 1),
             local_addr: "127.0.0.1:0".parse().unwrap(),
         };
-        let view = View {
-            id: 1,
-            role: Role::Candidate,
-            epoch: None,
-            eligible: true,
-            incarnation: 1,
-        };
-        let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[2], 0);
+        let mut status = Status::starting_candidate(1, &[2]);
         status.set_peer(2, true);
         (members, watch::channel(status).0)
     }
