@@ -149,6 +149,15 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// `record`, which happened to `node` at `at_ms`.
+    pub fn new(at_ms: Millis, node: NodeId, record: Record) -> Entry {
+        Entry {
+            at_ms,
+            node,
+            record,
+        }
+    }
+
     /// One JSON object without a trailing newline: the event-log line format.
     pub fn to_json_line(&self) -> String {
         // Serializing plain data with derived impls to a String cannot fail.

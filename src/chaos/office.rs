@@ -272,16 +272,8 @@ mod tests {
         assert_eq!(takeover_gaps(&offices), vec![7]);
     }
 
-    fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
-        Entry {
-            at_ms,
-            node,
-            record,
-        }
-    }
-
     fn established(at_ms: Millis, node: NodeId, term: u64) -> Entry {
-        e(
+        Entry::new(
             at_ms,
             node,
             Record::Fact(Fact::Established {
@@ -291,7 +283,7 @@ mod tests {
     }
 
     fn demoted(at_ms: Millis, node: NodeId, term: u64, office_ended_at: Millis) -> Entry {
-        e(
+        Entry::new(
             at_ms,
             node,
             Record::Fact(Fact::Demoted {
@@ -312,7 +304,7 @@ mod tests {
         let mut out = Vec::new();
         for (nodes, cut_off) in [(side, &rest), (&rest[..], &side.to_vec())] {
             for &n in nodes {
-                out.push(e(
+                out.push(Entry::new(
                     at_ms,
                     n,
                     Record::Partitioned {
@@ -327,7 +319,7 @@ mod tests {
     fn heal(at_ms: Millis) -> Vec<Entry> {
         MEMBERS
             .iter()
-            .map(|&n| e(at_ms, n, Record::Healed))
+            .map(|&n| Entry::new(at_ms, n, Record::Healed))
             .collect()
     }
 
@@ -413,7 +405,7 @@ mod tests {
         let mut h = vec![established(100, 4, 1)];
         for (nodes, cut_off) in [([1, 2], vec![3, 4]), ([3, 4], vec![1, 2])] {
             for n in nodes {
-                h.push(e(
+                h.push(Entry::new(
                     500,
                     n,
                     Record::Partitioned {
@@ -435,7 +427,7 @@ mod tests {
 
         // A 3 | 1 cut of the same four never healed: 1..3 lead nobody until the end.
         let mut h = vec![established(100, 4, 1)];
-        h.push(e(
+        h.push(Entry::new(
             500,
             4,
             Record::Partitioned {

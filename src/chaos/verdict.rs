@@ -227,7 +227,7 @@ mod tests {
     fn overlapping_offices_fail_quorum_runs_and_warn_in_classic_ones() {
         use crate::protocol::Fact;
         let est = |at_ms, node, term| {
-            entry(
+            Entry::new(
                 at_ms,
                 node,
                 Record::Fact(Fact::Established {
@@ -258,19 +258,11 @@ mod tests {
             .all(|w| w[0].at_ms <= w[1].at_ms));
     }
 
-    fn entry(at_ms: Millis, node: NodeId, record: Record) -> Entry {
-        Entry {
-            at_ms,
-            node,
-            record,
-        }
-    }
-
     #[test]
     fn a_window_that_never_converges_is_flagged_and_a_short_one_skipped() {
         let epoch = Epoch { term: 1, leader: 2 };
         let history = vec![
-            entry(
+            Entry::new(
                 10,
                 2,
                 Record::Persisted(Cells {
@@ -279,7 +271,7 @@ mod tests {
                     incarnation: 1,
                 }),
             ),
-            entry(
+            Entry::new(
                 10,
                 2,
                 Record::View(View {
@@ -290,7 +282,7 @@ mod tests {
                     incarnation: 1,
                 }),
             ),
-            entry(
+            Entry::new(
                 20,
                 1,
                 Record::View(View {

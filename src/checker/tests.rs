@@ -4,14 +4,6 @@ use super::*;
 use crate::history::{Entry, Record};
 use crate::protocol::{Body, Cells, Epoch, Fact, Message, Millis, NodeId, Role, View};
 
-fn e(at_ms: Millis, node: NodeId, record: Record) -> Entry {
-    Entry {
-        at_ms,
-        node,
-        record,
-    }
-}
-
 fn ep(term: u64, leader: NodeId) -> Epoch {
     Epoch { term, leader }
 }
@@ -39,9 +31,9 @@ fn i6_offices_overlap_and_pause_bound() {
     use crate::protocol::DemotionReason;
     let est = |t, l| fact(Fact::Established { epoch: ep(t, l) });
     let h = vec![
-        e(100, 2, est(1, 2)),
-        e(500, 1, est(2, 1)),
-        e(
+        Entry::new(100, 2, est(1, 2)),
+        Entry::new(500, 1, est(2, 1)),
+        Entry::new(
             600,
             2,
             fact(Fact::Demoted {
@@ -53,7 +45,7 @@ fn i6_offices_overlap_and_pause_bound() {
     ];
     assert_eq!(check_no_overlap(&h, 300), vec![], "office ended at 450");
     let mut late = h.clone();
-    late[2] = e(
+    late[2] = Entry::new(
         600,
         2,
         fact(Fact::Demoted {
@@ -70,10 +62,10 @@ fn i6_offices_overlap_and_pause_bound() {
     assert_eq!(overlaps(&offices(&late, Some(300))), vec![(500, 550)]);
     // Paused at 150 and never heard from again: the lease bound ends it at 450.
     let paused = vec![
-        e(100, 2, est(1, 2)),
-        e(150, 2, Record::Paused),
-        e(500, 1, est(2, 1)),
-        e(700, 3, Record::Healed),
+        Entry::new(100, 2, est(1, 2)),
+        Entry::new(150, 2, Record::Paused),
+        Entry::new(500, 1, est(2, 1)),
+        Entry::new(700, 3, Record::Healed),
     ];
     assert_eq!(check_no_overlap(&paused, 300), vec![]);
     assert_eq!(
@@ -102,8 +94,8 @@ fn overlaps_are_the_stretches_with_two_in_office_merged_where_they_touch() {
 #[test]
 fn i7_two_coordinators_of_one_term() {
     let h = vec![
-        e(1, 1, fact(Fact::Established { epoch: ep(4, 1) })),
-        e(2, 2, fact(Fact::Established { epoch: ep(4, 2) })),
+        Entry::new(1, 1, fact(Fact::Established { epoch: ep(4, 1) })),
+        Entry::new(2, 2, fact(Fact::Established { epoch: ep(4, 2) })),
     ];
     assert_eq!(kinds(&check_one_per_term(&h)), vec![Invariant::OnePerTerm]);
 }
@@ -125,15 +117,15 @@ fn kinds(v: &[Violation]) -> Vec<Invariant> {
 #[test]
 fn clean_history_passes() {
     let h = vec![
-        e(0, 2, Record::Started { incarnation: 1 }),
-        e(0, 2, persisted(0, None)),
-        e(0, 2, view(2, Role::Candidate, None)),
-        e(100, 2, persisted(1, Some(ep(1, 2)))),
-        e(100, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
-        e(0, 1, Record::Started { incarnation: 1 }),
-        e(0, 1, view(1, Role::Candidate, None)),
-        e(101, 1, persisted(1, Some(ep(1, 2)))),
-        e(101, 1, view(1, Role::Follower, Some(ep(1, 2)))),
+        Entry::new(0, 2, Record::Started { incarnation: 1 }),
+        Entry::new(0, 2, persisted(0, None)),
+        Entry::new(0, 2, view(2, Role::Candidate, None)),
+        Entry::new(100, 2, persisted(1, Some(ep(1, 2)))),
+        Entry::new(100, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+        Entry::new(0, 1, Record::Started { incarnation: 1 }),
+        Entry::new(0, 1, view(1, Role::Candidate, None)),
+        Entry::new(101, 1, persisted(1, Some(ep(1, 2)))),
+        Entry::new(101, 1, view(1, Role::Follower, Some(ep(1, 2)))),
     ];
     assert_eq!(check_safety(&h), vec![]);
     let expect = Convergence {
@@ -152,9 +144,9 @@ fn clean_history_passes() {
 #[test]
 fn i1_accepted_epoch_going_back() {
     let h = vec![
-        e(1, 1, persisted(5, Some(ep(5, 3)))),
-        e(2, 1, Record::Started { incarnation: 2 }),
-        e(3, 1, persisted(5, Some(ep(4, 3)))),
+        Entry::new(1, 1, persisted(5, Some(ep(5, 3)))),
+        Entry::new(2, 1, Record::Started { incarnation: 2 }),
+        Entry::new(3, 1, persisted(5, Some(ep(4, 3)))),
     ];
     assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Fencing]);
 }
@@ -162,9 +154,9 @@ fn i1_accepted_epoch_going_back() {
 #[test]
 fn i2_same_term_declared_twice_by_one_node() {
     let h = vec![
-        e(1, 1, persisted(5, Some(ep(5, 1)))),
-        e(2, 1, persisted(6, Some(ep(6, 2)))),
-        e(3, 1, persisted(6, Some(ep(5, 1)))),
+        Entry::new(1, 1, persisted(5, Some(ep(5, 1)))),
+        Entry::new(2, 1, persisted(6, Some(ep(6, 2)))),
+        Entry::new(3, 1, persisted(6, Some(ep(5, 1)))),
     ];
     let found = kinds(&check_safety(&h));
     assert!(found.contains(&Invariant::Uniqueness), "{found:?}");
@@ -173,17 +165,20 @@ fn i2_same_term_declared_twice_by_one_node() {
 
 #[test]
 fn i2_term_cell_going_back() {
-    let h = vec![e(1, 1, persisted(5, None)), e(2, 1, persisted(4, None))];
+    let h = vec![
+        Entry::new(1, 1, persisted(5, None)),
+        Entry::new(2, 1, persisted(4, None)),
+    ];
     assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Uniqueness]);
 }
 
 #[test]
 fn i2_soft_only_in_quiet_windows() {
     let h = vec![
-        e(0, 1, Record::Started { incarnation: 1 }),
-        e(0, 2, Record::Started { incarnation: 1 }),
-        e(1000, 1, declared(3, 1)),
-        e(1010, 2, declared(3, 2)),
+        Entry::new(0, 1, Record::Started { incarnation: 1 }),
+        Entry::new(0, 2, Record::Started { incarnation: 1 }),
+        Entry::new(1000, 1, declared(3, 1)),
+        Entry::new(1010, 2, declared(3, 2)),
     ];
     assert_eq!(
         kinds(&check_unique_terms(&h, quiet(500))),
@@ -191,7 +186,7 @@ fn i2_soft_only_in_quiet_windows() {
     );
     assert_eq!(check_unique_terms(&h, quiet(2000)), vec![]);
     let mut paused = h.clone();
-    paused.insert(2, e(10, 1, Record::Paused));
+    paused.insert(2, Entry::new(10, 1, Record::Paused));
     assert_eq!(check_unique_terms(&paused, quiet(500)), vec![]);
 }
 
@@ -205,7 +200,7 @@ fn quiet(before_ms: Millis) -> QuietWindow {
 #[test]
 fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
     let lost = |node| {
-        e(
+        Entry::new(
             300,
             node,
             Record::Lost {
@@ -219,7 +214,10 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
             },
         )
     };
-    let twins = [e(1000, 1, declared(3, 1)), e(1010, 2, declared(3, 2))];
+    let twins = [
+        Entry::new(1000, 1, declared(3, 1)),
+        Entry::new(1010, 2, declared(3, 2)),
+    ];
     // Node 2 lost node 3's declaration at 300 ms: misled until 700 ms, within the
     // 500 ms before the twins.
     let misled = [vec![lost(2)], twins.to_vec()].concat();
@@ -229,7 +227,11 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
         kinds(&check_unique_terms(&misled, quiet(200))),
         vec![Invariant::Uniqueness]
     );
-    let down = [vec![e(100, 2, Record::Crashed), lost(2)], twins.to_vec()].concat();
+    let down = [
+        vec![Entry::new(100, 2, Record::Crashed), lost(2)],
+        twins.to_vec(),
+    ]
+    .concat();
     assert_eq!(
         kinds(&check_unique_terms(&down, quiet(500))),
         vec![Invariant::Uniqueness]
@@ -239,10 +241,10 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
 #[test]
 fn i4_declaring_before_the_preempt_delay() {
     let h = vec![
-        e(100, 1, Record::Started { incarnation: 2 }),
-        e(100, 1, persisted(0, None)),
-        e(150, 1, persisted(1, Some(ep(1, 1)))),
-        e(150, 1, declared(1, 1)),
+        Entry::new(100, 1, Record::Started { incarnation: 2 }),
+        Entry::new(100, 1, persisted(0, None)),
+        Entry::new(150, 1, persisted(1, Some(ep(1, 1)))),
+        Entry::new(150, 1, declared(1, 1)),
     ];
     assert_eq!(
         kinds(&check_start_delay(&h, 100)),
@@ -250,23 +252,26 @@ fn i4_declaring_before_the_preempt_delay() {
     );
     assert_eq!(check_start_delay(&h, 50), vec![]);
     let mut followed = h.clone();
-    followed.insert(2, e(120, 1, view(1, Role::Follower, Some(ep(0, 2)))));
+    followed.insert(
+        2,
+        Entry::new(120, 1, view(1, Role::Follower, Some(ep(0, 2)))),
+    );
     assert_eq!(check_start_delay(&followed, 100), vec![]);
 }
 
 #[test]
 fn i3_view_of_unpersisted_epoch() {
-    let h = vec![e(1, 1, view(1, Role::Follower, Some(ep(1, 2))))];
+    let h = vec![Entry::new(1, 1, view(1, Role::Follower, Some(ep(1, 2))))];
     assert_eq!(kinds(&check_safety(&h)), vec![Invariant::Durability]);
 }
 
 #[test]
 fn i4_first_view_after_restart_and_old_coordinator_epoch() {
     let h = vec![
-        e(1, 1, persisted(1, Some(ep(1, 1)))),
-        e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
-        e(2, 1, Record::Started { incarnation: 2 }),
-        e(3, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        Entry::new(1, 1, persisted(1, Some(ep(1, 1)))),
+        Entry::new(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        Entry::new(2, 1, Record::Started { incarnation: 2 }),
+        Entry::new(3, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
     ];
     assert_eq!(
         kinds(&check_safety(&h)),
@@ -277,10 +282,10 @@ fn i4_first_view_after_restart_and_old_coordinator_epoch() {
 #[test]
 fn i5_wrong_leader_two_coordinators_and_late_flap() {
     let h = vec![
-        e(1, 1, persisted(1, Some(ep(1, 1)))),
-        e(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
-        e(1, 2, persisted(1, Some(ep(1, 2)))),
-        e(1, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
+        Entry::new(1, 1, persisted(1, Some(ep(1, 1)))),
+        Entry::new(1, 1, view(1, Role::Coordinator, Some(ep(1, 1)))),
+        Entry::new(1, 2, persisted(1, Some(ep(1, 2)))),
+        Entry::new(1, 2, view(2, Role::Coordinator, Some(ep(1, 2)))),
     ];
     let expect = Convergence {
         live: vec![1, 2],
@@ -300,10 +305,10 @@ fn i5_wrong_leader_two_coordinators_and_late_flap() {
         vec![Invariant::Convergence]
     );
     let mut fixed = h.clone();
-    fixed.push(e(5, 1, persisted(1, Some(ep(1, 2)))));
-    fixed.push(e(5, 1, view(1, Role::Follower, Some(ep(1, 2)))));
+    fixed.push(Entry::new(5, 1, persisted(1, Some(ep(1, 2)))));
+    fixed.push(Entry::new(5, 1, view(1, Role::Follower, Some(ep(1, 2)))));
     assert_eq!(check_convergence(&fixed, &expect), vec![]);
-    fixed.push(e(50, 1, view(1, Role::Candidate, None)));
+    fixed.push(Entry::new(50, 1, view(1, Role::Candidate, None)));
     assert_eq!(
         kinds(&check_convergence(&fixed, &expect)),
         vec![Invariant::Convergence]
@@ -373,9 +378,9 @@ fn i5_among_the_members_of_the_list() {
 #[test]
 fn i4_a_node_alone_in_its_list_declares_at_once() {
     let h = vec![
-        e(100, 1, Record::Started { incarnation: 2 }),
-        e(100, 1, persisted(1, Some(ep(2, 1)))),
-        e(100, 1, declared(2, 1)),
+        Entry::new(100, 1, Record::Started { incarnation: 2 }),
+        Entry::new(100, 1, persisted(1, Some(ep(2, 1)))),
+        Entry::new(100, 1, declared(2, 1)),
     ];
     assert_eq!(
         kinds(&check_start_delay(&h, 100)),

@@ -219,14 +219,6 @@ mod tests {
     use super::*;
     use crate::protocol::View;
 
-    fn entry(at_ms: Millis, node: NodeId, record: Record) -> Entry {
-        Entry {
-            at_ms,
-            node,
-            record,
-        }
-    }
-
     fn follower(id: NodeId, epoch: Epoch, eligible: bool) -> Record {
         Record::View(View {
             id,
@@ -242,9 +234,9 @@ mod tests {
         let old = Epoch { term: 6, leader: 3 };
         let new = Epoch { term: 7, leader: 2 };
         let entries = [
-            entry(1, 1, follower(1, old, true)),
-            entry(2, 1, follower(1, old, false)),
-            entry(
+            Entry::new(1, 1, follower(1, old, true)),
+            Entry::new(2, 1, follower(1, old, false)),
+            Entry::new(
                 3,
                 1,
                 Record::EligibilitySet {
@@ -252,8 +244,8 @@ mod tests {
                     why: Some("health check failing".into()),
                 },
             ),
-            entry(4, 2, Record::Fact(Fact::Declared { epoch: new })),
-            entry(
+            Entry::new(4, 2, Record::Fact(Fact::Declared { epoch: new })),
+            Entry::new(
                 5,
                 3,
                 Record::Fact(Fact::Demoted {
@@ -262,7 +254,7 @@ mod tests {
                     office_ended_at: 5,
                 }),
             ),
-            entry(
+            Entry::new(
                 6,
                 2,
                 Record::HookRan {
@@ -272,8 +264,8 @@ mod tests {
                     failure: Some("exit 1".into()),
                 },
             ),
-            entry(7, 1, follower(1, new, false)),
-            entry(8, 3, Record::Started { incarnation: 5 }),
+            Entry::new(7, 1, follower(1, new, false)),
+            Entry::new(8, 3, Record::Started { incarnation: 5 }),
         ];
         let lines: Vec<(NodeId, String)> = Words::events(&entries)
             .into_iter()
@@ -299,9 +291,9 @@ mod tests {
     fn kinds_and_details_come_from_the_log_format() {
         let epoch = Epoch { term: 7, leader: 2 };
         let events = Words::events(&[
-            entry(1, 2, Record::Fact(Fact::Declared { epoch })),
-            entry(2, 2, Record::Fact(Fact::ElectionStarted)),
-            entry(
+            Entry::new(1, 2, Record::Fact(Fact::Declared { epoch })),
+            Entry::new(2, 2, Record::Fact(Fact::ElectionStarted)),
+            Entry::new(
                 3,
                 2,
                 Record::HookRan {

@@ -300,14 +300,6 @@ pub(crate) mod tests {
     use crate::chaos::plan::Step;
     use crate::protocol::{Epoch, Fact, Role};
 
-    pub(crate) fn entry(at_ms: Millis, node: NodeId, record: Record) -> Entry {
-        Entry {
-            at_ms,
-            node,
-            record,
-        }
-    }
-
     pub(crate) fn view(
         at_ms: Millis,
         node: NodeId,
@@ -316,7 +308,7 @@ pub(crate) mod tests {
         leader: NodeId,
     ) -> Entry {
         let epoch = (role != Role::Candidate).then_some(Epoch { term, leader });
-        entry(
+        Entry::new(
             at_ms,
             node,
             Record::View(View {
@@ -330,7 +322,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn established(at_ms: Millis, node: NodeId, term: u64) -> Entry {
-        entry(
+        Entry::new(
             at_ms,
             node,
             Record::Fact(Fact::Established {
@@ -348,7 +340,7 @@ pub(crate) mod tests {
         use Role::{Candidate as C, Coordinator as K, Follower as F};
         let mut h = Vec::new();
         for n in 1..=3 {
-            h.push(entry(10_010, n, Record::Started { incarnation: 1 }));
+            h.push(Entry::new(10_010, n, Record::Started { incarnation: 1 }));
             h.push(view(10_020, n, C, 0, 0));
         }
         h.extend([
@@ -358,7 +350,7 @@ pub(crate) mod tests {
             view(10_110, 2, F, 1, 3),
         ]);
         for (n, cut_off) in [(3, vec![1, 2]), (1, vec![3]), (2, vec![3])] {
-            h.push(entry(11_000, n, Record::Partitioned { cut_off }));
+            h.push(Entry::new(11_000, n, Record::Partitioned { cut_off }));
         }
         h.extend([
             view(11_300, 2, C, 0, 0),
@@ -368,16 +360,16 @@ pub(crate) mod tests {
             view(11_410, 1, F, 2, 2),
         ]);
         for n in 1..=3 {
-            h.push(entry(12_000, n, Record::Healed));
+            h.push(Entry::new(12_000, n, Record::Healed));
         }
         h.extend([
-            entry(12_100, 2, Record::Crashed),
+            Entry::new(12_100, 2, Record::Crashed),
             view(12_100, 1, F, 1, 3),
-            entry(12_300, 2, Record::Started { incarnation: 2 }),
+            Entry::new(12_300, 2, Record::Started { incarnation: 2 }),
             view(12_310, 2, C, 0, 0),
             view(12_350, 2, F, 1, 3),
-            entry(12_500, 1, Record::Paused),
-            entry(12_700, 1, Record::Resumed),
+            Entry::new(12_500, 1, Record::Paused),
+            Entry::new(12_700, 1, Record::Resumed),
         ]);
         h.sort_by_key(|e| e.at_ms);
         let steps = [
