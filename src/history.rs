@@ -182,15 +182,23 @@ pub struct JsonLines {
 pub fn parse_json_lines(bytes: &[u8]) -> JsonLines {
     let mut parsed = JsonLines::default();
     for line in bytes.split(|&b| b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice(line) {
-            Ok(entry) => parsed.entries.push(entry),
-            Err(_) => parsed.unparsed += 1,
+        match parse_json_line(line) {
+            None => {}
+            Some(Ok(entry)) => parsed.entries.push(entry),
+            Some(Err(_)) => parsed.unparsed += 1,
         }
     }
     parsed
+}
+
+/// One event-log line: `None` when blank, else the entry or why it is not one. The
+/// step every reader of event logs takes per line ([`parse_json_lines`], and
+/// `api::event_log::read_recent`, which reads a log backwards).
+pub fn parse_json_line(line: &[u8]) -> Option<Result<Entry, serde_json::Error>> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    Some(serde_json::from_slice(line))
 }
 
 /// Merges the logs of several nodes into one history ordered by time, keeping each

@@ -128,10 +128,7 @@ pub fn read_recent(data_dir: &Path, since_ms: u64, max: usize) -> std::io::Resul
     let mut bytes = 0;
     // Newest first; `Some(truncated)` ends the scan.
     let mut take = |line: &[u8], recent: &mut RecentEvents| -> Option<bool> {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
-        }
-        let entry: Entry = match serde_json::from_slice(line) {
+        let entry = match crate::history::parse_json_line(line)? {
             Ok(entry) => entry,
             Err(_) => {
                 recent.unparsed += 1;
@@ -173,8 +170,7 @@ pub fn read_recent(data_dir: &Path, since_ms: u64, max: usize) -> std::io::Resul
         let mut lines = chunk.split(|&b| b == b'\n');
         // Before the chunk's first newline: part of a line that started earlier.
         let first = lines.next().unwrap_or_default();
-        let whole: Vec<&[u8]> = lines.collect();
-        let stop = whole.iter().rev().find_map(|line| take(line, &mut recent));
+        let stop = lines.rev().find_map(|line| take(line, &mut recent));
         if let Some(truncated) = stop {
             break truncated;
         }
