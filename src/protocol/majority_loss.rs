@@ -11,7 +11,7 @@
 //! the store is `node/drive/forced_recovery.rs`.
 
 use super::epoch::{Cells, Epoch, NodeId};
-use super::membership::{majority_of, ConfigId, Member, Membership};
+use super::membership::{ConfigId, Member, Membership};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -123,11 +123,10 @@ pub fn plan(
     if lost.is_empty() {
         return Err(RecoverRefused::NothingLost);
     }
-    let voters = current.voters().len();
-    if survivors.len() >= majority_of(voters) {
+    if current.has_majority(survivors) {
         return Err(RecoverRefused::StillAMajority {
             survivors: survivors.len(),
-            voters,
+            voters: current.voters().len(),
         });
     }
     let term = highest_seen(cells, current) + 1;

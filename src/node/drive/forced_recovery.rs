@@ -111,14 +111,15 @@ impl Prepared {
             })
         })?;
         log.append(Record::Persisted(plan.cells));
+        let members: Vec<NodeId> = plan.list.members.iter().map(|m| m.id).collect();
         log.append(Record::ForcedRecovery {
-            members: plan.list.members.iter().map(|m| m.id).collect(),
+            members: members.clone(),
             from_config: plan.from.id,
             to_config: plan.list.id,
             term: plan.cells.term,
         });
         tracing::warn!(
-            members = ?plan.list.members.iter().map(|m| m.id).collect::<Vec<_>>(),
+            members = ?members,
             list = %plan.list.id,
             term = plan.cells.term,
             "forced recovery from a lost majority written"

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 pub const PAUSE_FILE: &str = "pause.json";
 
 /// The newest pause this node has kept, and where it keeps it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PauseFile {
     path: PathBuf,
     current: Pause,
@@ -57,14 +57,19 @@ impl PauseFile {
     }
 
     /// Keeps `pause` if it supersedes the current record: written durably first, then
-    /// current. `Ok(false)`: it did not supersede, nothing changed.
-    pub fn keep(&mut self, pause: Pause) -> std::io::Result<bool> {
+    /// current. `Ok(false)`: it did not supersede, nothing changed. The file is written
+    /// on a blocking thread, like the cells: an fsync must not stall the node's one
+    /// runtime thread (and its links' heartbeats).
+    pub async fn keep(&mut self, pause: Pause) -> std::io::Result<bool> {
         if !pause.supersedes(&self.current) {
             return Ok(false);
         }
         let mut json = serde_json::to_vec_pretty(&pause).map_err(std::io::Error::other)?;
         json.push(b'\n');
-        write_file_durably(&self.path, &json)?;
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || write_file_durably(&path, &json))
+            .await
+            .map_err(std::io::Error::other)??;
         self.current = pause;
         Ok(true)
     }
@@ -83,14 +88,14 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_kept_pause_survives_reopening_and_an_older_one_is_ignored() {
+    #[tokio::test]
+    async fn a_kept_pause_survives_reopening_and_an_older_one_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let mut file = PauseFile::open(dir.path()).unwrap();
         assert_eq!(file.current(), &Pause::default());
-        assert!(file.keep(paused(2)).unwrap());
+        assert!(file.keep(paused(2)).await.unwrap());
         assert!(
-            !file.keep(paused(1)).unwrap(),
+            !file.keep(paused(1)).await.unwrap(),
             "an older record changes nothing"
         );
         let reopened = PauseFile::open(dir.path()).unwrap();

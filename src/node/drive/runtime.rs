@@ -361,23 +361,17 @@ impl Runtime {
     /// Keeps a maintenance pause setting that supersedes ours: stored durably, logged,
     /// then acted on (this node may lead only if the pause allows it). No hook runs for
     /// the pause itself; a coordinator it holds back resigns like any ineligible one.
-    /// The file is written on a blocking thread, like the cells: an fsync must not stall
-    /// the node's one runtime thread (and its links' heartbeats).
     async fn set_pause(&mut self, pause: Pause) -> Result<String, String> {
         let me = self.machine.view().id;
         let generation = pause.generation;
-        if !pause.supersedes(self.pause.current()) {
-            let kept = self.pause.current().generation;
-            return Ok(format!(
-                "node {me} already keeps generation {kept} (asked: {generation})"
-            ));
-        }
-        let mut file = self.pause.clone();
-        let record = pause.clone();
-        let written = tokio::task::spawn_blocking(move || file.keep(record).map(|_| file)).await;
-        match written {
-            Ok(Ok(file)) => self.pause = file,
-            Ok(Err(e)) => return Err(format!("node {me} cannot store the pause: {e}")),
+        match self.pause.keep(pause.clone()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let kept = self.pause.current().generation;
+                return Ok(format!(
+                    "node {me} already keeps generation {kept} (asked: {generation})"
+                ));
+            }
             Err(e) => return Err(format!("node {me} cannot store the pause: {e}")),
         }
         tracing::info!(generation, paused = pause.paused, holder = ?pause.holder, "maintenance pause: {pause}");
@@ -462,13 +456,13 @@ impl Runtime {
     /// Tells the machine when the policy's verdict changed, and publishes why.
     fn apply_eligibility(&mut self) {
         let now = self.clock.now();
-        let eligible = self.eligibility.eligible();
+        let why = self.eligibility.why_not();
+        let eligible = why.is_none();
         let health = self.eligibility.health();
         let stepped_down_until = self.eligibility.stepped_down_until();
         if eligible != self.machine.view().eligible {
             let stepped_down = stepped_down_until.is_some();
             tracing::info!(eligible, ?health, stepped_down, "eligibility changed");
-            let why = self.eligibility.why_not();
             self.journal.log(Record::EligibilitySet { eligible, why });
             self.machine.handle(Event::SetEligible(eligible), now);
         }

@@ -27,7 +27,6 @@ use tokio::sync::{mpsc, watch};
 /// tasks, which end when the node stops.
 pub struct Api {
     context: ApiContext,
-    tasks: NodeTasks,
 }
 
 /// What a request stream is served from: the published status, the runtime's command
@@ -43,7 +42,8 @@ struct ApiContext {
     data_dir: Arc<PathBuf>,
     /// The switchover this coordinator holds for later, if any.
     schedule: Schedule,
-    /// The node's tasks, for the one that waits for a scheduled switchover.
+    /// The node's tasks: every connection, request stream and background job the
+    /// API starts is one of them.
     tasks: NodeTasks,
 }
 
@@ -65,9 +65,9 @@ impl Api {
             members: Arc::new(members),
             data_dir: Arc::new(data_dir),
             schedule,
-            tasks: tasks.clone(),
+            tasks,
         };
-        Api { context, tasks }
+        Api { context }
     }
 
     /// `peer`'s link came up: compares the maintenance pause with it, in the
@@ -75,20 +75,19 @@ impl Api {
     /// or the node stops.
     pub fn sync_pause(&self, peer: crate::protocol::NodeId) {
         let context = self.context.clone();
-        let tasks = self.tasks.clone();
-        self.tasks.spawn(async move {
+        self.context.tasks.spawn(async move {
             let (members, status) = (&context.members, &context.status);
             let sync = super::pause_sync::reconcile(members, status, &context.commands, peer);
-            tasks.until_stopped(sync).await;
+            context.tasks.until_stopped(sync).await;
         });
     }
 
     /// Serves every request stream a client opens on `conn` until it closes or the
     /// node stops (then the connection is closed).
     pub fn serve(&self, conn: quinn::Connection) {
-        let context = self.context.clone();
-        let tasks = self.tasks.clone();
-        self.tasks.spawn(serve_client(conn, context, tasks));
+        self.context
+            .tasks
+            .spawn(serve_client(conn, self.context.clone()));
     }
 }
 
@@ -101,8 +100,9 @@ fn answered(result: Result<String, String>) -> Response {
 }
 
 /// Each stream runs in its own task so a long watch does not block a status query.
-async fn serve_client(conn: quinn::Connection, context: ApiContext, tasks: NodeTasks) {
+async fn serve_client(conn: quinn::Connection, context: ApiContext) {
     let remote = conn.remote_address();
+    let tasks = context.tasks.clone();
     loop {
         let (send, recv) = match tasks.until_stopped(conn.accept_bi()).await {
             Some(Ok(streams)) => streams,

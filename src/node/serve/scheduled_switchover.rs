@@ -145,7 +145,10 @@ impl Schedule {
             seq,
             cancelled,
         );
-        node.tasks.spawn(run);
+        let tasks = node.tasks.clone();
+        node.tasks.spawn(async move {
+            tasks.until_stopped(run).await;
+        });
         Ok(format!(
             "switchover to node {} scheduled in {} s, held by node {} while it leads",
             plan.to,
