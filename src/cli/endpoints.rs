@@ -30,6 +30,17 @@ pub struct Endpoint {
     pub expect: Option<NodeId>,
 }
 
+/// `node 2 (db-2:7001)`, or the address alone when the node's ID is not known: how
+/// every command names a member it asked.
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.expect {
+            Some(id) => write!(f, "node {id} ({})", self.addr),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
 /// Where to ask and how to prove who we are.
 #[derive(Debug)]
 pub struct Targets {
@@ -231,7 +242,11 @@ pub async fn ask_cluster(
 ) -> Result<(Targets, Vec<Answer>), std::process::ExitCode> {
     let targets = targets_or_exit(args, true)?;
     let mut answers = ask_all(&targets, args.timeout, true).await;
-    let listed = listed_elsewhere(&targets, &answers);
+    let statuses: Vec<&Status> = answers
+        .iter()
+        .filter_map(|a| a.status.as_ref().ok())
+        .collect();
+    let listed = listed_elsewhere(&targets, &statuses);
     if !listed.endpoints.is_empty() {
         answers.extend(ask_all(&listed, args.timeout, true).await);
     }
@@ -275,16 +290,12 @@ pub fn disagreement(answers: &[Answer]) -> Option<String> {
 /// Members that an answer's member list names (with an address) but that were not among
 /// the endpoints asked (by ID or by address): a cluster grown with `bully member add`
 /// has members the config file never listed. Each once, expecting its ID.
-pub fn listed_elsewhere(targets: &Targets, answers: &[Answer]) -> Targets {
+pub fn listed_elsewhere(targets: &Targets, statuses: &[&Status]) -> Targets {
     let mut known: std::collections::BTreeSet<NodeId> =
         targets.endpoints.iter().filter_map(|e| e.expect).collect();
-    known.extend(
-        answers
-            .iter()
-            .filter_map(|a| a.status.as_ref().ok().map(|s| s.id)),
-    );
+    known.extend(statuses.iter().map(|s| s.id));
     let mut endpoints = Vec::new();
-    for status in answers.iter().filter_map(|a| a.status.as_ref().ok()) {
+    for status in statuses {
         for member in status.members.iter().flat_map(|list| list.members.iter()) {
             let Ok(addr) = member.addr.parse::<PeerAddr>() else {
                 continue;

@@ -5,7 +5,7 @@
 //! events (see [`super::history_words`] for which records make one) are ordered by time,
 //! then node, and the members that did not answer are named.
 
-use super::endpoints::{self, Answer, AskError, Endpoint};
+use super::endpoints::{self, AskError, Endpoint};
 use super::history_words::{Event, Words};
 use super::{print_json, QueryArgs};
 use crate::api::event_log::RecentEvents;
@@ -37,17 +37,7 @@ pub async fn run(args: &QueryArgs, since: Duration) -> ExitCode {
     let mut replies = ask_every(&targets, since_ms, args.timeout).await;
     // The statuses name members added at runtime that no config lists (`bully member
     // add`); they are asked too.
-    let statuses: Vec<Answer> = replies
-        .iter()
-        .filter_map(|r| {
-            let status = r.status.clone()?;
-            let endpoint = r.endpoint.clone();
-            Some(Answer {
-                endpoint,
-                status: Ok(status),
-            })
-        })
-        .collect();
+    let statuses: Vec<&Status> = replies.iter().filter_map(|r| r.status.as_ref()).collect();
     let added = endpoints::listed_elsewhere(&targets, &statuses);
     if !added.endpoints.is_empty() {
         replies.extend(ask_every(&added, since_ms, args.timeout).await);
@@ -57,7 +47,7 @@ pub async fn run(args: &QueryArgs, since: Duration) -> ExitCode {
     for reply in &replies {
         let Ok(recent) = &reply.events else { continue };
         let parsed = parse_json_lines(recent.lines.join("\n").as_bytes());
-        let who = member(&reply.endpoint);
+        let who = &reply.endpoint;
         if recent.truncated {
             notes.push(format!(
                 "{who}: older events since --since left out (reply size cap); \
@@ -125,14 +115,6 @@ async fn ask_every(targets: &endpoints::Targets, since_ms: u64, timeout: Duratio
     replies.into_iter().map(|(_, r)| r).collect()
 }
 
-/// `node 2 (db-2:7001)`, or the address alone when the node's ID is not known.
-fn member(endpoint: &Endpoint) -> String {
-    match endpoint.expect {
-        Some(id) => format!("node {id} ({})", endpoint.addr),
-        None => endpoint.addr.to_string(),
-    }
-}
-
 /// One line per event, a date line whenever the (UTC) day changes, then notes and the
 /// members that did not answer.
 fn print_text(events: &[Event], silent: &[(&Endpoint, &AskError)], notes: &[String]) {
@@ -187,14 +169,14 @@ fn print_json_lines(
         print_json(&serde_json::json!({
             "at_ms": now_ms, "node": endpoint.expect, "kind": "no_answer",
             "details": { "endpoint": endpoint.addr.to_string(), "error": error.to_string() },
-            "text": format!("no answer from {}", member(endpoint)),
+            "text": format!("no answer from {endpoint}"),
         }));
     }
 }
 
 /// `("2026-11-26", "12:01:03.120")` for wall-clock ms since the Unix epoch.
 fn utc(at_ms: u64) -> (String, String) {
-    let at = std::time::UNIX_EPOCH + Duration::from_millis(at_ms);
+    let at = crate::wall_clock::time_of(at_ms);
     let text = humantime::format_rfc3339_millis(at).to_string();
     match text.split_once('T') {
         Some((date, time)) => (date.to_string(), time.trim_end_matches('Z').to_string()),

@@ -131,7 +131,7 @@ impl Words {
                  a majority (bully recover), term {term}"
             ),
             Record::ScheduledSwitchover { to, at_ms, outcome } => {
-                let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(*at_ms);
+                let at = crate::wall_clock::time_of(*at_ms);
                 let at = humantime::format_rfc3339_seconds(at);
                 format!("switchover to node {to} scheduled for {at}: {outcome}")
             }

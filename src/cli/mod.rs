@@ -347,10 +347,9 @@ pub fn run(cli: Cli) -> ExitCode {
                 to,
                 at,
                 cancel,
-            } => match (cancel, at) {
-                (true, _) => query::cancel_switch_over(&query).await,
-                (false, Some(at)) => query::schedule_switch_over(&query, for_, to, at).await,
-                (false, None) => query::step_down(&query, for_, to).await,
+            } => match cancel {
+                true => query::cancel_switch_over(&query).await,
+                false => query::step_down(&query, for_, to, at).await,
             },
             Commands::Member { action } => member::run(action).await,
             Commands::Recover(args) => recover::run(&args),

@@ -55,10 +55,7 @@ pub async fn run(args: &QueryArgs, paused: bool) -> ExitCode {
     let unanswered: Vec<String> = answers
         .iter()
         .filter(|a| a.status.is_err())
-        .map(|a| match a.endpoint.expect {
-            Some(id) => format!("node {id} ({})", a.endpoint.addr),
-            None => a.endpoint.addr.to_string(),
-        })
+        .map(|a| a.endpoint.to_string())
         .collect();
     if !unanswered.is_empty() {
         println!(

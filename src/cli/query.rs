@@ -111,7 +111,7 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
         println!("  estimate {}{stale}", est.value);
     }
     if let Some(plan) = status.scheduled_switchover {
-        let at = std::time::UNIX_EPOCH + Duration::from_millis(plan.at_ms);
+        let at = crate::wall_clock::time_of(plan.at_ms);
         println!(
             "  switchover to node {} scheduled at {} (in {} s)",
             plan.to,
@@ -174,38 +174,28 @@ pub async fn watch(args: &QueryArgs) -> ExitCode {
 }
 
 /// `bully step-down`: ask the coordinator (among the endpoints, if one of them is) to
-/// hand over for a while, to node `to` if given.
-pub async fn step_down(args: &QueryArgs, for_: Duration, to: Option<NodeId>) -> ExitCode {
-    let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
-        Ok(client) => client,
-        Err(code) => return code,
-    };
-    let for_ms = for_.as_millis() as u64;
-    let answer = match to {
-        Some(to) => client.switch_over(to, for_ms).await,
-        None => client.step_down(for_ms).await,
-    };
-    print_answer(answer)
-}
-
-/// `bully step-down --to N --at TIME`: the coordinator holds it until TIME.
-pub async fn schedule_switch_over(
+/// hand over for a while, to node `to` if given, at TIME if `at` is given (the
+/// coordinator holds it until then; clap lets `--at` come only with `--to`).
+pub async fn step_down(
     args: &QueryArgs,
     for_: Duration,
     to: Option<NodeId>,
-    at: super::switch_time::SwitchTime,
+    at: Option<super::switch_time::SwitchTime>,
 ) -> ExitCode {
-    let Some(to) = to else {
-        eprintln!("error: --at needs --to N");
-        return ExitCode::from(2);
-    };
     let client = match connect_first(args, |s| s.role == Role::Coordinator).await {
         Ok(client) => client,
         Err(code) => return code,
     };
-    let at_ms = at.wall_ms(std::time::SystemTime::now());
     let for_ms = for_.as_millis() as u64;
-    print_answer(client.schedule_switch_over(to, at_ms, for_ms).await)
+    let answer = match (to, at) {
+        (Some(to), Some(at)) => {
+            let at_ms = at.wall_ms(std::time::SystemTime::now());
+            client.schedule_switch_over(to, at_ms, for_ms).await
+        }
+        (Some(to), None) => client.switch_over(to, for_ms).await,
+        (None, _) => client.step_down(for_ms).await,
+    };
+    print_answer(answer)
 }
 
 /// `bully step-down --cancel`: drops the coordinator's scheduled switchover.

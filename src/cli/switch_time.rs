@@ -3,7 +3,7 @@
 //! space and the `Z` may be left out, but no other offset is taken). Turned into
 //! wall-clock ms since the Unix epoch when the command runs.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// A parsed `--at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +21,7 @@ impl SwitchTime {
             SwitchTime::In(d) => now + d,
             SwitchTime::At(t) => t,
         };
-        at.duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+        crate::wall_clock::ms_of(at)
     }
 }
 
@@ -46,6 +45,7 @@ pub fn parse(text: &str) -> Result<SwitchTime, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn relative_and_utc_times_parse_and_others_are_refused() {
