@@ -35,6 +35,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
         term: 41,
         accepted: Some(epoch),
         incarnation: 2,
+        promise_ms: 0,
     };
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
@@ -61,6 +62,7 @@ fn coordinator(nodes: u64) -> (Machine, Millis) {
         term: 41,
         accepted: None,
         incarnation: 2,
+        promise_ms: 0,
     };
     let mut machine = Machine::start(config(nodes, nodes), cells, 0);
     let now = machine.next_deadline();

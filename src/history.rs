@@ -396,6 +396,7 @@ mod tests {
                     term: 3,
                     accepted: Some(epoch),
                     incarnation: 4,
+                    promise_ms: 0,
                 }),
             },
             Entry {

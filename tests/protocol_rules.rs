@@ -14,11 +14,13 @@ fn ep(term: u64, leader: NodeId) -> Epoch {
     Epoch { term, leader }
 }
 
+/// Cells as a machine on default timing writes them (its D is the promise's).
 fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
     Cells {
         term,
         accepted,
         incarnation,
+        promise_ms: bully::protocol::Timing::default().suspect_after_ms,
     }
 }
 

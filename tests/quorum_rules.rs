@@ -207,6 +207,7 @@ fn restart_holdoff() {
         term: 1,
         accepted: Some(ep(1, 3)),
         incarnation: 1,
+        promise_ms: 0,
     };
     let mut m = start(config(1, &[2, 3]), before, 1_000);
     let declaration = deliver(&mut m, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 1_200);
@@ -569,7 +570,8 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
         two.contains(&Action::Persist(Cells {
             term: 4,
             accepted: None,
-            incarnation: 1
+            incarnation: 1,
+            promise_ms: bully::protocol::Timing::default().suspect_after_ms,
         })),
         "the highest reported term becomes the term cell: {two:?}"
     );
@@ -619,6 +621,7 @@ fn store_recovery_is_only_for_an_empty_store() {
             term: 3,
             accepted: Some(ep(3, 3)),
             incarnation: 2,
+            promise_ms: 0,
         },
         0,
     );

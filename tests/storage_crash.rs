@@ -46,6 +46,7 @@ fn epoch_cells(term: u64, incarnation: u64) -> Cells {
             leader: LEADER,
         }),
         incarnation,
+        promise_ms: 0,
     }
 }
 

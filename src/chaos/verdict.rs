@@ -269,6 +269,7 @@ mod tests {
                     term: 1,
                     accepted: Some(epoch),
                     incarnation: 1,
+                    promise_ms: 0,
                 }),
             ),
             Entry::new(

@@ -13,6 +13,7 @@ fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
         term,
         accepted,
         incarnation: 1,
+        promise_ms: 0,
     })
 }
 

@@ -37,6 +37,15 @@ pub struct Cells {
     pub accepted: Option<Epoch>,
     /// How many times the node has started; lets logs and checkers tell lives apart.
     pub incarnation: u64,
+    /// The longest D (`suspect_after_ms`) under which a promise of this node may still
+    /// bind: each life stores the larger of its own D and, until its restart hold-off
+    /// is over, the D its previous life stored. A restart holds off for this D, not
+    /// the one it restarts with, so a rolling restart that lowers D keeps the old
+    /// lease promises (docs/design.md#restart-hold-off-q5). 0: a store written before
+    /// this cell existed (the hold-off then uses the D the node starts with).
+    /// Not in the history's JSON: the event log's `Persisted` lines keep their form.
+    #[serde(default, skip_serializing)]
+    pub promise_ms: u64,
 }
 
 impl Epoch {

@@ -173,6 +173,7 @@ mod tests {
         term: 7,
         accepted: Some(Epoch { term: 8, leader: 5 }),
         incarnation: 4,
+        promise_ms: 0,
     };
 
     #[test]

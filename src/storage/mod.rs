@@ -1,9 +1,9 @@
-//! The durable storage cells (term, accepted epoch, incarnation, and the member list
-//! once one was stored) in a sled database.
+//! The durable storage cells (term, accepted epoch, incarnation, the D of the node's
+//! promises, and the member list once one was stored) in a sled database.
 //!
 //! The state machine's [`Action::Persist`](crate::protocol::Action) must be durable
 //! before the next action runs (invariant I3), so [`Storage::save`] returns only when:
-//! 1. all three cells are written in ONE sled transaction (a crash never leaves a new
+//! 1. all the cells are written in ONE sled transaction (a crash never leaves a new
 //!    term beside an old epoch), each under its own key, encoded by [`crate::codec`];
 //! 2. sled has flushed its buffers to the files (`Db::flush`);
 //! 3. the store's files and directory are fsynced ([`durable`]; sled's flush alone
@@ -40,6 +40,9 @@ use std::time::{Duration, Instant};
 const TERM: &str = "term";
 const ACCEPTED: &str = "accepted";
 const INCARNATION: &str = "incarnation";
+/// The D this node's promises may still bind under (`Cells::promise_ms`); absent in
+/// stores written before it existed, which read as 0.
+const PROMISE: &str = "promise";
 /// The member list (docs/design.md#membership); absent until the first one is stored.
 const MEMBERS: &str = "members";
 
@@ -119,8 +122,14 @@ impl Storage {
                 .map_err(|e| StorageError::from_sled(&self.dir, e))
         };
         let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
-        decode_cells(term.as_deref(), accepted.as_deref(), incarnation.as_deref())
-            .map_err(|detail| StorageError::corrupt(&self.dir, detail))
+        let promise = get(PROMISE)?;
+        decode_cells(
+            term.as_deref(),
+            accepted.as_deref(),
+            incarnation.as_deref(),
+            promise.as_deref(),
+        )
+        .map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
 
     /// Reads the stored member list; `None` if none was ever stored (the config file's
@@ -185,6 +194,7 @@ impl Storage {
         let term = encode_value(&cells.term).map_err(encode_err)?;
         let accepted = encode_value(&cells.accepted).map_err(encode_err)?;
         let incarnation = encode_value(&cells.incarnation).map_err(encode_err)?;
+        let promise = encode_value(&cells.promise_ms).map_err(encode_err)?;
         let members = list
             .map(|list| {
                 encode_value(list).map_err(|e| {
@@ -201,6 +211,7 @@ impl Storage {
                 tx.get(TERM)?.as_deref(),
                 tx.get(ACCEPTED)?.as_deref(),
                 tx.get(INCARNATION)?.as_deref(),
+                tx.get(PROMISE)?.as_deref(),
             )
             .map_err(|detail| abort(StorageError::corrupt(&self.dir, detail)))?;
             if goes_backwards(&stored, cells) {
@@ -233,6 +244,7 @@ impl Storage {
             tx.insert(TERM, term.as_slice())?;
             tx.insert(ACCEPTED, accepted.as_slice())?;
             tx.insert(INCARNATION, incarnation.as_slice())?;
+            tx.insert(PROMISE, promise.as_slice())?;
             Ok(())
         });
         match outcome {
@@ -258,20 +270,23 @@ fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
     new.term < stored.term || new.accepted < stored.accepted || new.incarnation < stored.incarnation
 }
 
-/// Turns the three raw values into cells: all absent is a fresh store; some absent, or
-/// any undecodable, is corruption (saves always write all three together).
+/// Turns the raw values into cells: all absent is a fresh store; one of the first three
+/// absent, or any undecodable, is corruption (saves always write them together). The
+/// promise's D alone may be absent: a store from before it existed (read as 0).
 fn decode_cells(
     term: Option<&[u8]>,
     accepted: Option<&[u8]>,
     incarnation: Option<&[u8]>,
+    promise: Option<&[u8]>,
 ) -> Result<Cells, String> {
-    if term.is_none() && accepted.is_none() && incarnation.is_none() {
+    if term.is_none() && accepted.is_none() && incarnation.is_none() && promise.is_none() {
         return Ok(Cells::default());
     }
     Ok(Cells {
         term: decode_cell(TERM, term)?,
         accepted: decode_cell(ACCEPTED, accepted)?,
         incarnation: decode_cell(INCARNATION, incarnation)?,
+        promise_ms: promise.map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
     })
 }
 

@@ -7,6 +7,7 @@ fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
         term,
         accepted: Some(Epoch { term, leader }),
         incarnation,
+        promise_ms: 0,
     }
 }
 
@@ -50,8 +51,13 @@ fn saved_cells_round_trip() {
             term: 0,
             accepted: None,
             incarnation: 1,
+            promise_ms: 0,
         },
         cells(3, 2, 1),
+        Cells {
+            promise_ms: 3000,
+            ..cells(4, 2, 2)
+        },
         cells(u64::MAX, u64::MAX, u64::MAX),
     ] {
         storage.save(&saved).unwrap();
@@ -108,6 +114,7 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             term: 5,
             accepted: None,
             incarnation: 1,
+            promise_ms: 0,
         },
     ] {
         let err = storage.save(&older).expect_err("regression refused");
@@ -321,5 +328,23 @@ fn cells_and_list_are_saved_together_and_an_older_list_is_refused_with_them() {
         storage.load().unwrap(),
         raised,
         "neither cell nor list moved"
+    );
+}
+
+#[test]
+fn a_store_from_before_the_promise_cell_loads_with_promise_zero() {
+    // The three cells as a node before `Cells::promise_ms` wrote them: no "promise" key.
+    let (_tmp, dir) = data_dir();
+    {
+        let storage = Storage::open(&dir).unwrap();
+        storage.save(&cells(5, 2, 3)).unwrap();
+        storage.db.remove(PROMISE).unwrap();
+        storage.db.flush().unwrap();
+    }
+    let loaded = reopen(&dir).load().unwrap();
+    assert_eq!(loaded, cells(5, 2, 3));
+    assert_eq!(
+        loaded.promise_ms, 0,
+        "the hold-off then uses the D the node starts with"
     );
 }

@@ -85,4 +85,9 @@ pub enum Flaw {
     /// (docs/design.md#elected-by-data-est): the highest ID wins over fresher data, and
     /// the model checker's I8 and the simulator must say so.
     IdOrder,
+    /// Quorum mode: a restart holds off for the D it restarts with, not the D its
+    /// earlier life promised under (the rule before `Cells::promise_ms` existed): a
+    /// rolling restart that lowers D lets the node accept a new coordinator while the
+    /// old one still counts on its promise (docs/design.md#restart-hold-off-q5).
+    HoldoffByNewD,
 }

@@ -269,7 +269,7 @@ impl Machine {
         self.persist(Cells {
             term: epoch.term,
             accepted: Some(epoch),
-            incarnation: self.cells.incarnation,
+            ..self.cells
         });
         self.observe(epoch.term);
         self.fact(Fact::Declared { epoch });
@@ -297,7 +297,7 @@ impl Machine {
         self.persist(Cells {
             term: self.cells.term.max(epoch.term),
             accepted: Some(epoch),
-            incarnation: self.cells.incarnation,
+            ..self.cells
         });
         self.follow(epoch, now);
     }

@@ -127,6 +127,10 @@ pub struct Machine {
     preempt_pending: bool,
     /// Our estimate and our peers' (`estimate.rs`); empty without an estimate source.
     estimates: Estimates,
+    /// An earlier life's D when it was longer than ours and its promises may still
+    /// bind (until the restart hold-off ends; 0 otherwise): stored with every write,
+    /// so a crash during the hold-off keeps it for the next life.
+    carried_promise_ms: Millis,
 }
 
 impl Machine {
@@ -177,6 +181,7 @@ impl Machine {
             preempt_from: preempt_from(&config, others, now),
             preempt_pending: false,
             estimates: Estimates::default(),
+            carried_promise_ms: carried_promise(&config, &loaded),
             members,
             config,
         };
@@ -255,6 +260,7 @@ impl Machine {
     /// Feeds one event at time `now`.
     pub fn handle(&mut self, event: Event, now: Millis) {
         self.refresh_estimate(now);
+        self.drop_expired_promise(now);
         match event {
             Event::Tick => self.on_tick(now),
             Event::PeerDown(peer) => self.on_peer_down(peer, now),
@@ -456,16 +462,34 @@ impl Machine {
 
 /// A quorum node's fresh [`QuorumState`]; none for a classic node. restart_holdoff
 /// (Q5): promises made in an earlier life were volatile, so a node that had accepted
-/// anything accepts no declaration for D. A node that never accepted anything never
-/// promised anything, so a fresh cluster starts without waiting.
+/// anything accepts no declaration for the D those promises were made under (the
+/// stored [`Cells::promise_ms`]; the D it starts with for a store from before that
+/// cell). A node that never accepted anything never promised anything, so a fresh
+/// cluster starts without waiting.
 fn quorum_state(config: &MachineConfig, loaded: &Cells, now: Millis) -> Option<QuorumState> {
+    let promised_under = if loaded.promise_ms == 0 || config.has(Flaw::HoldoffByNewD) {
+        config.timing.suspect_after_ms
+    } else {
+        loaded.promise_ms
+    };
     let holdoff_until = match loaded.accepted {
-        Some(_) => now + config.timing.suspect_after_ms,
+        Some(_) => now + promised_under,
         None => now,
     };
     match config.mode {
         Mode::Classic => None,
         Mode::Quorum => Some(QuorumState::new(holdoff_until)),
+    }
+}
+
+/// The earlier life's D to keep storing while the hold-off lasts: only when it is
+/// longer than the D this life runs with (a shorter one binds nothing longer).
+fn carried_promise(config: &MachineConfig, loaded: &Cells) -> Millis {
+    let ours = config.timing.suspect_after_ms;
+    if config.mode == Mode::Quorum && loaded.promise_ms > ours && !config.has(Flaw::HoldoffByNewD) {
+        loaded.promise_ms
+    } else {
+        0
     }
 }
 

@@ -51,7 +51,15 @@ impl Machine {
     }
 
     /// Adopts `cells` and asks the driver to store them before any later action runs.
-    pub(super) fn persist(&mut self, cells: Cells) {
+    /// Every write carries the D this node's promises may still bind under
+    /// ([`Cells::promise_ms`]): its own, or an earlier life's longer one while the
+    /// restart hold-off lasts.
+    pub(super) fn persist(&mut self, mut cells: Cells) {
+        cells.promise_ms = self
+            .config
+            .timing
+            .suspect_after_ms
+            .max(self.carried_promise_ms);
         self.cells = cells;
         self.actions.push_back(Action::Persist(cells));
     }

@@ -17,7 +17,11 @@
 //!   stops heartbeating for that term (`timers.rs`).
 //! - restart_holdoff (Q5): a restarted node that had accepted anything accepts no
 //!   declaration (its own included) for D after start: its promises were volatile.
-//!   Heartbeats of an established coordinator it may follow at once.
+//!   D here is the one its promises were made under, kept in the cells
+//!   (`Cells::promise_ms`), not the one it restarts with: a restart that lowers D
+//!   must still outlast the longer promises of the life before. Until the hold-off
+//!   ends, every write keeps storing that longer D, so a second restart inside it
+//!   holds off as long. Heartbeats of an established coordinator it may follow at once.
 //! - deferred_vote: a pre-vote that arrives while our promise to the old leader still
 //!   binds is answered the moment the promise runs out, not dropped, so the highest
 //!   survivor, which suspects first, is not held up by followers a moment behind it.
@@ -414,5 +418,20 @@ impl Machine {
             },
             now,
         );
+    }
+}
+
+/// restart_holdoff: when the earlier life's longer promises stop binding.
+impl Machine {
+    /// Once the restart hold-off is over, an earlier life's longer D binds nothing:
+    /// the next write stores this life's own D (`Cells::promise_ms`).
+    pub(super) fn drop_expired_promise(&mut self, now: Millis) {
+        let over = self
+            .quorum
+            .as_ref()
+            .map_or(true, |q| now >= q.holdoff_until);
+        if over {
+            self.carried_promise_ms = 0;
+        }
     }
 }
