@@ -16,7 +16,8 @@ use bully::checker::{
 use bully::history::{last_fault_ms, tail, Record};
 use bully::protocol::{Body, ConfigId, Epoch, Fact, Flaw, MessageKind, Millis, Mode, NodeId, Role};
 use bully::sim::scenario::{
-    asks_for_changes, run_seed, run_seed_changing, run_seed_with, Changes, Flavor, Gap, SeedRun,
+    asks_for_changes, run_seed, run_seed_changing, run_seed_drawing, run_seed_with, Changes,
+    Flavor, Gap, Operator, SeedRun,
 };
 use bully::sim::{CrashPoint, Sim, SimConfig};
 use std::collections::BTreeMap;
@@ -45,6 +46,7 @@ struct Summary {
     slow: u64,
     mixed_timing: u64,
     membership: u64,
+    config_roll: u64,
     /// Runs that hit each known gap of the machine (`SeedRun::known_gaps`), and the
     /// first such seed.
     gaps: BTreeMap<Gap, (u64, u64)>,
@@ -88,6 +90,16 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     }
     if o.steps.iter().any(|step| step.contains(" ms  deafen ")) {
         found.push("deaf node");
+    }
+    let rolled = |kind: &str| o.steps.iter().any(|step| step.contains(kind));
+    if rolled(" to restart with D=") {
+        found.push("config roll restart");
+    }
+    if rolled(" (SIGTERM) to restart with ") {
+        found.push("config roll, clean stop");
+    }
+    if rolled("(during the roll)") {
+        found.push("config roll, coordinator cut off");
     }
     if o.steps.iter().any(|step| step.contains("(to be replaced)")) {
         found.push("lost disk replaced");
@@ -155,6 +167,7 @@ impl Summary {
         self.slow += f.slow_network as u64;
         self.mixed_timing += f.mixed_timing as u64;
         self.membership += f.membership as u64;
+        self.config_roll += f.config_roll as u64;
         let mut gaps: Vec<Gap> = o.known_gaps.iter().map(|(gap, _)| *gap).collect();
         gaps.dedup();
         for gap in gaps {
@@ -257,6 +270,17 @@ fn env_changes() -> Changes {
     }
 }
 
+/// How the seeds draw the operator's faults: `SIM_OPERATOR=none` draws none (every seed
+/// runs as before they existed: the fingerprints show it), `always` in every seed.
+fn env_operator() -> Operator {
+    match std::env::var("SIM_OPERATOR").as_deref() {
+        Ok("none") => Operator::None,
+        Ok("some") | Err(_) => Operator::Some,
+        Ok("always") => Operator::Always,
+        Ok(other) => panic!("SIM_OPERATOR={other:?} is none of none, some, always"),
+    }
+}
+
 /// The mode `SIM_SEED` reruns (`SIM_MODE=classic|quorum`, default quorum).
 fn env_mode() -> Mode {
     match std::env::var("SIM_MODE").as_deref() {
@@ -273,7 +297,7 @@ fn run_seeds(mode: Mode) {
         if env_mode() != mode {
             return;
         }
-        let outcome = run_seed_changing(seed, mode, None, env_changes());
+        let outcome = run_seed_drawing(seed, mode, None, env_changes(), env_operator());
         println!("seed {seed}: {}", outcome.description);
         for step in &outcome.steps {
             println!("  {step}");
@@ -291,6 +315,7 @@ fn run_seeds(mode: Mode) {
     let started = Instant::now();
     let mut summary = Summary::default();
     let changes = env_changes();
+    let operator = env_operator();
     // `SIM_KEEP_GOING=1`: list every failing seed instead of stopping at the first.
     let keep_going = env_u64("SIM_KEEP_GOING").is_some();
     // `SIM_STRICT=1`: a run that hits a known gap of the machine fails too.
@@ -298,7 +323,7 @@ fn run_seeds(mode: Mode) {
     let mut failed = Vec::new();
     let mut fingerprint = env_u64("SIM_FINGERPRINT").map(|_| Fingerprints::default());
     for seed in first..first + count {
-        let outcome = run_seed_changing(seed, mode, None, changes);
+        let outcome = run_seed_drawing(seed, mode, None, changes, operator);
         let passed = outcome.passed() && (!strict || outcome.known_gaps.is_empty());
         if keep_going && !passed {
             failed.push(seed);
@@ -330,7 +355,7 @@ fn run_seeds(mode: Mode) {
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
          preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
-         membership {}, faults {}; slowest \
+         membership {}, config roll {}, faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -344,6 +369,7 @@ fn run_seeds(mode: Mode) {
         summary.slow,
         summary.mixed_timing,
         summary.membership,
+        summary.config_roll,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -364,6 +390,9 @@ fn run_seeds(mode: Mode) {
     if changes != Changes::None {
         assert!(summary.membership > 0, "no run changed the member list");
     }
+    if operator != Operator::None {
+        assert!(summary.config_roll > 0, "no run rolled a config change");
+    }
     if mode == Mode::Quorum {
         assert!(summary.witness > 0, "no run had a witness");
     }
@@ -379,6 +408,18 @@ fn run_seeds(mode: Mode) {
             "concurrent elections",
             "store lost",
             "deaf node",
+        ] {
+            assert!(
+                summary.happened.get(name).copied().unwrap_or(0) > 0,
+                "no run had: {name}"
+            );
+        }
+    }
+    if count >= 1_000 && operator != Operator::None {
+        for name in [
+            "config roll restart",
+            "config roll, clean stop",
+            "config roll, coordinator cut off",
         ] {
             assert!(
                 summary.happened.get(name).copied().unwrap_or(0) > 0,
@@ -891,5 +932,51 @@ fn membership_runs_the_simulator_found_broken_now_hold() {
             "{mode}, {changes:?} changes:\n{}",
             outcome.report()
         );
+    }
+}
+
+/// The seeds (of `tries`, every one rolling a config change) on which a machine with
+/// `flaw` breaks `invariant`, with the first such violation.
+fn roll_catches(flaw: Flaw, invariant: Invariant, tries: u64) -> Vec<(u64, String)> {
+    (0..tries)
+        .filter_map(|seed| {
+            let outcome = run_seed_drawing(
+                seed,
+                Mode::Quorum,
+                Some(flaw),
+                Changes::Some,
+                Operator::Always,
+            );
+            outcome
+                .violations
+                .iter()
+                .find(|v| v.invariant == invariant)
+                .map(|v| (seed, v.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
+    // Issue 38's first break: all at a long D, a rolling restart to a short one. A node
+    // restarted on the short D held off only that long, while its last ack had promised
+    // the coordinator (still on the long D, now cut off by the hello) the long one: the
+    // restarted side elected a second coordinator. The old rule (Flaw::HoldoffByNewD)
+    // must be caught as two coordinators at once; the same seeds pass on the new rule
+    // (the hold-off is the D kept in the cells, Cells::promise_ms).
+    let caught = roll_catches(Flaw::HoldoffByNewD, Invariant::NoOverlap, 400);
+    assert!(
+        !caught.is_empty(),
+        "I6 never flagged a restart that holds off for the new D"
+    );
+    println!(
+        "old hold-off rule caught on {} of 400 seeds, first {}: {}",
+        caught.len(),
+        caught[0].0,
+        caught[0].1
+    );
+    for (seed, _) in caught {
+        let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::Always);
+        assert!(outcome.passed(), "{}", outcome.report());
     }
 }

@@ -29,8 +29,10 @@ pub struct SimConfig {
     pub drift_permille: u64,
     /// A deliberately broken machine, to show the checkers catch it.
     pub flaw: Option<Flaw>,
-    /// Nodes whose timing differs from `timing` (heartbeat, T, T'; members must agree
-    /// on D and the mode, which the transport enforces: README "Members must agree").
+    /// Nodes whose timing differs from `timing`, read at each start (an operator may
+    /// change it between two lives, [`crate::sim::Sim::reconfigure`]). Nodes whose
+    /// running lives differ in D refuse each other's hello and exchange nothing, as the
+    /// transport does (src/transport/agreement.rs).
     pub node_timing: BTreeMap<NodeId, Timing>,
 }
 
@@ -69,6 +71,7 @@ impl SimConfig {
     pub fn slowest_timing(&self) -> Timing {
         self.node_timing.values().fold(self.timing, |a, b| Timing {
             heartbeat_ms: a.heartbeat_ms.max(b.heartbeat_ms),
+            suspect_after_ms: a.suspect_after_ms.max(b.suspect_after_ms),
             answer_timeout_ms: a.answer_timeout_ms.max(b.answer_timeout_ms),
             coordinator_timeout_ms: a.coordinator_timeout_ms.max(b.coordinator_timeout_ms),
             ..a

@@ -5,7 +5,7 @@
 use super::{CrashPoint, Sim};
 use crate::checker::check_crash;
 use crate::history::Record;
-use crate::protocol::{Cells, Event, Flaw, Machine, MachineConfig, NodeId};
+use crate::protocol::{Cells, Event, Flaw, Machine, MachineConfig, NodeId, Timing};
 use rand::Rng;
 
 impl Sim {
@@ -20,6 +20,7 @@ impl Sim {
         }
         node.life += 1;
         node.stalled = false;
+        node.timing = self.config.timing_of(id);
         let config = MachineConfig {
             id,
             // A member's config file lists the other members; a spare's lists the
@@ -31,7 +32,7 @@ impl Sim {
                 .copied()
                 .filter(|&p| p != id)
                 .collect(),
-            timing: self.config.timing_of(id),
+            timing: node.timing,
             preempt: self.config.preempt,
             eligible: node.eligible,
             mode: self.config.mode,
@@ -92,6 +93,21 @@ impl Sim {
             self.report(violation);
         }
         self.lose_unsent_suffix(id);
+    }
+
+    /// A clean stop (SIGTERM): the machine handles `Shutdown` (a coordinator leaves
+    /// office and resigns) and runs its actions, then the process is gone.
+    pub fn stop(&mut self, id: NodeId) {
+        if self.is_up(id) && !self.is_paused(id) {
+            self.feed(id, Event::Shutdown);
+        }
+        self.crash(id);
+    }
+
+    /// An operator edits node `id`'s config file: its next start runs with `timing`
+    /// (the running life keeps the timing it started with, as a real node does).
+    pub fn reconfigure(&mut self, id: NodeId, timing: Timing) {
+        self.config.node_timing.insert(id, timing);
     }
 
     /// The disk of a node that is down is lost (a replaced disk, a container without

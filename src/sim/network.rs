@@ -72,10 +72,29 @@ impl Sim {
         self.delivers(a, b) && self.delivers(b, a)
     }
 
-    /// Whether a message from `from` reaches `to`: same side of any partition, and
-    /// `to` not deaf.
+    /// Whether a message from `from` reaches `to`: same side of any partition, `to`
+    /// not deaf, and their transports agree at the hello.
     fn delivers(&self, from: NodeId, to: NodeId) -> bool {
-        self.groups.get(&from) == self.groups.get(&to) && !self.deaf.contains(&to)
+        self.groups.get(&from) == self.groups.get(&to)
+            && !self.deaf.contains(&to)
+            && self.hellos_agree(from, to)
+    }
+
+    /// Whether the transports of `a` and `b` accept each other's hello: the lives that
+    /// run now must have the same D, or each refuses the other's connection and no
+    /// message passes either way (src/transport/agreement.rs; the mode is the whole
+    /// cluster's here). A node that is down has no hello to refuse.
+    fn hellos_agree(&self, a: NodeId, b: NodeId) -> bool {
+        let d = |id: NodeId| {
+            self.nodes
+                .get(&id)
+                .filter(|n| n.machine.is_some())
+                .map(|n| n.timing.suspect_after_ms)
+        };
+        match (d(a), d(b)) {
+            (Some(da), Some(db)) => da == db,
+            _ => true,
+        }
     }
 
     /// The transport of `node` reports `peer` down (queued if `node` is paused). If the

@@ -1,6 +1,6 @@
 //! One simulated process: its machine while up, its disk, and its own clock.
 
-use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis};
+use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis, Timing};
 use std::collections::VecDeque;
 
 /// One simulated process and its disk.
@@ -33,6 +33,9 @@ pub(super) struct SimNode {
     /// Its estimate source's value, given to every start (`None`: no source);
     /// docs/design.md#elected-by-data-est.
     pub(super) estimate: Option<Option<u64>>,
+    /// The timing its current (or last) life started with: what its transport's hello
+    /// shows, and what peers compare D with (src/transport/agreement.rs).
+    pub(super) timing: Timing,
 }
 
 impl SimNode {

@@ -3,6 +3,7 @@
 //! everything down so I5 can be judged.
 
 use super::membership::MemberPlan;
+use super::operator::RollPlan;
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
 use crate::sim::{CrashPoint, Sim, SimConfig};
 use rand::rngs::SmallRng;
@@ -23,6 +24,8 @@ pub(super) enum Todo {
     },
     /// An operator asks for a membership change (`membership.rs` picks which).
     ChangeMembers,
+    /// The operator's config roll reaches this node (`operator.rs`).
+    Roll(NodeId),
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -36,12 +39,20 @@ pub(super) struct Adversary {
     max_delay: Millis,
     /// The membership changes this seed asks for, if any (`membership.rs`).
     pub(super) members: Option<MemberPlan>,
+    /// The config roll this seed does, if any (`operator.rs`).
+    pub(super) operator: Option<RollPlan>,
 }
 
 impl Adversary {
     /// An adversary drawing from `rng` against a new cluster of `config`, every node down.
     /// `members`: the membership changes to ask for (`None`: the seed draws none).
-    pub(super) fn new(rng: SmallRng, config: SimConfig, members: Option<MemberPlan>) -> Adversary {
+    /// `operator`: the config roll to do (`None`: the seed draws none).
+    pub(super) fn new(
+        rng: SmallRng,
+        config: SimConfig,
+        members: Option<MemberPlan>,
+        operator: Option<RollPlan>,
+    ) -> Adversary {
         Adversary {
             rng,
             max_delay: config.delay_ms.1,
@@ -50,6 +61,7 @@ impl Adversary {
             seq: 0,
             steps: Vec::new(),
             members,
+            operator,
         }
     }
 
@@ -91,6 +103,7 @@ impl Adversary {
                 self.sim.peer_down(node, peer);
             }
             Todo::ChangeMembers => self.change_members(),
+            Todo::Roll(id) => self.roll(id),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());

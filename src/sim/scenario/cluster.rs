@@ -68,6 +68,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         ineligible: false,
         mixed_timing: !node_timing.is_empty(),
         membership: false,
+        config_roll: false,
         faults: 0,
     };
     let config = SimConfig {
@@ -130,8 +131,8 @@ pub(super) fn describe(config: &SimConfig) -> String {
     for (id, t) in &config.node_timing {
         let _ = write!(
             out,
-            "; n{id}: heartbeat {}, T {}, T' {}",
-            t.heartbeat_ms, t.answer_timeout_ms, t.coordinator_timeout_ms
+            "; n{id}: D {}, heartbeat {}, T {}, T' {}",
+            t.suspect_after_ms, t.heartbeat_ms, t.answer_timeout_ms, t.coordinator_timeout_ms
         );
     }
     out

@@ -18,6 +18,9 @@ pub(super) struct Judge {
     members: Vec<NodeId>,
     /// The slowest node's timeouts (they bound convergence).
     pub(super) timing: Timing,
+    /// The shortest D any node runs with: whether a lease can hold on this network
+    /// depends on it, not on the slowest node's.
+    shortest_d: Millis,
     /// How long each node's office can outlast its pause (its own heartbeat sets its
     /// lease margin).
     lease_bounds: BTreeMap<NodeId, Millis>,
@@ -33,6 +36,12 @@ impl Judge {
             mode: config.mode,
             members: config.ids.clone(),
             timing: config.slowest_timing(),
+            shortest_d: config
+                .processes()
+                .into_iter()
+                .map(|id| config.timing_of(id).suspect_after_ms)
+                .min()
+                .unwrap_or(config.timing.suspect_after_ms),
             lease_bounds: config
                 .processes()
                 .into_iter()
@@ -41,6 +50,28 @@ impl Judge {
             preempt: config.preempt,
             max_delay: config.delay_ms.1,
             slow_network,
+        }
+    }
+
+    /// Widens the bounds to every timing in `timings` (an operator's roll runs nodes on
+    /// two timings, one after the other): the slowest timeouts, each node's longest
+    /// lease bound.
+    pub(super) fn allow_for(&mut self, timings: &[Timing]) {
+        for t in timings {
+            self.shortest_d = self.shortest_d.min(t.suspect_after_ms);
+            self.timing = Timing {
+                heartbeat_ms: self.timing.heartbeat_ms.max(t.heartbeat_ms),
+                suspect_after_ms: self.timing.suspect_after_ms.max(t.suspect_after_ms),
+                answer_timeout_ms: self.timing.answer_timeout_ms.max(t.answer_timeout_ms),
+                coordinator_timeout_ms: self
+                    .timing
+                    .coordinator_timeout_ms
+                    .max(t.coordinator_timeout_ms),
+                ..self.timing
+            };
+            for bound in self.lease_bounds.values_mut() {
+                *bound = (*bound).max(lease_bound_ms(t));
+            }
         }
     }
 
@@ -88,7 +119,8 @@ impl Judge {
         }
         // A quorum coordinator holds its lease only while acks come back within
         // D - 2 x heartbeat; on a slower network quorum mode promises safety, not a leader.
-        let lease_holds = 2 * self.max_delay < timing.suspect_after_ms - 2 * timing.heartbeat_ms;
+        let lease_holds =
+            2 * self.max_delay < self.shortest_d.saturating_sub(2 * timing.heartbeat_ms);
         if mode == Mode::Classic || lease_holds {
             // The list the live nodes end on (lists spread, so the newest one held), or
             // while none was written the initial members' (a spare's seed lists itself).

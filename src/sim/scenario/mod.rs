@@ -16,9 +16,11 @@ mod adversary;
 mod cluster;
 mod judge;
 mod membership;
+mod operator;
 mod seed_run;
 
 pub use membership::{asks_for_changes, Changes};
+pub use operator::Operator;
 pub use seed_run::{Flavor, Gap, SeedRun, REPORT_TAIL};
 
 use crate::history::{last_fault_ms, Entry, Record};
@@ -46,6 +48,17 @@ pub fn run_seed_changing(
     flaw: Option<crate::protocol::Flaw>,
     changes: Changes,
 ) -> SeedRun {
+    run_seed_drawing(seed, mode, flaw, changes, Operator::Some)
+}
+
+/// [`run_seed_changing`], with the operator's faults drawn as `operator` says.
+pub fn run_seed_drawing(
+    seed: u64,
+    mode: Mode,
+    flaw: Option<crate::protocol::Flaw>,
+    changes: Changes,
+    operator: Operator,
+) -> SeedRun {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_ad0e_0000_0001);
     let (mut config, mut flavor) = choose_cluster(seed, mode, &mut rng);
     config.flaw = flaw;
@@ -54,11 +67,17 @@ pub fn run_seed_changing(
         plan
     });
     flavor.membership = plan.is_some();
+    let roll = operator::draw_roll(seed, &mut config, operator);
+    flavor.config_roll = roll.is_some();
     let description = describe(&config);
-    let judge = Judge::new(&config, flavor.slow_network);
-    let mut adv = Adversary::new(rng, config, plan);
+    let mut judge = Judge::new(&config, flavor.slow_network);
+    if let Some(roll) = &roll {
+        judge.allow_for(&roll.timings());
+    }
+    let mut adv = Adversary::new(rng, config, plan, roll);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
+    adv.plan_roll();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 

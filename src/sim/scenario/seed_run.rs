@@ -69,6 +69,9 @@ pub struct Flavor {
     pub mixed_timing: bool,
     /// An operator changes the member list (adds a spare, removes or replaces a member).
     pub membership: bool,
+    /// An operator rolls a new D (and sometimes heartbeat) through the cluster by
+    /// restarts (`operator.rs`).
+    pub config_roll: bool,
     pub faults: usize,
 }
 

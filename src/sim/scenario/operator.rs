@@ -1,0 +1,210 @@
+//! The operator's day as faults: in some seeds an operator rolls a config change through
+//! the cluster, one node after another (the next sometimes before the last is back),
+//! each stopped cleanly (SIGTERM) or killed, and started again on the new file, while
+//! the adversary's other faults go on. The change is D raised or lowered three to ten
+//! times, sometimes with a new heartbeat. Until the roll has passed every node, the
+//! nodes on the old D and those on the new one refuse each other's hello
+//! (src/transport/agreement.rs, modelled in `src/sim/network.rs`), which splits the
+//! cluster by itself; now and then the operator's network also cuts off the
+//! coordinator with a minority just as a node restarts.
+//!
+//! Everything here draws from the plan's own RNG, seeded apart from the adversary's: a
+//! seed that draws no roll runs exactly as it did before rolls existed (the simulation
+//! tests' fingerprint shows it).
+
+use super::adversary::{Adversary, Todo};
+use crate::protocol::{Millis, NodeId, Timing};
+use crate::sim::SimConfig;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+/// Share of seeds that roll a config change.
+const SHARE: f64 = 0.2;
+
+/// How a seed's operator faults are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// In no seed: every seed runs as it did before operator faults existed (to compare
+    /// fingerprints with runs from before).
+    None,
+    /// In a share of the seeds.
+    Some,
+    /// In every seed (to hunt a flaw that needs one).
+    Always,
+}
+
+/// The config roll one seed does.
+pub(super) struct RollPlan {
+    rng: SmallRng,
+    /// Each node's timing once the roll has passed it.
+    to: BTreeMap<NodeId, Timing>,
+    /// Each node's timing before (what the cluster starts with).
+    from: BTreeMap<NodeId, Timing>,
+    /// The order the operator goes through the nodes.
+    order: Vec<NodeId>,
+}
+
+impl RollPlan {
+    /// Every timing a node runs with in this seed, before and after: what the judge's
+    /// bounds must allow for.
+    pub(super) fn timings(&self) -> Vec<Timing> {
+        self.from
+            .values()
+            .chain(self.to.values())
+            .copied()
+            .collect()
+    }
+}
+
+/// Whether `seed` rolls a config change, and if so the plan. Sets every process's
+/// starting timing in `config` (the old D); draws nothing from the adversary's RNG.
+pub(super) fn draw_roll(seed: u64, config: &mut SimConfig, operator: Operator) -> Option<RollPlan> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x09e7_a70e_0000_0002);
+    let drawn = rng.gen_bool(SHARE);
+    if operator == Operator::None || !(drawn || operator == Operator::Always) {
+        return None;
+    }
+    let base = config.timing.suspect_after_ms;
+    let times = rng.gen_range(3..=10);
+    let (d_from, d_to) = if rng.gen_bool(0.6) {
+        (base * times, base) // lowered: the rolling restart the operator did
+    } else {
+        (base, base * times)
+    };
+    let new_heartbeat = rng.gen_bool(0.3);
+    let mut from = BTreeMap::new();
+    let mut to = BTreeMap::new();
+    for id in config.processes() {
+        let own = config.timing_of(id);
+        let before = with_d(own, d_from, own.heartbeat_ms);
+        let heartbeat = if new_heartbeat {
+            rng.gen_range((own.heartbeat_ms / 2).max(1)..=own.heartbeat_ms * 2)
+        } else {
+            own.heartbeat_ms
+        };
+        from.insert(id, before);
+        to.insert(id, with_d(own, d_to, heartbeat));
+    }
+    config.node_timing = from.clone();
+    let mut order = config.processes();
+    order.shuffle(&mut rng);
+    Some(RollPlan {
+        rng,
+        to,
+        from,
+        order,
+    })
+}
+
+/// `timing` with D set to `d` and the heartbeat to `heartbeat`, the heartbeat lowered
+/// until the lease spans two of them (`Timing::validate`).
+fn with_d(timing: Timing, d: Millis, heartbeat: Millis) -> Timing {
+    let mut out = Timing {
+        suspect_after_ms: d,
+        heartbeat_ms: heartbeat.min(d / 3).max(1),
+        ..timing
+    };
+    while out.validate().is_err() && out.heartbeat_ms > 1 {
+        out.heartbeat_ms -= 1;
+    }
+    out
+}
+
+impl Adversary {
+    /// Schedules the roll: when the operator reaches each node, among the other faults.
+    pub(super) fn plan_roll(&mut self) {
+        let Some(plan) = self.operator.as_mut() else {
+            return;
+        };
+        let d_from = plan.from.values().map(|t| t.suspect_after_ms).max();
+        let d_from = d_from.unwrap_or(300);
+        let mut at = self.sim.now() + plan.rng.gen_range(200..=3000);
+        let mut todo = Vec::new();
+        for &id in &plan.order {
+            todo.push((at, Todo::Roll(id)));
+            // The next node right away now and then (two down at once), else once this
+            // one is back, or well after.
+            at += match plan.rng.gen_range(0..4) {
+                0 => plan.rng.gen_range(0..=50),
+                _ => plan.rng.gen_range(100..=2 * d_from),
+            };
+        }
+        for (at, what) in todo {
+            self.schedule(at, what);
+        }
+    }
+
+    /// The operator reaches node `id`: its config file gets the new timing; a running
+    /// node is stopped (SIGTERM or kill -9) and started again shortly after.
+    pub(super) fn roll(&mut self, id: NodeId) {
+        let Some(plan) = self.operator.as_mut() else {
+            return;
+        };
+        let Some(&timing) = plan.to.get(&id) else {
+            return;
+        };
+        let clean = plan.rng.gen_bool(0.5);
+        let back_in = plan.rng.gen_range(1..=300);
+        let cut = plan.rng.gen_bool(0.3);
+        let heal_in = plan
+            .rng
+            .gen_range(50..=3 * timing.suspect_after_ms.max(100));
+        let what = format!(
+            "D={} heartbeat={}",
+            timing.suspect_after_ms, timing.heartbeat_ms
+        );
+        self.sim.reconfigure(id, timing);
+        if !self.sim.is_up(id) {
+            self.note(format!("n{id} config rolled to {what} while down"));
+            return;
+        }
+        let coordinator = self.coordinator();
+        if clean {
+            self.note(format!("stop n{id} (SIGTERM) to restart with {what}"));
+            self.sim.stop(id);
+        } else {
+            self.note(format!("kill -9 n{id} to restart with {what}"));
+            self.sim.crash(id);
+        }
+        let at = self.sim.now() + back_in;
+        self.schedule(at, Todo::Start(id));
+        if let (true, Some(c)) = (cut, coordinator.filter(|&c| c != id)) {
+            self.cut_off_with_a_minority(c, id, heal_in);
+        }
+    }
+
+    /// The network cuts `coordinator` and a minority off from the rest (`restarting`
+    /// among the rest) until `heal_in` later.
+    fn cut_off_with_a_minority(
+        &mut self,
+        coordinator: NodeId,
+        restarting: NodeId,
+        heal_in: Millis,
+    ) {
+        let Some(plan) = self.operator.as_mut() else {
+            return;
+        };
+        let mut others: Vec<NodeId> = self
+            .sim
+            .config()
+            .processes()
+            .into_iter()
+            .filter(|&n| n != coordinator && n != restarting)
+            .collect();
+        others.shuffle(&mut plan.rng);
+        let all = others.len() + 2;
+        let beside = ((all - 1) / 2).saturating_sub(1); // the coordinator's side stays a minority
+        let mut side: Vec<NodeId> = others.drain(..beside.min(others.len())).collect();
+        side.push(coordinator);
+        others.push(restarting);
+        side.sort_unstable();
+        others.sort_unstable();
+        let groups = vec![side, others];
+        self.note(format!("partition {groups:?} (during the roll)"));
+        self.sim.partition(&groups);
+        let at = self.sim.now() + heal_in;
+        self.schedule(at, Todo::Heal);
+    }
+}
