@@ -37,6 +37,9 @@
 //!   never leads, so it would never arm the device). Whether the device exists is not
 //!   checked here: with `mode = "required"` a missing device makes the node
 //!   ineligible at run time, with `auto` it leads without;
+//! - every path (`data_dir`, `tls.ca`, `tls.cert`, `tls.key`, `watchdog.device`) not
+//!   empty, not only whitespace and without whitespace at its start or end (a typo far
+//!   more often than a name; resolved, `" "` would name a directory no one meant);
 //! - `data_dir` is a directory or can be created (no file in its place or on its path);
 //! - `tls.ca`, `tls.cert`, `tls.key` exist and are readable files (their contents are
 //!   checked when the transport loads them).
@@ -116,8 +119,8 @@ fn resolve_paths(config: &mut NodeConfig, base: &Path) {
         &mut config.tls.cert,
         &mut config.tls.key,
     ] {
-        // An empty path stays empty so that validation reports it.
-        if path.is_relative() && !path.as_os_str().is_empty() {
+        // An empty, blank or padded path stays as written so that validation reports it.
+        if path.is_relative() && validate::path_problem(path).is_none() {
             *path = base.join(&*path);
         }
     }

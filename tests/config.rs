@@ -651,6 +651,55 @@ fn empty_paths_are_refused() {
     );
 }
 
+/// Issue 38: `data_dir = " "` was accepted (resolved to a directory named " " beside
+/// the config). Every path-valued key refuses a blank path or one padded with
+/// whitespace, naming the key and showing the path as written.
+#[test]
+fn blank_or_padded_paths_are_refused_for_every_path_key() {
+    let fx = Fixture::new();
+    let keys = [
+        ("data_dir", "\"data/node1\""),
+        ("tls.ca", "\"certs/ca.pem\""),
+        ("tls.cert", "\"certs/node-1.pem\""),
+        ("tls.key", "\"certs/node-1.key\""),
+    ];
+    for (key, value) in keys {
+        let blank = fx.expect_error(&edit(value, "\" \""), key, "must not be empty");
+        assert!(blank.contains("whitespace"), "{blank}");
+        fx.expect_error(&edit(value, "\"\t\""), key, "must not be empty");
+        let trailing = format!("{}  \"", value.trim_end_matches('"'));
+        let shown = fx.expect_error(
+            &edit(value, &trailing),
+            key,
+            "starts or ends with whitespace",
+        );
+        assert!(
+            shown.contains(&trailing[1..trailing.len() - 1]),
+            "shown as written: {shown}"
+        );
+        let leading = format!("\" {}", &value[1..]);
+        fx.expect_error(
+            &edit(value, &leading),
+            key,
+            "starts or ends with whitespace",
+        );
+    }
+    for device in ["\" \"", "\" /dev/watchdog\"", "\"/dev/watchdog \""] {
+        fx.expect_error(
+            &with(&format!("[watchdog]\ndevice = {device}\n")),
+            "watchdog.device",
+            "whitespace",
+        );
+    }
+    // Spaces inside a name are a name.
+    let spaced = fx.path("my data");
+    let text = edit(
+        "\"data/node1\"",
+        &format!("{:?}", spaced.display().to_string()),
+    );
+    assert_eq!(fx.parse(&text).expect("valid").data_dir, spaced);
+}
+
 #[test]
 fn load_reads_the_file_and_names_it_when_it_cannot() {
     let fx = Fixture::new();

@@ -70,6 +70,10 @@ pub struct MetricsSnapshot {
     pub peer_up: BTreeMap<NodeId, bool>,
     /// The transport's counters (refusals, bad frames, drops, connects).
     pub transport: TransportStats,
+    /// Event-log records lost because appending failed (a full or failing disk): the
+    /// log is what `bully history` and the checker read, so a loss must show.
+    #[serde(default)]
+    pub event_log_write_errors: u64,
 }
 
 /// How often one hook ran and failed.

@@ -8,9 +8,73 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// File name of the event log inside a data dir.
 pub const EVENT_LOG: &str = "events.jsonl";
+
+/// After the first failed append of a run of failures (logged at once), how often
+/// another is logged: a full disk fails every record, and one error line per record
+/// would fill the journal too.
+pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Appends that failed (a full or failing disk: the record is lost), shared by every
+/// handle on one log, so a node can export the count
+/// (`bully_event_log_write_errors_total`): the checker and `bully history` read this
+/// log, and a record lost without a trace would go unnoticed.
+#[derive(Debug, Default)]
+pub struct WriteFailures {
+    count: AtomicU64,
+    /// Whether the last append failed: the next success ends the run of failures.
+    failing: AtomicBool,
+    /// When a failure was last logged and the count then; `None` outside a run.
+    logged: Mutex<Option<(Instant, u64)>>,
+}
+
+impl WriteFailures {
+    /// Appends that failed so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Counts one failed append at `now`; whether and how to log it: the first of a
+    /// run of failures at once, then at most one line per [`FAILURE_LOG_EVERY`].
+    fn failed(&self, now: Instant) -> Option<Loud> {
+        let total = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        self.failing.store(true, Ordering::Relaxed);
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let loud = match *logged {
+            None => Loud::First,
+            Some((at, then)) if now.saturating_duration_since(at) >= FAILURE_LOG_EVERY => {
+                Loud::Again { lost: total - then }
+            }
+            Some(_) => return None,
+        };
+        *logged = Some((now, total));
+        Some(loud)
+    }
+
+    /// An append succeeded: ends a run of failures (the next failure is logged at
+    /// once again); whether one ended.
+    fn succeeded(&self) -> bool {
+        if !self.failing.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        *self.logged.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        true
+    }
+}
+
+/// Which line a failed append gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Loud {
+    /// The first failure of a run.
+    First,
+    /// Still failing: `lost` records since the last line.
+    Again { lost: u64 },
+}
 
 /// Appends history entries for one node. Each line is one `write` call on an
 /// unbuffered file, so a killed process leaves whole lines behind; should a write be
@@ -20,6 +84,7 @@ pub struct EventLog {
     node: NodeId,
     file: File,
     path: PathBuf,
+    failures: Arc<WriteFailures>,
 }
 
 impl EventLog {
@@ -35,7 +100,12 @@ impl EventLog {
         if ends_mid_line(&mut file)? {
             file.write_all(b"\n")?;
         }
-        Ok(EventLog { node, file, path })
+        Ok(EventLog {
+            node,
+            file,
+            path,
+            failures: Arc::default(),
+        })
     }
 
     /// A second handle on the same open file, for a task that records on its own (the
@@ -46,10 +116,18 @@ impl EventLog {
             node: self.node,
             file: self.file.try_clone()?,
             path: self.path.clone(),
+            failures: Arc::clone(&self.failures),
         })
     }
 
-    /// Appends one record stamped with wall-clock time.
+    /// The count of failed appends, shared with every clone of this handle.
+    pub fn failures(&self) -> Arc<WriteFailures> {
+        Arc::clone(&self.failures)
+    }
+
+    /// Appends one record stamped with wall-clock time. A failed write loses the
+    /// record: it is counted ([`EventLog::failures`]) and logged, the first of a run
+    /// at once and then at most once per [`FAILURE_LOG_EVERY`].
     pub fn append(&mut self, record: Record) {
         let entry = Entry {
             at_ms: crate::wall_clock::wall_ms(),
@@ -58,8 +136,38 @@ impl EventLog {
         };
         let mut line = entry.to_json_line();
         line.push('\n');
-        if let Err(e) = self.file.write_all(line.as_bytes()) {
-            tracing::error!("cannot append to {}: {e}", self.path.display());
+        if self.failures.failing.load(Ordering::Relaxed) {
+            // A failed write may have left part of a line: end it, as `open` does, so
+            // this record does not run into it.
+            if ends_mid_line(&mut self.file).unwrap_or(false) {
+                let _ = self.file.write_all(b"\n");
+            }
+        }
+        match self.file.write_all(line.as_bytes()) {
+            Ok(()) => {
+                if self.failures.succeeded() {
+                    let total = self.failures.count();
+                    tracing::warn!(
+                        total,
+                        "appending to {} works again; records were lost while it failed",
+                        self.path.display()
+                    );
+                }
+            }
+            Err(e) => match self.failures.failed(Instant::now()) {
+                Some(Loud::First) => tracing::error!(
+                    "cannot append to {}: {e}; event-log records are lost until writes \
+                     work again (counted in bully_event_log_write_errors_total)",
+                    self.path.display()
+                ),
+                Some(Loud::Again { lost }) => tracing::error!(
+                    lost,
+                    total = self.failures.count(),
+                    "still cannot append to {}: {e}",
+                    self.path.display()
+                ),
+                None => {}
+            },
         }
     }
 }
@@ -210,6 +318,68 @@ mod tests {
             })
             .collect();
         assert_eq!(incarnations, [1, 2]);
+    }
+
+    /// Issue 38: a disk that fills while the node runs. `/dev/full` takes the log's
+    /// place (every write fails with ENOSPC); each lost record is counted, in every
+    /// handle on the log.
+    #[test]
+    fn a_failed_append_is_counted() {
+        let full = Path::new("/dev/full");
+        assert!(full.exists(), "this test needs /dev/full");
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::os::unix::fs::symlink(full, dir.path().join(EVENT_LOG)).expect("symlink");
+        let mut log = EventLog::open(dir.path(), 1).expect("open /dev/full");
+        let mut hooks = log.try_clone().expect("a second handle");
+        let failures = log.failures();
+        assert_eq!(failures.count(), 0);
+        log.append(Record::Started { incarnation: 1 });
+        assert_eq!(failures.count(), 1, "the lost record is counted");
+        hooks.append(Record::Started { incarnation: 2 });
+        log.append(Record::Started { incarnation: 3 });
+        assert_eq!(failures.count(), 3, "by every handle");
+    }
+
+    #[test]
+    fn failures_are_logged_first_at_once_then_at_a_bounded_rate() {
+        let failures = WriteFailures::default();
+        let t0 = Instant::now();
+        assert_eq!(failures.failed(t0), Some(Loud::First));
+        let soon = t0 + FAILURE_LOG_EVERY / 2;
+        assert_eq!(failures.failed(soon), None, "within the interval");
+        assert_eq!(failures.failed(soon), None);
+        let later = t0 + FAILURE_LOG_EVERY;
+        assert_eq!(
+            failures.failed(later),
+            Some(Loud::Again { lost: 3 }),
+            "the lines in between are summed"
+        );
+        assert_eq!(failures.failed(later), None);
+        assert!(failures.succeeded(), "a run of failures ended");
+        assert!(!failures.succeeded(), "only once");
+        assert_eq!(
+            failures.failed(later),
+            Some(Loud::First),
+            "a new run is loud again"
+        );
+        assert_eq!(failures.count(), 6);
+    }
+
+    #[test]
+    fn a_line_left_by_a_failed_write_is_ended_before_the_next_record() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut log = EventLog::open(dir.path(), 1).expect("open");
+        log.append(Record::Started { incarnation: 1 });
+        // A write cut short by a full disk: part of a line, then the error.
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(EVENT_LOG))
+            .expect("reopen");
+        file.write_all(b"{\"at_ms\":12,\"node\":1,\"rec").unwrap();
+        log.failures.failed(Instant::now());
+        log.append(Record::Started { incarnation: 2 });
+        let kept = read_log(dir.path()).expect("read");
+        assert_eq!(kept.len(), 2, "{kept:?}");
     }
 }
 

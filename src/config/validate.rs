@@ -29,7 +29,7 @@ impl NodeConfig {
 
     fn check(&self) -> Result<(), Invalid> {
         check_node_id(self.id).map_err(|e| invalid("id", e.to_string()))?;
-        check_not_empty("data_dir", &self.data_dir)?;
+        check_path("data_dir", &self.data_dir)?;
         let peers = self.peers.iter().map(|p| (p.id, &p.addr));
         check_peers(self.id, self.listen, peers).map_err(|e| {
             let field = format!("peers[{}].{}", e.index, e.problem.key());
@@ -135,7 +135,7 @@ impl NodeConfig {
             ("tls.cert", &self.tls.cert),
             ("tls.key", &self.tls.key),
         ] {
-            check_not_empty(field, path)?;
+            check_path(field, path)?;
             check_readable_file(path, &members).map_err(|m| invalid(field, m))?;
         }
         Ok(())
@@ -159,11 +159,35 @@ fn check_at_least_1(field: &str, value: u64) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn check_not_empty(field: &str, path: &Path) -> Result<(), Invalid> {
-    if path.as_os_str().is_empty() {
-        return Err(invalid(field, "must not be empty"));
+/// The check every path-valued key gets (`data_dir`, `tls.*`, `watchdog.device`).
+pub(super) fn check_path(field: &str, path: &Path) -> Result<(), Invalid> {
+    match path_problem(path) {
+        Some(problem) => Err(invalid(field, problem)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What is wrong with a path as written, if anything: empty, only whitespace, or
+/// whitespace at either end. Resolved against the config's directory, `""` or `" "`
+/// would quietly name that directory (or a dir called " " in it), and `"data "` a
+/// directory no one meant; a padded path is a typo far more often than a name.
+/// `resolve_paths` (`config.rs`) leaves such a path as written, for the error to show.
+pub(super) fn path_problem(path: &Path) -> Option<String> {
+    let text = path.to_string_lossy();
+    if text.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if text.trim().is_empty() {
+        return Some(format!(
+            "must not be empty (it is only whitespace: {text:?})"
+        ));
+    }
+    if text.trim() != text {
+        return Some(format!(
+            "{text:?} starts or ends with whitespace; remove it"
+        ));
+    }
+    None
 }
 
 /// Checks that `path` is a file this process can open; the message for a missing file

@@ -39,9 +39,7 @@ impl WatchdogConfig {
     /// and the problem of the first that fails. `witness`: the node's `witness` key.
     pub(super) fn check(&self, witness: bool) -> Result<(), (String, String)> {
         let invalid = |key: &str, message: String| (format!("watchdog.{key}"), message);
-        if self.device.as_os_str().is_empty() {
-            return Err(invalid("device", "must not be empty".into()));
-        }
+        super::validate::check_path("watchdog.device", &self.device)?;
         if !self.device.is_absolute() {
             return Err(invalid(
                 "device",

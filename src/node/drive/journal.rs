@@ -2,7 +2,7 @@
 //! and the event log the checker reads. Persisting is "save, flush, then log": the log
 //! never claims a state the disk does not hold (I3).
 
-use crate::api::event_log::EventLog;
+use crate::api::event_log::{EventLog, WriteFailures};
 use crate::history::Record;
 use crate::node::shared::error::NodeError;
 use crate::protocol::{Cells, Membership, NodeId};
@@ -33,6 +33,11 @@ impl Journal {
     /// Appends `record` to the event log.
     pub fn log(&mut self, record: Record) {
         self.event_log.append(record);
+    }
+
+    /// The event log's count of failed appends (every handle's), for the metrics.
+    pub fn event_log_failures(&self) -> Arc<WriteFailures> {
+        self.event_log.failures()
     }
 
     /// Another handle on the event log, for the hook runner's [`Record::HookRan`].

@@ -101,6 +101,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         "node starting as a candidate"
     );
     let metrics = node_metrics(config.id, health, machine.view().eligible, &transport);
+    metrics.attach_event_log(journal.event_log_failures());
     let tasks = NodeTasks::new();
     let (grants, grants_rx) = watch::channel(Grant::none(config.id));
     let keepers = Keepers::serve(keeper_socket, grants_rx, status_tx.clone(), &tasks);

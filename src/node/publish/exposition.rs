@@ -160,7 +160,7 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
 
 /// The node's event counters and the transport's.
 fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std::fmt::Error> {
-    let counters: [(&str, &str, u64); 11] = [
+    let counters: [(&str, &str, u64); 12] = [
         (
             "elections_started",
             "Election rounds this node began.",
@@ -181,6 +181,11 @@ fn encode_counters(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(),
             "health_check_failures",
             "Health check commands that failed or timed out.",
             m.health_failures,
+        ),
+        (
+            "event_log_write_errors",
+            "Event-log records lost because appending failed (a full or failing disk).",
+            m.event_log_write_errors,
         ),
         (
             "transport_refused",
@@ -330,6 +335,7 @@ mod tests {
         status.set_peer(1, true);
         let mut snapshot = m.snapshot_for(&status);
         snapshot.transport.config_refusals.timing = 4;
+        snapshot.event_log_write_errors = 2;
         let text = render(&snapshot);
         for line in [
             "bully_is_coordinator 1.0",
@@ -346,6 +352,7 @@ mod tests {
             "bully_failover_seconds_sum 0.25",
             "bully_persist_seconds_bucket{le=\"0.001\"} 1",
             "bully_transport_bad_frames_total 0.0",
+            "bully_event_log_write_errors_total 2.0",
             "bully_transport_config_refusals_total{reason=\"timing\"} 4.0",
             "bully_transport_config_refusals_total{reason=\"mode\"} 0.0",
             "bully_build_info{version=",

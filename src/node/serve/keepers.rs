@@ -9,6 +9,13 @@
 //!
 //! A keeper that goes away is dropped from the table: it fences by itself when its
 //! connection ends, so there is nothing to wait for.
+//!
+//! When the node stops, both tasks of every connection end with its other tasks: the
+//! writer first sends the last grant if the keeper has not had it yet (the runtime
+//! withdrew the office before it stopped its tasks), then the connection closes, and
+//! the keeper, having heard the office end or seen its node go, fences by itself. A
+//! connection's tasks that waited on the keeper instead would hold the node's stop
+//! for its whole grace (issue 38).
 
 use crate::api::keeper::{decode_line, encode_line, Connected, Grant, Report, MAX_LINE};
 use crate::api::Status;
@@ -182,10 +189,14 @@ fn serve_keeper(
 ) {
     let (read, write) = stream.into_split();
     let (reader_done, writer_stop) = oneshot::channel::<()>();
-    tasks.spawn(send_grants(write, grants, writer_stop));
+    tasks.spawn(send_grants(write, grants, writer_stop, tasks.clone()));
     let table = Arc::clone(table);
+    let node = tasks.clone();
     tasks.spawn(async move {
-        let why = read_reports(read, id, &table).await;
+        let why = match node.until_stopped(read_reports(read, id, &table)).await {
+            Some(why) => why,
+            None => "the node is stopping".into(),
+        };
         let gone = remove_entry(&table, id);
         match gone.flatten() {
             Some(r) => tracing::info!(
@@ -211,11 +222,14 @@ fn remove_entry(table: &watch::Sender<Table>, id: u64) -> Option<Option<Report>>
 }
 
 /// Writes the current grant, then every change, until the keeper stops reading, the
-/// reader ends (`stop`) or the node stops.
+/// reader ends (`stop`) or the node stops (`node`). A stopping node first writes the
+/// grant the keeper has not had yet, if any (bounded like every write), so the keeper
+/// hears its office end before it sees the connection close.
 async fn send_grants(
     mut write: OwnedWriteHalf,
     mut grants: watch::Receiver<Grant>,
     mut stop: oneshot::Receiver<()>,
+    node: NodeTasks,
 ) {
     loop {
         let line = encode_line(&*grants.borrow_and_update());
@@ -230,9 +244,29 @@ async fn send_grants(
                 return;
             }
         }
-        tokio::select! {
-            changed = grants.changed() => if changed.is_err() { return },
-            _ = &mut stop => return,
+        if node.is_stopped() {
+            // The newest grant is written: nothing more to say.
+            return;
+        }
+        let stopping = tokio::select! {
+            changed = grants.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                false
+            }
+            // The reader ends when the node stops too: that is the node's stop.
+            _ = &mut stop => {
+                if !node.is_stopped() {
+                    return;
+                }
+                true
+            }
+            _ = node.stopped() => true,
+        };
+        // Stopping: one more write only if there is a grant the keeper has not had.
+        if stopping && !grants.has_changed().unwrap_or(false) {
+            return;
         }
     }
 }
@@ -421,6 +455,48 @@ mod tests {
             "{took:?}"
         );
         tasks.stop();
+    }
+
+    /// Issue 38: a connected keeper's two tasks end with the node's, at once, after
+    /// the withdrawal the runtime published last has gone out; then the connection
+    /// closes, so the keeper fences by itself.
+    #[tokio::test]
+    async fn a_stopping_node_sends_the_last_grant_and_closes_the_connection() {
+        let Served {
+            path,
+            tasks,
+            grants,
+            keepers,
+            _dir,
+            ..
+        } = served(false);
+        let (read, _write) = UnixStream::connect(&path).await.unwrap().into_split();
+        let mut lines = BufReader::new(read).lines();
+        assert_eq!(next_grant(&mut lines).await, Grant::none(1));
+        let leading = Grant {
+            seq: 1,
+            epoch: Some(EPOCH),
+            ..Grant::none(1)
+        };
+        grants.send_replace(leading);
+        assert_eq!(next_grant(&mut lines).await, leading);
+        assert_eq!(keepers.connected(), 1);
+
+        // The runtime withdraws the office, then stops its tasks at once.
+        let withdrawn = Grant {
+            seq: 2,
+            ..Grant::none(1)
+        };
+        grants.send_replace(withdrawn);
+        tasks.stop();
+        assert_eq!(
+            tasks.wait(Duration::from_secs(2)).await,
+            0,
+            "the connection's tasks ended with the node"
+        );
+        assert_eq!(next_grant(&mut lines).await, withdrawn);
+        let end = tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await;
+        assert_eq!(end.expect("closed in time").unwrap(), None, "closed");
     }
 
     #[tokio::test]

@@ -7,11 +7,12 @@
 //! snapshot reads under a lock). Whether the node leads is no counter: a snapshot takes
 //! it from the status read as of now ([`Metrics::snapshot_for`]), like every reader.
 
+use crate::api::event_log::WriteFailures;
 use crate::api::{HealthState, Histogram, HookCounts, MetricsSnapshot, Status, HOOK_NAMES};
 use crate::protocol::{MessageKind, NodeId, Role};
 use crate::transport::{Transport, TransportStats};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// Upper bounds (µs) of the failover-duration histogram buckets; a last `+Inf` bucket
@@ -50,6 +51,9 @@ pub struct Metrics {
     persist: AtomicHistogram<{ PERSIST_BUCKETS_US.len() }>,
     /// Where the transport's counters come from.
     transport: Mutex<TransportCounters>,
+    /// The event log's failed appends, once attached (the log counts them itself,
+    /// in every handle on it).
+    event_log: OnceLock<Arc<WriteFailures>>,
 }
 
 /// The transport's counters: none before it runs, read live while it runs, their last
@@ -121,7 +125,14 @@ impl Metrics {
             failover: AtomicHistogram::new(FAILOVER_BUCKETS_US),
             persist: AtomicHistogram::new(PERSIST_BUCKETS_US),
             transport: Mutex::default(),
+            event_log: OnceLock::new(),
         }
+    }
+
+    /// Exports the event log's failed appends (records lost to a full or failing
+    /// disk) from now on; a second call is ignored, the node has one log.
+    pub fn attach_event_log(&self, failures: Arc<WriteFailures>) {
+        let _ = self.event_log.set(failures);
     }
 
     /// Exports the transport's counters from now on.
@@ -260,6 +271,7 @@ impl Metrics {
             failover: self.failover.snapshot(),
             persist: self.persist.snapshot(),
             peer_up: status.peers.iter().map(|p| (p.id, p.connected)).collect(),
+            event_log_write_errors: self.event_log.get().map_or(0, |f| f.count()),
             transport: match &*self.transport_counters() {
                 TransportCounters::None => TransportStats::default(),
                 TransportCounters::Live(transport) => transport.stats(),
@@ -328,5 +340,26 @@ mod tests {
         );
         assert_eq!(s.hooks["on_elected"], HookCounts::default());
         assert_eq!(s.health, HealthState::Failing);
+    }
+
+    /// Issue 38: records an event log on a full disk (`/dev/full`) lost show in the
+    /// snapshot, from every handle on the log.
+    #[test]
+    fn event_log_write_errors_are_counted() {
+        use crate::api::event_log::{EventLog, EVENT_LOG};
+        use crate::history::Record;
+        let status = Status::for_test(3, Role::Follower, None, Mode::Quorum, &[]);
+        let m = Metrics::new(3);
+        assert_eq!(m.snapshot_for(&status).event_log_write_errors, 0, "no log");
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/full", dir.path().join(EVENT_LOG)).unwrap();
+        let mut log = EventLog::open(dir.path(), 3).expect("open /dev/full");
+        m.attach_event_log(log.failures());
+        assert_eq!(m.snapshot_for(&status).event_log_write_errors, 0);
+        log.append(Record::Started { incarnation: 1 });
+        log.try_clone()
+            .unwrap()
+            .append(Record::Started { incarnation: 2 });
+        assert_eq!(m.snapshot_for(&status).event_log_write_errors, 2);
     }
 }
