@@ -980,3 +980,29 @@ fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
         assert!(outcome.passed(), "{}", outcome.report());
     }
 }
+
+#[test]
+fn two_stores_lost_in_a_row_never_give_one_term_two_holders() {
+    // Issue 38: a second store lost while the first node still recovered. The two
+    // recovering nodes answered each other's term queries with their own (forgotten)
+    // terms and counted them, and a term both had acked was declared again (term 2
+    // held by two nodes, the token going backwards). The old rule
+    // (Flaw::EmptyStoreVouches) must be caught as two holders of one term; the same
+    // seeds pass on the new one (a recovering node that has seen a term answers
+    // TermUnknown, which counts toward no recovery).
+    let caught = roll_catches(Flaw::EmptyStoreVouches, Invariant::OnePerTerm, 1_000);
+    assert!(
+        !caught.is_empty(),
+        "I7 never flagged recovering nodes that vouch for each other"
+    );
+    println!(
+        "old report rule caught on {} of 1000 seeds, first {}: {}",
+        caught.len(),
+        caught[0].0,
+        caught[0].1
+    );
+    for (seed, _) in caught {
+        let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::Always);
+        assert!(outcome.passed(), "{}", outcome.report());
+    }
+}

@@ -51,6 +51,7 @@ impl Sim {
             self.alone_starts.insert((id, self.now));
         }
         self.record(id, Record::Started { incarnation });
+        self.note_config_split();
         self.drain(id);
         if let Some(value) = self.nodes.get(&id).and_then(|n| n.estimate) {
             self.give_estimate(id, value);
@@ -84,6 +85,7 @@ impl Sim {
         let (disk, revealed, declared) = (node.disk, node.revealed, node.declared_term);
         self.armed.retain(|&(n, _)| n != id);
         self.record(id, Record::Crashed);
+        self.note_config_split();
         for peer in self.config.processes() {
             if peer != id && self.is_up(peer) {
                 self.notice_after_idle_timeout(peer, id);

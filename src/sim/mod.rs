@@ -56,6 +56,9 @@ pub struct Sim {
     loss_percent: u8,
     /// Nodes that hear no one (one-way links: what they send still arrives) until healed.
     deaf: BTreeSet<NodeId>,
+    /// Running nodes whose hello a running peer refuses (another D): recorded as cut off
+    /// until every running node agrees again, so the checkers see the split.
+    split_by_config: BTreeSet<NodeId>,
     armed: Vec<(NodeId, CrashPoint)>,
     history: Vec<Entry>,
     sent: BTreeMap<MessageKind, u64>,
@@ -109,6 +112,7 @@ impl Sim {
             groups: BTreeMap::new(),
             loss_percent: 0,
             deaf: BTreeSet::new(),
+            split_by_config: BTreeSet::new(),
             armed: Vec::new(),
             history: Vec::new(),
             sent: BTreeMap::new(),

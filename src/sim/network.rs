@@ -274,6 +274,36 @@ impl Sim {
         }
     }
 
+    /// Records where running nodes now refuse each other's hello (another D), and where
+    /// such a split ended: a node that starts on a D some running peer does not share is
+    /// cut off from it as by a partition (`Record::Partitioned`), and healed
+    /// (`Record::Healed`) once every running node agrees with it again. Called after
+    /// every start, crash and heal.
+    pub(super) fn note_config_split(&mut self) {
+        let running: Vec<NodeId> = self
+            .config
+            .processes()
+            .into_iter()
+            .filter(|&id| self.is_up(id))
+            .collect();
+        for &id in &running {
+            let refused: Vec<NodeId> = running
+                .iter()
+                .copied()
+                .filter(|&p| p != id && !self.hellos_agree(id, p))
+                .collect();
+            let was = self.split_by_config.contains(&id);
+            if !refused.is_empty() && !was {
+                self.split_by_config.insert(id);
+                self.record(id, Record::Partitioned { cut_off: refused });
+            } else if refused.is_empty() && was {
+                self.split_by_config.remove(&id);
+                self.record(id, Record::Healed);
+            }
+        }
+        self.split_by_config.retain(|id| running.contains(id));
+    }
+
     /// Ends any partition and any message loss.
     pub fn heal(&mut self) {
         if !self.is_disturbed() {
@@ -292,6 +322,9 @@ impl Sim {
         self.groups.clear();
         self.deaf.clear();
         self.loss_percent = 0;
+        // The Healed just recorded does not end a split by config: record it again.
+        self.split_by_config.clear();
+        self.note_config_split();
         for (a, b) in cut {
             if self.is_up(a) && self.is_up(b) {
                 self.notice_after_delay(a, b, true);

@@ -3,7 +3,7 @@
 //! everything down so I5 can be judged.
 
 use super::membership::MemberPlan;
-use super::operator::RollPlan;
+use super::operator::{RollPlan, TwoLost};
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
 use crate::sim::{CrashPoint, Sim, SimConfig};
 use rand::rngs::SmallRng;
@@ -26,6 +26,10 @@ pub(super) enum Todo {
     ChangeMembers,
     /// The operator's config roll reaches this node (`operator.rs`).
     Roll(NodeId),
+    /// The first or second of two stores lost in a row (`operator.rs`).
+    LoseStore {
+        second: bool,
+    },
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -41,6 +45,8 @@ pub(super) struct Adversary {
     pub(super) members: Option<MemberPlan>,
     /// The config roll this seed does, if any (`operator.rs`).
     pub(super) operator: Option<RollPlan>,
+    /// The two stores this seed loses in a row, if it does (`operator.rs`).
+    pub(super) two_lost: Option<TwoLost>,
 }
 
 impl Adversary {
@@ -52,6 +58,7 @@ impl Adversary {
         config: SimConfig,
         members: Option<MemberPlan>,
         operator: Option<RollPlan>,
+        two_lost: Option<TwoLost>,
     ) -> Adversary {
         Adversary {
             rng,
@@ -62,6 +69,7 @@ impl Adversary {
             steps: Vec::new(),
             members,
             operator,
+            two_lost,
         }
     }
 
@@ -104,6 +112,7 @@ impl Adversary {
             }
             Todo::ChangeMembers => self.change_members(),
             Todo::Roll(id) => self.roll(id),
+            Todo::LoseStore { second } => self.lose_store_in_a_row(second),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());
@@ -193,6 +202,8 @@ impl Adversary {
         let kinds: Vec<MessageKind> = MessageKind::ALL
             .into_iter()
             .filter(|&kind| changes || kind != MessageKind::Members)
+            // Drawn as before the kind existed: seeds keep their draws.
+            .filter(|&kind| kind != MessageKind::TermUnknown)
             .collect();
         match kinds.choose(&mut self.rng) {
             Some(&kind) if self.rng.gen_bool(0.8) => CrashPoint::AfterSend(kind),

@@ -69,6 +69,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         mixed_timing: !node_timing.is_empty(),
         membership: false,
         config_roll: false,
+        two_stores_lost: false,
         faults: 0,
     };
     let config = SimConfig {

@@ -69,15 +69,18 @@ pub fn run_seed_drawing(
     flavor.membership = plan.is_some();
     let roll = operator::draw_roll(seed, &mut config, operator);
     flavor.config_roll = roll.is_some();
+    let two_lost = operator::draw_two_lost(seed, config.ids.len(), operator);
+    flavor.two_stores_lost = two_lost.is_some();
     let description = describe(&config);
-    let mut judge = Judge::new(&config, flavor.slow_network);
+    let mut judge = Judge::new(&config, flavor.slow_network, flavor.two_stores_lost);
     if let Some(roll) = &roll {
         judge.allow_for(&roll.timings());
     }
-    let mut adv = Adversary::new(rng, config, plan, roll);
+    let mut adv = Adversary::new(rng, config, plan, roll, two_lost);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
     adv.plan_roll();
+    adv.plan_two_lost();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 

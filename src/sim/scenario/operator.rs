@@ -8,6 +8,10 @@
 //! cluster by itself; now and then the operator's network also cuts off the
 //! coordinator with a minority just as a node restarts.
 //!
+//! In other seeds two stores are lost in a row: a node loses its disk and restarts on
+//! an empty store, and before its recovery has ended (src/protocol/recovery.rs) a
+//! second node loses its own: the two recovering nodes must not vouch for each other.
+//!
 //! Everything here draws from the plan's own RNG, seeded apart from the adversary's: a
 //! seed that draws no roll runs exactly as it did before rolls existed (the simulation
 //! tests' fingerprint shows it).
@@ -22,6 +26,9 @@ use std::collections::BTreeMap;
 
 /// Share of seeds that roll a config change.
 const SHARE: f64 = 0.2;
+
+/// Share of seeds that lose two stores in a row.
+const TWO_LOST_SHARE: f64 = 0.1;
 
 /// How a seed's operator faults are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +51,27 @@ pub(super) struct RollPlan {
     from: BTreeMap<NodeId, Timing>,
     /// The order the operator goes through the nodes.
     order: Vec<NodeId>,
+}
+
+/// Two stores lost in a row, the second while the first node still recovers.
+pub(super) struct TwoLost {
+    rng: SmallRng,
+    /// The node that lost its store first, once it has.
+    first: Option<NodeId>,
+}
+
+/// Whether `seed` loses two stores in a row (`Operator::None`: never; `Always`: in
+/// every seed with four members or more: in three, two stores are a majority's, and
+/// a term only they accepted is gone for any rule, src/protocol/recovery.rs). Draws
+/// nothing from the adversary's RNG.
+pub(super) fn draw_two_lost(seed: u64, members: usize, operator: Operator) -> Option<TwoLost> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0105_7a05_0000_0003);
+    let drawn = rng.gen_bool(TWO_LOST_SHARE);
+    let survivable = members >= 4;
+    if operator == Operator::None || !survivable || !(drawn || operator == Operator::Always) {
+        return None;
+    }
+    Some(TwoLost { rng, first: None })
 }
 
 impl RollPlan {
@@ -206,5 +234,51 @@ impl Adversary {
         self.sim.partition(&groups);
         let at = self.sim.now() + heal_in;
         self.schedule(at, Todo::Heal);
+    }
+}
+
+impl Adversary {
+    /// Schedules the first of two store losses among the other faults.
+    pub(super) fn plan_two_lost(&mut self) {
+        let Some(plan) = self.two_lost.as_mut() else {
+            return;
+        };
+        let at = self.sim.now() + plan.rng.gen_range(300..=4000);
+        self.schedule(at, Todo::LoseStore { second: false });
+    }
+
+    /// A node (the coordinator half the time) loses its store and restarts on an
+    /// empty one; the first time, the second loss is scheduled for while it recovers
+    /// (its first query goes out D after its start, the next T' later).
+    pub(super) fn lose_store_in_a_row(&mut self, second: bool) {
+        let coordinator = self.coordinator();
+        let ids = self.ids();
+        let Some(plan) = self.two_lost.as_mut() else {
+            return;
+        };
+        let first = plan.first;
+        let candidates: Vec<NodeId> = ids.into_iter().filter(|&n| Some(n) != first).collect();
+        let id = match coordinator.filter(|&c| Some(c) != first) {
+            Some(c) if plan.rng.gen_bool(0.5) => c,
+            _ => match candidates.choose(&mut plan.rng) {
+                Some(&n) => n,
+                None => return,
+            },
+        };
+        let back_in = plan.rng.gen_range(1..=300);
+        let timing = self.sim.config().timing_of(id);
+        let next_in = plan
+            .rng
+            .gen_range(0..=timing.suspect_after_ms + 2 * timing.coordinator_timeout_ms);
+        plan.first = plan.first.or(Some(id));
+        let which = if second { "second" } else { "first" };
+        self.note(format!("n{id} loses its store ({which} in a row)"));
+        self.sim.lose_store(id);
+        let at = self.sim.now() + back_in;
+        self.schedule(at, Todo::Start(id));
+        if !second {
+            let at = self.sim.now() + back_in + next_in;
+            self.schedule(at, Todo::LoseStore { second: true });
+        }
     }
 }

@@ -72,6 +72,8 @@ pub struct Flavor {
     /// An operator rolls a new D (and sometimes heartbeat) through the cluster by
     /// restarts (`operator.rs`).
     pub config_roll: bool,
+    /// A second store is lost while the first node still recovers (`operator.rs`).
+    pub two_stores_lost: bool,
     pub faults: usize,
 }
 
