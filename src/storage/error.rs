@@ -40,7 +40,42 @@ pub enum StorageError {
         stored: Cells,
         attempted: Cells,
     },
+
+    /// sled's files hold an older save than the check file says was written (the `db`
+    /// file cut short, damaged, deleted or replaced by an older copy; sled 0.34 reads
+    /// those back without an error). Used as current, the node would vote again in
+    /// terms it already voted in.
+    #[error(
+        "data dir {} went back: its store holds generation {found_generation} (term \
+         {found_term}) but {check_file} records generation {expected_generation} (term \
+         {expected_term}) as written; the db file was cut short, damaged or replaced by \
+         an older copy. Refusing to use it: {remedy}",
+        dir.display(),
+        check_file = super::check::CHECK_FILE,
+        remedy = REMEDY
+    )]
+    RolledBack {
+        dir: PathBuf,
+        found_generation: u64,
+        found_term: u64,
+        expected_generation: u64,
+        expected_term: u64,
+    },
+
+    /// The check file is damaged, or sled and the check file disagree in a way no crash
+    /// leaves behind: which of the two is current cannot be told, so neither is used.
+    #[error(
+        "data dir {} fails its check: {detail}. Refusing to use it: {remedy}",
+        dir.display(),
+        remedy = REMEDY
+    )]
+    Damaged { dir: PathBuf, detail: String },
 }
+
+/// What an operator can do about a store that went back or fails its check.
+const REMEDY: &str = "restore the newest copy of this data dir, or delete the data dir so \
+     the node starts on an empty store and recovers its term from its peers \
+     (docs/design.md#store-recovery; one node at a time)";
 
 impl StorageError {
     /// The directory the error is about.
@@ -49,7 +84,9 @@ impl StorageError {
             StorageError::Locked { dir }
             | StorageError::Corrupt { dir, .. }
             | StorageError::Io { dir, .. }
-            | StorageError::Regression { dir, .. } => dir,
+            | StorageError::Regression { dir, .. }
+            | StorageError::RolledBack { dir, .. }
+            | StorageError::Damaged { dir, .. } => dir,
         }
     }
 

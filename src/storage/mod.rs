@@ -3,28 +3,44 @@
 //!
 //! The state machine's [`Action::Persist`](crate::protocol::Action) must be durable
 //! before the next action runs (invariant I3), so [`Storage::save`] returns only when:
-//! 1. all the cells are written in ONE sled transaction (a crash never leaves a new
-//!    term beside an old epoch), each under its own key, encoded by [`crate::codec`];
+//! 1. all the cells, and the write generation (+1 per save), are written in ONE sled
+//!    transaction (a crash never leaves a new term beside an old epoch), each under its
+//!    own key, encoded by [`crate::codec`];
 //! 2. sled has flushed its buffers to the files (`Db::flush`);
 //! 3. the store's files and directory are fsynced ([`durable`]; sled's flush alone
-//!    survives `kill -9` but not a power cut, sled#1452).
+//!    survives `kill -9` but not a power cut, sled#1452);
+//! 4. the check file (`cells.check`, [`check`]) holds the same generation, cells and
+//!    member list identity, under a CRC-32, replaced durably.
 //!
 //! A save that would move a cell backwards is refused ([`StorageError::Regression`]).
 //! The machine never asks for that, so it can only come from a bug or a second writer;
 //! a refused save is loud, a silently rewound fencing token is not.
 //!
-//! Known limit: sled 0.34 cannot tell a damaged log entry from the torn tail of a
-//! crash, so garbage written into the `db` file (not by a crash: by a disk fault or a
-//! person) makes recovery stop there and open an older or empty store. A damaged
-//! `conf` file, a value that does not decode or a missing cell is reported as
-//! [`StorageError::Corrupt`]. Catching a rolled-back log would need a second,
-//! independent record of the newest cells; sled gives none.
+//! A store is checked before it is trusted. sled 0.34 cannot tell a damaged log entry
+//! from the torn tail of a crash: a `db` file cut short, with garbage in it, deleted or
+//! replaced by an older copy opens without an error as an older or empty store (it
+//! notices only when a `snap.*` file exists, which a node killed with -9 often lacks).
+//! So [`Storage::open`] compares sled's generation and cells with the check file's
+//! (rules: [`check::judge`]) and refuses a store that went back
+//! ([`StorageError::RolledBack`]) or a check file that is damaged or disagrees in a way
+//! no crash leaves behind ([`StorageError::Damaged`]); the node exits with status 2.
+//! Because the check file is written only after sled's write is flushed and fsynced, a
+//! crash between the two leaves sled one generation ahead: that store is current, and
+//! open brings the check file up to it. A store without a check file is accepted: a
+//! store written before this check existed (its next save writes one), or a fresh one.
+//! What this cannot catch: the whole data dir (check file included) replaced by an
+//! older copy, which is consistent with itself; only the peers could tell.
+//!
+//! A damaged `conf` file, a value that does not decode or a missing cell is reported
+//! as [`StorageError::Corrupt`].
 
+mod check;
 mod durable;
 mod error;
 #[cfg(test)]
 mod tests;
 
+pub use check::CHECK_FILE;
 pub(crate) use durable::write_file_durably;
 pub use error::StorageError;
 
@@ -45,6 +61,10 @@ const INCARNATION: &str = "incarnation";
 const PROMISE: &str = "promise";
 /// The member list (docs/design.md#membership); absent until the first one is stored.
 const MEMBERS: &str = "members";
+/// The write generation, +1 per save, written with the cells it counts: what the
+/// check file is compared with on open. Absent in stores written before the check
+/// existed, which read as 0.
+const GENERATION: &str = "generation";
 
 /// sled caches pages in memory; three tiny keys need almost none.
 const CACHE_BYTES: u64 = 1 << 20;
@@ -88,10 +108,73 @@ impl Storage {
         };
         // The files sled just created (db, conf, blobs/) must outlive a machine crash.
         durable::sync_store(dir).map_err(|e| StorageError::io(dir, e))?;
-        Ok(Storage {
+        let storage = Storage {
             db,
             dir: dir.to_path_buf(),
-        })
+        };
+        storage.verify()?;
+        Ok(storage)
+    }
+
+    /// Compares what sled holds with the check file ([`check::judge`]): refuses a store
+    /// that went back or disagrees with it, and brings a check file left one save
+    /// behind by a crash up to sled (else the next save, crashing the same way, would
+    /// leave it two behind, which no crash explains).
+    fn verify(&self) -> Result<(), StorageError> {
+        let stored = check::Stamp {
+            generation: self.load_generation()?,
+            cells: self.load()?,
+            members: self.load_members()?.map(|list| list.id),
+        };
+        let recorded = match check::read(&self.dir) {
+            Ok(recorded) => recorded,
+            Err(check::ReadError::Io(e)) => return Err(StorageError::io(&self.dir, e)),
+            Err(check::ReadError::Damaged(detail)) => {
+                return Err(StorageError::Damaged {
+                    dir: self.dir.clone(),
+                    detail,
+                })
+            }
+        };
+        match check::judge(&stored, recorded.as_ref()) {
+            check::Verdict::Current => {
+                if recorded.is_none() && stored.generation > 1 {
+                    tracing::warn!(
+                        dir = %self.dir.display(),
+                        generation = stored.generation,
+                        "{CHECK_FILE} is missing beside a store that had one; using the \
+                         store as it is, the next save writes a new one"
+                    );
+                }
+                Ok(())
+            }
+            check::Verdict::CatchUp => {
+                check::write(&self.dir, &stored).map_err(|e| StorageError::io(&self.dir, e))
+            }
+            check::Verdict::RolledBack => {
+                let expected = recorded.unwrap_or_default();
+                Err(StorageError::RolledBack {
+                    dir: self.dir.clone(),
+                    found_generation: stored.generation,
+                    found_term: stored.cells.term,
+                    expected_generation: expected.generation,
+                    expected_term: expected.cells.term,
+                })
+            }
+            check::Verdict::Mismatch(detail) => Err(StorageError::Damaged {
+                dir: self.dir.clone(),
+                detail,
+            }),
+        }
+    }
+
+    /// The stored write generation; 0 in a fresh store or one from before it existed.
+    fn load_generation(&self) -> Result<u64, StorageError> {
+        let raw = self
+            .db
+            .get(GENERATION)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        decode_generation(raw.as_deref()).map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
 
     /// Like [`Storage::open`], but waits up to `wait` while the store is `Locked`, and
@@ -147,36 +230,18 @@ impl Storage {
         .transpose()
     }
 
-    /// Writes the member list, flushes and fsyncs, like [`Storage::save`]. Refuses a
-    /// list older than the stored one (the machine only ever stores newer ones).
+    /// Writes the member list, flushed, fsynced and checked like [`Storage::save`].
+    /// Refuses a list older than the stored one (the machine only ever stores newer
+    /// ones).
     pub fn save_members(&self, list: &Membership) -> Result<(), StorageError> {
-        let bytes = encode_value(list).map_err(|e| {
-            StorageError::corrupt(&self.dir, format!("cannot encode the member list: {e}"))
-        })?;
-        if let Some(stored) = self.load_members()? {
-            if stored.id > list.id {
-                return Err(StorageError::corrupt(
-                    &self.dir,
-                    format!(
-                        "refused to store member list {} over the newer {}",
-                        list.id, stored.id
-                    ),
-                ));
-            }
-        }
-        self.db
-            .insert(MEMBERS, bytes)
-            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
-        self.db
-            .flush()
-            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
-        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))
+        self.write(None, Some(list))
     }
 
-    /// Writes all three cells in one transaction, flushes and fsyncs; returns once a
-    /// machine crash can no longer lose them. Refuses a cell older than the stored one.
+    /// Writes all the cells in one transaction, flushes, fsyncs and updates the check
+    /// file; returns once a machine crash can no longer lose them. Refuses a cell older
+    /// than the stored one.
     pub fn save(&self, cells: &Cells) -> Result<(), StorageError> {
-        self.write(cells, None)
+        self.write(Some(cells), None)
     }
 
     /// Writes the cells and the member list in ONE transaction, flushed and fsynced
@@ -184,17 +249,31 @@ impl Storage {
     /// raises the term and stores a new list together, so a crash keeps both or
     /// neither. Refuses a cell or a list older than the stored one.
     pub fn save_with_members(&self, cells: &Cells, list: &Membership) -> Result<(), StorageError> {
-        self.write(cells, Some(list))
+        self.write(Some(cells), Some(list))
     }
 
-    /// The one transaction behind [`Storage::save`] and [`Storage::save_with_members`].
-    fn write(&self, cells: &Cells, list: Option<&Membership>) -> Result<(), StorageError> {
-        let encode_err =
-            |e| StorageError::corrupt(&self.dir, format!("cannot encode cells {cells:?}: {e}"));
-        let term = encode_value(&cells.term).map_err(encode_err)?;
-        let accepted = encode_value(&cells.accepted).map_err(encode_err)?;
-        let incarnation = encode_value(&cells.incarnation).map_err(encode_err)?;
-        let promise = encode_value(&cells.promise_ms).map_err(encode_err)?;
+    /// The one transaction behind [`Storage::save`], [`Storage::save_with_members`] and
+    /// [`Storage::save_members`]: the given cells and/or list and the next generation,
+    /// flushed and fsynced, then the check file. The check file comes last, so a crash
+    /// between leaves it one generation behind a complete sled write (accepted on open).
+    fn write(&self, cells: Option<&Cells>, list: Option<&Membership>) -> Result<(), StorageError> {
+        let encode_err = |e| StorageError::corrupt(&self.dir, format!("cannot encode cells: {e}"));
+        let cell_bytes = cells
+            .map(|cells| {
+                Ok::<_, StorageError>([
+                    (TERM, encode_value(&cells.term).map_err(encode_err)?),
+                    (ACCEPTED, encode_value(&cells.accepted).map_err(encode_err)?),
+                    (
+                        INCARNATION,
+                        encode_value(&cells.incarnation).map_err(encode_err)?,
+                    ),
+                    (
+                        PROMISE,
+                        encode_value(&cells.promise_ms).map_err(encode_err)?,
+                    ),
+                ])
+            })
+            .transpose()?;
         let members = list
             .map(|list| {
                 encode_value(list).map_err(|e| {
@@ -204,56 +283,68 @@ impl Storage {
             .transpose()?;
 
         // The closure may run again after a conflict: it only reads and overwrites the
-        // same keys with the same bytes, so a re-run is harmless.
+        // same keys with bytes computed from what it read, so a re-run is harmless.
         let outcome = self.db.transaction(|tx| {
             let abort = |e| sled::transaction::ConflictableTransactionError::Abort(e);
+            let corrupt = |detail| abort(StorageError::corrupt(&self.dir, detail));
             let stored = decode_cells(
                 tx.get(TERM)?.as_deref(),
                 tx.get(ACCEPTED)?.as_deref(),
                 tx.get(INCARNATION)?.as_deref(),
                 tx.get(PROMISE)?.as_deref(),
             )
-            .map_err(|detail| abort(StorageError::corrupt(&self.dir, detail)))?;
-            if goes_backwards(&stored, cells) {
-                return sled::transaction::abort(StorageError::Regression {
-                    dir: self.dir.clone(),
-                    stored,
-                    attempted: *cells,
-                });
-            }
-            if let (Some(list), Some(bytes)) = (list, &members) {
-                if let Some(raw) = tx.get(MEMBERS)? {
-                    let stored = decode_value::<Membership>(&raw).map_err(|e| {
-                        abort(StorageError::corrupt(
-                            &self.dir,
-                            format!("the member list does not decode: {e}"),
-                        ))
-                    })?;
-                    if stored.id > list.id {
-                        return sled::transaction::abort(StorageError::corrupt(
-                            &self.dir,
-                            format!(
-                                "refused to store member list {} over the newer {}",
-                                list.id, stored.id
-                            ),
-                        ));
-                    }
+            .map_err(corrupt)?;
+            let generation = decode_generation(tx.get(GENERATION)?.as_deref()).map_err(corrupt)?;
+            let stored_list = tx
+                .get(MEMBERS)?
+                .map(|raw| {
+                    decode_value::<Membership>(&raw)
+                        .map_err(|e| corrupt(format!("the member list does not decode: {e}")))
+                })
+                .transpose()?;
+            if let Some(cells) = cells {
+                if goes_backwards(&stored, cells) {
+                    return sled::transaction::abort(StorageError::Regression {
+                        dir: self.dir.clone(),
+                        stored,
+                        attempted: *cells,
+                    });
                 }
+            }
+            if let (Some(list), Some(stored)) = (list, &stored_list) {
+                if stored.id > list.id {
+                    return sled::transaction::abort(StorageError::corrupt(
+                        &self.dir,
+                        format!(
+                            "refused to store member list {} over the newer {}",
+                            list.id, stored.id
+                        ),
+                    ));
+                }
+            }
+            if let Some(bytes) = &members {
                 tx.insert(MEMBERS, bytes.as_slice())?;
             }
-            tx.insert(TERM, term.as_slice())?;
-            tx.insert(ACCEPTED, accepted.as_slice())?;
-            tx.insert(INCARNATION, incarnation.as_slice())?;
-            tx.insert(PROMISE, promise.as_slice())?;
-            Ok(())
+            for (key, bytes) in cell_bytes.iter().flatten() {
+                tx.insert(*key, bytes.as_slice())?;
+            }
+            let stamp = check::Stamp {
+                generation: generation + 1,
+                cells: cells.copied().unwrap_or(stored),
+                members: list.or(stored_list.as_ref()).map(|list| list.id),
+            };
+            let generation = encode_value(&stamp.generation)
+                .map_err(|e| corrupt(format!("cannot encode the generation: {e}")))?;
+            tx.insert(GENERATION, generation)?;
+            Ok(stamp)
         });
-        match outcome {
-            Ok(()) => {}
+        let stamp = match outcome {
+            Ok(stamp) => stamp,
             Err(sled::transaction::TransactionError::Abort(e)) => return Err(e),
             Err(sled::transaction::TransactionError::Storage(e)) => {
                 return Err(StorageError::from_sled(&self.dir, e))
             }
-        }
+        };
         #[cfg(debug_assertions)]
         if crate::sabotage::skip_flush() {
             return Ok(());
@@ -261,7 +352,8 @@ impl Storage {
         self.db
             .flush()
             .map_err(|e| StorageError::from_sled(&self.dir, e))?;
-        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))
+        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))?;
+        check::write(&self.dir, &stamp).map_err(|e| StorageError::io(&self.dir, e))
     }
 }
 
@@ -288,6 +380,12 @@ fn decode_cells(
         incarnation: decode_cell(INCARNATION, incarnation)?,
         promise_ms: promise.map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
     })
+}
+
+/// The stored generation: absent (a fresh store, or one from before the check
+/// existed) is 0.
+fn decode_generation(bytes: Option<&[u8]>) -> Result<u64, String> {
+    bytes.map_or(Ok(0), |bytes| decode_cell(GENERATION, Some(bytes)))
 }
 
 fn decode_cell<T: DeserializeOwned>(key: &str, bytes: Option<&[u8]>) -> Result<T, String> {
