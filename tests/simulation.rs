@@ -271,13 +271,15 @@ fn env_changes() -> Changes {
 }
 
 /// How the seeds draw the operator's faults: `SIM_OPERATOR=none` draws none (every seed
-/// runs as before they existed: the fingerprints show it), `always` in every seed.
+/// runs as before they existed: the fingerprints show it), `always` a config roll in
+/// every seed, `two-lost` two stores lost in a row (the open break) in every seed.
 fn env_operator() -> Operator {
     match std::env::var("SIM_OPERATOR").as_deref() {
         Ok("none") => Operator::None,
         Ok("some") | Err(_) => Operator::Some,
         Ok("always") => Operator::Always,
-        Ok(other) => panic!("SIM_OPERATOR={other:?} is none of none, some, always"),
+        Ok("two-lost") => Operator::TwoLost,
+        Ok(other) => panic!("SIM_OPERATOR={other:?} is none of none, some, always, two-lost"),
     }
 }
 
@@ -982,27 +984,27 @@ fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
 }
 
 #[test]
-fn two_stores_lost_in_a_row_never_give_one_term_two_holders() {
+fn two_stores_lost_in_a_row_still_reuse_a_term_found_not_yet_fixed() {
     // Issue 38: a second store lost while the first node still recovered. The two
-    // recovering nodes answered each other's term queries with their own (forgotten)
-    // terms and counted them, and a term both had acked was declared again (term 2
-    // held by two nodes, the token going backwards). The old rule
-    // (Flaw::EmptyStoreVouches) must be caught as two holders of one term; the same
-    // seeds pass on the new one (a recovering node that has seen a term answers
-    // TermUnknown, which counts toward no recovery).
-    let caught = roll_catches(Flaw::EmptyStoreVouches, Invariant::OnePerTerm, 1_000);
-    assert!(
-        !caught.is_empty(),
-        "I7 never flagged recovering nodes that vouch for each other"
-    );
-    println!(
-        "old report rule caught on {} of 1000 seeds, first {}: {}",
-        caught.len(),
-        caught[0].0,
-        caught[0].1
-    );
-    for (seed, _) in caught {
-        let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::Always);
-        assert!(outcome.passed(), "{}", outcome.report());
-    }
+    // recovering nodes answer each other's term queries with their own (forgotten)
+    // terms and count them, and a term both had acked is declared again (the operator
+    // saw term 2 held by two nodes). The simulator finds it as seeds (kept here); the
+    // fix is open (docs/design.md#store-recovery: a node cannot tell its empty store
+    // from a lost one, so the rule that refuses a recovering node's report also stalls
+    // every store that never accepted a term). When it is fixed, this test fails:
+    // turn it into the replay test of the fix.
+    // Seed 1797 of the SIM_OPERATOR=two-lost range, found by searching 4000 seeds.
+    let seed = 1797;
+    let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::TwoLost);
+    let reuse = outcome
+        .violations
+        .iter()
+        .find(|v| v.invariant == Invariant::OnePerTerm);
+    let reuse = reuse.unwrap_or_else(|| {
+        panic!(
+            "seed {seed} no longer reuses a term after two stores lost in a row: fixed? make \
+             this the replay test of the fix"
+        )
+    });
+    println!("two stores lost in a row, seed {seed}: {reuse}");
 }

@@ -55,7 +55,6 @@ impl Body {
             | Body::Vote { .. }
             | Body::TermQuery
             | Body::TermReport
-            | Body::TermUnknown
             | Body::Members { .. } => Reveal::Nothing,
         }
     }

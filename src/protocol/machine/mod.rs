@@ -349,10 +349,8 @@ impl Machine {
             // A classic node ignores quorum-only messages (a mixed-mode cluster is a
             // config error the operator sees in the logs of both).
             (Mode::Classic, Body::PreVote { .. } | Body::Vote { .. }) => {}
-            (_, Body::TermQuery) => self.answer_term_query(from),
-            (_, Body::TermReport) => self.on_term_report(from, msg.term, now),
-            // Its term is observed; it vouches for nothing.
-            (_, Body::TermUnknown) => {}
+            (_, Body::TermQuery) => self.send(from, Body::TermReport),
+            (_, Body::TermReport) => self.on_term_report(from, now),
             // Handled in `handle` before validation (a list may come from a member we
             // do not know of yet).
             (_, Body::Members { .. }) => {}

@@ -2,7 +2,6 @@
 //! empty store does with messages until enough peers reported their terms, and how it
 //! starts over once they have.
 
-use super::config::Flaw;
 use super::Machine;
 use super::{preempt_from, starting};
 use crate::protocol::epoch::{Cells, Millis, NodeId};
@@ -31,42 +30,21 @@ impl Machine {
             | Body::Vote { .. }
             | Body::TermQuery
             | Body::TermReport
-            | Body::TermUnknown
             | Body::Members { .. } => true,
         }
-    }
-
-    /// The answer to a peer's `TermQuery`: our highest term seen, as a `TermReport`,
-    /// unless our own store is empty and unrecovered and we have seen a term: then
-    /// we cannot vouch that no majority we were part of accepted a higher one, and say
-    /// so (`TermUnknown`), so that two stores lost in a row do not vouch for each
-    /// other (src/protocol/recovery.rs).
-    pub(super) fn answer_term_query(&mut self, from: NodeId) {
-        let forgot = self.recovery.is_some() && self.seen > 0;
-        let body = if forgot && !self.config.has(Flaw::EmptyStoreVouches) {
-            Body::TermUnknown
-        } else {
-            Body::TermReport
-        };
-        self.send(from, body);
     }
 
     /// A peer's answer to our `TermQuery` (its term already observed). Once enough have
     /// answered, the highest term seen becomes the term cell, persisted before the node
     /// votes for anything (src/protocol/recovery.rs).
-    pub(super) fn on_term_report(&mut self, from: NodeId, term: u64, now: Millis) {
+    pub(super) fn on_term_report(&mut self, from: NodeId, now: Millis) {
         if !self.counts(from) {
             return; // only voters' acceptances made a term
         }
         let Some(recovery) = self.recovery.as_mut() else {
             return;
         };
-        let seen = if self.config.has(Flaw::EmptyStoreVouches) {
-            0 // the old rule: every report counts
-        } else {
-            self.seen
-        };
-        if !recovery.report(from, term, seen) {
+        if !recovery.report(from) {
             return;
         }
         self.recovery = None;
