@@ -36,6 +36,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
         accepted: Some(epoch),
         incarnation: 2,
         promise_ms: 0,
+        recovered: false,
     };
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
@@ -63,6 +64,7 @@ fn coordinator(nodes: u64) -> (Machine, Millis) {
         accepted: None,
         incarnation: 2,
         promise_ms: 0,
+        recovered: false,
     };
     let mut machine = Machine::start(config(nodes, nodes), cells, 0);
     let now = machine.next_deadline();

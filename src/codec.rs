@@ -10,7 +10,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 /// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;

@@ -265,6 +265,7 @@ fn fmt_msg(msg: &Message) -> String {
         Body::Vote { term } => format!("Vote({term})"),
         Body::TermQuery => "TermQuery".to_string(),
         Body::TermReport => "TermReport".to_string(),
+        Body::TermUnknown => "TermUnknown".to_string(),
         Body::Members { list } => format!("Members({}, {} members)", list.id, list.members.len()),
     };
     format!("{body} term {}", msg.term)
@@ -397,6 +398,7 @@ mod tests {
                     accepted: Some(epoch),
                     incarnation: 4,
                     promise_ms: 0,
+                    recovered: false,
                 }),
             },
             Entry {

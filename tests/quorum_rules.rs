@@ -208,6 +208,7 @@ fn restart_holdoff() {
         accepted: Some(ep(1, 3)),
         incarnation: 1,
         promise_ms: 0,
+        recovered: false,
     };
     let mut m = start(config(1, &[2, 3]), before, 1_000);
     let declaration = deliver(&mut m, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 1_200);
@@ -572,8 +573,10 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
             accepted: None,
             incarnation: 1,
             promise_ms: bully::protocol::Timing::default().suspect_after_ms,
+            recovered: true,
         })),
-        "the highest reported term becomes the term cell: {two:?}"
+        "the highest reported term becomes the term cell, and the store is marked \
+         recovered: {two:?}"
     );
     assert!(
         facts(&two).contains(&Fact::Recovered { term: 4 }),
@@ -622,6 +625,7 @@ fn store_recovery_is_only_for_an_empty_store() {
             accepted: Some(ep(3, 3)),
             incarnation: 2,
             promise_ms: 0,
+            recovered: false,
         },
         0,
     );
@@ -663,4 +667,58 @@ fn store_recovery_in_classic_mode_declares_only_afterwards() {
         }
     }
     assert_eq!(declared, Some(ep(7, 3)), "declares above the reported 6");
+}
+
+#[test]
+fn store_recovery_a_lost_store_that_has_seen_a_term_vouches_for_nothing() {
+    // Two stores lost in a row (src/protocol/recovery.rs): a node still recovering a
+    // store that never completed a recovery, once it has seen a term, answers a query
+    // with TermUnknown; and a report of 0 no longer counts once a term is known.
+    let mut m = recovering_one();
+    tick(&mut m, 300);
+    let fresh = deliver(&mut m, 2, 0, Body::TermQuery, 305);
+    assert_eq!(
+        sent(&fresh),
+        vec![(2, Body::TermReport)],
+        "nothing seen: a fresh cluster's answer"
+    );
+    // A report of 0 counts while nothing is known...
+    deliver(&mut m, 2, 0, Body::TermReport, 310);
+    assert_eq!(m.recovery_progress(), Some((1, 2)));
+    // ...and then a term is seen: the recovering node no longer vouches.
+    let unknown = deliver(&mut m, 3, 4, Body::TermQuery, 320);
+    assert_eq!(sent(&unknown), vec![(3, Body::TermUnknown)]);
+    // A TermUnknown counts for nothing, and the earlier report of 0 no longer does:
+    // one report of the term is one of two.
+    deliver(&mut m, 3, 4, Body::TermUnknown, 330);
+    let one = deliver(&mut m, 3, 4, Body::TermReport, 340);
+    assert!(
+        !persisted(&one),
+        "the report of 0 stopped counting: {one:?}"
+    );
+    tick(&mut m, 600);
+    let two = deliver(&mut m, 2, 4, Body::TermReport, 610);
+    assert!(
+        facts(&two).contains(&Fact::Recovered { term: 4 }),
+        "{two:?}"
+    );
+}
+
+#[test]
+fn store_recovery_a_recovered_store_vouches_while_it_recovers_again() {
+    // A store that completed a recovery at term 0 (nothing accepted since) restarts:
+    // it recovers again (its cells hold no term), but its answers still vouch.
+    let config = MachineConfig::new(1, vec![2, 3]);
+    let cells = Cells {
+        recovered: true,
+        ..Cells::default()
+    };
+    let mut m = Machine::start(config, cells, 0);
+    assert!(m.recovery_progress().is_some());
+    let answer = deliver(&mut m, 2, 4, Body::TermQuery, 10);
+    assert!(sent(&answer).contains(&(2, Body::TermReport)), "{answer:?}");
+    assert!(
+        !sent(&answer).contains(&(2, Body::TermUnknown)),
+        "{answer:?}"
+    );
 }

@@ -270,6 +270,7 @@ mod tests {
                     accepted: Some(epoch),
                     incarnation: 1,
                     promise_ms: 0,
+                    recovered: false,
                 }),
             ),
             Entry::new(

@@ -14,6 +14,7 @@ fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
         accepted,
         incarnation: 1,
         promise_ms: 0,
+        recovered: false,
     })
 }
 

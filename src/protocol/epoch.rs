@@ -46,6 +46,13 @@ pub struct Cells {
     /// Not in the history's JSON: the event log's `Persisted` lines keep their form.
     #[serde(default, skip_serializing)]
     pub promise_ms: u64,
+    /// This store has completed a store recovery (src/protocol/recovery.rs) since it was
+    /// created: even while its cells hold no term it knows what it accepted, so its
+    /// answer to a term query vouches. A lost store, and one that never completed a
+    /// recovery, cannot tell itself from the other and does not. Not in the history's
+    /// JSON, like `promise_ms`.
+    #[serde(default, skip_serializing)]
+    pub recovered: bool,
 }
 
 impl Epoch {

@@ -174,6 +174,7 @@ mod tests {
         accepted: Some(Epoch { term: 8, leader: 5 }),
         incarnation: 4,
         promise_ms: 0,
+        recovered: false,
     };
 
     #[test]

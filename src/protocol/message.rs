@@ -88,6 +88,12 @@ pub enum Body {
     TermQuery,
     /// The answer to a `TermQuery`; the message's own `term` is the answer.
     TermReport,
+    /// The answer to a `TermQuery` from a node that is itself recovering an empty store
+    /// and has seen a term above 0: its store may have forgotten terms it accepted, so
+    /// its answer counts toward no recovery (src/protocol/recovery.rs). Its `term` is
+    /// still observed. A recovering node that has seen no term at all answers with a
+    /// `TermReport`: that is how a fresh cluster, every store empty, starts.
+    TermUnknown,
     /// A member list newer than the one the receiver's last message showed: sent by a
     /// coordinator that changed it, and by any node to a peer that is behind. The
     /// receiver stores it if it is newer than its own (docs/design.md#membership).
@@ -109,6 +115,7 @@ impl Body {
             Body::Vote { .. } => MessageKind::Vote,
             Body::TermQuery => MessageKind::TermQuery,
             Body::TermReport => MessageKind::TermReport,
+            Body::TermUnknown => MessageKind::TermUnknown,
             Body::Members { .. } => MessageKind::Members,
         }
     }
@@ -129,11 +136,12 @@ pub enum MessageKind {
     TermQuery,
     TermReport,
     Members,
+    TermUnknown,
 }
 
 impl MessageKind {
     /// Every kind, in a stable order for tables and metrics.
-    pub const ALL: [MessageKind; 12] = [
+    pub const ALL: [MessageKind; 13] = [
         MessageKind::Election,
         MessageKind::Answer,
         MessageKind::Coordinator,
@@ -146,6 +154,7 @@ impl MessageKind {
         MessageKind::TermQuery,
         MessageKind::TermReport,
         MessageKind::Members,
+        MessageKind::TermUnknown,
     ];
 
     /// Lower-case name used in logs, JSON and metric labels.
@@ -163,6 +172,7 @@ impl MessageKind {
             MessageKind::TermQuery => "term_query",
             MessageKind::TermReport => "term_report",
             MessageKind::Members => "members",
+            MessageKind::TermUnknown => "term_unknown",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The serde form of [`Message`]. On the wire (bincode, which is not human-readable)
-//! every field is written, `est` included (`WIRE_VERSION` 3, src/codec.rs). In JSON
+//! every field is written, `est` included (`WIRE_VERSION` 4, src/codec.rs). In JSON
 //! (histories and event logs, human-readable) `est` is left out while it is `None`,
 //! so the history of a run without estimates is byte for byte what it was before
 //! estimates existed (the simulator's fingerprints in tests/simulation.rs).

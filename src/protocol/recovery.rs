@@ -19,14 +19,28 @@
 //!    usual rules, which accept only declarations above the term cell (Q1).
 //!
 //! Until then it accepts nothing, acks nothing, grants no pre-vote, answers no Election
-//! and declares nothing; it does answer probes and term queries. It tolerates the loss
-//! of one store at a time: two stores lost together may report each other's empty terms.
-//! A store restored from an older copy is not empty and is not detected (README, "What
-//! the guarantee assumes").
+//! and declares nothing; it does answer probes and term queries.
+//!
+//! Two stores lost in a row (the second while the first still recovers) must not vouch
+//! for each other:
+//! 4. A recovering node that has seen a term answers a query with `TermUnknown`, which
+//!    counts toward no recovery: its own store may have forgotten a higher one.
+//! 5. Once the asking node has seen a term above 0, a report of 0 counts for nothing:
+//!    it came from a peer that had seen nothing when it answered (every query carries
+//!    the asker's term, so a later answer reports at least that), which may be a
+//!    second lost store. While nobody has seen any term, every report counts: that is
+//!    how a fresh cluster, every store empty, starts.
+//! With both, up to `q − 1` lost stores leave every majority a member that remembers
+//! (`M − q + 1` reporters with stores are needed), so four or more members survive two
+//! lost in a row. Losing a majority's stores (two of three) cannot be told from a
+//! fresh cluster by anyone, and a term only they accepted is gone: `bully recover`.
+//! A damaged or rolled-back `db` is refused at open (src/storage/mod.rs); a whole data
+//! dir restored from an older copy is not empty and is not detected (README, "What the
+//! guarantee assumes").
 
 use super::epoch::{Millis, NodeId};
 use super::timing::Timing;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The state of one recovery, from start until enough peers reported their terms.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -35,8 +49,9 @@ pub(super) struct Recovery {
     query_at: Millis,
     /// Whether a query went out: only reports to one of ours count.
     asked: bool,
-    /// Peers that reported their term since the first query.
-    heard: BTreeSet<NodeId>,
+    /// Peers that reported their term since the first query, with the term each
+    /// reported (the highest it had seen).
+    heard: BTreeMap<NodeId, u64>,
     /// How many distinct peers must report.
     needed: usize,
 }
@@ -48,7 +63,7 @@ impl Recovery {
         Recovery {
             query_at: now + timing.suspect_after_ms,
             asked: false,
-            heard: BTreeSet::new(),
+            heard: BTreeMap::new(),
             needed: reports_needed(peers + 1, majority),
         }
     }
@@ -60,7 +75,7 @@ impl Recovery {
     /// `votes`: whether this node is a voter of that list itself (a learner is not: the
     /// majorities it must meet lie among the others alone).
     pub(super) fn relist(&mut self, others: &BTreeSet<NodeId>, majority: usize, votes: bool) {
-        self.heard.retain(|p| others.contains(p));
+        self.heard.retain(|p, _| others.contains(p));
         self.needed = reports_needed(others.len() + usize::from(votes), majority);
     }
 
@@ -80,17 +95,30 @@ impl Recovery {
         true
     }
 
-    /// Counts a report from `from`; whether enough peers have now reported.
-    pub(super) fn report(&mut self, from: NodeId) -> bool {
+    /// Counts a report of `term` from `from`; whether enough peers have now reported,
+    /// for a node that has seen `seen` (see [`Recovery::complete`]).
+    pub(super) fn report(&mut self, from: NodeId, term: u64, seen: u64) -> bool {
         if self.asked {
-            self.heard.insert(from);
+            self.heard.insert(from, term);
         }
-        self.complete()
+        self.complete(seen)
     }
 
-    /// Whether enough peers have reported.
-    pub(super) fn complete(&self) -> bool {
-        self.asked && self.heard.len() >= self.needed
+    /// Whether enough peers have reported, for a node that has seen `seen`. Once it has
+    /// seen a term above 0, a report of 0 counts for nothing: it came from a peer that
+    /// had seen nothing when it answered, which may be a second lost store (a peer with
+    /// a store that accepted a term reports it, and every later query carries our term).
+    /// While nobody has seen a term, every report counts: a fresh cluster starts so.
+    pub(super) fn complete(&self, seen: u64) -> bool {
+        self.asked && self.counted(seen) >= self.needed
+    }
+
+    /// How many reports count for a node that has seen `seen`.
+    fn counted(&self, seen: u64) -> usize {
+        self.heard
+            .values()
+            .filter(|&&term| term > 0 || seen == 0)
+            .count()
     }
 
     /// How many peers have reported, and how many must.
@@ -131,12 +159,28 @@ mod tests {
     fn reports_count_only_after_the_first_query() {
         let timing = Timing::default();
         let mut r = Recovery::new(2, 2, &timing, 1000);
-        assert!(!r.report(2), "a report before any query counts for nothing");
+        assert!(
+            !r.report(2, 4, 4),
+            "a report before any query counts for nothing"
+        );
         assert!(!r.query_due(&timing, 1000 + timing.suspect_after_ms - 1));
         assert!(r.query_due(&timing, 1000 + timing.suspect_after_ms));
-        assert!(!r.report(2));
-        assert!(!r.report(2), "the same peer twice is one report");
-        assert!(r.report(3));
+        assert!(!r.report(2, 4, 4));
+        assert!(!r.report(2, 4, 4), "the same peer twice is one report");
+        assert!(r.report(3, 4, 4));
         assert_eq!(r.progress(), (2, 2));
+    }
+
+    #[test]
+    fn a_report_of_term_zero_counts_only_while_no_term_is_known() {
+        let timing = Timing::default();
+        let mut r = Recovery::new(2, 2, &timing, 0);
+        assert!(r.query_due(&timing, timing.suspect_after_ms));
+        // A fresh cluster: nobody has seen a term, and both reports of 0 count.
+        assert!(!r.report(2, 0, 0));
+        assert!(r.report(3, 0, 0));
+        // Once a term is known, the report of 0 (a second lost store, say) does not.
+        assert!(!r.complete(5));
+        assert!(r.report(2, 5, 5), "a report of the term itself counts");
     }
 }

@@ -55,6 +55,7 @@ impl Body {
             | Body::Vote { .. }
             | Body::TermQuery
             | Body::TermReport
+            | Body::TermUnknown
             | Body::Members { .. } => Reveal::Nothing,
         }
     }

@@ -31,7 +31,7 @@ pub struct Stamp {
     /// Saves since the store first had a generation (0: none yet, a fresh store or one
     /// written before the check existed).
     pub generation: u64,
-    /// Every cell, `promise_ms` included.
+    /// Every cell, `promise_ms` and `recovered` included.
     pub cells: Cells,
     /// The stored member list's identity; `None` while none was stored.
     pub members: Option<ConfigId>,
@@ -57,8 +57,8 @@ impl Stamp {
     }
 }
 
-/// The payload as written: [`Cells`] skips `promise_ms` when serialized (the event
-/// log's form), so the fields are spelled out here.
+/// The payload as written: [`Cells`] skips `promise_ms` and `recovered` when
+/// serialized (the event log's form), so the fields are spelled out here.
 #[derive(Serialize, Deserialize)]
 struct Payload {
     generation: u64,
@@ -66,6 +66,7 @@ struct Payload {
     accepted: Option<Epoch>,
     incarnation: u64,
     promise_ms: u64,
+    recovered: bool,
     members: Option<ConfigId>,
 }
 
@@ -82,6 +83,7 @@ pub fn write(dir: &Path, stamp: &Stamp) -> io::Result<()> {
         accepted: stamp.cells.accepted,
         incarnation: stamp.cells.incarnation,
         promise_ms: stamp.cells.promise_ms,
+        recovered: stamp.cells.recovered,
         members: stamp.members,
     })
     .map_err(|e| io::Error::other(format!("cannot encode the check file: {e}")))?;
@@ -135,6 +137,7 @@ fn decode(bytes: &[u8]) -> Result<Stamp, String> {
             accepted: p.accepted,
             incarnation: p.incarnation,
             promise_ms: p.promise_ms,
+            recovered: p.recovered,
         },
         members: p.members,
     })
@@ -210,6 +213,7 @@ mod tests {
                 accepted: Some(Epoch { term, leader: 2 }),
                 incarnation: 1,
                 promise_ms: 1500,
+                recovered: false,
             },
             members: None,
         }

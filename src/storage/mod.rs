@@ -59,6 +59,9 @@ const INCARNATION: &str = "incarnation";
 /// The D this node's promises may still bind under (`Cells::promise_ms`); absent in
 /// stores written before it existed, which read as 0.
 const PROMISE: &str = "promise";
+/// Whether the store has completed a store recovery (`Cells::recovered`); absent in
+/// stores written before it existed, which read as false.
+const RECOVERED: &str = "recovered";
 /// The member list (docs/design.md#membership); absent until the first one is stored.
 const MEMBERS: &str = "members";
 /// The write generation, +1 per save, written with the cells it counts: what the
@@ -205,12 +208,13 @@ impl Storage {
                 .map_err(|e| StorageError::from_sled(&self.dir, e))
         };
         let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
-        let promise = get(PROMISE)?;
+        let (promise, recovered) = (get(PROMISE)?, get(RECOVERED)?);
         decode_cells(
             term.as_deref(),
             accepted.as_deref(),
             incarnation.as_deref(),
             promise.as_deref(),
+            recovered.as_deref(),
         )
         .map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
@@ -271,6 +275,10 @@ impl Storage {
                         PROMISE,
                         encode_value(&cells.promise_ms).map_err(encode_err)?,
                     ),
+                    (
+                        RECOVERED,
+                        encode_value(&cells.recovered).map_err(encode_err)?,
+                    ),
                 ])
             })
             .transpose()?;
@@ -292,6 +300,7 @@ impl Storage {
                 tx.get(ACCEPTED)?.as_deref(),
                 tx.get(INCARNATION)?.as_deref(),
                 tx.get(PROMISE)?.as_deref(),
+                tx.get(RECOVERED)?.as_deref(),
             )
             .map_err(corrupt)?;
             let generation = decode_generation(tx.get(GENERATION)?.as_deref()).map_err(corrupt)?;
@@ -364,14 +373,17 @@ fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
 
 /// Turns the raw values into cells: all absent is a fresh store; one of the first three
 /// absent, or any undecodable, is corruption (saves always write them together). The
-/// promise's D alone may be absent: a store from before it existed (read as 0).
+/// promise's D and the recovery mark may be absent: a store from before they existed
+/// (read as 0 and false).
 fn decode_cells(
     term: Option<&[u8]>,
     accepted: Option<&[u8]>,
     incarnation: Option<&[u8]>,
     promise: Option<&[u8]>,
+    recovered: Option<&[u8]>,
 ) -> Result<Cells, String> {
-    if term.is_none() && accepted.is_none() && incarnation.is_none() && promise.is_none() {
+    let none = [term, accepted, incarnation, promise, recovered];
+    if none.iter().all(Option::is_none) {
         return Ok(Cells::default());
     }
     Ok(Cells {
@@ -379,6 +391,7 @@ fn decode_cells(
         accepted: decode_cell(ACCEPTED, accepted)?,
         incarnation: decode_cell(INCARNATION, incarnation)?,
         promise_ms: promise.map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
+        recovered: recovered.map_or(Ok(false), |bytes| decode_cell(RECOVERED, Some(bytes)))?,
     })
 }
 

@@ -8,6 +8,7 @@ fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
         accepted: Some(Epoch { term, leader }),
         incarnation,
         promise_ms: 0,
+        recovered: false,
     }
 }
 
@@ -52,10 +53,12 @@ fn saved_cells_round_trip() {
             accepted: None,
             incarnation: 1,
             promise_ms: 0,
+            recovered: false,
         },
         cells(3, 2, 1),
         Cells {
             promise_ms: 3000,
+            recovered: false,
             ..cells(4, 2, 2)
         },
         cells(u64::MAX, u64::MAX, u64::MAX),
@@ -115,6 +118,7 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             accepted: None,
             incarnation: 1,
             promise_ms: 0,
+            recovered: false,
         },
     ] {
         let err = storage.save(&older).expect_err("regression refused");

@@ -90,4 +90,9 @@ pub enum Flaw {
     /// rolling restart that lowers D lets the node accept a new coordinator while the
     /// old one still counts on its promise (docs/design.md#restart-hold-off-q5).
     HoldoffByNewD,
+    /// A node recovering an empty store answers term queries with a `TermReport` even
+    /// when it has seen a term and its store never completed a recovery, and every
+    /// report counts (the rule before `Body::TermUnknown`): two stores lost in a row
+    /// vouch for each other, and a term forgotten by both is declared again.
+    EmptyStoreVouches,
 }

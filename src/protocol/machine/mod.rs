@@ -349,8 +349,10 @@ impl Machine {
             // A classic node ignores quorum-only messages (a mixed-mode cluster is a
             // config error the operator sees in the logs of both).
             (Mode::Classic, Body::PreVote { .. } | Body::Vote { .. }) => {}
-            (_, Body::TermQuery) => self.send(from, Body::TermReport),
-            (_, Body::TermReport) => self.on_term_report(from, now),
+            (_, Body::TermQuery) => self.answer_term_query(from),
+            (_, Body::TermReport) => self.on_term_report(from, msg.term, now),
+            // Its term is observed; it vouches for nothing.
+            (_, Body::TermUnknown) => {}
             // Handled in `handle` before validation (a list may come from a member we
             // do not know of yet).
             (_, Body::Members { .. }) => {}
@@ -446,6 +448,20 @@ impl Machine {
                 self.leave_office(DemotionReason::Ineligible, next, now);
                 self.broadcast(Body::Resign { epoch });
             }
+        }
+    }
+
+    /// Store recovery (src/protocol/recovery.rs, rules 4 and 5): whether only a store
+    /// that knows what it accepted vouches for its term. Quorum mode: yes, so that two
+    /// stores lost in a row do not vouch for each other; a quorum leader needs a
+    /// majority of acceptances, so enough stores that know are there whenever one
+    /// leads. Classic: no, as before (a classic node leads alone, and nodes still
+    /// recovering when it declared would wait for each other for ever; classic mode
+    /// promises nothing of terms under faults).
+    pub(super) fn only_knowing_stores_vouch(&self) -> bool {
+        match self.config.mode {
+            Mode::Classic => false,
+            Mode::Quorum => !self.config.has(Flaw::EmptyStoreVouches),
         }
     }
 

@@ -30,27 +30,54 @@ impl Machine {
             | Body::Vote { .. }
             | Body::TermQuery
             | Body::TermReport
+            | Body::TermUnknown
             | Body::Members { .. } => true,
         }
+    }
+
+    /// The answer to a peer's `TermQuery`: our highest term seen, as a `TermReport`,
+    /// unless we are recovering a store that never completed a recovery and have seen a
+    /// term: then we cannot vouch that no majority we were part of accepted a higher
+    /// one, and say so (`TermUnknown`), so that two stores lost in a row do not vouch
+    /// for each other (src/protocol/recovery.rs).
+    pub(super) fn answer_term_query(&mut self, from: NodeId) {
+        let forgot = self.recovery.is_some() && !self.cells.recovered && self.seen > 0;
+        let body = if forgot && self.only_knowing_stores_vouch() {
+            Body::TermUnknown
+        } else {
+            Body::TermReport
+        };
+        self.send(from, body);
     }
 
     /// A peer's answer to our `TermQuery` (its term already observed). Once enough have
     /// answered, the highest term seen becomes the term cell, persisted before the node
     /// votes for anything (src/protocol/recovery.rs).
-    pub(super) fn on_term_report(&mut self, from: NodeId, now: Millis) {
+    pub(super) fn on_term_report(&mut self, from: NodeId, term: u64, now: Millis) {
         if !self.counts(from) {
             return; // only voters' acceptances made a term
         }
+        let seen = if self.only_knowing_stores_vouch() {
+            self.seen
+        } else {
+            0 // every report counts
+        };
         let Some(recovery) = self.recovery.as_mut() else {
             return;
         };
-        if !recovery.report(from) {
+        if !recovery.report(from, term, seen) {
             return;
         }
         self.recovery = None;
         let term = self.seen;
-        if term > self.cells.term {
-            self.persist(Cells { term, ..self.cells });
+        if term > self.cells.term || !self.cells.recovered {
+            // The mark that this store has recovered: from now on it vouches, even
+            // while its cells hold no term (`Cells::recovered`).
+            self.persist(Cells {
+                term: term.max(self.cells.term),
+                recovered: true,
+                ..self.cells
+            });
         }
         self.fact(Fact::Recovered { term });
         // Start again, as if it started now: probe for the coordinator, wait for higher

@@ -202,6 +202,8 @@ impl Adversary {
         let kinds: Vec<MessageKind> = MessageKind::ALL
             .into_iter()
             .filter(|&kind| changes || kind != MessageKind::Members)
+            // Drawn as before the kind existed: seeds keep their draws.
+            .filter(|&kind| kind != MessageKind::TermUnknown)
             .collect();
         match kinds.choose(&mut self.rng) {
             Some(&kind) if self.rng.gen_bool(0.8) => CrashPoint::AfterSend(kind),

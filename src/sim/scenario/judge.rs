@@ -7,7 +7,7 @@ use crate::checker::{
     check_unique_terms, lease_bound_ms, quiet_window, Convergence, Invariant, Violation,
 };
 use crate::history::Entry;
-use crate::protocol::{Membership, Millis, Mode, NodeId, Preempt, Role, Timing};
+use crate::protocol::{Millis, Mode, NodeId, Preempt, Role, Timing};
 use crate::sim::{Sim, SimConfig};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,20 +153,25 @@ impl Judge {
             let converged = check_convergence(history, &convergence);
             // The stuck members are the ones that could lead, or (quorum mode) their
             // votes are what a majority lacks: no leader is the gap's doing.
+            // Without a written list, the initial members (a witness is never eligible).
             let can_lead = |id: &NodeId| {
                 sim.is_eligible(*id)
-                    && list
-                        .as_ref()
-                        .is_some_and(|l| l.get(*id).is_some_and(|m| m.may_lead()))
+                    && list.as_ref().map_or(self.members.contains(id), |l| {
+                        l.get(*id).is_some_and(|m| m.may_lead())
+                    })
             };
-            let lacking = |l: &Membership| {
-                let up: BTreeSet<NodeId> = members.iter().copied().collect();
-                let with_stuck: BTreeSet<NodeId> = up.iter().chain(&stuck).copied().collect();
-                !l.has_majority(&up) && l.has_majority(&with_stuck)
+            let majority_of = |nodes: &BTreeSet<NodeId>| match &list {
+                Some(l) => l.has_majority(nodes),
+                None => {
+                    let among = self.members.iter().filter(|m| nodes.contains(m)).count();
+                    among >= crate::protocol::membership::majority_of(self.members.len())
+                }
             };
+            let up: BTreeSet<NodeId> = members.iter().copied().collect();
+            let with_stuck: BTreeSet<NodeId> = up.iter().chain(&stuck).copied().collect();
+            let lacking = !majority_of(&up) && majority_of(&with_stuck);
             let leaderless = !members.iter().any(can_lead) && stuck.iter().any(can_lead);
-            let explained = !stuck.is_empty()
-                && (leaderless || (mode == Mode::Quorum && list.as_ref().is_some_and(lacking)));
+            let explained = !stuck.is_empty() && (leaderless || (mode == Mode::Quorum && lacking));
             // A recovery short of reporters because enough voters are down is the rule
             // at work, not a gap: its lost votes may lie with them (src/protocol/
             // recovery.rs), and until they are back no leader is owed.
