@@ -37,8 +37,9 @@ pub enum StorageError {
     )]
     Regression {
         dir: PathBuf,
-        stored: Cells,
-        attempted: Cells,
+        /// Boxed: the error travels in every storage `Result`, which stays small.
+        stored: Box<Cells>,
+        attempted: Box<Cells>,
     },
 
     /// sled's files hold an older save than the check file says was written (the `db`

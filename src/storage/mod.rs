@@ -315,8 +315,8 @@ impl Storage {
                 if goes_backwards(&stored, cells) {
                     return sled::transaction::abort(StorageError::Regression {
                         dir: self.dir.clone(),
-                        stored,
-                        attempted: *cells,
+                        stored: Box::new(stored),
+                        attempted: Box::new(*cells),
                     });
                 }
             }

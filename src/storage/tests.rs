@@ -126,8 +126,8 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             StorageError::Regression {
                 stored, attempted, ..
             } => {
-                assert_eq!(*stored, cells(5, 2, 1));
-                assert_eq!(*attempted, older);
+                assert_eq!(**stored, cells(5, 2, 1));
+                assert_eq!(**attempted, older);
             }
             other => panic!("expected Regression, got {other:?}"),
         }
