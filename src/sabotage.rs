@@ -30,6 +30,10 @@
 //!   (docs/design.md#elected-by-data-est; the model checker's
 //!   `sabotage_id_order_is_caught` and `tests/estimate_sim.rs` catch the same flaw).
 //!
+//! - `holdoff_by_new_d`: the machine runs with `Flaw::HoldoffByNewD`: a restart holds
+//!   off for the D it restarts with, not the D its last promise was made under
+//!   (`tests/rolling_d_sabotage.rs` checks the second coordinator is caught).
+//!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
 
@@ -83,4 +87,9 @@ pub fn ignore_pause() -> bool {
 /// Whether elections should compare IDs only, ignoring estimates.
 pub fn id_order() -> bool {
     enabled("id_order")
+}
+
+/// Whether a restart should hold off for the D it restarts with (the old rule).
+pub fn holdoff_by_new_d() -> bool {
+    enabled("holdoff_by_new_d")
 }

@@ -22,9 +22,13 @@
 //! and declares nothing; it does answer probes and term queries.
 //!
 //! Two stores lost in a row (the second while the first still recovers) must not vouch
-//! for each other:
-//! 4. A recovering node that has seen a term answers a query with `TermUnknown`, which
-//!    counts toward no recovery: its own store may have forgotten a higher one.
+//! for each other (quorum mode; classic keeps rules 1–3 alone, see below):
+//! 4. A completed recovery is marked in the cells (`Cells::recovered`), written with
+//!    the raised term. A recovering node whose store lacks the mark (a lost store, or
+//!    one that never completed a recovery: it cannot tell which) and that has seen a
+//!    term answers a query with `TermUnknown`, which counts toward no recovery: its
+//!    own store may have forgotten a higher term. A marked store recovering again (it
+//!    still holds no term) knows what it accepted since, and vouches.
 //! 5. Once the asking node has seen a term above 0, a report of 0 counts for nothing:
 //!    it came from a peer that had seen nothing when it answered (every query carries
 //!    the asker's term, so a later answer reports at least that), which may be a
@@ -34,6 +38,11 @@
 //! (`M − q + 1` reporters with stores are needed), so four or more members survive two
 //! lost in a row. Losing a majority's stores (two of three) cannot be told from a
 //! fresh cluster by anyone, and a term only they accepted is gone: `bully recover`.
+//! Nodes that stop vouching never stall a quorum cluster: a quorum coordinator needs a
+//! majority of acceptances, so whenever one leads, a majority's stores know their
+//! terms, at least `M − q + 1` of them others. Classic mode keeps every report
+//! counting: a classic node leads alone, and nodes still recovering when it declared
+//! would wait for each other for ever.
 //! A damaged or rolled-back `db` is refused at open (src/storage/mod.rs); a whole data
 //! dir restored from an older copy is not empty and is not detected (README, "What the
 //! guarantee assumes").

@@ -252,13 +252,15 @@ fn machine_config(config: &NodeConfig, eligible: bool) -> MachineConfig {
     }
 }
 
-/// The machine's sabotage switches (debug builds, `BULLY_TEST_FAULT=deaf_handover` or
-/// `id_order`).
+/// The machine's sabotage switches (debug builds, `BULLY_TEST_FAULT=deaf_handover`,
+/// `id_order` or `holdoff_by_new_d`).
 #[cfg(debug_assertions)]
 fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
     use crate::protocol::Flaw;
     let deaf = crate::sabotage::deaf_handover().then_some(Flaw::DeafHandover);
+    let holdoff = crate::sabotage::holdoff_by_new_d().then_some(Flaw::HoldoffByNewD);
     deaf.or(crate::sabotage::id_order().then_some(Flaw::IdOrder))
+        .or(holdoff)
 }
 
 /// Release builds carry no sabotage.

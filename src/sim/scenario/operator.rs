@@ -8,12 +8,12 @@
 //! cluster by itself; now and then the operator's network also cuts off the
 //! coordinator with a minority just as a node restarts.
 //!
-//! On request (`Operator::TwoLost`, not in the default seed ranges) two stores are lost
-//! in a row: a node loses its disk and restarts on an empty store, and before its
-//! recovery has ended (src/protocol/recovery.rs) a second node loses its own. The two
-//! recovering nodes vouch for each other's forgotten terms, and a term is declared
-//! twice: a break found and kept as a seed (tests/simulation.rs), not yet fixed
-//! (docs/design.md#store-recovery says why).
+//! On request (`Operator::TwoLost`) two stores are lost in a row: a node loses its disk
+//! and restarts on an empty store, and before its recovery has ended
+//! (src/protocol/recovery.rs) a second node loses its own. Before rules 4 and 5 of
+//! that file the two vouched for each other's forgotten terms and a term was declared
+//! twice (seed 1797, replayed in tests/simulation.rs). It is its own range, not in the
+//! default ones: classic mode, which keeps every report counting, does not survive it.
 //!
 //! Everything here draws from the plan's own RNG, seeded apart from the adversary's: a
 //! seed that draws no roll runs exactly as it did before rolls existed (the simulation
@@ -41,8 +41,7 @@ pub enum Operator {
     /// In every seed (to hunt a flaw that needs one).
     Always,
     /// A config roll in every seed and two stores lost in a row in every seed with four
-    /// members or more: the open break of docs/design.md#store-recovery, kept out of
-    /// the other ranges.
+    /// members or more (docs/design.md#store-recovery), kept out of the other ranges.
     TwoLost,
 }
 

@@ -1,0 +1,125 @@
+//! A rolling restart that lowers D (issue 38), on real processes behind the relay: five
+//! quorum nodes at D = 3000 ms, node 5 leading. Nodes 1 and 2 are restarted (kill -9)
+//! with D = 300 ms; the hello refuses them to the others, so node 5 keeps leading with
+//! nodes 3 and 4. Then {4, 5} is cut off from {1, 2, 3} just as node 3 is restarted
+//! (SIGTERM) with D = 300 ms: node 3's last ack promised node 5 a lease of 3000 ms, and
+//! node 5, which sees no hello of the new node 3, leads on until that lease lapses.
+//! Nodes 1–3 elect among themselves; the offices must not overlap (I6). Shared by
+//! `tests/rolling_d.rs` and its sabotage.
+
+use crate::common::binary;
+use bully::chaos::harness::{Harness, HarnessSpec};
+use bully::chaos::plan::Step;
+use bully::checker::{check_no_overlap, check_one_per_term, lease_bound_ms, Violation};
+use bully::protocol::{Mode, NodeId, Role, Timing};
+use std::time::{Duration, Instant};
+
+/// The D every node starts with, and the one the roll brings.
+pub const OLD_D: u64 = 3000;
+const NEW_D: u64 = 300;
+/// Every wait for a condition: well above what the protocol needs, for CI's 2 cores.
+const WAIT: Duration = Duration::from_secs(40);
+
+/// The cluster's first timing: D = 3000 ms, heartbeat 100 ms.
+fn old_timing() -> Timing {
+    Timing {
+        suspect_after_ms: OLD_D,
+        ..Timing::default()
+    }
+}
+
+/// The nodes among `among` that say they are coordinator.
+async fn coordinators(h: &Harness, among: &[NodeId]) -> Vec<NodeId> {
+    let mut out = Vec::new();
+    for &id in among {
+        let status = h.cluster.status(id, Duration::from_millis(800)).await;
+        if status.is_ok_and(|s| s.role == Role::Coordinator) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+/// Waits until `done` holds for the coordinators among `among`; panics after [`WAIT`].
+async fn wait_for(h: &Harness, among: &[NodeId], what: &str, done: impl Fn(&[NodeId]) -> bool) {
+    let started = Instant::now();
+    loop {
+        let now = coordinators(h, among).await;
+        if done(&now) {
+            return;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}; coordinators among {among:?}: {now:?}\n{}",
+            h.cluster.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Restarts node `id` on D = 300 ms: its config file is edited, then it is killed
+/// (`clean`: SIGTERM, waited for) and started again.
+fn restart_with_new_d(h: &mut Harness, id: NodeId, clean: bool) {
+    h.cluster
+        .edit_config(id, |c| c.timing.suspect_after_ms = NEW_D)
+        .expect("edit the config");
+    if clean {
+        h.cluster
+            .stop(id, Duration::from_secs(10))
+            .expect("stop the node");
+        // The harness notes the stop it did not make as an anomaly: not an error here.
+        h.execute(Step::Start(id));
+    } else {
+        h.take(Step::Kill(id)).expect("kill the node");
+        h.take(Step::Start(id)).expect("start the node");
+    }
+    assert!(h.cluster.is_running(id), "node {id} did not start again");
+}
+
+/// Runs the roll with the cut in `dir`; returns the I6 and I7 violations of the merged
+/// event logs.
+pub async fn roll_with_a_cut(dir: &std::path::Path) -> Vec<Violation> {
+    let spec = HarnessSpec {
+        nodes: 5,
+        timing: old_timing(),
+        mode: Mode::Quorum,
+        binary: binary(),
+        dir: dir.to_path_buf(),
+        relay: true,
+        seed: 1,
+        http: false,
+    };
+    let mut h = Harness::start(&spec)
+        .await
+        .expect("start 5 nodes behind the relay");
+    let all = [1, 2, 3, 4, 5];
+    wait_for(&h, &all, "node 5 leading", |c| c == [5]).await;
+    for id in [1, 2] {
+        restart_with_new_d(&mut h, id, false);
+    }
+    wait_for(
+        &h,
+        &[1, 2, 5],
+        "nodes 1 and 2 up again, node 5 leading",
+        |c| c == [5],
+    )
+    .await;
+    h.take(Step::Partition(vec![4, 5])).expect("cut {4, 5} off");
+    restart_with_new_d(&mut h, 3, true);
+    wait_for(&h, &[1, 2, 3], "a coordinator among nodes 1-3", |c| {
+        c.len() == 1
+    })
+    .await;
+    wait_for(&h, &[4, 5], "node 5's office ended", |c| c.is_empty()).await;
+    h.take(Step::Heal).expect("heal");
+    for id in all {
+        let _ = h.cluster.stop(id, Duration::from_secs(5));
+    }
+    let history = h.cluster.history();
+    let mut violations = check_no_overlap(&history, lease_bound_ms(&old_timing()));
+    violations.extend(check_one_per_term(&history));
+    if !violations.is_empty() {
+        eprintln!("{}", bully::history::tail(&history, 60));
+    }
+    violations
+}
