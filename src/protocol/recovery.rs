@@ -190,6 +190,7 @@ mod tests {
         assert!(r.report(3, 0, 0));
         // Once a term is known, the report of 0 (a second lost store, say) does not.
         assert!(!r.complete(5));
-        assert!(r.report(2, 5, 5), "a report of the term itself counts");
+        assert!(!r.report(2, 5, 5), "one report of the term is one of two");
+        assert!(r.report(3, 5, 5), "and the second makes two");
     }
 }
