@@ -722,3 +722,87 @@ fn store_recovery_a_recovered_store_vouches_while_it_recovers_again() {
         "{answer:?}"
     );
 }
+
+/// Node 3 of {1, 2, 3} established at term 1, waiting up to `bound` ms for a release.
+fn releasing_coordinator(bound: Millis) -> Machine {
+    let mut cfg = config(3, &[1, 2]);
+    cfg.release_bound_ms = Some(bound);
+    let mut m = start(cfg, fresh(), 0);
+    tick(&mut m, 100);
+    deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 101);
+    let established = deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 102);
+    assert_eq!(
+        facts(&established),
+        vec![Fact::Established { epoch: ep(1, 3) }]
+    );
+    m
+}
+
+#[test]
+fn release_a_voluntary_departure_keeps_office_until_released() {
+    // release (src/protocol/machine/release.rs): a stop, an ineligibility or a handover
+    // asks for the release first; the coordinator stays in office and heartbeats (its
+    // followers' promises hold) until Released, then leaves and resigns as before.
+    for why in [Event::Shutdown, Event::SetEligible(false)] {
+        let mut m = releasing_coordinator(5_000);
+        m.handle(why.clone(), 150);
+        let asked = drain(&mut m);
+        assert!(
+            asked.contains(&Action::AwaitRelease { epoch: ep(1, 3) })
+                && facts(&asked).is_empty()
+                && sent(&asked).is_empty(),
+            "{why:?}: only the request, no demotion, no Resign: {asked:?}"
+        );
+        assert_eq!(m.view().role, Role::Coordinator);
+        let next = m.next_deadline();
+        let beat = tick(&mut m, next);
+        assert!(
+            sent(&beat)
+                .iter()
+                .any(|(_, b)| matches!(b, Body::Heartbeat { .. })),
+            "{why:?}: it heartbeats while released: {beat:?}"
+        );
+        deliver(&mut m, 1, 1, ack(ep(1, 3), 1), 260);
+        m.handle(Event::Released { epoch: ep(1, 3) }, 400);
+        let left = drain(&mut m);
+        assert!(
+            facts(&left)
+                .iter()
+                .any(|f| matches!(f, Fact::Demoted { .. })),
+            "{why:?}: {left:?}"
+        );
+        assert!(
+            sent(&left).contains(&(1, Body::Resign { epoch: ep(1, 3) })),
+            "{why:?}: {left:?}"
+        );
+        assert_ne!(m.view().role, Role::Coordinator);
+    }
+}
+
+#[test]
+fn release_a_release_that_never_comes_ends_at_the_bound() {
+    // A hook that hangs: the machine leaves office at its bound without the release.
+    let mut m = releasing_coordinator(1_000);
+    m.handle(Event::Shutdown, 150);
+    drain(&mut m);
+    let mut now = 150;
+    while m.view().role == Role::Coordinator && now < 2_000 {
+        now = m.next_deadline();
+        let acted = tick(&mut m, now);
+        // Acks keep the lease: only the bound may end the office.
+        for id in [1, 2] {
+            let round = sent(&acted).iter().find_map(|(to, b)| match b {
+                Body::Heartbeat { round, .. } if *to == id => Some(*round),
+                _ => None,
+            });
+            if let Some(round) = round {
+                deliver(&mut m, id, 1, ack(ep(1, 3), round), now + 1);
+            }
+        }
+    }
+    assert_ne!(m.view().role, Role::Coordinator);
+    assert!(
+        (1_150..1_300).contains(&now),
+        "left office at {now} ms, the bound is 1150"
+    );
+}

@@ -47,6 +47,7 @@ struct Summary {
     mixed_timing: u64,
     membership: u64,
     config_roll: u64,
+    slow_hooks: u64,
     /// Runs that hit each known gap of the machine (`SeedRun::known_gaps`), and the
     /// first such seed.
     gaps: BTreeMap<Gap, (u64, u64)>,
@@ -100,6 +101,23 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     }
     if rolled("(during the roll)") {
         found.push("config roll, coordinator cut off");
+    }
+    let released = h.iter().any(|e| {
+        matches!(
+            e.record,
+            Record::Fact(Fact::Demoted {
+                reason: bully::protocol::DemotionReason::Stopped
+                    | bully::protocol::DemotionReason::Ineligible
+                    | bully::protocol::DemotionReason::Yielded { .. },
+                ..
+            })
+        )
+    });
+    if rolled("slow hooks:") && released {
+        found.push("voluntary departure with slow hooks");
+    }
+    if rolled("on_demoted hangs") && released {
+        found.push("voluntary departure, a hook hangs");
     }
     if o.steps.iter().any(|step| step.contains("(to be replaced)")) {
         found.push("lost disk replaced");
@@ -168,6 +186,7 @@ impl Summary {
         self.mixed_timing += f.mixed_timing as u64;
         self.membership += f.membership as u64;
         self.config_roll += f.config_roll as u64;
+        self.slow_hooks += f.slow_hooks as u64;
         let mut gaps: Vec<Gap> = o.known_gaps.iter().map(|(gap, _)| *gap).collect();
         gaps.dedup();
         for gap in gaps {
@@ -357,7 +376,7 @@ fn run_seeds(mode: Mode) {
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
          preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
-         membership {}, config roll {}, faults {}; slowest \
+         membership {}, config roll {}, slow hooks {}, faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -372,6 +391,7 @@ fn run_seeds(mode: Mode) {
         summary.mixed_timing,
         summary.membership,
         summary.config_roll,
+        summary.slow_hooks,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -422,6 +442,8 @@ fn run_seeds(mode: Mode) {
             "config roll restart",
             "config roll, clean stop",
             "config roll, coordinator cut off",
+            "voluntary departure with slow hooks",
+            "voluntary departure, a hook hangs",
         ] {
             assert!(
                 summary.happened.get(name).copied().unwrap_or(0) > 0,

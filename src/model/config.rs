@@ -88,6 +88,7 @@ impl ModelConfig {
             witness: self.witness == Some(id),
             witnesses: self.witness.into_iter().collect(),
             recover_empty_store: self.flaw != Some(Flaw::SkipStoreRecovery),
+            release_bound_ms: None,
             flaw: self.flaw,
         }
     }

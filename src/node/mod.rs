@@ -10,7 +10,7 @@
 //!   keeps them so): whether the node may lead (`eligibility`, `config_conflict`), a
 //!   step-down's refusals and answers (`step_down`), when a coordinator is ready for
 //!   clients (`readiness`), what a new view means (`transitions`), how long a
-//!   voluntary demotion waits for `on_demoted` (`resign_hold`).
+//!   voluntary demotion waits for `on_demoted` (the machine's release, src/protocol/machine/release.rs).
 //! - `commands`: the operator's commands the node runs: the hooks on role changes
 //!   (`hooks`), the health check that gates eligibility (`health`), each run through
 //!   `crate::shell` (a timeout that kills its process group), their `BULLY_*` variables

@@ -29,6 +29,12 @@ pub struct SimConfig {
     pub drift_permille: u64,
     /// A deliberately broken machine, to show the checkers catch it.
     pub flaw: Option<Flaw>,
+    /// How long a coordinator leaving office on its own waits for its release
+    /// (src/protocol/machine/release.rs); `None`: it leaves at once, as before.
+    pub release_bound_ms: Option<Millis>,
+    /// How long each node's `on_demoted` (with its keepers) takes before the release
+    /// comes; `Millis::MAX`: it hangs, and the machine's bound ends the wait. Absent: 0.
+    pub hook_ms: BTreeMap<NodeId, Millis>,
     /// Nodes whose timing differs from `timing`, read at each start (an operator may
     /// change it between two lives, [`crate::sim::Sim::reconfigure`]). Nodes whose
     /// running lives differ in D refuse each other's hello and exchange nothing, as the
@@ -51,6 +57,8 @@ impl SimConfig {
             witnesses: Vec::new(),
             drift_permille: 0,
             flaw: None,
+            release_bound_ms: None,
+            hook_ms: BTreeMap::new(),
             node_timing: BTreeMap::new(),
         }
     }

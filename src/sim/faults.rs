@@ -39,6 +39,7 @@ impl Sim {
             witness: self.config.witnesses.contains(&id),
             witnesses: self.config.witnesses.clone(),
             recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
+            release_bound_ms: self.config.release_bound_ms,
             flaw: self.config.flaw,
         };
         let incarnation = node.disk.incarnation + 1;

@@ -48,6 +48,8 @@ pub struct Sim {
     seq: u64,
     /// Connection changes the transports will report: (time, seq) -> (node, peer, up).
     notices: BTreeMap<(Millis, u64), (NodeId, NodeId, bool)>,
+    /// Releases of an office due: (time, seq) -> (node, its life then, epoch).
+    releases: BTreeMap<(Millis, u64), (NodeId, u64, crate::protocol::Epoch)>,
     /// Latest delivery time scheduled per link (keeps each link FIFO).
     link_busy: BTreeMap<(NodeId, NodeId), Millis>,
     /// Partition group of each node; empty when healed.
@@ -107,6 +109,7 @@ impl Sim {
             nodes,
             flights: BinaryHeap::new(),
             notices: BTreeMap::new(),
+            releases: BTreeMap::new(),
             seq: 0,
             link_busy: BTreeMap::new(),
             groups: BTreeMap::new(),

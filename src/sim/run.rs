@@ -52,6 +52,25 @@ impl Sim {
                         .map(|m| (n.real(m.next_deadline()).max(self.now), id))
                 })
                 .min();
+            if let Some((&(at, seq), _)) = self.releases.iter().next() {
+                let first = next_flight.map_or(true, |f| at < f)
+                    && next_timer.map_or(true, |(t, _)| at < t)
+                    && self.notices.keys().next().map_or(true, |&(n, _)| at <= n);
+                if first {
+                    if at > until {
+                        break;
+                    }
+                    self.now = self.now.max(at);
+                    self.steps += 1;
+                    if let Some(release) = self.releases.remove(&(at, seq)) {
+                        self.fire_release(release);
+                    }
+                    if !go_on(self) {
+                        return;
+                    }
+                    continue;
+                }
+            }
             if let Some((&(at, seq), _)) = self.notices.iter().next() {
                 let first = next_flight.map_or(true, |f| at < f)
                     && next_timer.map_or(true, |(t, _)| at < t);
@@ -199,6 +218,10 @@ impl Sim {
                     self.record(id, Record::View(view));
                     continue;
                 }
+                Action::AwaitRelease { epoch } => {
+                    self.await_release(id, epoch);
+                    continue;
+                }
                 Action::Misbehaved { peer, what } => {
                     let listed = self.members(id).is_some_and(|list| list.contains(peer));
                     let expected = stranger_refused(what, listed);
@@ -221,6 +244,30 @@ impl Sim {
                 self.crash(id);
                 return;
             }
+        }
+    }
+
+    /// The machine of node `id` asks for the release of `epoch`: its `on_demoted` (and
+    /// keepers) take the node's drawn time, then the release comes (in the same life
+    /// only); a hook that hangs never releases, and the machine's bound ends the wait.
+    fn await_release(&mut self, id: NodeId, epoch: crate::protocol::Epoch) {
+        let took = self.config.hook_ms.get(&id).copied().unwrap_or(0);
+        let Some(life) = self.nodes.get(&id).map(|n| n.life) else {
+            return;
+        };
+        if took == Millis::MAX {
+            return;
+        }
+        self.seq += 1;
+        self.releases
+            .insert((self.now + took, self.seq), (id, life, epoch));
+    }
+
+    /// A release falls due: handed to the node if it is still the life that asked.
+    fn fire_release(&mut self, (id, life, epoch): (NodeId, u64, crate::protocol::Epoch)) {
+        let same_life = self.nodes.get(&id).is_some_and(|n| n.life == life);
+        if same_life && self.is_up(id) {
+            self.deliver_event(id, Event::Released { epoch });
         }
     }
 

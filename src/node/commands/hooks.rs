@@ -8,7 +8,7 @@
 //!   informational hook runs.
 //! - The runtime waits for one hook only: the `on_demoted` of a coordinator that leaves
 //!   office voluntarily ([`DemotedHook`]), which must finish before its Resign goes out
-//!   (see `node/drive/runtime.rs` and `node/policy/resign_hold.rs`).
+//!   (see `node/drive/runtime.rs` and `src/protocol/machine/release.rs`).
 //! - A hook still running after `timeout_ms` is killed with its whole process group;
 //!   failures (non-zero exit, timeout, cannot start) are logged and counted.
 //! - Hooks only ever see durable epochs: the runtime queues them on `ViewChanged`, which

@@ -1,14 +1,15 @@
 //! Everything the runtime waits for, in one place and in one priority order: a stop
 //! request, systemd's watchdog ping (right after the stop, so a busy runtime is never
 //! mistaken for a hung one), transport events, commands (from the API and the handle),
-//! health verdicts, finished `on_elected` runs, the eligibility policy's next deadline
-//! and the machine's.
+//! health verdicts, finished `on_elected` runs, finished releases of an office, the
+//! eligibility policy's next deadline and the machine's.
 
 use super::service_watchdog::ServiceWatchdog;
 use crate::boot_clock::{self, BootInstant};
 use crate::exact_timer::ExactTimer;
 use crate::node::commands::health::Verdict;
 use crate::node::shared::mailbox::{Command, ElectedHookDone};
+use crate::protocol::Epoch;
 use crate::transport::TransportEvent;
 use tokio::sync::{mpsc, watch};
 
@@ -23,6 +24,8 @@ pub struct Inputs {
     pub health_verdicts: mpsc::Receiver<Verdict>,
     /// Finished `on_elected` runs, to mark an epoch ready or resign.
     pub elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+    /// Finished releases of an office (`on_demoted` and the keepers done).
+    pub released: mpsc::UnboundedReceiver<Epoch>,
     /// Wakes the runtime for the machine's deadline once, when it is due (see
     /// [`crate::exact_timer`]: a coordinator waits for its next heartbeat here).
     pub tick_timer: ExactTimer,
@@ -40,6 +43,8 @@ pub enum Input {
     Command(Command),
     HealthVerdict(Verdict),
     ElectedHook(ElectedHookDone),
+    /// The office of this epoch has been released: the machine may resign it.
+    Released(Epoch),
     /// The eligibility policy's deadline has come.
     PolicyDeadline,
     /// The machine's deadline has come.
@@ -65,7 +70,25 @@ impl Inputs {
             Some(command) = self.commands.recv() => Input::Command(command),
             Some(verdict) = self.health_verdicts.recv() => Input::HealthVerdict(verdict),
             Some(done) = self.elected_hooks.recv() => Input::ElectedHook(done),
+            Some(epoch) = self.released.recv() => Input::Released(epoch),
             _ = sleep_until_some(policy_at) => Input::PolicyDeadline,
+            _ = self.tick_timer.sleep_until_boot(tick_at) => Input::Tick,
+        }
+    }
+}
+
+impl Inputs {
+    /// While a stopping node releases its office: only the transport (acks keep its
+    /// lease), the release and the machine's deadline; `Stop` once the transport is
+    /// gone.
+    pub async fn next_while_stopping(&mut self, tick_at: BootInstant) -> Input {
+        tokio::select! {
+            biased;
+            event = self.transport.recv() => match event {
+                Some(event) => Input::Transport(event),
+                None => Input::Stop,
+            },
+            Some(epoch) = self.released.recv() => Input::Released(epoch),
             _ = self.tick_timer.sleep_until_boot(tick_at) => Input::Tick,
         }
     }

@@ -9,29 +9,31 @@
 //! - on a demotion the lease is withdrawn for readers before anything later goes out
 //!   (a Resign);
 //! - a coordinator leaving office voluntarily (stop, step-down, resign after a failed
-//!   `on_elected`, health, handover) runs `on_demoted` to its end (or its timeout, which
-//!   kills it) before its Resign and every later action go out ([`resign_hold`]); the
-//!   runtime handles no input meanwhile, for at most the hook's bound
-//!   ([`DemotedHook::bound`]): a stop request is handled right after;
+//!   `on_elected`, health, handover) is asked by the machine to release its office
+//!   first (`Action::AwaitRelease`, src/protocol/machine/release.rs): from then on it
+//!   is shown as not leading (readers, keepers, the watchdog device), its `on_demoted`
+//!   runs and its keepers stop; once both are done the machine is handed
+//!   `Event::Released` and sends its Resign. Meanwhile the runtime goes on handling
+//!   inputs, and the machine goes on heartbeating, so its followers' promises hold and
+//!   no successor is elected before `on_demoted` has ended, however long it takes (up
+//!   to its bound);
 //! - the led-epoch watch is updated before hooks fire, so a stale `on_elected` is
 //!   killed first;
-//! - the `[watchdog]` device is disarmed as soon as the machine reports it left office
-//!   (before the hold for `on_demoted`, which may outlast the device's timeout), armed
+//! - the `[watchdog]` device is disarmed as soon as the office is released or left, armed
 //!   once the actions that made it coordinator have run, and kept alive on every
 //!   renewal of its office ([`Watchdog`]); a required device that cannot be armed makes
 //!   the node ineligible, and the machine's answer (a Resign) runs at once;
-//! - systemd's watchdog is pinged from this loop, and through the hold, which is
-//!   bounded ([`ServiceWatchdog`]).
+//! - systemd's watchdog is pinged from this loop ([`ServiceWatchdog`]).
 //!
-//! On stop (asked, or on a fatal error) a coordinator demotes itself, runs `on_demoted`
-//! to its end and then resigns; then every node task is stopped through one signal and
+//! On stop (asked, or on a fatal error) a coordinator releases its office as above
+//! (the runtime keeps handling the transport and the machine's ticks until the release
+//! is done) and then resigns; then every node task is stopped through one signal and
 //! waited for, and the transport closes.
 
 use super::clock::Clock;
 use super::inputs::{Input, Inputs};
 use super::journal::Journal;
 use super::reload;
-use super::service_watchdog::ServiceWatchdog;
 use super::services::Services;
 use super::watchdog::Watchdog;
 use crate::api::HealthState;
@@ -44,7 +46,6 @@ use crate::node::drive::pause_file::PauseFile;
 use crate::node::policy::eligibility::{Eligibility, Expired};
 use crate::node::policy::member_change::{PendingChange, Progress};
 use crate::node::policy::office_grant::{self, Office};
-use crate::node::policy::resign_hold;
 use crate::node::policy::stall;
 use crate::node::policy::step_down::Answered;
 use crate::node::publish::publisher::Publisher;
@@ -58,7 +59,6 @@ use crate::protocol::{
 };
 use crate::transport::{Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How long a stopping node waits for its tasks (each ends at once on the stop signal;
@@ -101,6 +101,11 @@ pub struct Runtime {
     pub member_change: Option<PendingChange<Reply>>,
     /// The maintenance pause this node keeps (src/api/pause.rs).
     pub pause: PauseFile,
+    /// The epoch whose office is being released (the machine is still in office and
+    /// heartbeats; everyone else is told it does not lead).
+    pub releasing: Option<Epoch>,
+    /// Where a finished release is reported, to come back as [`Input::Released`].
+    pub release_done: tokio::sync::mpsc::UnboundedSender<Epoch>,
 }
 
 /// Classic mode's basis for the keepers' deadlines, which quorum mode takes from its
@@ -177,6 +182,7 @@ impl Runtime {
         if let Err(e) = self.run_actions().await {
             tracing::warn!("while stopping: {e}");
         }
+        self.finish_release().await;
         self.publisher.finish_hooks().await;
         self.tasks.stop();
         let left = self.tasks.wait(TASKS_GRACE).await;
@@ -226,6 +232,9 @@ impl Runtime {
                     tracing::debug!(?stale, "a verdict of a check since restarted; ignored")
                 }
                 Input::ElectedHook(done) => self.on_elected_hook(done),
+                Input::Released(epoch) => self
+                    .machine
+                    .handle(Event::Released { epoch }, self.clock.now()),
                 Input::PolicyDeadline => self.on_policy_deadline(),
                 Input::Tick => self.machine.handle(Event::Tick, self.clock.now()),
             }
@@ -476,7 +485,7 @@ impl Runtime {
 
     /// Runs the machine's actions in order; a Persist completes (flushed, fsynced)
     /// before the next action runs. After a voluntary demotion the actions from the
-    /// Resign on wait until `on_demoted` has ended ([`resign_hold`]).
+    /// Resign waits for the release (src/protocol/machine/release.rs).
     async fn run_actions(&mut self) -> Result<(), NodeError> {
         loop {
             self.run_polled_actions().await?;
@@ -489,38 +498,78 @@ impl Runtime {
 
     /// Runs the actions the machine has now, in order (see [`Runtime::run_actions`]).
     async fn run_polled_actions(&mut self) -> Result<(), NodeError> {
-        let mut pending: VecDeque<Action> =
-            std::iter::from_fn(|| self.machine.poll_action()).collect();
-        while !pending.is_empty() {
-            let left = resign_hold::voluntarily_left(&pending);
-            let wait_after = hold_point(&mut pending);
-            let now = wait_after.unwrap_or(pending.len());
-            let mut demoted_hook = None;
-            for action in pending.drain(..now).collect::<Vec<_>>() {
-                if let Some(hook) = self.run_action(action).await? {
-                    demoted_hook = Some(hook);
-                }
-            }
-            if wait_after.is_some() {
-                let hook = async {
-                    if let Some(hook) = demoted_hook {
-                        wait_for_on_demoted(hook).await;
-                    }
-                };
-                let keepers = async {
-                    if let Some(epoch) = left {
-                        wait_for_keepers(&self.keepers, epoch, self.office.fence_by).await;
-                    }
-                };
-                let watchdog = self.inputs.service_watchdog.as_mut();
-                ServiceWatchdog::while_waiting(watchdog, async { tokio::join!(hook, keepers) })
-                    .await;
-            }
+        while let Some(action) = self.machine.poll_action() {
+            self.run_action(action).await?;
+        }
+        let in_office = self.machine.view().role == crate::protocol::Role::Coordinator;
+        if !in_office {
+            self.releasing = None;
         }
         self.office.close_batch();
         self.apply_members();
         self.answer_member_change();
         Ok(())
+    }
+
+    /// A stopping node whose office is being released: handles the transport, the
+    /// machine's ticks and the release (nothing else) until the machine has left
+    /// office, so it heartbeats meanwhile and resigns once released.
+    async fn finish_release(&mut self) {
+        while self.releasing.is_some() {
+            let tick_at = self.clock.instant(self.machine.next_deadline());
+            let now = self.clock.now();
+            match self.inputs.next_while_stopping(tick_at).await {
+                Input::Transport(event) => self.on_transport(event),
+                Input::Released(epoch) => self.machine.handle(Event::Released { epoch }, now),
+                Input::Tick => self.machine.handle(Event::Tick, now),
+                _ => return, // the transport is gone: nobody to resign to
+            }
+            if let Err(e) = self.run_actions().await {
+                tracing::warn!("while stopping: {e}");
+                return;
+            }
+        }
+    }
+
+    /// The machine asks to release the office of `epoch` before it leaves it: shown as
+    /// not leading from now on (readers, keepers, the watchdog device), `on_demoted`
+    /// queued, and the release reported once it and the keepers are done.
+    fn begin_release(&mut self, epoch: Epoch) {
+        self.releasing = Some(epoch);
+        let hook = self.publish(self.shown(self.machine.view()));
+        self.publish_office();
+        self.tend_watchdog();
+        let done = self.release_done.clone();
+        #[cfg(debug_assertions)]
+        if crate::sabotage::resign_before_on_demoted() {
+            let _ = done.send(epoch);
+            return;
+        }
+        let keepers = self.keepers.clone();
+        let fence_by = self.office.fence_by;
+        self.tasks.spawn(async move {
+            let hook = async {
+                if let Some(hook) = hook {
+                    wait_for_on_demoted(hook).await;
+                }
+            };
+            tokio::join!(hook, wait_for_keepers(&keepers, epoch, fence_by));
+            let _ = done.send(epoch);
+        });
+    }
+
+    /// `view` as others are to see it: while its office is being released, a
+    /// coordinator is shown as a candidate.
+    fn shown(&self, view: View) -> View {
+        let releasing = self.releasing.is_some() && self.releasing == view.epoch;
+        if releasing && view.role == crate::protocol::Role::Coordinator {
+            View {
+                role: crate::protocol::Role::Candidate,
+                ..view
+            }
+        } else {
+            view
+        }
     }
 
     /// The member list the machine stored in this batch, applied to what the node runs
@@ -570,10 +619,13 @@ impl Runtime {
     /// The office as the machine stands now.
     fn office(&self) -> Office {
         Office {
-            view: self.machine.view(),
+            view: self.shown(self.machine.view()),
             mode: self.machine.mode(),
             timing: self.machine.timing(),
-            lease_until: self.machine.lease_until(),
+            lease_until: self
+                .machine
+                .lease_until()
+                .filter(|_| self.releasing.is_none()),
             last_round_sent: self.office.last_round_sent,
             has_peers: self.office.peers > 0,
         }
@@ -605,8 +657,8 @@ impl Runtime {
         was_eligible
     }
 
-    /// Runs one action; returns the `on_demoted` a published view queued, if any.
-    async fn run_action(&mut self, action: Action) -> Result<Option<DemotedHook>, NodeError> {
+    /// Runs one action.
+    async fn run_action(&mut self, action: Action) -> Result<(), NodeError> {
         match action {
             Action::Persist(cells) => {
                 let took = self.journal.persist(cells).await?;
@@ -620,14 +672,19 @@ impl Runtime {
                 }
                 self.transport.send(to, msg);
             }
-            Action::ViewChanged(view) => return Ok(self.publish(view)),
+            Action::ViewChanged(view) => {
+                // A voluntary demotion's on_demoted was queued by begin_release; one a
+                // lapse or a newer epoch queues is waited for by nobody.
+                let _queued = self.publish(self.shown(view));
+            }
+            Action::AwaitRelease { epoch } => self.begin_release(epoch),
             Action::Misbehaved { peer, what } => {
                 tracing::warn!(peer, "peer {what}; closing its connection");
                 self.transport.disconnect(peer, &what.to_string());
             }
             Action::Fact(fact) => self.on_fact(fact),
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Logs what the machine reports. A demotion also ends the lease the readers check
@@ -674,19 +731,12 @@ impl Runtime {
     /// The machine's lease end on the clock readers compare it with
     /// ([`crate::boot_clock`], which counts suspension like the machine's time).
     fn lease_instant(&self) -> Option<crate::boot_clock::BootInstant> {
-        self.machine.lease_until().map(|at| self.clock.instant(at))
+        let lease = self
+            .machine
+            .lease_until()
+            .filter(|_| self.releasing.is_none());
+        lease.map(|at| self.clock.instant(at))
     }
-}
-
-/// How many of `pending`'s actions may run before `on_demoted` must have ended (see
-/// [`resign_hold::wait_point`]); the debug-only sabotage `resign_before_on_demoted`
-/// restores the old order (Resign at once) to show that `tests/hook_order.rs` notices.
-fn hold_point(pending: &mut VecDeque<Action>) -> Option<usize> {
-    #[cfg(debug_assertions)]
-    if crate::sabotage::resign_before_on_demoted() {
-        return None;
-    }
-    resign_hold::wait_point(pending)
 }
 
 /// Waits for a voluntary demotion's `on_demoted` (bounded); says so when it ran over.

@@ -1,13 +1,11 @@
 //! systemd's service watchdog (`WatchdogSec=`), kept from inside the runtime's loop:
 //! [`ServiceWatchdog::due_at`] is one of the deadlines [`super::inputs::Inputs`] waits
 //! for, so a runtime that hangs (a deadlock, a stuck await) stops pinging and systemd
-//! restarts the node. Waits the runtime makes on purpose (the bounded hold for
-//! `on_demoted` and the keepers, see [`super::runtime`]) ping through
-//! [`ServiceWatchdog::while_waiting`], so they are not mistaken for a hang.
+//! restarts the node. The runtime makes no long wait of its own: a release of the
+//! office (`on_demoted`, the keepers) runs in a task while the loop goes on.
 
-use crate::boot_clock::{self, BootInstant};
+use crate::boot_clock::BootInstant;
 use crate::sd_notify::{self, WATCHDOG};
-use std::future::Future;
 use std::time::Duration;
 
 /// When the next `WATCHDOG=1` is due, and the interval between two.
@@ -44,20 +42,5 @@ impl ServiceWatchdog {
     pub fn ping(&mut self) {
         sd_notify::notify(WATCHDOG);
         self.next_at = BootInstant::now() + self.interval;
-    }
-
-    /// Runs `wait` to its end, pinging whenever a ping falls due meanwhile (`watchdog`
-    /// may be `None`: then it only runs `wait`).
-    pub async fn while_waiting<F: Future>(watchdog: Option<&mut Self>, wait: F) -> F::Output {
-        let Some(watchdog) = watchdog else {
-            return wait.await;
-        };
-        tokio::pin!(wait);
-        loop {
-            tokio::select! {
-                output = &mut wait => return output,
-                _ = boot_clock::sleep_until(watchdog.due_at()) => watchdog.ping(),
-            }
-        }
     }
 }

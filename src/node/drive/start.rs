@@ -142,6 +142,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         tasks.clone(),
     );
     let (stop, stop_requested) = watch::channel(false);
+    let (release_done, released) = mpsc::unbounded_channel();
     let runtime = Runtime {
         machine,
         clock,
@@ -151,6 +152,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
             commands,
             health_verdicts,
             elected_hooks,
+            released,
             tick_timer: ExactTimer::new(),
             service_watchdog: ServiceWatchdog::from_env(),
         },
@@ -169,6 +171,8 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         applied_dial,
         member_change: None,
         pause,
+        releasing: None,
+        release_done,
     };
     Ok(NodeHandle {
         commands: commands_tx,
@@ -248,8 +252,18 @@ fn machine_config(config: &NodeConfig, eligible: bool) -> MachineConfig {
             .map(|p| p.id)
             .collect(),
         recover_empty_store: !config.new_cluster,
+        release_bound_ms: Some(release_bound_ms(config)),
         flaw: sabotaged_flaw(),
     }
+}
+
+/// How long a coordinator leaving office on its own waits for its release before it
+/// resigns anyway (src/protocol/machine/release.rs): `on_demoted` is killed after
+/// `hooks.timeout_ms` (the one running before it too), and the keepers are waited for
+/// until their fencing deadline, which is at most D away, plus a margin.
+fn release_bound_ms(config: &NodeConfig) -> u64 {
+    const MARGIN_MS: u64 = 5_000;
+    2 * config.hooks.timeout_ms + config.timing.suspect_after_ms + MARGIN_MS
 }
 
 /// The machine's sabotage switches (debug builds, `BULLY_TEST_FAULT=deaf_handover`,

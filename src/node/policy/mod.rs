@@ -8,7 +8,6 @@ pub mod member_change;
 pub mod office_grant;
 pub mod pause_gate;
 pub mod readiness;
-pub mod resign_hold;
 pub mod stall;
 pub mod step_down;
 pub mod transitions;

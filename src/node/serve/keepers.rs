@@ -45,7 +45,8 @@ const UNREPORTED_GRACE: Duration = Duration::from_secs(1);
 /// before the first).
 type Table = BTreeMap<u64, Option<Report>>;
 
-/// The runtime's view of its keepers.
+/// The runtime's view of its keepers (cloned into the task that waits for a release).
+#[derive(Clone)]
 pub struct Keepers {
     table: watch::Receiver<Table>,
     /// The grants as published, to know which one withdrew an epoch.

@@ -25,6 +25,10 @@ pub struct MachineConfig {
     /// real node; the rule tests of the other rules turn it off to start from empty cells
     /// at t = 0, and the simulator's sabotage [`Flaw::SkipStoreRecovery`] does too.
     pub recover_empty_store: bool,
+    /// How long a coordinator leaving office on its own waits for its driver's release
+    /// (`on_demoted`, the keepers) before it leaves anyway; `None`: it leaves at once,
+    /// with no release asked (`release.rs`).
+    pub release_bound_ms: Option<crate::protocol::epoch::Millis>,
     /// Deliberately broken behaviour, only so tests can show the checkers catch it.
     pub flaw: Option<Flaw>,
 }
@@ -43,6 +47,7 @@ impl MachineConfig {
             witness: false,
             witnesses: Vec::new(),
             recover_empty_store: true,
+            release_bound_ms: None,
             flaw: None,
         }
     }

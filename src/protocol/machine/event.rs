@@ -34,6 +34,11 @@ pub enum Event {
     /// An operator asks for a change of the member list (only a coordinator acts on it;
     /// the outcome is a [`Fact`]).
     ChangeMembers(Change),
+    /// The driver released `epoch`, which the machine asked it to with
+    /// [`Action::AwaitRelease`]: `on_demoted` and the keepers are done.
+    Released {
+        epoch: crate::protocol::epoch::Epoch,
+    },
 }
 
 /// An output of the machine, to be run in order.
@@ -57,4 +62,11 @@ pub enum Action {
     },
     /// Something happened that the runtime, simulator and checker want to know about.
     Fact(Fact),
+    /// The coordinator of `epoch` is leaving office on its own: show it as not leading,
+    /// run `on_demoted`, let the keepers stop, then hand the machine
+    /// [`Event::Released`]. Until then it stays in office and heartbeats
+    /// (`release.rs`).
+    AwaitRelease {
+        epoch: crate::protocol::epoch::Epoch,
+    },
 }

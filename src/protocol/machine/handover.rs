@@ -18,6 +18,7 @@
 //! - A follower of a resigned epoch elects at once.
 
 use super::config::Flaw;
+use super::release::Leave;
 use super::state::State;
 use super::Machine;
 use crate::protocol::epoch::{Epoch, Millis, NodeId};
@@ -78,8 +79,13 @@ impl Machine {
         self.eligible = eligible;
         let idle = self.idle_state(now);
         if !eligible {
+            if let State::Coordinator { epoch, .. } = self.state {
+                if !self.hold_for_release(epoch, Leave::Ineligible, now) {
+                    self.resign_ineligible(epoch, idle, now);
+                }
+                return;
+            }
             match self.state {
-                State::Coordinator { epoch, .. } => self.resign_ineligible(epoch, idle, now),
                 State::Declaring { epoch, .. } => {
                     self.broadcast(Body::Resign { epoch });
                     self.enter(idle, now);
@@ -101,6 +107,9 @@ impl Machine {
         let idle = self.idle_state(now);
         match self.state {
             State::Coordinator { epoch, .. } => {
+                if self.hold_for_release(epoch, Leave::Stop, now) {
+                    return;
+                }
                 self.leave_office(DemotionReason::Stopped, idle, now);
                 self.broadcast(Body::Resign { epoch });
             }
@@ -147,6 +156,10 @@ impl Machine {
             && self.preempting()
             && (self.hears_us(epoch, heard) || self.config.has(Flaw::DeafHandover));
         if hands_over {
+            let why = Leave::Yield { to: from, term };
+            if self.hold_for_release(epoch, why, now) {
+                return false; // it votes once released
+            }
             // Leave office first, then resign, then vote.
             let next = self.awaiting(now);
             self.leave_office(DemotionReason::Yielded { to: from }, next, now);

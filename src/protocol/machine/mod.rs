@@ -24,6 +24,7 @@
 //! - `handover.rs`: newer_news, handover (Q7), ineligible, shutdown;
 //! - `misbehaviour.rs`: term_jump and the other checks on a peer's messages;
 //! - `recovering.rs`: the store recovery of src/protocol/recovery.rs;
+//! - `release.rs`: release, a voluntary departure held until the driver released it;
 //! - `members.rs`: who is a member, who is above this node, what a majority is;
 //! - `output.rs`, `state.rs`, `event.rs`, `config.rs`: the machine's parts.
 //!
@@ -56,6 +57,7 @@ mod quorum;
 mod quorum_state;
 mod reach;
 mod recovering;
+mod release;
 mod state;
 mod timers;
 
@@ -131,6 +133,8 @@ pub struct Machine {
     /// bind (until the restart hold-off ends; 0 otherwise): stored with every write,
     /// so a crash during the hold-off keeps it for the next life.
     carried_promise_ms: Millis,
+    /// A voluntary departure waiting for the driver's release (`release.rs`).
+    releasing: Option<release::Releasing>,
 }
 
 impl Machine {
@@ -182,6 +186,7 @@ impl Machine {
             preempt_pending: false,
             estimates: Estimates::default(),
             carried_promise_ms: carried_promise(&config, &loaded),
+            releasing: None,
             members,
             config,
         };
@@ -269,6 +274,7 @@ impl Machine {
             Event::SetEstimate { value, fresh_until } => self.on_estimate(value, fresh_until, now),
             Event::Shutdown => self.on_shutdown(now),
             Event::ChangeMembers(change) => self.on_change(change, now),
+            Event::Released { epoch } => self.on_released(epoch, now),
             Event::Message { from, msg } => {
                 // A newer list may come from a member we do not know of yet.
                 if let Body::Members { list } = msg.body {

@@ -19,6 +19,7 @@ impl Machine {
         if let State::Coordinator { epoch, .. } = old {
             if !matches!(state, State::Coordinator { epoch: e, .. } if e == epoch) {
                 self.drop_change();
+                self.forget_release();
                 let office_ended_at = match self.quorum.as_mut().and_then(|q| q.lease.take()) {
                     Some(lease) if !self.flawed_lease() => lease.until().min(now),
                     _ => now,

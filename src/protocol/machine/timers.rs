@@ -36,6 +36,10 @@ impl Machine {
             Some(at) => deadline.min(at),
             None => deadline,
         };
+        let deadline = match self.release_deadline() {
+            Some(at) => deadline.min(at),
+            None => deadline,
+        };
         match &self.recovery {
             Some(recovery) => deadline.min(recovery.deadline()),
             None => deadline,
@@ -93,6 +97,7 @@ impl Machine {
         if vote_due {
             self.release_deferred_vote(now);
         }
+        self.release_timed_out(now);
     }
 
     fn on_state_deadline(&mut self, now: Millis) {

@@ -70,6 +70,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         membership: false,
         config_roll: false,
         two_stores_lost: false,
+        slow_hooks: false,
         faults: 0,
     };
     let config = SimConfig {
@@ -83,6 +84,8 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         witnesses,
         drift_permille: 10,
         flaw: None,
+        release_bound_ms: None,
+        hook_ms: BTreeMap::new(),
         node_timing,
     };
     (config, flavor)

@@ -70,13 +70,19 @@ pub fn run_seed_drawing(
     let roll = operator::draw_roll(seed, &mut config, operator);
     flavor.config_roll = roll.is_some();
     let two_lost = operator::draw_two_lost(seed, config.ids.len(), operator);
+    let hook_steps = operator::draw_slow_hooks(seed, &mut config, operator);
+    flavor.slow_hooks = !hook_steps.is_empty();
     flavor.two_stores_lost = two_lost.is_some();
     let description = describe(&config);
-    let mut judge = Judge::new(&config, flavor.slow_network, flavor.two_stores_lost);
+    let mut judge = Judge::new(&config, flavor.slow_network);
     if let Some(roll) = &roll {
         judge.allow_for(&roll.timings());
     }
+    if let Some(bound) = config.release_bound_ms {
+        judge.allow_release(bound);
+    }
     let mut adv = Adversary::new(rng, config, plan, roll, two_lost);
+    adv.steps.extend(hook_steps);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
     adv.plan_roll();

@@ -74,6 +74,54 @@ pub(super) fn draw_two_lost(seed: u64, members: usize, operator: Operator) -> Op
     Some(TwoLost { rng, first: None })
 }
 
+/// Share of seeds whose hooks take time.
+const SLOW_HOOKS_SHARE: f64 = 0.2;
+
+/// Whether `seed` gives its nodes hooks that take time (`on_demoted` and the keepers'
+/// stop, src/protocol/machine/release.rs): from none to three times D, and now and
+/// then one that hangs until the machine's bound (3 to 8 D) ends the wait. Sets them
+/// in `config` and returns the steps that say so; draws nothing from the adversary's
+/// RNG. Not in `Operator::TwoLost` (its seeds replay as found).
+pub(super) fn draw_slow_hooks(
+    seed: u64,
+    config: &mut SimConfig,
+    operator: Operator,
+) -> Vec<String> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0400_c5ed_0000_0004);
+    let drawn = rng.gen_bool(SLOW_HOOKS_SHARE);
+    let slow = match operator {
+        Operator::None | Operator::TwoLost => false,
+        Operator::Some => drawn,
+        Operator::Always => true,
+    };
+    if !slow {
+        return Vec::new();
+    }
+    let d = config
+        .processes()
+        .into_iter()
+        .map(|id| config.timing_of(id).suspect_after_ms)
+        .max()
+        .unwrap_or(config.timing.suspect_after_ms);
+    let bound = rng.gen_range(3 * d..=8 * d);
+    config.release_bound_ms = Some(bound);
+    let mut steps = vec![format!("slow hooks: the release waits at most {bound} ms")];
+    for id in config.processes() {
+        let took = match rng.gen_range(0..20) {
+            0..=4 => 0,
+            5..=9 => rng.gen_range(1..=d / 2),
+            10..=17 => rng.gen_range(d..=3 * d),
+            _ => Millis::MAX,
+        };
+        config.hook_ms.insert(id, took);
+        steps.push(match took {
+            Millis::MAX => format!("n{id}'s on_demoted hangs"),
+            took => format!("n{id}'s on_demoted takes {took} ms"),
+        });
+    }
+    steps
+}
+
 impl RollPlan {
     /// Every timing a node runs with in this seed, before and after: what the judge's
     /// bounds must allow for.

@@ -74,6 +74,9 @@ pub struct Flavor {
     pub config_roll: bool,
     /// A second store is lost while the first node still recovers (`operator.rs`).
     pub two_stores_lost: bool,
+    /// Hooks take time, or hang, when a coordinator leaves office on its own
+    /// (`operator.rs`).
+    pub slow_hooks: bool,
     pub faults: usize,
 }
 
