@@ -672,8 +672,8 @@ fn store_recovery_in_classic_mode_declares_only_afterwards() {
 #[test]
 fn store_recovery_a_lost_store_that_has_seen_a_term_vouches_for_nothing() {
     // Two stores lost in a row (src/protocol/recovery.rs): a node still recovering a
-    // store that never completed a recovery, once it has seen a term, answers a query
-    // with TermUnknown; and a report of 0 no longer counts once a term is known.
+    // store that never completed a recovery, once it has seen an epoch claimed, answers
+    // a query with TermUnknown; and a report of 0 no longer counts once a term is known.
     let mut m = recovering_one();
     tick(&mut m, 300);
     let fresh = deliver(&mut m, 2, 0, Body::TermQuery, 305);
@@ -685,7 +685,20 @@ fn store_recovery_a_lost_store_that_has_seen_a_term_vouches_for_nothing() {
     // A report of 0 counts while nothing is known...
     deliver(&mut m, 2, 0, Body::TermReport, 310);
     assert_eq!(m.recovery_progress(), Some((1, 2)));
-    // ...and then a term is seen: the recovering node no longer vouches.
+    // A term seen in a query (or a pre-vote) alone proves nothing was accepted...
+    let still = deliver(&mut m, 3, 4, Body::TermQuery, 315);
+    assert_eq!(sent(&still), vec![(3, Body::TermReport)]);
+    // ...a claim does: the recovering node no longer vouches.
+    deliver(
+        &mut m,
+        3,
+        4,
+        Body::Heartbeat {
+            epoch: ep(4, 3),
+            round: 1,
+        },
+        318,
+    );
     let unknown = deliver(&mut m, 3, 4, Body::TermQuery, 320);
     assert_eq!(sent(&unknown), vec![(3, Body::TermUnknown)]);
     // A TermUnknown counts for nothing, and the earlier report of 0 no longer does:

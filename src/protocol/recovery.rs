@@ -25,10 +25,13 @@
 //! for each other (quorum mode; classic keeps rules 1–3 alone, see below):
 //! 4. A completed recovery is marked in the cells (`Cells::recovered`), written with
 //!    the raised term. A recovering node whose store lacks the mark (a lost store, or
-//!    one that never completed a recovery: it cannot tell which) and that has seen a
-//!    term answers a query with `TermUnknown`, which counts toward no recovery: its
-//!    own store may have forgotten a higher term. A marked store recovering again (it
-//!    still holds no term) knows what it accepted since, and vouches.
+//!    one that never completed a recovery: it cannot tell which) and that has seen an
+//!    epoch accepted or declared (a claim, a heartbeat, an Election or Ack naming one)
+//!    answers a query with `TermUnknown`, which counts toward no recovery: its own
+//!    store may have forgotten a higher term. Terms seen only in pre-votes prove
+//!    nothing was accepted: a fresh cluster whose first pre-vote failed must still
+//!    start. A marked store recovering again (it still holds no term) knows what it
+//!    accepted since, and vouches.
 //! 5. Once the asking node has seen a term above 0, a report of 0 counts for nothing:
 //!    it came from a peer that had seen nothing when it answered (every query carries
 //!    the asker's term, so a later answer reports at least that), which may be a
@@ -63,6 +66,11 @@ pub(super) struct Recovery {
     heard: BTreeMap<NodeId, u64>,
     /// How many distinct peers must report.
     needed: usize,
+    /// A message showed an epoch that some node accepted or declared (a claim, a
+    /// heartbeat, a Resign, an Election or Ack naming its accepted epoch): terms exist
+    /// that this store may have forgotten, so it no longer vouches (rule 4). Terms seen
+    /// in pre-votes and elections alone prove nothing was accepted.
+    claimed: bool,
 }
 
 impl Recovery {
@@ -74,6 +82,7 @@ impl Recovery {
             asked: false,
             heard: BTreeMap::new(),
             needed: reports_needed(peers + 1, majority),
+            claimed: false,
         }
     }
 
@@ -128,6 +137,16 @@ impl Recovery {
             .values()
             .filter(|&&term| term > 0 || seen == 0)
             .count()
+    }
+
+    /// A message showed an accepted or declared epoch (see [`Recovery::claimed`]).
+    pub(super) fn saw_claim(&mut self) {
+        self.claimed = true;
+    }
+
+    /// Whether a message showed an accepted or declared epoch since the start.
+    pub(super) fn claimed(&self) -> bool {
+        self.claimed
     }
 
     /// How many peers have reported, and how many must.

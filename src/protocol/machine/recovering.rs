@@ -6,6 +6,7 @@ use super::Machine;
 use super::{preempt_from, starting};
 use crate::protocol::epoch::{Cells, Millis, NodeId};
 use crate::protocol::message::{Body, Message};
+use crate::protocol::recovery::Recovery;
 use crate::protocol::view::Fact;
 
 impl Machine {
@@ -13,6 +14,14 @@ impl Machine {
     /// Elections and pre-votes are not (the node may neither follow, answer nor vote
     /// before it knows which terms it forgot); the terms they name still count as seen.
     pub(super) fn handle_while_recovering(&mut self, msg: &Message) -> bool {
+        let claim = match msg.body {
+            Body::Coordinator { .. } | Body::Heartbeat { .. } | Body::Resign { .. } => true,
+            Body::Election { accepted } | Body::Ack { accepted, .. } => accepted.is_some(),
+            _ => false,
+        };
+        if let (true, Some(recovery)) = (claim, self.recovery.as_mut()) {
+            recovery.saw_claim();
+        }
         match msg.body {
             Body::Coordinator { epoch } | Body::Heartbeat { epoch, .. } => {
                 self.observe(epoch.term);
@@ -41,7 +50,8 @@ impl Machine {
     /// one, and say so (`TermUnknown`), so that two stores lost in a row do not vouch
     /// for each other (src/protocol/recovery.rs).
     pub(super) fn answer_term_query(&mut self, from: NodeId) {
-        let forgot = self.recovery.is_some() && !self.cells.recovered && self.seen > 0;
+        let claimed = self.recovery.as_ref().is_some_and(Recovery::claimed);
+        let forgot = claimed && !self.cells.recovered;
         let body = if forgot && self.only_knowing_stores_vouch() {
             Body::TermUnknown
         } else {

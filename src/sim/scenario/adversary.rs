@@ -554,13 +554,21 @@ impl Adversary {
             }
         }
         // A node on an empty store votes and leads only once enough other members
-        // report their terms (src/protocol/recovery.rs): M - q + 1 of them up.
+        // report their terms (src/protocol/recovery.rs): M - q + 1 of them up that are
+        // not recovering themselves (in quorum mode a recovering store that has seen a
+        // claim vouches for nothing).
         let members = cluster.len();
         let needed = recovery::reports_needed(members, members / 2 + 1);
+        let knowing = |adv: &Adversary| {
+            up_members(adv)
+                .iter()
+                .filter(|&&id| !adv.sim.is_recovering(id))
+                .count()
+        };
         while up_members(self)
             .iter()
             .any(|&id| self.sim.is_recovering(id))
-            && up_members(self).len() <= needed
+            && knowing(self) < needed
         {
             let Some(id) = down_members(self).pop() else {
                 break;

@@ -30,11 +30,15 @@ pub(super) struct Judge {
     /// How long a voluntary departure may wait for its release: a coordinator that
     /// leaves near the last fault holds office that much longer.
     release_ms: Millis,
+    /// Two stores were lost in a row: a node still recovering at the end may be waiting
+    /// for reporters with a store, which is the rule at work (src/protocol/recovery.rs).
+    two_stores_lost: bool,
 }
 
 impl Judge {
     /// The checks for a cluster of `config`, on a network as slow as the seed chose.
-    pub(super) fn new(config: &SimConfig, slow_network: bool) -> Judge {
+    /// `two_stores_lost`: the seed lost two stores in a row.
+    pub(super) fn new(config: &SimConfig, slow_network: bool, two_stores_lost: bool) -> Judge {
         Judge {
             mode: config.mode,
             members: config.ids.clone(),
@@ -53,6 +57,7 @@ impl Judge {
             preempt: config.preempt,
             max_delay: config.delay_ms.1,
             slow_network,
+            two_stores_lost,
             release_ms: 0,
         }
     }
@@ -141,11 +146,13 @@ impl Judge {
             };
             let (members, outsiders): (Vec<NodeId>, Vec<NodeId>) =
                 live.iter().copied().partition(member);
-            // A node still recovering at the end waits for reporters that know their
-            // terms (src/protocol/recovery.rs): the rule at work while too few of them
-            // are up, a gap of the machine otherwise (both below).
+            // Only a node that lives by a written list can be short for the gap below.
             let (stuck, members): (Vec<NodeId>, Vec<NodeId>) =
-                members.into_iter().partition(|&id| sim.is_recovering(id));
+                members.into_iter().partition(|&id| {
+                    sim.is_recovering(id)
+                        && (self.two_stores_lost
+                            || sim.members(id).is_some_and(|l| l.id.stamp.is_some()))
+                });
             let convergence = Convergence::among_members(
                 list.as_ref(),
                 &members,

@@ -74,7 +74,7 @@ pub fn run_seed_drawing(
     flavor.slow_hooks = !hook_steps.is_empty();
     flavor.two_stores_lost = two_lost.is_some();
     let description = describe(&config);
-    let mut judge = Judge::new(&config, flavor.slow_network);
+    let mut judge = Judge::new(&config, flavor.slow_network, flavor.two_stores_lost);
     if let Some(roll) = &roll {
         judge.allow_for(&roll.timings());
     }
