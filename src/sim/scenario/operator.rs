@@ -12,7 +12,7 @@
 //! and restarts on an empty store, and before its recovery has ended
 //! (src/protocol/recovery.rs) a second node loses its own. Before rules 4 and 5 of
 //! that file the two vouched for each other's forgotten terms and a term was declared
-//! twice (seed 1797, replayed in tests/simulation.rs). It is its own range, not in the
+//! twice (seed 53110, replayed in tests/simulation.rs). It is its own range, not in the
 //! default ones: classic mode, which keeps every report counting, does not survive it.
 //!
 //! Everything here draws from the plan's own RNG, seeded apart from the adversary's: a
