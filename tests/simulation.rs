@@ -173,6 +173,16 @@ fn list_changes_in(h: &[bully::history::Entry]) -> Vec<&'static str> {
 }
 
 impl Summary {
+    /// Fails unless some run had each of the scenarios `names`.
+    fn assert_happened(&self, names: &[&str]) {
+        for name in names {
+            assert!(
+                self.happened.get(name).copied().unwrap_or(0) > 0,
+                "no run had: {name}"
+            );
+        }
+    }
+
     fn add(&mut self, o: &SeedRun) {
         let f: Flavor = o.flavor;
         self.runs += 1;
@@ -419,7 +429,7 @@ fn run_seeds(mode: Mode) {
         assert!(summary.witness > 0, "no run had a witness");
     }
     if count >= 1_000 {
-        for name in [
+        summary.assert_happened(&[
             "crash right after Answer",
             "crash mid Coordinator broadcast",
             "crash right after persist",
@@ -430,51 +440,31 @@ fn run_seeds(mode: Mode) {
             "concurrent elections",
             "store lost",
             "deaf node",
-        ] {
-            assert!(
-                summary.happened.get(name).copied().unwrap_or(0) > 0,
-                "no run had: {name}"
-            );
-        }
+        ]);
     }
     if count >= 1_000 && operator != Operator::None {
-        for name in [
+        summary.assert_happened(&[
             "config roll restart",
             "config roll, clean stop",
             "config roll, coordinator cut off",
-        ] {
-            assert!(
-                summary.happened.get(name).copied().unwrap_or(0) > 0,
-                "no run had: {name}"
-            );
-        }
+        ]);
     }
     // The two-lost range draws no hooks (its seeds replay as found).
     if count >= 1_000 && matches!(operator, Operator::Some | Operator::Always) {
-        for name in [
+        summary.assert_happened(&[
             "voluntary departure with slow hooks",
             "voluntary departure, a hook hangs",
-        ] {
-            assert!(
-                summary.happened.get(name).copied().unwrap_or(0) > 0,
-                "no run had: {name}"
-            );
-        }
+        ]);
     }
     if count >= 1_000 && changes != Changes::None {
-        for name in [
+        summary.assert_happened(&[
             "learner added or replaced",
             "learner promoted",
             "member removed",
             "membership change refused",
             "stranger refused",
             "lost disk replaced",
-        ] {
-            assert!(
-                summary.happened.get(name).copied().unwrap_or(0) > 0,
-                "no run had: {name}"
-            );
-        }
+        ]);
     }
 }
 

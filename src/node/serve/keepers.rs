@@ -339,6 +339,25 @@ mod tests {
         }
     }
 
+    /// A keeper connected at `path` that has been handed the office of [`EPOCH`]
+    /// (grant 1, after the empty one): its grant lines and its writing half.
+    async fn keeper_holding_the_office(
+        path: &std::path::Path,
+        grants: &watch::Sender<Grant>,
+    ) -> (tokio::io::Lines<BufReader<OwnedReadHalf>>, OwnedWriteHalf) {
+        let (read, write) = UnixStream::connect(path).await.unwrap().into_split();
+        let mut lines = BufReader::new(read).lines();
+        assert_eq!(next_grant(&mut lines).await, Grant::none(1));
+        let leading = Grant {
+            seq: 1,
+            epoch: Some(EPOCH),
+            ..Grant::none(1)
+        };
+        grants.send_replace(leading);
+        assert_eq!(next_grant(&mut lines).await, leading);
+        (lines, write)
+    }
+
     async fn next_grant(lines: &mut tokio::io::Lines<BufReader<OwnedReadHalf>>) -> Grant {
         let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
             .await
@@ -377,16 +396,7 @@ mod tests {
             "no keeper, nothing to wait for"
         );
 
-        let (read, mut write) = UnixStream::connect(&path).await.unwrap().into_split();
-        let mut lines = BufReader::new(read).lines();
-        assert_eq!(next_grant(&mut lines).await, Grant::none(1));
-        let leading = Grant {
-            seq: 1,
-            epoch: Some(EPOCH),
-            ..Grant::none(1)
-        };
-        grants.send_replace(leading);
-        assert_eq!(next_grant(&mut lines).await, leading);
+        let (_lines, mut write) = keeper_holding_the_office(&path, &grants).await;
         assert_eq!(keepers.connected(), 1, "counted before its first report");
 
         // The office ends (grant 2). A keeper that never reported may hold it: the
@@ -471,16 +481,7 @@ mod tests {
             _dir,
             ..
         } = served(false);
-        let (read, _write) = UnixStream::connect(&path).await.unwrap().into_split();
-        let mut lines = BufReader::new(read).lines();
-        assert_eq!(next_grant(&mut lines).await, Grant::none(1));
-        let leading = Grant {
-            seq: 1,
-            epoch: Some(EPOCH),
-            ..Grant::none(1)
-        };
-        grants.send_replace(leading);
-        assert_eq!(next_grant(&mut lines).await, leading);
+        let (mut lines, _write) = keeper_holding_the_office(&path, &grants).await;
         assert_eq!(keepers.connected(), 1);
 
         // The runtime withdraws the office, then stops its tasks at once.
