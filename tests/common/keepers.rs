@@ -6,9 +6,9 @@
 //! Included with `#[path = "common/keepers.rs"] mod keepers;` next to `mod common;`.
 #![allow(dead_code)]
 
-use super::common::{binary, wait_until};
+use super::common::{binary, relay_spec, wait_until};
 use bully::boot_clock::BootInstant;
-use bully::chaos::harness::{Harness, HarnessSpec};
+use bully::chaos::harness::Harness;
 use bully::chaos::plan::Step;
 use bully::client::Client;
 use bully::history::Entry;
@@ -74,16 +74,7 @@ pub struct Seen {
 /// the next job has started and `hold` more, then healed; waits for node 3 to lead
 /// (and its job to run) again before the next.
 pub async fn scenario(dir: &Path, faults: &[Fault], hold: Duration, timing: Timing) -> Seen {
-    let spec = HarnessSpec {
-        nodes: NODES,
-        timing,
-        mode: Mode::Quorum,
-        binary: binary(),
-        dir: dir.to_path_buf(),
-        relay: true,
-        seed: 1,
-        http: false,
-    };
+    let spec = relay_spec(NODES, timing, Mode::Quorum, dir);
     let mut h = Harness::start(&spec)
         .await
         .expect("start 3 nodes behind the relay");

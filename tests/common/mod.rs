@@ -233,18 +233,29 @@ pub async fn raw_connect(
 /// Five nodes behind the chaos relay (default timing, `mode`), in `dir`: what the
 /// partition and one-way tests cut apart.
 pub async fn five_behind_relay(dir: &Path, mode: Mode) -> bully::chaos::harness::Harness {
-    bully::chaos::harness::Harness::start(&bully::chaos::harness::HarnessSpec {
-        nodes: 5,
-        timing: Timing::default(),
+    bully::chaos::harness::Harness::start(&relay_spec(5, Timing::default(), mode, dir))
+        .await
+        .expect("start 5 nodes behind the relay")
+}
+
+/// `nodes` nodes of `timing` and `mode` behind the chaos relay, in `dir`, without HTTP:
+/// the cluster every relay test starts.
+pub fn relay_spec(
+    nodes: u64,
+    timing: Timing,
+    mode: Mode,
+    dir: &Path,
+) -> bully::chaos::harness::HarnessSpec {
+    bully::chaos::harness::HarnessSpec {
+        nodes,
+        timing,
         mode,
         binary: binary(),
         dir: dir.to_path_buf(),
         relay: true,
         seed: 1,
         http: false,
-    })
-    .await
-    .expect("start 5 nodes behind the relay")
+    }
 }
 
 /// Stops every node (each given 5 s to end cleanly), then [`assert_invariants`]: the

@@ -7,8 +7,8 @@
 //! Nodes 1–3 elect among themselves; the offices must not overlap (I6). Shared by
 //! `tests/rolling_d.rs` and its sabotage.
 
-use crate::common::binary;
-use bully::chaos::harness::{Harness, HarnessSpec};
+use crate::common::relay_spec;
+use bully::chaos::harness::Harness;
 use bully::chaos::plan::Step;
 use bully::checker::{check_no_overlap, check_one_per_term, lease_bound_ms, Violation};
 use bully::protocol::{Mode, NodeId, Role, Timing};
@@ -79,16 +79,7 @@ fn restart_with_new_d(h: &mut Harness, id: NodeId, clean: bool) {
 /// Runs the roll with the cut in `dir`; returns the I6 and I7 violations of the merged
 /// event logs.
 pub async fn roll_with_a_cut(dir: &std::path::Path) -> Vec<Violation> {
-    let spec = HarnessSpec {
-        nodes: 5,
-        timing: old_timing(),
-        mode: Mode::Quorum,
-        binary: binary(),
-        dir: dir.to_path_buf(),
-        relay: true,
-        seed: 1,
-        http: false,
-    };
+    let spec = relay_spec(5, old_timing(), Mode::Quorum, dir);
     let mut h = Harness::start(&spec)
         .await
         .expect("start 5 nodes behind the relay");
