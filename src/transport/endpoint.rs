@@ -266,6 +266,7 @@ impl Transport {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
+        self.shared.forget_connections();
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, endpoint.wait_idle()).await;
         // Our handle was the last: quinn's driver now ends and closes the socket.
         drop(endpoint);

@@ -57,4 +57,10 @@ impl InboundTable {
             .map(std::mem::take)
             .unwrap_or_default()
     }
+
+    /// Forgets every connection: shutdown's last step, for those whose task was aborted
+    /// before it could unregister them (each holds the UDP socket open).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
 }

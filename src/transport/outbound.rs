@@ -188,11 +188,10 @@ async fn handshake(
     let target = resolved.map_err(Dialed::refused)?;
     let endpoint = shared.endpoint().ok_or(Dialed::Shutdown)?;
     // An error is a local problem (unusable address, endpoint closed); retry with backoff.
-    let connecting = endpoint
+    let mut connecting = endpoint
         .connect_with(shared.dial_config(), target, &node_dns_name(link.peer))
         .map_err(Dialed::refused)?;
     drop(endpoint);
-    tokio::pin!(connecting);
     // QUIC's own handshake timeout is its idle timeout, which is long (quiet links).
     let give_up = tokio::time::sleep(shared.silence);
     tokio::pin!(give_up);
@@ -213,12 +212,29 @@ async fn handshake(
                     || started.elapsed() >= ABANDON_AFTER
                     || link.addr() != *addr
                 {
+                    retire_abandoned(shared, connecting);
                     return Err(Dialed::Woken);
                 }
             }
             _ = shutdown.tripped() => return Err(Dialed::Shutdown),
         }
     }
+}
+
+/// Lets an abandoned handshake finish in a task of its own, then closes it as
+/// superseded (the peer, still waiting for our hello, only logs it). Dropping the
+/// attempt instead could make its CONNECTION_CLOSE the first packet the peer receives
+/// of it, when the attempt's first flight had not gone out yet; quinn keeps such a
+/// connection without a close timer until its idle timeout (a minute by default),
+/// and with it the peer's UDP socket after the peer shuts its transport down
+/// (`shutdown_leaves_no_task_and_no_socket_behind` in tests/transport.rs caught it).
+fn retire_abandoned(shared: &Shared, connecting: quinn::Connecting) {
+    let silence = shared.silence;
+    shared.spawn(async move {
+        if let Ok(Ok(conn)) = tokio::time::timeout(silence, connecting).await {
+            conn.close(close::SUPERSEDED, b"superseded by your connection to us");
+        }
+    });
 }
 
 /// Sends our hello on the stream that will carry our messages and waits for the

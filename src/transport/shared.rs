@@ -125,6 +125,16 @@ impl Shared {
         std::mem::take(&mut *lock(&self.tasks))
     }
 
+    /// Lets go of every peer connection the tables hold, once the tasks have ended: a
+    /// task aborted at shutdown's grace period never unregistered its connection, and
+    /// each connection keeps the endpoint's UDP socket open while it lives.
+    pub fn forget_connections(&self) {
+        self.inbound.clear();
+        for link in self.links() {
+            link.disconnected();
+        }
+    }
+
     /// Spawns a task that `shutdown` will wait for (and abort if it lingers). Once
     /// shutdown has begun the task is not started.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
