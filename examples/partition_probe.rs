@@ -151,6 +151,7 @@ async fn run_once(mode: Mode, binary: std::path::PathBuf) -> Result<Vec<String>>
         relay: true,
         seed: 1,
         http: true,
+        slow_hooks: false,
     })
     .await?;
     let addrs: Vec<SocketAddr> = (1..=NODES)

@@ -253,6 +253,39 @@ impl Cluster {
         Ok(())
     }
 
+    /// Cuts a stopped node's `db` file to half of what sled wrote into it, as a disk
+    /// that lost the end of a file would; returns the file's size and the bytes written.
+    pub fn damage_store(&mut self, id: NodeId) -> Result<(usize, usize)> {
+        if self.is_running(id) {
+            bail!("node {id} is running: stop or kill it before its store is damaged");
+        }
+        let dir = self.data_dir(id);
+        cut_db_to_half(&dir).with_context(|| format!("cutting the db in {}", dir.display()))
+    }
+
+    /// Starts a node and waits up to `limit` for it to exit by itself: its exit status,
+    /// or `None` if it is still running then (it found its store fit to use).
+    pub fn start_awaiting_exit(
+        &mut self,
+        id: NodeId,
+        limit: Duration,
+    ) -> Result<Option<std::process::ExitStatus>> {
+        self.start(id)?;
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let member = self.member_mut(id);
+            let child = member.child.as_mut().context("the node was just started")?;
+            if let Some(status) = child.try_wait()? {
+                member.child = None;
+                return Ok(Some(status));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Writes down a fault this cluster injected, stamped after it took effect, so the
     /// checker can end a killed coordinator's term of office at the kill (a killed
     /// process writes nothing) and bound a paused one's.
@@ -408,6 +441,21 @@ fn write_member(
         paused: false,
         new: true,
     })
+}
+
+/// Cuts `db` in the data dir `dir` to half of what sled wrote into it (up to its last
+/// non-zero byte: sled may size the file to a whole segment and write only at its
+/// front); returns the file's size and the bytes written. The damage a store must
+/// refuse (src/storage/check.rs), for the chaos runner's `store` fault and the tests.
+pub fn cut_db_to_half(dir: &Path) -> std::io::Result<(usize, usize)> {
+    let db = dir.join("db");
+    let bytes = fs::read(&db)?;
+    let written = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    OpenOptions::new()
+        .write(true)
+        .open(&db)?
+        .set_len(written as u64 / 2)?;
+    Ok((bytes.len(), written))
 }
 
 /// The config of one generated node: absolute paths, the spec's timing and preemption.

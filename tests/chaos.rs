@@ -222,6 +222,45 @@ fn quorum_chaos_with_member_changes_has_no_violation() {
     assert_eq!(report["two_coordinators_ms"], 0, "{report:#}");
 }
 
+/// The operator's faults on real processes (issue 38): the first seed whose 18 s plan
+/// damages a store twice, once the coordinator's, with slow `on_demoted` hooks on every
+/// node, must pass in quorum mode, and every damaged store must have been refused
+/// (exit 2) rather than used.
+#[test]
+fn quorum_chaos_with_damaged_stores_and_slow_hooks_has_no_violation() {
+    let faults = [
+        FaultKind::Kill,
+        FaultKind::Restart,
+        FaultKind::Store,
+        FaultKind::SlowHooks,
+    ];
+    let damages = |seed: u64| {
+        let mut model = Availability::default();
+        let (mut count, mut leader_hit) = (0, false);
+        for p in plan(&with_faults(seed, Mode::Quorum, &faults)) {
+            if let bully::chaos::plan::Step::Damage(n) = p.step {
+                count += 1;
+                leader_hit |= model.expected_leader(NODES, Mode::Quorum) == Some(n);
+            }
+            model.apply(&p.step);
+        }
+        count >= 2 && leader_hit
+    };
+    let seed = (1..5000)
+        .find(|&s| damages(s))
+        .expect("a seed that damages two stores");
+    eprintln!("store chaos seed {seed}");
+    let report = passing_run_of(seed, Mode::Quorum, &faults);
+    assert_eq!(report["two_coordinators_ms"], 0, "{report:#}");
+    let damaged = report["faults"]["damage"].as_u64().unwrap_or(0);
+    assert!(damaged >= 2, "{report:#}");
+    assert_eq!(
+        report["faults"]["damage refused"].as_u64(),
+        Some(damaged),
+        "a damaged store was not refused: {report:#}"
+    );
+}
+
 /// A seed whose quorum-mode plan has every fault kind and cuts the coordinator (node 5)
 /// off alone.
 const QUORUM_SEED: u64 = 852;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use bully::cluster::cut_db_to_half;
 use bully::protocol::{Preempt, Timing};
 use bully::storage::CHECK_FILE;
 use common::{binary, bully, text, TestCluster};
@@ -14,20 +15,6 @@ use std::time::{Duration, Instant};
 
 /// Generous: a single node leads well within a second; CI machines are slow.
 const STEP: Duration = Duration::from_secs(20);
-
-/// Cuts `db` to half of what sled wrote into it (up to its last non-zero byte: sled
-/// may size the file to a whole segment and write only at its front).
-fn cut_db_to_half(dir: &Path) -> (usize, usize) {
-    let db = dir.join("db");
-    let bytes = std::fs::read(&db).expect("read db");
-    let written = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&db)
-        .and_then(|f| f.set_len(written as u64 / 2))
-        .expect("truncate db");
-    (bytes.len(), written)
-}
 
 /// Runs `bully node --config F` and waits for it to exit, SIGKILLing it (by PID, via
 /// `Child::kill`) if it is still running after `limit`: a node that starts on the
@@ -82,7 +69,7 @@ async fn a_killed_node_whose_db_was_cut_refuses_to_start_and_recover_says_why() 
         dir.join(CHECK_FILE).is_file(),
         "the saves wrote the check file"
     );
-    let (size, written) = cut_db_to_half(&dir);
+    let (size, written) = cut_db_to_half(&dir).expect("cut the db");
     eprintln!(
         "db: {size} bytes, {written} written, cut to {}",
         written / 2

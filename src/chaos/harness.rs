@@ -53,6 +53,8 @@ pub struct HarnessSpec {
     /// Give every node an `[http]` endpoint on a free loopback port, so a prober can
     /// read `/coordinator` the way a load balancer does.
     pub http: bool,
+    /// Give every node an `on_demoted` hook that sleeps (see [`super::plan::FaultKind::SlowHooks`]).
+    pub slow_hooks: bool,
 }
 
 impl HarnessSpec {
@@ -68,6 +70,7 @@ impl HarnessSpec {
             relay,
             seed: setup.seed,
             http: false,
+            slow_hooks: false,
         }
     }
 }
@@ -93,6 +96,11 @@ pub struct Harness {
     /// Declarations read from the event logs so far (each is one won pre-vote or
     /// election): the benches count coordinator changes with it.
     pub declarations: usize,
+    /// How the `store` faults ended, by outcome, for the report's step counts.
+    damage_outcomes: BTreeMap<&'static str, usize>,
+    /// The seed the slow hooks were drawn from, when the run has them: a member added
+    /// later gets its hook from it too.
+    slow_hooks: Option<u64>,
 }
 
 impl Harness {
@@ -134,6 +142,11 @@ impl Harness {
                     .edit_config(id, |c| c.http = Some(crate::config::HttpConfig::on(listen)))?;
             }
         }
+        if spec.slow_hooks {
+            for &id in &ids {
+                slow_down_hooks(&cluster, id, &spec.timing, spec.seed)?;
+            }
+        }
         let origin_ms = wall_ms();
         for &id in &ids {
             cluster.start(id)?;
@@ -152,6 +165,8 @@ impl Harness {
             origin_ms,
             anomalies: Vec::new(),
             declarations: 0,
+            damage_outcomes: BTreeMap::new(),
+            slow_hooks: spec.slow_hooks.then_some(spec.seed),
         })
     }
 
@@ -315,6 +330,9 @@ impl Harness {
         let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
         self.poll();
         self.cluster.add_member(id, &peers)?;
+        if let Some(seed) = self.slow_hooks {
+            slow_down_hooks(&self.cluster, id, &self.timing, seed)?;
+        }
         if had_store {
             self.follow_new_store(id);
         } else {
@@ -545,6 +563,16 @@ impl Harness {
                 self.follow_new_store(*n);
                 at
             }
+            Step::Damage(n) => {
+                let at = if self.cluster.is_running(*n) {
+                    self.cluster.kill(*n)?;
+                    c.record(*n, Record::Crashed).at_ms
+                } else {
+                    wall_ms()
+                };
+                self.damage(*n)?;
+                at
+            }
             Step::Heal => {
                 let relay = self.relay.as_ref().context("healing needs the relay")?;
                 let at = wall_ms();
@@ -555,6 +583,37 @@ impl Harness {
                 at
             }
         })
+    }
+
+    /// The rest of a [`Step::Damage`] once the node is down: cuts its `db`, starts it and
+    /// waits for it to refuse the store (exit 2), then wipes the refused store so a later
+    /// start recovers it. A node still running after [`DAMAGE_WAIT`] found its store
+    /// fit (the cut kept every current write; the checker would see a store that went
+    /// back): it is killed again and keeps its store. Any other exit is an anomaly.
+    fn damage(&mut self, n: NodeId) -> Result<()> {
+        self.poll();
+        self.cluster.damage_store(n)?;
+        let outcome = match self.cluster.start_awaiting_exit(n, DAMAGE_WAIT)? {
+            Some(status) => {
+                if status.code() != Some(2) {
+                    self.anomalies.push(format!(
+                        "node {n} exited with {status} on its damaged store, not with 2 \
+                         (store refused); see {}",
+                        self.cluster.log_path(n).display()
+                    ));
+                }
+                self.cluster.lose_store(n)?;
+                self.follow_new_store(n);
+                "damage refused"
+            }
+            None => {
+                self.cluster.kill(n)?;
+                self.collector.record(n, Record::Crashed);
+                "damage passed its check"
+            }
+        };
+        *self.damage_outcomes.entry(outcome).or_insert(0) += 1;
+        Ok(())
     }
 
     /// Notes nodes the model believes running that are not (they exited by
@@ -654,6 +713,9 @@ impl Harness {
         for step in &self.executed {
             *faults.entry(step.step.name().to_string()).or_insert(0) += 1;
         }
+        for (outcome, count) in &self.damage_outcomes {
+            faults.insert(outcome.to_string(), *count);
+        }
         let explain = |list: &[crate::checker::Violation]| {
             list.iter()
                 .map(|v| verdict::explain(v, &history, self.origin_ms))
@@ -705,6 +767,31 @@ impl Harness {
             }),
         }
     }
+}
+
+/// How long a node started on a damaged store has to refuse it: opening and checking
+/// a store takes milliseconds; generous for a loaded machine.
+const DAMAGE_WAIT: Duration = Duration::from_secs(10);
+
+/// The sleep of node `id`'s `on_demoted` hook in a run with slow hooks: 0, D/2, 2 D or
+/// 3 D, turned by the run's seed, so some departures wait past the lease the hook
+/// used to have to fit in (tests/hook_order.rs checks the order on one departure).
+pub fn slow_hook_ms(id: NodeId, timing: &Timing, seed: u64) -> u64 {
+    let d = timing.suspect_after_ms;
+    let choices = [0, d / 2, 2 * d, 3 * d];
+    // Consecutive IDs take consecutive choices: every run has all four once it has
+    // four nodes, and the seed turns which node gets which.
+    choices[(seed.wrapping_add(id) % choices.len() as u64) as usize]
+}
+
+/// Gives node `id` an `on_demoted` hook that sleeps [`slow_hook_ms`], with a timeout
+/// above it.
+fn slow_down_hooks(cluster: &Cluster, id: NodeId, timing: &Timing, seed: u64) -> Result<()> {
+    let ms = slow_hook_ms(id, timing, seed);
+    cluster.edit_config(id, |c| {
+        c.hooks.on_demoted = Some(format!("sleep {}.{:03}", ms / 1000, ms % 1000));
+        c.hooks.timeout_ms = c.hooks.timeout_ms.max(ms + 2000);
+    })
 }
 
 /// The members of `ids` not in `side`: the other side of a cut.

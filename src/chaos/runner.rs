@@ -51,7 +51,11 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     spec.validate().map_err(anyhow::Error::msg)?;
     let schedule = plan::plan(&spec);
     let mut progress = Progress::new(config.setup.progress);
-    let mut h = Harness::start(&HarnessSpec::of(&config.setup, true)).await?;
+    let harness = HarnessSpec {
+        slow_hooks: spec.faults.contains(&FaultKind::SlowHooks),
+        ..HarnessSpec::of(&config.setup, true)
+    };
+    let mut h = Harness::start(&harness).await?;
     progress.event(&format!(
         "started {} nodes ({} mode) behind the relay in {}; {} steps planned (seed {})",
         config.setup.nodes,

@@ -28,7 +28,10 @@ pub struct ChaosArgs {
     /// (a node that hears no one while it is still heard), membership (add a spare node,
     /// remove a member, or replace one whose disk is lost: killed, data dir wiped,
     /// `bully member replace`, started empty later; also during partitions and kills,
-    /// every link of an added node through the relay); `all` is the first five.
+    /// every link of an added node through the relay), store (a node's `db` cut to half
+    /// while it is down: its start must refuse it, exit 2, then it recovers on an empty
+    /// store), slow-hooks (every node's `on_demoted` sleeps 0 to 3 D); `all` is the
+    /// first five: ask for the others by name (`all,membership,store,slow-hooks`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -219,8 +222,8 @@ fn finish(report: &Report, json: Option<&Path>, html: Option<&Path>) -> ExitCode
     }
 }
 
-/// One `--faults` item: a kind, or `all` for every kind in [`FaultKind::ALL`] (so a
-/// new kind such as membership is asked for by name: `all,membership`).
+/// One `--faults` item: a kind, or `all` for every kind in [`FaultKind::ALL`] (the
+/// kinds in [`FaultKind::BY_NAME_ONLY`] are asked for by name: `all,membership`).
 fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
     match text.trim() {
         "all" => Ok(FaultKind::ALL.to_vec()),

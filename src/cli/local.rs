@@ -89,6 +89,7 @@ async fn start(args: &LocalArgs, dir: &Path) -> anyhow::Result<Harness> {
         relay: false,
         seed: 0,
         http: false,
+        slow_hooks: false,
     })
     .await?;
     println!(

@@ -255,6 +255,7 @@ pub fn relay_spec(
         relay: true,
         seed: 1,
         http: false,
+        slow_hooks: false,
     }
 }
 

@@ -165,7 +165,7 @@ impl World {
             Step::Start(n) => self.start(t, *n),
             // Synthetic runs keep one member list: an add starts, a removal stops.
             Step::Add(n) => self.start(t, *n),
-            Step::Remove(n) | Step::Replace(n) => self.stop(t, *n),
+            Step::Remove(n) | Step::Replace(n) | Step::Damage(n) => self.stop(t, *n),
             Step::Pause(n) => {
                 self.paused.insert(*n);
                 self.log(t, *n, Record::Paused);

@@ -273,7 +273,8 @@ pub fn step_node(step: &Step) -> Option<NodeId> {
         | Step::Deafen(n)
         | Step::Add(n)
         | Step::Remove(n)
-        | Step::Replace(n) => Some(*n),
+        | Step::Replace(n)
+        | Step::Damage(n) => Some(*n),
         Step::Partition(_) | Step::Heal => None,
     }
 }
