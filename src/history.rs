@@ -315,6 +315,7 @@ impl fmt::Display for Entry {
                     write!(f, "EMPTY STORE: waits for {needed} peers' terms")
                 }
                 Fact::Recovered { term } => write!(f, "RECOVERED term {term}"),
+                Fact::GivenUp { by } => write!(f, "GIVEN UP (refused by n{by})"),
             },
             Record::Sent { to, msg } => write!(f, "-> n{to} {}", fmt_msg(msg)),
             Record::Received { from, msg } => write!(f, "<- n{from} {}", fmt_msg(msg)),
@@ -399,6 +400,7 @@ mod tests {
                     incarnation: 4,
                     promise_ms: 0,
                     recovered: false,
+                    given_up: false,
                 }),
             },
             Entry {

@@ -22,6 +22,7 @@ fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
         incarnation,
         promise_ms: bully::protocol::Timing::default().suspect_after_ms,
         recovered: false,
+        given_up: false,
     }
 }
 

@@ -209,6 +209,7 @@ fn restart_holdoff() {
         incarnation: 1,
         promise_ms: 0,
         recovered: false,
+        given_up: false,
     };
     let mut m = start(config(1, &[2, 3]), before, 1_000);
     let declaration = deliver(&mut m, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 1_200);
@@ -574,6 +575,7 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
             incarnation: 1,
             promise_ms: bully::protocol::Timing::default().suspect_after_ms,
             recovered: true,
+            given_up: false,
         })),
         "the highest reported term becomes the term cell, and the store is marked \
          recovered: {two:?}"
@@ -626,6 +628,7 @@ fn store_recovery_is_only_for_an_empty_store() {
             incarnation: 2,
             promise_ms: 0,
             recovered: false,
+            given_up: false,
         },
         0,
     );
@@ -724,6 +727,7 @@ fn store_recovery_a_recovered_store_vouches_while_it_recovers_again() {
     let config = MachineConfig::new(1, vec![2, 3]);
     let cells = Cells {
         recovered: true,
+        given_up: false,
         ..Cells::default()
     };
     let mut m = Machine::start(config, cells, 0);
@@ -817,5 +821,92 @@ fn release_a_release_that_never_comes_ends_at_the_bound() {
     assert!(
         (1_150..1_300).contains(&now),
         "left office at {now} ms, the bound is 1150"
+    );
+}
+
+#[test]
+fn given_up_a_coordinator_refused_as_given_up_persists_the_mark_then_leaves_office() {
+    // given_up (src/protocol/machine/given_up.rs): the mark is persisted before anything
+    // else; the coordinator leaves through the release like any departure.
+    let mut m = releasing_coordinator(5_000);
+    m.handle(Event::GivenUp { by: 1 }, 150);
+    let acted = drain(&mut m);
+    let first = acted.first().cloned();
+    assert!(
+        matches!(first, Some(Action::Persist(c)) if c.given_up),
+        "the mark first: {acted:?}"
+    );
+    assert!(
+        facts(&acted).contains(&Fact::GivenUp { by: 1 }),
+        "{acted:?}"
+    );
+    assert!(
+        acted.contains(&Action::AwaitRelease { epoch: ep(1, 3) }),
+        "{acted:?}"
+    );
+    assert!(!m.view().eligible);
+    m.handle(Event::Released { epoch: ep(1, 3) }, 200);
+    let left = drain(&mut m);
+    assert!(
+        sent(&left).contains(&(1, Body::Resign { epoch: ep(1, 3) })),
+        "{left:?}"
+    );
+    // A second refusal writes nothing.
+    m.handle(Event::GivenUp { by: 2 }, 250);
+    assert!(drain(&mut m).is_empty());
+}
+
+#[test]
+fn given_up_a_given_up_node_never_acks_votes_or_leads_again_also_after_a_restart() {
+    let given_up = Cells {
+        term: 4,
+        accepted: Some(ep(4, 5)),
+        incarnation: 2,
+        given_up: true,
+        ..Cells::default()
+    };
+    let mut m = start(config(3, &[1, 2, 4, 5]), given_up, 0);
+    let mut now = 0;
+    let mut all = Vec::new();
+    assert_eq!(m.next_deadline(), Millis::MAX, "nothing to time");
+    while now < 5_000 {
+        now += 50;
+        all.extend(tick(&mut m, now));
+        let prevote = Body::PreVote {
+            term: 5,
+            heard: None,
+        };
+        all.extend(deliver(&mut m, 5, 4, prevote, now));
+        all.extend(deliver(
+            &mut m,
+            5,
+            5,
+            Body::Coordinator { epoch: ep(5, 5) },
+            now,
+        ));
+        all.extend(deliver(
+            &mut m,
+            1,
+            4,
+            Body::Election { accepted: None },
+            now,
+        ));
+        all.extend(deliver(&mut m, 5, 5, Body::TermQuery, now));
+    }
+    assert!(!m.view().eligible);
+    assert_ne!(m.view().role, Role::Coordinator);
+    let answered: Vec<(NodeId, Body)> = sent(&all)
+        .into_iter()
+        .filter(|(_, b)| !matches!(b, Body::Probe))
+        .collect();
+    assert!(
+        answered.is_empty(),
+        "a given-up node sends nothing but its start-up probe: {answered:?}"
+    );
+    assert!(
+        !facts(&all)
+            .iter()
+            .any(|f| matches!(f, Fact::Declared { .. } | Fact::ElectionStarted)),
+        "{all:?}"
     );
 }

@@ -48,6 +48,7 @@ fn epoch_cells(term: u64, incarnation: u64) -> Cells {
         incarnation,
         promise_ms: 0,
         recovered: false,
+        given_up: false,
     }
 }
 

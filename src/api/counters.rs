@@ -58,6 +58,9 @@ pub struct MetricsSnapshot {
     /// failover or preemption.
     #[serde(default)]
     pub paused: bool,
+    /// Whether a forced recovery gave this node up (`Status::given_up`).
+    #[serde(default)]
+    pub given_up: bool,
     /// The node's estimate est(S) and whether it is fresh (docs/design.md#elected-by-data-est),
     /// when it has one.
     #[serde(default)]

@@ -25,4 +25,4 @@ pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
 pub use health::{HealthState, UnknownHealthState};
 pub use pause::Pause;
 pub use request::{Request, Response};
-pub use status::{Estimate, PeerState, ScheduledSwitchover, Status};
+pub use status::{Estimate, PeerState, ScheduledSwitchover, Status, GIVEN_UP_NOTE};

@@ -7,6 +7,10 @@ use crate::protocol::{lease, Cells, Epoch, Membership, Mode, NodeId, Role, Timin
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
+/// Why a node a forced recovery gave up may not lead, and what ends it.
+pub const GIVEN_UP_NOTE: &str = "given up by a forced recovery (bully recover on the survivors): \
+     it never leads, votes or acks again; wipe its data dir and add it back as a new member";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerState {
     pub id: NodeId,
@@ -86,6 +90,10 @@ pub struct Status {
     /// The maintenance pause this node keeps (`bully pause`; generation 0: never set).
     #[serde(default)]
     pub pause: super::pause::Pause,
+    /// A forced recovery (`bully recover`) gave this node up: it never leads, votes or
+    /// acks again (`Cells::given_up`).
+    #[serde(default)]
+    pub given_up: bool,
     /// A switchover this coordinator holds for later (`bully step-down --to N --at
     /// TIME`, src/node/serve/scheduled_switchover.rs). Kept by the API, not the
     /// runtime: filled in by `Schedule::status_now` for the API's `status` and HTTP
@@ -160,6 +168,7 @@ impl Status {
             members_committed: false,
             estimate: None,
             pause: super::pause::Pause::default(),
+            given_up: cells.given_up,
             scheduled_switchover: None,
         };
         status.apply_view(view, now_ms);
@@ -248,6 +257,7 @@ impl Status {
         self.accepted = cells.accepted;
         self.term = cells.term;
         self.incarnation = cells.incarnation;
+        self.given_up = cells.given_up;
     }
 
     /// Marks a peer reachable or not; returns whether anything changed.
@@ -287,6 +297,9 @@ impl Status {
             return String::new();
         }
         let mut reasons: Vec<&str> = self.health.ineligible_reason().into_iter().collect();
+        if self.given_up {
+            reasons.push(GIVEN_UP_NOTE);
+        }
         if self.stepped_down_until_ms.is_some() {
             reasons.push("stepped down");
         }

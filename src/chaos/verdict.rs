@@ -271,6 +271,7 @@ mod tests {
                     incarnation: 1,
                     promise_ms: 0,
                     recovered: false,
+                    given_up: false,
                 }),
             ),
             Entry::new(

@@ -15,6 +15,7 @@ fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
         incarnation: 1,
         promise_ms: 0,
         recovered: false,
+        given_up: false,
     })
 }
 

@@ -167,6 +167,9 @@ fn fact_text(fact: &Fact) -> Option<String> {
         }
         Fact::MembersCommitted { id } => format!("member list {id} committed"),
         Fact::ChangeRefused { reason } => format!("refused a member change: {reason}"),
+        Fact::GivenUp { by } => {
+            format!("was given up by a forced recovery (node {by} refused it): stood down for good")
+        }
     })
 }
 

@@ -53,6 +53,12 @@ pub struct Cells {
     /// JSON, like `promise_ms`.
     #[serde(default, skip_serializing)]
     pub recovered: bool,
+    /// A forced recovery (`bully recover`) gave this node up: a survivor refused it as
+    /// a member the survivors' new list leaves out. For good: it never leads, votes or
+    /// acks again (docs/design.md#recovery-from-a-lost-majority); only a wiped data dir
+    /// ends it. Not in the history's JSON, like `promise_ms`.
+    #[serde(default, skip_serializing)]
+    pub given_up: bool,
 }
 
 impl Epoch {

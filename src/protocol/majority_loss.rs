@@ -175,6 +175,7 @@ mod tests {
         incarnation: 4,
         promise_ms: 0,
         recovered: false,
+        given_up: false,
     };
 
     #[test]

@@ -117,4 +117,7 @@ pub enum Fact {
     MembersCommitted { id: ConfigId },
     /// A change was refused, and why.
     ChangeRefused { reason: ChangeRefused },
+    /// Node `by` refused this node as one a forced recovery gave up: it stood down for
+    /// good (src/protocol/machine/given_up.rs).
+    GivenUp { by: NodeId },
 }

@@ -31,7 +31,7 @@ pub struct Stamp {
     /// Saves since the store first had a generation (0: none yet, a fresh store or one
     /// written before the check existed).
     pub generation: u64,
-    /// Every cell, `promise_ms` and `recovered` included.
+    /// Every cell, `promise_ms`, `recovered` and `given_up` included.
     pub cells: Cells,
     /// The stored member list's identity; `None` while none was stored.
     pub members: Option<ConfigId>,
@@ -57,7 +57,7 @@ impl Stamp {
     }
 }
 
-/// The payload as written: [`Cells`] skips `promise_ms` and `recovered` when
+/// The payload as written: [`Cells`] skips `promise_ms`, `recovered` and `given_up` when
 /// serialized (the event log's form), so the fields are spelled out here.
 #[derive(Serialize, Deserialize)]
 struct Payload {
@@ -67,6 +67,7 @@ struct Payload {
     incarnation: u64,
     promise_ms: u64,
     recovered: bool,
+    given_up: bool,
     members: Option<ConfigId>,
 }
 
@@ -84,6 +85,7 @@ pub fn write(dir: &Path, stamp: &Stamp) -> io::Result<()> {
         incarnation: stamp.cells.incarnation,
         promise_ms: stamp.cells.promise_ms,
         recovered: stamp.cells.recovered,
+        given_up: stamp.cells.given_up,
         members: stamp.members,
     })
     .map_err(|e| io::Error::other(format!("cannot encode the check file: {e}")))?;
@@ -138,6 +140,7 @@ fn decode(bytes: &[u8]) -> Result<Stamp, String> {
             incarnation: p.incarnation,
             promise_ms: p.promise_ms,
             recovered: p.recovered,
+            given_up: p.given_up,
         },
         members: p.members,
     })
@@ -214,6 +217,7 @@ mod tests {
                 incarnation: 1,
                 promise_ms: 1500,
                 recovered: false,
+                given_up: false,
             },
             members: None,
         }

@@ -45,8 +45,9 @@ pub(crate) use durable::write_file_durably;
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
-use crate::protocol::{Cells, Membership};
+use crate::protocol::{Cells, Membership, NodeId};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -62,6 +63,12 @@ const PROMISE: &str = "promise";
 /// Whether the store has completed a store recovery (`Cells::recovered`); absent in
 /// stores written before it existed, which read as false.
 const RECOVERED: &str = "recovered";
+/// Whether a forced recovery gave this node up (`Cells::given_up`); absent in stores
+/// from before it existed (read as false).
+const GIVEN_UP: &str = "given_up";
+/// The members this store's forced recovery gave up (`bully recover`), whom the
+/// transport refuses as given up rather than as strangers; absent: none.
+const GAVE_UP: &str = "gave_up";
 /// The member list (docs/design.md#membership); absent until the first one is stored.
 const MEMBERS: &str = "members";
 /// The write generation, +1 per save, written with the cells it counts: what the
@@ -208,13 +215,14 @@ impl Storage {
                 .map_err(|e| StorageError::from_sled(&self.dir, e))
         };
         let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
-        let (promise, recovered) = (get(PROMISE)?, get(RECOVERED)?);
+        let (promise, recovered, given_up) = (get(PROMISE)?, get(RECOVERED)?, get(GIVEN_UP)?);
         decode_cells(
             term.as_deref(),
             accepted.as_deref(),
             incarnation.as_deref(),
             promise.as_deref(),
             recovered.as_deref(),
+            given_up.as_deref(),
         )
         .map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
@@ -238,29 +246,56 @@ impl Storage {
     /// Refuses a list older than the stored one (the machine only ever stores newer
     /// ones).
     pub fn save_members(&self, list: &Membership) -> Result<(), StorageError> {
-        self.write(None, Some(list))
+        self.write(None, Some(list), None)
     }
 
     /// Writes all the cells in one transaction, flushes, fsyncs and updates the check
     /// file; returns once a machine crash can no longer lose them. Refuses a cell older
     /// than the stored one.
     pub fn save(&self, cells: &Cells) -> Result<(), StorageError> {
-        self.write(Some(cells), None)
+        self.write(Some(cells), None, None)
     }
 
-    /// Writes the cells and the member list in ONE transaction, flushed and fsynced
-    /// like [`Storage::save`]: `bully recover` (src/node/drive/forced_recovery.rs)
-    /// raises the term and stores a new list together, so a crash keeps both or
-    /// neither. Refuses a cell or a list older than the stored one.
-    pub fn save_with_members(&self, cells: &Cells, list: &Membership) -> Result<(), StorageError> {
-        self.write(Some(cells), Some(list))
+    /// Writes the cells, the member list and the members a forced recovery gives up
+    /// in ONE transaction, flushed and fsynced like [`Storage::save`]: `bully recover`
+    /// (src/node/drive/forced_recovery.rs) raises the term and stores a new list
+    /// together, so a crash keeps all or nothing. Refuses a cell or a list older than
+    /// the stored one.
+    pub fn save_forced_recovery(
+        &self,
+        cells: &Cells,
+        list: &Membership,
+        gave_up: &BTreeSet<NodeId>,
+    ) -> Result<(), StorageError> {
+        self.write(Some(cells), Some(list), Some(gave_up))
     }
 
-    /// The one transaction behind [`Storage::save`], [`Storage::save_with_members`] and
+    /// The members a forced recovery on this store gave up (empty: none ever did).
+    pub fn load_gave_up(&self) -> Result<BTreeSet<NodeId>, StorageError> {
+        let raw = self
+            .db
+            .get(GAVE_UP)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        raw.map_or(Ok(BTreeSet::new()), |bytes| {
+            decode_value::<BTreeSet<NodeId>>(&bytes).map_err(|e| {
+                StorageError::corrupt(
+                    &self.dir,
+                    format!("the given-up members do not decode: {e}"),
+                )
+            })
+        })
+    }
+
+    /// The one transaction behind [`Storage::save`], [`Storage::save_forced_recovery`] and
     /// [`Storage::save_members`]: the given cells and/or list and the next generation,
     /// flushed and fsynced, then the check file. The check file comes last, so a crash
     /// between leaves it one generation behind a complete sled write (accepted on open).
-    fn write(&self, cells: Option<&Cells>, list: Option<&Membership>) -> Result<(), StorageError> {
+    fn write(
+        &self,
+        cells: Option<&Cells>,
+        list: Option<&Membership>,
+        gave_up: Option<&BTreeSet<NodeId>>,
+    ) -> Result<(), StorageError> {
         let encode_err = |e| StorageError::corrupt(&self.dir, format!("cannot encode cells: {e}"));
         let cell_bytes = cells
             .map(|cells| {
@@ -279,6 +314,7 @@ impl Storage {
                         RECOVERED,
                         encode_value(&cells.recovered).map_err(encode_err)?,
                     ),
+                    (GIVEN_UP, encode_value(&cells.given_up).map_err(encode_err)?),
                 ])
             })
             .transpose()?;
@@ -286,6 +322,13 @@ impl Storage {
             .map(|list| {
                 encode_value(list).map_err(|e| {
                     StorageError::corrupt(&self.dir, format!("cannot encode the member list: {e}"))
+                })
+            })
+            .transpose()?;
+        let gave_up = gave_up
+            .map(|ids| {
+                encode_value(ids).map_err(|e| {
+                    StorageError::corrupt(&self.dir, format!("cannot encode given-up members: {e}"))
                 })
             })
             .transpose()?;
@@ -301,6 +344,7 @@ impl Storage {
                 tx.get(INCARNATION)?.as_deref(),
                 tx.get(PROMISE)?.as_deref(),
                 tx.get(RECOVERED)?.as_deref(),
+                tx.get(GIVEN_UP)?.as_deref(),
             )
             .map_err(corrupt)?;
             let generation = decode_generation(tx.get(GENERATION)?.as_deref()).map_err(corrupt)?;
@@ -333,6 +377,9 @@ impl Storage {
             }
             if let Some(bytes) = &members {
                 tx.insert(MEMBERS, bytes.as_slice())?;
+            }
+            if let Some(bytes) = &gave_up {
+                tx.insert(GAVE_UP, bytes.as_slice())?;
             }
             for (key, bytes) in cell_bytes.iter().flatten() {
                 tx.insert(*key, bytes.as_slice())?;
@@ -368,21 +415,25 @@ impl Storage {
 
 /// Whether `new` moves any cell below what is stored (equal is fine: saves repeat).
 fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
-    new.term < stored.term || new.accepted < stored.accepted || new.incarnation < stored.incarnation
+    new.term < stored.term
+        || new.accepted < stored.accepted
+        || new.incarnation < stored.incarnation
+        || (stored.given_up && !new.given_up)
 }
 
 /// Turns the raw values into cells: all absent is a fresh store; one of the first three
 /// absent, or any undecodable, is corruption (saves always write them together). The
-/// promise's D and the recovery mark may be absent: a store from before they existed
-/// (read as 0 and false).
+/// promise's D, the recovery mark and the given-up mark may be absent: a store from
+/// before they existed (read as 0 and false).
 fn decode_cells(
     term: Option<&[u8]>,
     accepted: Option<&[u8]>,
     incarnation: Option<&[u8]>,
     promise: Option<&[u8]>,
     recovered: Option<&[u8]>,
+    given_up: Option<&[u8]>,
 ) -> Result<Cells, String> {
-    let none = [term, accepted, incarnation, promise, recovered];
+    let none = [term, accepted, incarnation, promise, recovered, given_up];
     if none.iter().all(Option::is_none) {
         return Ok(Cells::default());
     }
@@ -392,6 +443,7 @@ fn decode_cells(
         incarnation: decode_cell(INCARNATION, incarnation)?,
         promise_ms: promise.map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
         recovered: recovered.map_or(Ok(false), |bytes| decode_cell(RECOVERED, Some(bytes)))?,
+        given_up: given_up.map_or(Ok(false), |bytes| decode_cell(GIVEN_UP, Some(bytes)))?,
     })
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::protocol::Epoch;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
@@ -9,6 +10,7 @@ fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
         incarnation,
         promise_ms: 0,
         recovered: false,
+        given_up: false,
     }
 }
 
@@ -54,11 +56,13 @@ fn saved_cells_round_trip() {
             incarnation: 1,
             promise_ms: 0,
             recovered: false,
+            given_up: false,
         },
         cells(3, 2, 1),
         Cells {
             promise_ms: 3000,
             recovered: false,
+            given_up: false,
             ..cells(4, 2, 2)
         },
         cells(u64::MAX, u64::MAX, u64::MAX),
@@ -119,6 +123,7 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             incarnation: 1,
             promise_ms: 0,
             recovered: false,
+            given_up: false,
         },
     ] {
         let err = storage.save(&older).expect_err("regression refused");
@@ -312,22 +317,25 @@ fn one_member_list(term: u64, version: u64) -> Membership {
 }
 
 #[test]
-fn cells_and_list_are_saved_together_and_an_older_list_is_refused_with_them() {
+fn cells_list_and_given_up_members_are_saved_together_and_an_older_list_is_refused_with_them() {
     let (_tmp, dir) = closed_store_with(cells(3, 2, 1));
     let storage = reopen(&dir);
+    assert!(storage.load_gave_up().unwrap().is_empty(), "none before");
     let raised = Cells {
         term: 5,
         ..cells(3, 2, 1)
     };
+    let gave_up = BTreeSet::from([2, 3]);
     storage
-        .save_with_members(&raised, &one_member_list(5, 2))
+        .save_forced_recovery(&raised, &one_member_list(5, 2), &gave_up)
         .unwrap();
     drop(storage);
     let storage = reopen(&dir);
     assert_eq!(storage.load().unwrap(), raised);
     assert_eq!(storage.load_members().unwrap(), Some(one_member_list(5, 2)));
+    assert_eq!(storage.load_gave_up().unwrap(), gave_up);
     let higher = Cells { term: 6, ..raised };
-    let refused = storage.save_with_members(&higher, &one_member_list(4, 9));
+    let refused = storage.save_forced_recovery(&higher, &one_member_list(4, 9), &BTreeSet::new());
     assert!(
         matches!(refused, Err(StorageError::Corrupt { .. })),
         "{refused:?}"
@@ -337,6 +345,29 @@ fn cells_and_list_are_saved_together_and_an_older_list_is_refused_with_them() {
         raised,
         "neither cell nor list moved"
     );
+    assert_eq!(
+        storage.load_gave_up().unwrap(),
+        gave_up,
+        "nor the given-up members"
+    );
+}
+
+#[test]
+fn the_given_up_mark_never_goes_back() {
+    let (_tmp, dir) = closed_store_with(cells(3, 2, 1));
+    let storage = reopen(&dir);
+    let given_up = Cells {
+        given_up: true,
+        ..cells(3, 2, 1)
+    };
+    storage.save(&given_up).unwrap();
+    let refused = storage.save(&cells(3, 2, 1));
+    assert!(
+        matches!(refused, Err(StorageError::Regression { .. })),
+        "{refused:?}"
+    );
+    drop(storage);
+    assert_eq!(reopen(&dir).load().unwrap(), given_up);
 }
 
 #[test]

@@ -69,6 +69,16 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
                 .emit(TransportEvent::Client(conn), &shutdown)
                 .await;
         }
+        (Ok(Identity::Node(id)), Some(ALPN_PEER)) if shared.gave_up(id) => refuse(
+            Some(id),
+            close::GIVEN_UP,
+            format!(
+                "node-{id} was given up by a forced recovery (bully recover) on node-{}: \
+                 it must stand down for good; wipe its data dir and add it back as a new \
+                 member",
+                shared.id
+            ),
+        ),
         (Ok(Identity::Node(id)), Some(ALPN_PEER)) => refuse(
             Some(id),
             close::UNKNOWN_PEER,

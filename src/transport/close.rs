@@ -30,3 +30,17 @@ pub const TIMING: VarInt = VarInt::from_u32(10);
 pub const REMOVED: VarInt = VarInt::from_u32(11);
 /// The reason sent with [`REMOVED`].
 pub(super) const REMOVED_REASON: &[u8] = b"removed from the member list";
+/// The peer is one a forced recovery on this node gave up (`bully recover`): it is
+/// not in our member list and must stand down for good
+/// (src/protocol/machine/given_up.rs).
+pub const GIVEN_UP: VarInt = VarInt::from_u32(12);
+
+/// The words of a peer that closed our connection as [`GIVEN_UP`], if it did.
+pub(super) fn given_up_reason(error: &quinn::ConnectionError) -> Option<String> {
+    match error {
+        quinn::ConnectionError::ApplicationClosed(c) if c.error_code == GIVEN_UP => {
+            Some(String::from_utf8_lossy(&c.reason).into_owned())
+        }
+        _ => None,
+    }
+}

@@ -158,6 +158,16 @@ impl Transport {
         self.shared.set_config(config);
     }
 
+    /// Sets the members a forced recovery on this node gave up (`bully recover` stores
+    /// them): a connection from one of them is refused with [`close::GIVEN_UP`], which
+    /// tells it to stand down for good, rather than as a stranger's.
+    pub fn set_gave_up(&self, ids: std::collections::BTreeSet<NodeId>) {
+        if !ids.is_empty() {
+            debug!(?ids, "members given up by a forced recovery");
+        }
+        self.shared.set_gave_up(ids);
+    }
+
     /// Queues `msg` for `to` on its FIFO stream. Never blocks: the message is dropped
     /// (and counted) if the peer is unknown, not connected, or its queue is full.
     pub fn send(&self, to: NodeId, msg: Message) {

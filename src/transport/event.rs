@@ -27,6 +27,10 @@ pub enum TransportEvent {
         peer: NodeId,
         mismatch: Option<ConfigMismatch>,
     },
+    /// The peer refused our connection as one a forced recovery on it gave up
+    /// (`super::close::GIVEN_UP`): the node must stand down for good. Reported at each
+    /// refused dial (the machine acts on the first); `reason` is the peer's words.
+    GivenUp { by: NodeId, reason: String },
     /// A connection or handshake was refused, or a peer was dropped for a bad frame.
     /// Informational: the transport has already acted. Dropped if the event queue is full.
     Rejected {

@@ -9,6 +9,7 @@
 
 use super::agreement;
 use super::close;
+use super::event::TransportEvent;
 use super::frame::FrameError;
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::inbound;
@@ -56,6 +57,8 @@ enum Dialed {
         quiet: bool,
     },
     Woken,
+    /// The peer refused us as given up by a forced recovery, in these words.
+    GivenUp(String),
     Shutdown,
 }
 
@@ -108,6 +111,21 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
         match dial(&shared, &link, &stop).await {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
+            Dialed::GivenUp(reason) => {
+                if last_failure.as_deref() != Some(reason.as_str()) {
+                    warn!(peer = link.peer, %reason, "refused as given up by a forced recovery");
+                    last_failure = Some(reason.clone());
+                }
+                let by = link.peer;
+                if !shared
+                    .events
+                    .emit(TransportEvent::GivenUp { by, reason }, &stop)
+                    .await
+                {
+                    return;
+                }
+                delay = Some(MAX_BACKOFF);
+            }
             Dialed::Failed { reason, quiet } => {
                 report_failure(&shared, &link, reason, quiet, &mut last_failure);
                 if !reported_down {
@@ -197,9 +215,12 @@ async fn handshake(
     tokio::pin!(give_up);
     loop {
         tokio::select! {
-            r = &mut connecting => return r.map_err(|e| Dialed::Failed {
-                quiet: matches!(e, quinn::ConnectionError::TimedOut),
-                reason: e.to_string(),
+            r = &mut connecting => return r.map_err(|e| match close::given_up_reason(&e) {
+                Some(reason) => Dialed::GivenUp(reason),
+                None => Dialed::Failed {
+                    quiet: matches!(e, quinn::ConnectionError::TimedOut),
+                    reason: e.to_string(),
+                },
             }),
             _ = &mut give_up => return Err(Dialed::Failed {
                 quiet: true,
@@ -291,16 +312,22 @@ async fn exchange_hellos(
         }
         // Typically the peer closing the connection because it refused our certificate,
         // or our config (then the close says why).
-        Ok(Err(FrameError::Io(e))) => match agreement::refused_by_peer(peer, &conn) {
-            Some(mismatch) => {
-                let reason = mismatch.reason.clone();
-                if !agreement::disagreed(shared, peer, mismatch, shutdown).await {
-                    return Dialed::Shutdown;
-                }
-                return config_refusal(reason);
+        Ok(Err(FrameError::Io(e))) => {
+            let closed = conn.close_reason();
+            if let Some(reason) = closed.as_ref().and_then(close::given_up_reason) {
+                return Dialed::GivenUp(reason);
             }
-            None => e.to_string(),
-        },
+            match agreement::refused_by_peer(peer, &conn) {
+                Some(mismatch) => {
+                    let reason = mismatch.reason.clone();
+                    if !agreement::disagreed(shared, peer, mismatch, shutdown).await {
+                        return Dialed::Shutdown;
+                    }
+                    return config_refusal(reason);
+                }
+                None => e.to_string(),
+            }
+        }
         Err(_) => {
             let reason = format!("no hello within {HELLO_TIMEOUT:?}");
             conn.close(close::PROTOCOL, reason.as_bytes());

@@ -11,7 +11,7 @@ use super::stats::Counters;
 use super::verdicts::Verdicts;
 use crate::protocol::{ConfigId, NodeId};
 use crate::shutdown::Shutdown;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -41,6 +41,9 @@ pub(super) struct Shared {
     /// Which member list ours is, sent in every hello: whether `agreement` compares
     /// the two lists depends on it. Set by [`super::Transport::set_config_id`].
     config: Mutex<ConfigId>,
+    /// The members a forced recovery on this node gave up: refused as such, not as
+    /// strangers. Set by [`super::Transport::set_gave_up`].
+    gave_up: Mutex<BTreeSet<NodeId>>,
     /// Our mode and safety timing: sent in every hello, compared with theirs.
     pub settings: Settings,
     /// Which peers' configs were last seen to disagree with ours.
@@ -84,6 +87,7 @@ impl Shared {
             stats: Counters::default(),
             nonce: rand::random(),
             config: Mutex::new(ConfigId::default()),
+            gave_up: Mutex::new(BTreeSet::new()),
             settings: parts.settings,
             verdicts: Verdicts::default(),
             silence: parts.silence,
@@ -219,6 +223,16 @@ impl Shared {
     /// Our hellos from now on say our member list is `config`.
     pub fn set_config(&self, config: ConfigId) {
         *lock(&self.config) = config;
+    }
+
+    /// Sets the members a forced recovery on this node gave up.
+    pub fn set_gave_up(&self, ids: BTreeSet<NodeId>) {
+        *lock(&self.gave_up) = ids;
+    }
+
+    /// Whether `peer`, not a member, is one a forced recovery on this node gave up.
+    pub fn gave_up(&self, peer: NodeId) -> bool {
+        lock(&self.gave_up).contains(&peer)
     }
 
     /// The dial config as of now (certificates may have been reloaded).

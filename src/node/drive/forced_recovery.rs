@@ -101,7 +101,9 @@ impl Prepared {
     /// claims what the disk does not hold: I3).
     pub fn apply(self) -> Result<ForcedRecovery, RecoverError> {
         let plan = self.plan;
-        self.storage.save_with_members(&plan.cells, &plan.list)?;
+        let gave_up: BTreeSet<NodeId> = plan.lost.iter().map(|m| m.id).collect();
+        self.storage
+            .save_forced_recovery(&plan.cells, &plan.list, &gave_up)?;
         drop(self.storage);
         let data_dir = &self.config.data_dir;
         let mut log = EventLog::open(data_dir, self.config.id).map_err(|e| {

@@ -50,6 +50,11 @@ impl Journal {
         Ok(self.storage.load_members()?)
     }
 
+    /// The members a forced recovery on this store gave up (`bully recover`).
+    pub fn load_gave_up(&self) -> Result<std::collections::BTreeSet<NodeId>, NodeError> {
+        Ok(self.storage.load_gave_up()?)
+    }
+
     /// Writes and flushes the member list (docs/design.md#membership).
     pub async fn persist_members(&mut self, list: Membership) -> Result<(), NodeError> {
         let storage = Arc::clone(&self.storage);

@@ -310,6 +310,10 @@ impl Runtime {
                 self.eligibility.on_peer_config(peer, mismatch.as_ref());
                 self.apply_eligibility();
             }
+            TransportEvent::GivenUp { by, reason } => {
+                tracing::debug!(by, %reason, "refused as given up");
+                self.machine.handle(Event::GivenUp { by }, now);
+            }
             TransportEvent::Client(conn) => self.api.serve(conn),
             TransportEvent::Rejected {
                 peer,

@@ -48,6 +48,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
     let pause = super::pause_file::PauseFile::open(&config.data_dir)?;
     let stored_members = journal.load_members()?;
+    let gave_up = journal.load_gave_up()?;
     if let Some(disagreement) = stored_members
         .as_ref()
         .and_then(|stored| super::members::file_disagrees(stored, &config))
@@ -67,6 +68,10 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events) = Transport::start(transport_config).await?;
     transport.set_config_id(members.id);
+    transport.set_gave_up(gave_up);
+    if cells.given_up {
+        tracing::error!("{}", crate::api::GIVEN_UP_NOTE);
+    }
     let local_addr = transport.local_addr();
     let clock = Clock::new();
     // With a health check the node starts ineligible; its first result decides.

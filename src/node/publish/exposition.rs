@@ -125,6 +125,9 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
     single(e, "eligible", eligible, Gauge, flag(m.eligible))?;
     let paused = "1 while the cluster is paused for maintenance (bully pause): no failover.";
     single(e, "paused", paused, Gauge, flag(m.paused))?;
+    let given_up = "1 once a forced recovery (bully recover) gave this node up: it stood \
+                    down for good.";
+    single(e, "given_up", given_up, Gauge, flag(m.given_up))?;
     if let Some(est) = m.estimate {
         let help = "This node's estimate est(S) as last measured (e.g. its WAL position).";
         single(e, "estimate", help, Gauge, est.value as f64)?;

@@ -284,6 +284,12 @@ impl Publisher {
             Fact::ChangeRefused { reason } => {
                 tracing::warn!(%reason, "membership change refused")
             }
+            Fact::GivenUp { by } => tracing::error!(
+                by,
+                "node {by} refused this node: a forced recovery (bully recover) gave it up. \
+                 It stood down for good: it never leads, votes or acks again. Wipe its data \
+                 dir and add it back as a new member (bully member add)"
+            ),
         }
     }
 

@@ -243,6 +243,7 @@ impl Metrics {
             node: self.node,
             is_coordinator: status.role == Role::Coordinator,
             paused: status.pause.paused,
+            given_up: status.given_up,
             estimate: status.estimate,
             epoch_term: load(&self.epoch_term),
             sent: by_kind(&self.sent),

@@ -100,4 +100,8 @@ pub enum Flaw {
     /// report counts (the rule before `Body::TermUnknown`): two stores lost in a row
     /// vouch for each other, and a term forgotten by both is declared again.
     EmptyStoreVouches,
+    /// A node refused as given up by a forced recovery goes on as before (the rule
+    /// before `Cells::given_up`): the old majority and the survivors both lead for as
+    /// long as they run (src/protocol/machine/given_up.rs).
+    IgnoresGivenUp,
 }

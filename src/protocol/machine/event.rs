@@ -39,6 +39,10 @@ pub enum Event {
     Released {
         epoch: crate::protocol::epoch::Epoch,
     },
+    /// Peer `by` refused this node as one a forced recovery gave up (its transport
+    /// closed our connection saying so): the node stands down for good
+    /// (src/protocol/machine/given_up.rs).
+    GivenUp { by: NodeId },
 }
 
 /// An output of the machine, to be run in order.

@@ -88,11 +88,14 @@ impl Machine {
         peer != self.config.id && self.peers_to_keep().contains(&peer)
     }
 
-    /// Whether this node's own entry lets it lead (not a witness, learner or removed).
+    /// Whether this node's own entry lets it lead (not a witness, learner or removed),
+    /// and no forced recovery gave it up (`given_up.rs`).
     pub(super) fn may_lead_here(&self) -> bool {
-        self.members
-            .get(self.config.id)
-            .is_some_and(|m| m.may_lead())
+        !self.is_given_up()
+            && self
+                .members
+                .get(self.config.id)
+                .is_some_and(|m| m.may_lead())
     }
 
     /// Whether `peer`'s votes and acks count (a voter of our list).

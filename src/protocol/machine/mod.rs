@@ -25,6 +25,7 @@
 //! - `misbehaviour.rs`: term_jump and the other checks on a peer's messages;
 //! - `recovering.rs`: the store recovery of src/protocol/recovery.rs;
 //! - `release.rs`: release, a voluntary departure held until the driver released it;
+//! - `given_up.rs`: given_up, a node a forced recovery left out stands down for good;
 //! - `members.rs`: who is a member, who is above this node, what a majority is;
 //! - `output.rs`, `state.rs`, `event.rs`, `config.rs`: the machine's parts.
 //!
@@ -48,6 +49,7 @@ mod config;
 mod election;
 mod estimate;
 mod event;
+mod given_up;
 mod handover;
 mod members;
 mod membership;
@@ -166,7 +168,9 @@ impl Machine {
             recovery.relist(&others, majority, voters.contains(&config.id));
             recovery
         });
-        let may_lead = members.get(config.id).is_some_and(Member::may_lead);
+        // given_up (`given_up.rs`): a node a forced recovery gave up never leads again.
+        let given_up = loaded.given_up && !config.has(Flaw::IgnoresGivenUp);
+        let may_lead = !given_up && members.get(config.id).is_some_and(Member::may_lead);
         let mut machine = Machine {
             eligible: config.eligible && may_lead,
             wants_eligible: config.eligible,
@@ -267,6 +271,7 @@ impl Machine {
         self.refresh_estimate(now);
         self.drop_expired_promise(now);
         match event {
+            Event::Tick if self.is_inert() => {}
             Event::Tick => self.on_tick(now),
             Event::PeerDown(peer) => self.on_peer_down(peer, now),
             Event::PeerUp(peer) => self.on_peer_up(peer, now),
@@ -275,6 +280,9 @@ impl Machine {
             Event::Shutdown => self.on_shutdown(now),
             Event::ChangeMembers(change) => self.on_change(change, now),
             Event::Released { epoch } => self.on_released(epoch, now),
+            Event::GivenUp { by } => self.on_given_up(by, now),
+            // given_up: a node out of the cluster takes part in nothing.
+            Event::Message { .. } if self.is_given_up() => {}
             Event::Message { from, msg } => {
                 // A newer list may come from a member we do not know of yet.
                 if let Body::Members { list } = msg.body {

@@ -31,6 +31,9 @@ impl Machine {
 
     /// When the caller should deliver the next `Event::Tick`.
     pub fn next_deadline(&self) -> Millis {
+        if self.is_inert() {
+            return Millis::MAX;
+        }
         let deadline = self.state_deadline();
         let deadline = match self.deferred_vote_at() {
             Some(at) => deadline.min(at),
