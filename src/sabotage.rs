@@ -34,6 +34,10 @@
 //!   off for the D it restarts with, not the D its last promise was made under
 //!   (`tests/rolling_d_sabotage.rs` checks the second coordinator is caught).
 //!
+//! - `ignores_given_up`: the machine runs with `Flaw::IgnoresGivenUp`: a node the
+//!   survivors of a forced recovery refuse as given up goes on leading
+//!   (`tests/recover_sabotage.rs` checks the two coordinators are caught).
+//!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
 
@@ -92,4 +96,9 @@ pub fn id_order() -> bool {
 /// Whether a restart should hold off for the D it restarts with (the old rule).
 pub fn holdoff_by_new_d() -> bool {
     enabled("holdoff_by_new_d")
+}
+
+/// Whether a node refused as given up by a forced recovery should go on as before.
+pub fn ignores_given_up() -> bool {
+    enabled("ignores_given_up")
 }

@@ -910,3 +910,20 @@ fn given_up_a_given_up_node_never_acks_votes_or_leads_again_also_after_a_restart
         "{all:?}"
     );
 }
+
+#[test]
+fn given_up_a_new_member_on_an_empty_store_is_not_given_up() {
+    // A wiped node re-added under a given-up ID dials the survivors before its addition
+    // commits: it took part in no old term, so the refusal does not mark it.
+    let mut m = start(config(2, &[1]), fresh(), 0);
+    drain(&mut m);
+    m.handle(Event::GivenUp { by: 1 }, 10);
+    let acted = drain(&mut m);
+    assert!(
+        !acted
+            .iter()
+            .any(|a| matches!(a, Action::Persist(c) if c.given_up)),
+        "{acted:?}"
+    );
+    assert!(!facts(&acted).contains(&Fact::GivenUp { by: 1 }));
+}

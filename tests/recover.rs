@@ -6,16 +6,15 @@
 //! and I7 throughout.
 
 mod common;
+#[path = "common/forced_recovery.rs"]
+mod forced_recovery;
 
 use bully::api::event_log::read_log;
 use bully::history::Record;
 use bully::protocol::{Cells, Membership, NodeId, Preempt, Timing};
 use bully::storage::Storage;
 use common::{bully, text, TestCluster};
-use std::time::Duration;
-
-/// Generous: each step takes a second or two; CI machines are slow.
-const STEP: Duration = Duration::from_secs(30);
+use forced_recovery::{recover, STEP};
 
 /// What node `id`'s data dir holds: cells, member list and the event log's bytes. The
 /// node must be stopped; the store is released again before this returns.
@@ -25,22 +24,6 @@ fn stored(t: &TestCluster, id: NodeId) -> (Cells, Option<Membership>, Vec<u8>) {
     let held = (storage.load().unwrap(), storage.load_members().unwrap());
     let events = std::fs::read(dir.join(bully::api::event_log::EVENT_LOG)).unwrap();
     (held.0, held.1, events)
-}
-
-/// `bully recover --config <node id's config> ARGS`, off the async runtime.
-async fn recover(t: &TestCluster, id: NodeId, args: &[&str]) -> std::process::Output {
-    let mut full = vec![
-        "recover".to_string(),
-        "--config".to_string(),
-        t.cluster.config_path(id).display().to_string(),
-    ];
-    full.extend(args.iter().map(|a| a.to_string()));
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = full.iter().map(String::as_str).collect();
-        bully(&args)
-    })
-    .await
-    .expect("the CLI ran")
 }
 
 /// `bully member add ID ADDR -c node1.toml` (passed on to the coordinator), waiting
@@ -140,4 +123,44 @@ async fn a_lone_survivor_leads_again_and_the_lost_return_as_new_members() {
     add_member(&t, 3).await;
     t.wait_for_leader(&[1, 2, 3], 3, STEP).await;
     common::assert_offices_never_overlap(&t);
+}
+
+/// Issue 38: a forced recovery used while the old majority still runs
+/// (`tests/common/forced_recovery.rs`). Once node 1 runs again, its transport refuses
+/// nodes 2 and 3 as given up: both stand down for good (status, log), node 1 keeps
+/// leading, and a restart on the old data dir does not bring them back. Before the
+/// rule both sides led for as long as they ran (`tests/recover_sabotage.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_recovery_meeting_the_old_majority_gives_the_old_side_up_for_good() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    let met = forced_recovery::beside_the_old_majority(&mut t, STEP).await;
+    assert!(
+        met.given_up,
+        "nodes 2 and 3 never stood down\n{}",
+        t.log_tail()
+    );
+    // For good: node 3 restarted on its old data dir stays given up and says so.
+    t.cluster.kill(3).unwrap();
+    t.cluster.start(3).unwrap();
+    common::wait_until("node 3 back, still given up", STEP, || async {
+        let views = t.views(&[3]).await;
+        views.values().all(forced_recovery::given_up).then_some(())
+    })
+    .await;
+    t.wait_for_leader(&[1], 1, STEP).await;
+    let config = t.cluster.config_path(3).display().to_string();
+    let status = bully(&["status", "--config", &config]);
+    assert!(
+        text(&status).contains("given up by a forced recovery"),
+        "{}",
+        text(&status)
+    );
+    let log = std::fs::read_to_string(t.cluster.log_path(3)).unwrap();
+    assert!(log.contains("refused this node"), "the refusal is logged");
+    let both = forced_recovery::stop_and_measure(&mut t);
+    eprintln!("the survivor and the old side led at once for {both} ms");
+    assert!(
+        both < 5_000,
+        "the old side stood down {both} ms after the survivor led"
+    );
 }

@@ -48,6 +48,7 @@ struct Summary {
     membership: u64,
     config_roll: u64,
     slow_hooks: u64,
+    forced_recovery: u64,
     /// Runs that hit each known gap of the machine (`SeedRun::known_gaps`), and the
     /// first such seed.
     gaps: BTreeMap<Gap, (u64, u64)>,
@@ -118,6 +119,14 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     }
     if rolled("on_demoted hangs") && released {
         found.push("voluntary departure, a hook hangs");
+    }
+    if rolled("bully recover --force") {
+        found.push("forced recovery");
+        if h.iter()
+            .any(|e| matches!(e.record, Record::Fact(Fact::GivenUp { .. })))
+        {
+            found.push("forced recovery, the given-up side met the survivors");
+        }
     }
     if o.steps.iter().any(|step| step.contains("(to be replaced)")) {
         found.push("lost disk replaced");
@@ -197,6 +206,7 @@ impl Summary {
         self.membership += f.membership as u64;
         self.config_roll += f.config_roll as u64;
         self.slow_hooks += f.slow_hooks as u64;
+        self.forced_recovery += f.forced_recovery as u64;
         let mut gaps: Vec<Gap> = o.known_gaps.iter().map(|(gap, _)| *gap).collect();
         gaps.dedup();
         for gap in gaps {
@@ -301,14 +311,18 @@ fn env_changes() -> Changes {
 
 /// How the seeds draw the operator's faults: `SIM_OPERATOR=none` draws none (every seed
 /// runs as before they existed: the fingerprints show it), `always` a config roll in
-/// every seed, `two-lost` two stores lost in a row (the open break) in every seed.
+/// every seed, `two-lost` two stores lost in a row (the open break) in every seed,
+/// `forced` a forced recovery in every quorum seed without membership changes.
 fn env_operator() -> Operator {
     match std::env::var("SIM_OPERATOR").as_deref() {
         Ok("none") => Operator::None,
         Ok("some") | Err(_) => Operator::Some,
         Ok("always") => Operator::Always,
         Ok("two-lost") => Operator::TwoLost,
-        Ok(other) => panic!("SIM_OPERATOR={other:?} is none of none, some, always, two-lost"),
+        Ok("forced") => Operator::Forced,
+        Ok(other) => {
+            panic!("SIM_OPERATOR={other:?} is none of none, some, always, two-lost, forced")
+        }
     }
 }
 
@@ -386,7 +400,7 @@ fn run_seeds(mode: Mode) {
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
          preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
-         membership {}, config roll {}, slow hooks {}, faults {}; slowest \
+         membership {}, config roll {}, slow hooks {}, forced recovery {}, faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -402,6 +416,7 @@ fn run_seeds(mode: Mode) {
         summary.membership,
         summary.config_roll,
         summary.slow_hooks,
+        summary.forced_recovery,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -454,6 +469,16 @@ fn run_seeds(mode: Mode) {
         summary.assert_happened(&[
             "voluntary departure with slow hooks",
             "voluntary departure, a hook hangs",
+        ]);
+    }
+    let forces = matches!(
+        operator,
+        Operator::Some | Operator::Always | Operator::Forced
+    );
+    if count >= 1_000 && mode == Mode::Quorum && forces {
+        summary.assert_happened(&[
+            "forced recovery",
+            "forced recovery, the given-up side met the survivors",
         ]);
     }
     if count >= 1_000 && changes != Changes::None {
@@ -1035,4 +1060,51 @@ fn two_stores_lost_in_a_row_no_longer_vouch_for_each_other() {
     println!("old report rule caught on seed {seed}: {}", caught.unwrap());
     let new = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::TwoLost);
     assert!(new.passed(), "{}", new.report());
+}
+
+#[test]
+fn a_forced_recovery_meeting_the_old_majority_leaves_one_side_leading() {
+    // Issue 38: `bully recover --force` on a minority while the rest, a majority of the
+    // old list, still ran (cut off, then healed, or in plain reach). Both sides led for
+    // as long as they ran: the survivors refused the old side as strangers and nothing
+    // acted on it. The old rule (Flaw::IgnoresGivenUp) must be caught as a given-up
+    // node leading after it met a survivor; the same seeds pass on the new rule (the
+    // survivors refuse it as given up, and it stands down for good:
+    // src/protocol/machine/given_up.rs).
+    let tries = 200;
+    let run = |seed: u64, flaw: Option<Flaw>| {
+        run_seed_drawing(seed, Mode::Quorum, flaw, Changes::Some, Operator::Forced)
+    };
+    let caught: Vec<(u64, String)> = (0..tries)
+        .filter_map(|seed| {
+            let outcome = run(seed, Some(Flaw::IgnoresGivenUp));
+            outcome
+                .violations
+                .iter()
+                .find(|v| v.explanation.contains("given up by the forced recovery"))
+                .map(|v| (seed, v.to_string()))
+        })
+        .collect();
+    assert!(
+        caught.len() >= 5,
+        "the old rule was caught on {} of {tries} seeds only",
+        caught.len()
+    );
+    println!(
+        "old rule (both sides lead) caught on {} of {tries} seeds, first {}: {}",
+        caught.len(),
+        caught[0].0,
+        caught[0].1
+    );
+    for (seed, _) in caught {
+        let outcome = run(seed, None);
+        assert!(outcome.passed(), "{}", outcome.report());
+        assert!(
+            outcome
+                .history
+                .iter()
+                .any(|e| matches!(e.record, Record::Fact(Fact::GivenUp { .. }))),
+            "seed {seed}: no given-up node met a survivor on the new rule"
+        );
+    }
 }

@@ -5,8 +5,10 @@
 use super::{CrashPoint, Sim};
 use crate::checker::check_crash;
 use crate::history::Record;
-use crate::protocol::{Cells, Event, Flaw, Machine, MachineConfig, NodeId, Timing};
+use crate::protocol::majority_loss;
+use crate::protocol::{seed_members, Cells, Event, Flaw, Machine, MachineConfig, NodeId, Timing};
 use rand::Rng;
+use std::collections::BTreeSet;
 
 impl Sim {
     /// Starts a node that is down (first start or restart after a crash) from its
@@ -21,26 +23,10 @@ impl Sim {
         node.life += 1;
         node.stalled = false;
         node.timing = self.config.timing_of(id);
-        let config = MachineConfig {
-            id,
-            // A member's config file lists the other members; a spare's lists the
-            // cluster it is to join.
-            peers: self
-                .config
-                .ids
-                .iter()
-                .copied()
-                .filter(|&p| p != id)
-                .collect(),
-            timing: node.timing,
-            preempt: self.config.preempt,
-            eligible: node.eligible,
-            mode: self.config.mode,
-            witness: self.config.witnesses.contains(&id),
-            witnesses: self.config.witnesses.clone(),
-            recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
-            release_bound_ms: self.config.release_bound_ms,
-            flaw: self.config.flaw,
+        let eligible = node.eligible;
+        let config = self.machine_config(id, eligible);
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
         };
         let incarnation = node.disk.incarnation + 1;
         let local = node.local(self.now);
@@ -68,6 +54,83 @@ impl Sim {
                 self.notice_after_idle_timeout(id, peer);
             }
         }
+    }
+
+    /// The config node `id` starts with: its config file's.
+    fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
+        MachineConfig {
+            id,
+            // A member's config file lists the other members; a spare's lists the
+            // cluster it is to join.
+            peers: self
+                .config
+                .ids
+                .iter()
+                .copied()
+                .filter(|&p| p != id)
+                .collect(),
+            timing: self.config.timing_of(id),
+            preempt: self.config.preempt,
+            eligible,
+            mode: self.config.mode,
+            witness: self.config.witnesses.contains(&id),
+            witnesses: self.config.witnesses.clone(),
+            recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
+            release_bound_ms: self.config.release_bound_ms,
+            flaw: self.config.flaw,
+        }
+    }
+
+    /// An operator runs `bully recover --force --members S` on each survivor in `S`,
+    /// all stopped (src/node/drive/forced_recovery.rs): each store gets the plan's
+    /// raised term and list of the survivors, and remembers the members it gave up,
+    /// whom its transport refuses as given up from then on. Those members may well be
+    /// alive (the misuse the given-up rule answers, src/protocol/machine/given_up.rs).
+    /// `Err` (nothing written) if a survivor runs or the plan is refused.
+    pub fn force_recovery(&mut self, survivors: &[NodeId]) -> Result<(), String> {
+        let kept: BTreeSet<NodeId> = survivors.iter().copied().collect();
+        let mut plans = Vec::new();
+        for &id in &kept {
+            if self.is_up(id) {
+                return Err(format!("n{id} is running"));
+            }
+            let node = self.nodes.get(&id).ok_or(format!("no node {id}"))?;
+            let current = node
+                .members
+                .clone()
+                .unwrap_or_else(|| seed_members(&self.machine_config(id, true)));
+            let plan = majority_loss::plan(id, &node.disk, &current, &kept)
+                .map_err(|e| format!("n{id}: {e}"))?;
+            plans.push((id, plan));
+        }
+        let mut lost = BTreeSet::new();
+        for (id, plan) in plans {
+            let gave_up: BTreeSet<NodeId> = plan.lost.iter().map(|m| m.id).collect();
+            lost.extend(gave_up.iter().copied());
+            if let Some(node) = self.nodes.get_mut(&id) {
+                node.disk = plan.cells;
+                node.members = Some(plan.list.clone());
+                node.gave_up = gave_up;
+            }
+            // As the tool appends them to the node's event log.
+            self.record(id, Record::Persisted(plan.cells));
+            self.record(
+                id,
+                Record::ForcedRecovery {
+                    members: plan.list.members.iter().map(|m| m.id).collect(),
+                    from_config: plan.from.id,
+                    to_config: plan.list.id,
+                    term: plan.cells.term,
+                },
+            );
+        }
+        self.forced = Some(super::Forced {
+            survivors: kept,
+            lost,
+            at_ms: self.now,
+            contact: Default::default(),
+        });
+        Ok(())
     }
 
     /// Kills a node: its machine (volatile state) and inbox are gone, its stored cells

@@ -74,6 +74,24 @@ pub struct Sim {
     /// Index into `history` of the entry at which the first violation was found.
     first_violation_at: Option<usize>,
     steps: u64,
+    /// The forced recovery an operator ran, if one did (`Sim::force_recovery`).
+    forced: Option<Forced>,
+}
+
+/// A forced recovery (`bully recover --force`) on some survivors while the rest, the
+/// members it gave up, may be alive: what the judge needs to check that the given-up
+/// side stands down once it meets the survivors (src/protocol/machine/given_up.rs).
+#[derive(Debug, Clone, Default)]
+pub struct Forced {
+    /// The survivors the recovery kept.
+    pub survivors: BTreeSet<NodeId>,
+    /// The members it gave up.
+    pub lost: BTreeSet<NodeId>,
+    /// When it was written.
+    pub at_ms: Millis,
+    /// When each given-up node first had a working link to a running survivor since:
+    /// from then on its transport is refused as given up at every dial.
+    pub contact: BTreeMap<NodeId, Millis>,
 }
 
 impl Sim {
@@ -125,6 +143,7 @@ impl Sim {
             violations: Vec::new(),
             first_violation_at: None,
             steps: 0,
+            forced: None,
         }
     }
 
@@ -260,6 +279,11 @@ impl Sim {
         if self.is_up(id) {
             self.deliver_event(id, Event::ChangeMembers(change));
         }
+    }
+
+    /// The forced recovery an operator ran, if one did.
+    pub fn forced(&self) -> Option<&Forced> {
+        self.forced.as_ref()
     }
 
     /// Whether a partition or message loss is in effect.

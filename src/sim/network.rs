@@ -42,17 +42,25 @@ impl Sim {
     /// Whether the connection between `a` and `b` carries packets: both up, on one side
     /// of any partition, and neither paused for so long that its connections timed out.
     fn link_alive(&self, a: NodeId, b: NodeId) -> bool {
-        let timeout = self.config.timing.peer_idle_timeout_ms();
-        let alive = |id: NodeId| {
-            self.nodes.get(&id).is_some_and(|n| {
-                n.machine.is_some() && n.paused_at.map_or(true, |at| self.now < at + timeout)
-            })
-        };
-        alive(a) && alive(b) && self.connected(a, b)
+        self.holds_links(a) && self.holds_links(b) && self.connected(a, b)
     }
 
-    /// Delivers a link notice that is due, unless the link changed back meanwhile.
+    /// Whether `id` runs and was not paused so long that its connections timed out.
+    fn holds_links(&self, id: NodeId) -> bool {
+        let timeout = self.config.timing.peer_idle_timeout_ms();
+        self.nodes.get(&id).is_some_and(|n| {
+            n.machine.is_some() && n.paused_at.map_or(true, |at| self.now < at + timeout)
+        })
+    }
+
+    /// Delivers a link notice that is due, unless the link changed back meanwhile. A
+    /// dial that reaches a peer which gave `node` up by a forced recovery is refused
+    /// as such (src/transport/accept.rs): `node` hears `Event::GivenUp` instead.
     pub(super) fn fire_notice(&mut self, node: NodeId, peer: NodeId, up: bool) {
+        if up && self.gives_up(peer, node) && self.reachable(node, peer) {
+            self.refused_as_given_up(node, peer);
+            return;
+        }
         if !self.is_up(node) || self.link_alive(node, peer) != up {
             return;
         }
@@ -72,12 +80,53 @@ impl Sim {
         self.delivers(a, b) && self.delivers(b, a)
     }
 
-    /// Whether a message from `from` reaches `to`: same side of any partition, `to`
-    /// not deaf, and their transports agree at the hello.
+    /// Whether a message from `from` reaches `to`: the network carries it and `to`'s
+    /// transport does not refuse `from` as given up.
     fn delivers(&self, from: NodeId, to: NodeId) -> bool {
+        self.carries(from, to) && !self.gives_up(to, from)
+    }
+
+    /// Whether the network carries packets from `from` to `to`: same side of any
+    /// partition, `to` not deaf, and their transports agree at the hello.
+    fn carries(&self, from: NodeId, to: NodeId) -> bool {
         self.groups.get(&from) == self.groups.get(&to)
             && !self.deaf.contains(&to)
             && self.hellos_agree(from, to)
+    }
+
+    /// Whether `a` and `b` both run and the network carries packets both ways between
+    /// them (whatever their transports then make of each other).
+    fn reachable(&self, a: NodeId, b: NodeId) -> bool {
+        self.holds_links(a) && self.holds_links(b) && self.carries(a, b) && self.carries(b, a)
+    }
+
+    /// Whether `node`'s transport refuses `peer` as given up: a forced recovery of
+    /// `node`'s store gave `peer` up, and `node`'s list has not taken it in again.
+    fn gives_up(&self, node: NodeId, peer: NodeId) -> bool {
+        self.nodes
+            .get(&node)
+            .is_some_and(|n| n.gave_up.contains(&peer))
+            && !self.members(node).is_some_and(|list| list.contains(peer))
+    }
+
+    /// `node` dialed `by`, which refused it as given up: the machine hears it. The
+    /// first such meeting of a node whose store holds a term is the judge's mark (it
+    /// must stand down from then on). A node that did not act on it (an empty store)
+    /// redials, as its transport does, after the longest backoff.
+    fn refused_as_given_up(&mut self, node: NodeId, by: NodeId) {
+        let now = self.now;
+        let disk = self.nodes.get(&node).map(|n| n.disk).unwrap_or_default();
+        let holds_a_term = disk.term > 0 || disk.accepted.is_some();
+        if let Some(forced) = self.forced.as_mut() {
+            if forced.lost.contains(&node) && holds_a_term {
+                forced.contact.entry(node).or_insert(now);
+            }
+        }
+        self.deliver_event(node, Event::GivenUp { by });
+        if !self.nodes.get(&node).is_some_and(|n| n.disk.given_up) {
+            let redial = crate::transport::MAX_BACKOFF.as_millis() as Millis;
+            self.notice_at(now + redial, node, by, true);
+        }
     }
 
     /// Whether the transports of `a` and `b` accept each other's hello: the lives that

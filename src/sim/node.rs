@@ -1,7 +1,7 @@
 //! One simulated process: its machine while up, its disk, and its own clock.
 
-use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis, Timing};
-use std::collections::VecDeque;
+use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis, NodeId, Timing};
+use std::collections::{BTreeSet, VecDeque};
 
 /// One simulated process and its disk.
 #[derive(Debug, Default)]
@@ -36,6 +36,9 @@ pub(super) struct SimNode {
     /// The timing its current (or last) life started with: what its transport's hello
     /// shows, and what peers compare D with (src/transport/agreement.rs).
     pub(super) timing: Timing,
+    /// The members a forced recovery of this store gave up (`bully recover`): its
+    /// transport refuses them as given up (src/transport/accept.rs). On the disk.
+    pub(super) gave_up: BTreeSet<NodeId>,
 }
 
 impl SimNode {
@@ -46,7 +49,8 @@ impl SimNode {
 
     /// The first real time at which this node's clock reads at least `local`.
     pub(super) fn real(&self, local: Millis) -> Millis {
+        // A machine with nothing to time asks for `Millis::MAX`: never, here too.
         let elapsed = local.saturating_sub(self.origin);
-        (elapsed * 1000).div_ceil(self.rate)
+        elapsed.saturating_mul(1000).div_ceil(self.rate)
     }
 }

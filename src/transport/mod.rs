@@ -99,6 +99,7 @@ pub use event::TransportEvent;
 pub use frame::{read_frame, write_frame, FrameError};
 pub use members::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
 pub use mismatch::{ConfigMismatch, MismatchKind};
+pub use outbound::MAX_BACKOFF;
 pub use peer_addr::{PeerAddr, PeerAddrError, ResolveError};
 pub use stats::{ConfigRefusals, TransportStats};
 pub use tls::{peer_identity, ALPN_API, ALPN_PEER};

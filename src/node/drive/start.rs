@@ -272,14 +272,16 @@ fn release_bound_ms(config: &NodeConfig) -> u64 {
 }
 
 /// The machine's sabotage switches (debug builds, `BULLY_TEST_FAULT=deaf_handover`,
-/// `id_order` or `holdoff_by_new_d`).
+/// `id_order`, `holdoff_by_new_d` or `ignores_given_up`).
 #[cfg(debug_assertions)]
 fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
     use crate::protocol::Flaw;
     let deaf = crate::sabotage::deaf_handover().then_some(Flaw::DeafHandover);
     let holdoff = crate::sabotage::holdoff_by_new_d().then_some(Flaw::HoldoffByNewD);
+    let given_up = crate::sabotage::ignores_given_up().then_some(Flaw::IgnoresGivenUp);
     deaf.or(crate::sabotage::id_order().then_some(Flaw::IdOrder))
         .or(holdoff)
+        .or(given_up)
 }
 
 /// Release builds carry no sabotage.

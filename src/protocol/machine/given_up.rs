@@ -9,7 +9,10 @@
 //! - For good: the mark survives restarts; only a wiped data dir ends it (the node
 //!   then joins again as a new member).
 //! - A node that is already given up ignores the event, so a repeated refusal writes
-//!   nothing.
+//!   nothing. So does a node whose store holds no term: a new member on a wiped data
+//!   dir, re-added under a given-up ID (as the README's recovery asks), dials the
+//!   survivors before its addition commits; it took part in no old term, and its
+//!   dials are refused only until the list takes it in.
 
 use super::state::State;
 use super::{Cells, Fact, Flaw, Machine, Millis, NodeId};
@@ -17,7 +20,8 @@ use super::{Cells, Fact, Flaw, Machine, Millis, NodeId};
 impl Machine {
     /// given_up: `by`, a survivor of a forced recovery, refused us as given up.
     pub(super) fn on_given_up(&mut self, by: NodeId, now: Millis) {
-        if self.cells.given_up || self.config.has(Flaw::IgnoresGivenUp) {
+        let empty = self.cells.term == 0 && self.cells.accepted.is_none();
+        if self.cells.given_up || empty || self.config.has(Flaw::IgnoresGivenUp) {
             return;
         }
         self.persist(Cells {

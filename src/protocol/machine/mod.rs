@@ -554,7 +554,9 @@ fn preempt_from(config: &MachineConfig, others: usize, now: Millis) -> Millis {
 
 /// The list a node without a stored one starts from: itself and its config's peers
 /// (witnesses marked), unconfirmed; the runtime passes the addresses in its own seed.
-fn seed_members(config: &MachineConfig) -> Membership {
+/// The list a node with no stored list lives by: itself and its config's peers and
+/// witnesses, unstamped. Also what `bully recover` starts from on such a store.
+pub fn seed_members(config: &MachineConfig) -> Membership {
     let seat = |id: NodeId, witness: bool| Member {
         id,
         seat: if witness { Seat::Witness } else { Seat::Voter },

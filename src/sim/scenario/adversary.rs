@@ -2,6 +2,7 @@
 //! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
 //! everything down so I5 can be judged.
 
+use super::forced::ForcedPlan;
 use super::membership::MemberPlan;
 use super::operator::{RollPlan, TwoLost};
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
@@ -30,6 +31,10 @@ pub(super) enum Todo {
     LoseStore {
         second: bool,
     },
+    /// The survivors of a forced recovery are cut off and stopped (`forced.rs`).
+    ForceRecovery,
+    /// ...then recovered with `bully recover --force` and started again.
+    ForcedRestart,
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -47,6 +52,8 @@ pub(super) struct Adversary {
     pub(super) operator: Option<RollPlan>,
     /// The two stores this seed loses in a row, if it does (`operator.rs`).
     pub(super) two_lost: Option<TwoLost>,
+    /// The forced recovery this seed does, if any (`forced.rs`).
+    pub(super) forced: Option<ForcedPlan>,
 }
 
 impl Adversary {
@@ -59,6 +66,7 @@ impl Adversary {
         members: Option<MemberPlan>,
         operator: Option<RollPlan>,
         two_lost: Option<TwoLost>,
+        forced: Option<ForcedPlan>,
     ) -> Adversary {
         Adversary {
             rng,
@@ -70,6 +78,7 @@ impl Adversary {
             members,
             operator,
             two_lost,
+            forced,
         }
     }
 
@@ -113,6 +122,8 @@ impl Adversary {
             Todo::ChangeMembers => self.change_members(),
             Todo::Roll(id) => self.roll(id),
             Todo::LoseStore { second } => self.lose_store_in_a_row(second),
+            Todo::ForceRecovery => self.begin_forced_recovery(),
+            Todo::ForcedRestart => self.finish_forced_recovery(),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());
@@ -366,6 +377,9 @@ impl Adversary {
         let Some(id) = self.coordinator_or_pick(up) else {
             return;
         };
+        if self.is_survivor(id) {
+            return;
+        }
         self.note(format!("n{id} loses its store"));
         self.sim.lose_store(id);
         self.notices_for(id);

@@ -71,6 +71,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         config_roll: false,
         two_stores_lost: false,
         slow_hooks: false,
+        forced_recovery: false,
         faults: 0,
     };
     let config = SimConfig {

@@ -4,11 +4,12 @@
 use super::seed_run::Gap;
 use crate::checker::{
     check_convergence, check_no_overlap_with, check_one_per_term, check_start_delay_where,
-    check_unique_terms, lease_bound_ms, quiet_window, Convergence, Invariant, Violation,
+    check_unique_terms, lease_bound_ms, offices_with, quiet_window, Convergence, Invariant,
+    Violation,
 };
 use crate::history::Entry;
 use crate::protocol::{Millis, Mode, NodeId, Preempt, Role, Timing};
-use crate::sim::{Sim, SimConfig};
+use crate::sim::{Forced, Sim, SimConfig};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Which checks apply to a run, and with which bounds, given its settings.
@@ -129,8 +130,16 @@ impl Judge {
                     .copied()
                     .unwrap_or_else(|| lease_bound_ms(timing))
             };
-            violations.extend(check_no_overlap_with(history, bound));
-            violations.extend(check_one_per_term(history));
+            match sim.forced() {
+                None => {
+                    violations.extend(check_no_overlap_with(history, bound));
+                    violations.extend(check_one_per_term(history));
+                }
+                Some(forced) => {
+                    let settle = self.release_ms + 4 * self.max_delay;
+                    violations.extend(forced_recovery_checks(history, forced, bound, settle));
+                }
+            }
         }
         // A quorum coordinator holds its lease only while acks come back within
         // D - 2 x heartbeat; on a slower network quorum mode promises safety, not a leader.
@@ -205,6 +214,52 @@ impl Judge {
         }
         (violations, gaps)
     }
+}
+
+/// I6 and I7 after a forced recovery used while the old majority ran: two clusters
+/// exist from then on, the survivors and the members they gave up, each with its own
+/// terms. Within each side, I6 and I7 hold as always. Across them, the given-up side
+/// must stand down once it meets the survivors (src/protocol/machine/given_up.rs): an
+/// office of a given-up node may last past the first time that node reached a running
+/// survivor by at most its lease bound and `settle` (a release, a few delays), and
+/// one that begins later is a violation too.
+fn forced_recovery_checks(
+    history: &[Entry],
+    forced: &Forced,
+    bound: impl Fn(NodeId) -> Millis + Copy,
+    settle: Millis,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let survivor = |node: NodeId| forced.survivors.contains(&node);
+    for side in [true, false] {
+        let entries: Vec<Entry> = history
+            .iter()
+            .filter(|e| survivor(e.node) == side)
+            .cloned()
+            .collect();
+        violations.extend(check_no_overlap_with(&entries, bound));
+        violations.extend(check_one_per_term(&entries));
+    }
+    for office in offices_with(history, |node| Some(bound(node))) {
+        let Some(&met) = forced.contact.get(&office.node) else {
+            continue;
+        };
+        let deadline = met + bound(office.node) + settle;
+        if office.until_ms > deadline {
+            violations.push(Violation::new(
+                Invariant::NoOverlap,
+                office.node,
+                deadline,
+                format!(
+                    "given up by the forced recovery at {} ms and refused by a survivor at \
+                     {met} ms, yet led {} from {} to {} ms (it had to stand down by {deadline} \
+                     ms)",
+                    forced.at_ms, office.epoch, office.from_ms, office.until_ms
+                ),
+            ));
+        }
+    }
+    violations
 }
 
 /// I5 beyond the members: a live node outside the list the cluster ends on (removed, or

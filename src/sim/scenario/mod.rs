@@ -14,6 +14,7 @@
 
 mod adversary;
 mod cluster;
+mod forced;
 mod judge;
 mod membership;
 mod operator;
@@ -81,12 +82,15 @@ pub fn run_seed_drawing(
     if let Some(bound) = config.release_bound_ms {
         judge.allow_release(bound);
     }
-    let mut adv = Adversary::new(rng, config, plan, roll, two_lost);
+    let forced = forced::draw_forced(seed, &config, plan.is_some(), operator);
+    flavor.forced_recovery = forced.is_some();
+    let mut adv = Adversary::new(rng, config, plan, roll, two_lost, forced);
     adv.steps.extend(hook_steps);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
     adv.plan_roll();
     adv.plan_two_lost();
+    adv.plan_forced();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 

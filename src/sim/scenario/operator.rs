@@ -43,6 +43,9 @@ pub enum Operator {
     /// A config roll in every seed and two stores lost in a row in every seed with four
     /// members or more (docs/design.md#store-recovery), kept out of the other ranges.
     TwoLost,
+    /// A forced recovery in every quorum seed without membership changes, and the other
+    /// operator faults as in `Some` (`forced.rs`).
+    Forced,
 }
 
 /// The config roll one seed does.
@@ -91,7 +94,7 @@ pub(super) fn draw_slow_hooks(
     let drawn = rng.gen_bool(SLOW_HOOKS_SHARE);
     let slow = match operator {
         Operator::None | Operator::TwoLost => false,
-        Operator::Some => drawn,
+        Operator::Some | Operator::Forced => drawn,
         Operator::Always => true,
     };
     if !slow {
@@ -141,7 +144,7 @@ pub(super) fn draw_roll(seed: u64, config: &mut SimConfig, operator: Operator) -
     let drawn = rng.gen_bool(SHARE);
     let rolls = match operator {
         Operator::None => false,
-        Operator::Some => drawn,
+        Operator::Some | Operator::Forced => drawn,
         Operator::Always | Operator::TwoLost => true,
     };
     if !rolls {

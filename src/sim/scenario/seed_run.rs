@@ -77,6 +77,9 @@ pub struct Flavor {
     /// Hooks take time, or hang, when a coordinator leaves office on its own
     /// (`operator.rs`).
     pub slow_hooks: bool,
+    /// An operator forces a recovery on a minority while the rest still runs
+    /// (`forced.rs`).
+    pub forced_recovery: bool,
     pub faults: usize,
 }
 
