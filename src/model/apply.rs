@@ -57,6 +57,13 @@ impl Model {
             if w.flips < b.health_flips && self.config.witness != Some(id) {
                 steps.push(Transition::Health(id, !w.nodes[i].eligible));
             }
+            let rolls = self.config.restart_timing.is_some() && !w.nodes[i].restarted;
+            if rolls && self.up(w, i) && w.crashes < b.crashes {
+                steps.push(Transition::Roll(id));
+            }
+            if self.up(w, i) && !w.nodes[i].paused && w.nodes[i].awaiting.is_some() {
+                steps.push(Transition::Release(id));
+            }
             if usize::from(w.asked) < self.config.changes.len()
                 && self.up(w, i)
                 && !w.nodes[i].paused
@@ -111,7 +118,24 @@ impl Model {
                 w.nodes[i].declared = 0;
                 w.wipes += 1;
             }
-            Transition::Restart(id) => self.start(&mut w, self.index(id))?,
+            Transition::Restart(id) => {
+                let i = self.index(id);
+                w.nodes[i].restarted = true;
+                self.start(&mut w, i)?
+            }
+            Transition::Roll(id) => {
+                let i = self.index(id);
+                self.crash(&mut w, i);
+                w.crashes += 1;
+                w.nodes[i].restarted = true;
+                self.start(&mut w, i)?
+            }
+            Transition::Release(id) => {
+                let i = self.index(id);
+                if let Some(epoch) = w.nodes[i].awaiting.take() {
+                    self.feed(&mut w, i, Event::Released { epoch })?;
+                }
+            }
             Transition::Pause(id) => {
                 w.nodes[self.index(id)].paused = true;
                 w.pauses += 1;
@@ -155,7 +179,10 @@ impl Model {
     /// the world's time.
     pub(super) fn start(&self, w: &mut World, i: usize) -> Result<(), Violation> {
         let id = self.config.ids[i];
-        let config = self.config.machine_config(id, w.nodes[i].eligible);
+        let node = &w.nodes[i];
+        let config = self
+            .config
+            .machine_config(id, node.eligible, node.restarted);
         let (disk, list) = (w.nodes[i].disk, w.nodes[i].list.clone());
         let machine = Machine::start_with(config, disk, list, w.now);
         let listed = machine.members().others(id);
@@ -196,6 +223,7 @@ impl Model {
         let n = self.n();
         w.nodes[i].machine = None;
         w.nodes[i].paused = false;
+        w.nodes[i].awaiting = None;
         for j in 0..n {
             w.links[j * n + i].clear(); // the connections to it died with it
         }
@@ -224,6 +252,7 @@ impl Model {
                     w.nodes[i].disk = cells;
                 }
                 Action::PersistMembers(list) => w.nodes[i].list = Some(list),
+                Action::AwaitRelease { epoch } => w.nodes[i].awaiting = Some(epoch),
                 Action::Send { to, msg } => self.send(w, i, to, msg)?,
                 Action::Fact(Fact::ElectionStarted) => {
                     self.election_started(w, i);

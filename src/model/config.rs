@@ -58,6 +58,15 @@ pub struct ModelConfig {
     /// Each member's estimate, in the order of `ids`, fed to its machine at every start
     /// and fresh for ever (docs/design.md#elected-by-data-est); empty: no estimates.
     pub estimates: Vec<u64>,
+    /// The timing every restart runs with (`None`: the same as `timing`): a rolling
+    /// restart onto a changed D. Nodes on different D refuse each other's hello, so
+    /// no message passes between them (src/transport/agreement.rs).
+    pub restart_timing: Option<Timing>,
+    /// The bound on a voluntary departure's release (`MachineConfig::release_bound_ms`;
+    /// `None`: no release asked for). With one, the release is a transition of its own
+    /// ([`super::Transition::Release`]) taken at any moment before the bound: an
+    /// `on_demoted` of any length, or one that hangs.
+    pub release_bound_ms: Option<Millis>,
 }
 
 impl ModelConfig {
@@ -73,22 +82,36 @@ impl ModelConfig {
         }
     }
 
-    /// The machine config of member `id`, eligible or not. Its peers seed its list
-    /// when its store holds none: every other process for the joining one, every
-    /// other process but the joining one for the others.
-    pub(super) fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
+    /// The timing a node runs with: `restart_timing` once it has restarted
+    /// (`restarted`), else `timing`.
+    pub(super) fn timing_of(&self, restarted: bool) -> Timing {
+        match self.restart_timing {
+            Some(timing) if restarted => timing,
+            _ => self.timing,
+        }
+    }
+
+    /// The machine config of member `id`, eligible or not, restarted or not. Its peers
+    /// seed its list when its store holds none: every other process for the joining
+    /// one, every other process but the joining one for the others.
+    pub(super) fn machine_config(
+        &self,
+        id: NodeId,
+        eligible: bool,
+        restarted: bool,
+    ) -> MachineConfig {
         let listed = |p: NodeId| p != id && (self.joining != Some(p) || self.joining == Some(id));
         MachineConfig {
             id,
             peers: self.ids.iter().copied().filter(|&p| listed(p)).collect(),
-            timing: self.timing,
+            timing: self.timing_of(restarted),
             preempt: self.preempt,
             eligible,
             mode: self.mode,
             witness: self.witness == Some(id),
             witnesses: self.witness.into_iter().collect(),
             recover_empty_store: self.flaw != Some(Flaw::SkipStoreRecovery),
-            release_bound_ms: None,
+            release_bound_ms: self.release_bound_ms,
             flaw: self.flaw,
         }
     }

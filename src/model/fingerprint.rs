@@ -97,6 +97,8 @@ mod tests {
             joining: None,
             changes: Vec::new(),
             estimates: Vec::new(),
+            restart_timing: None,
+            release_bound_ms: None,
         };
         let model = Model::new(config);
         let world = model.initial().expect("the start-up settles");

@@ -81,6 +81,19 @@ impl Model {
                 taken.push(Transition::Resume(self.config.ids[i]));
             }
         }
+        // A rolling restart onto a new D completes (the operator restarts the rest):
+        // until it has, nodes on the two D refuse each other and no leader is owed.
+        if self.config.restart_timing.is_some() {
+            for i in 0..self.n() {
+                if self.up(&w, i) && !w.nodes[i].restarted {
+                    let id = self.config.ids[i];
+                    for step in [Transition::Crash(id), Transition::Restart(id)] {
+                        taken.push(step);
+                        w = self.apply(&w, step).map_err(|v| (v, taken.clone()))?;
+                    }
+                }
+            }
+        }
         if !self.promised(&w) {
             return Ok(()); // nothing is promised
         }

@@ -81,6 +81,10 @@ struct Node {
     contact: bool,
     /// The highest term seen when `contact` was last reset.
     contact_term: u64,
+    /// Restarted at least once: runs `ModelConfig::restart_timing` if there is one.
+    restarted: bool,
+    /// The epoch its machine asked the driver to release, while `on_demoted` runs.
+    awaiting: Option<crate::protocol::Epoch>,
 }
 
 /// The whole model state.
@@ -151,6 +155,8 @@ impl Model {
                     declared: 0,
                     contact: false,
                     contact_term: 0,
+                    restarted: false,
+                    awaiting: None,
                 };
                 n
             ],
@@ -179,7 +185,9 @@ impl Model {
     }
 
     pub(super) fn connected(&self, w: &World, a: usize, b: usize) -> bool {
-        (w.cut >> a & 1) == (w.cut >> b & 1)
+        // Nodes on different D refuse each other's hello (src/transport/agreement.rs).
+        let d = |i: usize| self.config.timing_of(w.nodes[i].restarted).suspect_after_ms;
+        (w.cut >> a & 1) == (w.cut >> b & 1) && d(a) == d(b)
     }
 
     /// Whether node `i` reaches a live majority of the voters of the list it holds

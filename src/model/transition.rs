@@ -27,6 +27,12 @@ pub enum Transition {
     /// The operator asks this node for the next change of
     /// [`super::ModelConfig::changes`] (`bully member ...` sent to it).
     Ask(NodeId),
+    /// The operator restarts this node (kill -9 and start at once) onto
+    /// [`super::ModelConfig::restart_timing`]: one step of a rolling restart.
+    Roll(NodeId),
+    /// This node's `on_demoted` (and keepers) ended: the driver releases the epoch its
+    /// machine asked it to ([`crate::protocol::Action::AwaitRelease`]).
+    Release(NodeId),
 }
 
 impl fmt::Display for Transition {
@@ -48,6 +54,8 @@ impl fmt::Display for Transition {
                 write!(f, "n{n} health {}", if *ok { "passes" } else { "fails" })
             }
             Transition::Ask(n) => write!(f, "the operator asks n{n} for the next change"),
+            Transition::Release(n) => write!(f, "n{n}'s on_demoted ends: released"),
+            Transition::Roll(n) => write!(f, "restart n{n} onto the new D"),
         }
     }
 }
