@@ -552,24 +552,14 @@ impl Harness {
                 at
             }
             Step::Replace(n) => {
-                let at = if self.cluster.is_running(*n) {
-                    self.cluster.kill(*n)?;
-                    c.record(*n, Record::Crashed).at_ms
-                } else {
-                    wall_ms()
-                };
+                let at = self.kill_if_running(*n)?;
                 self.poll();
                 self.cluster.lose_store(*n)?;
                 self.follow_new_store(*n);
                 at
             }
             Step::Damage(n) => {
-                let at = if self.cluster.is_running(*n) {
-                    self.cluster.kill(*n)?;
-                    c.record(*n, Record::Crashed).at_ms
-                } else {
-                    wall_ms()
-                };
+                let at = self.kill_if_running(*n)?;
                 self.damage(*n)?;
                 at
             }
@@ -583,6 +573,15 @@ impl Harness {
                 at
             }
         })
+    }
+
+    /// Kills node `n` if it runs, recording the crash; the time of the kill, or now.
+    fn kill_if_running(&mut self, n: NodeId) -> Result<Millis> {
+        if !self.cluster.is_running(n) {
+            return Ok(wall_ms());
+        }
+        self.cluster.kill(n)?;
+        Ok(self.collector.record(n, Record::Crashed).at_ms)
     }
 
     /// The rest of a [`Step::Damage`] once the node is down: cuts its `db`, starts it and

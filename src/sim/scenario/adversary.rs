@@ -129,6 +129,18 @@ impl Adversary {
         debug_assert_eq!(now, self.sim.now());
     }
 
+    /// The operator takes node `id` down: a clean stop (SIGTERM) or a kill -9, noted
+    /// with `why`.
+    pub(super) fn stop_or_kill(&mut self, id: NodeId, clean: bool, why: &str) {
+        if clean {
+            self.note(format!("stop n{id} (SIGTERM) {why}"));
+            self.sim.stop(id);
+        } else {
+            self.note(format!("kill -9 n{id} {why}"));
+            self.sim.crash(id);
+        }
+    }
+
     pub(super) fn note(&mut self, what: String) {
         self.steps.push(format!("{:>6} ms  {what}", self.sim.now()));
     }

@@ -103,13 +103,7 @@ impl Adversary {
             if !self.sim.is_up(id) {
                 continue;
             }
-            if clean {
-                self.note(format!("stop n{id} (SIGTERM) for a forced recovery"));
-                self.sim.stop(id);
-            } else {
-                self.note(format!("kill -9 n{id} for a forced recovery"));
-                self.sim.crash(id);
-            }
+            self.stop_or_kill(id, clean, "for a forced recovery");
         }
         let at = self.sim.now() + back_in;
         self.schedule(at, Todo::ForcedRestart);

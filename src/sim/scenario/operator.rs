@@ -245,13 +245,7 @@ impl Adversary {
             return;
         }
         let coordinator = self.coordinator();
-        if clean {
-            self.note(format!("stop n{id} (SIGTERM) to restart with {what}"));
-            self.sim.stop(id);
-        } else {
-            self.note(format!("kill -9 n{id} to restart with {what}"));
-            self.sim.crash(id);
-        }
+        self.stop_or_kill(id, clean, &format!("to restart with {what}"));
         let at = self.sim.now() + back_in;
         self.schedule(at, Todo::Start(id));
         if let (true, Some(c)) = (cut, coordinator.filter(|&c| c != id)) {
