@@ -57,7 +57,7 @@ async fn a_lone_survivor_leads_again_and_the_lost_return_as_new_members() {
         t.cluster.lose_store(id).unwrap();
     }
     // A running node's store is not touched.
-    let running = recover(&t, 1, &["--members", "1", "--force"]).await;
+    let running = recover(&t.cluster, 1, &["--members", "1", "--force"]).await;
     assert_eq!(running.status.code(), Some(2), "{}", text(&running));
     assert!(
         text(&running).contains("stop the node first"),
@@ -70,17 +70,17 @@ async fn a_lone_survivor_leads_again_and_the_lost_return_as_new_members() {
     let before = stored(&t, 1);
 
     // Without --force: the plan and what can be lost, and nothing changed.
-    let dry = recover(&t, 1, &["--members", "1"]).await;
+    let dry = recover(&t.cluster, 1, &["--members", "1"]).await;
     assert_eq!(dry.status.code(), Some(1), "{}", text(&dry));
     eprint!("bully recover without --force said:\n{}", text(&dry));
     for said in ["Lost members: 2", "never start a lost member", "--force"] {
         assert!(text(&dry).contains(said), "says {said:?}: {}", text(&dry));
     }
     assert_eq!(stored(&t, 1), before, "a refused recovery changes nothing");
-    let wrong = recover(&t, 1, &["--members", "1,7", "--force"]).await;
+    let wrong = recover(&t.cluster, 1, &["--members", "1,7", "--force"]).await;
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
     assert!(text(&wrong).contains("node 7 is not in the member list"));
-    let lost = recover(&t, 2, &["--members", "2", "--force"]).await;
+    let lost = recover(&t.cluster, 2, &["--members", "2", "--force"]).await;
     assert_eq!(lost.status.code(), Some(2), "{}", text(&lost));
     assert!(text(&lost).contains("is missing"), "{}", text(&lost));
     assert!(
@@ -88,7 +88,7 @@ async fn a_lone_survivor_leads_again_and_the_lost_return_as_new_members() {
         "no empty store left behind"
     );
 
-    let forced = recover(&t, 1, &["--members", "1", "--force"]).await;
+    let forced = recover(&t.cluster, 1, &["--members", "1", "--force"]).await;
     assert!(forced.status.success(), "{}", text(&forced));
     eprint!("bully recover --force said:\n{}", text(&forced));
     let (cells, list, _) = stored(&t, 1);
@@ -163,4 +163,15 @@ async fn a_forced_recovery_meeting_the_old_majority_gives_the_old_side_up_for_go
         both < 5_000,
         "the old side stood down {both} ms after the survivor led"
     );
+}
+
+/// The issue's own case (`tests/common/forced_recovery.rs` `cut_off_then_healed`): {1, 2}
+/// recovered while {3, 4, 5} lead cut off; once the cut heals, {3, 4, 5} stand down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_recovery_cut_off_from_the_old_majority_wins_once_healed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (given_up, both) = forced_recovery::cut_off_then_healed(dir.path(), STEP).await;
+    eprintln!("after the heal both sides led at once for {both} ms");
+    assert!(given_up, "nodes 3, 4 and 5 never stood down");
+    assert!(both < 2_000, "both sides led for {both} ms after the heal");
 }

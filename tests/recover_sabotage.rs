@@ -14,7 +14,7 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_side_leading_on_is_caught_as_two_coordinators() {
-    // The only test in this binary: no other test's nodes inherit the switch.
+    // Every test in this binary sets the same switch: their nodes inherit it.
     std::env::set_var(bully::sabotage::ENV, "ignores_given_up");
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     let met = forced_recovery::beside_the_old_majority(&mut t, Duration::from_secs(2)).await;
@@ -22,4 +22,17 @@ async fn the_old_side_leading_on_is_caught_as_two_coordinators() {
     let both = forced_recovery::stop_and_measure(&mut t);
     eprintln!("caught: the survivor and the old side led at once for {both} ms");
     assert!(both >= 1_000, "two coordinators for {both} ms only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_majority_leading_on_after_the_heal_is_caught() {
+    std::env::set_var(bully::sabotage::ENV, "ignores_given_up");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let watch = Duration::from_secs(2);
+    let (given_up, both) = forced_recovery::cut_off_then_healed(dir.path(), watch).await;
+    eprintln!("caught: after the heal both sides led at once for {both} ms");
+    assert!(
+        !given_up && both >= 1_000,
+        "two coordinators for {both} ms only"
+    );
 }

@@ -45,9 +45,8 @@ pub(crate) use durable::write_file_durably;
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
-use crate::protocol::{Cells, Membership, NodeId};
+use crate::protocol::{Cells, Member, Membership};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -265,19 +264,20 @@ impl Storage {
         &self,
         cells: &Cells,
         list: &Membership,
-        gave_up: &BTreeSet<NodeId>,
+        gave_up: &[Member],
     ) -> Result<(), StorageError> {
         self.write(Some(cells), Some(list), Some(gave_up))
     }
 
-    /// The members a forced recovery on this store gave up (empty: none ever did).
-    pub fn load_gave_up(&self) -> Result<BTreeSet<NodeId>, StorageError> {
+    /// The members a forced recovery on this store gave up, with the addresses the list
+    /// before it held (empty: none ever did).
+    pub fn load_gave_up(&self) -> Result<Vec<Member>, StorageError> {
         let raw = self
             .db
             .get(GAVE_UP)
             .map_err(|e| StorageError::from_sled(&self.dir, e))?;
-        raw.map_or(Ok(BTreeSet::new()), |bytes| {
-            decode_value::<BTreeSet<NodeId>>(&bytes).map_err(|e| {
+        raw.map_or(Ok(Vec::new()), |bytes| {
+            decode_value::<Vec<Member>>(&bytes).map_err(|e| {
                 StorageError::corrupt(
                     &self.dir,
                     format!("the given-up members do not decode: {e}"),
@@ -294,7 +294,7 @@ impl Storage {
         &self,
         cells: Option<&Cells>,
         list: Option<&Membership>,
-        gave_up: Option<&BTreeSet<NodeId>>,
+        gave_up: Option<&[Member]>,
     ) -> Result<(), StorageError> {
         let encode_err = |e| StorageError::corrupt(&self.dir, format!("cannot encode cells: {e}"));
         let cell_bytes = cells
@@ -326,8 +326,8 @@ impl Storage {
             })
             .transpose()?;
         let gave_up = gave_up
-            .map(|ids| {
-                encode_value(ids).map_err(|e| {
+            .map(|members| {
+                encode_value(&members).map_err(|e| {
                     StorageError::corrupt(&self.dir, format!("cannot encode given-up members: {e}"))
                 })
             })

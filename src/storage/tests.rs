@@ -1,6 +1,5 @@
 use super::*;
 use crate::protocol::Epoch;
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
@@ -325,7 +324,7 @@ fn cells_list_and_given_up_members_are_saved_together_and_an_older_list_is_refus
         term: 5,
         ..cells(3, 2, 1)
     };
-    let gave_up = BTreeSet::from([2, 3]);
+    let gave_up = one_member_list(5, 2).members;
     storage
         .save_forced_recovery(&raised, &one_member_list(5, 2), &gave_up)
         .unwrap();
@@ -335,7 +334,7 @@ fn cells_list_and_given_up_members_are_saved_together_and_an_older_list_is_refus
     assert_eq!(storage.load_members().unwrap(), Some(one_member_list(5, 2)));
     assert_eq!(storage.load_gave_up().unwrap(), gave_up);
     let higher = Cells { term: 6, ..raised };
-    let refused = storage.save_forced_recovery(&higher, &one_member_list(4, 9), &BTreeSet::new());
+    let refused = storage.save_forced_recovery(&higher, &one_member_list(4, 9), &[]);
     assert!(
         matches!(refused, Err(StorageError::Corrupt { .. })),
         "{refused:?}"

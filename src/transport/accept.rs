@@ -3,6 +3,7 @@
 
 use super::close;
 use super::event::TransportEvent;
+use super::given_up;
 use super::inbound;
 use super::shared::Shared;
 use super::tls::{negotiated_alpn, peer_identity, ALPN_API, ALPN_PEER};
@@ -69,16 +70,9 @@ async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
                 .emit(TransportEvent::Client(conn), &shutdown)
                 .await;
         }
-        (Ok(Identity::Node(id)), Some(ALPN_PEER)) if shared.gave_up(id) => refuse(
-            Some(id),
-            close::GIVEN_UP,
-            format!(
-                "node-{id} was given up by a forced recovery (bully recover) on node-{}: \
-                 it must stand down for good; wipe its data dir and add it back as a new \
-                 member",
-                shared.id
-            ),
-        ),
+        (Ok(Identity::Node(id)), Some(ALPN_PEER)) if shared.gave_up(id) => {
+            refuse(Some(id), close::GIVEN_UP, given_up::reason(shared.id, id))
+        }
         (Ok(Identity::Node(id)), Some(ALPN_PEER)) => refuse(
             Some(id),
             close::UNKNOWN_PEER,

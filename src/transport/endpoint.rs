@@ -161,11 +161,16 @@ impl Transport {
     /// Sets the members a forced recovery on this node gave up (`bully recover` stores
     /// them): a connection from one of them is refused with [`close::GIVEN_UP`], which
     /// tells it to stand down for good, rather than as a stranger's.
-    pub fn set_gave_up(&self, ids: std::collections::BTreeSet<NodeId>) {
-        if !ids.is_empty() {
-            debug!(?ids, "members given up by a forced recovery");
-        }
+    /// Each of them with an address is also dialed and told at once
+    /// (`super::given_up::tell`), once the network lets the dial through.
+    pub fn set_gave_up(&self, members: Vec<(NodeId, PeerAddr)>) {
+        let ids = members.iter().map(|(id, _)| *id).collect();
         self.shared.set_gave_up(ids);
+        for (peer, addr) in members {
+            debug!(peer, %addr, "a member given up by a forced recovery");
+            let shared = self.shared.clone();
+            self.shared.spawn(super::given_up::tell(shared, peer, addr));
+        }
     }
 
     /// Queues `msg` for `to` on its FIFO stream. Never blocks: the message is dropped

@@ -6,6 +6,7 @@ use super::agreement;
 use super::close;
 use super::event::TransportEvent;
 use super::frame::{read_frame, FrameError};
+use super::given_up;
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::link::Link;
 use super::path;
@@ -34,6 +35,12 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
         Ok(Ok(v)) => v,
         Ok(Err(FrameError::Codec(e))) => return bad_frame(&shared, peer, &conn, e),
         Ok(Err(FrameError::Io(e))) => {
+            // A survivor of a forced recovery telling us we were given up.
+            let closed = conn.close_reason();
+            if let Some(reason) = closed.as_ref().and_then(close::given_up_reason) {
+                given_up::report(&shared, peer, reason, &mut None, &shutdown).await;
+                return;
+            }
             // The dialer may have refused our hello before we read its own.
             if let Some(mismatch) = agreement::refused_by_peer(peer, &conn) {
                 agreement::disagreed(&shared, peer, mismatch, &shutdown).await;

@@ -25,6 +25,8 @@
 //!   refusals over config; `verdicts`: what is remembered of each peer's verdict;
 //!   `mismatch`: what a disagreement is ([`ConfigMismatch`], [`MismatchKind`]).
 //! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
+//! - `given_up`: members a forced recovery gave up: dialing each to tell it, and
+//!   reporting a refusal as given up ([`TransportEvent::GivenUp`]).
 //! - `api_dial`: [`connect_client`], an API client's connection to a node.
 //! - `socket`: the UDP socket, wrapped so shutdown knows when it is closed.
 //! - `runtime`: quinn's tokio runtime, with connection timers that do not wake the
@@ -73,6 +75,7 @@ mod endpoint;
 mod error;
 mod event;
 pub mod frame;
+mod given_up;
 pub mod hello;
 mod inbound;
 mod inbound_table;

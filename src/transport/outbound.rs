@@ -9,8 +9,8 @@
 
 use super::agreement;
 use super::close;
-use super::event::TransportEvent;
 use super::frame::FrameError;
+use super::given_up;
 use super::hello::{self, Hello, HELLO_TIMEOUT};
 use super::inbound;
 use super::link::Link;
@@ -112,16 +112,8 @@ pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
             Dialed::Shutdown => return,
             Dialed::Woken => delay = None,
             Dialed::GivenUp(reason) => {
-                if last_failure.as_deref() != Some(reason.as_str()) {
-                    warn!(peer = link.peer, %reason, "refused as given up by a forced recovery");
-                    last_failure = Some(reason.clone());
-                }
-                let by = link.peer;
-                if !shared
-                    .events
-                    .emit(TransportEvent::GivenUp { by, reason }, &stop)
-                    .await
-                {
+                let peer = link.peer;
+                if !given_up::report(&shared, peer, reason, &mut last_failure, &stop).await {
                     return;
                 }
                 delay = Some(MAX_BACKOFF);

@@ -5,18 +5,22 @@
 
 use crate::common::{bully, text, TestCluster};
 use bully::api::Status;
-use bully::protocol::{NodeId, Role, Timing};
+use bully::chaos::plan::Step;
+use bully::cluster::Cluster;
+use bully::history::Entry;
+use bully::protocol::{Mode, NodeId, Role, Timing};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Generous: each step takes a second or two; CI machines are slow.
 pub const STEP: Duration = Duration::from_secs(30);
 
 /// `bully recover --config <node id's config> ARGS`, off the async runtime.
-pub async fn recover(t: &TestCluster, id: NodeId, args: &[&str]) -> std::process::Output {
+pub async fn recover(cluster: &Cluster, id: NodeId, args: &[&str]) -> std::process::Output {
     let mut full = vec![
         "recover".to_string(),
         "--config".to_string(),
-        t.cluster.config_path(id).display().to_string(),
+        cluster.config_path(id).display().to_string(),
     ];
     full.extend(args.iter().map(|a| a.to_string()));
     tokio::task::spawn_blocking(move || {
@@ -48,7 +52,7 @@ pub async fn beside_the_old_majority(t: &mut TestCluster, watch: Duration) -> Me
     t.cluster.stop(1, STEP).unwrap();
     // Nodes 2 and 3 are a majority of the old list: they keep a coordinator.
     t.wait_for_leader(&[2, 3], 3, STEP).await;
-    let forced = recover(t, 1, &["--members", "1", "--force"]).await;
+    let forced = recover(&t.cluster, 1, &["--members", "1", "--force"]).await;
     assert!(forced.status.success(), "{}", text(&forced));
     t.cluster.start(1).unwrap();
     t.wait_for_leader(&[1], 1, STEP).await;
@@ -84,13 +88,79 @@ pub fn stop_and_measure(t: &mut TestCluster) -> u64 {
         violations.extend(bully::checker::check_one_per_term(&own));
         assert!(violations.is_empty(), "{side:?}: {violations:#?}");
     }
-    let offices = bully::checker::offices(&history, Some(bound));
+    overlap_after(&history, &[1], 0)
+}
+
+/// How long (ms) offices of the `survivors` and of the other nodes overlapped after
+/// `since` (wall ms), from the merged event logs `history`.
+pub fn overlap_after(history: &[Entry], survivors: &[NodeId], since: u64) -> u64 {
+    let bound = bully::checker::lease_bound_ms(&Timing::default());
+    let offices = bully::checker::offices(history, Some(bound));
     let mut both = 0;
-    for x in offices.iter().filter(|o| o.node == 1) {
-        for y in offices.iter().filter(|o| o.node != 1) {
-            let (from, until) = (x.from_ms.max(y.from_ms), x.until_ms.min(y.until_ms));
+    for x in offices.iter().filter(|o| survivors.contains(&o.node)) {
+        for y in offices.iter().filter(|o| !survivors.contains(&o.node)) {
+            let from = x.from_ms.max(y.from_ms).max(since);
+            let until = x.until_ms.min(y.until_ms);
             both += until.saturating_sub(from);
         }
     }
     both
+}
+
+/// Every node's status (`None` where one does not answer in time), nodes 1 to 5.
+async fn statuses(cluster: &Cluster) -> Vec<Option<Status>> {
+    let mut out = Vec::new();
+    for id in 1..=5 {
+        out.push(cluster.status(id, Duration::from_millis(800)).await.ok());
+    }
+    out
+}
+
+/// The issue's own case, behind the relay: five nodes, node 5 leading; {1, 2} is cut
+/// off, stopped, recovered with `--members 1,2 --force` on each and started: both sides
+/// lead, the misuse. Then the cut heals. Returns whether {3, 4, 5} all stood down as
+/// given up within `watch` of the heal, and how long both sides led at once after it.
+pub async fn cut_off_then_healed(dir: &Path, watch: Duration) -> (bool, u64) {
+    let mut h = crate::common::five_behind_relay(dir, Mode::Quorum).await;
+    assert!(h.wait_for_leader(5, STEP).await, "node 5 leads first");
+    h.execute(Step::Partition(vec![1, 2]));
+    for id in [1, 2] {
+        h.cluster.stop(id, STEP).expect("stop a survivor");
+    }
+    for id in [1, 2] {
+        let forced = recover(&h.cluster, id, &["--members", "1,2", "--force"]).await;
+        assert!(forced.status.success(), "{}", text(&forced));
+    }
+    for id in [1, 2] {
+        h.execute(Step::Start(id));
+    }
+    let both_lead = |views: &[Option<Status>]| {
+        let leads = |s: &Option<Status>| s.as_ref().is_some_and(|s| s.role == Role::Coordinator);
+        leads(&views[1]) && leads(&views[4])
+    };
+    let started = Instant::now();
+    while !both_lead(&statuses(&h.cluster).await) {
+        assert!(
+            started.elapsed() < STEP,
+            "nodes 2 and 5 never both led\n{}",
+            h.cluster.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let healed_at = bully::wall_clock::wall_ms();
+    h.execute(Step::Heal);
+    let since = Instant::now();
+    let given_up = loop {
+        let views = statuses(&h.cluster).await;
+        if views[2..].iter().all(given_up) {
+            break true;
+        }
+        if since.elapsed() > watch {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    h.stop_all();
+    let history = h.cluster.history();
+    (given_up, overlap_after(&history, &[1, 2], healed_at))
 }

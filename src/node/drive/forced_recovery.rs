@@ -101,9 +101,8 @@ impl Prepared {
     /// claims what the disk does not hold: I3).
     pub fn apply(self) -> Result<ForcedRecovery, RecoverError> {
         let plan = self.plan;
-        let gave_up: BTreeSet<NodeId> = plan.lost.iter().map(|m| m.id).collect();
         self.storage
-            .save_forced_recovery(&plan.cells, &plan.list, &gave_up)?;
+            .save_forced_recovery(&plan.cells, &plan.list, &plan.lost)?;
         drop(self.storage);
         let data_dir = &self.config.data_dir;
         let mut log = EventLog::open(data_dir, self.config.id).map_err(|e| {

@@ -51,7 +51,7 @@ impl Journal {
     }
 
     /// The members a forced recovery on this store gave up (`bully recover`).
-    pub fn load_gave_up(&self) -> Result<std::collections::BTreeSet<NodeId>, NodeError> {
+    pub fn load_gave_up(&self) -> Result<Vec<crate::protocol::Member>, NodeError> {
         Ok(self.storage.load_gave_up()?)
     }
 

@@ -36,7 +36,16 @@ pub fn seed(config: &NodeConfig) -> Membership {
 /// private network), else at the address the list gives (a member added at runtime).
 /// A member with neither is left out, and said so.
 pub fn dial_list(list: &Membership, me: NodeId, fallback: &NodeConfig) -> Vec<(NodeId, PeerAddr)> {
-    list.members
+    dial_addresses(&list.members, me, fallback)
+}
+
+/// Where to dial each of `members` but `me`: as [`dial_list`] says.
+pub fn dial_addresses(
+    members: &[Member],
+    me: NodeId,
+    fallback: &NodeConfig,
+) -> Vec<(NodeId, PeerAddr)> {
+    members
         .iter()
         .filter(|m| m.id != me)
         .filter_map(|m| {

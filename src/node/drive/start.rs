@@ -68,7 +68,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events) = Transport::start(transport_config).await?;
     transport.set_config_id(members.id);
-    transport.set_gave_up(gave_up);
+    transport.set_gave_up(super::members::dial_addresses(&gave_up, config.id, &config));
     if cells.given_up {
         tracing::error!("{}", crate::api::GIVEN_UP_NOTE);
     }
