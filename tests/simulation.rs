@@ -49,6 +49,7 @@ struct Summary {
     config_roll: u64,
     slow_hooks: u64,
     forced_recovery: u64,
+    store_rolled_back: u64,
     /// Runs that hit each known gap of the machine (`SeedRun::known_gaps`), and the
     /// first such seed.
     gaps: BTreeMap<Gap, (u64, u64)>,
@@ -119,6 +120,9 @@ fn scenarios_in(o: &SeedRun) -> Vec<&'static str> {
     }
     if rolled("on_demoted hangs") && released {
         found.push("voluntary departure, a hook hangs");
+    }
+    if rolled("refused (exit 2), wiped") {
+        found.push("store rolled back while down, refused");
     }
     if rolled("bully recover --force") {
         found.push("forced recovery");
@@ -207,6 +211,7 @@ impl Summary {
         self.config_roll += f.config_roll as u64;
         self.slow_hooks += f.slow_hooks as u64;
         self.forced_recovery += f.forced_recovery as u64;
+        self.store_rolled_back += f.store_rolled_back as u64;
         let mut gaps: Vec<Gap> = o.known_gaps.iter().map(|(gap, _)| *gap).collect();
         gaps.dedup();
         for gap in gaps {
@@ -400,7 +405,8 @@ fn run_seeds(mode: Mode) {
     println!(
         "{mode} mode: {} seeds in {:.1} s: nodes {:?}, fast timing {}, preempt delay {}, \
          preempt never {}, ineligible {}, witness {}, slow network {}, mixed timing {}, \
-         membership {}, config roll {}, slow hooks {}, forced recovery {}, faults {}; slowest \
+         membership {}, config roll {}, slow hooks {}, forced recovery {}, store rolled back {}, \
+         faults {}; slowest \
          settle {} ms (seed {}), least slack to the I5 deadline {} ms (seed {}); runs per \
          scenario: {:?}",
         summary.runs,
@@ -417,6 +423,7 @@ fn run_seeds(mode: Mode) {
         summary.config_roll,
         summary.slow_hooks,
         summary.forced_recovery,
+        summary.store_rolled_back,
         summary.faults,
         summary.max_settle.0,
         summary.max_settle.1,
@@ -469,6 +476,7 @@ fn run_seeds(mode: Mode) {
         summary.assert_happened(&[
             "voluntary departure with slow hooks",
             "voluntary departure, a hook hangs",
+            "store rolled back while down, refused",
         ]);
     }
     let forces = matches!(
@@ -1105,6 +1113,48 @@ fn a_forced_recovery_meeting_the_old_majority_leaves_one_side_leading() {
                 .iter()
                 .any(|e| matches!(e.record, Record::Fact(Fact::GivenUp { .. }))),
             "seed {seed}: no given-up node met a survivor on the new rule"
+        );
+    }
+}
+
+#[test]
+fn a_store_rolled_back_while_down_is_refused_not_used() {
+    // Issue 38's third break: a node killed, its store handed back older, started on the
+    // older term and voted again in terms it had voted in. The store check refuses such a
+    // store (src/storage/check.rs), and the operator wipes it; the simulator's rule before
+    // the check (Flaw::TrustsDamagedStore) must be caught, and the same seeds pass with it.
+    let tries = 300;
+    let run = |seed: u64, flaw: Option<Flaw>| {
+        run_seed_drawing(seed, Mode::Quorum, flaw, Changes::Some, Operator::Always)
+    };
+    let caught: Vec<(u64, String)> = (0..tries)
+        .filter_map(|seed| {
+            let outcome = run(seed, Some(Flaw::TrustsDamagedStore));
+            let used = outcome.steps.iter().any(|s| s.contains("used as current"));
+            let v = outcome.violations.first().filter(|_| used)?;
+            Some((seed, v.to_string()))
+        })
+        .collect();
+    assert!(
+        caught.len() >= 5,
+        "a store used after it went back was caught on {} of {tries} seeds only",
+        caught.len()
+    );
+    println!(
+        "the old rule caught on {} of {tries} seeds, first {}: {}",
+        caught.len(),
+        caught[0].0,
+        caught[0].1
+    );
+    for (seed, _) in caught {
+        let outcome = run(seed, None);
+        assert!(outcome.passed(), "{}", outcome.report());
+        assert!(
+            outcome
+                .steps
+                .iter()
+                .any(|s| s.contains("refused (exit 2), wiped")),
+            "seed {seed}: no store was refused on the new rule"
         );
     }
 }

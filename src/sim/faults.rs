@@ -184,10 +184,30 @@ impl Sim {
             return;
         };
         node.disk = Cells::default();
+        node.past.clear();
         node.members = None;
         node.revealed = None;
         node.declared_term = 0;
         self.record(id, Record::StoreLost);
+    }
+
+    /// The store of node `id` (down, or killed first) goes back to an older copy, the
+    /// `back`-th state before its current cells (a disk or a restore handing back an
+    /// old file). The store check (src/storage/check.rs) refuses it at the next start,
+    /// exit 2, and the operator wipes it: it is lost and recovered by the usual rule.
+    /// Under `Flaw::TrustsDamagedStore` it is used as current. Returns whether it was
+    /// refused; `None` if the node has no older state.
+    pub fn roll_back_store(&mut self, id: NodeId, back: usize) -> Option<bool> {
+        let older = self.nodes.get(&id)?.past.iter().rev().nth(back).copied()?;
+        self.crash(id);
+        if self.config.flaw != Some(Flaw::TrustsDamagedStore) {
+            self.lose_store(id);
+            return Some(true);
+        }
+        let node = self.nodes.get_mut(&id)?;
+        node.disk = older;
+        node.past.clear();
+        Some(false)
     }
 
     /// Crashes `id` right after it next runs an action matching `point` (see

@@ -39,7 +39,13 @@ pub(super) struct SimNode {
     /// The members a forced recovery of this store gave up (`bully recover`): its
     /// transport refuses them as given up (src/transport/accept.rs). On the disk.
     pub(super) gave_up: BTreeSet<NodeId>,
+    /// The cells it stored before the current ones, newest last (at most
+    /// [`PAST_CELLS`]): what an older copy of its store would hold.
+    pub(super) past: VecDeque<Cells>,
 }
+
+/// How many earlier cell states a node keeps for [`SimNode::past`].
+pub(super) const PAST_CELLS: usize = 8;
 
 impl SimNode {
     /// This node's clock reading at real (simulated) time `at`.

@@ -186,6 +186,10 @@ impl Sim {
             let point = match action {
                 Action::Persist(cells) => {
                     if let Some(node) = self.nodes.get_mut(&id) {
+                        if node.past.len() == super::node::PAST_CELLS {
+                            node.past.pop_front();
+                        }
+                        node.past.push_back(node.disk);
                         node.disk = cells;
                     }
                     self.record(id, Record::Persisted(cells));

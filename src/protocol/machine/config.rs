@@ -104,4 +104,8 @@ pub enum Flaw {
     /// before `Cells::given_up`): the old majority and the survivors both lead for as
     /// long as they run (src/protocol/machine/given_up.rs).
     IgnoresGivenUp,
+    /// Not the machine's: the simulator's store model skips the store check
+    /// (src/storage/check.rs), so a store rolled back to an older copy while its node
+    /// was down is used as current (the rule before `cells.check`).
+    TrustsDamagedStore,
 }

@@ -2,6 +2,7 @@
 //! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
 //! everything down so I5 can be judged.
 
+use super::damage::DamagePlan;
 use super::forced::ForcedPlan;
 use super::membership::MemberPlan;
 use super::operator::{RollPlan, TwoLost};
@@ -35,6 +36,8 @@ pub(super) enum Todo {
     ForceRecovery,
     /// ...then recovered with `bully recover --force` and started again.
     ForcedRestart,
+    /// A store goes back to an older copy while its node is down (`damage.rs`).
+    RollBackStore,
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -54,6 +57,8 @@ pub(super) struct Adversary {
     pub(super) two_lost: Option<TwoLost>,
     /// The forced recovery this seed does, if any (`forced.rs`).
     pub(super) forced: Option<ForcedPlan>,
+    /// The store this seed rolls back, if it does (`damage.rs`).
+    pub(super) damage: Option<DamagePlan>,
 }
 
 impl Adversary {
@@ -67,6 +72,7 @@ impl Adversary {
         operator: Option<RollPlan>,
         two_lost: Option<TwoLost>,
         forced: Option<ForcedPlan>,
+        damage: Option<DamagePlan>,
     ) -> Adversary {
         Adversary {
             rng,
@@ -79,6 +85,7 @@ impl Adversary {
             operator,
             two_lost,
             forced,
+            damage,
         }
     }
 
@@ -124,6 +131,7 @@ impl Adversary {
             Todo::LoseStore { second } => self.lose_store_in_a_row(second),
             Todo::ForceRecovery => self.begin_forced_recovery(),
             Todo::ForcedRestart => self.finish_forced_recovery(),
+            Todo::RollBackStore => self.roll_back_a_store(),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());

@@ -72,6 +72,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         two_stores_lost: false,
         slow_hooks: false,
         forced_recovery: false,
+        store_rolled_back: false,
         faults: 0,
     };
     let config = SimConfig {

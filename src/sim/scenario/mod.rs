@@ -14,6 +14,7 @@
 
 mod adversary;
 mod cluster;
+mod damage;
 mod forced;
 mod judge;
 mod membership;
@@ -84,13 +85,16 @@ pub fn run_seed_drawing(
     }
     let forced = forced::draw_forced(seed, &config, plan.is_some(), operator);
     flavor.forced_recovery = forced.is_some();
-    let mut adv = Adversary::new(rng, config, plan, roll, two_lost, forced);
+    let damage = damage::draw_damage(seed, operator);
+    flavor.store_rolled_back = damage.is_some();
+    let mut adv = Adversary::new(rng, config, plan, roll, two_lost, forced, damage);
     adv.steps.extend(hook_steps);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
     adv.plan_roll();
     adv.plan_two_lost();
     adv.plan_forced();
+    adv.plan_damage();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 

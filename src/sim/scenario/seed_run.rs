@@ -80,6 +80,8 @@ pub struct Flavor {
     /// An operator forces a recovery on a minority while the rest still runs
     /// (`forced.rs`).
     pub forced_recovery: bool,
+    /// A store goes back to an older copy while its node is down (`damage.rs`).
+    pub store_rolled_back: bool,
     pub faults: usize,
 }
 
