@@ -173,5 +173,5 @@ async fn a_forced_recovery_cut_off_from_the_old_majority_wins_once_healed() {
     let (given_up, both) = forced_recovery::cut_off_then_healed(dir.path(), STEP).await;
     eprintln!("after the heal both sides led at once for {both} ms");
     assert!(given_up, "nodes 3, 4 and 5 never stood down");
-    assert!(both < 2_000, "both sides led for {both} ms after the heal");
+    assert!(both < 3_000, "both sides led for {both} ms after the heal");
 }

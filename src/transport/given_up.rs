@@ -10,10 +10,10 @@
 //! - Either way the refused node's transport reports [`TransportEvent::GivenUp`]
 //!   ([`report`]).
 
+use super::backoff::next_delay;
 use super::close;
 use super::event::TransportEvent;
 use super::hello::{self, HELLO_TIMEOUT};
-use super::outbound::{MAX_BACKOFF, MIN_BACKOFF};
 use super::peer_addr::PeerAddr;
 use super::shared::Shared;
 use crate::certs::node_dns_name;
@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 /// our list holds `peer` again (re-added as a new member: it is no longer given up).
 pub(super) async fn tell(shared: Arc<Shared>, peer: NodeId, addr: PeerAddr) {
     let shutdown = shared.shutdown_signal();
-    let mut delay = MIN_BACKOFF;
+    let mut delay = None;
     loop {
         if shared.is_peer(peer) {
             return;
@@ -43,11 +43,12 @@ pub(super) async fn tell(shared: Arc<Shared>, peer: NodeId, addr: PeerAddr) {
             }
             Err(reason) => debug!(peer, %reason, "could not tell a given-up member yet"),
         }
+        let wait = next_delay(delay);
+        delay = Some(wait);
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.tripped() => return,
         }
-        delay = (delay * 2).min(MAX_BACKOFF);
     }
 }
 

@@ -25,6 +25,7 @@
 //!   refusals over config; `verdicts`: what is remembered of each peer's verdict;
 //!   `mismatch`: what a disagreement is ([`ConfigMismatch`], [`MismatchKind`]).
 //! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
+//! - `backoff`: the dialers' delays between attempts.
 //! - `given_up`: members a forced recovery gave up: dialing each to tell it, and
 //!   reporting a refusal as given up ([`TransportEvent::GivenUp`]).
 //! - `api_dial`: [`connect_client`], an API client's connection to a node.
@@ -69,6 +70,7 @@
 mod accept;
 mod agreement;
 mod api_dial;
+mod backoff;
 pub mod close;
 mod config;
 mod endpoint;
@@ -95,6 +97,7 @@ pub mod tls;
 mod verdicts;
 
 pub use api_dial::connect_client;
+pub use backoff::MAX_BACKOFF;
 pub use config::TransportConfig;
 pub use endpoint::Transport;
 pub use error::{ConnectError, PeerIdentityError, TransportError};
@@ -102,7 +105,6 @@ pub use event::TransportEvent;
 pub use frame::{read_frame, write_frame, FrameError};
 pub use members::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
 pub use mismatch::{ConfigMismatch, MismatchKind};
-pub use outbound::MAX_BACKOFF;
 pub use peer_addr::{PeerAddr, PeerAddrError, ResolveError};
 pub use stats::{ConfigRefusals, TransportStats};
 pub use tls::{peer_identity, ALPN_API, ALPN_PEER};

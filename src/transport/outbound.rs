@@ -8,6 +8,7 @@
 //! `Transport::set_peers`).
 
 use super::agreement;
+use super::backoff::{next_delay, MAX_BACKOFF};
 use super::close;
 use super::frame::FrameError;
 use super::given_up;
@@ -24,11 +25,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-/// First retry delay after a failed dial; doubles up to [`MAX_BACKOFF`].
-pub const MIN_BACKOFF: Duration = Duration::from_millis(20);
-/// Retry delay cap: a peer that comes back is reached within about this long even if
-/// it does not dial us first.
-pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// A connection that lasted this long resets the backoff; one that dies sooner (a peer
 /// that accepts then drops us) keeps backing off instead of spinning.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -162,10 +158,6 @@ async fn stand_back(shared: &Shared, link: &Link, shutdown: &Shutdown) -> bool {
         }
     }
     true
-}
-
-fn next_delay(delay: Option<Duration>) -> Duration {
-    delay.map_or(MIN_BACKOFF, |d| (d * 2).min(MAX_BACKOFF))
 }
 
 /// One connection attempt at the link's address of the moment: the QUIC handshake,
