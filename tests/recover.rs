@@ -3,7 +3,9 @@
 //! recovered offline and started as before: it leads alone at a term above every term
 //! the cluster used, its event log records the recovery, and the two come back as new
 //! members (`bully member add`) and take their seats. The merged event logs hold I6
-//! and I7 throughout.
+//! and I7 throughout. Then the misuse (issue 38): a forced recovery while the old
+//! majority still runs, in reach or cut off until a heal; the old side stands down for
+//! good once it meets the survivors (`tests/common/forced_recovery.rs`).
 
 mod common;
 #[path = "common/forced_recovery.rs"]
