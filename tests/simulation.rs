@@ -992,25 +992,51 @@ fn membership_runs_the_simulator_found_broken_now_hold() {
     }
 }
 
-/// The seeds (of `tries`, every one rolling a config change) on which a machine with
-/// `flaw` breaks `invariant`, with the first such violation.
-fn roll_catches(flaw: Flaw, invariant: Invariant, tries: u64) -> Vec<(u64, String)> {
-    (0..tries)
-        .filter_map(|seed| {
-            let outcome = run_seed_drawing(
-                seed,
-                Mode::Quorum,
-                Some(flaw),
-                Changes::Some,
-                Operator::Always,
-            );
-            outcome
-                .violations
-                .iter()
-                .find(|v| v.invariant == invariant)
-                .map(|v| (seed, v.to_string()))
-        })
-        .collect()
+/// The first violation of `invariant` in `outcome`, in words.
+fn first_violation_of(outcome: &SeedRun, invariant: Invariant) -> Option<String> {
+    let mut found = outcome
+        .violations
+        .iter()
+        .filter(|v| v.invariant == invariant);
+    found.next().map(ToString::to_string)
+}
+
+/// A sabotage the simulator must catch, and its fix: of the seeds `0..tries` drawn as
+/// `operator`, those on which a machine with `flaw` shows `broken` (its words); at least
+/// `at_least` of them, each passing without the flaw and showing `fixed` there.
+fn caught_then_fixed(
+    what: &str,
+    operator: Operator,
+    flaw: Flaw,
+    (tries, at_least): (u64, usize),
+    broken: impl Fn(&SeedRun) -> Option<String>,
+    fixed: impl Fn(&SeedRun) -> bool,
+) {
+    let run = |seed: u64, flaw: Option<Flaw>| {
+        run_seed_drawing(seed, Mode::Quorum, flaw, Changes::Some, operator)
+    };
+    let caught: Vec<(u64, String)> = (0..tries)
+        .filter_map(|seed| broken(&run(seed, Some(flaw))).map(|v| (seed, v)))
+        .collect();
+    assert!(
+        caught.len() >= at_least,
+        "{what}: caught on {} of {tries} seeds only",
+        caught.len()
+    );
+    println!(
+        "{what}: caught on {} of {tries} seeds, first {}: {}",
+        caught.len(),
+        caught[0].0,
+        caught[0].1
+    );
+    for (seed, _) in caught {
+        let outcome = run(seed, None);
+        assert!(outcome.passed(), "{}", outcome.report());
+        assert!(
+            fixed(&outcome),
+            "{what}: seed {seed} does not show the fix at work"
+        );
+    }
 }
 
 #[test]
@@ -1021,21 +1047,14 @@ fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
     // restarted side elected a second coordinator. The old rule (Flaw::HoldoffByNewD)
     // must be caught as two coordinators at once; the same seeds pass on the new rule
     // (the hold-off is the D kept in the cells, Cells::promise_ms).
-    let caught = roll_catches(Flaw::HoldoffByNewD, Invariant::NoOverlap, 400);
-    assert!(
-        !caught.is_empty(),
-        "I6 never flagged a restart that holds off for the new D"
+    caught_then_fixed(
+        "the old hold-off rule",
+        Operator::Always,
+        Flaw::HoldoffByNewD,
+        (400, 1),
+        |o| first_violation_of(o, Invariant::NoOverlap),
+        |_| true,
     );
-    println!(
-        "old hold-off rule caught on {} of 400 seeds, first {}: {}",
-        caught.len(),
-        caught[0].0,
-        caught[0].1
-    );
-    for (seed, _) in caught {
-        let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::Always);
-        assert!(outcome.passed(), "{}", outcome.report());
-    }
 }
 
 #[test]
@@ -1079,42 +1098,22 @@ fn a_forced_recovery_meeting_the_old_majority_leaves_one_side_leading() {
     // node leading after it met a survivor; the same seeds pass on the new rule (the
     // survivors refuse it as given up, and it stands down for good:
     // src/protocol/machine/given_up.rs).
-    let tries = 200;
-    let run = |seed: u64, flaw: Option<Flaw>| {
-        run_seed_drawing(seed, Mode::Quorum, flaw, Changes::Some, Operator::Forced)
-    };
-    let caught: Vec<(u64, String)> = (0..tries)
-        .filter_map(|seed| {
-            let outcome = run(seed, Some(Flaw::IgnoresGivenUp));
-            outcome
-                .violations
+    caught_then_fixed(
+        "the old rule (both sides lead)",
+        Operator::Forced,
+        Flaw::IgnoresGivenUp,
+        (200, 5),
+        |o| {
+            let v = o.violations.iter();
+            let mut v = v.filter(|v| v.explanation.contains("given up by the forced recovery"));
+            v.next().map(ToString::to_string)
+        },
+        |o| {
+            o.history
                 .iter()
-                .find(|v| v.explanation.contains("given up by the forced recovery"))
-                .map(|v| (seed, v.to_string()))
-        })
-        .collect();
-    assert!(
-        caught.len() >= 5,
-        "the old rule was caught on {} of {tries} seeds only",
-        caught.len()
+                .any(|e| matches!(e.record, Record::Fact(Fact::GivenUp { .. })))
+        },
     );
-    println!(
-        "old rule (both sides lead) caught on {} of {tries} seeds, first {}: {}",
-        caught.len(),
-        caught[0].0,
-        caught[0].1
-    );
-    for (seed, _) in caught {
-        let outcome = run(seed, None);
-        assert!(outcome.passed(), "{}", outcome.report());
-        assert!(
-            outcome
-                .history
-                .iter()
-                .any(|e| matches!(e.record, Record::Fact(Fact::GivenUp { .. }))),
-            "seed {seed}: no given-up node met a survivor on the new rule"
-        );
-    }
 }
 
 #[test]
@@ -1123,38 +1122,16 @@ fn a_store_rolled_back_while_down_is_refused_not_used() {
     // older term and voted again in terms it had voted in. The store check refuses such a
     // store (src/storage/check.rs), and the operator wipes it; the simulator's rule before
     // the check (Flaw::TrustsDamagedStore) must be caught, and the same seeds pass with it.
-    let tries = 300;
-    let run = |seed: u64, flaw: Option<Flaw>| {
-        run_seed_drawing(seed, Mode::Quorum, flaw, Changes::Some, Operator::Always)
-    };
-    let caught: Vec<(u64, String)> = (0..tries)
-        .filter_map(|seed| {
-            let outcome = run(seed, Some(Flaw::TrustsDamagedStore));
-            let used = outcome.steps.iter().any(|s| s.contains("used as current"));
-            let v = outcome.violations.first().filter(|_| used)?;
-            Some((seed, v.to_string()))
-        })
-        .collect();
-    assert!(
-        caught.len() >= 5,
-        "a store used after it went back was caught on {} of {tries} seeds only",
-        caught.len()
+    let said = |o: &SeedRun, words: &str| o.steps.iter().any(|s| s.contains(words));
+    caught_then_fixed(
+        "a store used after it went back",
+        Operator::Always,
+        Flaw::TrustsDamagedStore,
+        (300, 5),
+        |o| {
+            let v = o.violations.first().filter(|_| said(o, "used as current"));
+            v.map(ToString::to_string)
+        },
+        |o| said(o, "refused (exit 2), wiped"),
     );
-    println!(
-        "the old rule caught on {} of {tries} seeds, first {}: {}",
-        caught.len(),
-        caught[0].0,
-        caught[0].1
-    );
-    for (seed, _) in caught {
-        let outcome = run(seed, None);
-        assert!(outcome.passed(), "{}", outcome.report());
-        assert!(
-            outcome
-                .steps
-                .iter()
-                .any(|s| s.contains("refused (exit 2), wiped")),
-            "seed {seed}: no store was refused on the new rule"
-        );
-    }
 }

@@ -23,12 +23,7 @@ pub(super) struct DamagePlan {
 pub(super) fn draw_damage(seed: u64, operator: Operator) -> Option<DamagePlan> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x0da3_a9ed_0000_0006);
     let drawn = rng.gen_bool(SHARE);
-    let damages = match operator {
-        Operator::None | Operator::TwoLost => false,
-        Operator::Some | Operator::Forced => drawn,
-        Operator::Always => true,
-    };
-    damages.then_some(DamagePlan { rng })
+    operator.draws(drawn).then_some(DamagePlan { rng })
 }
 
 impl Adversary {

@@ -40,11 +40,7 @@ pub(super) fn draw_forced(
 ) -> Option<ForcedPlan> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x0f0c_ed00_0000_0005);
     let drawn = rng.gen_bool(SHARE);
-    let forced = match operator {
-        Operator::None | Operator::TwoLost => false,
-        Operator::Some => drawn,
-        Operator::Always | Operator::Forced => true,
-    };
+    let forced = operator == Operator::Forced || operator.draws(drawn);
     let members = &config.ids;
     if !forced || config.mode != Mode::Quorum || changes || members.len() < 3 {
         return None;

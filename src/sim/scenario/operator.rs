@@ -48,6 +48,19 @@ pub enum Operator {
     Forced,
 }
 
+impl Operator {
+    /// Whether a seed draws an operator fault that a share of the default seeds
+    /// draws (`drawn`): in the default ranges as drawn, in every seed with `Always`,
+    /// never with `None` or in the two-lost range (its seeds replay as found).
+    pub(super) fn draws(self, drawn: bool) -> bool {
+        match self {
+            Operator::None | Operator::TwoLost => false,
+            Operator::Some | Operator::Forced => drawn,
+            Operator::Always => true,
+        }
+    }
+}
+
 /// The config roll one seed does.
 pub(super) struct RollPlan {
     rng: SmallRng,
@@ -92,12 +105,7 @@ pub(super) fn draw_slow_hooks(
 ) -> Vec<String> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x0400_c5ed_0000_0004);
     let drawn = rng.gen_bool(SLOW_HOOKS_SHARE);
-    let slow = match operator {
-        Operator::None | Operator::TwoLost => false,
-        Operator::Some | Operator::Forced => drawn,
-        Operator::Always => true,
-    };
-    if !slow {
+    if !operator.draws(drawn) {
         return Vec::new();
     }
     let d = config
