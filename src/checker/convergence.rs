@@ -13,6 +13,11 @@ pub enum Leader {
     Node(NodeId),
     /// Any one live eligible node, as long as everyone agrees (preempt = never).
     AnyLive,
+    /// No live member may lead (each is unhealthy, a learner, a witness or removed): no
+    /// live node may be a coordinator, and none is owed a leader. Before this, such an
+    /// ending fell back to `AnyLive` and demanded a coordinator nobody could be (classic
+    /// seed 7156709 of the million run: the one voter left was made ineligible).
+    Nobody,
 }
 
 /// The I5 expectation: who is live at the end, whom they must follow, and from when.
@@ -33,7 +38,7 @@ impl Convergence {
     /// cluster. With `highest` (preempt = always) the leader is the highest live member
     /// that is `healthy` and whose seat lets it lead: never a learner, a witness or a
     /// removed node, while a promoted one may. Without a list, `healthy` alone decides,
-    /// as it did before.
+    /// as it did before. When no live member may lead, nobody must ([`Leader::Nobody`]).
     pub fn among_members(
         list: Option<&Membership>,
         live: &[NodeId],
@@ -44,14 +49,15 @@ impl Convergence {
         let member = |id: NodeId| list.map_or(true, |l| l.contains(id));
         let may_lead = |id: NodeId| list.map_or(true, |l| l.get(id).is_some_and(|m| m.may_lead()));
         let live: Vec<NodeId> = live.iter().copied().filter(|&id| member(id)).collect();
-        let leader = match highest {
-            true => live
-                .iter()
-                .rev()
-                .copied()
-                .find(|&id| healthy(id) && may_lead(id))
-                .map_or(Leader::AnyLive, Leader::Node),
-            false => Leader::AnyLive,
+        let highest_leader = live
+            .iter()
+            .rev()
+            .copied()
+            .find(|&id| healthy(id) && may_lead(id));
+        let leader = match (highest_leader, highest) {
+            (None, _) => Leader::Nobody,
+            (Some(id), true) => Leader::Node(id),
+            (Some(_), false) => Leader::AnyLive,
         };
         Convergence {
             live,
@@ -92,10 +98,21 @@ pub fn check_convergence(entries: &[Entry], expect: &Convergence) -> Vec<Violati
     if !missing.is_empty() {
         return missing;
     }
-    let leader = match expected_leader(&views, expect) {
-        Ok(leader) => leader,
-        Err(violation) => return vec![violation],
+    let leader = match expect.leader {
+        Leader::Nobody => return coordinators_where_nobody_may_lead(&views, at),
+        Leader::Node(id) => id,
+        Leader::AnyLive => match the_one_live_coordinator(&views, expect) {
+            Ok(one) => one,
+            Err(violation) => return vec![violation],
+        },
     };
+    if !views.contains_key(&leader) {
+        let explanation = format!(
+            "expected leader {leader} is not in the live set {:?}",
+            expect.live
+        );
+        return vec![convergence_failure(leader, at, explanation)];
+    }
     let wrong = wrong_views(&views, leader, at);
     if !wrong.is_empty() {
         return wrong;
@@ -142,35 +159,39 @@ fn convergence_failure(node: NodeId, at_ms: Millis, explanation: String) -> Viol
     }
 }
 
-/// The node every live node must follow: the expected one, or with
-/// [`Leader::AnyLive`] the one live coordinator at the deadline.
-fn expected_leader(views: &ViewsFrom, expect: &Convergence) -> Result<NodeId, Violation> {
-    let at = expect.deadline_ms;
-    let leader = match expect.leader {
-        Leader::Node(id) => id,
-        Leader::AnyLive => {
-            let coordinators: Vec<NodeId> = views
-                .iter()
-                .filter(|(_, list)| list[0].1.role == Role::Coordinator)
-                .map(|(&n, _)| n)
-                .collect();
-            let [one] = coordinators[..] else {
-                let node = expect.live.first().copied().unwrap_or_default();
-                let explanation =
-                    format!("live coordinators at the deadline: {coordinators:?}, not one");
-                return Err(convergence_failure(node, at, explanation));
-            };
-            one
+/// With [`Leader::Nobody`]: each live node's first view from the deadline on that shows
+/// it as a coordinator.
+fn coordinators_where_nobody_may_lead(views: &ViewsFrom, at: Millis) -> Vec<Violation> {
+    views
+        .iter()
+        .filter_map(|(&node, list)| {
+            let &(t, v) = list.iter().find(|(_, v)| v.role == Role::Coordinator)?;
+            let explanation = format!(
+                "view is coordinator {} though no live member may lead",
+                show(v.epoch)
+            );
+            Some(convergence_failure(node, t.max(at), explanation))
+        })
+        .collect()
+}
+
+/// With [`Leader::AnyLive`]: the one live coordinator at the deadline, which every live
+/// node must follow.
+fn the_one_live_coordinator(views: &ViewsFrom, expect: &Convergence) -> Result<NodeId, Violation> {
+    let coordinators: Vec<NodeId> = views
+        .iter()
+        .filter(|(_, list)| list[0].1.role == Role::Coordinator)
+        .map(|(&n, _)| n)
+        .collect();
+    match coordinators[..] {
+        [one] => Ok(one),
+        _ => {
+            let node = expect.live.first().copied().unwrap_or_default();
+            let explanation =
+                format!("live coordinators at the deadline: {coordinators:?}, not one");
+            Err(convergence_failure(node, expect.deadline_ms, explanation))
         }
-    };
-    if !views.contains_key(&leader) {
-        let explanation = format!(
-            "expected leader {leader} is not in the live set {:?}",
-            expect.live
-        );
-        return Err(convergence_failure(leader, at, explanation));
     }
-    Ok(leader)
 }
 
 /// Each node's first view from the deadline on that is not "the leader as an eligible

@@ -379,6 +379,36 @@ fn i5_among_the_members_of_the_list() {
 }
 
 #[test]
+fn i5_where_no_live_member_may_lead_nobody_may_coordinate() {
+    // 4 is a learner and 3 unhealthy: in both preempt modes no leader is owed.
+    let members = list(4, &[1, 3, 4], Some(4));
+    for highest in [true, false] {
+        let expect =
+            Convergence::among_members(Some(&members), &[3, 4], |id| id != 3, highest, 200);
+        assert_eq!(expect.leader, Leader::Nobody);
+    }
+    let candidates = vec![
+        Entry::new(0, 3, view(3, Role::Candidate, None)),
+        Entry::new(0, 4, view(4, Role::Candidate, None)),
+    ];
+    let nobody = Convergence {
+        live: vec![3, 4],
+        leader: Leader::Nobody,
+        deadline_ms: 200,
+    };
+    assert_eq!(check_convergence(&candidates, &nobody), vec![]);
+    let mut led = candidates.clone();
+    led.push(Entry::new(
+        300,
+        3,
+        view(3, Role::Coordinator, Some(ep(2, 3))),
+    ));
+    let found = check_convergence(&led, &nobody);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!((found[0].node, found[0].at_ms), (3, 300));
+}
+
+#[test]
 fn i4_a_node_alone_in_its_list_declares_at_once() {
     let h = vec![
         Entry::new(100, 1, Record::Started { incarnation: 2 }),

@@ -35,11 +35,21 @@ pub fn declarations(entries: &[Entry]) -> Vec<(Millis, NodeId, Epoch)> {
         .collect()
 }
 
+/// A message whose loss leaves a live node acting on a stale picture until it suspects
+/// the sender's office: a declaration (it goes on believing in the leader the
+/// declaration replaced) or a member list (it goes on reading who gets an Election and
+/// who may lead from the list the lost one replaced; classic seed 7746024 of the
+/// million run: a coordinator crashed while seating a learner, the learner took itself
+/// for a voter, the node that lost the list skipped it and both declared one term).
+fn misleads_when_lost(body: &Body) -> bool {
+    matches!(body, Body::Coordinator { .. } | Body::Members { .. })
+}
+
 /// Time intervals (inclusive) in which some fault was happening: a point for each
 /// fault record, the whole span of every pause, partition and lossy period
-/// (open-ended when it never ends), and `stale_view_ms` after a declaration that a live
-/// node lost (its sender crashed mid-broadcast): that node goes on believing in the
-/// leader the declaration replaced until it suspects it.
+/// (open-ended when it never ends), and `stale_view_ms` after a declaration or member
+/// list that a live node lost (its sender crashed mid-broadcast), see
+/// [`misleads_when_lost`].
 fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis, Millis)> {
     let mut open: HashMap<(NodeId, bool), Millis> = HashMap::new();
     let mut down: HashSet<NodeId> = HashSet::new();
@@ -54,7 +64,7 @@ fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis,
                 down.remove(&entry.node);
             }
             Record::Lost { msg, .. }
-                if matches!(msg.body, Body::Coordinator { .. }) && !down.contains(&entry.node) =>
+                if misleads_when_lost(&msg.body) && !down.contains(&entry.node) =>
             {
                 spans.push((t, t + stale_view_ms));
             }
@@ -108,7 +118,9 @@ fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis,
 /// (a) when its Election, sent T earlier, got no Answer from the higher one, H — so H
 ///     was down, ineligible, paused or cut off at `t1 - T - delay` and came back (a
 ///     fault record) after that;
-/// (b) without asking H: H was reported down (a fault record), or H was L's leader and
+/// (b) without asking H: H was reported down (a fault record), or H was not a voter in
+///     the list L held because L lost the list that seated H (a stale list, counted for
+///     D after the loss like a stale view), or H was L's leader and
 ///     fell silent for D while alive — superseded by a declaration L lost (a stale
 ///     view, counted for D after the loss) or paused or cut off (fault records);
 /// (c) quorum mode, asking H, whose Answer came after L's majority of pre-votes: H

@@ -155,12 +155,17 @@ impl Judge {
             };
             let (members, outsiders): (Vec<NodeId>, Vec<NodeId>) =
                 live.iter().copied().partition(member);
-            // Only a node that lives by a written list can be short for the gap below.
+            // A recovering node is short of reporters by the rule when too many voters
+            // are down (any list: classic seed 7512363 of the million run, a seeded list
+            // whose third member stayed down), or by the gap below (only a node that
+            // lives by a written list, or after two stores lost in a row).
+            let all_members = members.clone();
             let (stuck, members): (Vec<NodeId>, Vec<NodeId>) =
                 members.into_iter().partition(|&id| {
                     sim.is_recovering(id)
                         && (self.two_stores_lost
-                            || sim.members(id).is_some_and(|l| l.id.stamp.is_some()))
+                            || sim.members(id).is_some_and(|l| l.id.stamp.is_some())
+                            || reporters_down(sim, id, &all_members))
                 });
             let convergence = Convergence::among_members(
                 list.as_ref(),
