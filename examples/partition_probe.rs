@@ -152,6 +152,7 @@ async fn run_once(mode: Mode, binary: std::path::PathBuf) -> Result<Vec<String>>
         seed: 1,
         http: true,
         slow_hooks: false,
+        config_roll: false,
     })
     .await?;
     let addrs: Vec<SocketAddr> = (1..=NODES)

@@ -264,6 +264,139 @@ fn quorum_chaos_with_damaged_stores_and_slow_hooks_has_no_violation() {
     );
 }
 
+/// The faults of the rolling-timing runs: kills and cuts fall between a roll's steps.
+const ROLL_FAULTS: [FaultKind; 3] = [FaultKind::Kill, FaultKind::Partition, FaultKind::Config];
+
+/// How long the rolling-timing runs last: a roll's steps are spaced for D = 1000 ms.
+const ROLL_DURATION_MS: u64 = 40_000;
+
+/// Whether the seed's quorum plan (with [`ROLL_FAULTS`], [`ROLL_DURATION_MS`]) is issue
+/// 38's first break: the coordinator, on the long D, is cut off with a minority, and
+/// within half that D a member on the other side is restarted onto the short D and
+/// gives the short D its majority (later, the coordinator's lease has nearly run out
+/// and even the old hold-off keeps the offices apart). That member's last promise to the coordinator was made
+/// under the long D; the coordinator, not hearing its refused hello, leads on.
+fn cuts_the_coordinator_off_as_the_majority_rolls(seed: u64) -> bool {
+    use bully::chaos::plan::{rolled_timing, Step};
+    let spec = PlanSpec {
+        duration_ms: ROLL_DURATION_MS,
+        ..with_faults(seed, Mode::Quorum, &ROLL_FAULTS)
+    };
+    let long_d = rolled_timing(&spec.timing).suspect_after_ms;
+    let mut model = Availability::default();
+    // The coordinator cut off on the long D, its side and when.
+    let mut cut: Option<(bully::protocol::NodeId, Vec<bully::protocol::NodeId>, u64)> = None;
+    for p in plan(&spec) {
+        let on_long_d = |model: &Availability| {
+            (model.members(NODES).into_iter())
+                .filter(|&m| model.is_rolled(m))
+                .count()
+        };
+        match &p.step {
+            Step::Partition(side) => {
+                let leader = model.expected_leader(NODES, Mode::Quorum);
+                cut = leader
+                    .filter(|&l| side.contains(&l) && model.is_rolled(l))
+                    .map(|l| (l, side.clone(), p.at_ms));
+            }
+            Step::Heal => cut = None,
+            Step::Reconfigure(n) => {
+                if let Some((_, side, at)) = &cut {
+                    let mut after = model.clone();
+                    after.apply(&p.step);
+                    let flips = 2 * on_long_d(&model) > NODES as usize
+                        && 2 * on_long_d(&after) < NODES as usize;
+                    if flips && !side.contains(n) && p.at_ms < at + long_d / 2 {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+        model.apply(&p.step);
+    }
+    false
+}
+
+/// The args of a 5-node quorum run of `seed` with [`ROLL_FAULTS`] for
+/// [`ROLL_DURATION_MS`], fast timing.
+fn rolling_run_args(seed: u64) -> Vec<String> {
+    let faults: Vec<&str> = ROLL_FAULTS.iter().map(|f| f.name()).collect();
+    [
+        "--nodes",
+        "5",
+        "--duration",
+        &format!("{ROLL_DURATION_MS}ms"),
+        "--seed",
+        &seed.to_string(),
+        "--timing",
+        "fast",
+        "--slack",
+        &format!("{SLACK_MS}ms"),
+        "--mode",
+        "quorum",
+        "--faults",
+        &faults.join(","),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The first seed below 5000 that [`cuts_the_coordinator_off_as_the_majority_rolls`].
+fn rolling_seed() -> u64 {
+    let seed = (1..5000)
+        .find(|&s| cuts_the_coordinator_off_as_the_majority_rolls(s))
+        .expect("a seed that cuts the coordinator off as the majority rolls");
+    eprintln!("chaos seed {seed}: cuts the coordinator off as the majority rolls");
+    seed
+}
+
+/// A rolling change of timing on real processes (issue 38's first break): the first
+/// seed that cuts the coordinator off as the majority rolls to the other D (10 D up,
+/// then down) must pass in quorum mode with no time with two coordinators.
+#[test]
+fn quorum_chaos_with_a_rolling_timing_change_has_no_violation() {
+    let seed = rolling_seed();
+    let args = rolling_run_args(seed);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = chaos(&args, &[], Duration::from_secs(180));
+    let report = out
+        .report
+        .unwrap_or_else(|| panic!("seed {seed}: no report\n{}", out.text));
+    assert_eq!(out.code, Some(0), "seed {seed}:\n{}", out.text);
+    assert_eq!(report["two_coordinators_ms"], 0, "{report:#}");
+    assert!(
+        report["faults"]["reconfigure"].as_u64().unwrap_or(0) >= NODES,
+        "{report:#}"
+    );
+}
+
+/// The same run on a node built with the old hold-off (`holdoff_by_new_d`, see
+/// src/sabotage.rs): the checker must catch it as overlapping offices.
+#[cfg(debug_assertions)]
+#[test]
+fn sabotaged_rolling_hold_off_is_caught_by_a_config_chaos_run() {
+    let seed = rolling_seed();
+    let args = rolling_run_args(seed);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = chaos(
+        &args,
+        &[(bully::sabotage::ENV, "holdoff_by_new_d")],
+        Duration::from_secs(180),
+    );
+    assert_eq!(
+        out.code,
+        Some(1),
+        "seed {seed}: sabotage not caught:\n{}",
+        out.text
+    );
+    assert!(
+        broken_invariants(&out).contains("I6 no overlap"),
+        "seed {seed}:\n{}",
+        out.text
+    );
+}
+
 /// A seed whose quorum-mode plan has every fault kind and cuts the coordinator (node 5)
 /// off alone.
 const QUORUM_SEED: u64 = 852;

@@ -4,7 +4,7 @@
 
 use super::collect::Collector;
 use super::office;
-use super::plan::{Availability, Step};
+use super::plan::{rolled_timing, Availability, Step};
 use super::relay::Relay;
 use super::report::picture::{self, Picture};
 use super::report::{Report, RunParams, StepLine};
@@ -55,6 +55,9 @@ pub struct HarnessSpec {
     pub http: bool,
     /// Give every node an `on_demoted` hook that sleeps (see [`super::plan::FaultKind::SlowHooks`]).
     pub slow_hooks: bool,
+    /// The run rolls timings (see [`super::plan::FaultKind::Config`]): the judge bounds
+    /// leases and convergence by the wider [`rolled_timing`].
+    pub config_roll: bool,
 }
 
 impl HarnessSpec {
@@ -71,6 +74,7 @@ impl HarnessSpec {
             seed: setup.seed,
             http: false,
             slow_hooks: false,
+            config_roll: false,
         }
     }
 }
@@ -88,6 +92,9 @@ pub struct Harness {
     /// How many nodes it started with (IDs 1..=nodes).
     nodes: u64,
     timing: Timing,
+    /// What the judge bounds leases and convergence by: `timing`, or the wider
+    /// [`rolled_timing`] in a run that rolls timings.
+    judge_timing: Timing,
     mode: Mode,
     /// When the nodes were started (wall ms): time zero of the report.
     pub origin_ms: Millis,
@@ -159,6 +166,10 @@ impl Harness {
             availability: Availability::default(),
             executed: Vec::new(),
             timing: spec.timing,
+            judge_timing: match spec.config_roll {
+                true => rolled_timing(&spec.timing),
+                false => spec.timing,
+            },
             mode: spec.mode,
             ids,
             nodes: spec.nodes,
@@ -330,6 +341,10 @@ impl Harness {
         let had_store = self.ids.contains(&id) && self.cluster.data_dir(id).exists();
         self.poll();
         self.cluster.add_member(id, &peers)?;
+        if self.availability.rolls_to_rolled() {
+            let timing = rolled_timing(&self.timing);
+            self.cluster.edit_config(id, |c| c.timing = timing)?;
+        }
         if let Some(seed) = self.slow_hooks {
             slow_down_hooks(&self.cluster, id, &self.timing, seed)?;
         }
@@ -563,6 +578,7 @@ impl Harness {
                 self.damage(*n)?;
                 at
             }
+            Step::Reconfigure(n) => self.reconfigure(*n)?,
             Step::Heal => {
                 let relay = self.relay.as_ref().context("healing needs the relay")?;
                 let at = wall_ms();
@@ -573,6 +589,28 @@ impl Harness {
                 at
             }
         })
+    }
+
+    /// A [`Step::Reconfigure`]: stops node `n` if it runs (SIGTERM, or SIGKILL when it
+    /// is paused and on every other step taken), switches its config to the other
+    /// timing and starts it; the time it went down, or now.
+    fn reconfigure(&mut self, n: NodeId) -> Result<Millis> {
+        let kill = self.cluster.is_paused(n) || self.executed.len() % 2 == 1;
+        let at = match self.cluster.is_running(n) && !kill {
+            true => {
+                let at = wall_ms();
+                self.cluster.stop(n, STOP_WAIT)?;
+                at
+            }
+            false => self.kill_if_running(n)?,
+        };
+        let timing = match self.availability.is_rolled(n) {
+            true => self.timing,
+            false => rolled_timing(&self.timing),
+        };
+        self.cluster.edit_config(n, |c| c.timing = timing)?;
+        self.cluster.start(n)?;
+        Ok(at)
     }
 
     /// Kills node `n` if it runs, recording the crash; the time of the kill, or now.
@@ -672,7 +710,7 @@ impl Harness {
         verdict::judge(
             &history,
             &windows,
-            &self.timing,
+            &self.judge_timing,
             self.mode,
             slack_ms,
             slack_ms / 4,
@@ -706,7 +744,7 @@ impl Harness {
         let history = self.history();
         let verdict = self.judge(end_ms, params.slack_ms);
         let timeline = timeline::analyse(&history, &self.ids, &self.executed, end_ms, self.mode);
-        let offices = office::figures(&history, &self.ids, &self.timing, self.mode, end_ms);
+        let offices = office::figures(&history, &self.ids, &self.judge_timing, self.mode, end_ms);
         let (failover, reclaim, share) = Report::figures(&timeline, end_ms);
         let mut faults = BTreeMap::new();
         for step in &self.executed {
@@ -767,6 +805,11 @@ impl Harness {
         }
     }
 }
+
+/// How long a clean stop (SIGTERM) of a rolled node may take before it is killed: its
+/// `on_demoted` (up to 3 D with slow hooks) and the keepers' release, on a loaded
+/// machine.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a node started on a damaged store has to refuse it: opening and checking
 /// a store takes milliseconds; generous for a loaded machine.

@@ -46,6 +46,16 @@ pub enum FaultKind {
     /// node, turned by the seed), so departures and pre-emptions wait for it. A setting
     /// of the whole run, not a step.
     SlowHooks,
+    /// A rolling change of timing, as an operator makes one: every member in turn is
+    /// stopped (SIGTERM, or SIGKILL on every other step) and started again on the other
+    /// timing, D and the heartbeat switching between the run's and [`rolled_timing`]'s
+    /// (10 D),
+    /// so one roll raises D and the next lowers it (the promise made under the old D
+    /// must outlive the restart, docs/design.md#q5-restart-hold-off). Peers on two Ds
+    /// refuse each other (docs/design.md#config-agreement): mid-roll the members on the
+    /// minority timing count as cut off. Kills, pauses and cuts may fall between two
+    /// steps of a roll; a roll not finished by the end is finished then.
+    Config,
 }
 
 impl FaultKind {
@@ -60,10 +70,11 @@ impl FaultKind {
 
     /// The kinds `all` leaves out, asked for by name (`--faults all,store`): each
     /// came after runs with `all` were recorded, whose seeds keep their schedules.
-    pub const BY_NAME_ONLY: [FaultKind; 3] = [
+    pub const BY_NAME_ONLY: [FaultKind; 4] = [
         FaultKind::Membership,
         FaultKind::Store,
         FaultKind::SlowHooks,
+        FaultKind::Config,
     ];
 
     /// The name used on the command line and in reports.
@@ -77,6 +88,7 @@ impl FaultKind {
             FaultKind::Membership => "membership",
             FaultKind::Store => "store",
             FaultKind::SlowHooks => "slow-hooks",
+            FaultKind::Config => "config",
         }
     }
 }
@@ -98,7 +110,7 @@ impl FromStr for FaultKind {
             .ok_or_else(|| {
                 format!(
                     "unknown fault `{text}`; use kill, pause, restart, partition, one-way, \
-                     membership, store or slow-hooks"
+                     membership, store, slow-hooks or config"
                 )
             })
     }
@@ -133,6 +145,9 @@ pub enum Step {
     /// start it, which must refuse the store; a refused store is wiped, and a later
     /// [`Step::Start`] starts the node on an empty store (store recovery).
     Damage(NodeId),
+    /// One step of a rolling change of timing ([`FaultKind::Config`]): stop this member
+    /// (if running) and start it on the other timing.
+    Reconfigure(NodeId),
 }
 
 impl Step {
@@ -146,6 +161,7 @@ impl Step {
             Step::Deafen(_) => Some(FaultKind::OneWay),
             Step::Add(_) | Step::Remove(_) | Step::Replace(_) => Some(FaultKind::Membership),
             Step::Damage(_) => Some(FaultKind::Store),
+            Step::Reconfigure(_) => Some(FaultKind::Config),
             Step::Start(_) | Step::Resume(_) | Step::Heal => None,
         }
     }
@@ -160,6 +176,7 @@ impl Step {
             Step::Remove(_) => "remove",
             Step::Replace(_) => "replace",
             Step::Damage(_) => "damage",
+            Step::Reconfigure(_) => "reconfigure",
             other => other.fault().map_or("?", FaultKind::name),
         }
     }
@@ -180,6 +197,7 @@ impl fmt::Display for Step {
             Step::Remove(n) => write!(f, "remove node {n} from the member list"),
             Step::Replace(n) => write!(f, "replace node {n} (lost disk: wiped, a learner again)"),
             Step::Damage(n) => write!(f, "damage node {n}'s store (db cut to half) and start it"),
+            Step::Reconfigure(n) => write!(f, "restart node {n} on the other timing (a roll)"),
         }
     }
 }
@@ -216,7 +234,16 @@ impl PlanSpec {
     /// The shortest quiet gap: the I5 deadline (of this mode) plus a minimal
     /// observation window.
     pub fn min_quiet_ms(&self) -> u64 {
-        self.timing.convergence_bound_in(self.mode) + self.slack_ms + OBSERVE_MIN_MS
+        self.widest_timing().convergence_bound_in(self.mode) + self.slack_ms + OBSERVE_MIN_MS
+    }
+
+    /// The slowest timing a node of the run may have: the run's, or [`rolled_timing`]
+    /// when it rolls timings. Steps are spaced by it.
+    pub fn widest_timing(&self) -> Timing {
+        match self.faults.contains(&FaultKind::Config) {
+            true => rolled_timing(&self.timing),
+            false => self.timing,
+        }
     }
 
     /// Checks that the spec can produce a meaningful schedule.
@@ -241,6 +268,20 @@ impl PlanSpec {
     }
 }
 
+/// The other timing of a `config` roll: D ten times and the heartbeat twice the run's
+/// (valid whenever the run's is: D >= 3 h gives 10 D >= 6 h), T and T' unchanged. At
+/// the default timing that is issue 38's roll, D = 3000 ms to 300 ms and back; a
+/// restart takes far less than the 9 D between the two promises, so a hold-off by the
+/// new D shows as two coordinators. The judge bounds leases and convergence by it,
+/// the wider of the two.
+pub fn rolled_timing(timing: &Timing) -> Timing {
+    Timing {
+        heartbeat_ms: timing.heartbeat_ms.saturating_mul(2),
+        suspect_after_ms: timing.suspect_after_ms.saturating_mul(10),
+        ..*timing
+    }
+}
+
 /// Spare nodes a `membership` fault may add: IDs nodes+1..=nodes+SPARES. The list
 /// never shrinks below the `nodes` the run started with, so the budget (fewer than
 /// half of `nodes` unavailable) stays a minority of every list.
@@ -257,6 +298,10 @@ const AT_LEADER_SHARE: f64 = 0.5;
 /// one fits: drawn as one kind among six, and only after a quiet gap, a 60 s run had
 /// drawn none in most seeds.
 const MEMBERSHIP_SHARE: f64 = 0.5;
+
+/// The share of steps, while a roll is under way, that are its next step: an operator
+/// rolls on once the last node is back, while other faults still fall in between.
+const ROLL_SHARE: f64 = 0.6;
 
 /// Which nodes are killed, paused or cut off, after a sequence of steps. The schedule
 /// uses it to respect the budget; the analysis uses it to know, at each instant, which
@@ -275,14 +320,53 @@ pub struct Availability {
     /// Nodes whose store was damaged and that were not started since: one at a time,
     /// as store recovery assumes (docs/design.md#store-recovery).
     damaged: BTreeSet<NodeId>,
+    /// Members running on [`rolled_timing`] rather than the run's timing.
+    rolled: BTreeSet<NodeId>,
+    /// Where the latest roll goes: to the rolled timing (`true`) or back.
+    rolling_to_rolled: bool,
 }
 
 impl Availability {
-    /// How many nodes are killed, paused or cut off.
+    /// How many nodes are killed, paused or cut off: the faults the budget counts. A
+    /// roll's members on the minority timing are not counted (they are the operator's
+    /// doing, and the old coordinator cut off just as the majority changes timing is
+    /// the case a roll must survive), though they are not available.
     pub fn unavailable(&self) -> usize {
         let mut all: BTreeSet<NodeId> = self.killed.union(&self.paused).copied().collect();
         all.extend(self.cut.iter().copied());
         all.len()
+    }
+
+    /// Whether member `id` runs on [`rolled_timing`].
+    pub fn is_rolled(&self, id: NodeId) -> bool {
+        self.rolled.contains(&id)
+    }
+
+    /// Whether the latest roll goes to [`rolled_timing`]: a member added now joins on it.
+    pub fn rolls_to_rolled(&self) -> bool {
+        self.rolling_to_rolled
+    }
+
+    /// The members the roll in progress has yet to restart (none between rolls).
+    fn roll_pending(&self, nodes: u64) -> Vec<NodeId> {
+        self.members(nodes)
+            .into_iter()
+            .filter(|n| self.rolled.contains(n) != self.rolling_to_rolled)
+            .collect()
+    }
+
+    /// The members mid-roll on the timing fewer than half of them run: their peers on
+    /// the other D refuse them and they are ineligible (docs/design.md#config-agreement),
+    /// so they count as cut off. Every member on a tie, where no side has a majority.
+    fn off_timing(&self, nodes: u64) -> Vec<NodeId> {
+        let members = self.members(nodes);
+        let (rolled, rest): (Vec<NodeId>, Vec<NodeId>) =
+            members.iter().partition(|n| self.rolled.contains(n));
+        match (2 * rolled.len()).cmp(&members.len()) {
+            std::cmp::Ordering::Greater => rest,
+            std::cmp::Ordering::Less => rolled,
+            std::cmp::Ordering::Equal => members,
+        }
     }
 
     /// The members: 1..=nodes, plus the nodes added and less the nodes removed at
@@ -295,12 +379,17 @@ impl Availability {
         all.into_iter().collect()
     }
 
-    /// The members that are running, not paused and not cut off, ascending.
+    /// The members that are running, not paused, not cut off and on the majority's
+    /// timing, ascending.
     pub fn available(&self, nodes: u64) -> Vec<NodeId> {
+        let off = self.off_timing(nodes);
         self.members(nodes)
             .into_iter()
             .filter(|n| {
-                !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n)
+                !self.killed.contains(n)
+                    && !self.paused.contains(n)
+                    && !self.cut.contains(n)
+                    && !off.contains(n)
             })
             .collect()
     }
@@ -310,12 +399,18 @@ impl Availability {
         self.removed.contains(&id)
     }
 
-    fn recoveries(&self) -> Vec<Step> {
-        let mut steps: Vec<Step> = self.killed.iter().map(|&n| Step::Start(n)).collect();
+    /// What brings the cluster back: starts, resumes, a heal and the rest of a roll.
+    fn recoveries(&self, nodes: u64) -> Vec<Step> {
+        let pending = self.roll_pending(nodes);
+        let mut steps: Vec<Step> = (self.killed.iter())
+            .filter(|n| !pending.contains(n))
+            .map(|&n| Step::Start(n))
+            .collect();
         steps.extend(self.paused.iter().map(|&n| Step::Resume(n)));
         if !self.cut.is_empty() {
             steps.push(Step::Heal);
         }
+        steps.extend(pending.into_iter().map(Step::Reconfigure));
         steps
     }
 
@@ -341,9 +436,9 @@ impl Availability {
         self.killed.contains(&id)
     }
 
-    /// Whether a partition is in effect.
-    pub fn partitioned(&self) -> bool {
-        !self.cut.is_empty()
+    /// Whether a partition is in effect, or a roll has members on two timings.
+    pub fn partitioned(&self, nodes: u64) -> bool {
+        !self.cut.is_empty() || !self.off_timing(nodes).is_empty()
     }
 
     /// Updates the model for one step.
@@ -372,6 +467,7 @@ impl Availability {
                 self.removed.remove(n);
                 self.killed.remove(n);
                 self.added.insert(*n);
+                self.move_timing(*n, self.rolling_to_rolled);
             }
             Step::Remove(n) => {
                 self.added.remove(n);
@@ -390,7 +486,21 @@ impl Availability {
                 self.killed.insert(*n);
                 self.damaged.insert(*n);
             }
+            Step::Reconfigure(n) => {
+                self.paused.remove(n);
+                self.killed.remove(n);
+                let to_rolled = !self.rolled.contains(n);
+                self.move_timing(*n, to_rolled);
+                self.rolling_to_rolled = to_rolled;
+            }
         }
+    }
+
+    fn move_timing(&mut self, id: NodeId, to_rolled: bool) {
+        match to_rolled {
+            true => self.rolled.insert(id),
+            false => self.rolled.remove(&id),
+        };
     }
 }
 
@@ -402,24 +512,26 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     let quiet = |rng: &mut SmallRng| {
         spec.min_quiet_ms() + rng.gen_range(0..=OBSERVE_MAX_MS - OBSERVE_MIN_MS)
     };
-    let burst = |rng: &mut SmallRng| {
-        rng.gen_range(20..=spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms)
-    };
+    let timing = spec.widest_timing();
+    let burst_max = timing.suspect_after_ms + timing.answer_timeout_ms;
+    let burst = |rng: &mut SmallRng| rng.gen_range(20..=burst_max);
     // Room at the end for every recovery (a burst apart) and a last quiet gap.
-    let burst_max = spec.timing.suspect_after_ms + spec.timing.answer_timeout_ms;
     let tail = (spec.budget() as u64 + 1) * burst_max + spec.min_quiet_ms();
     let mut at = rng.gen_range(200..=1000);
     // Whether a quiet gap (or the first election) came before this step: a member
     // change needs an established coordinator, so it never follows a burst.
     let mut quiet_before = true;
     while at + tail <= spec.duration_ms {
-        let recoveries = model.recoveries();
+        let recoveries = model.recoveries(spec.nodes);
         let faults = possible_faults(spec, &model, quiet_before);
         let recover = !recoveries.is_empty() && (faults.is_empty() || rng.gen_bool(0.5));
         // A replaced node is started next, as an operator would once the change is
         // in: while it is a learner, no other member change can be made.
+        let roll_pending = model.roll_pending(spec.nodes);
         let step = if let Some(&n) = model.replaced.first() {
             Step::Start(n)
+        } else if !roll_pending.is_empty() && rng.gen_bool(ROLL_SHARE) {
+            Step::Reconfigure(*roll_pending.choose(&mut rng).expect("not empty"))
         } else if recover {
             recoveries
                 .choose(&mut rng)
@@ -436,7 +548,11 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
         let burst_ok = step.fault() != Some(FaultKind::Membership);
         model.apply(&step);
         steps.push(Planned { at_ms: at, step });
-        quiet_before = !(is_fault && burst_ok && rng.gen_bool(BURST_SHARE));
+        // Mid-roll no I5 window is judged (two timings are a cut): the roll goes on
+        // at a burst's pace, with faults still falling between its steps.
+        let mid_roll = !model.roll_pending(spec.nodes).is_empty();
+        let burst_next = mid_roll || (is_fault && burst_ok && rng.gen_bool(BURST_SHARE));
+        quiet_before = !burst_next;
         at += if quiet_before {
             quiet(&mut rng)
         } else {
@@ -445,7 +561,7 @@ pub fn plan(spec: &PlanSpec) -> Vec<Planned> {
     }
     // Bring everything back, then leave a last quiet gap for the final I5 check. The
     // gap after the last fault may be cut short for that (the loop guard kept room).
-    let recoveries = model.recoveries();
+    let recoveries = model.recoveries(spec.nodes);
     let latest = spec
         .duration_ms
         .saturating_sub(spec.min_quiet_ms() + recoveries.len() as u64 * burst_max);
@@ -474,6 +590,7 @@ fn pick_fault(faults: &[FaultKind], rng: &mut SmallRng) -> Option<FaultKind> {
 fn possible_faults(spec: &PlanSpec, model: &Availability, quiet_before: bool) -> Vec<FaultKind> {
     let room = spec.budget().saturating_sub(model.unavailable());
     let available = model.available(spec.nodes);
+    let rolling = !model.roll_pending(spec.nodes).is_empty();
     spec.faults
         .iter()
         .copied()
@@ -482,16 +599,28 @@ fn possible_faults(spec: &PlanSpec, model: &Availability, quiet_before: bool) ->
             FaultKind::Restart => !available.is_empty(),
             FaultKind::Partition => room > 0 && model.cut.is_empty() && available.len() > room,
             FaultKind::OneWay => room > 0 && model.cut.is_empty() && !available.is_empty(),
-            FaultKind::Membership => quiet_before && !membership_steps(spec, model).is_empty(),
+            FaultKind::Membership => {
+                quiet_before && !rolling && !membership_steps(spec, model).is_empty()
+            }
             // After a quiet gap, and with no other store lost or damaged meanwhile:
             // the last one has recovered by then.
             FaultKind::Store => {
                 quiet_before
+                    && !rolling
                     && !damage_targets(spec, model).is_empty()
                     && model.damaged.is_empty()
                     && model.replaced.is_empty()
             }
             FaultKind::SlowHooks => false,
+            // A roll starts on a whole cluster after a quiet gap; its other steps are
+            // recoveries.
+            FaultKind::Config => {
+                quiet_before
+                    && !rolling
+                    && model.unavailable() == 0
+                    && model.replaced.is_empty()
+                    && model.damaged.is_empty()
+            }
         })
         .collect()
 }
@@ -541,6 +670,7 @@ fn fault_step(spec: &PlanSpec, model: &Availability, kind: FaultKind, rng: &mut 
             Step::Damage(pick)
         }
         FaultKind::SlowHooks => unreachable!("slow hooks are a setting, never a step"),
+        FaultKind::Config => Step::Reconfigure(target(rng)),
     }
 }
 
@@ -604,6 +734,55 @@ mod tests {
             slack_ms: 1000,
             seed,
         }
+    }
+
+    #[test]
+    fn a_config_roll_restarts_every_member_both_ways_among_other_faults() {
+        let (mut up, mut down, mut between) = (0, 0, 0);
+        for seed in 0..20 {
+            let mut spec = spec(5, seed);
+            // Steps are spaced for the rolled timing (D = 3000 ms here): give rolls room.
+            spec.duration_ms = 600_000;
+            spec.faults = vec![FaultKind::Kill, FaultKind::Partition, FaultKind::Config];
+            let mut model = Availability::default();
+            for p in plan(&spec) {
+                let rolling = !model.roll_pending(5).is_empty();
+                match p.step {
+                    Step::Reconfigure(n) if model.is_rolled(n) => down += 1,
+                    Step::Reconfigure(_) => up += 1,
+                    _ => between += usize::from(rolling && p.step.fault().is_some()),
+                }
+                model.apply(&p.step);
+            }
+            assert_eq!(model.roll_pending(5), Vec::<NodeId>::new(), "seed {seed}");
+            assert_eq!(model.unavailable(), 0, "seed {seed}: left broken");
+        }
+        assert!(
+            up >= 10 && down >= 10 && between > 0,
+            "{up} {down} {between}"
+        );
+    }
+
+    #[test]
+    fn mid_roll_the_minority_timing_is_cut_off_and_a_tie_leaves_no_majority() {
+        let mut model = Availability::default();
+        model.apply(&Step::Reconfigure(1));
+        model.apply(&Step::Reconfigure(2));
+        assert_eq!(model.available(5), vec![3, 4, 5]);
+        assert!(model.partitioned(5));
+        model.apply(&Step::Reconfigure(3));
+        assert_eq!(model.available(5), vec![1, 2, 3]);
+        assert_eq!(model.roll_pending(5), vec![4, 5]);
+        let mut four = Availability::default();
+        four.apply(&Step::Reconfigure(1));
+        four.apply(&Step::Reconfigure(2));
+        // Four members, two on each timing: none has a majority.
+        assert_eq!(four.available(4), Vec::<NodeId>::new());
+        model.apply(&Step::Reconfigure(4));
+        model.apply(&Step::Reconfigure(5));
+        assert!(!model.partitioned(5));
+        assert_eq!(model.available(5), vec![1, 2, 3, 4, 5]);
+        assert!(model.rolls_to_rolled());
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
     let mut progress = Progress::new(config.setup.progress);
     let harness = HarnessSpec {
         slow_hooks: spec.faults.contains(&FaultKind::SlowHooks),
+        config_roll: spec.faults.contains(&FaultKind::Config),
         ..HarnessSpec::of(&config.setup, true)
     };
     let mut h = Harness::start(&harness).await?;

@@ -146,7 +146,9 @@ pub fn analyse(
         let now = if take_step {
             let step = next_step.next().expect("peeked");
             availability.apply(&step.step);
-            if let Step::Kill(n) | Step::Restart(n) | Step::Replace(n) = step.step {
+            if let Step::Kill(n) | Step::Restart(n) | Step::Replace(n) | Step::Reconfigure(n) =
+                step.step
+            {
                 views.apply(&Entry {
                     at_ms: step.at_ms,
                     node: n,

@@ -38,7 +38,7 @@ pub fn windows(steps: &[Executed], nodes: u64, end_ms: Millis, mode: Mode) -> Ve
         availability.apply(&step.step);
         let to_ms = steps.get(i + 1).map_or(end_ms, |s| s.at_ms);
         let expected = availability.expected_leader(nodes, mode).is_some();
-        if !availability.partitioned() && expected && to_ms > step.at_ms {
+        if !availability.partitioned(nodes) && expected && to_ms > step.at_ms {
             out.push(Window {
                 from_ms: step.at_ms,
                 to_ms,

@@ -30,8 +30,10 @@ pub struct ChaosArgs {
     /// `bully member replace`, started empty later; also during partitions and kills,
     /// every link of an added node through the relay), store (a node's `db` cut to half
     /// while it is down: its start must refuse it, exit 2, then it recovers on an empty
-    /// store), slow-hooks (every node's `on_demoted` sleeps 0 to 3 D); `all` is the
-    /// first five: ask for the others by name (`all,membership,store,slow-hooks`).
+    /// store), slow-hooks (every node's `on_demoted` sleeps 0 to 3 D), config (rolling
+    /// restarts onto another timing, D 10 times and back, SIGTERM or kill -9, with
+    /// kills and cuts in between); `all` is the first five: ask for the others by name
+    /// (`all,membership,store,slow-hooks,config`).
     #[arg(
         long,
         value_delimiter = ',',

@@ -90,6 +90,7 @@ async fn start(args: &LocalArgs, dir: &Path) -> anyhow::Result<Harness> {
         seed: 0,
         http: false,
         slow_hooks: false,
+        config_roll: false,
     })
     .await?;
     println!(

@@ -256,6 +256,7 @@ pub fn relay_spec(
         seed: 1,
         http: false,
         slow_hooks: false,
+        config_roll: false,
     }
 }
 

@@ -158,7 +158,8 @@ impl World {
     fn apply(&mut self, t: Millis, step: &Step) {
         match step {
             Step::Kill(n) => self.stop(t, *n),
-            Step::Restart(n) => {
+            // A synthetic run has one timing: a roll's step is a restart.
+            Step::Restart(n) | Step::Reconfigure(n) => {
                 self.stop(t, *n);
                 self.start(t, *n);
             }

@@ -274,7 +274,8 @@ pub fn step_node(step: &Step) -> Option<NodeId> {
         | Step::Add(n)
         | Step::Remove(n)
         | Step::Replace(n)
-        | Step::Damage(n) => Some(*n),
+        | Step::Damage(n)
+        | Step::Reconfigure(n) => Some(*n),
         Step::Partition(_) | Step::Heal => None,
     }
 }
