@@ -7,6 +7,7 @@
 mod common;
 
 use bully::chaos::plan::{plan, Availability, FaultKind, PlanSpec};
+use bully::chaos::report::picture::step_node;
 use bully::protocol::{Mode, Timing};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -274,8 +275,10 @@ const ROLL_DURATION_MS: u64 = 40_000;
 /// 38's first break: the coordinator, on the long D, is cut off with a minority, and
 /// within half that D a member on the other side is restarted onto the short D and
 /// gives the short D its majority (later, the coordinator's lease has nearly run out
-/// and even the old hold-off keeps the offices apart). That member's last promise to the coordinator was made
-/// under the long D; the coordinator, not hearing its refused hello, leads on.
+/// and even the old hold-off keeps the offices apart), and no step touches the
+/// coordinator for a long D after (a restart would end its office first). That
+/// member's last promise to the coordinator was made under the long D; the
+/// coordinator, not hearing its refused hello, leads on.
 fn cuts_the_coordinator_off_as_the_majority_rolls(seed: u64) -> bool {
     use bully::chaos::plan::{rolled_timing, Step};
     let spec = PlanSpec {
@@ -283,10 +286,11 @@ fn cuts_the_coordinator_off_as_the_majority_rolls(seed: u64) -> bool {
         ..with_faults(seed, Mode::Quorum, &ROLL_FAULTS)
     };
     let long_d = rolled_timing(&spec.timing).suspect_after_ms;
+    let steps = plan(&spec);
     let mut model = Availability::default();
     // The coordinator cut off on the long D, its side and when.
     let mut cut: Option<(bully::protocol::NodeId, Vec<bully::protocol::NodeId>, u64)> = None;
-    for p in plan(&spec) {
+    for (i, p) in steps.iter().enumerate() {
         let on_long_d = |model: &Availability| {
             (model.members(NODES).into_iter())
                 .filter(|&m| model.is_rolled(m))
@@ -301,12 +305,17 @@ fn cuts_the_coordinator_off_as_the_majority_rolls(seed: u64) -> bool {
             }
             Step::Heal => cut = None,
             Step::Reconfigure(n) => {
-                if let Some((_, side, at)) = &cut {
+                if let Some((leader, side, at)) = &cut {
                     let mut after = model.clone();
                     after.apply(&p.step);
                     let flips = 2 * on_long_d(&model) > NODES as usize
                         && 2 * on_long_d(&after) < NODES as usize;
-                    if flips && !side.contains(n) && p.at_ms < at + long_d / 2 {
+                    // The old coordinator must lead on, not be stopped, meanwhile.
+                    let left_alone = steps[i + 1..]
+                        .iter()
+                        .take_while(|q| q.at_ms < p.at_ms + long_d)
+                        .all(|q| step_node(&q.step) != Some(*leader));
+                    if flips && !side.contains(n) && p.at_ms < at + long_d / 2 && left_alone {
                         return true;
                     }
                 }

@@ -201,8 +201,8 @@ fn quiet(before_ms: Millis) -> QuietWindow {
 }
 
 #[test]
-fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
-    let lost = |node| {
+fn i2_soft_not_while_a_lost_declaration_or_list_misleads_a_live_node() {
+    let lost = |node, body: &Body| {
         Entry::new(
             300,
             node,
@@ -212,7 +212,7 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
                     term: 2,
                     config: Default::default(),
                     est: None,
-                    body: Body::Coordinator { epoch: ep(2, 3) },
+                    body: body.clone(),
                 },
             },
         )
@@ -221,22 +221,40 @@ fn i2_soft_not_while_a_lost_declaration_misleads_a_live_node() {
         Entry::new(1000, 1, declared(3, 1)),
         Entry::new(1010, 2, declared(3, 2)),
     ];
-    // Node 2 lost node 3's declaration at 300 ms: misled until 700 ms, within the
-    // 500 ms before the twins.
-    let misled = [vec![lost(2)], twins.to_vec()].concat();
-    assert_eq!(check_unique_terms(&misled, quiet(500)), vec![]);
-    // Long enough before, or lost by a node that was down: the twins count.
+    let declaration = Body::Coordinator { epoch: ep(2, 3) };
+    // Classic seed 7746024: the list that seated the higher node, lost in its sender's
+    // crash, misleads as long as a lost declaration.
+    let seating = Body::Members {
+        list: list(2, &[1, 2, 3], None),
+    };
+    for body in [&declaration, &seating] {
+        // Node 2 lost it at 300 ms: misled until 700 ms, within the 500 ms before
+        // the twins.
+        let misled = [vec![lost(2, body)], twins.to_vec()].concat();
+        assert_eq!(check_unique_terms(&misled, quiet(500)), vec![], "{body:?}");
+        // Long enough before, or lost by a node that was down: the twins count.
+        assert_eq!(
+            kinds(&check_unique_terms(&misled, quiet(200))),
+            vec![Invariant::Uniqueness]
+        );
+        let down = [
+            vec![Entry::new(100, 2, Record::Crashed), lost(2, body)],
+            twins.to_vec(),
+        ]
+        .concat();
+        assert_eq!(
+            kinds(&check_unique_terms(&down, quiet(500))),
+            vec![Invariant::Uniqueness]
+        );
+    }
+    // A lost heartbeat misleads nobody for long: the twins count.
+    let heartbeat = Body::Heartbeat {
+        epoch: ep(2, 3),
+        round: 0,
+    };
+    let beat = [vec![lost(2, &heartbeat)], twins.to_vec()].concat();
     assert_eq!(
-        kinds(&check_unique_terms(&misled, quiet(200))),
-        vec![Invariant::Uniqueness]
-    );
-    let down = [
-        vec![Entry::new(100, 2, Record::Crashed), lost(2)],
-        twins.to_vec(),
-    ]
-    .concat();
-    assert_eq!(
-        kinds(&check_unique_terms(&down, quiet(500))),
+        kinds(&check_unique_terms(&beat, quiet(500))),
         vec![Invariant::Uniqueness]
     );
 }

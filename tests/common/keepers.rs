@@ -3,7 +3,8 @@
 //! (`examples/lease_job.rs`, which stamps its start, its liveness every 2 ms and its
 //! stop on the boot clock, lingering 200 ms after SIGTERM), and faults on the coordinator. What the jobs wrote is
 //! judged from their files alone: no two ran at once, and tokens rose.
-//! Included with `#[path = "common/keepers.rs"] mod keepers;` next to `mod common;`.
+//! Included with `#[path = "common/keepers.rs"] mod keepers;` next to `mod common;`
+//! (tests/common/rolling_d.rs puts the same keepers on a rolling restart).
 #![allow(dead_code)]
 
 use super::common::{binary, relay_spec, wait_until};
@@ -216,14 +217,15 @@ fn signed_ms(from: BootInstant, to: BootInstant) -> f64 {
 }
 
 /// The keepers, one per node, killed (and their jobs with them: PR_SET_PDEATHSIG)
-/// when dropped, also on a panic.
-struct Keepers {
+/// when dropped, also on a panic. Also used by tests/common/rolling_d.rs.
+pub struct Keepers {
     children: BTreeMap<NodeId, Child>,
     dir: PathBuf,
 }
 
 impl Keepers {
-    fn start(h: &Harness, dir: &Path) -> Keepers {
+    /// A keeper with a job for every node of `h`, its files under `dir/jobs`.
+    pub fn start(h: &Harness, dir: &Path) -> Keepers {
         let dir = dir.join("jobs");
         std::fs::create_dir_all(&dir).expect("jobs dir");
         let mut keepers = Keepers {
@@ -259,7 +261,7 @@ impl Keepers {
     }
 
     /// Every run of every job so far, by start.
-    fn runs(&self) -> Vec<Run> {
+    pub fn runs(&self) -> Vec<Run> {
         let mut runs: Vec<Run> = self
             .children
             .keys()
@@ -278,7 +280,7 @@ impl Keepers {
     }
 
     /// The newest run, once one with a token above `above` has started.
-    async fn next_run(&self, above: u64) -> Run {
+    pub async fn next_run(&self, above: u64) -> Run {
         let what = format!("a job with a token above {above}");
         wait_until(&what, AGREE, || async {
             self.runs().into_iter().rev().find(|r| r.token > above)
@@ -287,7 +289,7 @@ impl Keepers {
     }
 
     /// SIGTERM to every keeper (each stops its job first), then a bounded wait.
-    fn stop(&mut self) {
+    pub fn stop(&mut self) {
         for child in self.children.values() {
             let _ = signals::send(child.id(), Signal::SIGTERM);
         }
@@ -304,7 +306,7 @@ impl Keepers {
     }
 
     /// The last lines of every keeper's log.
-    fn log_tail(&self) -> String {
+    pub fn log_tail(&self) -> String {
         let mut out = String::new();
         for &id in self.children.keys() {
             let text = std::fs::read_to_string(self.log_file(id)).unwrap_or_default();

@@ -1,31 +1,41 @@
 //! A rolling restart that lowers D (issue 38), on real processes behind the relay: five
-//! quorum nodes at D = 3000 ms, node 5 leading. Nodes 1 and 2 are restarted (kill -9)
-//! with D = 300 ms; the hello refuses them to the others, so node 5 keeps leading with
-//! nodes 3 and 4. Then {4, 5} is cut off from {1, 2, 3} just as node 3 is restarted
-//! (SIGTERM) with D = 300 ms: node 3's last ack promised node 5 a lease of 3000 ms, and
-//! node 5, which sees no hello of the new node 3, leads on until that lease lapses.
-//! Nodes 1–3 elect among themselves; the offices must not overlap (I6). Shared by
-//! `tests/rolling_d.rs` and its sabotage.
+//! quorum nodes at D = 3000 ms (or 5000), node 5 leading, a `bully run` keeper with a
+//! singleton job on every node (tests/common/keepers.rs). Nodes 1 and 2 are restarted
+//! (kill -9) with D = 300 ms; the hello refuses them to the others, so node 5 keeps
+//! leading with nodes 3 and 4. Then {4, 5} is cut off from {1, 2, 3} just as node 3 is
+//! restarted (SIGTERM) with D = 300 ms: node 3's last ack promised node 5 a lease of the
+//! old D, and node 5, which sees no hello of the new node 3, leads on until that lease
+//! lapses. Nodes 1–3 elect among themselves; the offices must not overlap (I6), nor
+//! the jobs. Shared by `tests/rolling_d.rs` and its sabotage. Included with
+//! `#[path = "common/rolling_d.rs"] mod rolling_d;` beside `mod common;` and
+//! `#[path = "common/keepers.rs"] mod keepers;`.
 
 use crate::common::relay_spec;
+use crate::keepers::{violations as violations_of_jobs, Keepers};
 use bully::chaos::harness::Harness;
 use bully::chaos::plan::Step;
 use bully::checker::{check_no_overlap, check_one_per_term, lease_bound_ms, Violation};
 use bully::protocol::{Mode, NodeId, Role, Timing};
 use std::time::{Duration, Instant};
 
-/// The D every node starts with, and the one the roll brings.
-pub const OLD_D: u64 = 3000;
+/// The D the roll brings.
 const NEW_D: u64 = 300;
 /// Every wait for a condition: well above what the protocol needs, for CI's 2 cores.
 const WAIT: Duration = Duration::from_secs(40);
 
-/// The cluster's first timing: D = 3000 ms, heartbeat 100 ms.
-fn old_timing() -> Timing {
+/// The cluster's first timing: D = `old_d`, heartbeat 100 ms.
+fn old_timing(old_d: u64) -> Timing {
     Timing {
-        suspect_after_ms: OLD_D,
+        suspect_after_ms: old_d,
         ..Timing::default()
     }
+}
+
+/// What a roll left: the event logs' I6 and I7 violations, and the jobs' overlaps and
+/// falling tokens (tests/common/keepers.rs `violations`).
+pub struct Rolled {
+    pub violations: Vec<Violation>,
+    pub job_faults: Vec<String>,
 }
 
 /// The nodes among `among` that say they are coordinator.
@@ -76,15 +86,16 @@ fn restart_with_new_d(h: &mut Harness, id: NodeId, clean: bool) {
     assert!(h.cluster.is_running(id), "node {id} did not start again");
 }
 
-/// Runs the roll with the cut in `dir`; returns the I6 and I7 violations of the merged
-/// event logs.
-pub async fn roll_with_a_cut(dir: &std::path::Path) -> Vec<Violation> {
-    let spec = relay_spec(5, old_timing(), Mode::Quorum, dir);
+/// Runs the roll from `old_d` with the cut in `dir`, keepers on every node.
+pub async fn roll_with_a_cut(dir: &std::path::Path, old_d: u64) -> Rolled {
+    let spec = relay_spec(5, old_timing(old_d), Mode::Quorum, dir);
     let mut h = Harness::start(&spec)
         .await
         .expect("start 5 nodes behind the relay");
     let all = [1, 2, 3, 4, 5];
     wait_for(&h, &all, "node 5 leading", |c| c == [5]).await;
+    let mut keepers = Keepers::start(&h, dir);
+    let first_job = keepers.next_run(0).await;
     for id in [1, 2] {
         restart_with_new_d(&mut h, id, false);
     }
@@ -102,15 +113,28 @@ pub async fn roll_with_a_cut(dir: &std::path::Path) -> Vec<Violation> {
     })
     .await;
     wait_for(&h, &[4, 5], "node 5's office ended", |c| c.is_empty()).await;
+    let successor_job = keepers.next_run(first_job.token).await;
+    eprintln!(
+        "jobs: node {} (token {}), then node {} (token {})",
+        first_job.node, first_job.token, successor_job.node, successor_job.token
+    );
     h.take(Step::Heal).expect("heal");
+    keepers.stop();
+    let job_faults = violations_of_jobs(&keepers.runs());
+    if !job_faults.is_empty() {
+        eprintln!("{}", keepers.log_tail());
+    }
     for id in all {
         let _ = h.cluster.stop(id, Duration::from_secs(5));
     }
     let history = h.cluster.history();
-    let mut violations = check_no_overlap(&history, lease_bound_ms(&old_timing()));
+    let mut violations = check_no_overlap(&history, lease_bound_ms(&old_timing(old_d)));
     violations.extend(check_one_per_term(&history));
     if !violations.is_empty() {
         eprintln!("{}", bully::history::tail(&history, 60));
     }
-    violations
+    Rolled {
+        violations,
+        job_faults,
+    }
 }
