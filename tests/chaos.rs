@@ -290,12 +290,12 @@ fn cuts_the_coordinator_off_as_the_majority_rolls(seed: u64) -> bool {
     let mut model = Availability::default();
     // The coordinator cut off on the long D, its side and when.
     let mut cut: Option<(bully::protocol::NodeId, Vec<bully::protocol::NodeId>, u64)> = None;
+    let on_long_d = |model: &Availability| {
+        (model.members(NODES).into_iter())
+            .filter(|&m| model.is_rolled(m))
+            .count()
+    };
     for (i, p) in steps.iter().enumerate() {
-        let on_long_d = |model: &Availability| {
-            (model.members(NODES).into_iter())
-                .filter(|&m| model.is_rolled(m))
-                .count()
-        };
         match &p.step {
             Step::Partition(side) => {
                 let leader = model.expected_leader(NODES, Mode::Quorum);
