@@ -490,5 +490,6 @@ fn node_config(
         http: None,
         fence: Default::default(),
         watchdog: crate::config::WatchdogConfig::default(),
+        postgres: None,
     }
 }

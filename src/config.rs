@@ -57,13 +57,17 @@
 //! - `validate`: the checks above.
 //! - `watchdog`: the `[watchdog]` table, its defaults and its checks.
 //! - `error`: [`ConfigError`], with the key path and position of TOML errors.
-//! - [`duration`]: the duration parser, shared with the command line.
+//! - [`duration`]: the duration parser, shared with the command line; [`bytes`]: the
+//!   byte-size parser, shared with the HTTP routes.
+//! - [`postgres`]: `[postgres]`, the server a node keeps itself.
 //!
 //! An empty peer list is allowed: a one-node cluster is a legitimate degenerate case
 //! (the node declares itself coordinator at once), handy for trying hooks and HTTP.
 
+pub mod bytes;
 pub mod duration;
 mod error;
+pub mod postgres;
 #[cfg(test)]
 pub mod sample;
 mod types;

@@ -9,6 +9,8 @@
 //! - `health`: [`HealthState`], the health check's verdict and its every translation.
 //! - [`keeper`]: the lines a node and its keepers (`bully run`) exchange over the
 //!   unix socket in the data dir: the grant of office with its deadlines, the release.
+//! - [`postgres`]: [`postgres::PgState`], the managed PostgreSQL server as its node
+//!   last saw it (`[postgres]`).
 //! - `pause`: [`Pause`], the maintenance pause every node keeps (`bully pause`).
 //! - [`event_log`]: the append-only history a node writes in its data dir and the
 //!   tests, `cluster` and the chaos runner read.
@@ -18,6 +20,7 @@ pub mod event_log;
 mod health;
 pub mod keeper;
 mod pause;
+pub mod postgres;
 mod request;
 mod status;
 

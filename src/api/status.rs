@@ -100,6 +100,10 @@ pub struct Status {
     /// `/status`, empty in watch updates.
     #[serde(default)]
     pub scheduled_switchover: Option<ScheduledSwitchover>,
+    /// The PostgreSQL server this node keeps (`[postgres]`), as last observed; `None`
+    /// without that section.
+    #[serde(default)]
+    pub postgres: Option<super::postgres::PgState>,
 }
 
 /// A switchover held for later: to node `to` at wall-clock `at_ms` (ms since the Unix
@@ -170,6 +174,7 @@ impl Status {
             pause: super::pause::Pause::default(),
             given_up: cells.given_up,
             scheduled_switchover: None,
+            postgres: None,
         };
         status.apply_view(view, now_ms);
         status

@@ -2,6 +2,7 @@
 //! `_ms` take milliseconds, or a duration string such as `"5s"` ([`super::duration`]).
 
 use super::duration;
+use super::postgres::PostgresConfig;
 use super::watchdog::WatchdogConfig;
 use crate::certs::TlsFiles;
 use crate::protocol::{Mode, NodeId, Preempt, Timing};
@@ -61,6 +62,10 @@ pub struct NodeConfig {
     /// The `[watchdog]` table; off unless set.
     #[serde(default, skip_serializing_if = "WatchdogConfig::is_default")]
     pub watchdog: WatchdogConfig,
+    /// Off unless set: the PostgreSQL server this node keeps itself (initdb or clone,
+    /// start as a standby, promote, fence, rewind), with no hook scripts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PostgresConfig>,
 }
 
 impl NodeConfig {

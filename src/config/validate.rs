@@ -52,6 +52,7 @@ impl NodeConfig {
             check_health(health)?;
         }
         self.watchdog.check(self.witness)?;
+        self.check_postgres()?;
         self.check_data_dir()?;
         self.check_tls_files()
     }
@@ -126,6 +127,39 @@ impl NodeConfig {
             }
         }
         Ok(())
+    }
+
+    /// The manager is the node's health check and keeps a server no witness has.
+    fn check_postgres(&self) -> Result<(), Invalid> {
+        let Some(postgres) = &self.postgres else {
+            return Ok(());
+        };
+        if self.witness {
+            return Err(invalid(
+                "postgres",
+                "a witness never leads, so it keeps no PostgreSQL server; remove [postgres] \
+                 or set witness = false",
+            ));
+        }
+        if self.health.is_some() {
+            return Err(invalid(
+                "health",
+                "with [postgres] the node checks its server itself (a SQL round trip, and \
+                 its WAL position as the estimate); remove [health]",
+            ));
+        }
+        check_path("postgres.data_dir", &postgres.data_dir)?;
+        if postgres.data_dir.starts_with(&self.data_dir) {
+            return Err(invalid(
+                "postgres.data_dir",
+                "must not lie inside the node's data_dir (the node's store and the server's \
+                 files are wiped and recovered separately)",
+            ));
+        }
+        match postgres.problem() {
+            Some((field, message)) => Err(invalid(field, message)),
+            None => Ok(()),
+        }
     }
 
     fn check_tls_files(&self) -> Result<(), Invalid> {

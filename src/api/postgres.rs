@@ -1,0 +1,118 @@
+//! What a node that keeps a PostgreSQL server (`[postgres]`, src/node/postgres/) tells
+//! the world about that server: its role as last observed by a SQL round trip, its WAL
+//! positions and lag, and what the manager is doing. Published in [`super::Status`], so
+//! `bully status --cluster`, the Patroni-compatible HTTP routes
+//! (src/node/serve/http_routes.rs) and the other members' managers all read the same
+//! record.
+
+use crate::protocol::NodeId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+
+/// The server's role, as its last SQL round trip (or the data dir, when it is down)
+/// showed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PgRole {
+    /// Running and out of recovery: it accepts writes.
+    Primary,
+    /// Running in recovery (a standby), streaming or not.
+    Replica,
+    /// Not running (stopped, starting, fenced or crashed), with a data dir.
+    Stopped,
+    /// No data dir yet: waiting for `initdb` or a clone.
+    Absent,
+    /// Running, but the last SQL round trip failed or timed out.
+    Unreachable,
+}
+
+impl PgRole {
+    /// The word `bully status` and the HTTP routes print.
+    pub fn word(self) -> &'static str {
+        match self {
+            PgRole::Primary => "primary",
+            PgRole::Replica => "replica",
+            PgRole::Stopped => "stopped",
+            PgRole::Absent => "absent",
+            PgRole::Unreachable => "unreachable",
+        }
+    }
+}
+
+impl fmt::Display for PgRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// The managed server as the node last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgState {
+    /// Where clients and standbys reach the server (`[postgres] listen`).
+    pub listen: SocketAddr,
+    pub role: PgRole,
+    /// The server's timeline (from `pg_control_checkpoint()`, or the data dir when down).
+    pub timeline: Option<u32>,
+    /// The position elections compare (est): a primary's flushed WAL, a standby's
+    /// received (else replayed) WAL, as a byte offset.
+    pub wal_position: Option<u64>,
+    /// A standby's replayed WAL position.
+    pub replayed: Option<u64>,
+    /// How far a standby is behind the primary's last observed WAL position, in bytes.
+    pub lag_bytes: Option<u64>,
+    /// The member whose server this standby streams from (its WAL receiver is up).
+    pub streaming_from: Option<NodeId>,
+    /// On a primary: `synchronous_standby_names` as the server has it now.
+    pub synchronous_standby_names: Option<String>,
+    /// What the manager did last or waits for, in words (`promoted for epoch 4@2`,
+    /// `rewinding from node 2`, `refuses to promote: node 1 holds newer WAL`).
+    pub note: String,
+    /// When this was observed: the host's boot clock in nanoseconds
+    /// (`crate::boot_clock::BootInstant::as_nanos`), meaningful on this host only.
+    pub observed_at_ns: u64,
+}
+
+impl PgState {
+    /// Whether the server accepts writes right now as far as this record knows.
+    pub fn writable(&self) -> bool {
+        self.role == PgRole::Primary
+    }
+
+    /// Whether the server answers reads (a primary or a standby that runs).
+    pub fn readable(&self) -> bool {
+        matches!(self.role, PgRole::Primary | PgRole::Replica)
+    }
+}
+
+/// Formats a WAL byte offset as PostgreSQL prints an LSN (`0/3000148`).
+pub fn lsn_text(position: u64) -> String {
+    format!("{:X}/{:X}", position >> 32, position & 0xFFFF_FFFF)
+}
+
+/// Parses PostgreSQL's LSN text (`0/3000148`) into a byte offset; `None` when it is not one.
+pub fn parse_lsn(text: &str) -> Option<u64> {
+    let (high, low) = text.trim().split_once('/')?;
+    let high = u64::from_str_radix(high, 16).ok()?;
+    let low = u64::from_str_radix(low, 16).ok()?;
+    if high > u32::MAX as u64 || low > u32::MAX as u64 {
+        return None;
+    }
+    Some(high << 32 | low)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsn_text_round_trips_and_rejects_what_is_not_one() {
+        for position in [0, 0x3000148, 0x1_0000_0000, 0xFFFF_FFFF_FFFF_FFFF] {
+            assert_eq!(parse_lsn(&lsn_text(position)), Some(position));
+        }
+        assert_eq!(parse_lsn("0/3000148"), Some(0x3000148));
+        assert_eq!(parse_lsn("16/B374D848"), Some(0x16_B374_D848));
+        for bad in ["", "0", "x/1", "1/", "/1", "100000000/0", "0/1/2"] {
+            assert_eq!(parse_lsn(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! `[postgres]`: the PostgreSQL server this node keeps itself (src/node/postgres/), with
+//! no hook scripts. What is bully's and what stays the user's: bully writes the
+//! parameters below, `primary_conninfo` and `synchronous_standby_names` to an include
+//! file it owns in the data dir (`bully.conf`, included from the end of
+//! `postgresql.conf`); `postgresql.conf` and `pg_hba.conf` stay the user's.
+
+use super::bytes;
+use super::duration;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The name of the include file bully owns inside the PostgreSQL data dir.
+pub const OWNED_INCLUDE: &str = "bully.conf";
+
+/// The managed server: where it lives, how to reach it, how it replicates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// The directory of `initdb`, `pg_ctl`, `pg_basebackup`, `pg_rewind` and
+    /// `postgres`; unset: the newest `/usr/lib/postgresql/*/bin` (Debian's layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin_dir: Option<PathBuf>,
+    /// The server's data directory; created by `initdb` or a clone when empty.
+    pub data_dir: PathBuf,
+    /// Where clients and the other members' standbys reach this server (an IP address
+    /// and port; the server listens on exactly this address).
+    pub listen: SocketAddr,
+    /// The operating-system user the server and its programs run as. PostgreSQL
+    /// refuses to run as root: a node running as root needs it (Debian's `postgres`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as: Option<String>,
+    /// The superuser the node's SQL round trips log in as.
+    #[serde(default = "Credentials::default_superuser")]
+    pub superuser: Credentials,
+    /// The user the standbys stream as and `pg_basebackup` / `pg_rewind` log in as.
+    #[serde(default = "Credentials::default_replication")]
+    pub replication: Credentials,
+    /// Server parameters bully writes to its include file (`shared_buffers = "1GB"`);
+    /// the ones bully must own itself (`port`, `listen_addresses`, `primary_conninfo`,
+    /// `synchronous_standby_names`, ...) are refused here.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    /// Synchronous replication managed by bully (docs/design.md#keeping-postgresql).
+    #[serde(default)]
+    pub synchronous: Synchronous,
+    /// With `synchronous = "off"`: a standby further behind the last primary position
+    /// it saw than this may not be promoted (`16MB`, or a number of bytes).
+    #[serde(
+        default = "PostgresConfig::default_maximum_lag",
+        deserialize_with = "bytes::deserialize"
+    )]
+    pub maximum_lag_on_failover: u64,
+    /// A former primary rejoins by `pg_rewind`; off: by a fresh clone.
+    #[serde(default = "yes")]
+    pub rewind: bool,
+    /// When rewinding fails (after its retries), clone afresh, keeping the old data
+    /// directory aside (`<data_dir>.aside`); off: the node stays out, saying why.
+    #[serde(default = "yes")]
+    pub reinit_on_failed_rewind: bool,
+    /// How long a start, a promotion or a fast stop may take before it counts as failed.
+    #[serde(
+        default = "PostgresConfig::default_action_timeout_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub action_timeout_ms: u64,
+    /// How long `initdb`, `pg_basebackup` and `pg_rewind` may take.
+    #[serde(
+        default = "PostgresConfig::default_copy_timeout_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub copy_timeout_ms: u64,
+    /// How often the manager looks at the server (one SQL round trip).
+    #[serde(
+        default = "PostgresConfig::default_interval_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub interval_ms: u64,
+}
+
+/// A PostgreSQL role and how it proves who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    pub user: String,
+    /// A file holding the password (its first line); unset: no password (peer or
+    /// trust authentication, as `pg_hba.conf` says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+}
+
+impl Credentials {
+    fn default_superuser() -> Credentials {
+        Credentials {
+            user: "postgres".into(),
+            password_file: None,
+        }
+    }
+
+    fn default_replication() -> Credentials {
+        Credentials {
+            user: "replicator".into(),
+            password_file: None,
+        }
+    }
+}
+
+/// `[postgres] synchronous`: how many standbys a commit waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Asynchronous replication: a failover may lose the last commits (bounded by
+    /// `maximum_lag_on_failover`).
+    Off,
+    /// `ANY k (...)` over the live standbys, k such that every acknowledged commit is on
+    /// a server every electable majority contains; with too few standbys the primary
+    /// keeps writing with the ones it has.
+    #[default]
+    Quorum,
+    /// As `quorum`, but the primary refuses writes rather than run with fewer than k
+    /// standbys.
+    Strict,
+}
+
+/// Parameters bully sets itself; `[postgres] parameters` may not name them.
+pub const RESERVED_PARAMETERS: &[&str] = &[
+    "port",
+    "listen_addresses",
+    "unix_socket_directories",
+    "primary_conninfo",
+    "primary_slot_name",
+    "synchronous_standby_names",
+    "hot_standby",
+    "wal_log_hints",
+    "recovery_target_timeline",
+    "restore_command",
+];
+
+fn yes() -> bool {
+    true
+}
+
+impl PostgresConfig {
+    fn default_maximum_lag() -> u64 {
+        1 << 20
+    }
+
+    fn default_action_timeout_ms() -> u64 {
+        60_000
+    }
+
+    fn default_copy_timeout_ms() -> u64 {
+        3_600_000
+    }
+
+    fn default_interval_ms() -> u64 {
+        250
+    }
+
+    /// A section with every default, for a server at `data_dir` listening on `listen`.
+    pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> PostgresConfig {
+        PostgresConfig {
+            bin_dir: None,
+            data_dir: data_dir.into(),
+            listen,
+            run_as: None,
+            superuser: Credentials::default_superuser(),
+            replication: Credentials::default_replication(),
+            parameters: BTreeMap::new(),
+            synchronous: Synchronous::default(),
+            maximum_lag_on_failover: Self::default_maximum_lag(),
+            rewind: true,
+            reinit_on_failed_rewind: true,
+            action_timeout_ms: Self::default_action_timeout_ms(),
+            copy_timeout_ms: Self::default_copy_timeout_ms(),
+            interval_ms: Self::default_interval_ms(),
+        }
+    }
+
+    /// The key and what is wrong with it; `None` when the section is usable.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if let Some(name) = self
+            .parameters
+            .keys()
+            .find(|name| RESERVED_PARAMETERS.contains(&name.as_str()))
+        {
+            return Some((
+                "postgres.parameters",
+                format!("`{name}` is set by bully itself; leave it out"),
+            ));
+        }
+        if let Some(name) = self.parameters.keys().find(|name| {
+            name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        }) {
+            return Some((
+                "postgres.parameters",
+                format!("`{name}` is not a PostgreSQL parameter name"),
+            ));
+        }
+        if self.interval_ms == 0 || self.action_timeout_ms == 0 || self.copy_timeout_ms == 0 {
+            return Some((
+                "postgres.interval_ms",
+                "the interval and the timeouts must be above 0".into(),
+            ));
+        }
+        if self.listen.ip().is_unspecified() {
+            return Some((
+                "postgres.listen",
+                format!(
+                    "{} is a wildcard; name the address the other members' standbys reach it at",
+                    self.listen
+                ),
+            ));
+        }
+        if self.superuser.user.is_empty() || self.replication.user.is_empty() {
+            return Some(("postgres.superuser", "user names must not be empty".into()));
+        }
+        None
+    }
+}
