@@ -77,8 +77,15 @@ mod tests {
         assert_eq!(parse("1GB"), Ok(1 << 30));
         assert_eq!(parse("3B"), Ok(3));
         for bad in ["", "MB", "16mb", "1.5MB", "-1", "16 M", "x"] {
-            assert_eq!(parse(bad), Err(BytesError::NotASize(bad.to_string())), "{bad}");
+            assert_eq!(
+                parse(bad),
+                Err(BytesError::NotASize(bad.to_string())),
+                "{bad}"
+            );
         }
-        assert!(matches!(parse("99999999999TB"), Err(BytesError::TooLarge(_))));
+        assert!(matches!(
+            parse("99999999999TB"),
+            Err(BytesError::TooLarge(_))
+        ));
     }
 }

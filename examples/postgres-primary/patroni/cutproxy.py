@@ -3,7 +3,12 @@
 tests/common/tcp_cut.rs): one per Patroni node, in front of etcd, so one node can be
 cut off from the DCS while everything else keeps running.
 
-    cutproxy.py LISTEN_PORT UPSTREAM_PORT STATE_FILE     (both on 127.0.0.1)
+    cutproxy.py [HOST:]LISTEN_PORT [HOST:]UPSTREAM_PORT STATE_FILE   (HOST: 127.0.0.1)
+
+A listen host other than 127.0.0.1 (another loopback address, 127.0.1.N) gives a node
+an address of its own with the same port as its server: pg_auto_failover's side
+(../pg_auto_failover/pgaf.sh) registers each node under such an address, so that what
+the other hosts and the monitor send it goes through its proxy.
 
 SIGUSR1 cuts, SIGUSR2 heals (patroni.sh cut N / heal N send them). Cut, it forwards
 nothing and closes nothing: bytes already read wait, a new connection is accepted and
@@ -58,10 +63,16 @@ def pump(src, dst):
                 pass
 
 
-def serve(client, upstream_port):
+def address(arg):
+    """[HOST:]PORT -> (host, port), host 127.0.0.1 when not given."""
+    host, _, port = arg.rpartition(":")
+    return (host or "127.0.0.1", int(port))
+
+
+def serve(client, upstream):
     wait_open()
     try:
-        up = socket.create_connection(("127.0.0.1", upstream_port), timeout=5)
+        up = socket.create_connection(upstream, timeout=5)
         up.settimeout(None)
     except OSError:
         client.close()
@@ -73,7 +84,7 @@ def serve(client, upstream_port):
 
 
 def main():
-    listen_port, upstream_port, state = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    listen, upstream, state = address(sys.argv[1]), address(sys.argv[2]), sys.argv[3]
 
     def on_signal(signum, _frame):
         if signum == signal.SIGUSR1:
@@ -86,7 +97,7 @@ def main():
     signal.signal(signal.SIGUSR2, on_signal)
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", listen_port))
+    srv.bind(listen)
     srv.listen(128)
     write_state(state)
     while True:
@@ -94,7 +105,7 @@ def main():
             client, _ = srv.accept()
         except InterruptedError:
             continue
-        threading.Thread(target=serve, args=(client, upstream_port), daemon=True).start()
+        threading.Thread(target=serve, args=(client, upstream), daemon=True).start()
 
 
 if __name__ == "__main__":

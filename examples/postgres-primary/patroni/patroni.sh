@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Patroni 3 + etcd + three PostgreSQL 15 + HAProxy on loopback: the other side of the
-# side-by-side comparison with bully (issue 29). Configs and scripts only.
+# Patroni 4.1 + etcd 3.4 + three PostgreSQL 15 + HAProxy on loopback: the other side of
+# the side-by-side comparison with bully (issues 29, 39). Configs and scripts only;
+# install.sh here puts Patroni 4.1 in a venv (target/patroni-venv) and etcd in place.
 #
 #   patroni.sh start [--timing default|tight]   start (or resume) the cluster, wait until
 #                                               it is healthy (bounded by PT_START_TIMEOUT)
@@ -32,10 +33,12 @@
 #   PT_PG_BIN        PostgreSQL 15 binaries (default: /usr/lib/postgresql/15/bin, else
 #                    the directory of pg_ctl on the PATH)
 #   PT_START_TIMEOUT seconds start and wait-healthy wait for health (default 120)
-#   PT_DCS           etcd (default: Patroni's etcd v2 API; etcd runs with --enable-v2) or
-#                    etcd3 (the v3 API). Patroni 3.0.2's etcd3 code overwrites the leader
-#                    key unconditionally (fixed in 3.0.3) and loses acknowledged commits
-#                    after a stalled primary wakes up: see README.md
+#   PT_PATRONI       the patroni program (default: target/patroni-venv/bin/patroni in the
+#                    repository, from install.sh; else patroni on the PATH)
+#   PT_DCS           etcd3 (default: the v3 API) or etcd (the v2 API; etcd runs with
+#                    --enable-v2). Patroni 3.0.2's etcd3 code overwrote the leader key
+#                    unconditionally (fixed in 3.0.3) and lost acknowledged commits after
+#                    a stalled primary woke up: see README.md
 #   PT_SYNC_STRICT   true: synchronous_mode_strict (commits block while no sync standby);
 #                    default false (a new cluster only: it goes into bootstrap.dcs)
 set -euo pipefail
@@ -59,7 +62,8 @@ load_ports() {
         # shellcheck disable=SC1091
         . "$BASE/ports.env"
         SYNC_STRICT=${SYNC_STRICT:-false}
-        DCS=${DCS:-etcd}
+        DCS=${DCS:-etcd3}
+        PATRONI=${PATRONI:-patroni}
         return
     fi
     local b=${PT_PORT_BASE:-15400}
@@ -74,8 +78,12 @@ load_ports() {
         PROXY_PORT2=${PT_PROXY_PORT2:-$((b + 32))}
         PROXY_PORT3=${PT_PROXY_PORT3:-$((b + 33))}
     }
-    case ${PT_DCS:-etcd} in etcd3 | etcd) DCS=${PT_DCS:-etcd} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
+    case ${PT_DCS:-etcd3} in etcd3 | etcd) DCS=${PT_DCS:-etcd3} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
     case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
+    if [ -n "${PT_PATRONI:-}" ]; then PATRONI=$PT_PATRONI
+    elif [ -x "$here/../../../target/patroni-venv/bin/patroni" ]; then
+        PATRONI=$(cd "$here/../../../target/patroni-venv/bin" && pwd)/patroni
+    else PATRONI=$(command -v patroni || echo patroni); fi
     if [ "$(id -u)" = 0 ]; then PG_USER=${PT_PG_USER:-postgres}; else PG_USER=$(id -un); fi
     if [ -n "${PT_PG_BIN:-}" ]; then PG_BIN=$PT_PG_BIN
     elif [ -x /usr/lib/postgresql/15/bin/postgres ]; then PG_BIN=/usr/lib/postgresql/15/bin
@@ -85,7 +93,7 @@ load_ports() {
 save_ports() {
     {
         for v in HAPROXY_PORT ETCD_PORT ETCD_PEER_PORT PG_PORT1 PG_PORT2 PG_PORT3 API_PORT1 API_PORT2 \
-            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT DCS; do
+            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT DCS PATRONI; do
             printf '%s=%q\n' "$v" "${!v}"
         done
     } > "$BASE/ports.env"
@@ -249,7 +257,7 @@ start_proxy() { # N
 start_patroni() { # N
     alive "patroni$1" && return 0
     local dir=$BASE/node$1
-    (as_pg patroni "$dir/patroni.yml" >> "$dir/patroni.log" 2>&1) &
+    (as_pg "$PATRONI" "$dir/patroni.yml" >> "$dir/patroni.log" 2>&1) &
     echo $! > "$RUN/patroni$1.pid"
 }
 
@@ -370,9 +378,10 @@ cmd_start() {
     done
     local t l r
     read -r t l r <<< "$(timing_values "$timing")"
-    for tool in etcd patroni haproxy curl jq psql setpriv; do
-        command -v "$tool" >/dev/null || die "$tool is missing (apt-get install -y patroni etcd-server haproxy curl jq postgresql-15 util-linux)"
+    for tool in etcd "$PATRONI" haproxy curl jq psql setpriv; do
+        command -v "$tool" >/dev/null || die "$tool is missing (install.sh here; apt-get install -y haproxy curl jq postgresql-15 util-linux)"
     done
+    "$PATRONI" --version | grep -q ' 4\.1\.' || echo "patroni.sh: warning: $("$PATRONI" --version) is not Patroni 4.1" >&2
     [ -n "$PY" ] || die "python3 is missing (the cut proxy needs it)"
     [ -n "$PG_BIN" ] && [ -x "$PG_BIN/postgres" ] && [ -x "$PG_BIN/pg_rewind" ] \
         || die "no PostgreSQL 15 binaries (postgres, pg_rewind) in '${PG_BIN}': apt-get install -y postgresql-15, or set PT_PG_BIN"

@@ -1,106 +1,46 @@
-//! What the HTTP endpoint answers, apart from any socket: a request head parsed into
-//! an [`HttpRequest`] (or refused as a [`BadRequest`]) and the [`Reply`] for a path,
-//! given the node's status and counters. [`super::http`] serves these over TCP.
+//! What the HTTP endpoint answers, apart from any socket: the [`Reply`] for a method,
+//! path and query, given the node's status as of now, its counters and the boot
+//! clock's now. bully's own routes are here; Patroni's checks are `http_patroni`'s and
+//! `/coordinator` is `http_coordinator`'s. `http_conn` serves these over hyper.
 
+use super::http_coordinator::coordinator;
+use super::http_patroni;
+use super::http_reply::Reply;
 use crate::api::Status;
 use crate::node::publish::exposition;
 use crate::node::shared::metrics::Metrics;
-use crate::protocol::Role;
 
-/// One answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub code: u16,
-    pub content_type: &'static str,
-    pub body: String,
+/// The methods served: GET, and HEAD and OPTIONS, which answer like GET without the
+/// body (Patroni's OPTIONS and HEAD do so; HAProxy's `option httpchk` sends OPTIONS).
+pub const ALLOWED: &str = "GET, HEAD, OPTIONS";
+
+/// Whether `method` is served ([`ALLOWED`]); anything else is a 405.
+pub fn allowed(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS")
 }
 
-impl Reply {
-    /// A plain-text answer.
-    pub fn text(code: u16, body: impl Into<String>) -> Reply {
-        Reply {
-            code,
-            content_type: "text/plain; charset=utf-8",
-            body: body.into(),
-        }
+/// The 405 for a method not in [`ALLOWED`] (shown shortened, as sent).
+pub fn method_not_allowed(method: &str) -> Reply {
+    let shown: String = method.chars().take(16).collect();
+    Reply::text(405, format!("method {shown} not allowed; use GET\n"))
+}
+
+/// The answer for `path` (and `query`, the part after `?`) given the node's status as
+/// of now, its counters and `now_ns` (`crate::boot_clock::BootInstant::as_nanos`).
+pub fn route(
+    path: &str,
+    query: Option<&str>,
+    status: &Status,
+    metrics: &Metrics,
+    now_ns: u64,
+) -> Reply {
+    if let Some(reply) = http_patroni::route(path, query, status, now_ns) {
+        return reply;
     }
-
-    fn json(value: &impl serde::Serialize) -> Reply {
-        match serde_json::to_string_pretty(value) {
-            Ok(mut body) => {
-                body.push('\n');
-                Reply {
-                    code: 200,
-                    content_type: "application/json",
-                    body,
-                }
-            }
-            Err(e) => Reply::text(500, format!("cannot encode JSON: {e}\n")),
-        }
-    }
-}
-
-/// A request we refuse before routing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BadRequest {
-    /// Not an HTTP/1.x request line.
-    Malformed(&'static str),
-    /// A method other than GET or HEAD.
-    Method(String),
-}
-
-/// The parts of a request the routes need.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRequest {
-    pub head_only: bool,
-    pub path: String,
-}
-
-/// Parses the request line of a head: `GET /path?query HTTP/1.1`.
-pub fn parse_request(head: &[u8]) -> Result<HttpRequest, BadRequest> {
-    let text = std::str::from_utf8(head).map_err(|_| BadRequest::Malformed("not UTF-8"))?;
-    let line = text.lines().next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(BadRequest::Malformed("expected `METHOD /path HTTP/1.1`"));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(BadRequest::Malformed("only HTTP/1.x is served"));
-    }
-    if !target.starts_with('/') {
-        return Err(BadRequest::Malformed("the target must be a path"));
-    }
-    let head_only = match method {
-        "GET" => false,
-        "HEAD" => true,
-        other => {
-            let shown: String = other.chars().take(16).collect();
-            return Err(BadRequest::Method(shown));
-        }
-    };
-    let path = target.split(['?', '#']).next().unwrap_or("/");
-    Ok(HttpRequest {
-        head_only,
-        path: path.to_string(),
-    })
-}
-
-/// The answer for `path` given the node's status and counters.
-pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
     match path {
         "/coordinator" => coordinator(status),
-        "/health" => Reply::json(&serde_json::json!({
-            "node": status.id,
-            "running": true,
-            "role": status.role,
-            "coordinator": status.coordinator,
-            "eligible": status.eligible,
-            "health": status.health,
-            "stepped_down_until_ms": status.stepped_down_until_ms,
-        })),
-        "/status" => Reply::json(status),
+        "/health" => health(status),
+        "/status" => Reply::json(200, status),
         "/metrics" => Reply {
             code: 200,
             content_type: exposition::CONTENT_TYPE,
@@ -108,98 +48,110 @@ pub fn route(path: &str, status: &Status, metrics: &Metrics) -> Reply {
         },
         _ => Reply::text(
             404,
-            "not found; try /coordinator, /health, /status or /metrics\n",
+            "not found; try /coordinator, /health, /status or /metrics, or Patroni's \
+             /primary, /replica, /read-only, /liveness or /readiness\n",
         ),
     }
 }
 
-fn coordinator(status: &Status) -> Reply {
-    let epoch = status
-        .epoch
-        .map(|e| e.to_string())
-        .unwrap_or_else(|| "-".into());
-    match (status.role, status.coordinator) {
-        (Role::Coordinator, _) if status.ready() => Reply::text(
-            200,
-            format!("node {} is the coordinator (epoch {epoch})\n", status.id),
-        ),
-        (Role::Coordinator, _) => Reply::text(
-            503,
-            format!(
-                "node {} leads epoch {epoch} but is not ready: on_elected has not succeeded\n",
-                status.id
-            ),
-        ),
-        (_, Some(c)) => Reply::text(
-            503,
-            format!(
-                "node {} is a {}; the coordinator is node {c} (epoch {epoch})\n",
-                status.id, status.role
-            ),
-        ),
-        (_, None) => Reply::text(
-            503,
-            format!(
-                "node {} is a {}; no coordinator known\n",
-                status.id, status.role
-            ),
-        ),
-    }
+/// `/health`: without `[postgres]`, 200 while the node runs; with it, Patroni's
+/// meaning, 200 while the PostgreSQL server runs (primary or replica), else 503. The
+/// body is the node's health either way, and the server's as `postgres`.
+fn health(status: &Status) -> Reply {
+    let mut body = serde_json::json!({
+        "node": status.id,
+        "running": true,
+        "role": status.role,
+        "coordinator": status.coordinator,
+        "eligible": status.eligible,
+        "health": status.health,
+        "stepped_down_until_ms": status.stepped_down_until_ms,
+    });
+    let code = match &status.postgres {
+        None => 200,
+        Some(pg) => {
+            body["postgres"] = http_patroni::server_json(pg).into();
+            if pg.readable() {
+                200
+            } else {
+                503
+            }
+        }
+    };
+    Reply::json(code, &body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Cells, Epoch, Mode, View};
+    use crate::api::postgres::{PgRole, PgState};
 
-    #[test]
-    fn coordinator_answers_200_only_when_ready_for_its_epoch() {
-        let epoch = |term| Some(Epoch { term, leader: 3 });
-        let view = View {
-            id: 3,
-            role: Role::Coordinator,
-            epoch: epoch(4),
-            eligible: true,
-            incarnation: 1,
-        };
-        let mut status = Status::initial(view, Mode::Classic, Cells::default(), &[1, 2], 0);
-        let code = |s: &Status| coordinator(s).code;
-        assert_eq!(code(&status), 503, "on_elected has not succeeded yet");
-        status.ready_epoch = epoch(3);
-        assert_eq!(code(&status), 503, "ready for an older epoch only");
-        status.ready_epoch = epoch(4);
-        assert_eq!(code(&status), 200);
-        status.role = Role::Follower;
-        assert_eq!(code(&status), 503, "a follower is never ready");
+    fn answer(path: &str, status: &Status) -> Reply {
+        route(path, None, status, &Metrics::default(), 0)
     }
 
     #[test]
-    fn request_lines() {
+    fn health_follows_the_server_only_when_there_is_one() {
+        let mut status = Status::starting_candidate(2, &[1, 3]);
+        let reply = answer("/health", &status);
+        assert_eq!(reply.code, 200, "no [postgres]: the node runs");
+        let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
         assert_eq!(
-            parse_request(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a"),
-            Ok(HttpRequest {
-                head_only: false,
-                path: "/metrics".into()
-            })
+            (body["node"].as_u64(), body.get("postgres")),
+            (Some(2), None)
         );
-        assert!(parse_request(b"HEAD / HTTP/1.0").unwrap().head_only);
-        assert_eq!(
-            parse_request(b"POST /status HTTP/1.1"),
-            Err(BadRequest::Method("POST".into()))
-        );
-        for bad in [
-            &b""[..],
-            b"GET",
-            b"GET /",
-            b"GET / HTTP/2",
-            b"GET status HTTP/1.1",
-            b"GET / HTTP/1.1 extra",
-            b"\xff\xfe / HTTP/1.1",
+        for (role, expected) in [
+            (PgRole::Primary, 200),
+            (PgRole::Replica, 200),
+            (PgRole::Stopped, 503),
+            (PgRole::Absent, 503),
+            (PgRole::Unreachable, 503),
         ] {
-            assert!(
-                matches!(parse_request(bad), Err(BadRequest::Malformed(_))),
-                "{bad:?}"
-            );
+            status.postgres = Some(PgState {
+                listen: "127.0.0.1:5432".parse().unwrap(),
+                role,
+                timeline: None,
+                wal_position: None,
+                replayed: None,
+                lag_bytes: None,
+                streaming_from: None,
+                synchronous_standby_names: None,
+                note: String::new(),
+                observed_at_ns: 0,
+            });
+            let reply = answer("/health", &status);
+            assert_eq!(reply.code, expected, "{role}");
+            let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+            assert_eq!(body["postgres"]["role"], role.word(), "{body}");
         }
+    }
+
+    #[test]
+    fn paths_and_methods() {
+        let status = Status::starting_candidate(2, &[1, 3]);
+        assert_eq!(answer("/coordinator", &status), coordinator(&status));
+        assert_eq!(answer("/status", &status).code, 200);
+        assert_eq!(answer("/metrics", &status).code, 200);
+        assert_eq!(
+            answer("/replica", &status).code,
+            503,
+            "Patroni's, no server"
+        );
+        assert_eq!(answer("/nope", &status).code, 404);
+        assert_eq!(
+            answer("/coordinator/", &status).code,
+            404,
+            "paths are exact"
+        );
+        for method in ["GET", "HEAD", "OPTIONS"] {
+            assert!(allowed(method), "{method}");
+        }
+        for method in ["POST", "get", "PUT", "DELETE"] {
+            assert!(!allowed(method), "{method}");
+        }
+        let long = "X".repeat(100);
+        let reply = method_not_allowed(&long);
+        assert_eq!(reply.code, 405);
+        assert!(reply.body.len() < 60, "{}", reply.body);
     }
 }

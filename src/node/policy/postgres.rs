@@ -1,0 +1,771 @@
+//! The PostgreSQL manager's decisions (docs/design.md#keeping-postgresql), pure: given
+//! what the node's office is and what the servers answered, what to do next with the
+//! local server, and whether the node may lead. The runtime (src/node/postgres/) only
+//! observes and acts; the simulator drives these functions with drawn answers (a
+//! lagging standby, a promotion or a rewind that fails) (src/sim/postgres.rs).
+//!
+//! The rules, in words:
+//! - Every server starts as a standby. Only the ready coordinator promotes, and only
+//!   when its server holds at least the WAL of every server it can reach, and it reached
+//!   a majority of the members (itself included): a majority the acknowledged commits
+//!   reached (see [`synchronous_count`]) meets it.
+//! - A server that is primary without the office is stopped at once (the keeper has
+//!   fenced it by the lease's deadlines already if the node stalled).
+//! - A former primary (or a standby that cannot follow) rejoins by `pg_rewind` from the
+//!   coordinator's server, retried a bounded number of times, then, if allowed, by a
+//!   fresh clone with its old directory kept aside.
+//! - A member without data clones itself from the coordinator's primary; the first
+//!   coordinator of a cluster where no member has data runs `initdb`.
+
+use crate::config::postgres::Synchronous;
+use crate::protocol::NodeId;
+use std::net::SocketAddr;
+
+/// How many times a rewind is tried before the manager clones afresh (or gives up).
+pub const REWIND_ATTEMPTS: u32 = 3;
+
+/// What the node's protocol says about the office, as the manager needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Office {
+    /// This node is the coordinator and ready: its lease holds, any old primary is
+    /// fenced (`token` is the epoch's fencing token).
+    Leading { token: u64 },
+    /// This node is the coordinator but not ready yet (quorum mode: not established).
+    Elected,
+    /// Another member leads; `server` is where its PostgreSQL listens, once known.
+    Following {
+        leader: NodeId,
+        server: Option<SocketAddr>,
+    },
+    /// No coordinator is known.
+    Nobody,
+}
+
+/// The local server as the manager found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Server {
+    /// No data directory (or an empty one).
+    Absent,
+    /// A data directory and no running server; from its control file.
+    Stopped {
+        /// It was a primary (shut down or crashed out of recovery).
+        was_primary: bool,
+        /// It was shut down cleanly (as `pg_rewind` requires).
+        clean: bool,
+    },
+    /// Running and answering SQL.
+    Running(Running),
+    /// Running (its postmaster is alive) but not answering.
+    Unreachable,
+}
+
+/// What a running server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    /// `pg_is_in_recovery()`: a standby.
+    pub in_recovery: bool,
+    pub timeline: u32,
+    /// The server's [`rank`]: its timeline, then its flushed WAL on a primary or its
+    /// received (else replayed) WAL on a standby.
+    pub wal: u64,
+    /// A standby's configured upstream (`primary_conninfo`), if any.
+    pub upstream: Option<SocketAddr>,
+    /// A standby's WAL receiver is streaming.
+    pub streaming: bool,
+    /// A primary's `synchronous_standby_names`.
+    pub synchronous_standby_names: String,
+}
+
+/// Another member's server, as far as the coordinator could reach it before promoting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerWal {
+    pub id: NodeId,
+    /// Its [`rank`]; `None`: not reachable (or not running).
+    pub wal: Option<u64>,
+}
+
+/// The cluster around this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// This node.
+    pub id: NodeId,
+    /// The voting members that keep a server (witnesses and learners excluded), this
+    /// node included.
+    pub data_voters: Vec<NodeId>,
+    /// Every voting member, witnesses included: majorities count these.
+    pub voters: usize,
+    /// Whether every other member reported an empty server: a new cluster.
+    pub all_absent: bool,
+    /// The coordinator's server is running as a primary (known from its status).
+    pub leader_primary: bool,
+    /// On a primary: the other data voters whose standbys stream from it now.
+    pub streaming: usize,
+}
+
+/// What the manager remembers between looks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// This server must be rewound before it follows (it was primary, or could not
+    /// follow its upstream).
+    pub needs_rewind: bool,
+    /// Rewinds tried and failed since the last success.
+    pub rewind_failures: u32,
+    /// A rewind failed every attempt and cloning afresh is not allowed: stay out.
+    pub out: Option<String>,
+    /// Looks in a row a standby with the right upstream did not stream.
+    pub not_streaming: u32,
+}
+
+/// The settings the decisions use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub synchronous: Synchronous,
+    pub maximum_lag_on_failover: u64,
+    pub rewind: bool,
+    pub reinit_on_failed_rewind: bool,
+    /// Looks in a row without streaming after which a standby is rewound.
+    pub stuck_after: u32,
+}
+
+/// What to do with the local server now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// Nothing to do; the words say why (shown in the status).
+    Wait(String),
+    /// `initdb`, then start as a standby (the next look promotes).
+    InitDb,
+    /// `pg_basebackup` from the coordinator's server (the data dir is empty).
+    Clone { from: SocketAddr },
+    /// Start as a standby of `upstream` (none: a standby of nobody yet).
+    StartStandby { upstream: Option<SocketAddr> },
+    /// Write the new upstream to the owned include file and reload.
+    Repoint { upstream: Option<SocketAddr> },
+    /// `pg_promote()`.
+    Promote,
+    /// Fast shutdown.
+    Stop { why: String },
+    /// `pg_rewind` from the coordinator's server (the server is stopped cleanly).
+    Rewind { from: SocketAddr },
+    /// Move the data directory aside and clone afresh.
+    Reinit { from: SocketAddr },
+    /// Set `synchronous_standby_names` and reload.
+    SetSynchronous { names: String },
+}
+
+/// The decision of one look: what to do and whether the node may lead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub act: Act,
+    /// Whether the node is eligible (its health verdict).
+    pub eligible: bool,
+}
+
+/// The order elections and the promotion check compare servers by: the timeline first
+/// (a server on a newer timeline followed a later promotion, which, by the promotion
+/// check, held every commit acknowledged before it), then the WAL position; packed in a
+/// u64 as the estimate est(S) (docs/design.md#elected-by-data-est): the timeline in the
+/// top 16 bits, the position (capped at 2^48 bytes, 256 TiB) below.
+pub fn rank(timeline: u32, wal: u64) -> u64 {
+    let timeline = u64::from(timeline.min(u32::from(u16::MAX)));
+    timeline << 48 | wal.min((1 << 48) - 1)
+}
+
+/// The application name a member's standby streams under (`bully_<id>`).
+pub fn application_name(id: NodeId) -> String {
+    format!("bully_{id}")
+}
+
+/// k of `ANY k (...)`: every commit a primary acknowledges is then on k + 1 servers,
+/// and every majority of `voters` (witnesses included, all of them in the worst case)
+/// meets them: k + 1 + (majority - witnesses) > data members ⇔ k ≥ voters - majority.
+pub fn synchronous_count(voters: usize) -> usize {
+    voters - (voters / 2 + 1)
+}
+
+/// `synchronous_standby_names` for a primary on `id` with `streaming` standbys live:
+/// every other data voter is named; k is [`synchronous_count`], lowered to the live
+/// standbys under `quorum` (never under `strict`), and empty under `off`.
+pub fn synchronous_names(
+    id: NodeId,
+    cluster: &Cluster,
+    streaming: usize,
+    mode: Synchronous,
+) -> String {
+    let standbys: Vec<String> = cluster
+        .data_voters
+        .iter()
+        .filter(|&&m| m != id)
+        .map(|&m| application_name(m))
+        .collect();
+    let wanted = synchronous_count(cluster.voters).min(standbys.len());
+    let k = match mode {
+        Synchronous::Off => 0,
+        Synchronous::Quorum => wanted.min(streaming),
+        Synchronous::Strict => wanted.max(usize::from(!standbys.is_empty())),
+    };
+    if k == 0 {
+        return String::new();
+    }
+    format!("ANY {k} ({})", standbys.join(", "))
+}
+
+/// Whether the coordinator's server may be promoted, given the other servers' WAL
+/// positions it reached: `Ok` or why not.
+pub fn may_promote(
+    own: u64,
+    peers: &[PeerWal],
+    cluster: &Cluster,
+    rules: &Rules,
+) -> Result<(), String> {
+    let majority = cluster.voters / 2 + 1;
+    let witnesses = cluster.voters - cluster.data_voters.len();
+    let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
+    if let Some(ahead) = peers
+        .iter()
+        .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
+        .filter(|&(_, wal)| wal > own)
+        .max_by_key(|&(_, wal)| wal)
+    {
+        let behind = ahead.1 - own;
+        let tolerated = match rules.synchronous {
+            Synchronous::Off => rules.maximum_lag_on_failover,
+            _ => 0,
+        };
+        if behind > tolerated {
+            return Err(format!(
+                "node {} holds newer WAL ({behind} bytes ahead of this server)",
+                ahead.0
+            ));
+        }
+    }
+    if rules.synchronous != Synchronous::Off && reached + witnesses < majority {
+        return Err(format!(
+            "reached {reached} of the servers, and a majority ({majority} of {} members) \
+             is needed to know this one holds every acknowledged commit",
+            cluster.voters
+        ));
+    }
+    Ok(())
+}
+
+/// The next step for the local server. `peers` are the other servers' positions, read
+/// only by a coordinator about to promote (empty otherwise).
+pub fn decide(
+    office: Office,
+    server: &Server,
+    peers: &[PeerWal],
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Decision {
+    if let Some(why) = &memory.out {
+        return stay_out(office, server, why);
+    }
+    match server {
+        Server::Absent => absent(office, cluster),
+        Server::Unreachable => Decision {
+            act: Act::Wait("the server runs but does not answer".into()),
+            eligible: false,
+        },
+        Server::Stopped { was_primary, clean } => {
+            stopped(office, *was_primary, *clean, cluster, memory, rules)
+        }
+        Server::Running(running) => match running.in_recovery {
+            false => primary(office, running, cluster, rules),
+            true => standby(office, running, peers, cluster, memory, rules),
+        },
+    }
+}
+
+/// A server the manager gave up on: stop it if it is a primary out of office, and
+/// never lead.
+fn stay_out(office: Office, server: &Server, why: &str) -> Decision {
+    let act = match (office, server) {
+        (Office::Leading { .. }, _) => Act::Wait(format!("out: {why}")),
+        (_, Server::Running(r)) if !r.in_recovery => Act::Stop {
+            why: "a primary without the office".into(),
+        },
+        _ => Act::Wait(format!("out: {why}")),
+    };
+    Decision {
+        act,
+        eligible: false,
+    }
+}
+
+fn absent(office: Office, cluster: &Cluster) -> Decision {
+    match office {
+        Office::Leading { .. } if cluster.all_absent => Decision {
+            act: Act::InitDb,
+            eligible: true,
+        },
+        Office::Following {
+            server: Some(from), ..
+        } if cluster.leader_primary => Decision {
+            act: Act::Clone { from },
+            eligible: false,
+        },
+        _ => Decision {
+            act: Act::Wait(match cluster.all_absent {
+                true => "a new cluster: the first coordinator runs initdb".into(),
+                false => "no data yet: waiting for a primary to clone from".into(),
+            }),
+            // A new cluster elects the member that will run initdb; a member without
+            // data in a cluster with data must never lead.
+            eligible: cluster.all_absent,
+        },
+    }
+}
+
+fn stopped(
+    office: Office,
+    was_primary: bool,
+    clean: bool,
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Decision {
+    let rewind_wanted = memory.needs_rewind || was_primary;
+    match office {
+        Office::Following {
+            server: Some(from), ..
+        } if rewind_wanted && cluster.leader_primary => {
+            if !clean {
+                // pg_rewind needs a clean shutdown: start as a standby of nobody
+                // (recovery finishes, it never writes), the next look stops it cleanly.
+                return start(None);
+            }
+            rejoin(from, memory, rules)
+        }
+        Office::Following { server, .. } if !rewind_wanted => start(server),
+        Office::Leading { .. } | Office::Elected | Office::Nobody => start(None),
+        Office::Following { .. } => Decision {
+            act: Act::Wait("a former primary waits for the coordinator's server".into()),
+            eligible: false,
+        },
+    }
+}
+
+fn start(upstream: Option<SocketAddr>) -> Decision {
+    Decision {
+        act: Act::StartStandby { upstream },
+        eligible: false,
+    }
+}
+
+/// Rewind, or clone afresh after too many failed rewinds (when allowed).
+fn rejoin(from: SocketAddr, memory: &Memory, rules: &Rules) -> Decision {
+    let act = if rules.rewind && memory.rewind_failures < REWIND_ATTEMPTS {
+        Act::Rewind { from }
+    } else if rules.reinit_on_failed_rewind {
+        Act::Reinit { from }
+    } else {
+        Act::Wait("rewinding failed and reinit_on_failed_rewind is off".into())
+    };
+    Decision {
+        act,
+        eligible: false,
+    }
+}
+
+fn primary(office: Office, running: &Running, cluster: &Cluster, rules: &Rules) -> Decision {
+    match office {
+        Office::Leading { .. } => Decision {
+            act: synchronous_act(running, cluster, rules),
+            eligible: true,
+        },
+        Office::Elected => Decision {
+            act: Act::Wait("elected, waiting to be ready".into()),
+            eligible: true,
+        },
+        Office::Following { .. } | Office::Nobody => Decision {
+            act: Act::Stop {
+                why: "a primary without the office".into(),
+            },
+            eligible: false,
+        },
+    }
+}
+
+/// A primary keeps `synchronous_standby_names` as [`synchronous_names`] says for the
+/// standbys streaming from it now.
+fn synchronous_act(running: &Running, cluster: &Cluster, rules: &Rules) -> Act {
+    let wanted = synchronous_names(cluster.id, cluster, cluster.streaming, rules.synchronous);
+    match wanted == running.synchronous_standby_names {
+        true => Act::Wait("primary".into()),
+        false => Act::SetSynchronous { names: wanted },
+    }
+}
+
+fn standby(
+    office: Office,
+    running: &Running,
+    peers: &[PeerWal],
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Decision {
+    match office {
+        Office::Leading { .. } => match may_promote(running.wal, peers, cluster, rules) {
+            Ok(()) => Decision {
+                act: Act::Promote,
+                eligible: true,
+            },
+            // Ineligible, the coordinator resigns: the fresher server's node wins the
+            // next election by its estimate.
+            Err(why) => Decision {
+                act: Act::Wait(format!("refuses to promote: {why}")),
+                eligible: false,
+            },
+        },
+        Office::Elected => Decision {
+            act: Act::Wait("elected, waiting to be ready before promoting".into()),
+            eligible: true,
+        },
+        Office::Following { .. } if memory.needs_rewind => Decision {
+            act: Act::Stop {
+                why: "a former primary stops cleanly for its rewind".into(),
+            },
+            eligible: false,
+        },
+        Office::Following { server, .. } if running.upstream != server => Decision {
+            act: Act::Repoint { upstream: server },
+            eligible: true,
+        },
+        Office::Following {
+            server: Some(_), ..
+        } if !running.streaming && memory.not_streaming >= rules.stuck_after => Decision {
+            act: Act::Stop {
+                why: "a standby that cannot follow its upstream is rewound".into(),
+            },
+            eligible: true,
+        },
+        Office::Following { .. } | Office::Nobody => Decision {
+            act: Act::Wait(match running.streaming {
+                true => "streaming".into(),
+                false => "a standby, not streaming".into(),
+            }),
+            eligible: true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: NodeId = 2;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn cluster(voters: &[NodeId]) -> Cluster {
+        Cluster {
+            id: ME,
+            data_voters: voters.to_vec(),
+            voters: voters.len(),
+            all_absent: false,
+            leader_primary: true,
+            streaming: voters.len() - 1,
+        }
+    }
+
+    fn rules(synchronous: Synchronous) -> Rules {
+        Rules {
+            synchronous,
+            maximum_lag_on_failover: 100,
+            rewind: true,
+            reinit_on_failed_rewind: true,
+            stuck_after: 3,
+        }
+    }
+
+    fn standby(wal: u64, upstream: Option<SocketAddr>) -> Server {
+        Server::Running(Running {
+            in_recovery: true,
+            timeline: 1,
+            wal,
+            upstream,
+            streaming: upstream.is_some(),
+            synchronous_standby_names: String::new(),
+        })
+    }
+
+    fn primary(names: &str) -> Server {
+        Server::Running(Running {
+            in_recovery: false,
+            timeline: 2,
+            wal: 10,
+            upstream: None,
+            streaming: false,
+            synchronous_standby_names: names.into(),
+        })
+    }
+
+    fn act(office: Office, server: &Server, peers: &[PeerWal], memory: &Memory) -> Decision {
+        decide(
+            office,
+            server,
+            peers,
+            &cluster(&[1, 2, 3]),
+            memory,
+            &rules(Synchronous::Quorum),
+        )
+    }
+
+    const LEADING: Office = Office::Leading { token: 7 };
+
+    fn following() -> Office {
+        Office::Following {
+            leader: 3,
+            server: Some(addr(5443)),
+        }
+    }
+
+    #[test]
+    fn k_lets_every_majority_meet_the_acknowledged_commits() {
+        for voters in 1..=9usize {
+            let k = synchronous_count(voters);
+            let majority = voters / 2 + 1;
+            // The commit is on k + 1 servers; the smallest majority of the others
+            // (the primary dead) must still meet it.
+            assert!(k + majority > voters - 1, "voters {voters}: k {k}");
+            // And k is the least that does.
+            assert!(
+                k == 0 || (k - 1) + majority <= voters - 1,
+                "voters {voters}: k {k}"
+            );
+        }
+        assert_eq!(synchronous_count(3), 1);
+        assert_eq!(synchronous_count(5), 2);
+    }
+
+    #[test]
+    fn synchronous_names_follow_the_mode_and_the_live_standbys() {
+        let c = cluster(&[1, 2, 3, 4, 5]);
+        let all = "bully_1, bully_3, bully_4, bully_5";
+        assert_eq!(
+            synchronous_names(ME, &c, 4, Synchronous::Quorum),
+            format!("ANY 2 ({all})")
+        );
+        assert_eq!(
+            synchronous_names(ME, &c, 1, Synchronous::Quorum),
+            format!("ANY 1 ({all})")
+        );
+        assert_eq!(synchronous_names(ME, &c, 0, Synchronous::Quorum), "");
+        assert_eq!(
+            synchronous_names(ME, &c, 0, Synchronous::Strict),
+            format!("ANY 2 ({all})")
+        );
+        assert_eq!(synchronous_names(ME, &c, 4, Synchronous::Off), "");
+        let mut witnessed = cluster(&[1, 2]);
+        witnessed.voters = 3;
+        assert_eq!(
+            synchronous_names(ME, &witnessed, 1, Synchronous::Quorum),
+            "ANY 1 (bully_1)"
+        );
+    }
+
+    #[test]
+    fn the_rank_puts_a_newer_timeline_above_a_longer_old_one() {
+        assert!(rank(3, 10) > rank(2, 1 << 40));
+        assert!(rank(2, 11) > rank(2, 10));
+        assert_eq!(rank(1, u64::MAX), rank(1, (1 << 48) - 1));
+    }
+
+    #[test]
+    fn the_coordinator_promotes_only_holding_the_newest_wal_of_a_majority() {
+        let peers = [
+            PeerWal {
+                id: 1,
+                wal: Some(90),
+            },
+            PeerWal { id: 3, wal: None },
+        ];
+        assert_eq!(
+            act(LEADING, &standby(100, None), &peers, &Memory::default()).act,
+            Act::Promote
+        );
+        let ahead = [
+            PeerWal {
+                id: 1,
+                wal: Some(101),
+            },
+            PeerWal { id: 3, wal: None },
+        ];
+        let refused = act(LEADING, &standby(100, None), &ahead, &Memory::default());
+        assert!(!refused.eligible, "a refusing coordinator resigns");
+        assert!(matches!(&refused.act, Act::Wait(w) if w.contains("node 1 holds newer WAL")));
+        let alone = [PeerWal { id: 1, wal: None }, PeerWal { id: 3, wal: None }];
+        let refused = act(LEADING, &standby(100, None), &alone, &Memory::default());
+        assert!(
+            matches!(&refused.act, Act::Wait(w) if w.contains("majority")),
+            "{refused:?}"
+        );
+        // Asynchronous: a lag within the bound is tolerated, and no majority is needed.
+        let off = |peers: &[PeerWal]| {
+            decide(
+                LEADING,
+                &standby(100, None),
+                peers,
+                &cluster(&[1, 2, 3]),
+                &Memory::default(),
+                &rules(Synchronous::Off),
+            )
+            .act
+        };
+        assert_eq!(
+            off(&[PeerWal {
+                id: 1,
+                wal: Some(150)
+            }]),
+            Act::Promote
+        );
+        assert!(matches!(
+            off(&[PeerWal {
+                id: 1,
+                wal: Some(201)
+            }]),
+            Act::Wait(_)
+        ));
+        assert_eq!(off(&alone), Act::Promote);
+    }
+
+    #[test]
+    fn a_primary_without_the_office_is_stopped_and_rewound_before_it_follows() {
+        for office in [following(), Office::Nobody] {
+            let d = act(office, &primary(""), &[], &Memory::default());
+            assert!(matches!(d.act, Act::Stop { .. }), "{office:?}: {d:?}");
+            assert!(!d.eligible);
+        }
+        let stopped = Server::Stopped {
+            was_primary: true,
+            clean: true,
+        };
+        assert_eq!(
+            act(following(), &stopped, &[], &Memory::default()).act,
+            Act::Rewind { from: addr(5443) }
+        );
+        // Crashed: recover as a standby of nobody first, then stop cleanly, then rewind.
+        let crashed = Server::Stopped {
+            was_primary: true,
+            clean: false,
+        };
+        assert_eq!(
+            act(following(), &crashed, &[], &Memory::default()).act,
+            Act::StartStandby { upstream: None }
+        );
+        let memory = Memory {
+            needs_rewind: true,
+            ..Memory::default()
+        };
+        assert!(matches!(
+            act(following(), &standby(5, None), &[], &memory).act,
+            Act::Stop { .. }
+        ));
+    }
+
+    #[test]
+    fn failed_rewinds_end_in_a_fresh_clone_or_stay_out_when_not_allowed() {
+        let stopped = Server::Stopped {
+            was_primary: true,
+            clean: true,
+        };
+        let memory = Memory {
+            needs_rewind: true,
+            rewind_failures: REWIND_ATTEMPTS,
+            ..Memory::default()
+        };
+        assert_eq!(
+            act(following(), &stopped, &[], &memory).act,
+            Act::Reinit { from: addr(5443) }
+        );
+        let mut no_reinit = rules(Synchronous::Quorum);
+        no_reinit.reinit_on_failed_rewind = false;
+        let d = decide(
+            following(),
+            &stopped,
+            &[],
+            &cluster(&[1, 2, 3]),
+            &memory,
+            &no_reinit,
+        );
+        assert!(matches!(d.act, Act::Wait(_)) && !d.eligible, "{d:?}");
+    }
+
+    #[test]
+    fn only_a_new_cluster_runs_initdb_and_a_member_without_data_clones_and_never_leads() {
+        let mut fresh = cluster(&[1, 2, 3]);
+        fresh.all_absent = true;
+        fresh.leader_primary = false;
+        let rules = rules(Synchronous::Quorum);
+        let d = decide(
+            LEADING,
+            &Server::Absent,
+            &[],
+            &fresh,
+            &Memory::default(),
+            &rules,
+        );
+        assert_eq!(d.act, Act::InitDb);
+        let d = act(LEADING, &Server::Absent, &[], &Memory::default());
+        assert!(
+            matches!(d.act, Act::Wait(_)) && !d.eligible,
+            "data elsewhere: never initdb"
+        );
+        let d = act(following(), &Server::Absent, &[], &Memory::default());
+        assert_eq!(d.act, Act::Clone { from: addr(5443) });
+        assert!(!d.eligible);
+    }
+
+    #[test]
+    fn standbys_follow_the_coordinator_and_a_stuck_one_is_rewound() {
+        let d = act(
+            following(),
+            &standby(5, Some(addr(5441))),
+            &[],
+            &Memory::default(),
+        );
+        assert_eq!(
+            d.act,
+            Act::Repoint {
+                upstream: Some(addr(5443))
+            }
+        );
+        let mut stuck = standby(5, Some(addr(5443)));
+        if let Server::Running(r) = &mut stuck {
+            r.streaming = false;
+        }
+        assert!(matches!(
+            act(following(), &stuck, &[], &Memory::default()).act,
+            Act::Wait(_)
+        ));
+        let memory = Memory {
+            not_streaming: 3,
+            ..Memory::default()
+        };
+        assert!(matches!(
+            act(following(), &stuck, &[], &memory).act,
+            Act::Stop { .. }
+        ));
+    }
+
+    #[test]
+    fn the_leading_primary_keeps_its_synchronous_names() {
+        let d = act(LEADING, &primary(""), &[], &Memory::default());
+        assert_eq!(
+            d.act,
+            Act::SetSynchronous {
+                names: "ANY 1 (bully_1, bully_3)".into()
+            }
+        );
+        let d = act(
+            LEADING,
+            &primary("ANY 1 (bully_1, bully_3)"),
+            &[],
+            &Memory::default(),
+        );
+        assert!(matches!(d.act, Act::Wait(_)) && d.eligible);
+    }
+}

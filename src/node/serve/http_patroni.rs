@@ -1,0 +1,445 @@
+//! Health-check routes compatible with Patroni's REST API, so an HAProxy config
+//! written for Patroni (`option httpchk OPTIONS /primary`, `GET /replica?lag=16MB`,
+//! `http-check expect status 200`) works unchanged against bully: the same paths, 200
+//! when the check passes and 503 when it does not. The decisions are pure (a path, a
+//! query, the node's [`Status`] as of now and the boot clock's `now`), so they are
+//! tested without a socket; `http_routes` dispatches to them.
+//!
+//! | path                                          | 200 when                                                    |
+//! |-----------------------------------------------|-------------------------------------------------------------|
+//! | `/primary`, `/read-write`, `/master`, `/leader`, `/` | the node is the ready coordinator ([`Status::ready`]) and its server is a writable primary |
+//! | `/replica`                                    | the server is a running replica and the node is not the coordinator; with `?lag=MAX`, its `lag_bytes` is known and at most MAX |
+//! | `/read-only`                                  | the server answers reads (primary or replica; a replica also within `?lag=` if given) |
+//! | `/liveness`                                   | the node answers and its last observation of the server is at most [`liveness_bound`] old |
+//! | `/readiness`                                  | the node is the ready coordinator with a writable server, or its server is a streaming replica (within `?lag=` if given) |
+//!
+//! Everything else is 503, with a JSON body in Patroni's spirit (`state`, `role`,
+//! `timeline`, `xlog`, `replication_state`) built from [`PgState`], plus what bully
+//! knows (`bully`) and, on a 503, the `reason`. `lag` is a byte count or a size with a
+//! unit (`16MB`, `512kB`), read by `crate::config::bytes::parse` like `[postgres]
+//! maximum_lag_on_failover`; a value that is not one is a 400 naming it (Patroni would
+//! ignore it; a typo in a load balancer's check should show, not pass). `/health` is
+//! `http_routes`' (200 while the server runs, when there is one).
+//!
+//! Without `[postgres]` (`Status::postgres` is `None`) there is no server to judge:
+//! `/primary` and its aliases answer exactly as `/coordinator` does (the database is
+//! then whatever the hooks keep, and `/coordinator` is its readiness); `/liveness` is
+//! 200 (the node answered); `/replica`, `/read-only` and `/readiness` are 503 with a
+//! body saying the node keeps no PostgreSQL server.
+
+use super::http_coordinator::coordinator;
+use super::http_query;
+use super::http_reply::Reply;
+use crate::api::postgres::{PgRole, PgState};
+use crate::api::Status;
+use crate::config::bytes;
+use crate::protocol::Role;
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+/// `/liveness` allows the server's last observation to be at least this old.
+pub const LIVENESS_FLOOR: Duration = Duration::from_secs(10);
+/// ... or this many lease spans, if that is longer: the manager observes the server
+/// well within a lease while it keeps it, so an older record means it is stuck.
+pub const LIVENESS_LEASES: u32 = 4;
+
+/// One of Patroni's checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    Primary,
+    Replica,
+    ReadOnly,
+    Liveness,
+    Readiness,
+}
+
+impl Check {
+    /// The check `path` asks for, Patroni's aliases included; `None` for other paths.
+    pub fn for_path(path: &str) -> Option<Check> {
+        Some(match path {
+            "/" | "/primary" | "/read-write" | "/master" | "/leader" => Check::Primary,
+            "/replica" => Check::Replica,
+            "/read-only" => Check::ReadOnly,
+            "/liveness" => Check::Liveness,
+            "/readiness" => Check::Readiness,
+            _ => return None,
+        })
+    }
+
+    /// Whether `?lag=` bounds this check (the ones a replica can pass).
+    fn reads_lag(self) -> bool {
+        matches!(self, Check::Replica | Check::ReadOnly | Check::Readiness)
+    }
+}
+
+/// How old `PgState::observed_at_ns` may be for `/liveness`: the longer of
+/// [`LIVENESS_FLOOR`] and [`LIVENESS_LEASES`] lease spans of the node's timing.
+pub fn liveness_bound(status: &Status) -> Duration {
+    let leases = Duration::from_millis(status.timing.lease_span_ms()) * LIVENESS_LEASES;
+    leases.max(LIVENESS_FLOOR)
+}
+
+/// The answer for `path` if it is one of Patroni's checks, else `None`. `query` is the
+/// part after `?`; `status` is read as of now; `now_ns` is the boot clock now
+/// (`crate::boot_clock::BootInstant::as_nanos`), which `/liveness` compares with.
+pub fn route(path: &str, query: Option<&str>, status: &Status, now_ns: u64) -> Option<Reply> {
+    Check::for_path(path).map(|check| answer(check, query, status, now_ns))
+}
+
+/// The answer to `check`.
+pub fn answer(check: Check, query: Option<&str>, status: &Status, now_ns: u64) -> Reply {
+    let max_lag = if check.reads_lag() {
+        match lag(query) {
+            Ok(max_lag) => max_lag,
+            Err(bad) => return bad,
+        }
+    } else {
+        None
+    };
+    let Some(pg) = &status.postgres else {
+        return without_server(check, status);
+    };
+    let verdict = judge(check, status, pg, max_lag, now_ns);
+    let mut body = server_json(pg);
+    body.insert(
+        "bully".into(),
+        json!({
+            "node": status.id,
+            "role": status.role,
+            "coordinator": status.coordinator,
+            "ready": status.ready(),
+        }),
+    );
+    if let Err(reason) = &verdict {
+        body.insert("reason".into(), Value::from(reason.as_str()));
+    }
+    Reply::json(if verdict.is_ok() { 200 } else { 503 }, &body)
+}
+
+/// Whether `check` passes for a node with a server; `Err` says why not.
+pub fn judge(
+    check: Check,
+    status: &Status,
+    pg: &PgState,
+    max_lag: Option<u64>,
+    now_ns: u64,
+) -> Result<(), String> {
+    match check {
+        Check::Primary => primary(status, pg),
+        Check::Replica => {
+            if status.role == Role::Coordinator {
+                return Err(format!(
+                    "node {} is the coordinator, not a replica's node",
+                    status.id
+                ));
+            }
+            running_as(pg, PgRole::Replica)?;
+            within_lag(pg, max_lag)
+        }
+        Check::ReadOnly => match pg.role {
+            PgRole::Primary => Ok(()),
+            PgRole::Replica => within_lag(pg, max_lag),
+            other => Err(format!("the PostgreSQL server is {other}, not readable")),
+        },
+        Check::Liveness => {
+            let age = Duration::from_nanos(now_ns.saturating_sub(pg.observed_at_ns));
+            let bound = liveness_bound(status);
+            if age <= bound {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the PostgreSQL server was last observed {:.1} s ago (at most {} s allowed)",
+                    age.as_secs_f64(),
+                    bound.as_secs()
+                ))
+            }
+        }
+        Check::Readiness => {
+            if status.ready() && pg.writable() {
+                return Ok(());
+            }
+            if pg.role == PgRole::Replica && pg.streaming_from.is_some() {
+                return within_lag(pg, max_lag);
+            }
+            let why = primary(status, pg).err().unwrap_or_default();
+            Err(format!("{why}; and the server is not a streaming replica"))
+        }
+    }
+}
+
+/// Patroni's `/primary`: the ready coordinator with a writable server.
+fn primary(status: &Status, pg: &PgState) -> Result<(), String> {
+    if !status.ready() {
+        return Err(coordinator(status).body.trim_end().to_string());
+    }
+    running_as(pg, PgRole::Primary)
+}
+
+fn running_as(pg: &PgState, wanted: PgRole) -> Result<(), String> {
+    if pg.role == wanted {
+        Ok(())
+    } else {
+        Err(format!(
+            "the PostgreSQL server is {}, not a running {wanted}",
+            pg.role
+        ))
+    }
+}
+
+/// A replica within `max_lag` bytes of its primary; an unknown lag never passes a bound.
+fn within_lag(pg: &PgState, max_lag: Option<u64>) -> Result<(), String> {
+    match (max_lag, pg.lag_bytes) {
+        (None, _) => Ok(()),
+        (Some(max), Some(lag)) if lag <= max => Ok(()),
+        (Some(max), Some(lag)) => Err(format!(
+            "replication lag {lag} bytes exceeds the maximum {max}"
+        )),
+        (Some(max), None) => Err(format!(
+            "replication lag unknown, so not within the maximum {max}"
+        )),
+    }
+}
+
+/// `?lag=` in bytes, if given; a value that is not a byte size is a 400 naming it.
+fn lag(query: Option<&str>) -> Result<Option<u64>, Reply> {
+    match http_query::param(query, "lag") {
+        None => Ok(None),
+        Some(text) => bytes::parse(&text)
+            .map(Some)
+            .map_err(|e| Reply::text(400, format!("bad lag: {e}\n"))),
+    }
+}
+
+fn without_server(check: Check, status: &Status) -> Reply {
+    match check {
+        Check::Primary => coordinator(status),
+        Check::Liveness => Reply::text(200, format!("node {} is running\n", status.id)),
+        Check::Replica | Check::ReadOnly | Check::Readiness => Reply::text(
+            503,
+            format!(
+                "node {} keeps no PostgreSQL server ([postgres] is not configured)\n",
+                status.id
+            ),
+        ),
+    }
+}
+
+/// The server as Patroni's status body shows it (`state`, `role`, `timeline`, `xlog`,
+/// `replication_state`), plus bully's `lag_bytes`, `streaming_from`, `listen` and
+/// `note`; also the `postgres` part of `/health`.
+pub fn server_json(pg: &PgState) -> Map<String, Value> {
+    let state = if pg.readable() {
+        "running"
+    } else {
+        pg.role.word()
+    };
+    let xlog = match pg.role {
+        PgRole::Primary => json!({ "location": pg.wal_position }),
+        PgRole::Replica => json!({
+            "received_location": pg.wal_position,
+            "replayed_location": pg.replayed,
+        }),
+        _ => json!({}),
+    };
+    let mut body = Map::new();
+    body.insert("state".into(), state.into());
+    body.insert("role".into(), pg.role.word().into());
+    body.insert("timeline".into(), json!(pg.timeline));
+    body.insert("xlog".into(), xlog);
+    if pg.role == PgRole::Replica && pg.streaming_from.is_some() {
+        body.insert("replication_state".into(), "streaming".into());
+    }
+    body.insert("lag_bytes".into(), json!(pg.lag_bytes));
+    body.insert("streaming_from".into(), json!(pg.streaming_from));
+    body.insert("listen".into(), pg.listen.to_string().into());
+    body.insert("note".into(), pg.note.as_str().into());
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Epoch;
+
+    const NOW: u64 = 1_000_000_000_000;
+
+    fn pg(role: PgRole) -> PgState {
+        PgState {
+            listen: "127.0.0.1:5432".parse().unwrap(),
+            role,
+            timeline: Some(2),
+            wal_position: Some(0x3000148),
+            replayed: None,
+            lag_bytes: None,
+            streaming_from: None,
+            synchronous_standby_names: None,
+            note: String::new(),
+            observed_at_ns: NOW,
+        }
+    }
+
+    /// Node 3: the ready coordinator of epoch 4@3 with `role`'s server.
+    fn leader(role: PgRole) -> Status {
+        let mut status = Status::starting_candidate(3, &[1, 2]);
+        let epoch = Some(Epoch { term: 4, leader: 3 });
+        status.role = Role::Coordinator;
+        status.epoch = epoch;
+        status.coordinator = Some(3);
+        status.ready_epoch = epoch;
+        status.postgres = Some(pg(role));
+        status
+    }
+
+    /// Node 1 following node 3, with a replica streaming from 3 that is `lag` behind.
+    fn follower(lag: Option<u64>) -> Status {
+        let mut status = leader(PgRole::Replica);
+        status.id = 1;
+        status.role = Role::Follower;
+        status.ready_epoch = None;
+        let server = status.postgres.as_mut().unwrap();
+        server.lag_bytes = lag;
+        server.streaming_from = Some(3);
+        status
+    }
+
+    fn code(path: &str, query: Option<&str>, status: &Status) -> u16 {
+        route(path, query, status, NOW).expect("a Patroni path").code
+    }
+
+    #[test]
+    fn primary_and_aliases_need_the_ready_coordinator_and_a_writable_server() {
+        let paths = ["/primary", "/read-write", "/master", "/leader", "/"];
+        let mut status = leader(PgRole::Primary);
+        for path in paths {
+            assert_eq!(code(path, None, &status), 200, "{path}");
+        }
+        status.ready_epoch = None;
+        assert_eq!(code("/primary", None, &status), 503, "on_elected not done");
+        for role in [PgRole::Replica, PgRole::Stopped, PgRole::Unreachable] {
+            assert_eq!(code("/primary", None, &leader(role)), 503, "{role}");
+        }
+        let mut stale = follower(Some(0));
+        stale.postgres.as_mut().unwrap().role = PgRole::Primary;
+        let reply = route("/read-write", None, &stale, NOW).unwrap();
+        assert_eq!(reply.code, 503, "a writable server on a follower");
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert!(
+            body["reason"].as_str().unwrap().contains("the coordinator is node 3"),
+            "{body}"
+        );
+        assert_eq!((body["state"].as_str(), body["role"].as_str()), (Some("running"), Some("primary")));
+    }
+
+    #[test]
+    fn replica_needs_a_running_replica_off_the_coordinator_within_lag() {
+        let status = follower(Some(1000));
+        assert_eq!(code("/replica", None, &status), 200);
+        assert_eq!(code("/replica", Some("lag=1000"), &status), 200);
+        assert_eq!(code("/replica", Some("lag=999"), &status), 503);
+        assert_eq!(code("/replica", Some("lag=1kB"), &status), 200);
+        assert_eq!(code("/replica", Some("lag=16MB"), &follower(Some(16 << 20))), 200);
+        assert_eq!(code("/replica", Some("lag=16MB"), &follower(Some((16 << 20) + 1))), 503);
+        assert_eq!(code("/replica", None, &follower(None)), 200, "no bound asked");
+        assert_eq!(code("/replica", Some("lag=1GB"), &follower(None)), 503, "lag unknown");
+        assert_eq!(code("/replica", None, &leader(PgRole::Replica)), 503, "on the coordinator");
+        for role in [PgRole::Primary, PgRole::Stopped, PgRole::Absent, PgRole::Unreachable] {
+            let mut status = follower(Some(0));
+            status.postgres.as_mut().unwrap().role = role;
+            assert_eq!(code("/replica", None, &status), 503, "{role}");
+        }
+    }
+
+    #[test]
+    fn a_bad_lag_is_a_400_naming_it_even_without_a_server() {
+        let mut without = follower(Some(0));
+        without.postgres = None;
+        for status in [follower(Some(0)), without] {
+            for path in ["/replica", "/read-only", "/readiness"] {
+                let reply = route(path, Some("lag=16mb"), &status, NOW).unwrap();
+                assert_eq!(reply.code, 400, "{path}");
+                assert!(reply.body.contains("`16mb`"), "{}", reply.body);
+            }
+        }
+        let reply = route("/primary", Some("lag=bogus"), &leader(PgRole::Primary), NOW);
+        assert_eq!(reply.unwrap().code, 200, "/primary ignores lag, as Patroni's does");
+    }
+
+    #[test]
+    fn read_only_takes_a_primary_or_a_replica_within_lag() {
+        assert_eq!(code("/read-only", None, &leader(PgRole::Primary)), 200);
+        assert_eq!(code("/read-only", Some("lag=0"), &leader(PgRole::Primary)), 200);
+        assert_eq!(code("/read-only", None, &follower(Some(10))), 200);
+        assert_eq!(code("/read-only", Some("lag=9"), &follower(Some(10))), 503);
+        for role in [PgRole::Stopped, PgRole::Absent, PgRole::Unreachable] {
+            assert_eq!(code("/read-only", None, &leader(role)), 503, "{role}");
+        }
+    }
+
+    #[test]
+    fn liveness_needs_a_recent_observation() {
+        let status = follower(Some(0));
+        let bound = liveness_bound(&status);
+        assert_eq!(bound, LIVENESS_FLOOR, "default timing: leases are short");
+        let at = |now: u64| route("/liveness", None, &status, now).unwrap().code;
+        assert_eq!(at(NOW), 200);
+        assert_eq!(at(NOW - 1), 200, "observed after the reader's now");
+        assert_eq!(at(NOW + bound.as_nanos() as u64), 200);
+        assert_eq!(at(NOW + bound.as_nanos() as u64 + 1), 503);
+        let mut slow = status.clone();
+        slow.timing.suspect_after_ms = 5_000;
+        assert!(liveness_bound(&slow) > LIVENESS_FLOOR, "long leases widen it");
+        let mut without = status;
+        without.postgres = None;
+        assert_eq!(route("/liveness", None, &without, u64::MAX).unwrap().code, 200);
+    }
+
+    #[test]
+    fn readiness_takes_the_writable_coordinator_or_a_streaming_replica() {
+        assert_eq!(code("/readiness", None, &leader(PgRole::Primary)), 200);
+        assert_eq!(code("/readiness", None, &leader(PgRole::Stopped)), 503);
+        assert_eq!(code("/readiness", None, &follower(Some(5))), 200);
+        assert_eq!(code("/readiness", Some("lag=4"), &follower(Some(5))), 503);
+        let mut not_streaming = follower(Some(0));
+        not_streaming.postgres.as_mut().unwrap().streaming_from = None;
+        assert_eq!(code("/readiness", None, &not_streaming), 503);
+        let mut unready = leader(PgRole::Primary);
+        unready.ready_epoch = None;
+        assert_eq!(code("/readiness", None, &unready), 503);
+    }
+
+    #[test]
+    fn without_postgres_primary_answers_as_coordinator_and_the_rest_503() {
+        let mut status = leader(PgRole::Primary);
+        status.postgres = None;
+        for path in ["/primary", "/read-write", "/master", "/leader"] {
+            assert_eq!(route(path, None, &status, NOW), Some(coordinator(&status)));
+        }
+        status.ready_epoch = None;
+        assert_eq!(code("/primary", None, &status), 503);
+        for path in ["/replica", "/read-only", "/readiness"] {
+            let reply = route(path, None, &status, NOW).unwrap();
+            assert_eq!(reply.code, 503, "{path}");
+            assert!(reply.body.contains("keeps no PostgreSQL server"), "{}", reply.body);
+        }
+        assert_eq!(route("/coordinator", None, &status, NOW), None, "not Patroni's");
+    }
+
+    #[test]
+    fn the_body_reads_like_patronis() {
+        let reply = route("/replica", None, &follower(Some(7)), NOW).unwrap();
+        assert_eq!(reply.content_type, "application/json");
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(body["state"], "running");
+        assert_eq!(body["role"], "replica");
+        assert_eq!(body["replication_state"], "streaming");
+        assert_eq!(body["timeline"], 2);
+        assert_eq!(body["xlog"]["received_location"], 0x3000148);
+        assert_eq!(body["lag_bytes"], 7);
+        assert_eq!(body["bully"]["node"], 1);
+        assert!(body.get("reason").is_none(), "{body}");
+        let stopped = route("/read-only", None, &leader(PgRole::Stopped), NOW).unwrap();
+        let body: Value = serde_json::from_str(&stopped.body).unwrap();
+        assert_eq!(body["state"], "stopped");
+        assert!(body["reason"].as_str().unwrap().contains("stopped"), "{body}");
+    }
+}
