@@ -1,23 +1,32 @@
-//! bully's PostgreSQL example side by side with Patroni 3 + etcd (issue 29): the same
-//! load and the same faults against each, in one run, and one table: per system and
-//! fault the runs, the write gap (median, max), the commits lost and the longest time
-//! with two writable primaries.
+//! bully's PostgreSQL example side by side with Patroni 4.1 + etcd 3.4 and with
+//! pg_auto_failover 2.0 (issues 29, 39): the same load and the same faults against
+//! each, in one run, and one table: per system and fault the runs, the write gap
+//! (median, max), the commits lost and the longest time with two writable primaries.
 //!
 //! ```text
 //! cargo bench --bench pg_failover
-//! PG_BENCH_RUNS=3                                      runs of each fault (default 3)
-//! PG_BENCH_SYSTEMS=bully,patroni-default,patroni-tight (default: all three)
-//! PG_BENCH_FAULTS=kill,pause,cut,restart               (default: kill,pause,cut)
-//! PG_BENCH_HOLD_MS=3000                                how long a pause or cut lasts
+//! PG_BENCH_RUNS=3                        runs of each fault (default 3)
+//! PG_BENCH_SYSTEMS=bully,patroni-default,patroni-tight,pgaf-default   (default: all)
+//! PG_BENCH_FAULTS=kill,pause,cut,restart (default: kill,pause,cut)
+//! PG_BENCH_HOLD_MS=3000                  how long a pause or cut lasts
 //! ```
 //!
 //! Each system runs in a temp dir of its own, one after the other: bully as
-//! `tests/postgres_failover.rs` sets it up (`tests/common/postgres_bully.rs`), Patroni
-//! through `examples/postgres-primary/patroni/patroni.sh` at `--timing default` (ttl 30,
-//! loop_wait 10, retry_timeout 10) and `--timing tight` (ttl 20, loop_wait 1,
-//! retry_timeout 3). A system that fails a run (a bound passed, a wait panicked) keeps
-//! the figures of its other runs and says why in the table's last column. Skips, saying
-//! why, a system whose programs are missing. Not part of `cargo test`.
+//! `tests/postgres_failover.rs` sets it up (`tests/common/postgres_bully.rs`); Patroni
+//! 4.1 through `examples/postgres-primary/patroni/patroni.sh` at `--timing default`
+//! (ttl 30, loop_wait 10, retry_timeout 10) and `--timing tight` (ttl 20, loop_wait 1,
+//! retry_timeout 3), synchronous_mode on (`pg_failover/patroni.rs` says why);
+//! pg_auto_failover at its defaults through
+//! `examples/postgres-primary/pg_auto_failover/pgaf.sh` (`pg_failover/pgaf.rs`). Each is
+//! measured through HAProxy checking its own notion of the primary: bully's and
+//! Patroni's health endpoints, and for pg_auto_failover (no REST API) the servers'
+//! read-write state as libpq's `target_session_attrs=read-write` reads it. Install
+//! Patroni and etcd with `examples/postgres-primary/patroni/install.sh`,
+//! pg_auto_failover with `examples/postgres-primary/pg_auto_failover/install.sh`.
+//!
+//! A system that fails a run (a bound passed, a wait panicked) keeps the figures of its
+//! other runs and says why in the table's last column. A system whose programs are
+//! missing is skipped, with why in the table. Not part of `cargo test`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -40,8 +49,12 @@ mod writers;
 
 #[path = "pg_failover/patroni.rs"]
 mod patroni;
+#[path = "pg_failover/pgaf.rs"]
+mod pgaf;
 #[path = "pg_failover/run.rs"]
 mod run;
+#[path = "pg_failover/scripted.rs"]
+mod scripted;
 #[path = "pg_failover/system.rs"]
 mod system;
 #[path = "pg_failover/table.rs"]
@@ -109,9 +122,7 @@ fn cannot_run(kind: Kind) -> Option<String> {
     if !common::installed("haproxy") {
         missing.push("haproxy not installed (apt-get install haproxy)".into());
     }
-    if kind != Kind::Bully {
-        missing.extend(patroni::cannot_run());
-    }
+    missing.extend(kind.cannot_run());
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
@@ -169,6 +180,7 @@ fn main() {
     for &kind in &plan.systems {
         if let Some(why) = cannot_run(kind) {
             println!("SKIPPED {}: {why}", kind.name());
+            rows.push(Row::skipped(kind, &why));
             continue;
         }
         let mine: Vec<Row> = plan.faults.iter().map(|&f| Row::new(kind, f)).collect();
@@ -179,9 +191,8 @@ fn main() {
         // So far, in case a later system never ends.
         eprintln!("{}", table::render(&rows, plan.hold));
     }
-    if rows.is_empty() {
+    if rows.iter().all(Row::is_skipped) {
         println!("SKIPPED: no system could run");
-        return;
     }
     println!("{}", table::render(&rows, plan.hold));
     println!(

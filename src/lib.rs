@@ -20,7 +20,8 @@
 //!   protocol (readiness, and the service watchdog's `WATCHDOG=1`), which the CLI and
 //!   the node's runtime both send. [`shell`]: one user command with `sh -c` and a
 //!   timeout that kills its process group (hooks, health checks, a keeper's fence
-//!   command). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
+//!   command). [`postmaster`]: stopping a PostgreSQL server by signals from its data
+//!   dir (the node's manager and the keeper's fence). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
 //!   kernel timer for the idle node's long waits, which tokio's timer wheel would wake
 //!   for twice), in the node's watchdog device ioctls and in the keeper's job start
 //!   (`PR_SET_PDEATHSIG` before exec).
@@ -70,6 +71,7 @@ pub mod keeper;
 pub mod model;
 pub mod node;
 pub mod ports;
+pub mod postmaster;
 pub mod protocol;
 #[cfg(debug_assertions)]
 pub mod sabotage;

@@ -1,10 +1,12 @@
 //! The systems compared and the faults applied, each the same way to every system:
 //! bully's PostgreSQL example (`postgres_bully::BullyPg`, as `tests/postgres_failover.rs`
-//! runs it) and Patroni at its defaults or at its tightest supported timing
-//! (`patroni::Patroni`).
+//! runs it), Patroni 4.1 at its defaults or at its tightest supported timing
+//! (`patroni::spec`) and pg_auto_failover 2.0 at its defaults (`pgaf::spec`), the last
+//! two through their scripts (`scripted::Scripted`).
 
-use crate::patroni::Patroni;
 use crate::postgres_bully::{BullyPg, IDS};
+use crate::scripted::Scripted;
+use crate::{patroni, pgaf};
 use bully::protocol::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,11 +18,17 @@ pub enum Kind {
     Bully,
     PatroniDefault,
     PatroniTight,
+    PgafDefault,
 }
 
 impl Kind {
     /// Every system, in the table's order.
-    pub const ALL: [Kind; 3] = [Kind::Bully, Kind::PatroniDefault, Kind::PatroniTight];
+    pub const ALL: [Kind; 4] = [
+        Kind::Bully,
+        Kind::PatroniDefault,
+        Kind::PatroniTight,
+        Kind::PgafDefault,
+    ];
 
     /// Its name in `PG_BENCH_SYSTEMS` and in the table.
     pub fn name(self) -> &'static str {
@@ -28,6 +36,17 @@ impl Kind {
             Kind::Bully => "bully",
             Kind::PatroniDefault => "patroni-default",
             Kind::PatroniTight => "patroni-tight",
+            Kind::PgafDefault => "pgaf-default",
+        }
+    }
+
+    /// Why it cannot run here (its own programs; what every system needs is checked
+    /// by the bench), if it cannot.
+    pub fn cannot_run(self) -> Option<String> {
+        match self {
+            Kind::Bully => None,
+            Kind::PatroniDefault | Kind::PatroniTight => patroni::cannot_run(),
+            Kind::PgafDefault => pgaf::cannot_run(),
         }
     }
 }
@@ -36,14 +55,17 @@ impl Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// kill -9 of every process on the primary's host (bully: server, node, keeper;
-    /// Patroni: `patroni.sh kill N`, Patroni and PostgreSQL); the host restarts once
-    /// writes resumed elsewhere.
+    /// Patroni: `patroni.sh kill N`, Patroni and PostgreSQL; pg_auto_failover:
+    /// `pgaf.sh kill N`, pg_autoctl and PostgreSQL); the host restarts once writes
+    /// resumed elsewhere.
     Kill,
-    /// SIGSTOP of the coordinator process and the PostgreSQL server on the primary's
-    /// host for `HOLD`.
+    /// SIGSTOP of the coordinator process (bully's node, Patroni, pg_autoctl) and the
+    /// PostgreSQL server on the primary's host for `HOLD`.
     Pause,
     /// The primary's host cut off for `HOLD` (bully: its peer links and its server as
-    /// the other hosts reach it; Patroni: its link to etcd, `patroni.sh cut N`).
+    /// the other hosts reach it; Patroni: its link to etcd, `patroni.sh cut N`;
+    /// pg_auto_failover: its links to the monitor and its server as the monitor and the
+    /// other hosts reach it, `pgaf.sh cut N`).
     Cut,
     /// kill -9 of every process of every host, then all started again.
     Restart,
@@ -78,7 +100,8 @@ impl Fault {
 /// A running system.
 pub enum System {
     Bully(Box<BullyPg>),
-    Patroni(Patroni),
+    /// Patroni or pg_auto_failover.
+    Scripted(Scripted),
 }
 
 /// How long a system may take to be whole again after a fault (every server back,
@@ -90,8 +113,11 @@ impl System {
     pub async fn start(kind: Kind) -> Result<System, String> {
         Ok(match kind {
             Kind::Bully => System::Bully(Box::new(BullyPg::start().await)),
-            Kind::PatroniDefault => System::Patroni(Patroni::start("default").await?),
-            Kind::PatroniTight => System::Patroni(Patroni::start("tight").await?),
+            Kind::PatroniDefault => {
+                System::Scripted(Scripted::start(patroni::spec("default")).await?)
+            }
+            Kind::PatroniTight => System::Scripted(Scripted::start(patroni::spec("tight")).await?),
+            Kind::PgafDefault => System::Scripted(Scripted::start(pgaf::spec()).await?),
         })
     }
 
@@ -99,7 +125,7 @@ impl System {
     pub fn front(&self) -> SocketAddr {
         match self {
             System::Bully(b) => b.front,
-            System::Patroni(p) => p.front,
+            System::Scripted(p) => p.front,
         }
     }
 
@@ -107,7 +133,7 @@ impl System {
     pub fn locals(&self) -> BTreeMap<NodeId, SocketAddr> {
         match self {
             System::Bully(b) => b.pg.addrs.clone(),
-            System::Patroni(p) => p.locals.clone(),
+            System::Scripted(p) => p.locals.clone(),
         }
     }
 
@@ -117,7 +143,7 @@ impl System {
         match self {
             // Bounded by postgres_bully::AGREE (a panic, caught per system by the bench).
             System::Bully(b) => Ok(b.wait_primary(&IDS).await),
-            System::Patroni(p) => p.healthy(HEALTHY_SECS).await,
+            System::Scripted(p) => p.healthy(HEALTHY_SECS).await,
         }
     }
 
@@ -134,10 +160,10 @@ impl System {
             (System::Bully(b), Fault::Restart) => {
                 b.restart_all();
             }
-            (System::Patroni(p), Fault::Kill) => p.node("kill", id).await?,
-            (System::Patroni(p), Fault::Pause) => p.node("pause", id).await?,
-            (System::Patroni(p), Fault::Cut) => p.node("cut", id).await?,
-            (System::Patroni(p), Fault::Restart) => p.restart_all().await?,
+            (System::Scripted(p), Fault::Kill) => p.node("kill", id).await?,
+            (System::Scripted(p), Fault::Pause) => p.node("pause", id).await?,
+            (System::Scripted(p), Fault::Cut) => p.node("cut", id).await?,
+            (System::Scripted(p), Fault::Restart) => p.restart_all().await?,
         }
         Ok(())
     }
@@ -153,9 +179,9 @@ impl System {
                 b.t.cluster.resume(id).map_err(|e| e.to_string())?;
             }
             (System::Bully(b), Fault::Cut) => b.cut_off(id, false),
-            (System::Patroni(p), Fault::Kill) => p.node("restart", id).await?,
-            (System::Patroni(p), Fault::Pause) => p.node("resume", id).await?,
-            (System::Patroni(p), Fault::Cut) => p.node("heal", id).await?,
+            (System::Scripted(p), Fault::Kill) => p.node("restart", id).await?,
+            (System::Scripted(p), Fault::Pause) => p.node("resume", id).await?,
+            (System::Scripted(p), Fault::Cut) => p.node("heal", id).await?,
         }
         Ok(())
     }

@@ -1,4 +1,5 @@
-//! The bench's table: one row per system and fault, its runs gathered as they end.
+//! The bench's table: one row per system and fault, its runs gathered as they end, and
+//! one row for each system skipped, saying why.
 
 use crate::run::Figures;
 use crate::system::{Fault, Kind};
@@ -12,6 +13,8 @@ pub struct Row {
     /// Why runs failed (each once).
     errors: Vec<String>,
     failures: usize,
+    /// Why the system did not run at all, if it did not.
+    skipped: Option<String>,
 }
 
 impl Row {
@@ -23,7 +26,22 @@ impl Row {
             figures: Vec::new(),
             errors: Vec::new(),
             failures: 0,
+            skipped: None,
         }
+    }
+
+    /// The row of a system that could not run, and why (its fault is only a
+    /// placeholder: the row covers every fault).
+    pub fn skipped(kind: Kind, why: &str) -> Row {
+        Row {
+            skipped: Some(why.to_string()),
+            ..Row::new(kind, Fault::Kill)
+        }
+    }
+
+    /// Whether the system could not run.
+    pub fn is_skipped(&self) -> bool {
+        self.skipped.is_some()
     }
 
     /// Adds one run's outcome.
@@ -57,6 +75,13 @@ pub fn render(rows: &[Row], hold: Duration) -> String {
         "|---|---|---|---|---|---|---|---|".to_string(),
     ];
     for row in rows {
+        if let Some(why) = &row.skipped {
+            lines.push(format!(
+                "| {} | every fault | skipped | - | - | - | - | skipped: {why} |",
+                row.kind.name()
+            ));
+            continue;
+        }
         let mut gaps: Vec<Duration> = row.figures.iter().map(|f| f.gap).collect();
         gaps.sort();
         let median = match gaps.len() {

@@ -1,7 +1,8 @@
 //! `bully run [--config F | --socket P] [--once] [--grace D] [--fence CMD] -- CMD ARGS`:
 //! the keeper (`src/keeper/`). Runs CMD only while the local node leads and stops it
 //! by the lease's deadlines, even when the node stalls or dies; without CMD it only
-//! runs the fence command when the office ends here.
+//! runs the fence command when the office ends here, or, for a node with `[postgres]`,
+//! stops its PostgreSQL server (src/postmaster.rs).
 
 use super::parse_duration;
 use crate::keeper::{self, Outcome, Spec};
@@ -60,19 +61,21 @@ pub async fn run(args: &RunArgs) -> ExitCode {
 
 /// The keeper's settings from the flags and, with --config, the node's config.
 fn spec(args: &RunArgs) -> Result<Spec, String> {
-    let (socket, fence, workdir) = match (&args.config, &args.socket) {
+    let (socket, fence, workdir, postgres) = match (&args.config, &args.socket) {
         (Some(path), _) => {
             let config = crate::config::load(path).map_err(|e| e.to_string())?;
             let workdir = crate::config::directory_of(path).to_path_buf();
-            (config.keeper_socket(), config.fence, workdir)
+            let postgres = config.postgres.as_ref().map(|p| p.data_dir.clone());
+            (config.keeper_socket(), config.fence, workdir, postgres)
         }
-        (None, Some(socket)) => (socket.clone(), Default::default(), PathBuf::from(".")),
+        (None, Some(socket)) => (socket.clone(), Default::default(), PathBuf::from("."), None),
         (None, None) => return Err("give --config or --socket".into()),
     };
     let fence_command = args.fence.clone().or(fence.command);
-    if args.command.is_empty() && fence_command.is_none() {
+    if args.command.is_empty() && fence_command.is_none() && postgres.is_none() {
         return Err(
-            "nothing to keep: give a job after `--`, or a fence command (--fence or [fence] command)"
+            "nothing to keep: give a job after `--`, a fence command (--fence or [fence] \
+             command), or a config with [postgres]"
                 .into(),
         );
     }
@@ -85,6 +88,7 @@ fn spec(args: &RunArgs) -> Result<Spec, String> {
         socket,
         command: args.command.clone(),
         fence_command,
+        fence_postgres: postgres,
         grace,
         once: args.once,
         workdir,

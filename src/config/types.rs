@@ -78,6 +78,13 @@ impl NodeConfig {
         ids
     }
 
+    /// Whether something gates the node's eligibility: a `[health]` check, or the
+    /// PostgreSQL manager, which stands in for one. Such a node starts ineligible and
+    /// the first verdict decides.
+    pub fn checks_health(&self) -> bool {
+        self.health.is_some() || self.postgres.is_some()
+    }
+
     /// Where the node listens for its host's keepers (`bully run`, `src/api/keeper.rs`).
     pub fn keeper_socket(&self) -> PathBuf {
         self.data_dir.join(KEEPER_SOCKET)

@@ -148,6 +148,13 @@ impl NodeConfig {
                  its WAL position as the estimate); remove [health]",
             ));
         }
+        if self.mode != Mode::Quorum {
+            return Err(invalid(
+                "mode",
+                "[postgres] needs mode = \"quorum\": classic mode elects one coordinator per \
+                 side of a partition, which would make two primaries",
+            ));
+        }
         check_path("postgres.data_dir", &postgres.data_dir)?;
         if postgres.data_dir.starts_with(&self.data_dir) {
             return Err(invalid(

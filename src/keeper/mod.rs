@@ -32,6 +32,10 @@ pub struct Spec {
     pub command: Vec<String>,
     /// Run with `sh -c` when a hold ends, before the SIGKILL instant (`[fence] command`).
     pub fence_command: Option<String>,
+    /// The data dir of the PostgreSQL server the node keeps (`[postgres]`): when a hold
+    /// ends, that server gets a fast shutdown, and SIGKILL for its whole process group
+    /// at the SIGKILL instant (src/postmaster.rs).
+    pub fence_postgres: Option<PathBuf>,
     /// The least time between SIGTERM and SIGKILL the job needs; `None`: what the lease
     /// leaves (see `plan`).
     pub grace: Option<Duration>,
@@ -47,7 +51,11 @@ impl Spec {
     /// The job as one line, for logs and the node's table.
     pub fn what(&self) -> String {
         match self.command.is_empty() {
-            true => format!("fence: {}", self.fence_command.as_deref().unwrap_or("-")),
+            true => match (&self.fence_command, &self.fence_postgres) {
+                (Some(command), _) => format!("fence: {command}"),
+                (None, Some(data_dir)) => format!("fence: postgres at {}", data_dir.display()),
+                (None, None) => "fence: -".into(),
+            },
             false => self.command.join(" "),
         }
     }

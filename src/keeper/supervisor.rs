@@ -325,11 +325,15 @@ impl Keeper {
             job.terminate();
         }
         let (grant, epoch) = (hold.grant, hold.epoch);
-        self.fence = self.spec.fence_command.clone().map(|command| {
-            let env = self.env(&grant, epoch);
-            let dir = self.spec.workdir.clone();
-            tokio::spawn(fence(command, dir, env, kill_at))
-        });
+        self.fence = match (&self.spec.fence_command, &self.spec.fence_postgres) {
+            (Some(command), _) => {
+                let env = self.env(&grant, epoch);
+                let dir = self.spec.workdir.clone();
+                Some(tokio::spawn(fence(command.clone(), dir, env, kill_at)))
+            }
+            (None, Some(data_dir)) => Some(tokio::spawn(fence_postgres(data_dir.clone(), kill_at))),
+            (None, None) => None,
+        };
         if BootInstant::now() >= kill_at {
             self.kill_job();
         }
@@ -455,6 +459,20 @@ async fn fence(
     match exit.is_success() {
         true => tracing::info!(?took, "fence command succeeded"),
         false => tracing::error!(?took, "fence command {exit}"),
+    }
+}
+
+/// Stops the node's PostgreSQL server: a fast shutdown now, SIGKILL for its process
+/// group at `kill_at` (the earliest instant another node could lead) if it still runs.
+async fn fence_postgres(data_dir: std::path::PathBuf, kill_at: BootInstant) {
+    let Some(pid) = crate::postmaster::pid(&data_dir) else {
+        tracing::info!(data_dir = %data_dir.display(), "fence: no postgres server runs");
+        return;
+    };
+    let left = kill_at.saturating_duration_since(BootInstant::now());
+    match crate::postmaster::stop(pid, left).await {
+        Ok(()) => tracing::info!(pid, "fence: the postgres server stopped (fast shutdown)"),
+        Err(e) => tracing::warn!(pid, "fence: {e}"),
     }
 }
 

@@ -15,6 +15,8 @@
 //!   (`hooks`), the health check that gates eligibility (`health`), each run through
 //!   `crate::shell` (a timeout that kills its process group), their `BULLY_*` variables
 //!   (`environment`).
+//! - [`postgres`]: the PostgreSQL manager (`[postgres]`), which stands in for the health
+//!   check: observes the server, runs the pure decisions of `policy::postgres`, acts.
 //! - `publish`: after each step, in order: the status watch, the counters, the
 //!   led-epoch watch and the hooks (`publisher`); the Prometheus rendering of the
 //!   counters (`exposition`).
@@ -31,6 +33,7 @@
 mod commands;
 mod drive;
 mod policy;
+pub mod postgres;
 mod publish;
 pub mod serve;
 mod shared;

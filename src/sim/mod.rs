@@ -14,6 +14,10 @@
 //! beside it: `run` (the event loop), `network` (links, notices, partitions), `faults`
 //! (crash, restart, pause, ...), `recording` (the checked history).
 //!
+//! - [`postgres`]: a separate, step-based simulator of the PostgreSQL manager's pure
+//!   decisions (src/node/policy/postgres.rs) against modelled servers: no acknowledged
+//!   commit lost, never two writable primaries, progress once faults stop.
+//!
 //! Same seed, same run: nothing reads the wall clock or iterates a hash map in an
 //! order that matters.
 
@@ -22,6 +26,7 @@ mod faults;
 mod flight;
 mod network;
 mod node;
+pub mod postgres;
 mod recording;
 mod run;
 pub mod scenario;

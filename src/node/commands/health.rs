@@ -12,6 +12,7 @@
 
 use super::environment::environment;
 use super::estimate::{self, Said};
+use crate::api::postgres::PgState;
 use crate::api::{HealthState, Status};
 use crate::boot_clock::BootInstant;
 use crate::config::HealthConfig;
@@ -80,13 +81,34 @@ impl Gate {
 /// A verdict change, from the check task of `generation`: the runtime takes only the
 /// current task's (a restarted check, after a reload or a stall, makes the old task's
 /// verdicts stale, even those already queued).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub generation: u64,
     pub healthy: bool,
     /// The estimate this run measured, with an estimate source (`None`: the check
     /// reports no estimate at all).
     pub estimate: Option<Measured>,
+    /// From the PostgreSQL manager (src/node/postgres/), which stands in for the
+    /// health check: its server as observed, for the status.
+    pub postgres: Option<PgState>,
+}
+
+impl Verdict {
+    /// Whether `other` says the same, apart from when it was measured: the manager
+    /// sends a verdict again only when something changed (or a second passed).
+    pub fn same_as(&self, other: &Verdict) -> bool {
+        let value = |v: &Verdict| v.estimate.map(|m| m.value);
+        let record = |v: &Verdict| {
+            v.postgres.clone().map(|mut p| {
+                p.observed_at_ns = 0;
+                p
+            })
+        };
+        self.generation == other.generation
+            && self.healthy == other.healthy
+            && value(self) == value(other)
+            && record(self) == record(other)
+    }
 }
 
 /// One measured estimate: its value (`None`: the source failed or printed nothing
@@ -187,6 +209,7 @@ pub async fn run(check: HealthCheck, tasks: NodeTasks) {
                 generation: check.generation,
                 healthy,
                 estimate: measured,
+                postgres: None,
             }))
             .await;
         if !matches!(sent, Some(Ok(()))) {

@@ -111,6 +111,7 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         ("timing", running.timing != new.timing),
         ("peers", running.peers != new.peers),
         ("watchdog", running.watchdog != new.watchdog),
+        ("postgres", running.postgres != new.postgres),
     ];
     fields
         .into_iter()
@@ -130,6 +131,7 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.timing = running.timing;
     config.peers = running.peers;
     config.watchdog = running.watchdog;
+    config.postgres = running.postgres;
 }
 
 #[cfg(test)]

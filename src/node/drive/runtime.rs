@@ -216,6 +216,9 @@ impl Runtime {
                 Input::Transport(event) => self.on_transport(event),
                 Input::Command(command) => self.on_command(command).await,
                 Input::HealthVerdict(verdict) if self.services.current(&verdict) => {
+                    if verdict.postgres.is_some() {
+                        self.publisher.postgres(verdict.postgres.clone());
+                    }
                     // The estimate first: a node made eligible by this verdict runs its
                     // election by (estimate, id) at once, not by ID.
                     if let Some(measured) = verdict.estimate {
@@ -268,7 +271,7 @@ impl Runtime {
         if crate::sabotage::ignore_stall() {
             return;
         }
-        if self.services.applied().health.is_none() {
+        if !self.services.applied().checks_health() {
             return;
         }
         tracing::warn!(

@@ -1,4 +1,5 @@
-//! The node's replaceable helper services, the health check and the HTTP endpoint:
+//! The node's replaceable helper services, the health check (or the PostgreSQL
+//! manager standing in for it) and the HTTP endpoint:
 //! each runs as its own child group of the node's tasks, so a reload retires the one it
 //! replaces (gracefully, through that group's stop signal) and the node's stop ends
 //! them all. What a reload changes is decided in [`super::reload`].
@@ -32,6 +33,8 @@ pub struct Services {
     health_generation: u64,
     /// The running endpoint's group, if any.
     http: Option<NodeTasks>,
+    /// What the PostgreSQL manager remembers across its restarts.
+    postgres_memory: Arc<std::sync::Mutex<crate::node::policy::postgres::Memory>>,
 }
 
 /// What the services read and report to, shared by every check and endpoint started.
@@ -65,6 +68,7 @@ impl Services {
             health: None,
             health_generation: 0,
             http: None,
+            postgres_memory: Default::default(),
         };
         services.restart_health();
         if let Some(listener) = listener {
@@ -114,6 +118,18 @@ impl Services {
             old.stop();
         }
         self.health_generation += 1;
+        if self.applied.postgres.is_some() {
+            let links = crate::node::postgres::Links {
+                status: self.status.clone(),
+                verdicts: self.health_verdicts.clone(),
+                generation: self.health_generation,
+                memory: Arc::clone(&self.postgres_memory),
+            };
+            let group = self.tasks.child();
+            crate::node::postgres::spawn(&self.applied, links, &group);
+            self.health = Some(group);
+            return;
+        }
         let Some(config) = self.applied.health.clone() else {
             return;
         };

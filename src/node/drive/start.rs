@@ -74,14 +74,15 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     }
     let local_addr = transport.local_addr();
     let clock = Clock::new();
-    // With a health check the node starts ineligible; its first result decides.
-    let health = HealthState::at_start(config.health.is_some());
+    // With a health check (or the PostgreSQL manager) the node starts ineligible; its
+    // first result decides.
+    let health = HealthState::at_start(config.checks_health());
     // With `[watchdog] mode = "required"` a device that cannot be armed keeps the node
     // from leading.
     let watchdog = Watchdog::new(&config.watchdog, &config.timing);
     let watchdog_unavailable = watchdog.check_required();
     let start_ms = clock.now();
-    let eligible = config.health.is_none() && watchdog_unavailable.is_none();
+    let eligible = !config.checks_health() && watchdog_unavailable.is_none();
     let members_id = members.id;
     let machine = Machine::start_with(
         machine_config(&config, eligible),

@@ -246,6 +246,15 @@ impl Publisher {
         });
     }
 
+    /// The managed PostgreSQL server as last observed (src/node/postgres/).
+    pub fn postgres(&self, state: Option<crate::api::postgres::PgState>) {
+        self.status.send_if_modified(|s| {
+            let changed = s.postgres != state;
+            s.postgres = state;
+            changed
+        });
+    }
+
     /// A health verdict the check did not report itself (a reload removed the check).
     pub fn health(&self, health: HealthState) {
         self.metrics.set_health(health);

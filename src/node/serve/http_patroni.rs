@@ -303,7 +303,9 @@ mod tests {
     }
 
     fn code(path: &str, query: Option<&str>, status: &Status) -> u16 {
-        route(path, query, status, NOW).expect("a Patroni path").code
+        route(path, query, status, NOW)
+            .expect("a Patroni path")
+            .code
     }
 
     #[test]
@@ -324,10 +326,16 @@ mod tests {
         assert_eq!(reply.code, 503, "a writable server on a follower");
         let body: Value = serde_json::from_str(&reply.body).unwrap();
         assert!(
-            body["reason"].as_str().unwrap().contains("the coordinator is node 3"),
+            body["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the coordinator is node 3"),
             "{body}"
         );
-        assert_eq!((body["state"].as_str(), body["role"].as_str()), (Some("running"), Some("primary")));
+        assert_eq!(
+            (body["state"].as_str(), body["role"].as_str()),
+            (Some("running"), Some("primary"))
+        );
     }
 
     #[test]
@@ -337,12 +345,39 @@ mod tests {
         assert_eq!(code("/replica", Some("lag=1000"), &status), 200);
         assert_eq!(code("/replica", Some("lag=999"), &status), 503);
         assert_eq!(code("/replica", Some("lag=1kB"), &status), 200);
-        assert_eq!(code("/replica", Some("lag=16MB"), &follower(Some(16 << 20))), 200);
-        assert_eq!(code("/replica", Some("lag=16MB"), &follower(Some((16 << 20) + 1))), 503);
-        assert_eq!(code("/replica", None, &follower(None)), 200, "no bound asked");
-        assert_eq!(code("/replica", Some("lag=1GB"), &follower(None)), 503, "lag unknown");
-        assert_eq!(code("/replica", None, &leader(PgRole::Replica)), 503, "on the coordinator");
-        for role in [PgRole::Primary, PgRole::Stopped, PgRole::Absent, PgRole::Unreachable] {
+        assert_eq!(
+            code("/replica", Some("lag=16MB"), &follower(Some(16 << 20))),
+            200
+        );
+        assert_eq!(
+            code(
+                "/replica",
+                Some("lag=16MB"),
+                &follower(Some((16 << 20) + 1))
+            ),
+            503
+        );
+        assert_eq!(
+            code("/replica", None, &follower(None)),
+            200,
+            "no bound asked"
+        );
+        assert_eq!(
+            code("/replica", Some("lag=1GB"), &follower(None)),
+            503,
+            "lag unknown"
+        );
+        assert_eq!(
+            code("/replica", None, &leader(PgRole::Replica)),
+            503,
+            "on the coordinator"
+        );
+        for role in [
+            PgRole::Primary,
+            PgRole::Stopped,
+            PgRole::Absent,
+            PgRole::Unreachable,
+        ] {
             let mut status = follower(Some(0));
             status.postgres.as_mut().unwrap().role = role;
             assert_eq!(code("/replica", None, &status), 503, "{role}");
@@ -361,13 +396,20 @@ mod tests {
             }
         }
         let reply = route("/primary", Some("lag=bogus"), &leader(PgRole::Primary), NOW);
-        assert_eq!(reply.unwrap().code, 200, "/primary ignores lag, as Patroni's does");
+        assert_eq!(
+            reply.unwrap().code,
+            200,
+            "/primary ignores lag, as Patroni's does"
+        );
     }
 
     #[test]
     fn read_only_takes_a_primary_or_a_replica_within_lag() {
         assert_eq!(code("/read-only", None, &leader(PgRole::Primary)), 200);
-        assert_eq!(code("/read-only", Some("lag=0"), &leader(PgRole::Primary)), 200);
+        assert_eq!(
+            code("/read-only", Some("lag=0"), &leader(PgRole::Primary)),
+            200
+        );
         assert_eq!(code("/read-only", None, &follower(Some(10))), 200);
         assert_eq!(code("/read-only", Some("lag=9"), &follower(Some(10))), 503);
         for role in [PgRole::Stopped, PgRole::Absent, PgRole::Unreachable] {
@@ -387,10 +429,16 @@ mod tests {
         assert_eq!(at(NOW + bound.as_nanos() as u64 + 1), 503);
         let mut slow = status.clone();
         slow.timing.suspect_after_ms = 5_000;
-        assert!(liveness_bound(&slow) > LIVENESS_FLOOR, "long leases widen it");
+        assert!(
+            liveness_bound(&slow) > LIVENESS_FLOOR,
+            "long leases widen it"
+        );
         let mut without = status;
         without.postgres = None;
-        assert_eq!(route("/liveness", None, &without, u64::MAX).unwrap().code, 200);
+        assert_eq!(
+            route("/liveness", None, &without, u64::MAX).unwrap().code,
+            200
+        );
     }
 
     #[test]
@@ -419,9 +467,17 @@ mod tests {
         for path in ["/replica", "/read-only", "/readiness"] {
             let reply = route(path, None, &status, NOW).unwrap();
             assert_eq!(reply.code, 503, "{path}");
-            assert!(reply.body.contains("keeps no PostgreSQL server"), "{}", reply.body);
+            assert!(
+                reply.body.contains("keeps no PostgreSQL server"),
+                "{}",
+                reply.body
+            );
         }
-        assert_eq!(route("/coordinator", None, &status, NOW), None, "not Patroni's");
+        assert_eq!(
+            route("/coordinator", None, &status, NOW),
+            None,
+            "not Patroni's"
+        );
     }
 
     #[test]
@@ -440,6 +496,9 @@ mod tests {
         let stopped = route("/read-only", None, &leader(PgRole::Stopped), NOW).unwrap();
         let body: Value = serde_json::from_str(&stopped.body).unwrap();
         assert_eq!(body["state"], "stopped");
-        assert!(body["reason"].as_str().unwrap().contains("stopped"), "{body}");
+        assert!(
+            body["reason"].as_str().unwrap().contains("stopped"),
+            "{body}"
+        );
     }
 }

@@ -22,15 +22,13 @@ fn decode(text: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'+' => out.push(b' '),
-            b'%' => {
-                match bytes.get(i + 1..i + 3).and_then(hex_byte) {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
+            b'%' => match bytes.get(i + 1..i + 3).and_then(hex_byte) {
+                Some(byte) => {
+                    out.push(byte);
+                    i += 2;
                 }
-            }
+                None => out.push(b'%'),
+            },
             other => out.push(other),
         }
         i += 1;
@@ -51,7 +49,11 @@ mod tests {
     #[test]
     fn finds_the_first_value_decoded() {
         let q = Some("pretty&lag=16MB&lag=1");
-        assert_eq!(param(q, "lag").as_deref(), Some("16MB"), "the first one wins");
+        assert_eq!(
+            param(q, "lag").as_deref(),
+            Some("16MB"),
+            "the first one wins"
+        );
         assert_eq!(param(q, "pretty").as_deref(), Some(""));
         assert_eq!(param(q, "mode"), None);
         assert_eq!(param(None, "lag"), None);

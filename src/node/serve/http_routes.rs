@@ -87,7 +87,7 @@ mod tests {
     use crate::api::postgres::{PgRole, PgState};
 
     fn answer(path: &str, status: &Status) -> Reply {
-        route(path, None, status, &Metrics::default(), 0)
+        route(path, None, status, &Metrics::new(status.id), 0)
     }
 
     #[test]

@@ -5,6 +5,11 @@
 
 pub mod api;
 pub mod http;
+pub mod http_conn;
+pub mod http_coordinator;
+pub mod http_patroni;
+pub mod http_query;
+pub mod http_reply;
 pub mod http_routes;
 pub mod http_slots;
 pub mod keepers;

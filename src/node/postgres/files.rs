@@ -1,0 +1,206 @@
+//! The files bully writes in the PostgreSQL data dir: its include file (`bully.conf`,
+//! rewritten before every start and on every change of upstream or synchronous names),
+//! the one line in `postgresql.conf` that includes it, `standby.signal`, and, once after
+//! `initdb`, the `pg_hba.conf` lines the other members need. Everything else in the data
+//! dir is PostgreSQL's and the user's.
+
+use crate::config::postgres::{PostgresConfig, OWNED_INCLUDE};
+use crate::node::policy::postgres::application_name;
+use crate::protocol::NodeId;
+use nix::unistd::{chown, Gid, Uid};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The line that includes bully's file, appended once to `postgresql.conf`.
+const INCLUDE_LINE: &str = "include_if_exists = 'bully.conf'";
+
+/// Unix socket paths longer than this do not fit `sun_path` with the file name.
+const MAX_SOCKET_DIR: usize = 90;
+
+/// Whether `data_dir` holds a cluster (its `PG_VERSION`).
+pub fn has_data(data_dir: &Path) -> bool {
+    data_dir.join("PG_VERSION").is_file()
+}
+
+/// The first line of a password file; `None` when no file is configured.
+pub fn password(file: Option<&Path>) -> Result<Option<String>, String> {
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the password file {}: {e}", file.display()))?;
+    Ok(Some(text.lines().next().unwrap_or("").to_string()))
+}
+
+/// A libpq connection string to `server` as `user`, quoted as libpq wants.
+pub fn conninfo(server: SocketAddr, user: &str, password: Option<&str>, app: &str) -> String {
+    let mut text = format!(
+        "host={} port={} user={} application_name={}",
+        server.ip(),
+        server.port(),
+        quote(user),
+        quote(app)
+    );
+    if let Some(password) = password {
+        let _ = write!(text, " password={}", quote(password));
+    }
+    text
+}
+
+/// `value` quoted for a conninfo string (single quotes, `\` and `'` escaped).
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// `value` as a `postgresql.conf` string literal.
+fn conf_string(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+/// What bully's include file says for node `id`.
+pub fn owned_conf(
+    config: &PostgresConfig,
+    id: NodeId,
+    upstream: Option<SocketAddr>,
+    replication_password: Option<&str>,
+    synchronous_standby_names: &str,
+) -> String {
+    let mut text = format!(
+        "# Written by bully (node {id}) before every start and on every change; edit the\n\
+         # node's [postgres] section instead. postgresql.conf stays yours.\n"
+    );
+    let socket_dir = config.data_dir.display().to_string();
+    let socket_dir = match socket_dir.len() <= MAX_SOCKET_DIR {
+        true => socket_dir,
+        false => String::new(),
+    };
+    let mut set = |name: &str, value: String| {
+        let _ = writeln!(text, "{name} = {value}");
+    };
+    set(
+        "listen_addresses",
+        conf_string(&config.listen.ip().to_string()),
+    );
+    set("port", config.listen.port().to_string());
+    set("unix_socket_directories", conf_string(&socket_dir));
+    set("hot_standby", "on".into());
+    set("wal_log_hints", "on".into());
+    let primary = upstream
+        .map(|server| {
+            conninfo(
+                server,
+                &config.replication.user,
+                replication_password,
+                &application_name(id),
+            )
+        })
+        .unwrap_or_default();
+    set("primary_conninfo", conf_string(&primary));
+    set(
+        "synchronous_standby_names",
+        conf_string(synchronous_standby_names),
+    );
+    for (name, value) in &config.parameters {
+        set(name, conf_string(value));
+    }
+    text
+}
+
+/// Writes `text` to `path` (through a temporary file and a rename), owned by `owner`.
+pub fn write_owned(path: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    give(&tmp, owner)?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Hands `path` to `owner`, if one is set.
+pub fn give(path: &Path, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    match owner {
+        None => Ok(()),
+        Some((uid, gid)) => chown(path, Some(uid), Some(gid))
+            .map_err(|e| format!("cannot hand {} to uid {uid}: {e}", path.display())),
+    }
+}
+
+/// Writes bully's include file and makes sure `postgresql.conf` includes it last.
+pub fn write_conf(data_dir: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    write_owned(&data_dir.join(OWNED_INCLUDE), text, owner)?;
+    let main = data_dir.join("postgresql.conf");
+    let current = std::fs::read_to_string(&main)
+        .map_err(|e| format!("cannot read {}: {e}", main.display()))?;
+    let last = current.lines().rev().find(|l| !l.trim().is_empty());
+    if last.map(str::trim) == Some(INCLUDE_LINE) {
+        return Ok(());
+    }
+    let text = format!(
+        "{current}\n# bully's settings, last so they hold (see {OWNED_INCLUDE})\n{INCLUDE_LINE}\n"
+    );
+    write_owned(&main, &text, owner)
+}
+
+/// Makes the next start a standby's (`standby.signal`).
+pub fn standby_signal(data_dir: &Path, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    write_owned(&data_dir.join("standby.signal"), "", owner)
+}
+
+/// The `pg_hba.conf` lines a new cluster gets after `initdb`: the other members'
+/// standbys and managers reach it over the network, with passwords when configured.
+pub fn hba_lines(config: &PostgresConfig, with_passwords: bool) -> String {
+    let method = match with_passwords {
+        true => "scram-sha-256",
+        false => "trust",
+    };
+    format!(
+        "\n# Added by bully after initdb: the members' standbys and managers. Yours from now on.\n\
+         host replication {repl} 0.0.0.0/0 {method}\n\
+         host replication {repl} ::/0 {method}\n\
+         host all {su} 0.0.0.0/0 {method}\n\
+         host all {su} ::/0 {method}\n",
+        repl = config.replication.user,
+        su = config.superuser.user,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owned_file_names_the_upstream_and_quotes_what_it_must() {
+        let mut config = PostgresConfig::new("/var/lib/pg/n1", "10.0.0.1:5432".parse().unwrap());
+        config
+            .parameters
+            .insert("shared_buffers".into(), "128MB".into());
+        config.replication.user = "rep'l".into();
+        let text = owned_conf(
+            &config,
+            1,
+            Some("10.0.0.3:5433".parse().unwrap()),
+            Some("pa ss"),
+            "ANY 1 (bully_2, bully_3)",
+        );
+        assert!(text.contains("listen_addresses = '10.0.0.1'\n"), "{text}");
+        assert!(text.contains("port = 5432\n"), "{text}");
+        assert!(text.contains(
+            "primary_conninfo = 'host=10.0.0.3 port=5433 user=''rep\\''l'' application_name=''bully_1'' password=''pa ss'''\n"
+        ), "{text}");
+        assert!(text.contains("synchronous_standby_names = 'ANY 1 (bully_2, bully_3)'\n"));
+        assert!(text.contains("shared_buffers = '128MB'\n"));
+        let none = owned_conf(&config, 1, None, None, "");
+        assert!(none.contains("primary_conninfo = ''\n"), "{none}");
+    }
+
+    #[test]
+    fn the_include_line_is_appended_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("postgresql.conf"), "port = 1\n").unwrap();
+        write_conf(dir.path(), "x = 1\n", None).unwrap();
+        write_conf(dir.path(), "x = 2\n", None).unwrap();
+        let main = std::fs::read_to_string(dir.path().join("postgresql.conf")).unwrap();
+        assert_eq!(main.matches(INCLUDE_LINE).count(), 1, "{main}");
+        let owned = std::fs::read_to_string(dir.path().join(OWNED_INCLUDE)).unwrap();
+        assert_eq!(owned, "x = 2\n");
+    }
+}

@@ -1,0 +1,796 @@
+//! The manager's loop: every `[postgres] interval_ms` (and on every change of the node's
+//! status) it looks at the local server (`look`), asks the pure decisions what to do
+//! (src/node/policy/postgres.rs), does it (`act`), and reports to the runtime: the
+//! health verdict (eligibility), the estimate (the server's rank) and the record every
+//! reader of the status sees ([`PgState`]).
+
+use super::control;
+use super::files;
+use super::peers::PeerServers;
+use super::programs::Programs;
+use super::sql::{self, Described};
+use crate::api::postgres::{PgRole, PgState};
+use crate::api::Status;
+use crate::boot_clock::BootInstant;
+use crate::config::postgres::PostgresConfig;
+use crate::node::commands::health::{Measured, Verdict};
+use crate::node::policy::postgres::{
+    self as rules, Act, Cluster, Memory, Office, PeerWal, Rules, Running, Server,
+};
+use crate::node::shared::tasks::NodeTasks;
+use crate::postmaster;
+use crate::protocol::{NodeId, Role};
+use futures::StreamExt;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// How long a SQL round trip to a server may take before it counts as unanswered.
+const SQL_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// How long after the majority answered the promotion check waits for the others.
+const STRAGGLERS: Duration = Duration::from_millis(100);
+
+/// A standby not seen streaming for this long no longer counts toward `ANY k` under
+/// `synchronous = "quorum"` (a new primary counts every standby for this long first).
+const STANDBY_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a standby with the right upstream may go without streaming before it is
+/// stopped and rewound (its timeline cannot follow).
+const STUCK_FOR: Duration = Duration::from_secs(15);
+
+/// What the manager runs with.
+pub struct Manager {
+    pub config: PostgresConfig,
+    pub id: NodeId,
+    /// The node's data dir: the server's log goes there.
+    pub node_data_dir: PathBuf,
+    pub programs: Programs,
+    pub status: watch::Receiver<Status>,
+    pub peers: PeerServers,
+    pub verdicts: mpsc::Sender<Verdict>,
+    pub generation: u64,
+    /// Survives the manager's restarts (a reload, a stall).
+    pub memory: Arc<Mutex<Memory>>,
+    pub superuser_password: Option<String>,
+    pub replication_password: Option<String>,
+}
+
+/// The state one run of the loop keeps.
+struct Loop {
+    m: Manager,
+    local: Option<tokio_postgres::Client>,
+    /// When each standby was last seen streaming from this primary.
+    standby_seen: BTreeMap<NodeId, Instant>,
+    /// What the last look did or waits for.
+    note: String,
+    last_sent: Option<(Verdict, Instant)>,
+}
+
+/// Runs the manager until `tasks` stops.
+pub async fn run(manager: Manager, tasks: NodeTasks) {
+    let interval = Duration::from_millis(manager.config.interval_ms);
+    let mut status = manager.status.clone();
+    let mut state = Loop {
+        m: manager,
+        local: None,
+        standby_seen: BTreeMap::new(),
+        note: "starting".into(),
+        last_sent: None,
+    };
+    loop {
+        if tasks.until_stopped(state.look()).await.is_none() {
+            return;
+        }
+        let woken = async {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = status.changed() => {}
+            }
+        };
+        if tasks.until_stopped(woken).await.is_none() {
+            return;
+        }
+    }
+}
+
+impl Loop {
+    /// One look: observe, decide, act, report.
+    async fn look(&mut self) {
+        let status = self.m.status.borrow().as_of_now();
+        let (server, described) = self.observe().await;
+        let office = self.office(&status);
+        let cluster = self.cluster(&status, &office, described.as_ref());
+        let peers = match (&office, &server) {
+            (Office::Leading { .. }, Server::Running(r)) if r.in_recovery => {
+                self.peer_wals(&cluster).await
+            }
+            _ => Vec::new(),
+        };
+        let memory = self.remember(&server, &office, described.as_ref());
+        let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
+        let keeper = !status.keepers.is_empty();
+        let eligible = decision.eligible && keeper;
+        let act = decision.act.clone();
+        self.note = match self.act(act, &server, &cluster).await {
+            Ok(note) => note,
+            Err(e) => {
+                tracing::warn!("postgres: {e}");
+                e
+            }
+        };
+        if decision.eligible && !keeper {
+            self.note = format!(
+                "{}; not eligible: no keeper connected (run `bully run --config` on this host)",
+                self.note
+            );
+        }
+        self.report(eligible, &server, described.as_ref()).await;
+    }
+
+    fn rules(&self) -> Rules {
+        let c = &self.m.config;
+        let interval = Duration::from_millis(c.interval_ms);
+        Rules {
+            synchronous: c.synchronous,
+            maximum_lag_on_failover: c.maximum_lag_on_failover,
+            rewind: c.rewind,
+            reinit_on_failed_rewind: c.reinit_on_failed_rewind,
+            stuck_after: (STUCK_FOR.as_millis() / interval.as_millis().max(1)) as u32,
+        }
+    }
+
+    /// The office as the decisions need it, from the status as of now (a lapsed lease
+    /// reads as no coordinator).
+    fn office(&self, status: &Status) -> Office {
+        match (status.role, status.coordinator) {
+            (Role::Coordinator, _) if status.ready() && status.lease_until.is_some() => {
+                Office::Leading {
+                    token: status.token().unwrap_or(0),
+                }
+            }
+            (Role::Coordinator, _) => Office::Elected,
+            (_, Some(leader)) if leader != self.m.id => Office::Following {
+                leader,
+                server: self.m.peers.get(leader).flatten().map(|s| s.listen),
+            },
+            _ => Office::Nobody,
+        }
+    }
+
+    /// The members around this node, from its list (or config) and their reports.
+    fn cluster(&self, status: &Status, office: &Office, described: Option<&Described>) -> Cluster {
+        let (voters, data_voters): (usize, Vec<NodeId>) = match &status.members {
+            Some(list) => (
+                list.voters().len(),
+                list.members
+                    .iter()
+                    .filter(|m| m.may_lead())
+                    .map(|m| m.id)
+                    .collect(),
+            ),
+            None => {
+                let mut ids: Vec<NodeId> = std::iter::once(self.m.id)
+                    .chain(status.peers.iter().map(|p| p.id))
+                    .collect();
+                ids.sort_unstable();
+                (ids.len(), ids)
+            }
+        };
+        let others: Vec<NodeId> = data_voters
+            .iter()
+            .copied()
+            .filter(|&m| m != self.m.id)
+            .collect();
+        let all_absent = others
+            .iter()
+            .all(|&m| matches!(self.m.peers.get(m), Some(Some(s)) if s.role == PgRole::Absent));
+        let leader_primary = match office {
+            Office::Following { leader, .. } => {
+                matches!(self.m.peers.get(*leader), Some(Some(s)) if s.role == PgRole::Primary)
+            }
+            _ => false,
+        };
+        let streaming = described
+            .map(|d| {
+                let names: Vec<&str> = d.standbys.iter().map(|(n, _)| n.as_str()).collect();
+                others
+                    .iter()
+                    .filter(|&&m| {
+                        let seen = names.contains(&rules::application_name(m).as_str());
+                        self.standby_seen
+                            .get(&m)
+                            .is_some_and(|at| seen || at.elapsed() < STANDBY_GRACE)
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        Cluster {
+            id: self.m.id,
+            data_voters,
+            voters,
+            all_absent,
+            leader_primary,
+            streaming,
+        }
+    }
+
+    /// Updates the memory from what this look saw, and returns a copy for `decide`.
+    fn remember(
+        &mut self,
+        server: &Server,
+        office: &Office,
+        described: Option<&Described>,
+    ) -> Memory {
+        let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if let Server::Stopped {
+            was_primary: true, ..
+        } = server
+        {
+            memory.needs_rewind = true;
+        }
+        let stuck = match (office, server) {
+            (
+                Office::Following {
+                    server: Some(up), ..
+                },
+                Server::Running(r),
+            ) => r.in_recovery && r.upstream == Some(*up) && !r.streaming,
+            _ => false,
+        };
+        memory.not_streaming = match stuck {
+            true => memory.not_streaming.saturating_add(1),
+            false => 0,
+        };
+        if let Some(d) = described.filter(|d| !d.in_recovery) {
+            let now = Instant::now();
+            for (name, _) in &d.standbys {
+                if let Some(id) = name.strip_prefix("bully_").and_then(|i| i.parse().ok()) {
+                    self.standby_seen.insert(id, now);
+                }
+            }
+        }
+        memory.clone()
+    }
+
+    /// The local server: its data dir, its postmaster, one SQL round trip.
+    async fn observe(&mut self) -> (Server, Option<Described>) {
+        let data_dir = &self.m.config.data_dir;
+        if !files::has_data(data_dir) {
+            self.local = None;
+            return (Server::Absent, None);
+        }
+        let alive =
+            postmaster::pid(data_dir).is_some_and(|pid| kill(Pid::from_raw(pid), None).is_ok());
+        if !alive {
+            self.local = None;
+            let control = self
+                .m
+                .programs
+                .run(
+                    "pg_controldata",
+                    &[data_dir.display().to_string()],
+                    &[("LC_ALL".into(), "C".into())],
+                    SQL_TIMEOUT * 5,
+                )
+                .await
+                .ok()
+                .and_then(|ran| control::parse(&ran.stdout));
+            let (was_primary, clean) = control.map_or((false, false), |c| (c.was_primary, c.clean));
+            return (Server::Stopped { was_primary, clean }, None);
+        }
+        match self.describe_local().await {
+            Ok(d) => {
+                let running = Running {
+                    in_recovery: d.in_recovery,
+                    timeline: d.timeline,
+                    wal: rules::rank(d.timeline, d.wal),
+                    upstream: d.upstream,
+                    streaming: d.streaming,
+                    synchronous_standby_names: d.synchronous_standby_names.clone(),
+                };
+                (Server::Running(running), Some(d))
+            }
+            Err(e) => {
+                tracing::debug!("postgres: the local server does not answer: {e}");
+                self.local = None;
+                (Server::Unreachable, None)
+            }
+        }
+    }
+
+    async fn describe_local(&mut self) -> Result<Described, String> {
+        let client = self.local_client().await?;
+        sql::describe(client, SQL_TIMEOUT).await
+    }
+
+    async fn local_client(&mut self) -> Result<&tokio_postgres::Client, String> {
+        if self.local.as_ref().is_none_or(|c| c.is_closed()) {
+            let c = &self.m.config;
+            let client = sql::connect(
+                c.listen,
+                &c.superuser.user,
+                self.m.superuser_password.as_deref(),
+                SQL_TIMEOUT,
+            )
+            .await?;
+            self.local = Some(client);
+        }
+        Ok(self.local.as_ref().expect("just connected"))
+    }
+
+    /// The other data voters' ranks, read from their servers directly (their own
+    /// reports may be a look old), until a majority answered and a little after.
+    async fn peer_wals(&self, cluster: &Cluster) -> Vec<PeerWal> {
+        let majority = cluster.voters / 2 + 1;
+        let witnesses = cluster.voters - cluster.data_voters.len();
+        let mut asked: futures::stream::FuturesUnordered<_> = cluster
+            .data_voters
+            .iter()
+            .copied()
+            .filter(|&m| m != self.m.id)
+            .map(|m| {
+                let listen = self.m.peers.get(m).flatten().map(|s| s.listen);
+                let (user, password) = (
+                    self.m.config.superuser.user.clone(),
+                    self.m.superuser_password.clone(),
+                );
+                async move {
+                    let wal = match listen {
+                        None => None,
+                        Some(listen) => peer_rank(listen, &user, password.as_deref()).await,
+                    };
+                    PeerWal { id: m, wal }
+                }
+            })
+            .collect();
+        let mut answers = Vec::new();
+        let mut stragglers_until: Option<tokio::time::Instant> = None;
+        loop {
+            let reached = 1
+                + witnesses
+                + answers
+                    .iter()
+                    .filter(|p: &&PeerWal| p.wal.is_some())
+                    .count();
+            if reached >= majority && stragglers_until.is_none() {
+                stragglers_until = Some(tokio::time::Instant::now() + STRAGGLERS);
+            }
+            let next = match stragglers_until {
+                Some(until) => match tokio::time::timeout_at(until, asked.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+                None => asked.next().await,
+            };
+            match next {
+                Some(answer) => answers.push(answer),
+                None => break,
+            }
+        }
+        answers
+    }
+
+    /// Does `act`; the words say what was done.
+    async fn act(
+        &mut self,
+        act: Act,
+        server: &Server,
+        cluster: &Cluster,
+    ) -> Result<String, String> {
+        let c = self.m.config.clone();
+        let timeout = Duration::from_millis(c.action_timeout_ms);
+        match act {
+            Act::Wait(why) => Ok(why),
+            Act::InitDb => {
+                self.init_db().await?;
+                self.start_server(None).await?;
+                Ok("initdb done; started as a standby".into())
+            }
+            Act::Clone { from } => {
+                self.clone_from(from).await?;
+                self.forget_rewind(true);
+                Ok(format!("cloned from {from}"))
+            }
+            Act::StartStandby { upstream } => {
+                self.start_server(upstream).await?;
+                Ok(match upstream {
+                    Some(up) => format!("started as a standby of {up}"),
+                    None => "started as a standby".into(),
+                })
+            }
+            Act::Repoint { upstream } => {
+                self.write_conf(upstream, "")?;
+                let client = self.local_client().await?;
+                sql::reload(client, SQL_TIMEOUT).await?;
+                Ok(match upstream {
+                    Some(up) => format!("streams from {up}"),
+                    None => "no upstream".into(),
+                })
+            }
+            Act::Promote => {
+                // The names hold every standby before the first commit is taken, so
+                // no commit is acknowledged by the new primary alone.
+                let names = rules::synchronous_names(
+                    self.m.id,
+                    cluster,
+                    cluster.data_voters.len(),
+                    c.synchronous,
+                );
+                self.write_conf(None, &names)?;
+                let now = Instant::now();
+                for &m in cluster.data_voters.iter().filter(|&&m| m != self.m.id) {
+                    self.standby_seen.insert(m, now);
+                }
+                let password = self.m.replication_password.clone();
+                let client = self.local_client().await?;
+                sql::reload(client, SQL_TIMEOUT).await?;
+                let started = Instant::now();
+                sql::promote(client, timeout).await?;
+                sql::ensure_replication_role(client, &c.replication.user, password.as_deref())
+                    .await?;
+                self.forget_rewind(false);
+                tracing::info!(took_ms = started.elapsed().as_millis() as u64, %names, "postgres: promoted");
+                Ok(format!("promoted (synchronous_standby_names = '{names}')"))
+            }
+            Act::SetSynchronous { names } => {
+                self.write_conf(None, &names)?;
+                let client = self.local_client().await?;
+                sql::reload(client, SQL_TIMEOUT).await?;
+                tracing::info!(%names, "postgres: synchronous_standby_names");
+                Ok(format!("primary; synchronous_standby_names = '{names}'"))
+            }
+            Act::Stop { why } => {
+                if matches!(server, Server::Running(r) if !r.in_recovery) || why.contains("rewound")
+                {
+                    self.m
+                        .memory
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .needs_rewind = true;
+                }
+                tracing::warn!("postgres: stopping the server: {why}");
+                self.stop_server(timeout).await?;
+                Ok(format!("stopped: {why}"))
+            }
+            Act::Rewind { from } => match self.rewind(from).await {
+                Ok(()) => {
+                    self.forget_rewind(true);
+                    Ok(format!("rewound from {from}"))
+                }
+                Err(e) => {
+                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+                    memory.rewind_failures += 1;
+                    if memory.rewind_failures >= rules::REWIND_ATTEMPTS
+                        && !c.reinit_on_failed_rewind
+                    {
+                        memory.out = Some(format!(
+                            "pg_rewind failed {} times: {e}",
+                            memory.rewind_failures
+                        ));
+                    }
+                    Err(format!("rewind from {from} failed: {e}"))
+                }
+            },
+            Act::Reinit { from } => {
+                self.move_aside()?;
+                self.clone_from(from).await?;
+                self.forget_rewind(true);
+                Ok(format!(
+                    "cloned afresh from {from}; the old data dir is kept aside"
+                ))
+            }
+        }
+    }
+
+    /// A rewind or clone succeeded, or a promotion made this server the primary.
+    fn forget_rewind(&self, reset_failures: bool) {
+        let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+        memory.needs_rewind = false;
+        if reset_failures {
+            memory.rewind_failures = 0;
+        }
+    }
+
+    fn write_conf(
+        &self,
+        upstream: Option<std::net::SocketAddr>,
+        names: &str,
+    ) -> Result<(), String> {
+        let text = files::owned_conf(
+            &self.m.config,
+            self.m.id,
+            upstream,
+            self.m.replication_password.as_deref(),
+            names,
+        );
+        files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())
+    }
+
+    /// Creates the (empty) data dir, owned by the server's user, mode 0700.
+    fn make_data_dir(&self) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = &self.m.config.data_dir;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
+        files::give(dir, self.m.programs.owner())
+    }
+
+    async fn init_db(&self) -> Result<(), String> {
+        let c = &self.m.config;
+        self.make_data_dir()?;
+        let with_passwords = c.superuser.password_file.is_some();
+        let mut args = vec![
+            "-D".to_string(),
+            c.data_dir.display().to_string(),
+            "-U".into(),
+            c.superuser.user.clone(),
+            "--auth-local=trust".into(),
+            format!(
+                "--auth-host={}",
+                if with_passwords {
+                    "scram-sha-256"
+                } else {
+                    "trust"
+                }
+            ),
+        ];
+        if let Some(file) = &c.superuser.password_file {
+            args.push(format!("--pwfile={}", file.display()));
+        }
+        let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
+        self.m
+            .programs
+            .run("initdb", &args, &[], copy_timeout)
+            .await?;
+        let hba = c.data_dir.join("pg_hba.conf");
+        let mut text =
+            std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
+        text.push_str(&files::hba_lines(c, with_passwords));
+        files::write_owned(&hba, &text, self.m.programs.owner())?;
+        tracing::info!(data_dir = %c.data_dir.display(), "postgres: initdb done (a new cluster)");
+        Ok(())
+    }
+
+    async fn clone_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
+        let c = &self.m.config;
+        let dir = &c.data_dir;
+        if dir.exists()
+            && std::fs::read_dir(dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            return Err(format!(
+                "{} is not empty and holds no cluster; move it away to let the node clone",
+                dir.display()
+            ));
+        }
+        self.make_data_dir()?;
+        let args = vec![
+            "-D".to_string(),
+            dir.display().to_string(),
+            "-h".into(),
+            from.ip().to_string(),
+            "-p".into(),
+            from.port().to_string(),
+            "-U".into(),
+            c.replication.user.clone(),
+            "-X".into(),
+            "stream".into(),
+            "-c".into(),
+            "fast".into(),
+            "-w".into(),
+        ];
+        let env = self.password_env(self.m.replication_password.as_deref());
+        tracing::info!(%from, "postgres: cloning (pg_basebackup)");
+        let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
+        if let Err(e) = self
+            .m
+            .programs
+            .run("pg_basebackup", &args, &env, copy_timeout)
+            .await
+        {
+            // pg_basebackup removes what it wrote; the empty dir stays for the next try.
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn rewind(&self, from: std::net::SocketAddr) -> Result<(), String> {
+        let c = &self.m.config;
+        let source =
+            files::conninfo(from, &c.superuser.user, None, "bully_rewind") + " dbname=postgres";
+        let args = vec![
+            "-D".to_string(),
+            c.data_dir.display().to_string(),
+            format!("--source-server={source}"),
+        ];
+        let env = self.password_env(self.m.superuser_password.as_deref());
+        tracing::info!(%from, "postgres: pg_rewind");
+        let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
+        let ran = self
+            .m
+            .programs
+            .run("pg_rewind", &args, &env, copy_timeout)
+            .await?;
+        tracing::info!(
+            "postgres: pg_rewind: {}",
+            super::programs::last_lines(&ran.stderr, 2)
+        );
+        Ok(())
+    }
+
+    fn password_env(&self, password: Option<&str>) -> Vec<(String, String)> {
+        password
+            .map(|p| vec![("PGPASSWORD".to_string(), p.to_string())])
+            .unwrap_or_default()
+    }
+
+    /// Renames the data dir to `<data_dir>.aside`, replacing an older one.
+    fn move_aside(&self) -> Result<(), String> {
+        let dir = &self.m.config.data_dir;
+        let mut aside = dir.clone().into_os_string();
+        aside.push(".aside");
+        let aside = PathBuf::from(aside);
+        if aside.exists() {
+            std::fs::remove_dir_all(&aside)
+                .map_err(|e| format!("cannot remove {}: {e}", aside.display()))?;
+        }
+        std::fs::rename(dir, &aside)
+            .map_err(|e| format!("cannot move {} aside: {e}", dir.display()))?;
+        tracing::warn!(aside = %aside.display(), "postgres: the old data dir is kept aside");
+        Ok(())
+    }
+
+    /// Starts the server as a standby of `upstream`, in a process group of its own,
+    /// its output appended to `postgres.log` in the node's data dir; returns once its
+    /// postmaster runs (not once it accepts connections: the next looks see that).
+    async fn start_server(&mut self, upstream: Option<std::net::SocketAddr>) -> Result<(), String> {
+        let c = &self.m.config;
+        self.write_conf(upstream, "")?;
+        files::standby_signal(&c.data_dir, self.m.programs.owner())?;
+        let stale = c.data_dir.join("postmaster.pid");
+        if stale.exists() {
+            let _ = std::fs::remove_file(&stale);
+        }
+        let log_path = self.m.node_data_dir.join("postgres.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut command = self.m.programs.command(
+            "postgres",
+            &["-D".to_string(), c.data_dir.display().to_string()],
+            &[],
+        );
+        command.stdout(log).stderr(err).process_group(0);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start postgres: {e}"))?;
+        let pid = child.id();
+        drop(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if postmaster::pid(&c.data_dir).is_some() {
+                tracing::info!(?pid, ?upstream, "postgres: started as a standby");
+                return Ok(());
+            }
+            if pid.is_some_and(|p| kill(Pid::from_raw(p as i32), None).is_err()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Err(format!(
+            "postgres did not start; see {}",
+            log_path.display()
+        ))
+    }
+
+    /// Fast shutdown; after `timeout`, every process of the server's group is killed.
+    async fn stop_server(&mut self, timeout: Duration) -> Result<(), String> {
+        self.local = None;
+        let Some(pid) = postmaster::pid(&self.m.config.data_dir) else {
+            return Ok(());
+        };
+        postmaster::stop(pid, timeout).await
+    }
+
+    /// Sends the verdict and the status record when they changed (at least every
+    /// second, so readers see the record is fresh).
+    async fn report(&mut self, eligible: bool, server: &Server, described: Option<&Described>) {
+        let c = &self.m.config;
+        let role = match server {
+            Server::Absent => PgRole::Absent,
+            Server::Stopped { .. } => PgRole::Stopped,
+            Server::Unreachable => PgRole::Unreachable,
+            Server::Running(r) if r.in_recovery => PgRole::Replica,
+            Server::Running(_) => PgRole::Primary,
+        };
+        let (rank, timeline) = match server {
+            Server::Running(r) => (Some(r.wal), Some(r.timeline)),
+            _ => (None, None),
+        };
+        let leader_wal = self
+            .m
+            .status
+            .borrow()
+            .coordinator
+            .and_then(|l| self.m.peers.get(l).flatten())
+            .filter(|s| s.role == PgRole::Primary)
+            .and_then(|s| s.wal_position);
+        let wal = described.map(|d| d.wal);
+        let state = PgState {
+            listen: c.listen,
+            role,
+            timeline,
+            wal_position: wal,
+            replayed: described.and_then(|d| d.replayed),
+            lag_bytes: match (role, leader_wal, described.and_then(|d| d.replayed)) {
+                (PgRole::Replica, Some(primary), Some(replayed)) => {
+                    Some(primary.saturating_sub(replayed))
+                }
+                _ => None,
+            },
+            streaming_from: described
+                .filter(|d| d.streaming)
+                .and_then(|d| d.upstream)
+                .and_then(|up| self.member_at(up)),
+            synchronous_standby_names: described
+                .filter(|d| !d.in_recovery)
+                .map(|d| d.synchronous_standby_names.clone()),
+            note: self.note.clone(),
+            observed_at_ns: BootInstant::now().as_nanos(),
+        };
+        let fresh_for = Duration::from_millis(2 * c.interval_ms) + SQL_TIMEOUT;
+        let verdict = Verdict {
+            generation: self.m.generation,
+            healthy: eligible,
+            estimate: Some(Measured {
+                value: rank,
+                fresh_until: BootInstant::now() + fresh_for,
+            }),
+            postgres: Some(state),
+        };
+        let due = match &self.last_sent {
+            None => true,
+            Some((last, at)) => !last.same_as(&verdict) || at.elapsed() >= Duration::from_secs(1),
+        };
+        if due {
+            self.last_sent = Some((verdict.clone(), Instant::now()));
+            let _ = self.m.verdicts.send(verdict).await;
+        }
+    }
+
+    /// The member whose server listens at `addr`, from the members' reports.
+    fn member_at(&self, addr: std::net::SocketAddr) -> Option<NodeId> {
+        let status = self.m.status.borrow();
+        status.peers.iter().map(|p| p.id).find(|&id| {
+            self.m
+                .peers
+                .get(id)
+                .flatten()
+                .is_some_and(|s| s.listen == addr)
+        })
+    }
+}
+
+/// One member's server's rank, by a SQL round trip; `None` when it does not answer.
+async fn peer_rank(
+    listen: std::net::SocketAddr,
+    user: &str,
+    password: Option<&str>,
+) -> Option<u64> {
+    let client = sql::connect(listen, user, password, SQL_TIMEOUT)
+        .await
+        .ok()?;
+    let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
+    Some(rules::rank(d.timeline, d.wal))
+}

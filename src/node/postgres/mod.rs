@@ -1,0 +1,152 @@
+//! The PostgreSQL manager (`[postgres]`, docs/design.md#keeping-postgresql): the node
+//! keeps one server itself, with no hook scripts. It stands in for the health check:
+//! its verdict gates eligibility and its estimate is the server's rank (timeline, then
+//! WAL position), so elections go to the freshest server. The decisions are pure
+//! (src/node/policy/postgres.rs); this wing observes and acts:
+//! - `manager`: the loop (observe, decide, act, report);
+//! - `sql`: the round trips (describe, promote, reload, the replication role);
+//! - `programs`: initdb, pg_basebackup, pg_rewind, pg_controldata and the server itself
+//!   as child processes, as `run_as`, with timeouts, never through a shell;
+//! - `files`: bully's include file, `standby.signal`, the `pg_hba.conf` lines of a new
+//!   cluster; `control`: a stopped server's control file;
+//! - `peers`: the other members' servers, from their statuses.
+//!
+//! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
+//! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
+//! writing after a successor may have promoted.
+
+mod control;
+mod files;
+mod manager;
+mod peers;
+mod programs;
+mod sql;
+
+use crate::api::postgres::{PgRole, PgState};
+use crate::api::Status;
+use crate::boot_clock::BootInstant;
+use crate::config::NodeConfig;
+use crate::node::commands::health::Verdict;
+use crate::node::policy::postgres::Memory;
+use crate::node::shared::tasks::NodeTasks;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How often a manager that cannot run says so again.
+const RETRY_SETUP: Duration = Duration::from_secs(10);
+
+/// What the manager's tasks share with the node's services.
+pub struct Links {
+    pub status: watch::Receiver<Status>,
+    pub verdicts: mpsc::Sender<Verdict>,
+    pub generation: u64,
+    /// Kept by the services across the manager's restarts.
+    pub memory: Arc<Mutex<Memory>>,
+}
+
+/// Starts the manager and its peer poller in `group` (the node has `[postgres]`).
+pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
+    let Some(pg) = config.postgres.clone() else {
+        return;
+    };
+    let servers = peers::PeerServers::default();
+    let configured = config
+        .peers
+        .iter()
+        .map(|p| (p.id, p.addr.clone()))
+        .collect();
+    let interval = Duration::from_millis(pg.interval_ms);
+    group.spawn(peers::poll(
+        servers.clone(),
+        links.status.clone(),
+        configured,
+        config.tls.clone(),
+        interval,
+        group.clone(),
+    ));
+    let setup = programs::Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref()).and_then(
+        |programs| {
+            let su = files::password(pg.superuser.password_file.as_deref())?;
+            let repl = files::password(pg.replication.password_file.as_deref())?;
+            Ok((programs, su, repl))
+        },
+    );
+    match setup {
+        Ok((programs, superuser_password, replication_password)) => {
+            let manager = manager::Manager {
+                config: pg,
+                id: config.id,
+                node_data_dir: config.data_dir.clone(),
+                programs,
+                status: links.status,
+                peers: servers,
+                verdicts: links.verdicts,
+                generation: links.generation,
+                memory: links.memory,
+                superuser_password,
+                replication_password,
+            };
+            group.spawn(manager::run(manager, group.clone()));
+        }
+        Err(why) => {
+            group.spawn(cannot_run(
+                why,
+                pg.listen,
+                pg.data_dir,
+                links,
+                group.clone(),
+            ));
+        }
+    }
+}
+
+/// Says why the manager cannot run, every [`RETRY_SETUP`], and keeps the node
+/// ineligible: a node that cannot keep its server must not lead.
+async fn cannot_run(
+    why: String,
+    listen: std::net::SocketAddr,
+    data_dir: std::path::PathBuf,
+    links: Links,
+    tasks: NodeTasks,
+) {
+    loop {
+        tracing::error!("postgres: the manager cannot run: {why}");
+        let role = match files::has_data(Path::new(&data_dir)) {
+            true => PgRole::Stopped,
+            false => PgRole::Absent,
+        };
+        let verdict = Verdict {
+            generation: links.generation,
+            healthy: false,
+            estimate: None,
+            postgres: Some(PgState {
+                listen,
+                role,
+                timeline: None,
+                wal_position: None,
+                replayed: None,
+                lag_bytes: None,
+                streaming_from: None,
+                synchronous_standby_names: None,
+                note: format!("the manager cannot run: {why}"),
+                observed_at_ns: BootInstant::now().as_nanos(),
+            }),
+        };
+        if tasks
+            .until_stopped(links.verdicts.send(verdict))
+            .await
+            .is_none()
+        {
+            return;
+        }
+        if tasks
+            .until_stopped(tokio::time::sleep(RETRY_SETUP))
+            .await
+            .is_none()
+        {
+            return;
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! PostgreSQL's programs as child processes: found in `[postgres] bin_dir` (or the
+//! newest `/usr/lib/postgresql/*/bin`), run as `[postgres] run_as` when set, never
+//! through a shell, each killed when its timeout passes. The server itself is started
+//! here too, in a process group of its own, so the keeper's fence can stop every
+//! backend with it (src/keeper/postgres_fence.rs).
+
+use nix::unistd::{Gid, Uid, User};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// Where the programs are and whom they run as.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    bin_dir: PathBuf,
+    /// The user to switch to (uid, gid, name); `None`: run as the node's own user.
+    run_as: Option<(Uid, Gid, String)>,
+}
+
+/// What a program run gave: its exit status and what it printed.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Programs {
+    /// Finds the programs and the user; an error says what is missing.
+    pub fn find(bin_dir: Option<&Path>, run_as: Option<&str>) -> Result<Programs, String> {
+        let bin_dir = match bin_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => newest_debian_bin_dir().ok_or_else(|| {
+                "no [postgres] bin_dir and no /usr/lib/postgresql/*/bin/postgres".to_string()
+            })?,
+        };
+        if !bin_dir.join("postgres").is_file() {
+            return Err(format!("{}/postgres does not exist", bin_dir.display()));
+        }
+        let run_as = match run_as {
+            None => None,
+            Some(name) => match User::from_name(name) {
+                Ok(Some(user)) => Some((user.uid, user.gid, name.to_string())),
+                Ok(None) => return Err(format!("[postgres] run_as: no user `{name}`")),
+                Err(e) => return Err(format!("[postgres] run_as: cannot look up `{name}`: {e}")),
+            },
+        };
+        if run_as.is_none() && Uid::effective().is_root() {
+            return Err(
+                "PostgreSQL refuses to run as root: set [postgres] run_as (e.g. \"postgres\")"
+                    .into(),
+            );
+        }
+        Ok(Programs { bin_dir, run_as })
+    }
+
+    /// The user files handed to the server must belong to (`None`: the node's own).
+    pub fn owner(&self) -> Option<(Uid, Gid)> {
+        self.run_as.as_ref().map(|(uid, gid, _)| (*uid, *gid))
+    }
+
+    /// A command for program `name`, as the configured user, with `env` added.
+    pub fn command(&self, name: &str, args: &[String], env: &[(String, String)]) -> Command {
+        let mut command = Command::new(self.bin_dir.join(name));
+        command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+        if let Some((uid, gid, user)) = &self.run_as {
+            command.uid(uid.as_raw()).gid(gid.as_raw());
+            command.env("USER", user).env("LOGNAME", user);
+        }
+        command.stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `name` to its end, killed after `timeout`; an error names the program and
+    /// says what it printed.
+    pub async fn run(
+        &self,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<Ran, String> {
+        let mut command = self.command(name, args, env);
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+            Ok(output) => output.map_err(|e| format!("{name}: {e}"))?,
+            Err(_) => return Err(format!("{name} did not finish within {timeout:?}; killed")),
+        };
+        let ran = Ran {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        };
+        match output.status.success() {
+            true => Ok(ran),
+            false => Err(format!(
+                "{name} failed ({}): {}",
+                output.status,
+                last_lines(&ran.stderr, 3)
+            )),
+        }
+    }
+}
+
+/// The last `n` lines of `text`, joined, for an error message.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+/// The `bin` directory of the newest PostgreSQL under Debian's `/usr/lib/postgresql`.
+fn newest_debian_bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("postgres").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}

@@ -1,0 +1,200 @@
+//! The SQL round trips the manager makes (tokio-postgres, no TLS: the servers are on
+//! the members' own network, as their replication is): connecting with a deadline, the
+//! one query that describes a server, promotion, reload, and the replication role.
+
+use crate::api::postgres::parse_lsn;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio_postgres::{Client, NoTls};
+
+/// What one query told about a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    pub in_recovery: bool,
+    pub timeline: u32,
+    /// Flushed WAL on a primary; received, else replayed, WAL on a standby.
+    pub wal: u64,
+    /// A standby's replayed WAL.
+    pub replayed: Option<u64>,
+    /// A standby's WAL receiver streams.
+    pub streaming: bool,
+    /// `primary_conninfo`'s host and port.
+    pub upstream: Option<SocketAddr>,
+    pub synchronous_standby_names: String,
+    /// A primary's standbys that stream now, by application name, with their flushed WAL.
+    pub standbys: Vec<(String, u64)>,
+}
+
+/// Connects to `server` as `user` within `timeout`.
+pub async fn connect(
+    server: SocketAddr,
+    user: &str,
+    password: Option<&str>,
+    timeout: Duration,
+) -> Result<Client, String> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(server.ip().to_string())
+        .port(server.port())
+        .user(user)
+        .dbname("postgres")
+        .application_name("bully")
+        .connect_timeout(timeout);
+    if let Some(password) = password {
+        config.password(password);
+    }
+    let connecting = config.connect(NoTls);
+    let (client, connection) = tokio::time::timeout(timeout, connecting)
+        .await
+        .map_err(|_| format!("no answer from {server} within {timeout:?}"))?
+        .map_err(|e| format!("{server}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
+    CASE WHEN pg_is_in_recovery() THEN NULL
+         ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END,
+    (SELECT timeline_id FROM pg_control_checkpoint()),
+    (SELECT received_tli FROM pg_stat_wal_receiver),
+    CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_flush_lsn()::text END,
+    pg_last_wal_receive_lsn()::text,
+    pg_last_wal_replay_lsn()::text,
+    coalesce((SELECT status = 'streaming' FROM pg_stat_wal_receiver), false),
+    current_setting('primary_conninfo'),
+    current_setting('synchronous_standby_names')";
+
+const STANDBYS: &str = "SELECT application_name, coalesce(flush_lsn::text, '0/0')
+    FROM pg_stat_replication WHERE state = 'streaming'";
+
+/// Describes the server behind `client` within `timeout`.
+pub async fn describe(client: &Client, timeout: Duration) -> Result<Described, String> {
+    let asked = async {
+        let row = client.query_one(DESCRIBE, &[]).await?;
+        let standbys = match row.get::<_, bool>(0) {
+            true => Vec::new(),
+            false => client.query(STANDBYS, &[]).await?,
+        };
+        Ok::<_, tokio_postgres::Error>((row, standbys))
+    };
+    let (row, standbys) = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| format!("the server did not answer within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+    let lsn = |i: usize| {
+        row.get::<_, Option<String>>(i)
+            .as_deref()
+            .and_then(parse_lsn)
+    };
+    let in_recovery: bool = row.get(0);
+    let walfile_timeline = row
+        .get::<_, Option<String>>(1)
+        .and_then(|name| u32::from_str_radix(name.get(..8)?, 16).ok());
+    let checkpoint_timeline = row.get::<_, Option<i32>>(2).unwrap_or(0).max(0) as u32;
+    let received_timeline = row.get::<_, Option<i32>>(3).unwrap_or(0).max(0) as u32;
+    let timeline = walfile_timeline.unwrap_or(checkpoint_timeline.max(received_timeline));
+    let (received, replayed) = (lsn(5), lsn(6));
+    let wal = match in_recovery {
+        false => lsn(4).unwrap_or(0),
+        true => received.max(replayed).unwrap_or(0),
+    };
+    Ok(Described {
+        in_recovery,
+        timeline,
+        wal,
+        replayed,
+        streaming: row.get(7),
+        upstream: upstream_of(&row.get::<_, String>(8)),
+        synchronous_standby_names: row.get(9),
+        standbys: standbys
+            .iter()
+            .map(|r| {
+                let flushed = parse_lsn(&r.get::<_, String>(1)).unwrap_or(0);
+                (r.get::<_, String>(0), flushed)
+            })
+            .collect(),
+    })
+}
+
+/// The host and port of a `primary_conninfo` string (as bully writes it).
+pub fn upstream_of(conninfo: &str) -> Option<SocketAddr> {
+    let mut host = None;
+    let mut port = None;
+    for word in conninfo.split_whitespace() {
+        let Some((key, value)) = word.split_once('=') else {
+            continue;
+        };
+        let value = value.trim_matches('\'');
+        match key {
+            "host" => host = value.parse::<std::net::IpAddr>().ok(),
+            "port" => port = value.parse::<u16>().ok(),
+            _ => {}
+        }
+    }
+    Some(SocketAddr::new(host?, port?))
+}
+
+/// Promotes a standby and waits up to `timeout` for it to leave recovery.
+pub async fn promote(client: &Client, timeout: Duration) -> Result<(), String> {
+    let seconds = timeout.as_secs().clamp(1, i32::MAX as u64) as i32;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&seconds];
+    let asked = client.query_one("SELECT pg_promote(true, $1)", &params);
+    let row = tokio::time::timeout(timeout + Duration::from_secs(1), asked)
+        .await
+        .map_err(|_| format!("the promotion did not end within {timeout:?}"))?
+        .map_err(|e| format!("pg_promote: {e}"))?;
+    match row.get::<_, bool>(0) {
+        true => Ok(()),
+        false => Err(format!("pg_promote did not finish within {timeout:?}")),
+    }
+}
+
+/// Asks the server to reread its configuration.
+pub async fn reload(client: &Client, timeout: Duration) -> Result<(), String> {
+    tokio::time::timeout(timeout, client.execute("SELECT pg_reload_conf()", &[]))
+        .await
+        .map_err(|_| "pg_reload_conf() did not answer".to_string())?
+        .map(|_| ())
+        .map_err(|e| format!("pg_reload_conf(): {e}"))
+}
+
+/// Creates the replication role on a primary if it is missing (a new cluster's first
+/// promotion); every clone then has it.
+pub async fn ensure_replication_role(
+    client: &Client,
+    user: &str,
+    password: Option<&str>,
+) -> Result<(), String> {
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&user])
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    let ident = format!("\"{}\"", user.replace('"', "\"\""));
+    let mut statement = format!("CREATE ROLE {ident} WITH REPLICATION LOGIN");
+    if let Some(password) = password {
+        statement.push_str(&format!(" PASSWORD '{}'", password.replace('\'', "''")));
+    }
+    client
+        .batch_execute(&statement)
+        .await
+        .map_err(|e| format!("cannot create the replication role {user}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_upstream_is_read_back_from_the_conninfo_bully_writes() {
+        let text = "host=10.0.0.3 port=5433 user='r' application_name='bully_1'";
+        assert_eq!(upstream_of(text), Some("10.0.0.3:5433".parse().unwrap()));
+        assert_eq!(upstream_of(""), None);
+        assert_eq!(upstream_of("host=db port=1"), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! An `Act` applied to the model as the runtime would apply it, with the runtime's
+//! `Memory` bookkeeping: a stop (of a primary, or of a standby that cannot follow) asks
+//! for a rewind; a rewind or clone that works clears it; a rewind that fails counts,
+//! and once every attempt failed without reinit allowed the member stays out.
+
+use super::decisions::{synchronous_names, Act, Cluster, Office, REWIND_ATTEMPTS};
+use super::log::Event;
+use super::server::{member_at, parse_names, Data, State};
+use super::world::World;
+use crate::protocol::NodeId;
+use std::net::SocketAddr;
+
+impl World {
+    pub(super) fn apply(
+        &mut self,
+        id: NodeId,
+        office: Office,
+        act: Act,
+        cluster: &Cluster,
+    ) -> Result<(), String> {
+        if let Act::Wait(why) = act {
+            let m = self.member_mut(id);
+            if m.last_wait.as_deref() != Some(why.as_str()) {
+                m.last_wait = Some(why.clone());
+                self.event(Event::Waits { id, why });
+            }
+            return Ok(());
+        }
+        self.member_mut(id).last_wait = None;
+        self.event(Event::Acted {
+            id,
+            office,
+            act: act.clone(),
+        });
+        match act {
+            Act::Wait(_) => {}
+            Act::InitDb => {
+                self.member_mut(id).pg = Some(Data::initdb());
+                self.summary.initdbs += 1;
+            }
+            Act::Clone { from } => self.clone_from(id, from),
+            Act::Reinit { from } => {
+                self.member_mut(id).pg = None;
+                self.summary.reinits += 1;
+                self.clone_from(id, from);
+            }
+            Act::StartStandby { upstream } => {
+                if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| !d.running()) {
+                    d.state = State::Standby {
+                        upstream: upstream.map(member_at),
+                        streaming: false,
+                    };
+                }
+            }
+            Act::Repoint { upstream } => {
+                if let Some(d) = self.member_mut(id).pg.as_mut() {
+                    if let State::Standby { .. } = d.state {
+                        d.state = State::Standby {
+                            upstream: upstream.map(member_at),
+                            streaming: false,
+                        };
+                    }
+                }
+            }
+            Act::Promote => return self.promote(id),
+            Act::Stop { .. } => {
+                let m = self.member_mut(id);
+                if let Some(d) = m.pg.as_mut() {
+                    d.stop(true);
+                }
+                m.memory.needs_rewind = true;
+                m.memory.not_streaming = 0;
+            }
+            Act::Rewind { from } => self.rewind_from(id, from),
+            Act::SetSynchronous { names } => {
+                let (k, _) = parse_names(&names);
+                debug_assert_eq!(
+                    names,
+                    synchronous_names(id, cluster, cluster.streaming, self.rules.synchronous)
+                );
+                if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.primary()) {
+                    d.names = names;
+                    d.decided_k = Some(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The source of a copy, if it can serve one: reachable and running.
+    fn source(&self, id: NodeId, from: SocketAddr) -> Option<NodeId> {
+        let source = member_at(from);
+        let serves = self.member(source).pg.as_ref().is_some_and(|d| d.running());
+        (self.reach(id, source) && serves).then_some(source)
+    }
+
+    /// `pg_basebackup` into an empty directory.
+    fn clone_from(&mut self, id: NodeId, from: SocketAddr) {
+        let source = self.source(id, from);
+        let m = self.member_mut(id);
+        let failed = std::mem::take(&mut m.fail_clone);
+        match source {
+            Some(source) if !failed => {
+                let src = self.member(source).pg.as_ref().expect("a running source");
+                let data = Data::copy_of(&src.wal, src.names.clone());
+                let m = self.member_mut(id);
+                m.pg = Some(data);
+                m.memory.needs_rewind = false;
+                m.memory.rewind_failures = 0;
+                m.memory.not_streaming = 0;
+                self.summary.clones += 1;
+            }
+            _ => {
+                self.summary.failed_clones += 1;
+                self.event(Event::Failed { id, what: "clone" });
+            }
+        }
+    }
+
+    /// `pg_rewind` of a cleanly stopped server: it ends with the source's WAL.
+    fn rewind_from(&mut self, id: NodeId, from: SocketAddr) {
+        let source = self.source(id, from);
+        let m = self.member_mut(id);
+        let failed = std::mem::take(&mut m.fail_rewind);
+        let clean = matches!(
+            m.pg.as_ref().map(|d| d.state),
+            Some(State::Stopped { clean: true, .. })
+        );
+        match source {
+            Some(source) if !failed && clean => {
+                let src = self.member(source).pg.as_ref().expect("a running source");
+                let data = Data::copy_of(&src.wal, src.names.clone());
+                let m = self.member_mut(id);
+                m.pg = Some(data);
+                m.memory.needs_rewind = false;
+                m.memory.rewind_failures = 0;
+                m.memory.not_streaming = 0;
+                self.summary.rewinds += 1;
+            }
+            _ => {
+                let reinit = self.rules.reinit_on_failed_rewind;
+                let m = self.member_mut(id);
+                m.memory.rewind_failures += 1;
+                if m.memory.rewind_failures >= REWIND_ATTEMPTS && !reinit {
+                    m.memory.out = Some("rewinding failed every attempt".into());
+                }
+                self.summary.failed_rewinds += 1;
+                self.event(Event::Failed { id, what: "rewind" });
+            }
+        }
+    }
+
+    /// `pg_promote()`: a new timeline; the server must hold every acknowledged commit.
+    fn promote(&mut self, id: NodeId) -> Result<(), String> {
+        let m = self.member_mut(id);
+        if std::mem::take(&mut m.fail_promote) {
+            self.summary.failed_promotions += 1;
+            self.event(Event::Failed {
+                id,
+                what: "promotion",
+            });
+            return Ok(());
+        }
+        let Some(d) =
+            m.pg.as_mut()
+                .filter(|d| matches!(d.state, State::Standby { .. }))
+        else {
+            return Ok(());
+        };
+        d.state = State::Primary;
+        d.wal.fork();
+        d.decided_k = None;
+        d.pending.clear();
+        let (timeline, at) = (d.wal.timeline(), d.wal.len());
+        self.summary.promotions += 1;
+        self.event(Event::Promoted { id, timeline, at });
+        self.check_holds_acknowledged(id)
+    }
+}

@@ -1,0 +1,203 @@
+//! A deterministic simulator of the PostgreSQL manager's pure decisions
+//! (src/node/policy/postgres.rs): N members, each a node and a modelled PostgreSQL
+//! server, stepped in lockstep from one u64 seed. Each step draws faults, ends an
+//! office whose lease ran out (the keeper fences its primary), elects by `(est, id)`
+//! when no one holds the office (docs/design.md#elected-by-data-est), calls `decide`
+//! for every member whose manager runs and applies its `Act` to the model, then lets
+//! the primary commit, the standbys stream and the commits be acknowledged as
+//! `synchronous_standby_names` says. After every step it checks what the decisions
+//! promise:
+//!
+//! - no acknowledged commit lost: every server promoted holds every commit any earlier
+//!   primary acknowledged (except the `quorum` weakening: commits a primary acknowledged
+//!   with k lowered below `synchronous_count`, counted apart; `off` is not checked);
+//! - never two writable primaries at once;
+//! - progress: once faults stop (with every member back), within a bound some server is
+//!   primary and every other streams from it or is legitimately out.
+//!
+//! Files: `server` (the modelled server and its WAL), `world` (members, office,
+//! elections, the step), `apply` (an `Act` applied as the runtime would, with its
+//! `Memory` bookkeeping), `faults` (what each seed draws), `replication` (commits,
+//! streaming, acknowledgements), `log` (the history a violation carries).
+//!
+//! Same seed, same run: nothing reads the clock or iterates a hash map.
+
+mod apply;
+mod faults;
+mod log;
+mod replication;
+mod server;
+mod world;
+
+/// The decisions under test, compiled from their own file. `crate::node::policy` is
+/// private to the node (src/node/mod.rs), so the simulator includes the file itself
+/// rather than a copy: what runs here is exactly what the runtime runs.
+#[path = "../../node/policy/postgres.rs"]
+pub mod decisions;
+
+use crate::config::postgres::Synchronous;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// How the cluster starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Every data directory empty: the first coordinator runs `initdb`.
+    New,
+    /// Member 1 leads with a primary and every other member streams from it (a cluster
+    /// already bootstrapped), so every seed's faults hit a running cluster at once.
+    Running,
+}
+
+/// A deliberate flaw the simulator applies around the decisions, to prove its checks
+/// catch what they claim to (none of these touches src/node/policy/postgres.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    /// A coordinator refused for want of a majority promotes anyway.
+    SkipMajority,
+    /// The primary applies `synchronous_standby_names` with k one lower than decided.
+    KMinusOne,
+    /// The keeper does not fence the primary of a node whose lease ended.
+    NoFence,
+}
+
+/// What to simulate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// Data members (each keeps a server).
+    pub members: usize,
+    /// One more voter that keeps no server (docs/design.md#witnesses).
+    pub witness: bool,
+    pub synchronous: Synchronous,
+    pub start: Start,
+    pub sabotage: Option<Sabotage>,
+    /// Steps during which faults are drawn.
+    pub fault_steps: u64,
+    /// Steps after the last fault (every member back) within which the cluster must
+    /// have settled: one primary, every other member streaming from it or out.
+    pub settle_steps: u64,
+}
+
+impl Spec {
+    /// A running cluster of `members` under `synchronous`, faults for 120 steps and 60
+    /// to settle (the longest settling seen is well below; see tests/postgres_sim.rs).
+    pub fn new(members: usize, synchronous: Synchronous) -> Spec {
+        Spec {
+            members,
+            witness: false,
+            synchronous,
+            start: Start::Running,
+            sabotage: None,
+            fault_steps: 120,
+            settle_steps: 60,
+        }
+    }
+}
+
+/// What one seed did, summed over seeds by [`Summary::add`]; tests print it so a
+/// passing sweep shows it exercised what it claims to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub seeds: u64,
+    pub steps: u64,
+    pub elections: u64,
+    pub stale_elections: u64,
+    pub promotions: u64,
+    pub failed_promotions: u64,
+    pub rewinds: u64,
+    pub failed_rewinds: u64,
+    pub clones: u64,
+    pub failed_clones: u64,
+    pub reinits: u64,
+    pub initdbs: u64,
+    pub fences: u64,
+    pub commits: u64,
+    /// Commits acknowledged with k as decided.
+    pub acknowledged: u64,
+    /// Commits acknowledged with k lowered under `quorum` (or any under `off`): their
+    /// loss is documented and not counted.
+    pub acknowledged_weak: u64,
+    /// Acknowledged commits whose every copy a drawn wipe destroyed.
+    pub destroyed: u64,
+    /// Members legitimately out when the cluster settled (rewind failed, no reinit).
+    pub out: u64,
+    /// The most steps any seed needed to settle after its last fault.
+    pub longest_settle: u64,
+    /// Faults drawn, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+}
+
+impl Summary {
+    /// Adds another seed's counts (the longest settle is the maximum).
+    pub fn add(&mut self, other: &Summary) {
+        self.seeds += other.seeds;
+        self.steps += other.steps;
+        self.elections += other.elections;
+        self.stale_elections += other.stale_elections;
+        self.promotions += other.promotions;
+        self.failed_promotions += other.failed_promotions;
+        self.rewinds += other.rewinds;
+        self.failed_rewinds += other.failed_rewinds;
+        self.clones += other.clones;
+        self.failed_clones += other.failed_clones;
+        self.reinits += other.reinits;
+        self.initdbs += other.initdbs;
+        self.fences += other.fences;
+        self.commits += other.commits;
+        self.acknowledged += other.acknowledged;
+        self.acknowledged_weak += other.acknowledged_weak;
+        self.destroyed += other.destroyed;
+        self.out += other.out;
+        self.longest_settle = self.longest_settle.max(other.longest_settle);
+        for (kind, n) in &other.faults {
+            *self.faults.entry(kind).or_default() += n;
+        }
+    }
+
+    /// All faults drawn.
+    pub fn faults_drawn(&self) -> u64 {
+        self.faults.values().sum()
+    }
+}
+
+/// A broken promise: which seed, what broke, and the last steps that led there, so
+/// `PG_SIM_SEED=<seed>` replays it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub seed: u64,
+    pub spec: Spec,
+    pub step: u64,
+    pub what: String,
+    /// The last ~40 steps, one line per event.
+    pub history: Vec<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}), step {}: {}",
+            self.seed,
+            self.spec.members,
+            if self.spec.witness { " + witness" } else { "" },
+            self.spec.synchronous,
+            self.spec.start,
+            self.spec.sabotage,
+            self.step,
+            self.what
+        )?;
+        writeln!(f, "history (the last steps):")?;
+        for line in &self.history {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs one seed: faults for `spec.fault_steps`, then every member back and
+/// `spec.settle_steps` to settle. The first broken promise ends the run.
+pub fn run_seed(seed: u64, spec: &Spec) -> Result<Summary, Violation> {
+    let mut world = world::World::new(seed, *spec);
+    world.run().map_err(|what| world.violation(what))?;
+    Ok(world.summary())
+}

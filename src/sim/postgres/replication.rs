@@ -1,0 +1,133 @@
+//! Commits, streaming and acknowledgements. The primary writes a few commits a step;
+//! each standby streams from its upstream while its WAL is a prefix of the upstream's
+//! (a standby on another branch, cut off or lagging, does not); a commit is
+//! acknowledged once k of the standbys named in the primary's
+//! `synchronous_standby_names` stream from it and flushed it (k = 0: at once).
+
+use super::log::Event;
+use super::server::{parse_names, State};
+use super::world::{Acked, World};
+use super::Sabotage;
+use crate::protocol::NodeId;
+use rand::Rng;
+
+impl World {
+    /// Every running primary takes 0 to 2 commits (clients write to whatever accepts).
+    pub(super) fn commit(&mut self) {
+        let primaries: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| m.pg.as_ref().is_some_and(|d| d.primary()))
+            .map(|m| m.id)
+            .collect();
+        for id in primaries {
+            let count = self.rng.gen_range(0..3u64);
+            if count == 0 {
+                continue;
+            }
+            let first = self.next_commit;
+            self.next_commit += count;
+            let d = self.member_mut(id).pg.as_mut().expect("a primary");
+            for commit in first..first + count {
+                d.pending.push((d.wal.len(), commit));
+                d.wal.commits.push(commit);
+            }
+            self.summary.commits += count;
+            self.event(Event::Committed { id, first, count });
+        }
+    }
+
+    /// Each running standby streams a little from its upstream, if it can.
+    pub(super) fn replicate(&mut self) {
+        let ids: Vec<NodeId> = self.data_members().map(|m| m.id).collect();
+        for id in ids {
+            let m = self.member(id);
+            let Some(State::Standby { upstream, .. }) = m.pg.as_ref().map(|d| d.state) else {
+                continue;
+            };
+            let lagging = m.lagging_until > self.now;
+            let own = m.pg.as_ref().map_or(0, |d| d.wal.len());
+            let source = upstream
+                .filter(|&u| u != id && self.reach(id, u))
+                .filter(|&u| {
+                    let up = self.member(u).pg.as_ref().filter(|d| d.running());
+                    let own = m.pg.as_ref().map(|d| &d.wal);
+                    up.zip(own).is_some_and(|(up, own)| own.follows(&up.wal))
+                });
+            let streaming = source.is_some() && !lagging;
+            let chunk = self.rng.gen_range(1..4);
+            let received = source.filter(|_| !lagging).map(|u| {
+                let up = &self.member(u).pg.as_ref().expect("a running upstream").wal;
+                let upto = up.len().min(own + chunk);
+                (up.commits[own..upto].to_vec(), up.forks.clone())
+            });
+            let d = self.member_mut(id).pg.as_mut().expect("a standby");
+            d.state = State::Standby {
+                upstream,
+                streaming,
+            };
+            if let Some((commits, forks)) = received {
+                d.wal.receive(&commits, &forks);
+            }
+        }
+    }
+
+    /// Each primary acknowledges, in order, the commits enough named standbys flushed.
+    pub(super) fn acknowledge(&mut self) {
+        let primaries: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| {
+                m.pg.as_ref()
+                    .is_some_and(|d| d.primary() && !d.pending.is_empty())
+            })
+            .map(|m| m.id)
+            .collect();
+        for id in primaries {
+            let d = self.member(id).pg.as_ref().expect("a primary");
+            let (named_k, named) = parse_names(&d.names);
+            let decided_k = d.decided_k.unwrap_or(named_k);
+            let k = match (self.spec.sabotage, d.decided_k) {
+                (Some(Sabotage::KMinusOne), Some(_)) => named_k.saturating_sub(1),
+                _ => named_k,
+            };
+            let weak = self.weak(decided_k);
+            let standbys: Vec<&super::server::Data> = named
+                .iter()
+                .filter(|&&s| s != id && (s as usize) <= self.spec.members)
+                .filter_map(|&s| self.member(s).pg.as_ref())
+                .filter(|s| {
+                    s.state
+                        == State::Standby {
+                            upstream: Some(id),
+                            streaming: true,
+                        }
+                })
+                .collect();
+            let done = d
+                .pending
+                .iter()
+                .take_while(|&&(pos, commit)| {
+                    standbys.iter().filter(|s| s.wal.holds(pos, commit)).count() >= k
+                })
+                .count();
+            if done == 0 {
+                continue;
+            }
+            let d = self.member_mut(id).pg.as_mut().expect("a primary");
+            let newly: Vec<(usize, u64)> = d.pending.drain(..done).collect();
+            let upto = newly.last().map_or(0, |&(_, c)| c);
+            self.acked
+                .extend(newly.into_iter().map(|(pos, commit)| Acked {
+                    id: commit,
+                    pos,
+                    weak,
+                    destroyed: false,
+                }));
+            self.event(Event::Acknowledged {
+                by: id,
+                upto,
+                k,
+                weak,
+            });
+        }
+    }
+}

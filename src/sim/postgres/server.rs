@@ -1,0 +1,227 @@
+//! A modelled PostgreSQL server: its WAL as a list of commit ids with the timeline
+//! forks, whether it runs and as what, and what its control file says when stopped.
+//! Commit ids are unique and a WAL only ever grows by copying a prefix of another or
+//! appending new ids, so two WALs holding the same id at a position share everything
+//! before it: comparing one entry compares the prefixes.
+
+use super::decisions::{rank, Running, Server as Seen};
+use crate::protocol::NodeId;
+use std::net::SocketAddr;
+
+/// Where member `id`'s server listens (the model's address book).
+pub(super) fn addr(id: NodeId) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 5400 + id as u16))
+}
+
+/// The member whose server listens at `addr`.
+pub(super) fn member_at(addr: SocketAddr) -> NodeId {
+    NodeId::from(addr.port() - 5400)
+}
+
+/// A server's WAL: commit ids by position and the timelines it switched to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Wal {
+    pub commits: Vec<u64>,
+    /// (timeline, position it starts at); the first is (1, 0).
+    pub forks: Vec<(u32, usize)>,
+}
+
+impl Wal {
+    fn new() -> Wal {
+        Wal {
+            commits: Vec::new(),
+            forks: vec![(1, 0)],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.commits.len()
+    }
+
+    pub fn timeline(&self) -> u32 {
+        self.forks.last().map_or(1, |f| f.0)
+    }
+
+    /// The estimate and promotion rank ([`rank`]).
+    pub fn rank(&self) -> u64 {
+        rank(self.timeline(), self.len() as u64)
+    }
+
+    /// Whether commit `id` is at `pos`.
+    pub fn holds(&self, pos: usize, id: u64) -> bool {
+        self.commits.get(pos) == Some(&id)
+    }
+
+    /// Whether a standby with this WAL can stream from `upstream`: it is a prefix of the
+    /// upstream's, on one of its timelines (a standby on another branch cannot).
+    pub fn follows(&self, upstream: &Wal) -> bool {
+        let n = self.len();
+        n <= upstream.len()
+            && (n == 0 || upstream.commits[n - 1] == self.commits[n - 1])
+            && upstream.forks.starts_with(&self.forks)
+    }
+
+    /// Appends what it streamed (`commits`, the next of an upstream [`Wal::follows`]
+    /// allowed) and takes the upstream's timelines up to where it now is.
+    pub fn receive(&mut self, commits: &[u64], upstream_forks: &[(u32, usize)]) {
+        self.commits.extend_from_slice(commits);
+        let len = self.len();
+        self.forks = upstream_forks
+            .iter()
+            .copied()
+            .filter(|&(_, at)| at <= len)
+            .collect();
+    }
+
+    /// A promotion: a new timeline from here (PostgreSQL takes the newest it knows + 1).
+    pub fn fork(&mut self) {
+        let next = self.forks.iter().map(|f| f.0).max().unwrap_or(1) + 1;
+        let at = self.len();
+        self.forks.push((next, at));
+    }
+}
+
+/// Whether and how the server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// Not running; the control file's story.
+    Stopped { was_primary: bool, clean: bool },
+    /// A standby (recovery) of `upstream`.
+    Standby {
+        upstream: Option<NodeId>,
+        streaming: bool,
+    },
+    /// A primary: it accepts commits.
+    Primary,
+}
+
+/// A data directory (its absence is the `Absent` server).
+#[derive(Debug, Clone)]
+pub(super) struct Data {
+    pub wal: Wal,
+    pub state: State,
+    /// `synchronous_standby_names` as last set (kept in the data directory, so a clone
+    /// or a rewind copies the source's).
+    pub names: String,
+    /// k as the decisions set it on this server since it became primary (`None`: the
+    /// names are inherited; the sabotage `KMinusOne` applies one less).
+    pub decided_k: Option<usize>,
+    /// Commits this primary wrote and has not acknowledged yet: (position, id).
+    pub pending: Vec<(usize, u64)>,
+}
+
+impl Data {
+    /// What `initdb` leaves: an empty WAL on timeline 1, shut down cleanly.
+    pub fn initdb() -> Data {
+        Data::copy_of(&Wal::new(), String::new())
+    }
+
+    /// A copy of a source's WAL and settings (`pg_basebackup`, or `pg_rewind`, which
+    /// cuts to the common prefix and copies the rest), stopped cleanly as a standby.
+    pub fn copy_of(wal: &Wal, names: String) -> Data {
+        Data {
+            wal: wal.clone(),
+            state: State::Stopped {
+                was_primary: false,
+                clean: true,
+            },
+            names,
+            decided_k: None,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        !matches!(self.state, State::Stopped { .. })
+    }
+
+    pub fn primary(&self) -> bool {
+        self.state == State::Primary
+    }
+
+    /// Stops the server: cleanly (a fast shutdown) or by a crash. Unacknowledged
+    /// commits are never acknowledged now.
+    pub fn stop(&mut self, clean: bool) {
+        if self.running() {
+            self.state = State::Stopped {
+                was_primary: self.primary(),
+                clean,
+            };
+        }
+        self.pending.clear();
+    }
+
+    /// The server as the manager finds it.
+    pub fn seen(&self) -> Seen {
+        match self.state {
+            State::Stopped { was_primary, clean } => Seen::Stopped { was_primary, clean },
+            State::Standby {
+                upstream,
+                streaming,
+            } => Seen::Running(Running {
+                in_recovery: true,
+                timeline: self.wal.timeline(),
+                wal: self.wal.rank(),
+                upstream: upstream.map(addr),
+                streaming,
+                synchronous_standby_names: self.names.clone(),
+            }),
+            State::Primary => Seen::Running(Running {
+                in_recovery: false,
+                timeline: self.wal.timeline(),
+                wal: self.wal.rank(),
+                upstream: None,
+                streaming: false,
+                synchronous_standby_names: self.names.clone(),
+            }),
+        }
+    }
+}
+
+/// `ANY k (bully_1, ...)` read back: k and the members named (empty: k = 0).
+pub(super) fn parse_names(names: &str) -> (usize, Vec<NodeId>) {
+    let Some(rest) = names.trim().strip_prefix("ANY ") else {
+        return (0, Vec::new());
+    };
+    let Some((k, list)) = rest.split_once(' ') else {
+        return (0, Vec::new());
+    };
+    let k = k.parse().unwrap_or(0);
+    let members = list
+        .trim_matches(|c| c == '(' || c == ')')
+        .split(',')
+        .filter_map(|name| name.trim().strip_prefix("bully_")?.parse().ok())
+        .collect();
+    (k, members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_read_back_as_written() {
+        assert_eq!(parse_names(""), (0, vec![]));
+        assert_eq!(
+            parse_names("ANY 2 (bully_1, bully_3, bully_4)"),
+            (2, vec![1, 3, 4])
+        );
+    }
+
+    #[test]
+    fn a_standby_on_another_branch_cannot_stream() {
+        let mut primary = Wal::new();
+        primary.commits = vec![1, 2, 3];
+        let mut standby = primary.clone();
+        standby.commits.truncate(2);
+        assert!(standby.follows(&primary));
+        let mut promoted = standby.clone();
+        promoted.fork();
+        promoted.commits.push(4);
+        assert!(!primary.follows(&promoted), "3 is not on the new timeline");
+        assert!(standby.follows(&promoted));
+        standby.receive(&promoted.commits[2..3], &promoted.forks);
+        assert_eq!(standby.timeline(), 2);
+        assert!(promoted.rank() > primary.rank());
+    }
+}

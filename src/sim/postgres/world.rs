@@ -1,0 +1,636 @@
+//! The simulated cluster and its step: members (a node and its server), the office
+//! with its lease (docs/design.md#q3-lease), elections by `(est, id)` among the
+//! eligible members a majority of voters can reach, and the checks after each step.
+
+use super::decisions::{
+    decide, synchronous_count, Cluster, Decision, Memory, Office, PeerWal, Rules,
+};
+use super::log::{Event, Log};
+use super::server::{addr, Data, State};
+use super::{Sabotage, Spec, Start, Summary, Violation};
+use crate::config::postgres::Synchronous;
+use crate::protocol::NodeId;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
+
+/// Steps a lease lasts after its last renewal.
+pub(super) const LEASE: u64 = 3;
+/// How many past estimates a member keeps (stale elections read one of them).
+const EST_KEPT: usize = 5;
+
+/// One member: its node (alive, stalled, cut off) and its server (`None`: no data).
+#[derive(Debug)]
+pub(super) struct Member {
+    pub id: NodeId,
+    /// A witness votes and keeps no server.
+    pub witness: bool,
+    pub alive: bool,
+    /// The whole node is stopped until then (no looks, no votes, no lease renewal).
+    pub stalled_until: u64,
+    /// Only its manager is stopped until then (no looks).
+    pub manager_stalled_until: u64,
+    pub cut_off_until: u64,
+    /// Its standby receives nothing until then.
+    pub lagging_until: u64,
+    pub pg: Option<Data>,
+    pub memory: Memory,
+    /// The last decision's health verdict (false until the first look).
+    pub eligible: bool,
+    pub last_wait: Option<String>,
+    /// Drawn failures of the next promotion, rewind, clone.
+    pub fail_promote: bool,
+    pub fail_rewind: bool,
+    pub fail_clone: bool,
+    /// Its estimate at the end of the last steps, newest last.
+    pub est_history: VecDeque<u64>,
+}
+
+impl Member {
+    fn new(id: NodeId, witness: bool) -> Member {
+        Member {
+            id,
+            witness,
+            alive: true,
+            stalled_until: 0,
+            manager_stalled_until: 0,
+            cut_off_until: 0,
+            lagging_until: 0,
+            pg: None,
+            memory: Memory::default(),
+            eligible: false,
+            last_wait: None,
+            fail_promote: false,
+            fail_rewind: false,
+            fail_clone: false,
+            est_history: VecDeque::new(),
+        }
+    }
+
+    /// Its estimate now: the rank of its running server, else 0.
+    pub fn est(&self) -> u64 {
+        match &self.pg {
+            Some(d) if d.running() => d.wal.rank(),
+            _ => 0,
+        }
+    }
+}
+
+/// Who holds the office.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Holder {
+    pub leader: NodeId,
+    pub token: u64,
+    /// The step at which the lease ends unless renewed.
+    pub lease_end: u64,
+    /// From this step it is ready (`Leading`); before, `Elected`.
+    pub leading_from: u64,
+}
+
+/// An acknowledged commit.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Acked {
+    pub id: u64,
+    pub pos: usize,
+    /// Acknowledged with k below `synchronous_count` under `quorum`, or under `off`.
+    pub weak: bool,
+    /// Every copy was destroyed by drawn wipes.
+    pub destroyed: bool,
+}
+
+/// The cluster.
+pub(super) struct World {
+    pub seed: u64,
+    pub spec: Spec,
+    pub rules: Rules,
+    pub rng: SmallRng,
+    pub now: u64,
+    pub members: Vec<Member>,
+    pub office: Option<Holder>,
+    pub token: u64,
+    /// No election before this step (an election takes a while after an office ends).
+    pub no_election_before: u64,
+    /// The next election reads estimates this many steps old.
+    pub stale_next: Option<usize>,
+    pub acked: Vec<Acked>,
+    pub next_commit: u64,
+    pub log: Log,
+    pub summary: Summary,
+    /// Faults are over from this step (set when healed).
+    pub healed_at: Option<u64>,
+}
+
+impl World {
+    pub fn new(seed: u64, spec: Spec) -> World {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let rules = Rules {
+            synchronous: spec.synchronous,
+            maximum_lag_on_failover: rng.gen_range(0..4),
+            rewind: rng.gen_bool(0.8),
+            reinit_on_failed_rewind: rng.gen_bool(0.7),
+            stuck_after: rng.gen_range(2..5),
+        };
+        let mut members: Vec<Member> = (1..=spec.members as NodeId)
+            .map(|id| Member::new(id, false))
+            .collect();
+        if spec.witness {
+            members.push(Member::new(spec.members as NodeId + 1, true));
+        }
+        let mut world = World {
+            seed,
+            spec,
+            rules,
+            rng,
+            now: 0,
+            members,
+            office: None,
+            token: 0,
+            no_election_before: 0,
+            stale_next: None,
+            acked: Vec::new(),
+            next_commit: 1,
+            log: Log::default(),
+            summary: Summary {
+                seeds: 1,
+                ..Summary::default()
+            },
+            healed_at: None,
+        };
+        if spec.start == Start::Running {
+            world.bootstrapped();
+        }
+        world
+    }
+
+    /// Member 1 leads with a primary; the others stream from it.
+    fn bootstrapped(&mut self) {
+        for m in self.members.iter_mut().filter(|m| !m.witness) {
+            let mut data = Data::initdb();
+            data.state = match m.id {
+                1 => State::Primary,
+                _ => State::Standby {
+                    upstream: Some(1),
+                    streaming: true,
+                },
+            };
+            m.pg = Some(data);
+            m.eligible = true;
+        }
+        self.token = 1;
+        self.office = Some(Holder {
+            leader: 1,
+            token: 1,
+            lease_end: LEASE,
+            leading_from: 0,
+        });
+    }
+
+    pub fn run(&mut self) -> Result<(), String> {
+        for _ in 0..self.spec.fault_steps {
+            self.step(true)?;
+        }
+        self.heal();
+        let healed = self.now;
+        for _ in 0..self.spec.settle_steps {
+            self.step(false)?;
+            if self.settled().is_ok() {
+                self.summary.longest_settle = self.now - healed;
+                return self.finish();
+            }
+        }
+        self.settled().map_err(|why| {
+            format!(
+                "no progress {} steps after the last fault: {why}",
+                self.spec.settle_steps
+            )
+        })?;
+        self.finish()
+    }
+
+    /// The last checks: the primary holds every acknowledged commit.
+    fn finish(&mut self) -> Result<(), String> {
+        self.summary.out = self
+            .data_members()
+            .filter(|m| self.legitimately_out(m))
+            .count() as u64;
+        Ok(())
+    }
+
+    pub fn summary(&self) -> Summary {
+        let mut summary = self.summary.clone();
+        summary.steps = self.now;
+        summary.acknowledged = self.acked.iter().filter(|a| !a.weak).count() as u64;
+        summary.acknowledged_weak = self.acked.iter().filter(|a| a.weak).count() as u64;
+        summary.destroyed = self.acked.iter().filter(|a| a.destroyed).count() as u64;
+        summary
+    }
+
+    pub fn violation(&self, what: String) -> Violation {
+        Violation {
+            seed: self.seed,
+            spec: self.spec,
+            step: self.now,
+            what,
+            history: self.log.lines(),
+        }
+    }
+
+    pub fn event(&mut self, event: Event) {
+        self.log.push(self.now, event);
+    }
+
+    pub fn data_members(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(|m| !m.witness)
+    }
+
+    pub fn member(&self, id: NodeId) -> &Member {
+        &self.members[id as usize - 1]
+    }
+
+    pub fn member_mut(&mut self, id: NodeId) -> &mut Member {
+        &mut self.members[id as usize - 1]
+    }
+
+    pub fn voters(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn majority(&self) -> usize {
+        self.voters() / 2 + 1
+    }
+
+    /// Alive and not cut off: it reaches (and is reached by) the others.
+    pub fn connected(&self, id: NodeId) -> bool {
+        let m = self.member(id);
+        m.alive && m.cut_off_until <= self.now
+    }
+
+    pub fn reach(&self, a: NodeId, b: NodeId) -> bool {
+        a == b && self.member(a).alive || self.connected(a) && self.connected(b)
+    }
+
+    /// Taking part in the protocol: connected and not stopped.
+    fn voting(&self, id: NodeId) -> bool {
+        self.connected(id) && self.member(id).stalled_until <= self.now
+    }
+
+    fn majority_votes(&self) -> bool {
+        let n = self.members.iter().filter(|m| self.voting(m.id)).count();
+        n >= self.majority()
+    }
+
+    /// One step.
+    fn step(&mut self, faults: bool) -> Result<(), String> {
+        self.now += 1;
+        if faults {
+            self.draw_faults();
+        }
+        self.end_office_if_due();
+        if self.office.is_none() && self.now >= self.no_election_before {
+            self.elect();
+        }
+        let mut order: Vec<NodeId> = self.data_members().map(|m| m.id).collect();
+        order.shuffle(&mut self.rng);
+        for id in order {
+            self.look(id)?;
+            self.check_one_primary()?;
+        }
+        self.renew_office();
+        self.commit();
+        self.replicate();
+        self.acknowledge();
+        self.check_one_primary()?;
+        for m in &mut self.members {
+            let est = m.est();
+            m.est_history.push_back(est);
+            if m.est_history.len() > EST_KEPT {
+                m.est_history.pop_front();
+            }
+        }
+        Ok(())
+    }
+
+    /// The office this member's node is in.
+    pub fn office_of(&self, id: NodeId) -> Office {
+        match self.office {
+            Some(h) if h.leader == id => match self.now >= h.leading_from {
+                true => Office::Leading { token: h.token },
+                false => Office::Elected,
+            },
+            Some(h) if self.reach(id, h.leader) => Office::Following {
+                leader: h.leader,
+                server: Some(addr(h.leader)),
+            },
+            _ => Office::Nobody,
+        }
+    }
+
+    /// The lease ended: the office ends and the keeper fences the old primary, whatever
+    /// its manager is doing.
+    fn end_office_if_due(&mut self) {
+        if let Some(h) = self.office {
+            if h.lease_end <= self.now {
+                self.end_office("the lease ended");
+            }
+        }
+    }
+
+    /// Ends the office now (lease end or resignation) and fences its primary.
+    pub fn end_office(&mut self, why: &'static str) {
+        let Some(h) = self.office.take() else {
+            return;
+        };
+        self.event(Event::OfficeEnded { id: h.leader, why });
+        self.no_election_before = self.now + self.rng.gen_range(1..3);
+        if self.spec.sabotage == Some(Sabotage::NoFence) {
+            return;
+        }
+        let leader = self.member_mut(h.leader);
+        if let Some(data) = leader.pg.as_mut().filter(|d| d.primary()) {
+            data.stop(true);
+            self.summary.fences += 1;
+            self.event(Event::Fenced(h.leader));
+        }
+    }
+
+    /// The eligible member with the highest `(est, id)` among those a majority of
+    /// voters reaches takes the office; it is ready a step or two later.
+    fn elect(&mut self) {
+        if !self.majority_votes() {
+            return;
+        }
+        let stale = self.stale_next.take();
+        let winner = self
+            .data_members()
+            .filter(|m| self.voting(m.id) && m.eligible)
+            .map(|m| {
+                let est = match stale {
+                    Some(age) if m.est_history.len() > age => {
+                        m.est_history[m.est_history.len() - 1 - age]
+                    }
+                    _ => m.est(),
+                };
+                (est, m.id)
+            })
+            .max();
+        let Some((est, leader)) = winner else {
+            return;
+        };
+        self.token += 1;
+        let ready = self.rng.gen_range(1..3);
+        self.office = Some(Holder {
+            leader,
+            token: self.token,
+            lease_end: self.now + LEASE,
+            leading_from: self.now + ready,
+        });
+        self.summary.elections += 1;
+        self.summary.stale_elections += u64::from(stale.is_some());
+        self.event(Event::Elected {
+            id: leader,
+            est,
+            stale: stale.is_some(),
+            token: self.token,
+        });
+    }
+
+    /// A leader that is running, reaches a majority and is still eligible renews its
+    /// lease; an ineligible one resigns.
+    fn renew_office(&mut self) {
+        let Some(h) = self.office else {
+            return;
+        };
+        let leader = self.member(h.leader);
+        if leader.stalled_until > self.now || !leader.alive {
+            return;
+        }
+        if !leader.eligible && leader.manager_stalled_until <= self.now {
+            self.end_office("it resigned (ineligible)");
+            return;
+        }
+        if self.voting(h.leader) && self.majority_votes() {
+            if let Some(h) = self.office.as_mut() {
+                h.lease_end = self.now + LEASE;
+            }
+        }
+    }
+
+    /// The manager's look: the runtime's bookkeeping, `decide`, and its act applied.
+    fn look(&mut self, id: NodeId) -> Result<(), String> {
+        let m = self.member(id);
+        if !m.alive || m.stalled_until > self.now || m.manager_stalled_until > self.now {
+            return Ok(());
+        }
+        let office = self.office_of(id);
+        let server = match &m.pg {
+            Some(d) => d.seen(),
+            None => super::decisions::Server::Absent,
+        };
+        let cluster = self.cluster_for(id);
+        let peers: Vec<PeerWal> = match office {
+            Office::Leading { .. } => self.peers_of(id),
+            _ => Vec::new(),
+        };
+        let on_time = self.on_time(&server, office);
+        let rules = self.rules;
+        let m = self.member_mut(id);
+        if matches!(
+            server,
+            super::decisions::Server::Stopped {
+                was_primary: true,
+                ..
+            }
+        ) {
+            m.memory.needs_rewind = true;
+        }
+        m.memory.not_streaming = match on_time {
+            Some(false) => m.memory.not_streaming + 1,
+            _ => 0,
+        };
+        let Decision { act, eligible } =
+            decide(office, &server, &peers, &cluster, &m.memory, &rules);
+        let (act, eligible) = self.sabotaged(act, eligible, office, &server);
+        self.member_mut(id).eligible = eligible;
+        self.apply(id, office, act, &cluster)
+    }
+
+    /// For a standby whose upstream is the leader's server: whether it streams (the
+    /// runtime counts the looks in a row it did not).
+    fn on_time(&self, server: &super::decisions::Server, office: Office) -> Option<bool> {
+        let (super::decisions::Server::Running(r), Office::Following { server: up, .. }) =
+            (server, office)
+        else {
+            return None;
+        };
+        (r.in_recovery && r.upstream == up).then_some(r.streaming)
+    }
+
+    /// The flaw a sabotaged run puts around the decisions.
+    fn sabotaged(
+        &self,
+        act: super::decisions::Act,
+        eligible: bool,
+        office: Office,
+        server: &super::decisions::Server,
+    ) -> (super::decisions::Act, bool) {
+        use super::decisions::{Act, Server};
+        let standby = matches!(server, Server::Running(r) if r.in_recovery);
+        match (&act, self.spec.sabotage) {
+            (Act::Wait(why), Some(Sabotage::SkipMajority))
+                if standby
+                    && matches!(office, Office::Leading { .. })
+                    && why.contains("a majority") =>
+            {
+                (Act::Promote, true)
+            }
+            _ => (act, eligible),
+        }
+    }
+
+    /// The cluster as member `id` knows it.
+    pub fn cluster_for(&self, id: NodeId) -> Cluster {
+        let leader_primary = self.office.is_some_and(|h| {
+            self.reach(id, h.leader)
+                && self
+                    .member(h.leader)
+                    .pg
+                    .as_ref()
+                    .is_some_and(|d| d.primary())
+        });
+        Cluster {
+            id,
+            data_voters: self.data_members().map(|m| m.id).collect(),
+            voters: self.voters(),
+            all_absent: self
+                .data_members()
+                .filter(|m| m.id != id)
+                .all(|m| self.reach(id, m.id) && m.pg.is_none()),
+            leader_primary,
+            streaming: self.streaming_from(id),
+        }
+    }
+
+    /// The other data members whose standbys stream from `id`'s server now.
+    pub fn streaming_from(&self, id: NodeId) -> usize {
+        self.data_members()
+            .filter(|m| m.id != id)
+            .filter(|m| {
+                m.pg.as_ref().is_some_and(|d| {
+                    d.state
+                        == State::Standby {
+                            upstream: Some(id),
+                            streaming: true,
+                        }
+                })
+            })
+            .count()
+    }
+
+    /// The other servers' ranks as the coordinator reads them before promoting.
+    fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
+        self.data_members()
+            .filter(|m| m.id != id)
+            .map(|m| PeerWal {
+                id: m.id,
+                wal: match &m.pg {
+                    Some(d) if d.running() && self.reach(id, m.id) => Some(d.wal.rank()),
+                    _ => None,
+                },
+            })
+            .collect()
+    }
+
+    /// Whether a commit acknowledged with `decided_k` is the documented `quorum`
+    /// weakening (k lowered below `synchronous_count`), or unchecked (`off`).
+    pub fn weak(&self, decided_k: usize) -> bool {
+        match self.spec.synchronous {
+            Synchronous::Off => true,
+            Synchronous::Quorum => decided_k < synchronous_count(self.voters()),
+            Synchronous::Strict => false,
+        }
+    }
+
+    /// Never two writable primaries at once.
+    fn check_one_primary(&self) -> Result<(), String> {
+        let primaries: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| m.pg.as_ref().is_some_and(|d| d.primary()))
+            .map(|m| m.id)
+            .collect();
+        match primaries.len() {
+            0 | 1 => Ok(()),
+            _ => Err(format!("two writable primaries at once: {primaries:?}")),
+        }
+    }
+
+    /// Every acknowledged commit (not weak, not destroyed) is on `id`'s server.
+    pub fn check_holds_acknowledged(&self, id: NodeId) -> Result<(), String> {
+        let Some(data) = &self.member(id).pg else {
+            return Ok(());
+        };
+        match self
+            .acked
+            .iter()
+            .find(|a| !a.weak && !a.destroyed && !data.wal.holds(a.pos, a.id))
+        {
+            None => Ok(()),
+            Some(a) => Err(format!(
+                "acknowledged commit #{} (position {}) is not on {id}, promoted \
+                 (its WAL has {} commits, timeline {}, last #{:?})",
+                a.id,
+                a.pos,
+                data.wal.len(),
+                data.wal.timeline(),
+                data.wal.commits.last()
+            )),
+        }
+    }
+
+    /// Whether `m` stays out as the decisions allow: rewinding failed (or is off) and
+    /// cloning afresh is not allowed.
+    fn legitimately_out(&self, m: &Member) -> bool {
+        m.memory.out.is_some()
+            || m.last_wait
+                .as_deref()
+                .is_some_and(|w| w.contains("reinit_on_failed_rewind is off"))
+    }
+
+    /// Settled: a ready leader with a primary, every other data member streaming from
+    /// it (or out as allowed).
+    fn settled(&self) -> Result<(), String> {
+        let Some(h) = self.office else {
+            return Err("no one holds the office".into());
+        };
+        if self.now < h.leading_from {
+            return Err(format!("{} is elected, not ready", h.leader));
+        }
+        let Some(primary) = self.member(h.leader).pg.as_ref().filter(|d| d.primary()) else {
+            return Err(format!("the leader {}'s server is not a primary", h.leader));
+        };
+        for m in self.data_members().filter(|m| m.id != h.leader) {
+            if self.legitimately_out(m) {
+                continue;
+            }
+            let ok = m.pg.as_ref().is_some_and(|d| {
+                d.state
+                    == State::Standby {
+                        upstream: Some(h.leader),
+                        streaming: true,
+                    }
+                    && d.wal.follows(&primary.wal)
+            });
+            if !ok {
+                return Err(format!(
+                    "{} does not stream from {} (server {:?}, memory {:?}, last wait {:?})",
+                    m.id,
+                    h.leader,
+                    m.pg.as_ref().map(|d| d.state),
+                    m.memory,
+                    m.last_wait
+                ));
+            }
+        }
+        Ok(())
+    }
+}
