@@ -48,7 +48,8 @@ impl fmt::Display for PgRole {
 /// The managed server as the node last saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PgState {
-    /// Where clients and standbys reach the server (`[postgres] listen`).
+    /// Where the other members' standbys reach the server (`[postgres] connect_address`,
+    /// else `listen`).
     pub listen: SocketAddr,
     pub role: PgRole,
     /// The server's timeline (from `pg_control_checkpoint()`, or the data dir when down).

@@ -24,9 +24,13 @@ pub struct PostgresConfig {
     pub bin_dir: Option<PathBuf>,
     /// The server's data directory; created by `initdb` or a clone when empty.
     pub data_dir: PathBuf,
-    /// Where clients and the other members' standbys reach this server (an IP address
-    /// and port; the server listens on exactly this address).
+    /// The address and port the server listens on (an IP address: the node's own SQL
+    /// round trips use it too).
     pub listen: SocketAddr,
+    /// Where the other members' standbys and managers reach this server, when not at
+    /// `listen` (a NAT, a forwarder); unset: `listen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_address: Option<SocketAddr>,
     /// The operating-system user the server and its programs run as. PostgreSQL
     /// refuses to run as root: a node running as root needs it (Debian's `postgres`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +168,7 @@ impl PostgresConfig {
             bin_dir: None,
             data_dir: data_dir.into(),
             listen,
+            connect_address: None,
             run_as: None,
             superuser: Credentials::default_superuser(),
             replication: Credentials::default_replication(),
@@ -176,6 +181,11 @@ impl PostgresConfig {
             copy_timeout_ms: Self::default_copy_timeout_ms(),
             interval_ms: Self::default_interval_ms(),
         }
+    }
+
+    /// Where the other members reach this server.
+    pub fn reached_at(&self) -> SocketAddr {
+        self.connect_address.unwrap_or(self.listen)
     }
 
     /// The key and what is wrong with it; `None` when the section is usable.
@@ -214,6 +224,12 @@ impl PostgresConfig {
                     "{} is a wildcard; name the address the other members' standbys reach it at",
                     self.listen
                 ),
+            ));
+        }
+        if self.reached_at().ip().is_unspecified() {
+            return Some((
+                "postgres.connect_address",
+                "is a wildcard; name the address the other members reach the server at".into(),
             ));
         }
         if self.superuser.user.is_empty() || self.replication.user.is_empty() {

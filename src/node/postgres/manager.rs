@@ -32,6 +32,9 @@ use tokio::sync::{mpsc, watch};
 /// How long a SQL round trip to a server may take before it counts as unanswered.
 const SQL_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// Looks in a row a running server may miss before the node is ineligible.
+const UNANSWERED_LOOKS: u32 = 3;
+
 /// How long after the majority answered the promotion check waits for the others.
 const STRAGGLERS: Duration = Duration::from_millis(100);
 
@@ -69,6 +72,8 @@ struct Loop {
     /// What the last look did or waits for.
     note: String,
     last_sent: Option<(Verdict, Instant)>,
+    /// Looks in a row the running server did not answer.
+    unanswered: u32,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -81,6 +86,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         standby_seen: BTreeMap::new(),
         note: "starting".into(),
         last_sent: None,
+        unanswered: 0,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -114,7 +120,17 @@ impl Loop {
         let memory = self.remember(&server, &office, described.as_ref());
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
-        let eligible = decision.eligible && keeper;
+        self.unanswered = match server {
+            Server::Unreachable => self.unanswered + 1,
+            _ => 0,
+        };
+        // A server that misses a look or two (starting, a slow checkpoint) keeps the
+        // verdict it had; one that stays silent makes the node ineligible.
+        let held = self.last_sent.as_ref().map(|(v, _)| v.healthy);
+        let eligible = match (self.unanswered, held) {
+            (1..UNANSWERED_LOOKS, Some(healthy)) => healthy,
+            _ => decision.eligible && keeper,
+        };
         let act = decision.act.clone();
         self.note = match self.act(act, &server, &cluster).await {
             Ok(note) => note,
@@ -334,15 +350,17 @@ impl Loop {
             .copied()
             .filter(|&m| m != self.m.id)
             .map(|m| {
-                let listen = self.m.peers.get(m).flatten().map(|s| s.listen);
+                let reported = self.m.peers.get(m).flatten();
                 let (user, password) = (
                     self.m.config.superuser.user.clone(),
                     self.m.superuser_password.clone(),
                 );
                 async move {
-                    let wal = match listen {
+                    let wal = match reported {
                         None => None,
-                        Some(listen) => peer_rank(listen, &user, password.as_deref()).await,
+                        // A member without data holds no commit.
+                        Some(s) if s.role == PgRole::Absent => Some(0),
+                        Some(s) => peer_rank(s.listen, &user, password.as_deref()).await,
                     };
                     PeerWal { id: m, wal }
                 }
@@ -394,7 +412,8 @@ impl Loop {
             Act::Clone { from } => {
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
-                Ok(format!("cloned from {from}"))
+                self.start_server(Some(from)).await?;
+                Ok(format!("cloned from {from}; streams from it"))
             }
             Act::StartStandby { upstream } => {
                 self.start_server(upstream).await?;
@@ -431,8 +450,13 @@ impl Loop {
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
                 sql::promote(client, timeout).await?;
-                sql::ensure_replication_role(client, &c.replication.user, password.as_deref())
-                    .await?;
+                sql::ensure_replication_role(
+                    client,
+                    &c.replication.user,
+                    password.as_deref(),
+                    SQL_TIMEOUT,
+                )
+                .await?;
                 self.forget_rewind(false);
                 tracing::info!(took_ms = started.elapsed().as_millis() as u64, %names, "postgres: promoted");
                 Ok(format!("promoted (synchronous_standby_names = '{names}')"))
@@ -460,7 +484,8 @@ impl Loop {
             Act::Rewind { from } => match self.rewind(from).await {
                 Ok(()) => {
                     self.forget_rewind(true);
-                    Ok(format!("rewound from {from}"))
+                    self.start_server(Some(from)).await?;
+                    Ok(format!("rewound from {from}; streams from it"))
                 }
                 Err(e) => {
                     let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
@@ -480,6 +505,7 @@ impl Loop {
                 self.move_aside()?;
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
+                self.start_server(Some(from)).await?;
                 Ok(format!(
                     "cloned afresh from {from}; the old data dir is kept aside"
                 ))
@@ -728,7 +754,7 @@ impl Loop {
             .and_then(|s| s.wal_position);
         let wal = described.map(|d| d.wal);
         let state = PgState {
-            listen: c.listen,
+            listen: c.reached_at(),
             role,
             timeline,
             wal_position: wal,

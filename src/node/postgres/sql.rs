@@ -166,6 +166,17 @@ pub async fn ensure_replication_role(
     client: &Client,
     user: &str,
     password: Option<&str>,
+    timeout: Duration,
+) -> Result<(), String> {
+    tokio::time::timeout(timeout, replication_role(client, user, password))
+        .await
+        .map_err(|_| format!("creating the replication role did not end within {timeout:?}"))?
+}
+
+async fn replication_role(
+    client: &Client,
+    user: &str,
+    password: Option<&str>,
 ) -> Result<(), String> {
     let exists = client
         .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&user])
@@ -180,8 +191,10 @@ pub async fn ensure_replication_role(
     if let Some(password) = password {
         statement.push_str(&format!(" PASSWORD '{}'", password.replace('\'', "''")));
     }
+    // Local commit only: the standbys that would acknowledge it need this very role.
+    let transaction = format!("BEGIN; SET LOCAL synchronous_commit TO local; {statement}; COMMIT");
     client
-        .batch_execute(&statement)
+        .batch_execute(&transaction)
         .await
         .map_err(|e| format!("cannot create the replication role {user}: {e}"))
 }
