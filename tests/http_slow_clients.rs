@@ -1,14 +1,16 @@
 //! Slow clients cannot starve the HTTP endpoint: with 500 connections each holding a
 //! half-sent request, `/coordinator` still answers a well-formed request within 100 ms;
 //! beyond `MAX_CONNECTIONS` the oldest connections are closed, and the node's resident
-//! memory stays bounded (figures printed; run with `--nocapture`).
+//! memory stays bounded (figures printed; run with `--nocapture`). A client that
+//! trickles its head a byte at a time gets a 408 once `READ_TIMEOUT` has passed since
+//! it connected, not later, however steadily it sends.
 
 mod common;
 #[path = "common/primary.rs"]
 mod primary;
 
 use bully::config::HttpConfig;
-use bully::node::serve::http::MAX_CONNECTIONS;
+use bully::node::serve::http::{MAX_CONNECTIONS, READ_TIMEOUT};
 use bully::ports::free_tcp_addr;
 use bully::protocol::{Preempt, Timing};
 use common::{wait_until, TestCluster};
@@ -135,5 +137,58 @@ async fn slow_clients_do_not_starve_coordinator_and_memory_stays_bounded() {
     assert!(
         full < before + 32 * 1024,
         "RSS grew from {before} to {full} KiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_head_gets_a_408_once_the_read_timeout_has_passed() {
+    let mut t = TestCluster::new(1, Timing::default(), Preempt::Always);
+    let listen = free_tcp_addr().unwrap();
+    t.cluster
+        .edit_config(1, |c| c.http = Some(HttpConfig::on(listen)))
+        .unwrap();
+    t.start_all();
+    t.wait_for_leader(&[1], 1, AGREE).await;
+
+    phase("a byte every 100 ms: a 408 after READ_TIMEOUT, /coordinator answers meanwhile");
+    let connected = Instant::now();
+    let mut slow = TcpStream::connect(listen).unwrap();
+    slow.write_all(b"GET /coordinator HTTP/1.1\r\nX-Padding: ")
+        .unwrap();
+    slow.set_nonblocking(true).unwrap();
+    let mut sent = 0;
+    let mut answer = Vec::new();
+    let limit = READ_TIMEOUT + Duration::from_secs(3);
+    loop {
+        assert!(
+            connected.elapsed() < limit,
+            "no answer within {limit:?} of connecting"
+        );
+        let mut buf = [0u8; 512];
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e} after {:?}", connected.elapsed()),
+        }
+        if answer.is_empty() {
+            // Never finishes the head: one more byte of a header line, forever.
+            if slow.write_all(b"a").is_ok() {
+                sent += 1;
+            }
+            if sent == 10 {
+                let (code, _) = http_get(listen, "/coordinator").await.unwrap();
+                assert_eq!(code, 200, "a trickling client does not hold others up");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = connected.elapsed();
+    let text = String::from_utf8_lossy(&answer);
+    eprintln!("trickled {sent} bytes; answered after {took:?}: {text:?}");
+    assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+    assert!(
+        took >= READ_TIMEOUT,
+        "answered after {took:?}, before the timeout"
     );
 }

@@ -66,8 +66,8 @@ use writers::Attempt;
 
 /// How long the pauses and the cut last.
 const FAULT: Duration = Duration::from_secs(3);
-/// What `fence.sh` logs (to its keeper's log) once it asked the server to shut down.
-const FENCED: &str = "fast shutdown of the server";
+/// What the keeper logs once it stopped (or killed) its node's server.
+const FENCED: &str = "fence: the postgres server";
 
 /// Everything the scenarios act on. Fields drop in this order: the writers and the
 /// poller first, then the cluster (`postgres_bully::BullyPg`).

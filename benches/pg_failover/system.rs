@@ -101,7 +101,7 @@ impl Fault {
 pub enum System {
     Bully(Box<BullyPg>),
     /// Patroni or pg_auto_failover.
-    Scripted(Scripted),
+    Scripted(Box<Scripted>),
 }
 
 /// How long a system may take to be whole again after a fault (every server back,
@@ -114,10 +114,12 @@ impl System {
         Ok(match kind {
             Kind::Bully => System::Bully(Box::new(BullyPg::start().await)),
             Kind::PatroniDefault => {
-                System::Scripted(Scripted::start(patroni::spec("default")).await?)
+                System::Scripted(Box::new(Scripted::start(patroni::spec("default")).await?))
             }
-            Kind::PatroniTight => System::Scripted(Scripted::start(patroni::spec("tight")).await?),
-            Kind::PgafDefault => System::Scripted(Scripted::start(pgaf::spec()).await?),
+            Kind::PatroniTight => {
+                System::Scripted(Box::new(Scripted::start(patroni::spec("tight")).await?))
+            }
+            Kind::PgafDefault => System::Scripted(Box::new(Scripted::start(pgaf::spec()).await?)),
         })
     }
 

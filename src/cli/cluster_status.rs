@@ -5,6 +5,7 @@
 
 use super::endpoints::{self, Answer};
 use super::{print_json, QueryArgs};
+use crate::api::postgres::lsn_text;
 use crate::api::Status;
 use crate::protocol::NodeId;
 use std::collections::BTreeSet;
@@ -30,7 +31,11 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
             .collect();
         print_json(&rows);
     } else {
-        print!("{}", super::table::render(&rows(&answers)));
+        let rows = rows(&answers);
+        match keeps_postgres(&answers) {
+            true => print!("{}", super::table::render(&rows)),
+            false => print!("{}", super::table::render(&without_postgres(rows))),
+        }
         for answer in &answers {
             if let Err(e) = &answer.status {
                 eprintln!("error: {e}");
@@ -50,7 +55,25 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
     }
 }
 
-const COLUMNS: usize = 9;
+/// The columns of every row; the last [`PG_COLUMNS`] are about PostgreSQL servers.
+const COLUMNS: usize = 13;
+/// PostgreSQL's columns, like `patronictl list`: the server's role, timeline, WAL
+/// position and lag behind the primary; shown when a member keeps a server.
+const PG_COLUMNS: usize = 4;
+
+/// Whether any member that answered keeps a PostgreSQL server (`[postgres]`).
+fn keeps_postgres(answers: &[Answer]) -> bool {
+    answers
+        .iter()
+        .any(|a| a.status.as_ref().is_ok_and(|s| s.postgres.is_some()))
+}
+
+/// The rows without PostgreSQL's columns.
+fn without_postgres(rows: Vec<[String; COLUMNS]>) -> Vec<[String; COLUMNS - PG_COLUMNS]> {
+    rows.into_iter()
+        .map(|row| std::array::from_fn(|i| row[i].clone()))
+        .collect()
+}
 
 /// The table: a header, then one row per member in ID order.
 fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
@@ -87,6 +110,10 @@ fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
         "PEERS UP",
         "LAG",
         "EST",
+        "PG",
+        "TL",
+        "WAL",
+        "PG LAG",
     ]
     .map(String::from);
     std::iter::once(header)
@@ -96,6 +123,7 @@ fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
 
 fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
     let up = status.peers.iter().filter(|p| p.connected).count();
+    let pg = status.postgres.as_ref();
     let dash = || "-".to_string();
     [
         status.id.to_string(),
@@ -119,6 +147,16 @@ fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
                 false => format!("{} (stale)", est.value),
             })
             .unwrap_or_else(dash),
+        pg.map(|p| p.role.to_string()).unwrap_or_else(dash),
+        pg.and_then(|p| p.timeline)
+            .map(|t| t.to_string())
+            .unwrap_or_else(dash),
+        pg.and_then(|p| p.wal_position)
+            .map(lsn_text)
+            .unwrap_or_else(dash),
+        pg.and_then(|p| p.lag_bytes)
+            .map(|b| format!("{b} B"))
+            .unwrap_or_else(dash),
     ]
 }
 
@@ -128,6 +166,10 @@ fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
         id.to_string(),
         endpoint,
         why.to_string(),
+        dash(),
+        dash(),
+        dash(),
+        dash(),
         dash(),
         dash(),
         dash(),

@@ -31,8 +31,9 @@ pub struct PostgresConfig {
     /// `listen` (a NAT, a forwarder); unset: `listen`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect_address: Option<SocketAddr>,
-    /// The operating-system user the server and its programs run as. PostgreSQL
-    /// refuses to run as root: a node running as root needs it (Debian's `postgres`).
+    /// The operating-system user the server and its programs run as; unset: the node's
+    /// own user, or `postgres` (Debian's) when the node runs as root, since PostgreSQL
+    /// refuses to run as root. Only a node running as root can name another user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as: Option<String>,
     /// The superuser the node's SQL round trips log in as.
@@ -131,7 +132,6 @@ pub enum Synchronous {
 pub const RESERVED_PARAMETERS: &[&str] = &[
     "port",
     "listen_addresses",
-    "unix_socket_directories",
     "primary_conninfo",
     "primary_slot_name",
     "synchronous_standby_names",

@@ -472,7 +472,7 @@ async fn fence_postgres(data_dir: std::path::PathBuf, kill_at: BootInstant) {
     let left = kill_at.saturating_duration_since(BootInstant::now());
     match crate::postmaster::stop(pid, left).await {
         Ok(()) => tracing::info!(pid, "fence: the postgres server stopped (fast shutdown)"),
-        Err(e) => tracing::warn!(pid, "fence: {e}"),
+        Err(e) => tracing::warn!(pid, "fence: the postgres server was killed: {e}"),
     }
 }
 

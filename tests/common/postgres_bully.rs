@@ -1,25 +1,28 @@
 //! The whole `examples/postgres-primary` on loopback, set up one way for both
 //! `tests/postgres_failover.rs` and `benches/pg_failover.rs`, so the test's safety
-//! checks and the bench's figures are about the same cluster: three PostgreSQL servers
-//! (the example's `pg.sh`), three bully nodes in quorum mode running the example's hooks
-//! and health check with their peer links through the chaos relay (a node can be cut
-//! off on loopback), each server reached by the other hosts through a `tcp_cut`
-//! forwarder (its replication and the others' scripts can be cut too), one keeper per
-//! node (`bully run --config`, running `fence.sh`) and HAProxy with the example's
-//! `haproxy.cfg`. Every process is killed by PID on drop.
+//! checks and the bench's figures are about the same cluster: three bully nodes in
+//! quorum mode, each keeping its own PostgreSQL server (`[postgres]`: the first
+//! coordinator runs initdb, the others clone it), their peer links through the chaos
+//! relay (a node can be cut off on loopback), each server reached by the other hosts
+//! through a `tcp_cut` forwarder (`connect_address`: its replication and the other
+//! managers' round trips can be cut too), one keeper per node (`bully run --config`,
+//! which fences the server) and HAProxy with the example's `haproxy.cfg` (writes on
+//! `/primary`, reads on `/replica`, as Patroni's users write it). Every process is
+//! killed by PID on drop.
 //!
 //! Included with `#[path = "common/postgres_bully.rs"] mod postgres_bully;` next to
 //! `common`, `postgres_cluster.rs`, `primary.rs`, `redis_servers.rs` and `tcp_cut.rs`.
 #![allow(dead_code)]
 
 use super::common::{binary, TestCluster};
-use super::postgres_cluster::{example_dir, role, write_nodes_file, PgServers};
-use super::primary::{self, http_get, phase, quoted};
+use super::postgres_cluster::{example_dir, is_root, role, PgServers};
+use super::primary::{self, http_get, phase};
 use super::redis_servers::{Haproxy, Keepers};
 use super::tcp_cut::CutProxy;
 use bully::chaos::relay::Relay;
 use bully::cluster::{Cluster, ClusterSpec};
-use bully::config::{FenceConfig, HealthConfig, HooksConfig, HttpConfig};
+use bully::config::postgres::PostgresConfig;
+use bully::config::HttpConfig;
 use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use std::collections::BTreeMap;
@@ -43,8 +46,10 @@ pub struct BullyPg {
     pub pg: PgServers,
     pub relay: Relay,
     pub http: BTreeMap<NodeId, SocketAddr>,
-    /// Where clients write: HAProxy's front.
+    /// Where clients write: HAProxy's front for the primary.
     pub front: SocketAddr,
+    /// Where clients read: HAProxy's front for the replicas.
+    pub reads: SocketAddr,
     pub t: TestCluster,
 }
 
@@ -52,7 +57,7 @@ impl BullyPg {
     /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
     /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
     pub async fn start() -> BullyPg {
-        phase("pg.sh init, three servers, three bully nodes behind the relay, keepers, HAProxy");
+        phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
             .tempdir()
@@ -77,23 +82,21 @@ impl BullyPg {
         let targets = IDS.iter().map(|&id| (id, cluster.addr(id))).collect();
         relay.start(&targets, 29).await.unwrap();
         // One batch, so no two listeners are handed the same port.
-        let mut ports = free_tcp_addrs(3 * IDS.len() + 1).unwrap().into_iter();
+        let mut ports = free_tcp_addrs(3 * IDS.len() + 2).unwrap().into_iter();
         let mut take_each = || -> BTreeMap<NodeId, SocketAddr> {
             IDS.iter().map(|&id| (id, ports.next().unwrap())).collect()
         };
         let (local, seen, http) = (take_each(), take_each(), take_each());
-        let front = ports.next().unwrap();
-        let pg = PgServers::init(dir.path(), local.clone());
+        let (front, reads) = (ports.next().unwrap(), ports.next().unwrap());
+        let pg = PgServers::new(dir.path(), local.clone());
         let cuts = IDS
             .iter()
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
         let mut t = TestCluster { cluster, dir };
         configure(&t, &pg, &seen, &http);
-        for id in IDS {
-            pg.start(id);
-        }
-        let haproxy = Haproxy::start_from(&example_dir(), t.dir.path(), front, &local, &http);
+        let fronts = [front, reads];
+        let haproxy = Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &local, &http);
         let configs = IDS
             .iter()
             .map(|&id| (id, t.cluster.config_path(id)))
@@ -109,6 +112,7 @@ impl BullyPg {
             relay,
             http,
             front,
+            reads,
             t,
         }
     }
@@ -185,22 +189,19 @@ impl BullyPg {
         self.pg.kill(id);
     }
 
-    /// Node `id`'s host boots again: its server (as a standby), keeper and node.
+    /// Node `id`'s host boots again: its keeper and node (which starts its server as a
+    /// standby).
     pub fn restart_host(&mut self, id: NodeId) {
-        self.pg.start(id);
         let config = self.t.cluster.config_path(id);
         self.keepers.spawn(&binary(), id, &config);
         self.t.cluster.start(id).unwrap();
     }
 
-    /// Every host loses every process (kill -9) and boots again: the servers (as
-    /// standbys), then the keepers and nodes. Returns when the servers were up.
+    /// Every host loses every process (kill -9) and boots again: the keepers and nodes
+    /// (each starts its server as a standby). Returns when they were started.
     pub fn restart_all(&mut self) -> Instant {
         for id in IDS {
             self.kill_host(id);
-        }
-        for id in IDS {
-            self.pg.start(id);
         }
         let restarted = Instant::now();
         for id in IDS {
@@ -223,19 +224,26 @@ impl BullyPg {
         self.cuts[&id].cut(cut);
     }
 
-    /// The bully nodes' event logs, then every server's and rejoin log, for failures.
+    /// The bully nodes' event logs, then every server's log, for failures.
     pub fn logs(&self) -> String {
         let mut text = self.t.log_tail();
         for id in IDS {
-            text += &self.pg.log_tail(id);
+            let path = self.t.cluster.data_dir(id).join("postgres.log");
+            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            text += &format!(
+                "--- {}\n{}\n",
+                path.display(),
+                lines[lines.len().saturating_sub(12)..].join("\n")
+            );
         }
         text
     }
 }
 
 impl Drop for BullyPg {
-    /// The bully nodes go first, so no health check starts a `rejoin.sh` (which would
-    /// start a server) while the servers are being killed.
+    /// The bully nodes go first, so no manager starts a server while the servers are
+    /// being killed.
     fn drop(&mut self) {
         for id in IDS {
             let _ = self.t.cluster.kill(id);
@@ -243,46 +251,24 @@ impl Drop for BullyPg {
     }
 }
 
-/// The example's hooks, health check and fence command for each node, pointed at this
-/// cluster's servers: the scripts reach the other servers at the `seen` addresses
-/// (through the forwarders) and their own at its local one (`PG_LISTEN`).
+/// Each node keeps its server: listening on its local address, reached by the others
+/// at its `seen` one (through the forwarder); HTTP for HAProxy's checks.
 fn configure(
     t: &TestCluster,
     pg: &PgServers,
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
 ) {
-    let nodes_file = t.dir.path().join("nodes.conf");
-    write_nodes_file(&nodes_file, seen);
     for id in t.cluster.ids() {
-        let local = pg.addrs[&id];
-        let env = format!(
-            "{} PG_LISTEN='{} {}'",
-            pg.script_env(&nodes_file),
-            local.ip(),
-            local.port()
-        );
-        let script = |name: &str| format!("{env} {}", quoted(&example_dir().join(name)));
+        let postgres = PostgresConfig {
+            bin_dir: Some(pg.bin.clone()),
+            run_as: is_root().then(|| "postgres".to_string()),
+            connect_address: Some(seen[&id]),
+            ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
+        };
         t.cluster
             .edit_config(id, |c| {
-                c.hooks = HooksConfig {
-                    on_elected: Some(script("on-elected.sh")),
-                    on_demoted: Some(script("on-demoted.sh")),
-                    on_change: Some(script("on-change.sh")),
-                    timeout_ms: 10_000,
-                    ..HooksConfig::default()
-                };
-                c.health = Some(HealthConfig {
-                    interval_ms: 250,
-                    timeout_ms: 2000,
-                    rise: 2,
-                    fall: 2,
-                    ..HealthConfig::new(script("health.sh"))
-                });
-                c.fence = FenceConfig {
-                    command: Some(script("fence.sh")),
-                    ..FenceConfig::default()
-                };
+                c.postgres = Some(postgres);
                 c.http = Some(HttpConfig::on(http[&id]));
             })
             .unwrap();

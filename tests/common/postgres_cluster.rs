@@ -1,14 +1,12 @@
-//! The PostgreSQL servers of `examples/postgres-primary`, run through the example's own
-//! `pg.sh` (init, start as a standby), with what a test needs around them: where
-//! PostgreSQL's programs are, why a test must skip, the environment the example's
-//! scripts need, kill -9 / SIGSTOP of a server's whole process group, and a bounded
-//! SQL probe. Shared by `tests/postgres_failover.rs` and any bench that drives the same
-//! example. Every server (and every `rejoin.sh` still running) is killed by its PID on
-//! drop, also when a test panics. Included with `#[path =
+//! The PostgreSQL servers the bully nodes of `examples/postgres-primary` keep
+//! (`[postgres]`), with what a test needs around them: where PostgreSQL's programs
+//! are, why a test must skip, kill -9 / SIGSTOP of a server's whole process group, and
+//! a bounded SQL probe. Shared by `tests/postgres_failover.rs` and
+//! `benches/pg_failover.rs`. Every server still running is killed by its PID on drop,
+//! also when a test panics. Included with `#[path =
 //! "common/postgres_cluster.rs"] mod postgres_cluster;` next to `primary.rs`.
 #![allow(dead_code)]
 
-use super::primary::quoted;
 use bully::protocol::NodeId;
 use bully::signals::{self, Signal};
 use std::collections::BTreeMap;
@@ -82,67 +80,37 @@ pub fn cannot_run() -> Option<String> {
     None
 }
 
-/// The three servers: data directories under `root` (`pg.sh`'s `PG_ROOT`), listening on
-/// `addrs` (the nodes file `pg.sh` reads, `local.conf`).
+/// The servers the bully nodes keep (`[postgres]`): where their data directories are
+/// (under `root`) and where they listen (`addrs`), for the test's kill -9 and SIGSTOP
+/// of a server and for its probes. The nodes create, start and stop them; the test
+/// only kills them, and every one still running on drop.
 pub struct PgServers {
     pub root: PathBuf,
     pub addrs: BTreeMap<NodeId, SocketAddr>,
     pub bin: PathBuf,
-    nodes_file: PathBuf,
 }
 
 impl PgServers {
-    /// `pg.sh init` under `dir/pg`: three data directories at the same WAL position.
-    /// As root, `dir` is opened for traversal (the servers run as `postgres`).
-    pub fn init(dir: &Path, addrs: BTreeMap<NodeId, SocketAddr>) -> PgServers {
+    /// The servers' root under `dir/pg`, empty. As root, `dir` is opened for traversal
+    /// and `dir/pg` handed to `postgres` (the servers run as that user).
+    pub fn new(dir: &Path, addrs: BTreeMap<NodeId, SocketAddr>) -> PgServers {
+        let root = dir.join("pg");
+        std::fs::create_dir_all(&root).unwrap();
         if is_root() {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+            let status = Command::new("chown")
+                .arg("postgres")
+                .arg(&root)
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown postgres {}", root.display());
         }
-        let nodes_file = dir.join("local.conf");
-        write_nodes_file(&nodes_file, &addrs);
-        let servers = PgServers {
-            root: dir.join("pg"),
+        PgServers {
+            root,
             addrs,
             bin: pg_bin().expect("PostgreSQL (check cannot_run first)"),
-            nodes_file,
-        };
-        servers.pg_sh(&["init"]);
-        servers
-    }
-
-    /// The environment the example's scripts need for these servers (`PG_ROOT`,
-    /// `PG_BIN`, `PG_NODES_FILE` = `nodes` as the scripts' host reaches the servers),
-    /// as `NAME=value` words for a command line, quoted for `sh`.
-    pub fn script_env(&self, nodes: &Path) -> String {
-        format!(
-            "PG_ROOT={} PG_BIN={} PG_NODES_FILE={}",
-            quoted(&self.root),
-            quoted(&self.bin),
-            quoted(nodes)
-        )
-    }
-
-    /// Runs `pg.sh ARGS` on the local nodes file; panics with its output on failure.
-    fn pg_sh(&self, args: &[&str]) {
-        let out = Command::new(example_dir().join("pg.sh"))
-            .args(args)
-            .env("PG_ROOT", &self.root)
-            .env("PG_BIN", &self.bin)
-            .env("PG_NODES_FILE", &self.nodes_file)
-            .output()
-            .expect("run pg.sh");
-        assert!(
-            out.status.success(),
-            "pg.sh {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Starts node `id`'s server as a standby (`pg.sh start`) and waits until it answers.
-    pub fn start(&self, id: NodeId) {
-        self.pg_sh(&["start", &id.to_string()]);
+        }
     }
 
     /// Node `id`'s data directory.
@@ -157,11 +125,9 @@ impl PgServers {
         (!is_zombie(pid)).then_some(pid)
     }
 
-    /// kill -9 of node `id`'s server, all of it (the postmaster and its children: each
-    /// child leads a process group of its own), and a bounded wait until the
-    /// postmaster is gone.
+    /// kill -9 of node `id`'s server, all of it (the postmaster and its children), and
+    /// a bounded wait until the postmaster is gone.
     pub fn kill(&self, id: NodeId) {
-        self.kill_rejoin(id);
         let Some(pid) = self.pid(id) else { return };
         for p in server_pids(pid) {
             let _ = signals::send(p, Signal::SIGKILL);
@@ -195,40 +161,7 @@ impl PgServers {
         }
     }
 
-    /// The last lines of node `id`'s server log and rejoin log, for failure messages.
-    pub fn log_tail(&self, id: NodeId) -> String {
-        let tail = |path: PathBuf| {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            format!(
-                "--- {}\n{}\n",
-                path.display(),
-                lines[lines.len().saturating_sub(12)..].join("\n")
-            )
-        };
-        tail(self.root.join(format!("node{id}.log")))
-            + &tail(self.root.join(format!("node{id}.rejoin.log")))
-    }
-
-    /// kill -9 of node `id`'s `rejoin.sh` if one runs (it leads a session of its own,
-    /// `setsid`, with its `pg_rewind` or `pg_ctl`): a host losing its processes loses it
-    /// too.
-    pub fn kill_rejoin(&self, id: NodeId) {
-        let pid_file = self.root.join(format!("node{id}.rejoin.pid"));
-        let Some(pid) = std::fs::read_to_string(pid_file)
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok())
-        else {
-            return;
-        };
-        // The PID file outlives the script: only a process that still runs it.
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains("rejoin.sh") {
-            let _ = signals::send_group(pid, Signal::SIGKILL);
-        }
-    }
-
-    /// Kills every `rejoin.sh` still running and every server.
+    /// Kills every server still running.
     fn kill_all(&self) {
         for &id in self.addrs.keys() {
             self.resume(id);
@@ -238,8 +171,8 @@ impl PgServers {
 }
 
 impl Drop for PgServers {
-    /// Twice, a moment apart: a health check that was running when its node died may
-    /// still have started a `rejoin.sh`.
+    /// Twice, a moment apart: a manager that was acting when its node died may still
+    /// have started a server.
     fn drop(&mut self) {
         self.kill_all();
         std::thread::sleep(Duration::from_millis(300));
@@ -280,15 +213,6 @@ fn is_zombie(pid: u32) -> bool {
                 .is_some_and(|r| r.trim_start().starts_with('Z'))
         })
         .unwrap_or(true)
-}
-
-/// Writes the example's nodes file format (`ID HOST PORT` per line).
-pub fn write_nodes_file(path: &Path, addrs: &BTreeMap<NodeId, SocketAddr>) {
-    let map: String = addrs
-        .iter()
-        .map(|(id, a)| format!("{id} {} {}\n", a.ip(), a.port()))
-        .collect();
-    std::fs::write(path, map).unwrap();
 }
 
 /// A client of the server at `addr` (trust auth, user postgres), or `None` if it does

@@ -164,7 +164,22 @@ impl Haproxy {
         backends: &BTreeMap<NodeId, SocketAddr>,
         http: &BTreeMap<NodeId, SocketAddr>,
     ) -> Haproxy {
+        Haproxy::start_fronts(example, dir, &[front], backends, http)
+    }
+
+    /// [`Haproxy::start_from`] for a `haproxy.cfg` with one `bind` line per front (the
+    /// PostgreSQL example's writes and reads): the n-th `bind` is rewritten to the n-th
+    /// of `fronts`, every `server nodeN` line as there. Waits for the first front.
+    pub fn start_fronts(
+        example: &Path,
+        dir: &Path,
+        fronts: &[SocketAddr],
+        backends: &BTreeMap<NodeId, SocketAddr>,
+        http: &BTreeMap<NodeId, SocketAddr>,
+    ) -> Haproxy {
+        let front = fronts[0];
         let template = std::fs::read_to_string(example.join("haproxy.cfg")).unwrap();
+        let mut binds = fronts.iter();
         let mut swapped = 0;
         let config: String = template
             .lines()
@@ -178,6 +193,7 @@ impl Haproxy {
                 match words.as_slice() {
                     ["bind", ..] => {
                         swapped += 1;
+                        let front = binds.next().expect("more bind lines than fronts");
                         format!("{indent}bind {front}")
                     }
                     ["server", name, ..] => match server(name) {
@@ -198,8 +214,8 @@ impl Haproxy {
             .collect();
         assert_eq!(
             swapped,
-            backends.len() + 1,
-            "{}: one bind line and a `server nodeN` line per node expected",
+            (backends.len() + 1) * fronts.len(),
+            "{}: per front, one bind line and a `server nodeN` line per node expected",
             example.join("haproxy.cfg").display()
         );
         let path = dir.join("haproxy.cfg");

@@ -19,7 +19,6 @@
 
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
-use std::net::SocketAddr;
 
 /// How many times a rewind is tried before the manager clones afresh (or gives up).
 pub const REWIND_ATTEMPTS: u32 = 3;
@@ -32,10 +31,11 @@ pub enum Office {
     Leading { token: u64 },
     /// This node is the coordinator but not ready yet (quorum mode: not established).
     Elected,
-    /// Another member leads; `server` is where its PostgreSQL listens, once known.
+    /// Another member leads; `server` is that member once its server's address is
+    /// known (the runtime maps members to addresses).
     Following {
         leader: NodeId,
-        server: Option<SocketAddr>,
+        server: Option<NodeId>,
     },
     /// No coordinator is known.
     Nobody,
@@ -68,8 +68,8 @@ pub struct Running {
     /// The server's [`rank`]: its timeline, then its flushed WAL on a primary or its
     /// received (else replayed) WAL on a standby.
     pub wal: u64,
-    /// A standby's configured upstream (`primary_conninfo`), if any.
-    pub upstream: Option<SocketAddr>,
+    /// The member whose server a standby's `primary_conninfo` names, if any.
+    pub upstream: Option<NodeId>,
     /// A standby's WAL receiver is streaming.
     pub streaming: bool,
     /// A primary's `synchronous_standby_names`.
@@ -135,19 +135,19 @@ pub enum Act {
     /// `initdb`, then start as a standby (the next look promotes).
     InitDb,
     /// `pg_basebackup` from the coordinator's server (the data dir is empty).
-    Clone { from: SocketAddr },
-    /// Start as a standby of `upstream` (none: a standby of nobody yet).
-    StartStandby { upstream: Option<SocketAddr> },
+    Clone { from: NodeId },
+    /// Start as a standby of member `upstream`'s server (none: of nobody yet).
+    StartStandby { upstream: Option<NodeId> },
     /// Write the new upstream to the owned include file and reload.
-    Repoint { upstream: Option<SocketAddr> },
+    Repoint { upstream: Option<NodeId> },
     /// `pg_promote()`.
     Promote,
     /// Fast shutdown.
     Stop { why: String },
     /// `pg_rewind` from the coordinator's server (the server is stopped cleanly).
-    Rewind { from: SocketAddr },
+    Rewind { from: NodeId },
     /// Move the data directory aside and clone afresh.
-    Reinit { from: SocketAddr },
+    Reinit { from: NodeId },
     /// Set `synchronous_standby_names` and reload.
     SetSynchronous { names: String },
 }
@@ -346,7 +346,7 @@ fn stopped(
     }
 }
 
-fn start(upstream: Option<SocketAddr>) -> Decision {
+fn start(upstream: Option<NodeId>) -> Decision {
     Decision {
         act: Act::StartStandby { upstream },
         eligible: false,
@@ -354,7 +354,7 @@ fn start(upstream: Option<SocketAddr>) -> Decision {
 }
 
 /// Rewind, or clone afresh after too many failed rewinds (when allowed).
-fn rejoin(from: SocketAddr, memory: &Memory, rules: &Rules) -> Decision {
+fn rejoin(from: NodeId, memory: &Memory, rules: &Rules) -> Decision {
     let act = if rules.rewind && memory.rewind_failures < REWIND_ATTEMPTS {
         Act::Rewind { from }
     } else if rules.reinit_on_failed_rewind {
@@ -456,8 +456,9 @@ mod tests {
 
     const ME: NodeId = 2;
 
-    fn addr(port: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], port))
+    /// The member whose server a test names (no addresses in the decisions).
+    fn addr(member: NodeId) -> NodeId {
+        member
     }
 
     fn cluster(voters: &[NodeId]) -> Cluster {
@@ -481,7 +482,7 @@ mod tests {
         }
     }
 
-    fn standby(wal: u64, upstream: Option<SocketAddr>) -> Server {
+    fn standby(wal: u64, upstream: Option<NodeId>) -> Server {
         Server::Running(Running {
             in_recovery: true,
             timeline: 1,
@@ -519,7 +520,7 @@ mod tests {
     fn following() -> Office {
         Office::Following {
             leader: 3,
-            server: Some(addr(5443)),
+            server: Some(addr(3)),
         }
     }
 
@@ -533,7 +534,7 @@ mod tests {
             assert!(k + majority > voters - 1, "voters {voters}: k {k}");
             // And k is the least that does.
             assert!(
-                k == 0 || (k - 1) + majority <= voters - 1,
+                k == 0 || (k - 1) + majority < voters,
                 "voters {voters}: k {k}"
             );
         }
@@ -645,7 +646,7 @@ mod tests {
         };
         assert_eq!(
             act(following(), &stopped, &[], &Memory::default()).act,
-            Act::Rewind { from: addr(5443) }
+            Act::Rewind { from: addr(3) }
         );
         // Crashed: recover as a standby of nobody first, then stop cleanly, then rewind.
         let crashed = Server::Stopped {
@@ -679,7 +680,7 @@ mod tests {
         };
         assert_eq!(
             act(following(), &stopped, &[], &memory).act,
-            Act::Reinit { from: addr(5443) }
+            Act::Reinit { from: addr(3) }
         );
         let mut no_reinit = rules(Synchronous::Quorum);
         no_reinit.reinit_on_failed_rewind = false;
@@ -715,7 +716,7 @@ mod tests {
             "data elsewhere: never initdb"
         );
         let d = act(following(), &Server::Absent, &[], &Memory::default());
-        assert_eq!(d.act, Act::Clone { from: addr(5443) });
+        assert_eq!(d.act, Act::Clone { from: addr(3) });
         assert!(!d.eligible);
     }
 
@@ -723,17 +724,17 @@ mod tests {
     fn standbys_follow_the_coordinator_and_a_stuck_one_is_rewound() {
         let d = act(
             following(),
-            &standby(5, Some(addr(5441))),
+            &standby(5, Some(addr(1))),
             &[],
             &Memory::default(),
         );
         assert_eq!(
             d.act,
             Act::Repoint {
-                upstream: Some(addr(5443))
+                upstream: Some(addr(3))
             }
         );
-        let mut stuck = standby(5, Some(addr(5443)));
+        let mut stuck = standby(5, Some(addr(3)));
         if let Server::Running(r) = &mut stuck {
             r.streaming = false;
         }

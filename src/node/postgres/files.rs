@@ -15,8 +15,8 @@ use std::path::Path;
 /// The line that includes bully's file, appended once to `postgresql.conf`.
 const INCLUDE_LINE: &str = "include_if_exists = 'bully.conf'";
 
-/// Unix socket paths longer than this do not fit `sun_path` with the file name.
-const MAX_SOCKET_DIR: usize = 90;
+/// `wal_keep_size` unless `[postgres] parameters` sets it.
+const DEFAULT_WAL_KEEP: &str = "256MB";
 
 /// Whether `data_dir` holds a cluster (its `PG_VERSION`).
 pub fn has_data(data_dir: &Path) -> bool {
@@ -70,11 +70,6 @@ pub fn owned_conf(
         "# Written by bully (node {id}) before every start and on every change; edit the\n\
          # node's [postgres] section instead. postgresql.conf stays yours.\n"
     );
-    let socket_dir = config.data_dir.display().to_string();
-    let socket_dir = match socket_dir.len() <= MAX_SOCKET_DIR {
-        true => socket_dir,
-        false => String::new(),
-    };
     let mut set = |name: &str, value: String| {
         let _ = writeln!(text, "{name} = {value}");
     };
@@ -83,7 +78,11 @@ pub fn owned_conf(
         conf_string(&config.listen.ip().to_string()),
     );
     set("port", config.listen.port().to_string());
-    set("unix_socket_directories", conf_string(&socket_dir));
+    // No socket in the data dir, where pg_rewind and pg_basebackup would trip on it;
+    // a user who wants one sets it in `[postgres] parameters`.
+    if !config.parameters.contains_key("unix_socket_directories") {
+        set("unix_socket_directories", conf_string(""));
+    }
     set("hot_standby", "on".into());
     set("wal_log_hints", "on".into());
     let primary = upstream
@@ -101,6 +100,11 @@ pub fn owned_conf(
         "synchronous_standby_names",
         conf_string(synchronous_standby_names),
     );
+    // pg_rewind reads the former primary's WAL back to the last checkpoint the two
+    // servers share; without a floor, the checkpoints after it recycle that WAL.
+    if !config.parameters.contains_key("wal_keep_size") {
+        set("wal_keep_size", conf_string(DEFAULT_WAL_KEEP));
+    }
     for (name, value) in &config.parameters {
         set(name, conf_string(value));
     }

@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 /// How long a SQL round trip to a server may take before it counts as unanswered.
-const SQL_TIMEOUT: Duration = Duration::from_millis(1000);
+const SQL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Looks in a row a running server may miss before the node is ineligible.
-const UNANSWERED_LOOKS: u32 = 3;
+const UNANSWERED_LOOKS: u32 = 2;
 
 /// How long after the majority answered the promotion check waits for the others.
 const STRAGGLERS: Duration = Duration::from_millis(100);
@@ -91,6 +91,11 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
             return;
+        }
+        // A server that missed a look is looked at again at once: its round trip
+        // already waited a timeout.
+        if state.unanswered > 0 {
+            continue;
         }
         let woken = async {
             tokio::select! {
@@ -172,7 +177,7 @@ impl Loop {
             (Role::Coordinator, _) => Office::Elected,
             (_, Some(leader)) if leader != self.m.id => Office::Following {
                 leader,
-                server: self.m.peers.get(leader).flatten().map(|s| s.listen),
+                server: self.m.peers.get(leader).flatten().map(|_| leader),
             },
             _ => Office::Nobody,
         }
@@ -305,7 +310,7 @@ impl Loop {
                     in_recovery: d.in_recovery,
                     timeline: d.timeline,
                     wal: rules::rank(d.timeline, d.wal),
-                    upstream: d.upstream,
+                    upstream: d.upstream.and_then(|up| self.member_at(up)),
                     streaming: d.streaming,
                     synchronous_standby_names: d.synchronous_standby_names.clone(),
                 };
@@ -410,12 +415,14 @@ impl Loop {
                 Ok("initdb done; started as a standby".into())
             }
             Act::Clone { from } => {
+                let from = self.server_of(from)?;
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
                 self.start_server(Some(from)).await?;
                 Ok(format!("cloned from {from}; streams from it"))
             }
             Act::StartStandby { upstream } => {
+                let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
                 self.start_server(upstream).await?;
                 Ok(match upstream {
                     Some(up) => format!("started as a standby of {up}"),
@@ -423,6 +430,7 @@ impl Loop {
                 })
             }
             Act::Repoint { upstream } => {
+                let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
                 self.write_conf(upstream, "")?;
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
@@ -481,27 +489,12 @@ impl Loop {
                 self.stop_server(timeout).await?;
                 Ok(format!("stopped: {why}"))
             }
-            Act::Rewind { from } => match self.rewind(from).await {
-                Ok(()) => {
-                    self.forget_rewind(true);
-                    self.start_server(Some(from)).await?;
-                    Ok(format!("rewound from {from}; streams from it"))
-                }
-                Err(e) => {
-                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-                    memory.rewind_failures += 1;
-                    if memory.rewind_failures >= rules::REWIND_ATTEMPTS
-                        && !c.reinit_on_failed_rewind
-                    {
-                        memory.out = Some(format!(
-                            "pg_rewind failed {} times: {e}",
-                            memory.rewind_failures
-                        ));
-                    }
-                    Err(format!("rewind from {from} failed: {e}"))
-                }
-            },
+            Act::Rewind { from } => {
+                let from = self.server_of(from)?;
+                self.rewind_and_start(from, &c).await
+            }
             Act::Reinit { from } => {
+                let from = self.server_of(from)?;
                 self.move_aside()?;
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
@@ -509,6 +502,33 @@ impl Loop {
                 Ok(format!(
                     "cloned afresh from {from}; the old data dir is kept aside"
                 ))
+            }
+        }
+    }
+
+    /// `pg_rewind` from `from`, then a start as its standby; a failure is counted, and
+    /// after the last allowed one without reinit the server stays out.
+    async fn rewind_and_start(
+        &mut self,
+        from: std::net::SocketAddr,
+        c: &PostgresConfig,
+    ) -> Result<String, String> {
+        match self.rewind(from).await {
+            Ok(()) => {
+                self.forget_rewind(true);
+                self.start_server(Some(from)).await?;
+                Ok(format!("rewound from {from}; streams from it"))
+            }
+            Err(e) => {
+                let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+                memory.rewind_failures += 1;
+                if memory.rewind_failures >= rules::REWIND_ATTEMPTS && !c.reinit_on_failed_rewind {
+                    memory.out = Some(format!(
+                        "pg_rewind failed {} times: {e}",
+                        memory.rewind_failures
+                    ));
+                }
+                Err(format!("rewind from {from} failed: {e}"))
             }
         }
     }
@@ -793,6 +813,16 @@ impl Loop {
             self.last_sent = Some((verdict.clone(), Instant::now()));
             let _ = self.m.verdicts.send(verdict).await;
         }
+    }
+
+    /// Where member `id`'s server is reached, from its report.
+    fn server_of(&self, id: NodeId) -> Result<std::net::SocketAddr, String> {
+        self.m
+            .peers
+            .get(id)
+            .flatten()
+            .map(|s| s.listen)
+            .ok_or_else(|| format!("node {id}'s server address is not known (no fresh report)"))
     }
 
     /// The member whose server listens at `addr`, from the members' reports.

@@ -10,6 +10,9 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::Command;
 
+/// The user a node running as root runs the server as when `run_as` is unset.
+const DEFAULT_ROOT_USER: &str = "postgres";
+
 /// Where the programs are and whom they run as.
 #[derive(Debug, Clone)]
 pub struct Programs {
@@ -37,7 +40,9 @@ impl Programs {
         if !bin_dir.join("postgres").is_file() {
             return Err(format!("{}/postgres does not exist", bin_dir.display()));
         }
-        let run_as = match run_as {
+        // As root, PostgreSQL's own user by default (Debian's package creates it).
+        let root = Uid::effective().is_root();
+        let run_as = match run_as.or(root.then_some(DEFAULT_ROOT_USER)) {
             None => None,
             Some(name) => match User::from_name(name) {
                 Ok(Some(user)) => Some((user.uid, user.gid, name.to_string())),
@@ -45,11 +50,16 @@ impl Programs {
                 Err(e) => return Err(format!("[postgres] run_as: cannot look up `{name}`: {e}")),
             },
         };
-        if run_as.is_none() && Uid::effective().is_root() {
-            return Err(
-                "PostgreSQL refuses to run as root: set [postgres] run_as (e.g. \"postgres\")"
-                    .into(),
-            );
+        if let Some((uid, _, name)) = &run_as {
+            if !root && *uid != Uid::effective() {
+                return Err(format!(
+                    "[postgres] run_as = \"{name}\": only a node running as root can run the \
+                     server as another user; leave run_as out"
+                ));
+            }
+            if uid.is_root() {
+                return Err("[postgres] run_as: PostgreSQL refuses to run as root".into());
+            }
         }
         Ok(Programs { bin_dir, run_as })
     }

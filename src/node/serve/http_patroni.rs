@@ -37,7 +37,7 @@ use crate::protocol::Role;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-/// `/liveness` allows the server's last observation to be at least this old.
+/// `/liveness` passes while the server's last observation is at most this old ...
 pub const LIVENESS_FLOOR: Duration = Duration::from_secs(10);
 /// ... or this many lease spans, if that is longer: the manager observes the server
 /// well within a lease while it keeps it, so an older record means it is stuck.

@@ -5,10 +5,9 @@
 
 use super::decisions::{synchronous_names, Act, Cluster, Office, REWIND_ATTEMPTS};
 use super::log::Event;
-use super::server::{member_at, parse_names, Data, State};
+use super::server::{parse_names, Data, State};
 use super::world::World;
 use crate::protocol::NodeId;
-use std::net::SocketAddr;
 
 impl World {
     pub(super) fn apply(
@@ -35,7 +34,12 @@ impl World {
         match act {
             Act::Wait(_) => {}
             Act::InitDb => {
-                self.member_mut(id).pg = Some(Data::initdb());
+                let mut data = Data::initdb();
+                data.state = State::Standby {
+                    upstream: None,
+                    streaming: false,
+                };
+                self.member_mut(id).pg = Some(data);
                 self.summary.initdbs += 1;
             }
             Act::Clone { from } => self.clone_from(id, from),
@@ -47,7 +51,7 @@ impl World {
             Act::StartStandby { upstream } => {
                 if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| !d.running()) {
                     d.state = State::Standby {
-                        upstream: upstream.map(member_at),
+                        upstream,
                         streaming: false,
                     };
                 }
@@ -56,13 +60,13 @@ impl World {
                 if let Some(d) = self.member_mut(id).pg.as_mut() {
                     if let State::Standby { .. } = d.state {
                         d.state = State::Standby {
-                            upstream: upstream.map(member_at),
+                            upstream,
                             streaming: false,
                         };
                     }
                 }
             }
-            Act::Promote => return self.promote(id),
+            Act::Promote => return self.promote(id, office, cluster),
             Act::Stop { .. } => {
                 let m = self.member_mut(id);
                 if let Some(d) = m.pg.as_mut() {
@@ -78,7 +82,7 @@ impl World {
                     names,
                     synchronous_names(id, cluster, cluster.streaming, self.rules.synchronous)
                 );
-                if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.primary()) {
+                if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.running()) {
                     d.names = names;
                     d.decided_k = Some(k);
                 }
@@ -88,26 +92,36 @@ impl World {
     }
 
     /// The source of a copy, if it can serve one: reachable and running.
-    fn source(&self, id: NodeId, from: SocketAddr) -> Option<NodeId> {
-        let source = member_at(from);
+    fn source(&self, id: NodeId, from: NodeId) -> Option<NodeId> {
+        let source = from;
         let serves = self.member(source).pg.as_ref().is_some_and(|d| d.running());
         (self.reach(id, source) && serves).then_some(source)
     }
 
+    /// A clone or rewind that worked: the source's WAL and settings, the rewind
+    /// forgotten, and (as the runtime does) the server started streaming from it.
+    fn copy_from(&mut self, id: NodeId, source: NodeId) {
+        let src = self.member(source).pg.as_ref().expect("a running source");
+        let mut data = Data::copy_of(&src.wal, src.names.clone());
+        data.state = State::Standby {
+            upstream: Some(source),
+            streaming: false,
+        };
+        let m = self.member_mut(id);
+        m.pg = Some(data);
+        m.memory.needs_rewind = false;
+        m.memory.rewind_failures = 0;
+        m.memory.not_streaming = 0;
+    }
+
     /// `pg_basebackup` into an empty directory.
-    fn clone_from(&mut self, id: NodeId, from: SocketAddr) {
+    fn clone_from(&mut self, id: NodeId, from: NodeId) {
         let source = self.source(id, from);
         let m = self.member_mut(id);
         let failed = std::mem::take(&mut m.fail_clone);
         match source {
             Some(source) if !failed => {
-                let src = self.member(source).pg.as_ref().expect("a running source");
-                let data = Data::copy_of(&src.wal, src.names.clone());
-                let m = self.member_mut(id);
-                m.pg = Some(data);
-                m.memory.needs_rewind = false;
-                m.memory.rewind_failures = 0;
-                m.memory.not_streaming = 0;
+                self.copy_from(id, source);
                 self.summary.clones += 1;
             }
             _ => {
@@ -118,7 +132,7 @@ impl World {
     }
 
     /// `pg_rewind` of a cleanly stopped server: it ends with the source's WAL.
-    fn rewind_from(&mut self, id: NodeId, from: SocketAddr) {
+    fn rewind_from(&mut self, id: NodeId, from: NodeId) {
         let source = self.source(id, from);
         let m = self.member_mut(id);
         let failed = std::mem::take(&mut m.fail_rewind);
@@ -128,13 +142,7 @@ impl World {
         );
         match source {
             Some(source) if !failed && clean => {
-                let src = self.member(source).pg.as_ref().expect("a running source");
-                let data = Data::copy_of(&src.wal, src.names.clone());
-                let m = self.member_mut(id);
-                m.pg = Some(data);
-                m.memory.needs_rewind = false;
-                m.memory.rewind_failures = 0;
-                m.memory.not_streaming = 0;
+                self.copy_from(id, source);
                 self.summary.rewinds += 1;
             }
             _ => {
@@ -151,7 +159,21 @@ impl World {
     }
 
     /// `pg_promote()`: a new timeline; the server must hold every acknowledged commit.
-    fn promote(&mut self, id: NodeId) -> Result<(), String> {
+    fn promote(&mut self, id: NodeId, office: Office, cluster: &Cluster) -> Result<(), String> {
+        let timeline = match office {
+            Office::Leading { token } if self.spec.amendments.timeline_is_token => {
+                Some(u32::try_from(token).expect("a small token"))
+            }
+            _ => None,
+        };
+        // The runtime writes the names for every standby before it promotes
+        // (src/node/postgres/manager.rs, `Act::Promote`), and forgets the rewind.
+        let names = synchronous_names(
+            id,
+            cluster,
+            cluster.data_voters.len(),
+            self.rules.synchronous,
+        );
         let m = self.member_mut(id);
         if std::mem::take(&mut m.fail_promote) {
             self.summary.failed_promotions += 1;
@@ -167,11 +189,13 @@ impl World {
         else {
             return Ok(());
         };
+        d.decided_k = Some(parse_names(&names).0);
+        d.names = names;
         d.state = State::Primary;
-        d.wal.fork();
-        d.decided_k = None;
+        d.wal.fork(timeline);
         d.pending.clear();
         let (timeline, at) = (d.wal.timeline(), d.wal.len());
+        m.memory.needs_rewind = false;
         self.summary.promotions += 1;
         self.event(Event::Promoted { id, timeline, at });
         self.check_holds_acknowledged(id)

@@ -95,7 +95,7 @@ impl World {
             }
             10 => {
                 let id = pick(self, &data);
-                if self.member(id).alive || self.member(id).pg.is_none() {
+                if self.member(id).alive || self.member(id).pg.is_none() || !self.may_wipe() {
                     return;
                 }
                 self.wipe(id);
@@ -132,6 +132,15 @@ impl World {
         m.stalled_until = 0;
         m.manager_stalled_until = 0;
         self.fault("restart", id);
+    }
+
+    /// Whether one more data directory may be lost and the cluster still recover: the
+    /// members keeping data, with the witnesses, must remain a majority (beyond that
+    /// the decisions rightly refuse to promote for ever).
+    fn may_wipe(&self) -> bool {
+        let kept = self.data_members().filter(|m| m.pg.is_some()).count() - 1;
+        let witnesses = self.members.len() - self.spec.members;
+        kept + witnesses >= self.majority()
     }
 
     /// The data directory is lost; acknowledged commits held nowhere else are

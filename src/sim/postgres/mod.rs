@@ -22,6 +22,7 @@
 //!
 //! Same seed, same run: nothing reads the clock or iterates a hash map.
 
+mod amend;
 mod apply;
 mod faults;
 mod log;
@@ -33,7 +34,10 @@ mod world;
 /// private to the node (src/node/mod.rs), so the simulator includes the file itself
 /// rather than a copy: what runs here is exactly what the runtime runs.
 #[path = "../../node/policy/postgres.rs"]
+#[allow(clippy::duplicate_mod)]
 pub mod decisions;
+
+pub use amend::Amendments;
 
 use crate::config::postgres::Synchronous;
 use std::collections::BTreeMap;
@@ -71,6 +75,8 @@ pub struct Spec {
     pub synchronous: Synchronous,
     pub start: Start,
     pub sabotage: Option<Sabotage>,
+    /// Proposed amendments applied around the decisions ([`Amendments`]).
+    pub amendments: Amendments,
     /// Steps during which faults are drawn.
     pub fault_steps: u64,
     /// Steps after the last fault (every member back) within which the cluster must
@@ -79,8 +85,9 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// A running cluster of `members` under `synchronous`, faults for 120 steps and 60
-    /// to settle (the longest settling seen is well below; see tests/postgres_sim.rs).
+    /// A running cluster of `members` under `synchronous`, the decisions as they are,
+    /// faults for 120 steps and 60 to settle (the longest settling seen is well below;
+    /// see tests/postgres_sim.rs).
     pub fn new(members: usize, synchronous: Synchronous) -> Spec {
         Spec {
             members,
@@ -88,6 +95,7 @@ impl Spec {
             synchronous,
             start: Start::Running,
             sabotage: None,
+            amendments: Amendments::NONE,
             fault_steps: 120,
             settle_steps: 60,
         }
@@ -176,13 +184,14 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}), step {}: {}",
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, {:?}), step {}: {}",
             self.seed,
             self.spec.members,
             if self.spec.witness { " + witness" } else { "" },
             self.spec.synchronous,
             self.spec.start,
             self.spec.sabotage,
+            self.spec.amendments,
             self.step,
             self.what
         )?;

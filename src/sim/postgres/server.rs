@@ -6,17 +6,6 @@
 
 use super::decisions::{rank, Running, Server as Seen};
 use crate::protocol::NodeId;
-use std::net::SocketAddr;
-
-/// Where member `id`'s server listens (the model's address book).
-pub(super) fn addr(id: NodeId) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 5400 + id as u16))
-}
-
-/// The member whose server listens at `addr`.
-pub(super) fn member_at(addr: SocketAddr) -> NodeId {
-    NodeId::from(addr.port() - 5400)
-}
 
 /// A server's WAL: commit ids by position and the timelines it switched to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,9 +62,11 @@ impl Wal {
             .collect();
     }
 
-    /// A promotion: a new timeline from here (PostgreSQL takes the newest it knows + 1).
-    pub fn fork(&mut self) {
-        let next = self.forks.iter().map(|f| f.0).max().unwrap_or(1) + 1;
+    /// A promotion: a new timeline from here, `timeline` if given (and above the
+    /// current), else the newest one it knows + 1 (as PostgreSQL picks it).
+    pub fn fork(&mut self, timeline: Option<u32>) {
+        let newest = self.forks.iter().map(|f| f.0).max().unwrap_or(1);
+        let next = timeline.filter(|&t| t > newest).unwrap_or(newest + 1);
         let at = self.len();
         self.forks.push((next, at));
     }
@@ -103,8 +94,8 @@ pub(super) struct Data {
     /// `synchronous_standby_names` as last set (kept in the data directory, so a clone
     /// or a rewind copies the source's).
     pub names: String,
-    /// k as the decisions set it on this server since it became primary (`None`: the
-    /// names are inherited; the sabotage `KMinusOne` applies one less).
+    /// k as the decisions set it on this data directory since it was last copied
+    /// (`None`: the names are inherited; the sabotage `KMinusOne` applies one less).
     pub decided_k: Option<usize>,
     /// Commits this primary wrote and has not acknowledged yet: (position, id).
     pub pending: Vec<(usize, u64)>,
@@ -162,7 +153,7 @@ impl Data {
                 in_recovery: true,
                 timeline: self.wal.timeline(),
                 wal: self.wal.rank(),
-                upstream: upstream.map(addr),
+                upstream,
                 streaming,
                 synchronous_standby_names: self.names.clone(),
             }),
@@ -216,7 +207,7 @@ mod tests {
         standby.commits.truncate(2);
         assert!(standby.follows(&primary));
         let mut promoted = standby.clone();
-        promoted.fork();
+        promoted.fork(None);
         promoted.commits.push(4);
         assert!(!primary.follows(&promoted), "3 is not on the new timeline");
         assert!(standby.follows(&promoted));

@@ -2,11 +2,12 @@
 //! with its lease (docs/design.md#q3-lease), elections by `(est, id)` among the
 //! eligible members a majority of voters can reach, and the checks after each step.
 
+use super::amend::amend;
 use super::decisions::{
-    decide, synchronous_count, Cluster, Decision, Memory, Office, PeerWal, Rules,
+    decide, synchronous_count, synchronous_names, Cluster, Decision, Memory, Office, PeerWal, Rules,
 };
 use super::log::{Event, Log};
-use super::server::{addr, Data, State};
+use super::server::{parse_names, Data, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
@@ -177,6 +178,16 @@ impl World {
             m.pg = Some(data);
             m.eligible = true;
         }
+        // Its names as the runtime writes them when it promotes (every standby named).
+        let names = synchronous_names(
+            1,
+            &self.cluster_for(1),
+            self.spec.members - 1,
+            self.spec.synchronous,
+        );
+        let primary = self.member_mut(1).pg.as_mut().expect("member 1's data");
+        primary.decided_k = Some(parse_names(&names).0);
+        primary.names = names;
         self.token = 1;
         self.office = Some(Holder {
             leader: 1,
@@ -201,8 +212,9 @@ impl World {
         }
         self.settled().map_err(|why| {
             format!(
-                "no progress {} steps after the last fault: {why}",
-                self.spec.settle_steps
+                "no progress {} steps after the last fault: {why}; {}",
+                self.spec.settle_steps,
+                self.states()
             )
         })?;
         self.finish()
@@ -320,7 +332,7 @@ impl World {
             },
             Some(h) if self.reach(id, h.leader) => Office::Following {
                 leader: h.leader,
-                server: Some(addr(h.leader)),
+                server: Some(h.leader),
             },
             _ => Office::Nobody,
         }
@@ -450,6 +462,13 @@ impl World {
         };
         let Decision { act, eligible } =
             decide(office, &server, &peers, &cluster, &m.memory, &rules);
+        let Decision { act, eligible } = amend(
+            self.spec.amendments,
+            office,
+            &server,
+            &cluster,
+            Decision { act, eligible },
+        );
         let (act, eligible) = self.sabotaged(act, eligible, office, &server);
         self.member_mut(id).eligible = eligible;
         self.apply(id, office, act, &cluster)
@@ -527,15 +546,22 @@ impl World {
             .count()
     }
 
-    /// The other servers' ranks as the coordinator reads them before promoting.
+    /// The other servers' ranks as the coordinator reads them before promoting: a
+    /// running server's rank, 0 for a reachable member without data (none with the
+    /// amendment `absent_is_unreached`), else none.
     fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
         self.data_members()
             .filter(|m| m.id != id)
             .map(|m| PeerWal {
                 id: m.id,
                 wal: match &m.pg {
-                    Some(d) if d.running() && self.reach(id, m.id) => Some(d.wal.rank()),
-                    _ => None,
+                    _ if !self.reach(id, m.id) => None,
+                    Some(d) if d.running() => Some(d.wal.rank()),
+                    Some(_) => None,
+                    // As the runtime reads it (src/node/postgres/manager.rs, `peer_wals`):
+                    // a member without data holds no commit.
+                    None if self.spec.amendments.absent_is_unreached => None,
+                    None => Some(0),
                 },
             })
             .collect()
@@ -585,6 +611,23 @@ impl World {
                 data.wal.commits.last()
             )),
         }
+    }
+
+    /// Every data member's server, memory and last wait, for a progress violation.
+    fn states(&self) -> String {
+        let states: Vec<String> = self
+            .data_members()
+            .map(|m| {
+                let server =
+                    m.pg.as_ref()
+                        .map(|d| (d.state, d.wal.timeline(), d.wal.len()));
+                format!(
+                    "{}: server {server:?}, {:?}, eligible {}, waits {:?}",
+                    m.id, m.memory, m.eligible, m.last_wait
+                )
+            })
+            .collect();
+        states.join("; ")
     }
 
     /// Whether `m` stays out as the decisions allow: rewinding failed (or is off) and
