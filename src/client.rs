@@ -144,6 +144,14 @@ impl Client {
         self.command(Request::CancelSwitchOver).await
     }
 
+    /// `bully pg VERB`: asks the node to act on the PostgreSQL server it keeps.
+    pub async fn postgres(
+        &self,
+        verb: crate::api::postgres::PgVerb,
+    ) -> Result<String, ClientError> {
+        self.command(Request::Postgres { verb }).await
+    }
+
     /// Asks for a change of the member list (docs/design.md#membership): any member
     /// takes it and passes it to the coordinator; the answer comes once the list it asks
     /// for is committed (an add: once the new member has caught up and votes), or says

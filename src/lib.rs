@@ -28,6 +28,8 @@
 //! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks (one file
 //!   per concern), the one checker the simulator, the model checker, the real-process
 //!   tests and the chaos runner all use.
+//! - [`postgres_rules`]: the PostgreSQL manager's decisions, pure (promote, fence,
+//!   rewind, clone, the synchronous set), below the simulator that drives them.
 //! - [`model`]: exhaustive, bounded model checking of the same machine (N ≤ 4);
 //!   [`sim`]: deterministic simulation (seeded RNG, virtual clock, faults).
 //! - [`storage`]: sled storage cells, one flushed transaction per change.
@@ -71,6 +73,7 @@ pub mod keeper;
 pub mod model;
 pub mod node;
 pub mod ports;
+pub mod postgres_rules;
 pub mod postmaster;
 pub mod protocol;
 #[cfg(debug_assertions)]

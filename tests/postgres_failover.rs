@@ -1,14 +1,15 @@
-//! The PostgreSQL-primary example under load, on real processes: three PostgreSQL
-//! servers set up by the example's `pg.sh` (streaming replication, `synchronous_commit =
-//! on`, `synchronous_standby_names = 'ANY 1 (...)'`), three bully nodes in quorum mode
-//! running the example's hooks and health check (their peer links through the chaos
-//! relay, so a node can be cut off on loopback; each server reached by the other hosts
-//! through a `tcp_cut` forwarder, so its replication and the others' scripts can be cut
-//! too), one keeper per node (`bully run --config`, running `fence.sh`), and HAProxy
-//! with the example's `haproxy.cfg`, set up by `tests/common/postgres_bully.rs` (which
-//! `benches/pg_failover.rs` uses too, so its figures are about this very cluster). Two
-//! writers insert rows through HAProxy at 100/s each; every answered INSERT is a commit
-//! a standby flushed too, and is recorded.
+//! The PostgreSQL-primary example under load, on real processes: three bully nodes in
+//! quorum mode, each keeping its own PostgreSQL 15 server with the built-in manager
+//! (`[postgres]`: the first coordinator runs initdb, the others clone it; streaming
+//! replication with `synchronous_standby_names = 'ANY 1 (...)'` kept by the
+//! primary's manager), their peer links through the chaos relay (a node can be cut off
+//! on loopback), each server reached by the other hosts through a `tcp_cut` forwarder
+//! (`connect_address`: its replication and the other managers' round trips can be cut
+//! too), one keeper per node (`bully run --config`, which fences the server), and
+//! HAProxy with the example's `haproxy.cfg` (checks on `/primary` and `/replica`), set
+//! up by `tests/common/postgres_bully.rs` (which `benches/pg_failover.rs` uses too, so
+//! its figures are about this very cluster). Two writers insert rows through HAProxy at
+//! 100/s each; every answered INSERT is a commit a standby flushed too, and is recorded.
 //!
 //! Scenarios, each on whichever node is the primary then (`preempt = "never"`: no
 //! failback): kill -9 of the primary's host processes (server, bully node, keeper),
@@ -18,19 +19,20 @@
 //! when the primary's host is killed; a full restart of every process.
 //!
 //! Each asserts: no committed row lost (every recorded commit is on the new primary);
-//! no write accepted by an older epoch's primary after a newer one accepted one; no
+//! no write accepted by an older epoch's primary after a newer one accepted one (each
+//! write reads `bully.epoch`, the fencing token the manager sets on its primary); no
 //! two servers writable at once (each server's role polled every 25 ms,
 //! `postgres_load::RolePoller`); the old primary rejoins as a standby streaming from
 //! the new one. It prints per scenario the longest write gap through HAProxy, the rows
 //! lost, the time with two writable servers and when the old primary streamed again;
 //! bully's invariants (I1–I4, I6, I7) are checked on the event logs at the end.
 //!
-//! The lagging-standby scenario checks est(S) on real servers: health.sh prints `est=`
-//! (the server's WAL position), so when the primary dies bully elects the fresher
-//! standby although the lagging one has the higher ID. The test asserts the lagging
-//! one is never asked to promote (its `on-elected.sh` would refuse, "holds newer WAL",
-//! and resign: safe, but a round slower), and that the fresher one ends up primary
-//! with nothing lost.
+//! The lagging-standby scenario checks the estimate on real servers: the manager
+//! reports the server's position (its branch, then its WAL), so when the primary dies
+//! bully elects the fresher standby although the lagging one has the higher ID. The
+//! test asserts the lagging one is never asked to promote (its manager would refuse,
+//! "holds newer WAL", and resign: safe, but a round slower), and that the fresher one
+//! ends up primary with nothing lost.
 //!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user to
 //! run it as) or HAProxy; `.ci/run` installs both.
@@ -382,7 +384,7 @@ impl Scene {
     /// link) while the other acknowledges every commit; then the primary's host is
     /// killed. The fresher standby (the lower ID) must become the primary with every
     /// commit. Today (est(S) not in bully yet) the lagging one is elected first and its
-    /// on-elected.sh refuses; with est the fresher one is elected at once.
+    /// its manager refuses; with the estimate the fresher one is elected at once.
     async fn lagging_standby_with_a_higher_id(&mut self) {
         let scenario = "a lagging standby with the higher ID, then kill -9 of the primary's host";
         phase(scenario);
@@ -443,7 +445,7 @@ impl Scene {
     }
 
     /// Every process of every host killed -9 and restarted: the servers come back as
-    /// standbys, bully elects, on-elected.sh promotes one holding every commit.
+    /// standbys, bully elects, its manager promotes one holding every commit.
     async fn restart_everything(&mut self) {
         let scenario = "full restart (kill -9 of everything)";
         phase(scenario);

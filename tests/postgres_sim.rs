@@ -1,14 +1,20 @@
-//! The PostgreSQL manager's decisions (src/node/policy/postgres.rs) under the seeded
+//! The PostgreSQL manager's decisions (src/postgres_rules.rs) under the seeded
 //! simulator of src/sim/postgres/: sweeps of seeds for 3 and 5 members (and two with a
 //! witness) in each synchronous mode must keep every acknowledged commit, never have two
-//! writable primaries, and settle once faults stop; each sabotage must be caught.
+//! writable primaries, and settle once faults stop; each sabotage must be caught. The
+//! seeds that broke the decisions before the simulator's findings were fixed pass now,
+//! and each old behaviour, brought back as a sabotage, breaks the sweep again.
 //!
 //! `PG_SIM_SEEDS=N` sweeps N seeds per case instead of the default; `PG_SIM_SEED=S` runs
 //! seed S alone (and prints its history on failure). `--nocapture` shows the counts.
 
 use bully::config::postgres::Synchronous;
-use bully::sim::postgres::{run_seed, Amendments, Sabotage, Spec, Start, Summary, Violation};
+use bully::sim::postgres::{run_seed, Proposal, Sabotage, Spec, Start, Summary, Violation};
 use std::time::Instant;
+
+/// The fix the sweeps apply for what the simulator found in the decisions and the
+/// runtime as they are (src/sim/postgres/mod.rs, [`Proposal`]); see `found_*` below.
+const PROPOSED: Option<Proposal> = Some(Proposal::BranchTravelsWithWal);
 
 /// Seeds per case by default: the whole file stays well under 20 s in a debug build.
 const SEEDS: u64 = 2000;
@@ -65,7 +71,7 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
 fn holds(members: usize, witness: bool, synchronous: Synchronous) {
     let spec = Spec {
         witness,
-        amendments: Amendments::ALL,
+        proposal: PROPOSED,
         ..Spec::new(members, synchronous)
     };
     if let Err(violation) = sweep(&spec) {
@@ -112,7 +118,7 @@ fn two_members_and_a_witness_strict() {
 fn a_new_cluster_bootstraps() {
     let spec = Spec {
         start: Start::New,
-        amendments: Amendments::ALL,
+        proposal: PROPOSED,
         ..Spec::new(3, Synchronous::Quorum)
     };
     if let Err(violation) = sweep(&spec) {
@@ -124,7 +130,7 @@ fn a_new_cluster_bootstraps() {
 fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
     let spec = Spec {
         sabotage: Some(sabotage),
-        amendments: Amendments::ALL,
+        proposal: PROPOSED,
         ..Spec::new(members, synchronous)
     };
     let violation = sweep(&spec).expect_err("the sabotage went unnoticed");
@@ -157,53 +163,81 @@ fn a_keeper_that_does_not_fence_is_caught() {
     assert!(v.what.contains("two writable primaries"), "{v}");
 }
 
-/// What the simulator found in the decisions as they are (src/node/policy/postgres.rs):
-/// with one proposed amendment left out (src/sim/postgres/amend.rs says what each
-/// does), the sweep breaks a promise. Once the decisions carry the fix, this fails:
-/// then drop the amendment and its case here.
-fn found(
-    members: usize,
-    witness: bool,
-    synchronous: Synchronous,
-    start: Start,
-    without: fn(&mut Amendments),
-) -> Violation {
-    let mut amendments = Amendments::ALL;
-    without(&mut amendments);
+/// A seed that broke the decisions before one of the simulator's findings was fixed
+/// (src/postgres_rules.rs, src/node/postgres/manager.rs) passes now. With the proposal
+/// the sweeps apply: without it, seed 1 breaks by the later finding instead (a server
+/// started since its last report reads as branch 0; see `found_*`).
+fn regression(seed: u64, members: usize, synchronous: Synchronous) {
     let spec = Spec {
-        witness,
+        proposal: PROPOSED,
+        ..Spec::new(members, synchronous)
+    };
+    if let Err(violation) = run_seed(seed, &spec) {
+        panic!("seed {seed} breaks again:\n{violation}");
+    }
+}
+
+#[test]
+fn regression_members_waiting_to_rewind_no_longer_starve_the_majority() {
+    regression(7, 3, Synchronous::Quorum);
+}
+
+#[test]
+fn sabotaged_members_waiting_to_rewind_stopped_starve_the_majority() {
+    let v = caught(3, Synchronous::Quorum, Sabotage::RewindWaits);
+    assert!(v.what.contains("no progress"), "{v}");
+}
+
+#[test]
+fn regression_a_lost_directory_no_longer_makes_up_the_majority() {
+    regression(1, 3, Synchronous::Strict);
+}
+
+#[test]
+fn sabotaged_a_lost_directory_read_as_reached_loses_acknowledged_commits() {
+    let v = caught(3, Synchronous::Strict, Sabotage::AbsentCountsAsReached);
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+}
+
+#[test]
+fn regression_two_branches_on_one_timeline_no_longer_lose_commits() {
+    regression(1097, 3, Synchronous::Strict);
+}
+
+#[test]
+fn sabotaged_timeline_numbers_as_branches_lose_acknowledged_commits() {
+    let v = caught(3, Synchronous::Strict, Sabotage::TimelineNumbersOnly);
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+}
+
+/// What the simulator found in the decisions and the runtime as they are: without the
+/// proposal, the sweep breaks a promise. Once the runtime carries the fix, this fails:
+/// then drop the proposal and this case.
+fn found(members: usize, synchronous: Synchronous, start: Start) -> Violation {
+    let spec = Spec {
         start,
-        amendments,
         ..Spec::new(members, synchronous)
     };
     let violation = sweep(&spec).expect_err(
-        "the decisions no longer break without this amendment: has the fix landed in \
-         src/node/policy/postgres.rs? Then drop the amendment and this case",
+        "the decisions and the runtime no longer break without the proposal: has the fix \
+         landed? Then drop the proposal and this case",
     );
     println!("found:\n{violation}");
     violation
 }
 
 #[test]
-fn found_members_waiting_to_rewind_starve_the_coordinators_majority() {
-    let v = found(3, false, Synchronous::Quorum, Start::Running, |a| {
-        a.rewind_waits_for_primary = false
-    });
-    assert!(v.what.contains("no progress"), "{v}");
-}
-
-#[test]
-fn found_two_branches_on_one_timeline_lose_acknowledged_commits() {
-    let v = found(3, false, Synchronous::Strict, Start::Running, |a| {
-        a.timeline_is_token = false
-    });
-    assert!(v.what.contains("acknowledged commit"), "{v}");
-}
-
-#[test]
-fn found_a_lost_directory_makes_up_the_majority_over_a_member_that_is_down() {
-    let v = found(3, false, Synchronous::Strict, Start::Running, |a| {
-        a.absent_is_unreached = false
-    });
-    assert!(v.what.contains("acknowledged commit"), "{v}");
+fn found_a_branch_not_known_yet_ranks_below_an_older_branch() {
+    for (members, synchronous, start) in [
+        (3, Synchronous::Strict, Start::Running),
+        (5, Synchronous::Quorum, Start::Running),
+        (3, Synchronous::Quorum, Start::New),
+    ] {
+        let v = found(members, synchronous, start);
+        assert!(v.what.contains("acknowledged commit"), "{v}");
+        assert!(
+            v.history.iter().any(|line| line.contains("branch 0")),
+            "a peer read at branch 0: {v}"
+        );
+    }
 }

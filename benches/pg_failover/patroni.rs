@@ -8,10 +8,10 @@
 //! bully's servers replicate synchronously too (`ANY 1`). Not `synchronous_mode:
 //! quorum` (Patroni 4's `ANY k`): `on` is the mode the issue asks for and the one most
 //! deployments run. Timing `default` is Patroni's own (ttl 30, loop_wait 10,
-//! retry_timeout 10); `tight` is the lowest Patroni 4.1 accepts: its
-//! `Config._validate_and_adjust_timeouts` raises ttl to at least 20, loop_wait to 1 and
-//! retry_timeout to 3, and lowers loop_wait until `loop_wait + 2 * retry_timeout <=
-//! ttl`; 20, 1, 3 meet all of it (1 + 6 <= 20).
+//! retry_timeout 10); `tight` is the lowest Patroni 4.1 accepts: it raises ttl to at
+//! least 20, loop_wait to 1 and retry_timeout to 3, and lowers loop_wait until
+//! `loop_wait + 2 * retry_timeout <= ttl`; 20, 1, 3 meet all of it (1 + 6 <= 20).
+//! `examples/postgres-primary/patroni/README.md` ("Timing") says where that is checked.
 
 use crate::scripted::{in_repo, which, Spec};
 use std::path::PathBuf;

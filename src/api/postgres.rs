@@ -54,6 +54,9 @@ pub struct PgState {
     pub role: PgRole,
     /// The server's timeline (from `pg_control_checkpoint()`, or the data dir when down).
     pub timeline: Option<u32>,
+    /// The term of the office whose promotion began that timeline, as bully recorded it
+    /// in the data dir (src/node/policy/postgres.rs `Position`); 0: not known.
+    pub branch: Option<u64>,
     /// The position elections compare (est): a primary's flushed WAL, a standby's
     /// received (else replayed) WAL, as a byte offset.
     pub wal_position: Option<u64>,
@@ -82,6 +85,29 @@ impl PgState {
     /// Whether the server answers reads (a primary or a standby that runs).
     pub fn readable(&self) -> bool {
         matches!(self.role, PgRole::Primary | PgRole::Replica)
+    }
+}
+
+/// What `bully pg` asks a node to do with its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PgVerb {
+    /// Clone the server afresh from the coordinator's primary, the old data dir kept
+    /// aside (refused on the primary).
+    Reinit,
+    /// Stop the server (fast shutdown) and start it again in the role it had.
+    Restart,
+    /// Rewrite bully's include file and have the server reread its configuration.
+    Reload,
+}
+
+impl PgVerb {
+    /// The verb as `bully pg` spells it.
+    pub fn word(self) -> &'static str {
+        match self {
+            PgVerb::Reinit => "reinit",
+            PgVerb::Restart => "restart",
+            PgVerb::Reload => "reload",
+        }
     }
 }
 

@@ -59,10 +59,17 @@ pub enum Request {
     },
     /// Drops the coordinator's scheduled switchover.
     CancelSwitchOver,
+    /// `bully pg VERB`: an operator's verb for the PostgreSQL server this node keeps
+    /// (src/node/postgres/). Appended last: variants are encoded by position.
+    Postgres {
+        verb: super::postgres::PgVerb,
+    },
 }
 
-/// What a node answers.
+/// What a node answers. A status is the largest answer by far; each answer is built
+/// once and written once, so boxing it would save nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
 pub enum Response {
     Status(Status),
     Metrics(MetricsSnapshot),

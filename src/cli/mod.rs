@@ -15,6 +15,7 @@ pub mod logging;
 mod member;
 mod node;
 mod pause;
+mod pg;
 mod query;
 mod recover;
 mod run;
@@ -119,6 +120,13 @@ pub enum Commands {
         /// Drop the coordinator's scheduled switchover.
         #[arg(long, conflicts_with_all = ["to", "at"])]
         cancel: bool,
+    },
+    /// The PostgreSQL server a node keeps (`[postgres]`): `reinit N` clones node N's
+    /// server afresh from the primary (its old data dir kept aside), `restart N` stops
+    /// and starts it in the role it has, `reload N` has it reread its configuration.
+    Pg {
+        #[command(subcommand)]
+        verb: pg::PgCommand,
     },
     /// Maintenance pause: no automatic failover or preemption until `bully resume`.
     /// The coordinator keeps its role while its lease holds; if it goes, the cluster
@@ -352,6 +360,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 false => query::step_down(&query, for_, to, at).await,
             },
             Commands::Member { action } => member::run(action).await,
+            Commands::Pg { verb } => pg::run(&verb).await,
             Commands::Recover(args) => recover::run(&args),
             Commands::Run(args) => run::run(&args).await,
             Commands::Local(args) => local::run(&args).await,

@@ -4,6 +4,8 @@
 //! file it owns in the data dir (`bully.conf`, included from the end of
 //! `postgresql.conf`); `postgresql.conf` and `pg_hba.conf` stay the user's.
 
+pub use crate::postgres_rules::Synchronous;
+
 use super::bytes;
 use super::duration;
 use serde::{Deserialize, Serialize};
@@ -109,23 +111,6 @@ impl Credentials {
             password_file: None,
         }
     }
-}
-
-/// `[postgres] synchronous`: how many standbys a commit waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Synchronous {
-    /// Asynchronous replication: a failover may lose the last commits (bounded by
-    /// `maximum_lag_on_failover`).
-    Off,
-    /// `ANY k (...)` over the live standbys, k such that every acknowledged commit is on
-    /// a server every electable majority contains; with too few standbys the primary
-    /// keeps writing with the ones it has.
-    #[default]
-    Quorum,
-    /// As `quorum`, but the primary refuses writes rather than run with fewer than k
-    /// standbys.
-    Strict,
 }
 
 /// Parameters bully sets itself; `[postgres] parameters` may not name them.

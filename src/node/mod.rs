@@ -16,7 +16,7 @@
 //!   `crate::shell` (a timeout that kills its process group), their `BULLY_*` variables
 //!   (`environment`).
 //! - [`postgres`]: the PostgreSQL manager (`[postgres]`), which stands in for the health
-//!   check: observes the server, runs the pure decisions of `policy::postgres`, acts.
+//!   check: observes the server, runs the pure decisions of `crate::postgres_rules`, acts.
 //! - `publish`: after each step, in order: the status watch, the counters, the
 //!   led-epoch watch and the hooks (`publisher`); the Prometheus rendering of the
 //!   counters (`exposition`).

@@ -15,7 +15,7 @@
 //! (crash, restart, pause, ...), `recording` (the checked history).
 //!
 //! - [`postgres`]: a separate, step-based simulator of the PostgreSQL manager's pure
-//!   decisions (src/node/policy/postgres.rs) against modelled servers: no acknowledged
+//!   decisions (src/postgres_rules.rs) against modelled servers: no acknowledged
 //!   commit lost, never two writable primaries, progress once faults stop.
 //!
 //! Same seed, same run: nothing reads the wall clock or iterates a hash map in an

@@ -23,7 +23,7 @@ pub fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/postgres-primary")
 }
 
-/// PostgreSQL's program directory, found the way the example's `common.sh` finds it
+/// PostgreSQL's program directory, found the way the test always found it
 /// (`$PG_BIN`, the directory of `pg_ctl` on the PATH with symlinks resolved, Debian's
 /// `/usr/lib/postgresql/15/bin`), if it holds what the example runs.
 pub fn pg_bin() -> Option<PathBuf> {
@@ -308,7 +308,7 @@ pub async fn walreceiver_pid(addr: SocketAddr) -> Option<u32> {
 }
 
 /// The WAL position of the server at `addr` as a number (received or replayed on a
-/// standby, written on a primary), as `health.sh` prints it in `est=`.
+/// standby, written on a primary), as the manager reads it for the estimate.
 pub async fn wal_position(addr: SocketAddr) -> Option<i64> {
     let client = connect(addr, PROBE).await?;
     let row = tokio::time::timeout(

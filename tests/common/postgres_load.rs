@@ -2,8 +2,8 @@
 //! bench driving the same servers):
 //!
 //! - [`PgWriter`]: a client writing one row per write, each an autocommit `INSERT` that
-//!   returns the accepting primary's `bully.epoch` (the fencing token on-elected.sh
-//!   stores in the server's settings) and port. With `synchronous_commit = on` an
+//!   returns the accepting primary's `bully.epoch` (the fencing token the manager
+//!   writes to its primary's settings, src/node/postgres/manager.rs) and port. With `synchronous_commit = on` an
 //!   answered INSERT is a commit a standby flushed too. Every attempt is recorded as a
 //!   `writers::Attempt` (shared with the Redis test), so `writers::longest_gap`,
 //!   `writers::failures` and `writers::stale_primary_writes` judge them as they judge

@@ -2,7 +2,8 @@
 //!
 //! Each writer runs in its own thread at a fixed pace, one key per write, and records
 //! every attempt. A write is `MULTI; SET key seq; GET bully:epoch; EXEC`: the reply says
-//! which primary's epoch (the fencing token `on-elected.sh` stores next to the data)
+//! which primary's epoch (the fencing token the example's `on-elected.sh` stores next
+//! to the data)
 //! accepted it, atomically with the write. `Waiting` writers follow each write with
 //! `WAIT 1 100`, the way a client that must not lose a write uses Redis.
 //!

@@ -34,7 +34,9 @@ pub struct Services {
     /// The running endpoint's group, if any.
     http: Option<NodeTasks>,
     /// What the PostgreSQL manager remembers across its restarts.
-    postgres_memory: Arc<std::sync::Mutex<crate::node::policy::postgres::Memory>>,
+    postgres_memory: Arc<std::sync::Mutex<crate::postgres_rules::Memory>>,
+    /// `bully pg` orders, for whichever manager runs.
+    postgres_orders: crate::node::postgres::Orders,
 }
 
 /// What the services read and report to, shared by every check and endpoint started.
@@ -46,6 +48,8 @@ pub struct ServiceLinks {
     pub health_verdicts: mpsc::Sender<Verdict>,
     /// The API's scheduled switchover, which `/status` shows too.
     pub schedule: Schedule,
+    /// Where `bully pg` orders arrive (src/node/postgres/).
+    pub postgres_orders: crate::node::postgres::Orders,
 }
 
 impl Services {
@@ -69,6 +73,7 @@ impl Services {
             health_generation: 0,
             http: None,
             postgres_memory: Default::default(),
+            postgres_orders: links.postgres_orders,
         };
         services.restart_health();
         if let Some(listener) = listener {
@@ -124,6 +129,7 @@ impl Services {
                 verdicts: self.health_verdicts.clone(),
                 generation: self.health_generation,
                 memory: Arc::clone(&self.postgres_memory),
+                orders: Arc::clone(&self.postgres_orders),
             };
             let group = self.tasks.child();
             crate::node::postgres::spawn(&self.applied, links, &group);

@@ -19,7 +19,7 @@ use crate::node::commands::hooks::{HookReports, Hooks};
 use crate::node::policy::eligibility::Eligibility;
 use crate::node::policy::readiness::Readiness;
 use crate::node::publish::publisher::{Publisher, Watches};
-use crate::node::serve::api::Api;
+use crate::node::serve::api::{Api, ApiParts};
 use crate::node::serve::keepers::Keepers;
 use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::serve::switchover::Members;
@@ -125,12 +125,14 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let (commands_tx, commands) = mpsc::channel(16);
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
     let schedule = Schedule::default();
+    let (postgres_tx, postgres_orders) = crate::node::postgres::orders();
     let links = ServiceLinks {
         workdir,
         status: status_rx.clone(),
         metrics: Arc::clone(&metrics),
         health_verdicts: verdicts_tx,
         schedule: schedule.clone(),
+        postgres_orders,
     };
     let services = Services::start(&config, links, http, &tasks);
     let members = Members {
@@ -138,15 +140,16 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         tls: config.transport_config().tls,
         local_addr,
     };
-    let api = Api::new(
-        config.data_dir.clone(),
-        status_rx.clone(),
-        commands_tx.clone(),
-        Arc::clone(&metrics),
+    let api = Api::new(ApiParts {
+        data_dir: config.data_dir.clone(),
+        status: status_rx.clone(),
+        commands: commands_tx.clone(),
+        metrics: Arc::clone(&metrics),
         members,
         schedule,
-        tasks.clone(),
-    );
+        postgres: postgres_tx,
+        tasks: tasks.clone(),
+    });
     let (stop, stop_requested) = watch::channel(false);
     let (release_done, released) = mpsc::unbounded_channel();
     let runtime = Runtime {

@@ -7,7 +7,6 @@ pub mod eligibility;
 pub mod member_change;
 pub mod office_grant;
 pub mod pause_gate;
-pub mod postgres;
 pub mod readiness;
 pub mod stall;
 pub mod step_down;

@@ -5,7 +5,7 @@
 //! dir is PostgreSQL's and the user's.
 
 use crate::config::postgres::{PostgresConfig, OWNED_INCLUDE};
-use crate::node::policy::postgres::application_name;
+use crate::postgres_rules::application_name;
 use crate::protocol::NodeId;
 use nix::unistd::{chown, Gid, Uid};
 use std::fmt::Write as _;
@@ -142,6 +142,62 @@ pub fn write_conf(data_dir: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Res
         "{current}\n# bully's settings, last so they hold (see {OWNED_INCLUDE})\n{INCLUDE_LINE}\n"
     );
     write_owned(&main, &text, owner)
+}
+
+/// The file in the data dir where bully records which office began each timeline.
+pub const BRANCHES: &str = "bully.branch";
+
+/// The term recorded for `timeline` (the last record wins); 0 when none is.
+pub fn branch_of(data_dir: &Path, timeline: u32) -> u64 {
+    let text = std::fs::read_to_string(data_dir.join(BRANCHES)).unwrap_or_default();
+    branch_in(&text, timeline)
+}
+
+/// The term a `bully.branch` text records for `timeline` (the last record wins); 0
+/// when it records none.
+pub fn branch_in(text: &str, timeline: u32) -> u64 {
+    text.lines()
+        .rev()
+        .find_map(|line| {
+            let (tl, term) = line.split_once(' ')?;
+            (tl.parse::<u32>().ok()? == timeline).then(|| term.trim().parse::<u64>().ok())?
+        })
+        .unwrap_or(0)
+}
+
+/// Records that `timeline` began in the office of `term` (appended, flushed to disk).
+pub fn record_branch(
+    data_dir: &Path,
+    timeline: u32,
+    term: u64,
+    owner: Option<(Uid, Gid)>,
+) -> Result<(), String> {
+    use std::io::Write;
+    let path = data_dir.join(BRANCHES);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    writeln!(file, "{timeline} {term}")
+        .and_then(|_| file.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    give(&path, owner)
+}
+
+/// The timeline PostgreSQL will pick at its next promotion from `timeline`: one past
+/// the newest history file in `pg_wal` counting up from it (as its startup process
+/// probes them).
+pub fn next_timeline(data_dir: &Path, timeline: u32) -> u32 {
+    let mut newest = timeline;
+    while data_dir
+        .join("pg_wal")
+        .join(format!("{:08X}.history", newest + 1))
+        .exists()
+    {
+        newest += 1;
+    }
+    newest + 1
 }
 
 /// Makes the next start a standby's (`standby.signal`).

@@ -9,15 +9,15 @@ use super::files;
 use super::peers::PeerServers;
 use super::programs::Programs;
 use super::sql::{self, Described};
-use crate::api::postgres::{PgRole, PgState};
+use crate::api::postgres::{PgRole, PgState, PgVerb};
 use crate::api::Status;
 use crate::boot_clock::BootInstant;
 use crate::config::postgres::PostgresConfig;
 use crate::node::commands::health::{Measured, Verdict};
-use crate::node::policy::postgres::{
-    self as rules, Act, Cluster, Memory, Office, PeerWal, Rules, Running, Server,
-};
 use crate::node::shared::tasks::NodeTasks;
+use crate::postgres_rules::{
+    self as rules, Act, Cluster, Memory, Office, PeerWal, Position, Rules, Running, Server,
+};
 use crate::postmaster;
 use crate::protocol::{NodeId, Role};
 use futures::StreamExt;
@@ -31,6 +31,10 @@ use tokio::sync::{mpsc, watch};
 
 /// How long a SQL round trip to a server may take before it counts as unanswered.
 const SQL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How often an unchanged verdict is sent again: its estimate stays fresh for two of
+/// these and a round trip, so a node whose manager runs never looks stale.
+const RESEND: Duration = Duration::from_millis(500);
 
 /// Looks in a row a running server may miss before the node is ineligible.
 const UNANSWERED_LOOKS: u32 = 2;
@@ -59,8 +63,21 @@ pub struct Manager {
     pub generation: u64,
     /// Survives the manager's restarts (a reload, a stall).
     pub memory: Arc<Mutex<Memory>>,
+    /// `bully pg` orders (shared with the managers before and after this one).
+    pub orders: super::Orders,
     pub superuser_password: Option<String>,
     pub replication_password: Option<String>,
+}
+
+/// Aborts the heartbeat task it holds when dropped.
+struct Heartbeat(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 /// The state one run of the loop keeps.
@@ -74,12 +91,20 @@ struct Loop {
     last_sent: Option<(Verdict, Instant)>,
     /// Looks in a row the running server did not answer.
     unanswered: u32,
+    /// The newest timeline seen on the running server (its postmaster's PID with it): a
+    /// standby's own reading lags while its WAL receiver reconnects, and its timeline
+    /// never goes back while it runs.
+    seen_timeline: Option<(i32, u32)>,
 }
 
 /// Runs the manager until `tasks` stops.
 pub async fn run(manager: Manager, tasks: NodeTasks) {
     let interval = Duration::from_millis(manager.config.interval_ms);
     let mut status = manager.status.clone();
+    let orders = Arc::clone(&manager.orders);
+    let Some(mut orders) = tasks.until_stopped(orders.lock_owned()).await else {
+        return;
+    };
     let mut state = Loop {
         m: manager,
         local: None,
@@ -87,6 +112,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         note: "starting".into(),
         last_sent: None,
         unanswered: 0,
+        seen_timeline: None,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -99,21 +125,84 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         }
         let woken = async {
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = status.changed() => {}
+                _ = tokio::time::sleep(interval) => None,
+                _ = status.changed() => None,
+                order = orders.recv() => order,
             }
         };
-        if tasks.until_stopped(woken).await.is_none() {
-            return;
+        match tasks.until_stopped(woken).await {
+            None => return,
+            Some(Some(order)) => {
+                let answer = state.obey(order.verb).await;
+                let _ = order.reply.send(answer);
+            }
+            Some(None) => {}
         }
     }
 }
 
 impl Loop {
+    /// An operator's verb (`bully pg`), between two looks.
+    async fn obey(&mut self, verb: PgVerb) -> Result<String, String> {
+        let status = self.m.status.borrow().as_of_now();
+        let (server, _) = self.observe().await;
+        let office = self.office(&status);
+        let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
+        let primary = matches!(&server, Server::Running(r) if !r.in_recovery);
+        tracing::info!(verb = verb.word(), "postgres: the operator asks");
+        match verb {
+            PgVerb::Reload => {
+                let client = self.local_client().await?;
+                sql::reload(client, SQL_TIMEOUT).await?;
+                Ok("the server rereads its configuration (pg_reload_conf)".into())
+            }
+            PgVerb::Restart => {
+                let running = matches!(server, Server::Running(_) | Server::Unreachable);
+                if !running {
+                    return Err("the server is not running; the manager starts it by itself".into());
+                }
+                self.stop_server(timeout).await?;
+                match (primary, office) {
+                    (true, Office::Leading { .. }) => {
+                        self.start_server(None, false).await?;
+                        Ok("restarted as the primary".into())
+                    }
+                    _ => Ok("stopped; the manager starts it again as a standby".into()),
+                }
+            }
+            PgVerb::Reinit => {
+                let Office::Following {
+                    leader,
+                    server: Some(_),
+                } = office
+                else {
+                    return Err(
+                        "reinit clones from the coordinator's primary: this node leads, or no \
+                         coordinator's server is known; switch over first (bully step-down --to N)"
+                            .into(),
+                    );
+                };
+                if primary {
+                    return Err("this server is a primary; switch over first".into());
+                }
+                let from = self.server_of(leader)?;
+                self.stop_server(timeout).await?;
+                self.move_aside()?;
+                self.clone_from(from).await?;
+                self.forget_rewind(true);
+                self.start_server(Some(from), true).await?;
+                Ok(format!(
+                    "cloned afresh from node {leader}'s server ({from}); the old data dir is kept aside"
+                ))
+            }
+        }
+    }
+
     /// One look: observe, decide, act, report.
     async fn look(&mut self) {
         let status = self.m.status.borrow().as_of_now();
-        let (server, described) = self.observe().await;
+        let (mut server, described) = self.observe().await;
+        self.adopt_branch(&mut server);
         let office = self.office(&status);
         let cluster = self.cluster(&status, &office, described.as_ref());
         let peers = match (&office, &server) {
@@ -137,13 +226,21 @@ impl Loop {
             _ => decision.eligible && keeper,
         };
         let act = decision.act.clone();
-        self.note = match self.act(act, &server, &cluster).await {
+        let token = match office {
+            Office::Leading { token } => Some(token),
+            _ => None,
+        };
+        let note = match self.act(act, &server, &cluster, token).await {
             Ok(note) => note,
             Err(e) => {
                 tracing::warn!("postgres: {e}");
                 e
             }
         };
+        if note != self.note {
+            tracing::info!("postgres: {note}");
+        }
+        self.note = note;
         if decision.eligible && !keeper {
             self.note = format!(
                 "{}; not eligible: no keeper connected (run `bully run --config` on this host)",
@@ -151,6 +248,38 @@ impl Loop {
             );
         }
         self.report(eligible, &server, described.as_ref()).await;
+    }
+
+    /// A standby streaming from its upstream records which office began the upstream's
+    /// timeline, when its data dir does not say so yet (a timeline switch streamed in,
+    /// or a rewind that needed no copy).
+    fn adopt_branch(&self, server: &mut Server) {
+        let Server::Running(running) = server else {
+            return;
+        };
+        let Some(upstream) = running
+            .upstream
+            .filter(|_| running.in_recovery && running.streaming)
+        else {
+            return;
+        };
+        let Some(report) = self.m.peers.get(upstream).flatten() else {
+            return;
+        };
+        // The upstream's timeline began in its branch's office: a fact of history to
+        // keep, whether or not this standby's replay has reached that timeline yet.
+        let (Some(timeline), Some(branch)) = (report.timeline, report.branch) else {
+            return;
+        };
+        let dir = &self.m.config.data_dir;
+        if branch == 0 || files::branch_of(dir, timeline) == branch {
+            return;
+        }
+        match files::record_branch(dir, timeline, branch, self.m.programs.owner()) {
+            Ok(()) if timeline == running.timeline => running.wal.branch = branch,
+            Ok(()) => {}
+            Err(e) => tracing::warn!("postgres: {e}"),
+        }
     }
 
     fn rules(&self) -> Rules {
@@ -263,6 +392,9 @@ impl Loop {
             ) => r.in_recovery && r.upstream == Some(*up) && !r.streaming,
             _ => false,
         };
+        if let Server::Running(_) = server {
+            memory.failed_starts = 0;
+        }
         memory.not_streaming = match stuck {
             true => memory.not_streaming.saturating_add(1),
             false => 0,
@@ -305,11 +437,21 @@ impl Loop {
             return (Server::Stopped { was_primary, clean }, None);
         }
         match self.describe_local().await {
-            Ok(d) => {
+            Ok(mut d) => {
+                let pid = postmaster::pid(&self.m.config.data_dir);
+                if let (Some((seen_pid, seen)), Some(pid)) = (self.seen_timeline, pid) {
+                    if seen_pid == pid {
+                        d.timeline = d.timeline.max(seen);
+                    }
+                }
+                self.seen_timeline = pid.map(|pid| (pid, d.timeline));
                 let running = Running {
                     in_recovery: d.in_recovery,
                     timeline: d.timeline,
-                    wal: rules::rank(d.timeline, d.wal),
+                    wal: Position {
+                        branch: files::branch_of(&self.m.config.data_dir, d.timeline),
+                        lsn: d.wal,
+                    },
                     upstream: d.upstream.and_then(|up| self.member_at(up)),
                     streaming: d.streaming,
                     synchronous_standby_names: d.synchronous_standby_names.clone(),
@@ -330,7 +472,7 @@ impl Loop {
     }
 
     async fn local_client(&mut self) -> Result<&tokio_postgres::Client, String> {
-        if self.local.as_ref().is_none_or(|c| c.is_closed()) {
+        if !matches!(&self.local, Some(c) if !c.is_closed()) {
             let c = &self.m.config;
             let client = sql::connect(
                 c.listen,
@@ -363,9 +505,11 @@ impl Loop {
                 async move {
                     let wal = match reported {
                         None => None,
-                        // A member without data holds no commit.
-                        Some(s) if s.role == PgRole::Absent => Some(0),
-                        Some(s) => peer_rank(s.listen, &user, password.as_deref()).await,
+                        // A member without data is not reached: the majority must be
+                        // of servers that hold data (src/sim/postgres/ found a wiped
+                        // member outvoting one that was only down).
+                        Some(s) if s.role == PgRole::Absent => None,
+                        Some(s) => peer_position(&s, &user, password.as_deref()).await,
                     };
                     PeerWal { id: m, wal }
                 }
@@ -404,26 +548,34 @@ impl Loop {
         act: Act,
         server: &Server,
         cluster: &Cluster,
+        token: Option<u64>,
     ) -> Result<String, String> {
         let c = self.m.config.clone();
         let timeout = Duration::from_millis(c.action_timeout_ms);
         match act {
             Act::Wait(why) => Ok(why),
             Act::InitDb => {
+                let _beat = self.heartbeat();
                 self.init_db().await?;
-                self.start_server(None).await?;
+                self.start_server(None, true).await?;
                 Ok("initdb done; started as a standby".into())
             }
             Act::Clone { from } => {
+                let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
-                self.start_server(Some(from)).await?;
+                self.start_server(Some(from), true).await?;
                 Ok(format!("cloned from {from}; streams from it"))
             }
             Act::StartStandby { upstream } => {
                 let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
-                self.start_server(upstream).await?;
+                self.m
+                    .memory
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .failed_starts += 1;
+                self.start_server(upstream, true).await?;
                 Ok(match upstream {
                     Some(up) => format!("started as a standby of {up}"),
                     None => "started as a standby".into(),
@@ -431,7 +583,7 @@ impl Loop {
             }
             Act::Repoint { upstream } => {
                 let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
-                self.write_conf(upstream, "")?;
+                self.write_conf(upstream, "", None)?;
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 Ok(match upstream {
@@ -448,16 +600,27 @@ impl Loop {
                     cluster.data_voters.len(),
                     c.synchronous,
                 );
-                self.write_conf(None, &names)?;
+                self.write_conf(None, &names, token)?;
                 let now = Instant::now();
                 for &m in cluster.data_voters.iter().filter(|&&m| m != self.m.id) {
                     self.standby_seen.insert(m, now);
                 }
                 let password = self.m.replication_password.clone();
+                // The branch is recorded before the promotion, so a server that becomes
+                // a primary always has it: this office's term for the timeline it picks.
+                let term = self.m.status.borrow().epoch.map(|e| e.term).unwrap_or(0);
+                if let Server::Running(r) = server {
+                    let next = files::next_timeline(&c.data_dir, r.timeline);
+                    files::record_branch(&c.data_dir, next, term, self.m.programs.owner())?;
+                }
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
                 sql::promote(client, timeout).await?;
+                // pg_rewind from this server reads its control file: until a checkpoint
+                // it names the old timeline, and a rewind from it leaves a data dir
+                // that cannot start.
+                sql::checkpoint(client, timeout).await?;
                 sql::ensure_replication_role(
                     client,
                     &c.replication.user,
@@ -470,7 +633,7 @@ impl Loop {
                 Ok(format!("promoted (synchronous_standby_names = '{names}')"))
             }
             Act::SetSynchronous { names } => {
-                self.write_conf(None, &names)?;
+                self.write_conf(None, &names, token)?;
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 tracing::info!(%names, "postgres: synchronous_standby_names");
@@ -490,15 +653,17 @@ impl Loop {
                 Ok(format!("stopped: {why}"))
             }
             Act::Rewind { from } => {
+                let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
                 self.rewind_and_start(from, &c).await
             }
             Act::Reinit { from } => {
+                let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
                 self.move_aside()?;
                 self.clone_from(from).await?;
                 self.forget_rewind(true);
-                self.start_server(Some(from)).await?;
+                self.start_server(Some(from), true).await?;
                 Ok(format!(
                     "cloned afresh from {from}; the old data dir is kept aside"
                 ))
@@ -516,7 +681,7 @@ impl Loop {
         match self.rewind(from).await {
             Ok(()) => {
                 self.forget_rewind(true);
-                self.start_server(Some(from)).await?;
+                self.start_server(Some(from), true).await?;
                 Ok(format!("rewound from {from}; streams from it"))
             }
             Err(e) => {
@@ -533,27 +698,57 @@ impl Loop {
         }
     }
 
+    /// While a long program runs (initdb, a clone, a rewind), the last record is sent
+    /// again every [`RESEND`] with a fresh time, so readers (`/liveness`) see the
+    /// manager alive; stops when the guard drops.
+    fn heartbeat(&self) -> Heartbeat {
+        let Some((last, _)) = self.last_sent.clone() else {
+            return Heartbeat(None);
+        };
+        let verdicts = self.m.verdicts.clone();
+        Heartbeat(Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RESEND).await;
+                let mut verdict = last.clone();
+                if let Some(state) = verdict.postgres.as_mut() {
+                    state.observed_at_ns = BootInstant::now().as_nanos();
+                }
+                if verdicts.send(verdict).await.is_err() {
+                    return;
+                }
+            }
+        })))
+    }
+
     /// A rewind or clone succeeded, or a promotion made this server the primary.
     fn forget_rewind(&self, reset_failures: bool) {
         let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
         memory.needs_rewind = false;
+        memory.failed_starts = 0;
         if reset_failures {
             memory.rewind_failures = 0;
         }
     }
 
+    /// Writes bully's include file: the upstream, the synchronous names and, on the
+    /// leading primary, `bully.epoch` (the office's fencing token, which clients can
+    /// read with `current_setting('bully.epoch')` to stamp their writes).
     fn write_conf(
         &self,
         upstream: Option<std::net::SocketAddr>,
         names: &str,
+        token: Option<u64>,
     ) -> Result<(), String> {
-        let text = files::owned_conf(
+        let mut text = files::owned_conf(
             &self.m.config,
             self.m.id,
             upstream,
             self.m.replication_password.as_deref(),
             names,
         );
+        if let Some(token) = token {
+            text.push_str(&format!("bully.epoch = '{token}'\n"));
+        }
         files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())
     }
 
@@ -636,15 +831,12 @@ impl Loop {
         let env = self.password_env(self.m.replication_password.as_deref());
         tracing::info!(%from, "postgres: cloning (pg_basebackup)");
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
-        if let Err(e) = self
-            .m
+        // On a failure pg_basebackup removes what it wrote; the empty dir stays for the
+        // next try.
+        self.m
             .programs
             .run("pg_basebackup", &args, &env, copy_timeout)
-            .await
-        {
-            // pg_basebackup removes what it wrote; the empty dir stays for the next try.
-            return Err(e);
-        }
+            .await?;
         Ok(())
     }
 
@@ -657,6 +849,15 @@ impl Loop {
             c.data_dir.display().to_string(),
             format!("--source-server={source}"),
         ];
+        let source = sql::connect(
+            from,
+            &c.superuser.user,
+            self.m.superuser_password.as_deref(),
+            SQL_TIMEOUT,
+        )
+        .await?;
+        sql::checkpointed(&source, Duration::from_millis(c.action_timeout_ms)).await?;
+        drop(source);
         let env = self.password_env(self.m.superuser_password.as_deref());
         tracing::info!(%from, "postgres: pg_rewind");
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
@@ -694,13 +895,20 @@ impl Loop {
         Ok(())
     }
 
-    /// Starts the server as a standby of `upstream`, in a process group of its own,
+    /// Starts the server (with `standby`, as a standby of `upstream`; without, as its
+    /// data dir left it: a primary's restart), in a process group of its own,
     /// its output appended to `postgres.log` in the node's data dir; returns once its
     /// postmaster runs (not once it accepts connections: the next looks see that).
-    async fn start_server(&mut self, upstream: Option<std::net::SocketAddr>) -> Result<(), String> {
+    async fn start_server(
+        &mut self,
+        upstream: Option<std::net::SocketAddr>,
+        standby: bool,
+    ) -> Result<(), String> {
         let c = &self.m.config;
-        self.write_conf(upstream, "")?;
-        files::standby_signal(&c.data_dir, self.m.programs.owner())?;
+        if standby {
+            self.write_conf(upstream, "", None)?;
+            files::standby_signal(&c.data_dir, self.m.programs.owner())?;
+        }
         let stale = c.data_dir.join("postmaster.pid");
         if stale.exists() {
             let _ = std::fs::remove_file(&stale);
@@ -760,7 +968,7 @@ impl Loop {
             Server::Running(r) if r.in_recovery => PgRole::Replica,
             Server::Running(_) => PgRole::Primary,
         };
-        let (rank, timeline) = match server {
+        let (position, timeline) = match server {
             Server::Running(r) => (Some(r.wal), Some(r.timeline)),
             _ => (None, None),
         };
@@ -777,6 +985,7 @@ impl Loop {
             listen: c.reached_at(),
             role,
             timeline,
+            branch: position.map(|p| p.branch),
             wal_position: wal,
             replayed: described.and_then(|d| d.replayed),
             lag_bytes: match (role, leader_wal, described.and_then(|d| d.replayed)) {
@@ -795,19 +1004,19 @@ impl Loop {
             note: self.note.clone(),
             observed_at_ns: BootInstant::now().as_nanos(),
         };
-        let fresh_for = Duration::from_millis(2 * c.interval_ms) + SQL_TIMEOUT;
+        let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {
             generation: self.m.generation,
             healthy: eligible,
             estimate: Some(Measured {
-                value: rank,
+                value: position.map(rules::rank),
                 fresh_until: BootInstant::now() + fresh_for,
             }),
             postgres: Some(state),
         };
         let due = match &self.last_sent {
             None => true,
-            Some((last, at)) => !last.same_as(&verdict) || at.elapsed() >= Duration::from_secs(1),
+            Some((last, at)) => !last.same_as(&verdict) || at.elapsed() >= RESEND,
         };
         if due {
             self.last_sent = Some((verdict.clone(), Instant::now()));
@@ -838,15 +1047,17 @@ impl Loop {
     }
 }
 
-/// One member's server's rank, by a SQL round trip; `None` when it does not answer.
-async fn peer_rank(
-    listen: std::net::SocketAddr,
-    user: &str,
-    password: Option<&str>,
-) -> Option<u64> {
-    let client = sql::connect(listen, user, password, SQL_TIMEOUT)
+/// Where one member's server's WAL ends, read from the server itself by SQL: its
+/// position, and its branch from its own `bully.branch` (not from its report, which
+/// may be a look old); `None` when it does not answer.
+async fn peer_position(reported: &PgState, user: &str, password: Option<&str>) -> Option<Position> {
+    let client = sql::connect(reported.listen, user, password, SQL_TIMEOUT)
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
-    Some(rules::rank(d.timeline, d.wal))
+    let branches = sql::branch_file(&client, SQL_TIMEOUT).await.ok()?;
+    Some(Position {
+        branch: files::branch_in(&branches, d.timeline),
+        lsn: d.wal,
+    })
 }

@@ -16,23 +16,39 @@
 //! writing after a successor may have promoted.
 
 mod control;
-mod files;
+pub(crate) mod files;
 mod manager;
 mod peers;
 mod programs;
 mod sql;
 
-use crate::api::postgres::{PgRole, PgState};
+use crate::api::postgres::{PgRole, PgState, PgVerb};
 use crate::api::Status;
 use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
 use crate::node::commands::health::Verdict;
-use crate::node::policy::postgres::Memory;
 use crate::node::shared::tasks::NodeTasks;
+use crate::postgres_rules::Memory;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// An operator's verb (`bully pg`) on its way to the manager, with where its answer goes.
+pub struct Order {
+    pub verb: PgVerb,
+    pub reply: oneshot::Sender<Result<String, String>>,
+}
+
+/// The manager's end of the orders: shared by every manager the services start in turn
+/// (a reload or a stall restarts it), each holding it while it runs.
+pub type Orders = Arc<tokio::sync::Mutex<mpsc::Receiver<Order>>>;
+
+/// A channel for `bully pg` orders: the API's end and the managers'.
+pub fn orders() -> (mpsc::Sender<Order>, Orders) {
+    let (tx, rx) = mpsc::channel(4);
+    (tx, Arc::new(tokio::sync::Mutex::new(rx)))
+}
 
 /// How often a manager that cannot run says so again.
 const RETRY_SETUP: Duration = Duration::from_secs(10);
@@ -44,6 +60,8 @@ pub struct Links {
     pub generation: u64,
     /// Kept by the services across the manager's restarts.
     pub memory: Arc<Mutex<Memory>>,
+    /// `bully pg` orders.
+    pub orders: Orders,
 }
 
 /// Starts the manager and its peer poller in `group` (the node has `[postgres]`).
@@ -85,6 +103,7 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 verdicts: links.verdicts,
                 generation: links.generation,
                 memory: links.memory,
+                orders: links.orders,
                 superuser_password,
                 replication_password,
             };
@@ -125,6 +144,7 @@ async fn cannot_run(
                 listen,
                 role,
                 timeline: None,
+                branch: None,
                 wal_position: None,
                 replayed: None,
                 lag_bytes: None,

@@ -20,10 +20,13 @@ pub const FRESH_FOR: Duration = Duration::from_secs(2);
 /// How long one member may take to answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(400);
 
+/// One member's last answer (its server, if it keeps one) and when it came.
+type Answer = (Option<PgState>, Instant);
+
 /// The last answer of each member, shared by the poller and the manager.
 #[derive(Clone, Default)]
 pub struct PeerServers {
-    seen: Arc<Mutex<BTreeMap<NodeId, (Option<PgState>, Instant)>>>,
+    seen: Arc<Mutex<BTreeMap<NodeId, Answer>>>,
 }
 
 impl PeerServers {

@@ -64,7 +64,8 @@ const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
     pg_last_wal_replay_lsn()::text,
     coalesce((SELECT status = 'streaming' FROM pg_stat_wal_receiver), false),
     current_setting('primary_conninfo'),
-    current_setting('synchronous_standby_names')";
+    current_setting('synchronous_standby_names'),
+    (SELECT min_recovery_end_timeline FROM pg_control_recovery())";
 
 const STANDBYS: &str = "SELECT application_name, coalesce(flush_lsn::text, '0/0')
     FROM pg_stat_replication WHERE state = 'streaming'";
@@ -94,7 +95,15 @@ pub async fn describe(client: &Client, timeout: Duration) -> Result<Described, S
         .and_then(|name| u32::from_str_radix(name.get(..8)?, 16).ok());
     let checkpoint_timeline = row.get::<_, Option<i32>>(2).unwrap_or(0).max(0) as u32;
     let received_timeline = row.get::<_, Option<i32>>(3).unwrap_or(0).max(0) as u32;
-    let timeline = walfile_timeline.unwrap_or(checkpoint_timeline.max(received_timeline));
+    // A standby's checkpoint lags its replay, and its WAL receiver may be down: the
+    // timeline its minimum recovery point is on (set by a rewind, raised as it
+    // replays) covers the gap.
+    let recovery_timeline = row.get::<_, Option<i32>>(10).unwrap_or(0).max(0) as u32;
+    let timeline = walfile_timeline.unwrap_or(
+        checkpoint_timeline
+            .max(received_timeline)
+            .max(recovery_timeline),
+    );
     let (received, replayed) = (lsn(5), lsn(6));
     let wal = match in_recovery {
         false => lsn(4).unwrap_or(0),
@@ -149,6 +158,46 @@ pub async fn promote(client: &Client, timeout: Duration) -> Result<(), String> {
         true => Ok(()),
         false => Err(format!("pg_promote did not finish within {timeout:?}")),
     }
+}
+
+/// Runs a checkpoint (after a promotion, so the control file names the new timeline).
+pub async fn checkpoint(client: &Client, timeout: Duration) -> Result<(), String> {
+    tokio::time::timeout(timeout, client.batch_execute("CHECKPOINT"))
+        .await
+        .map_err(|_| format!("CHECKPOINT did not end within {timeout:?}"))?
+        .map_err(|e| format!("CHECKPOINT: {e}"))
+}
+
+/// Makes sure the control file of the primary behind `client` names its current
+/// timeline (a checkpoint if it does not), as `pg_rewind` from it needs.
+pub async fn checkpointed(client: &Client, timeout: Duration) -> Result<(), String> {
+    let asked = client.query_one(
+        "SELECT (SELECT timeline_id FROM pg_control_checkpoint())::text = \
+         ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int::text",
+        &[],
+    );
+    let row = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "the source did not answer".to_string())?
+        .map_err(|e| format!("the source's timeline: {e}"))?;
+    match row.get::<_, bool>(0) {
+        true => Ok(()),
+        false => checkpoint(client, timeout).await,
+    }
+}
+
+/// The server's `bully.branch` file as text (empty when it has none), read through
+/// SQL (`pg_read_file`, a superuser's): what another member's manager records there.
+pub async fn branch_file(client: &Client, timeout: Duration) -> Result<String, String> {
+    let asked = client.query_one(
+        "SELECT coalesce(pg_read_file($1, 0, 1048576, true), '')",
+        &[&crate::node::postgres::files::BRANCHES],
+    );
+    let row = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "the server did not answer".to_string())?
+        .map_err(|e| format!("reading {}: {e}", crate::node::postgres::files::BRANCHES))?;
+    Ok(row.get(0))
 }
 
 /// Asks the server to reread its configuration.

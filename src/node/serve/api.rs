@@ -42,30 +42,38 @@ struct ApiContext {
     data_dir: Arc<PathBuf>,
     /// The switchover this coordinator holds for later, if any.
     schedule: Schedule,
+    /// `bully pg` orders for the PostgreSQL manager (unanswered without `[postgres]`).
+    postgres: mpsc::Sender<crate::node::postgres::Order>,
     /// The node's tasks: every connection, request stream and background job the
     /// API starts is one of them.
     tasks: NodeTasks,
 }
 
+/// What the API is made of, handed over by the node's start.
+pub struct ApiParts {
+    pub data_dir: PathBuf,
+    pub status: watch::Receiver<Status>,
+    pub commands: mpsc::Sender<Command>,
+    pub metrics: Arc<Metrics>,
+    pub members: Members,
+    pub schedule: Schedule,
+    /// Where `bully pg` orders go (src/node/postgres/).
+    pub postgres: mpsc::Sender<crate::node::postgres::Order>,
+    pub tasks: NodeTasks,
+}
+
 impl Api {
-    /// The API of a node publishing `status`, taking commands on `commands`.
-    pub fn new(
-        data_dir: PathBuf,
-        status: watch::Receiver<Status>,
-        commands: mpsc::Sender<Command>,
-        metrics: Arc<Metrics>,
-        members: Members,
-        schedule: Schedule,
-        tasks: NodeTasks,
-    ) -> Api {
+    /// The API of a node publishing `parts.status`, taking commands on `parts.commands`.
+    pub fn new(parts: ApiParts) -> Api {
         let context = ApiContext {
-            status,
-            commands,
-            metrics,
-            members: Arc::new(members),
-            data_dir: Arc::new(data_dir),
-            schedule,
-            tasks,
+            status: parts.status,
+            commands: parts.commands,
+            metrics: parts.metrics,
+            members: Arc::new(parts.members),
+            data_dir: Arc::new(parts.data_dir),
+            schedule: parts.schedule,
+            postgres: parts.postgres,
+            tasks: parts.tasks,
         };
         Api { context }
     }
@@ -92,6 +100,39 @@ impl Api {
 }
 
 /// The answer to a command the runtime accepted or refused.
+/// How long a `bully pg` order may wait for the manager to take it up.
+const POSTGRES_ORDER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Hands `verb` to the PostgreSQL manager and waits for its answer.
+async fn postgres_order(
+    context: &ApiContext,
+    verb: crate::api::postgres::PgVerb,
+) -> Result<String, String> {
+    if context.status.borrow().postgres.is_none() {
+        return Err("this node keeps no PostgreSQL server (no [postgres] section)".into());
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let order = crate::node::postgres::Order { verb, reply };
+    let asked = async {
+        context
+            .postgres
+            .send(order)
+            .await
+            .map_err(|_| "the PostgreSQL manager is not running".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the PostgreSQL manager stopped before it answered".to_string())?
+    };
+    tokio::time::timeout(POSTGRES_ORDER_WAIT, asked)
+        .await
+        .map_err(|_| {
+            format!(
+                "the PostgreSQL manager did not take `{}` up within 30 s",
+                verb.word()
+            )
+        })?
+}
+
 fn answered(result: Result<String, String>) -> Response {
     match result {
         Ok(text) => Response::Done(text),
@@ -181,6 +222,7 @@ async fn serve_stream(
             answered(context.schedule.add(node, plan).await)
         }
         Request::CancelSwitchOver => answered(context.schedule.cancel(&context.commands)),
+        Request::Postgres { verb } => answered(postgres_order(&context, verb).await),
     };
     write_frame(&mut send, &response).await?;
     let _ = send.finish();

@@ -267,6 +267,7 @@ mod tests {
         PgState {
             listen: "127.0.0.1:5432".parse().unwrap(),
             role,
+            branch: Some(1),
             timeline: Some(2),
             wal_position: Some(0x3000148),
             replayed: None,

@@ -111,6 +111,7 @@ mod tests {
                 listen: "127.0.0.1:5432".parse().unwrap(),
                 role,
                 timeline: None,
+                branch: None,
                 wal_position: None,
                 replayed: None,
                 lag_bytes: None,

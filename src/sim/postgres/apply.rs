@@ -98,11 +98,11 @@ impl World {
         (self.reach(id, source) && serves).then_some(source)
     }
 
-    /// A clone or rewind that worked: the source's WAL and settings, the rewind
+    /// A clone or rewind that worked: the source's WAL, settings and branch records, the rewind
     /// forgotten, and (as the runtime does) the server started streaming from it.
     fn copy_from(&mut self, id: NodeId, source: NodeId) {
         let src = self.member(source).pg.as_ref().expect("a running source");
-        let mut data = Data::copy_of(&src.wal, src.names.clone());
+        let mut data = Data::copy_of(src);
         data.state = State::Standby {
             upstream: Some(source),
             streaming: false,
@@ -160,11 +160,10 @@ impl World {
 
     /// `pg_promote()`: a new timeline; the server must hold every acknowledged commit.
     fn promote(&mut self, id: NodeId, office: Office, cluster: &Cluster) -> Result<(), String> {
-        let timeline = match office {
-            Office::Leading { token } if self.spec.amendments.timeline_is_token => {
-                Some(u32::try_from(token).expect("a small token"))
-            }
-            _ => None,
+        // The office's term (the simulator's office counter, unique and increasing).
+        let term = match office {
+            Office::Leading { token } => token,
+            _ => 0,
         };
         // The runtime writes the names for every standby before it promotes
         // (src/node/postgres/manager.rs, `Act::Promote`), and forgets the rewind.
@@ -175,6 +174,12 @@ impl World {
             self.rules.synchronous,
         );
         let m = self.member_mut(id);
+        // It records the term for the timeline PostgreSQL will pick before it calls
+        // pg_promote: a promotion that then fails leaves the record.
+        if let Some(d) = m.pg.as_mut().filter(|d| d.running()) {
+            let next = d.wal.next_timeline();
+            d.record_branch(next, term);
+        }
         if std::mem::take(&mut m.fail_promote) {
             self.summary.failed_promotions += 1;
             self.event(Event::Failed {
@@ -192,12 +197,18 @@ impl World {
         d.decided_k = Some(parse_names(&names).0);
         d.names = names;
         d.state = State::Primary;
-        d.wal.fork(timeline);
+        d.wal.fork();
         d.pending.clear();
-        let (timeline, at) = (d.wal.timeline(), d.wal.len());
+        let timeline = d.wal.timeline();
+        let (branch, at) = (d.branch_of(timeline), d.wal.len());
         m.memory.needs_rewind = false;
         self.summary.promotions += 1;
-        self.event(Event::Promoted { id, timeline, at });
+        self.event(Event::Promoted {
+            id,
+            timeline,
+            branch,
+            at,
+        });
         self.check_holds_acknowledged(id)
     }
 }

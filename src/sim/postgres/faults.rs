@@ -124,6 +124,7 @@ impl World {
         m.memory = Memory::default();
         m.eligible = false;
         m.last_wait = None;
+        m.report = None;
     }
 
     fn restart(&mut self, id: NodeId) {

@@ -1,7 +1,8 @@
 //! The history a violation carries: the events of the last steps, kept as values and
 //! worded only when a violation is reported (a passing sweep formats nothing).
 
-use super::decisions::{Act, Office};
+use super::decisions::{Act, Office, PeerWal, Position};
+use super::server::COMMIT_BYTES;
 use crate::protocol::NodeId;
 use std::collections::VecDeque;
 
@@ -32,6 +33,12 @@ pub(super) enum Event {
         id: NodeId,
         why: String,
     },
+    /// What a coordinator read before it decided to promote.
+    Read {
+        id: NodeId,
+        own: Position,
+        peers: Vec<PeerWal>,
+    },
     Failed {
         id: NodeId,
         what: &'static str,
@@ -39,6 +46,7 @@ pub(super) enum Event {
     Promoted {
         id: NodeId,
         timeline: u32,
+        branch: u64,
         at: usize,
     },
     Committed {
@@ -65,18 +73,39 @@ impl Event {
                 stale,
                 token,
             } => format!(
-                "elected {id} (est tl {} wal {}{}), token {token}",
-                est >> 48,
-                est & ((1 << 48) - 1),
+                "elected {id} (est branch {} wal {}{}), token {token}",
+                est >> 44,
+                (est & ((1 << 44) - 1)) * 16 / COMMIT_BYTES,
                 if *stale { ", stale estimates" } else { "" }
             ),
             Event::OfficeEnded { id, why } => format!("office of {id} ends: {why}"),
             Event::Fenced(id) => format!("keeper of {id} fences its primary"),
             Event::Acted { id, office, act } => format!("{id} ({office:?}): {act:?}"),
             Event::Waits { id, why } => format!("{id} waits: {why}"),
+            Event::Read { id, own, peers } => {
+                let words =
+                    |p: &Position| format!("branch {} at #{}", p.branch, p.lsn / COMMIT_BYTES);
+                let peers: Vec<String> = peers
+                    .iter()
+                    .map(|p| match &p.wal {
+                        Some(wal) => format!("{}: {}", p.id, words(wal)),
+                        None => format!("{}: not reached", p.id),
+                    })
+                    .collect();
+                format!(
+                    "{id} reads itself at {}, peers {}",
+                    words(own),
+                    peers.join(", ")
+                )
+            }
             Event::Failed { id, what } => format!("{id}: {what} failed"),
-            Event::Promoted { id, timeline, at } => {
-                format!("{id} promoted: timeline {timeline} from position {at}")
+            Event::Promoted {
+                id,
+                timeline,
+                branch,
+                at,
+            } => {
+                format!("{id} promoted: timeline {timeline} (branch {branch}) from position {at}")
             }
             Event::Committed { id, first, count } => {
                 format!(

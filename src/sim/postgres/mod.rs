@@ -1,5 +1,5 @@
 //! A deterministic simulator of the PostgreSQL manager's pure decisions
-//! (src/node/policy/postgres.rs): N members, each a node and a modelled PostgreSQL
+//! (src/postgres_rules.rs): N members, each a node and a modelled PostgreSQL
 //! server, stepped in lockstep from one u64 seed. Each step draws faults, ends an
 //! office whose lease ran out (the keeper fences its primary), elects by `(est, id)`
 //! when no one holds the office (docs/design.md#elected-by-data-est), calls `decide`
@@ -15,14 +15,26 @@
 //! - progress: once faults stop (with every member back), within a bound some server is
 //!   primary and every other streams from it or is legitimately out.
 //!
-//! Files: `server` (the modelled server and its WAL), `world` (members, office,
-//! elections, the step), `apply` (an `Act` applied as the runtime would, with its
-//! `Memory` bookkeeping), `faults` (what each seed draws), `replication` (commits,
-//! streaming, acknowledgements), `log` (the history a violation carries).
+//! The servers' positions are what the runtime feeds the decisions: a [`Position`] whose
+//! branch is the term of the office whose promotion began the server's timeline, read
+//! from the data directory's records (`bully.branch`, src/node/postgres/files.rs). The
+//! model keeps those records as the runtime does: a promotion records its office's term
+//! for the timeline PostgreSQL will pick before promoting (a promotion that then fails
+//! leaves the record), a standby streaming on its upstream's timeline adopts the
+//! upstream's reported branch, a clone or a rewind copies the source's records, a wiped
+//! directory loses them. The coordinator reads a peer's branch from the peer's last
+//! report, and only while the peer is still on the timeline it reported.
+//!
+//! Files: `server` (the modelled server, its WAL and branch records), `world` (members,
+//! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
+//! `Memory` bookkeeping, as src/node/postgres/manager.rs keeps it), `faults` (what each
+//! seed draws), `replication` (commits, streaming, acknowledgements), `log` (the history
+//! a violation carries).
+//!
+//! [`Position`]: crate::postgres_rules::Position
 //!
 //! Same seed, same run: nothing reads the clock or iterates a hash map.
 
-mod amend;
 mod apply;
 mod faults;
 mod log;
@@ -30,14 +42,8 @@ mod replication;
 mod server;
 mod world;
 
-/// The decisions under test, compiled from their own file. `crate::node::policy` is
-/// private to the node (src/node/mod.rs), so the simulator includes the file itself
-/// rather than a copy: what runs here is exactly what the runtime runs.
-#[path = "../../node/policy/postgres.rs"]
-#[allow(clippy::duplicate_mod)]
-pub mod decisions;
-
-pub use amend::Amendments;
+/// The decisions under test: the very functions the runtime calls.
+use crate::postgres_rules as decisions;
 
 use crate::config::postgres::Synchronous;
 use std::collections::BTreeMap;
@@ -53,8 +59,10 @@ pub enum Start {
     Running,
 }
 
-/// A deliberate flaw the simulator applies around the decisions, to prove its checks
-/// catch what they claim to (none of these touches src/node/policy/postgres.rs).
+/// A deliberate flaw the simulator applies around the decisions or in its model of the
+/// runtime, to prove its checks catch what they claim to (none of these touches
+/// src/postgres_rules.rs). The last three bring back what the decisions and the runtime
+/// did before the simulator's findings were fixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sabotage {
     /// A coordinator refused for want of a majority promotes anyway.
@@ -63,6 +71,41 @@ pub enum Sabotage {
     KMinusOne,
     /// The keeper does not fence the primary of a node whose lease ended.
     NoFence,
+    /// The old wait for a rewind: a member to be rewound stops (a standby) or waits
+    /// stopped and ineligible (a former primary) as soon as a coordinator is known,
+    /// whether or not its server is a primary yet, and a standby that does not stream
+    /// stops to be rewound even while there is no primary to rewind from. Its WAL then
+    /// no longer counts toward the coordinator's majority (seed 7, 3 members, quorum).
+    RewindWaits,
+    /// The old reading of a member without data: reached, at `Position::default()`, so
+    /// a wiped member makes up the coordinator's majority over a member that is only
+    /// down (seed 1, 3 members, strict).
+    AbsentCountsAsReached,
+    /// The old rank: every server's branch is its PostgreSQL timeline number rather
+    /// than the term of the office that began it, so two promotions on two sides of a
+    /// fault that both pick "timeline 2" compare as one branch (seed 1097, 3 members,
+    /// strict).
+    TimelineNumbersOnly,
+}
+
+/// A fix the simulator proposes for something it found in the decisions or the
+/// runtime as they are, applied when a spec asks for it, so the sweeps can test
+/// everything else meanwhile (tests/postgres_sim.rs shows what breaks without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proposal {
+    /// The branch is known wherever the WAL is: a standby records the branch of a
+    /// timeline as it streams the switch to it (the branch travels with the WAL) rather
+    /// once its upstream's report names the timeline, and the coordinator reads a
+    /// peer's branch from the peer's data directory with its LSN (by SQL) rather than
+    /// from the peer's last report. Without: a standby that streamed a new primary's
+    /// first commits (and acknowledged them) reads as branch 0 until it adopts the
+    /// branch, and a server started since its last report reads as branch 0 too; 0
+    /// ranks below every recorded branch, and a coordinator on an older branch
+    /// promotes over acknowledged commits.
+    BranchTravelsWithWal,
+    /// `may_promote` refuses while a reached peer's branch is not known (0) and this
+    /// server's is: a decisions-only mitigation.
+    UnknownBranchRefuses,
 }
 
 /// What to simulate.
@@ -75,8 +118,8 @@ pub struct Spec {
     pub synchronous: Synchronous,
     pub start: Start,
     pub sabotage: Option<Sabotage>,
-    /// Proposed amendments applied around the decisions ([`Amendments`]).
-    pub amendments: Amendments,
+    /// A proposed fix applied ([`Proposal`]).
+    pub proposal: Option<Proposal>,
     /// Steps during which faults are drawn.
     pub fault_steps: u64,
     /// Steps after the last fault (every member back) within which the cluster must
@@ -95,7 +138,7 @@ impl Spec {
             synchronous,
             start: Start::Running,
             sabotage: None,
-            amendments: Amendments::NONE,
+            proposal: None,
             fault_steps: 120,
             settle_steps: 60,
         }
@@ -184,14 +227,14 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, {:?}), step {}: {}",
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, proposal {:?}), step {}: {}",
             self.seed,
             self.spec.members,
             if self.spec.witness { " + witness" } else { "" },
             self.spec.synchronous,
             self.spec.start,
             self.spec.sabotage,
-            self.spec.amendments,
+            self.spec.proposal,
             self.step,
             self.what
         )?;

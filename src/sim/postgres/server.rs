@@ -1,11 +1,18 @@
 //! A modelled PostgreSQL server: its WAL as a list of commit ids with the timeline
-//! forks, whether it runs and as what, and what its control file says when stopped.
+//! forks, whether it runs and as what, what its control file says when stopped, and
+//! bully's branch records in its data directory (`bully.branch`).
 //! Commit ids are unique and a WAL only ever grows by copying a prefix of another or
 //! appending new ids, so two WALs holding the same id at a position share everything
 //! before it: comparing one entry compares the prefixes.
 
-use super::decisions::{rank, Running, Server as Seen};
+use super::decisions::{Position, Running, Server as Seen};
 use crate::protocol::NodeId;
+
+/// Bytes of WAL one commit takes: one commit is one step of [`rank`]'s 16-byte steps,
+/// so the estimate elections compare tells every commit apart.
+///
+/// [`rank`]: super::decisions::rank
+pub(super) const COMMIT_BYTES: u64 = 16;
 
 /// A server's WAL: commit ids by position and the timelines it switched to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +38,15 @@ impl Wal {
         self.forks.last().map_or(1, |f| f.0)
     }
 
-    /// The estimate and promotion rank ([`rank`]).
-    pub fn rank(&self) -> u64 {
-        rank(self.timeline(), self.len() as u64)
+    /// Where the WAL ends, in bytes.
+    pub fn lsn(&self) -> u64 {
+        self.len() as u64 * COMMIT_BYTES
+    }
+
+    /// The timeline PostgreSQL picks at the next promotion: one past the newest it
+    /// knows (src/node/postgres/files.rs, `next_timeline`).
+    pub fn next_timeline(&self) -> u32 {
+        self.forks.iter().map(|f| f.0).max().unwrap_or(1) + 1
     }
 
     /// Whether commit `id` is at `pos`.
@@ -62,12 +75,10 @@ impl Wal {
             .collect();
     }
 
-    /// A promotion: a new timeline from here, `timeline` if given (and above the
-    /// current), else the newest one it knows + 1 (as PostgreSQL picks it).
-    pub fn fork(&mut self, timeline: Option<u32>) {
-        let newest = self.forks.iter().map(|f| f.0).max().unwrap_or(1);
-        let next = timeline.filter(|&t| t > newest).unwrap_or(newest + 1);
-        let at = self.len();
+    /// A promotion: a new timeline from here, the one [`Wal::next_timeline`] names
+    /// (as PostgreSQL picks it).
+    pub fn fork(&mut self) {
+        let (next, at) = (self.next_timeline(), self.len());
         self.forks.push((next, at));
     }
 }
@@ -99,26 +110,66 @@ pub(super) struct Data {
     pub decided_k: Option<usize>,
     /// Commits this primary wrote and has not acknowledged yet: (position, id).
     pub pending: Vec<(usize, u64)>,
+    /// `bully.branch`: (timeline, term) lines in the order written; the last line for
+    /// a timeline wins. A file in the data directory: a clone or a rewind copies the
+    /// source's, a wipe loses it.
+    pub branches: Vec<(u32, u64)>,
 }
 
 impl Data {
-    /// What `initdb` leaves: an empty WAL on timeline 1, shut down cleanly.
+    /// What `initdb` leaves: an empty WAL on timeline 1, shut down cleanly, no branch
+    /// recorded.
     pub fn initdb() -> Data {
-        Data::copy_of(&Wal::new(), String::new())
-    }
-
-    /// A copy of a source's WAL and settings (`pg_basebackup`, or `pg_rewind`, which
-    /// cuts to the common prefix and copies the rest), stopped cleanly as a standby.
-    pub fn copy_of(wal: &Wal, names: String) -> Data {
         Data {
-            wal: wal.clone(),
+            wal: Wal::new(),
             state: State::Stopped {
                 was_primary: false,
                 clean: true,
             },
-            names,
+            names: String::new(),
             decided_k: None,
             pending: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// A copy of a source's data directory (`pg_basebackup`, or `pg_rewind`, which
+    /// cuts to the common prefix and copies the rest, `bully.branch` included): its
+    /// WAL, settings and branch records, stopped cleanly as a standby.
+    pub fn copy_of(source: &Data) -> Data {
+        Data {
+            wal: source.wal.clone(),
+            names: source.names.clone(),
+            branches: source.branches.clone(),
+            ..Data::initdb()
+        }
+    }
+
+    /// The term recorded for `timeline` (the last record wins); 0 when none is
+    /// (src/node/postgres/files.rs, `branch_of`).
+    pub fn branch_of(&self, timeline: u32) -> u64 {
+        self.branches
+            .iter()
+            .rev()
+            .find(|&&(tl, _)| tl == timeline)
+            .map_or(0, |&(_, term)| term)
+    }
+
+    /// Records that `timeline` began in the office of `term` (`record_branch`).
+    pub fn record_branch(&mut self, timeline: u32, term: u64) {
+        self.branches.push((timeline, term));
+    }
+
+    /// Where the WAL ends as the runtime reads it locally: the branch recorded for the
+    /// current timeline, or (`timeline_numbers`, the sabotage) the timeline number.
+    pub fn position(&self, timeline_numbers: bool) -> Position {
+        let timeline = self.wal.timeline();
+        Position {
+            branch: match timeline_numbers {
+                true => u64::from(timeline),
+                false => self.branch_of(timeline),
+            },
+            lsn: self.wal.lsn(),
         }
     }
 
@@ -142,8 +193,8 @@ impl Data {
         self.pending.clear();
     }
 
-    /// The server as the manager finds it.
-    pub fn seen(&self) -> Seen {
+    /// The server as the manager finds it (`timeline_numbers`: see [`Data::position`]).
+    pub fn seen(&self, timeline_numbers: bool) -> Seen {
         match self.state {
             State::Stopped { was_primary, clean } => Seen::Stopped { was_primary, clean },
             State::Standby {
@@ -152,7 +203,7 @@ impl Data {
             } => Seen::Running(Running {
                 in_recovery: true,
                 timeline: self.wal.timeline(),
-                wal: self.wal.rank(),
+                wal: self.position(timeline_numbers),
                 upstream,
                 streaming,
                 synchronous_standby_names: self.names.clone(),
@@ -160,7 +211,7 @@ impl Data {
             State::Primary => Seen::Running(Running {
                 in_recovery: false,
                 timeline: self.wal.timeline(),
-                wal: self.wal.rank(),
+                wal: self.position(timeline_numbers),
                 upstream: None,
                 streaming: false,
                 synchronous_standby_names: self.names.clone(),
@@ -207,12 +258,37 @@ mod tests {
         standby.commits.truncate(2);
         assert!(standby.follows(&primary));
         let mut promoted = standby.clone();
-        promoted.fork(None);
+        promoted.fork();
         promoted.commits.push(4);
         assert!(!primary.follows(&promoted), "3 is not on the new timeline");
         assert!(standby.follows(&promoted));
         standby.receive(&promoted.commits[2..3], &promoted.forks);
         assert_eq!(standby.timeline(), 2);
-        assert!(promoted.rank() > primary.rank());
+    }
+
+    #[test]
+    fn the_last_record_for_a_timeline_wins_and_copies_carry_them() {
+        let mut data = Data::initdb();
+        assert_eq!(data.position(false), Position::default());
+        data.record_branch(2, 5);
+        data.record_branch(3, 6);
+        data.record_branch(2, 7);
+        assert_eq!(data.branch_of(2), 7);
+        assert_eq!(data.branch_of(3), 6);
+        assert_eq!(data.branch_of(1), 0, "initdb's timeline has no record");
+        data.wal.fork();
+        data.wal.commits.push(1);
+        assert_eq!(data.wal.timeline(), 2);
+        assert_eq!(
+            data.position(false),
+            Position {
+                branch: 7,
+                lsn: COMMIT_BYTES
+            }
+        );
+        assert_eq!(data.position(true).branch, 2, "the sabotage's old rank");
+        let copy = Data::copy_of(&data);
+        assert_eq!(copy.branches, data.branches);
+        assert_eq!(copy.position(false), data.position(false));
     }
 }

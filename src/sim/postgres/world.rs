@@ -2,13 +2,13 @@
 //! with its lease (docs/design.md#q3-lease), elections by `(est, id)` among the
 //! eligible members a majority of voters can reach, and the checks after each step.
 
-use super::amend::amend;
 use super::decisions::{
-    decide, synchronous_count, synchronous_names, Cluster, Decision, Memory, Office, PeerWal, Rules,
+    decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Memory, Office,
+    PeerWal, Position, Rules, Server, FAILED_STARTS,
 };
 use super::log::{Event, Log};
 use super::server::{parse_names, Data, State};
-use super::{Sabotage, Spec, Start, Summary, Violation};
+use super::{Proposal, Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
@@ -46,6 +46,10 @@ pub(super) struct Member {
     pub fail_clone: bool,
     /// Its estimate at the end of the last steps, newest last.
     pub est_history: VecDeque<u64>,
+    /// What its last look reported of its server (src/node/postgres/manager.rs,
+    /// `report`): the outer `None`, nothing since the node started; the inner, the
+    /// timeline and branch of a running server (`None`: not running then).
+    pub report: Option<Option<(u32, u64)>>,
 }
 
 impl Member {
@@ -66,13 +70,15 @@ impl Member {
             fail_rewind: false,
             fail_clone: false,
             est_history: VecDeque::new(),
+            report: None,
         }
     }
 
-    /// Its estimate now: the rank of its running server, else 0.
-    pub fn est(&self) -> u64 {
+    /// Its estimate now: the rank of its running server's position, else 0
+    /// (`timeline_numbers`: see [`Data::position`]).
+    pub fn est(&self, timeline_numbers: bool) -> u64 {
         match &self.pg {
-            Some(d) if d.running() => d.wal.rank(),
+            Some(d) if d.running() => rank(d.position(timeline_numbers)),
             _ => 0,
         }
     }
@@ -127,7 +133,8 @@ impl World {
         let mut rng = SmallRng::seed_from_u64(seed);
         let rules = Rules {
             synchronous: spec.synchronous,
-            maximum_lag_on_failover: rng.gen_range(0..4),
+            // Up to 3 commits of WAL.
+            maximum_lag_on_failover: rng.gen_range(0..4) * super::server::COMMIT_BYTES,
             rewind: rng.gen_bool(0.8),
             reinit_on_failed_rewind: rng.gen_bool(0.7),
             stuck_after: rng.gen_range(2..5),
@@ -164,10 +171,15 @@ impl World {
         world
     }
 
-    /// Member 1 leads with a primary; the others stream from it.
+    /// Member 1 leads with a primary; the others stream from it. As the runtime leaves
+    /// a new cluster: member 1 ran `initdb` and promoted in office 1 (timeline 2,
+    /// recorded as branch 1), the others cloned it.
     fn bootstrapped(&mut self) {
+        let mut first = Data::initdb();
+        first.record_branch(first.wal.next_timeline(), 1);
+        first.wal.fork();
         for m in self.members.iter_mut().filter(|m| !m.witness) {
-            let mut data = Data::initdb();
+            let mut data = Data::copy_of(&first);
             data.state = match m.id {
                 1 => State::Primary,
                 _ => State::Standby {
@@ -313,8 +325,9 @@ impl World {
         self.replicate();
         self.acknowledge();
         self.check_one_primary()?;
+        let timeline_numbers = self.timeline_numbers();
         for m in &mut self.members {
-            let est = m.est();
+            let est = m.est(timeline_numbers);
             m.est_history.push_back(est);
             if m.est_history.len() > EST_KEPT {
                 m.est_history.pop_front();
@@ -381,7 +394,7 @@ impl World {
                     Some(age) if m.est_history.len() > age => {
                         m.est_history[m.est_history.len() - 1 - age]
                     }
-                    _ => m.est(),
+                    _ => m.est(self.timeline_numbers()),
                 };
                 (est, m.id)
             })
@@ -434,10 +447,12 @@ impl World {
         if !m.alive || m.stalled_until > self.now || m.manager_stalled_until > self.now {
             return Ok(());
         }
+        self.adopt_branch(id);
+        let m = self.member(id);
         let office = self.office_of(id);
         let server = match &m.pg {
-            Some(d) => d.seen(),
-            None => super::decisions::Server::Absent,
+            Some(d) => d.seen(self.timeline_numbers()),
+            None => Server::Absent,
         };
         let cluster = self.cluster_for(id);
         let peers: Vec<PeerWal> = match office {
@@ -446,10 +461,19 @@ impl World {
         };
         let on_time = self.on_time(&server, office);
         let rules = self.rules;
+        // What this look reports (the runtime sends it after acting, as observed).
+        let report = Some(match &server {
+            Server::Running(r) => {
+                m.pg.as_ref()
+                    .map(|d| (r.timeline, d.position(false).branch))
+            }
+            _ => None,
+        });
         let m = self.member_mut(id);
+        m.report = report;
         if matches!(
             server,
-            super::decisions::Server::Stopped {
+            Server::Stopped {
                 was_primary: true,
                 ..
             }
@@ -460,51 +484,138 @@ impl World {
             Some(false) => m.memory.not_streaming + 1,
             _ => 0,
         };
+        let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
+        if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
+            let (own, peers) = (r.wal, peers.clone());
+            self.event(Event::Read { id, own, peers });
+        }
         let Decision { act, eligible } =
-            decide(office, &server, &peers, &cluster, &m.memory, &rules);
-        let Decision { act, eligible } = amend(
-            self.spec.amendments,
-            office,
-            &server,
-            &cluster,
-            Decision { act, eligible },
-        );
-        let (act, eligible) = self.sabotaged(act, eligible, office, &server);
+            self.sabotaged(id, decision, office, &server, &cluster, &peers);
         self.member_mut(id).eligible = eligible;
         self.apply(id, office, act, &cluster)
     }
 
+    /// Whether the sabotage `TimelineNumbersOnly` reads every branch as the timeline.
+    pub fn timeline_numbers(&self) -> bool {
+        self.spec.sabotage == Some(Sabotage::TimelineNumbersOnly)
+    }
+
+    /// A standby streaming on its upstream's timeline adopts the upstream's reported
+    /// branch when its records do not say so yet (src/node/postgres/manager.rs,
+    /// `adopt_branch`): a timeline switch streamed in.
+    fn adopt_branch(&mut self, id: NodeId) {
+        let Some(d) = &self.member(id).pg else {
+            return;
+        };
+        let State::Standby {
+            upstream: Some(upstream),
+            streaming: true,
+        } = d.state
+        else {
+            return;
+        };
+        let timeline = d.wal.timeline();
+        let Some(Some((reported, branch))) = self.report_seen_by(id, upstream) else {
+            return;
+        };
+        if reported != timeline || branch == 0 || branch == d.branch_of(timeline) {
+            return;
+        }
+        if let Some(d) = self.member_mut(id).pg.as_mut() {
+            d.record_branch(timeline, branch);
+        }
+    }
+
+    /// Member `of`'s last report as `reader`'s node has it (src/node/postgres/peers.rs):
+    /// a fresh one only while the two reach each other and `of`'s node answers (a node
+    /// stopped whole does not; an answer older than a few looks no longer counts).
+    fn report_seen_by(&self, reader: NodeId, of: NodeId) -> Option<Option<(u32, u64)>> {
+        let answers = self.reach(reader, of) && self.member(of).stalled_until <= self.now;
+        self.member(of).report.filter(|_| answers)
+    }
+
     /// For a standby whose upstream is the leader's server: whether it streams (the
     /// runtime counts the looks in a row it did not).
-    fn on_time(&self, server: &super::decisions::Server, office: Office) -> Option<bool> {
-        let (super::decisions::Server::Running(r), Office::Following { server: up, .. }) =
-            (server, office)
-        else {
+    fn on_time(&self, server: &Server, office: Office) -> Option<bool> {
+        let (Server::Running(r), Office::Following { server: up, .. }) = (server, office) else {
             return None;
         };
         (r.in_recovery && r.upstream == up).then_some(r.streaming)
     }
 
-    /// The flaw a sabotaged run puts around the decisions.
+    /// The flaw a sabotaged run puts around the decisions, and a proposal's mitigation
+    /// that wraps them (`UnknownBranchRefuses`).
     fn sabotaged(
         &self,
-        act: super::decisions::Act,
-        eligible: bool,
+        id: NodeId,
+        decided: Decision,
         office: Office,
-        server: &super::decisions::Server,
-    ) -> (super::decisions::Act, bool) {
-        use super::decisions::{Act, Server};
-        let standby = matches!(server, Server::Running(r) if r.in_recovery);
-        match (&act, self.spec.sabotage) {
+        server: &Server,
+        cluster: &Cluster,
+        peers: &[PeerWal],
+    ) -> Decision {
+        let Decision { act, eligible } = decided;
+        let memory = &self.member(id).memory;
+        let standby = match server {
+            Server::Running(r) if r.in_recovery => Some(r),
+            _ => None,
+        };
+        let following = matches!(office, Office::Following { .. });
+        let (act, eligible) = match (&act, self.spec.sabotage) {
             (Act::Wait(why), Some(Sabotage::SkipMajority))
-                if standby
+                if standby.is_some()
                     && matches!(office, Office::Leading { .. })
                     && why.contains("a majority") =>
             {
                 (Act::Promote, true)
             }
+            // The old decisions: a standby to be rewound stopped as soon as it followed
+            // anyone, primary or not.
+            (Act::Wait(_), Some(Sabotage::RewindWaits))
+                if standby.is_some()
+                    && following
+                    && memory.needs_rewind
+                    && !cluster.leader_primary =>
+            {
+                let why = "a former primary stops cleanly for its rewind";
+                (Act::Stop { why: why.into() }, false)
+            }
+            // ... a stuck standby too ...
+            (Act::Wait(_), Some(Sabotage::RewindWaits))
+                if standby.is_some_and(|r| {
+                    !r.streaming && r.upstream.is_some() && matches!(office, Office::Following { server, .. } if server == r.upstream)
+                }) && memory.not_streaming >= self.rules.stuck_after
+                    && !cluster.leader_primary =>
+            {
+                let why = "a standby that cannot follow its upstream is rewound";
+                (Act::Stop { why: why.into() }, true)
+            }
+            // ... and a stopped server to be rewound waited, stopped and ineligible.
+            (Act::StartStandby { upstream: None }, Some(Sabotage::RewindWaits))
+                if following
+                    && matches!(server, Server::Stopped { was_primary, .. }
+                        if *was_primary
+                            || memory.needs_rewind
+                            || memory.failed_starts >= FAILED_STARTS) =>
+            {
+                let why = "a former primary waits for the coordinator's server";
+                (Act::Wait(why.into()), false)
+            }
             _ => (act, eligible),
-        }
+        };
+        let (act, eligible) = match (&act, server, self.spec.proposal) {
+            (Act::Promote, Server::Running(r), Some(Proposal::UnknownBranchRefuses))
+                if r.wal.branch != 0
+                    && peers
+                        .iter()
+                        .any(|p| p.wal.is_some_and(|wal| wal.branch == 0)) =>
+            {
+                let why = "refuses to promote: a reached peer's branch is not known";
+                (Act::Wait(why.into()), false)
+            }
+            _ => (act, eligible),
+        };
+        Decision { act, eligible }
     }
 
     /// The cluster as member `id` knows it.
@@ -546,22 +657,40 @@ impl World {
             .count()
     }
 
-    /// The other servers' ranks as the coordinator reads them before promoting: a
-    /// running server's rank, 0 for a reachable member without data (none with the
-    /// amendment `absent_is_unreached`), else none.
+    /// The other servers' positions as the coordinator reads them before promoting
+    /// (src/node/postgres/manager.rs, `peer_wals`): a running server's LSN by SQL, its
+    /// branch from its last report while it is still on the timeline it reported (else
+    /// 0); a member without data is not reached (the sabotage `AbsentCountsAsReached`:
+    /// reached at `Position::default()`), nor is one without a fresh report, down, cut
+    /// off or stopped.
     fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
+        let timeline_numbers = self.timeline_numbers();
+        let absent = match self.spec.sabotage {
+            Some(Sabotage::AbsentCountsAsReached) => Some(Position::default()),
+            _ => None,
+        };
         self.data_members()
             .filter(|m| m.id != id)
             .map(|m| PeerWal {
                 id: m.id,
-                wal: match &m.pg {
-                    _ if !self.reach(id, m.id) => None,
-                    Some(d) if d.running() => Some(d.wal.rank()),
-                    Some(_) => None,
-                    // As the runtime reads it (src/node/postgres/manager.rs, `peer_wals`):
-                    // a member without data holds no commit.
-                    None if self.spec.amendments.absent_is_unreached => None,
-                    None => Some(0),
+                wal: match (&m.pg, self.report_seen_by(id, m.id)) {
+                    (_, None) => None,
+                    (None, Some(_)) => absent,
+                    (Some(d), Some(report)) if d.running() => {
+                        let timeline = d.wal.timeline();
+                        let direct = self.spec.proposal == Some(Proposal::BranchTravelsWithWal);
+                        let branch = match report {
+                            _ if timeline_numbers => u64::from(timeline),
+                            _ if direct => d.branch_of(timeline),
+                            Some((reported, branch)) if reported == timeline => branch,
+                            _ => 0,
+                        };
+                        Some(Position {
+                            branch,
+                            lsn: d.wal.lsn(),
+                        })
+                    }
+                    (Some(_), Some(_)) => None,
                 },
             })
             .collect()
@@ -603,11 +732,12 @@ impl World {
             None => Ok(()),
             Some(a) => Err(format!(
                 "acknowledged commit #{} (position {}) is not on {id}, promoted \
-                 (its WAL has {} commits, timeline {}, last #{:?})",
+                 (its WAL has {} commits, timeline {}, branch {}, last #{:?})",
                 a.id,
                 a.pos,
                 data.wal.len(),
                 data.wal.timeline(),
+                data.branch_of(data.wal.timeline()),
                 data.wal.commits.last()
             )),
         }
@@ -618,9 +748,10 @@ impl World {
         let states: Vec<String> = self
             .data_members()
             .map(|m| {
-                let server =
-                    m.pg.as_ref()
-                        .map(|d| (d.state, d.wal.timeline(), d.wal.len()));
+                let server = m.pg.as_ref().map(|d| {
+                    let timeline = d.wal.timeline();
+                    (d.state, timeline, d.branch_of(timeline), d.wal.len())
+                });
                 format!(
                     "{}: server {server:?}, {:?}, eligible {}, waits {:?}",
                     m.id, m.memory, m.eligible, m.last_wait

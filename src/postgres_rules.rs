@@ -1,8 +1,10 @@
 //! The PostgreSQL manager's decisions (docs/design.md#keeping-postgresql), pure: given
 //! what the node's office is and what the servers answered, what to do next with the
 //! local server, and whether the node may lead. The runtime (src/node/postgres/) only
-//! observes and acts; the simulator drives these functions with drawn answers (a
-//! lagging standby, a promotion or a rewind that fails) (src/sim/postgres.rs).
+//! observes and acts; the simulator (src/sim/postgres/) drives these very functions with
+//! drawn answers (a lagging standby, a promotion or a rewind that fails), which is why
+//! they sit below it, beside the protocol, and not in the node's policy wing
+//! (`tests/layering.rs` holds them to the same purity).
 //!
 //! The rules, in words:
 //! - Every server starts as a standby. Only the ready coordinator promotes, and only
@@ -17,11 +19,32 @@
 //! - A member without data clones itself from the coordinator's primary; the first
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
-use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// `[postgres] synchronous`: how many standbys a commit waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Asynchronous replication: a failover may lose the last commits (bounded by
+    /// `maximum_lag_on_failover`).
+    Off,
+    /// `ANY k (...)` over the live standbys, k such that every acknowledged commit is on
+    /// a server every electable majority contains; with too few standbys the primary
+    /// keeps writing with the ones it has.
+    #[default]
+    Quorum,
+    /// As `quorum`, but the primary refuses writes rather than run with fewer than k
+    /// standbys.
+    Strict,
+}
 
 /// How many times a rewind is tried before the manager clones afresh (or gives up).
 pub const REWIND_ATTEMPTS: u32 = 3;
+
+/// Starts in a row that never ran after which a following server is rewound (and,
+/// failing that, cloned afresh).
+pub const FAILED_STARTS: u32 = 3;
 
 /// What the node's protocol says about the office, as the manager needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +88,9 @@ pub struct Running {
     /// `pg_is_in_recovery()`: a standby.
     pub in_recovery: bool,
     pub timeline: u32,
-    /// The server's [`rank`]: its timeline, then its flushed WAL on a primary or its
-    /// received (else replayed) WAL on a standby.
-    pub wal: u64,
+    /// Where the server's WAL ends: its branch, then its flushed WAL on a primary or
+    /// its received (else replayed) WAL on a standby.
+    pub wal: Position,
     /// The member whose server a standby's `primary_conninfo` names, if any.
     pub upstream: Option<NodeId>,
     /// A standby's WAL receiver is streaming.
@@ -80,8 +103,8 @@ pub struct Running {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerWal {
     pub id: NodeId,
-    /// Its [`rank`]; `None`: not reachable (or not running).
-    pub wal: Option<u64>,
+    /// Where its WAL ends; `None`: not reachable (or not running).
+    pub wal: Option<Position>,
 }
 
 /// The cluster around this node.
@@ -114,6 +137,9 @@ pub struct Memory {
     pub out: Option<String>,
     /// Looks in a row a standby with the right upstream did not stream.
     pub not_streaming: u32,
+    /// Starts in a row after which the server was not seen running (a data dir it
+    /// cannot start from, e.g. a rewind from a source not yet checkpointed).
+    pub failed_starts: u32,
 }
 
 /// The settings the decisions use.
@@ -160,14 +186,30 @@ pub struct Decision {
     pub eligible: bool,
 }
 
-/// The order elections and the promotion check compare servers by: the timeline first
-/// (a server on a newer timeline followed a later promotion, which, by the promotion
-/// check, held every commit acknowledged before it), then the WAL position; packed in a
-/// u64 as the estimate est(S) (docs/design.md#elected-by-data-est): the timeline in the
-/// top 16 bits, the position (capped at 2^48 bytes, 256 TiB) below.
-pub fn rank(timeline: u32, wal: u64) -> u64 {
-    let timeline = u64::from(timeline.min(u32::from(u16::MAX)));
-    timeline << 48 | wal.min((1 << 48) - 1)
+/// Where a server's WAL ends, in the order the promotion check compares servers by: the
+/// branch first, then the WAL position. The branch is the term of the office whose
+/// promotion began the server's timeline (bully records it in the data dir,
+/// src/node/postgres/files.rs): a server on a later branch followed a later promotion,
+/// which by the promotion check held every commit acknowledged before it. PostgreSQL's
+/// timeline numbers do not give this order: two promotions on two sides of a fault can
+/// both pick "timeline 2" (found by the simulator, src/sim/postgres/, seed 1097).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Position {
+    pub branch: u64,
+    pub lsn: u64,
+}
+
+/// Bits of [`rank`] that hold the branch; the position holds the rest.
+const BRANCH_BITS: u32 = 20;
+
+/// A [`Position`] packed in a u64 as the estimate est(S) elections compare
+/// (docs/design.md#elected-by-data-est): the branch in the top 20 bits (terms past a
+/// million compare as equal), the WAL position in 16-byte steps below (up to 256 TiB).
+/// Coarse only for elections: the promotion check compares positions exactly.
+pub fn rank(position: Position) -> u64 {
+    let branch = position.branch.min((1 << BRANCH_BITS) - 1);
+    let steps = (position.lsn >> 4).min((1 << (64 - BRANCH_BITS)) - 1);
+    branch << (64 - BRANCH_BITS) | steps
 }
 
 /// The application name a member's standby streams under (`bully_<id>`).
@@ -209,10 +251,20 @@ pub fn synchronous_names(
     format!("ANY {k} ({})", standbys.join(", "))
 }
 
+/// Whether too few servers answered for the promotion check: a coordinator that hears
+/// this keeps its office and waits (a resignation would only pass the same wait on,
+/// and the keeper's fence of its server would take one more server out of reach).
+pub fn too_few_reached(peers: &[PeerWal], cluster: &Cluster, rules: &Rules) -> bool {
+    let majority = cluster.voters / 2 + 1;
+    let witnesses = cluster.voters - cluster.data_voters.len();
+    let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
+    rules.synchronous != Synchronous::Off && !cluster.all_absent && reached + witnesses < majority
+}
+
 /// Whether the coordinator's server may be promoted, given the other servers' WAL
 /// positions it reached: `Ok` or why not.
 pub fn may_promote(
-    own: u64,
+    own: Position,
     peers: &[PeerWal],
     cluster: &Cluster,
     rules: &Rules,
@@ -226,7 +278,13 @@ pub fn may_promote(
         .filter(|&(_, wal)| wal > own)
         .max_by_key(|&(_, wal)| wal)
     {
-        let behind = ahead.1 - own;
+        if ahead.1.branch != own.branch {
+            return Err(format!(
+                "node {} is on a later branch (term {}, this server's: {})",
+                ahead.0, ahead.1.branch, own.branch
+            ));
+        }
+        let behind = ahead.1.lsn - own.lsn;
         let tolerated = match rules.synchronous {
             Synchronous::Off => rules.maximum_lag_on_failover,
             _ => 0,
@@ -238,7 +296,11 @@ pub fn may_promote(
             ));
         }
     }
-    if rules.synchronous != Synchronous::Off && reached + witnesses < majority {
+    // A new cluster (every other member reported no data): no commit exists elsewhere.
+    if rules.synchronous != Synchronous::Off
+        && !cluster.all_absent
+        && reached + witnesses < majority
+    {
         return Err(format!(
             "reached {reached} of the servers, and a majority ({majority} of {} members) \
              is needed to know this one holds every acknowledged commit",
@@ -325,12 +387,13 @@ fn stopped(
     memory: &Memory,
     rules: &Rules,
 ) -> Decision {
-    let rewind_wanted = memory.needs_rewind || was_primary;
+    let cannot_start = memory.failed_starts >= FAILED_STARTS;
+    let rewind_wanted = memory.needs_rewind || was_primary || cannot_start;
     match office {
         Office::Following {
             server: Some(from), ..
         } if rewind_wanted && cluster.leader_primary => {
-            if !clean {
+            if !clean && !cannot_start {
                 // pg_rewind needs a clean shutdown: start as a standby of nobody
                 // (recovery finishes, it never writes), the next look stops it cleanly.
                 return start(None);
@@ -339,10 +402,10 @@ fn stopped(
         }
         Office::Following { server, .. } if !rewind_wanted => start(server),
         Office::Leading { .. } | Office::Elected | Office::Nobody => start(None),
-        Office::Following { .. } => Decision {
-            act: Act::Wait("a former primary waits for the coordinator's server".into()),
-            eligible: false,
-        },
+        // No primary to rewind from yet: run as a standby of nobody (it never
+        // writes), so the coordinator's promotion check reaches this WAL (found by the
+        // simulator, src/sim/postgres/: waiting stopped starved the majority).
+        Office::Following { .. } => start(None),
     }
 }
 
@@ -411,8 +474,13 @@ fn standby(
                 act: Act::Promote,
                 eligible: true,
             },
-            // Ineligible, the coordinator resigns: the fresher server's node wins the
-            // next election by its estimate.
+            // Too few answered: keep the office and wait for a majority to answer.
+            Err(why) if too_few_reached(peers, cluster, rules) => Decision {
+                act: Act::Wait(format!("waits to promote: {why}")),
+                eligible: true,
+            },
+            // Behind: ineligible, the coordinator resigns, and the fresher server's node
+            // wins the next election by its estimate.
             Err(why) => Decision {
                 act: Act::Wait(format!("refuses to promote: {why}")),
                 eligible: false,
@@ -422,11 +490,15 @@ fn standby(
             act: Act::Wait("elected, waiting to be ready before promoting".into()),
             eligible: true,
         },
-        Office::Following { .. } if memory.needs_rewind => Decision {
+        Office::Following { .. } if memory.needs_rewind && cluster.leader_primary => Decision {
             act: Act::Stop {
                 why: "a former primary stops cleanly for its rewind".into(),
             },
             eligible: false,
+        },
+        Office::Following { .. } if memory.needs_rewind => Decision {
+            act: Act::Wait("to be rewound once the coordinator's server is primary".into()),
+            eligible: true,
         },
         Office::Following { server, .. } if running.upstream != server => Decision {
             act: Act::Repoint { upstream: server },
@@ -434,12 +506,17 @@ fn standby(
         },
         Office::Following {
             server: Some(_), ..
-        } if !running.streaming && memory.not_streaming >= rules.stuck_after => Decision {
-            act: Act::Stop {
-                why: "a standby that cannot follow its upstream is rewound".into(),
-            },
-            eligible: true,
-        },
+        } if !running.streaming
+            && memory.not_streaming >= rules.stuck_after
+            && cluster.leader_primary =>
+        {
+            Decision {
+                act: Act::Stop {
+                    why: "a standby that cannot follow its upstream is rewound".into(),
+                },
+                eligible: true,
+            }
+        }
         Office::Following { .. } | Office::Nobody => Decision {
             act: Act::Wait(match running.streaming {
                 true => "streaming".into(),
@@ -482,11 +559,15 @@ mod tests {
         }
     }
 
+    fn at(lsn: u64) -> Position {
+        Position { branch: 1, lsn }
+    }
+
     fn standby(wal: u64, upstream: Option<NodeId>) -> Server {
         Server::Running(Running {
             in_recovery: true,
             timeline: 1,
-            wal,
+            wal: at(wal),
             upstream,
             streaming: upstream.is_some(),
             synchronous_standby_names: String::new(),
@@ -497,7 +578,7 @@ mod tests {
         Server::Running(Running {
             in_recovery: false,
             timeline: 2,
-            wal: 10,
+            wal: at(10),
             upstream: None,
             streaming: false,
             synchronous_standby_names: names.into(),
@@ -569,10 +650,13 @@ mod tests {
     }
 
     #[test]
-    fn the_rank_puts_a_newer_timeline_above_a_longer_old_one() {
-        assert!(rank(3, 10) > rank(2, 1 << 40));
-        assert!(rank(2, 11) > rank(2, 10));
-        assert_eq!(rank(1, u64::MAX), rank(1, (1 << 48) - 1));
+    fn a_later_branch_ranks_above_a_longer_older_one() {
+        let pos = |branch, lsn| Position { branch, lsn };
+        assert!(rank(pos(3, 10)) > rank(pos(2, 1 << 40)));
+        assert!(rank(pos(2, 32)) > rank(pos(2, 16)));
+        assert!(pos(2, 11) > pos(2, 10), "exact for the promotion check");
+        assert_eq!(rank(pos(1, u64::MAX)), rank(pos(1, u64::MAX - 1)));
+        assert_eq!(rank(pos(u64::MAX, 0)), rank(pos(1 << 20, 0)));
     }
 
     #[test]
@@ -580,7 +664,7 @@ mod tests {
         let peers = [
             PeerWal {
                 id: 1,
-                wal: Some(90),
+                wal: Some(at(90)),
             },
             PeerWal { id: 3, wal: None },
         ];
@@ -591,7 +675,7 @@ mod tests {
         let ahead = [
             PeerWal {
                 id: 1,
-                wal: Some(101),
+                wal: Some(at(101)),
             },
             PeerWal { id: 3, wal: None },
         ];
@@ -599,11 +683,12 @@ mod tests {
         assert!(!refused.eligible, "a refusing coordinator resigns");
         assert!(matches!(&refused.act, Act::Wait(w) if w.contains("node 1 holds newer WAL")));
         let alone = [PeerWal { id: 1, wal: None }, PeerWal { id: 3, wal: None }];
-        let refused = act(LEADING, &standby(100, None), &alone, &Memory::default());
+        let waits = act(LEADING, &standby(100, None), &alone, &Memory::default());
         assert!(
-            matches!(&refused.act, Act::Wait(w) if w.contains("majority")),
-            "{refused:?}"
+            matches!(&waits.act, Act::Wait(w) if w.contains("majority")),
+            "{waits:?}"
         );
+        assert!(waits.eligible, "too few answered: keep the office and wait");
         // Asynchronous: a lag within the bound is tolerated, and no majority is needed.
         let off = |peers: &[PeerWal]| {
             decide(
@@ -619,14 +704,14 @@ mod tests {
         assert_eq!(
             off(&[PeerWal {
                 id: 1,
-                wal: Some(150)
+                wal: Some(at(150))
             }]),
             Act::Promote
         );
         assert!(matches!(
             off(&[PeerWal {
                 id: 1,
-                wal: Some(201)
+                wal: Some(at(201))
             }]),
             Act::Wait(_)
         ));
@@ -768,5 +853,52 @@ mod tests {
             &Memory::default(),
         );
         assert!(matches!(d.act, Act::Wait(_)) && d.eligible);
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_never_runs_after_its_starts_is_rewound_then_cloned() {
+        let cluster = Cluster {
+            id: 2,
+            data_voters: vec![1, 2, 3],
+            voters: 3,
+            all_absent: false,
+            leader_primary: true,
+            streaming: 0,
+        };
+        let rules = Rules {
+            synchronous: Synchronous::Quorum,
+            maximum_lag_on_failover: 0,
+            rewind: true,
+            reinit_on_failed_rewind: true,
+            stuck_after: 3,
+        };
+        let following = Office::Following {
+            leader: 3,
+            server: Some(3),
+        };
+        let crashed_standby = Server::Stopped {
+            was_primary: false,
+            clean: false,
+        };
+        let act = |memory: &Memory| {
+            decide(following, &crashed_standby, &[], &cluster, memory, &rules).act
+        };
+        let fresh = Memory::default();
+        assert_eq!(act(&fresh), Act::StartStandby { upstream: Some(3) });
+        let stuck = Memory {
+            failed_starts: FAILED_STARTS,
+            ..Memory::default()
+        };
+        assert_eq!(act(&stuck), Act::Rewind { from: 3 });
+        let rewinds_failed = Memory {
+            rewind_failures: REWIND_ATTEMPTS,
+            ..stuck
+        };
+        assert_eq!(act(&rewinds_failed), Act::Reinit { from: 3 });
     }
 }

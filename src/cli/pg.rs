@@ -1,0 +1,79 @@
+//! `bully pg reinit|restart|reload N`: an operator's verb for the PostgreSQL server
+//! node N keeps (`[postgres]`, src/node/postgres/), like `patronictl reinit`,
+//! `restart` and `reload`. The verb goes to node N itself, found among the endpoints
+//! and the members they list; its manager answers once it has acted (a reinit: once the
+//! clone is done).
+
+use super::endpoints;
+use super::query::print_answer;
+use super::QueryArgs;
+use crate::api::postgres::PgVerb;
+use crate::protocol::NodeId;
+use clap::Subcommand;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The least time a verb's answer is waited for: a reinit copies the whole database.
+const AT_LEAST: Duration = Duration::from_secs(600);
+
+/// What `bully pg` does.
+#[derive(Debug, Subcommand, Clone)]
+pub enum PgCommand {
+    /// Clone node N's server afresh from the coordinator's primary; its old data dir is
+    /// kept aside as `<data_dir>.aside`. Refused on the primary (switch over first).
+    Reinit {
+        #[command(flatten)]
+        query: QueryArgs,
+        node: NodeId,
+    },
+    /// Stop node N's server (fast shutdown) and start it again in its role: the
+    /// primary restarts as the primary, a standby as a standby.
+    Restart {
+        #[command(flatten)]
+        query: QueryArgs,
+        node: NodeId,
+    },
+    /// Have node N's server reread its configuration (`pg_reload_conf()`).
+    Reload {
+        #[command(flatten)]
+        query: QueryArgs,
+        node: NodeId,
+    },
+}
+
+/// Runs `bully pg ...`: exit 0 when the node did it, 1 when it refused or failed, 2
+/// when node N did not answer.
+pub async fn run(command: &PgCommand) -> ExitCode {
+    let (query, node, verb) = match command {
+        PgCommand::Reinit { query, node } => (query, *node, PgVerb::Reinit),
+        PgCommand::Restart { query, node } => (query, *node, PgVerb::Restart),
+        PgCommand::Reload { query, node } => (query, *node, PgVerb::Reload),
+    };
+    let targets = match endpoints::targets(query, true) {
+        Ok(targets) => targets,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answers = endpoints::ask_all(&targets, query.timeout, true).await;
+    let Some(answer) = answers
+        .iter()
+        .find(|a| a.status.as_ref().is_ok_and(|s| s.id == node))
+    else {
+        eprintln!(
+            "error: node {node} did not answer (asked {} endpoints)",
+            answers.len()
+        );
+        return ExitCode::from(2);
+    };
+    let patient = query.timeout.max(AT_LEAST);
+    let client = match endpoints::connect(&answer.endpoint, &targets.tls, patient).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print_answer(client.postgres(verb).await)
+}
