@@ -117,12 +117,19 @@ pub fn render(config: &NodeConfig) -> Result<String, toml::ser::Error> {
 
 /// Makes the relative paths of `config` relative to `base`, the config file's directory.
 fn resolve_paths(config: &mut NodeConfig, base: &Path) {
-    for path in [
+    let mut paths = vec![
         &mut config.data_dir,
         &mut config.tls.ca,
         &mut config.tls.cert,
         &mut config.tls.key,
-    ] {
+    ];
+    if let Some(pg) = config.postgres.as_mut() {
+        paths.push(&mut pg.data_dir);
+        paths.extend(pg.bin_dir.as_mut());
+        paths.extend(pg.superuser.password_file.as_mut());
+        paths.extend(pg.replication.password_file.as_mut());
+    }
+    for path in paths {
         // An empty, blank or padded path stays as written so that validation reports it.
         if path.is_relative() && validate::path_problem(path).is_none() {
             *path = base.join(&*path);

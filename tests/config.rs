@@ -906,3 +906,66 @@ fn the_watchdog_table_is_read_checked_and_rendered_back() {
         "a witness never leads, so it would never arm the watchdog",
     );
 }
+
+/// A `[postgres]` table with `extra` lines after its two required keys.
+fn with_postgres(extra: &str) -> String {
+    with(&format!(
+        "[postgres]\ndata_dir = \"/var/lib/postgresql/bully\"\nlisten = \"10.0.0.1:5432\"\n{extra}"
+    ))
+}
+
+#[test]
+fn a_postgres_section_gets_its_defaults_and_sizes_parse() {
+    let f = Fixture::new();
+    let config = f
+        .parse(&with_postgres("maximum_lag_on_failover = \"16MB\"\n"))
+        .unwrap();
+    let pg = config.postgres.clone().expect("[postgres]");
+    assert_eq!(pg.maximum_lag_on_failover, 16 << 20);
+    assert_eq!(pg.synchronous, bully::config::postgres::Synchronous::Quorum);
+    assert_eq!(pg.superuser.user, "postgres");
+    assert_eq!(pg.replication.user, "replicator");
+    assert!(pg.rewind && pg.reinit_on_failed_rewind);
+    assert_eq!(pg.reached_at(), pg.listen);
+    assert!(config.checks_health(), "the manager gates eligibility");
+}
+
+#[test]
+fn bad_postgres_sections_are_named_with_their_key() {
+    let f = Fixture::new();
+    f.expect_error(
+        &with_postgres("[postgres.parameters]\nport = \"5433\"\n"),
+        "postgres.parameters",
+        "`port` is set by bully itself",
+    );
+    f.expect_error(
+        &with_postgres("[postgres.parameters]\n\"bad name\" = \"1\"\n"),
+        "postgres.parameters",
+        "not a PostgreSQL parameter name",
+    );
+    f.expect_error(
+        &with_postgres("maximum_lag_on_failover = \"16 furlongs\"\n"),
+        "postgres.maximum_lag_on_failover",
+        "not a byte size",
+    );
+    f.expect_error(
+        &with("[postgres]\ndata_dir = \"/var/lib/pg\"\nlisten = \"0.0.0.0:5432\"\n"),
+        "postgres.listen",
+        "wildcard",
+    );
+    f.expect_error(
+        &format!("mode = \"classic\"\n{}", with_postgres("")),
+        "mode",
+        "needs mode = \"quorum\"",
+    );
+    f.expect_error(
+        &format!("{}\n[health]\ncommand = \"true\"\n", with_postgres("")),
+        "health",
+        "checks its server itself",
+    );
+    f.expect_error(
+        &with("[postgres]\ndata_dir = \"data/node1/pg\"\nlisten = \"10.0.0.1:5432\"\n"),
+        "postgres.data_dir",
+        "must not lie inside the node's data_dir",
+    );
+}

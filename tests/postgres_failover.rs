@@ -105,6 +105,7 @@ async fn postgres_primary_under_load_behind_haproxy() {
     s.pause_the_primarys_server().await;
     s.cut_off_the_primary().await;
     s.lagging_standby_with_a_higher_id().await;
+    s.wipe_a_standby_and_reinit_another().await;
     s.restart_everything().await;
     s.check_bully_invariants();
     eprintln!("\nscenario | longest write gap | committed lost | stale writes | two writable | old primary streams again");
@@ -441,6 +442,58 @@ impl Scene {
         self.c.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(settled), Some(rejoined))
+            .await;
+    }
+
+    /// A standby's host loses its data dir (kill -9 of its processes, the directory
+    /// removed): restarted, its manager clones it back from the primary. Then the
+    /// operator's verbs on the other standby: `bully pg reload`, and `bully pg reinit`
+    /// (a fresh clone, the old directory kept aside), after which it streams again;
+    /// `bully pg reinit` of the primary is refused.
+    async fn wipe_a_standby_and_reinit_another(&mut self) {
+        let scenario = "a standby's data dir wiped; bully pg reload and reinit";
+        phase(scenario);
+        let standbys: Vec<NodeId> = IDS.into_iter().filter(|&id| id != self.primary).collect();
+        let (wiped, reinit) = (standbys[0], standbys[1]);
+        let fault = Instant::now();
+        self.c.kill_host(wiped);
+        let data_dir = self.c.pg.data_dir(wiped);
+        std::fs::remove_dir_all(&data_dir).unwrap();
+        self.c.restart_host(wiped);
+        let rejoined = self.wait_rejoined(wiped).await;
+        assert!(
+            data_dir.join("PG_VERSION").is_file(),
+            "node {wiped}'s server was not cloned back"
+        );
+        let config = self.c.t.cluster.config_path(self.primary);
+        let config = config.to_str().unwrap();
+        let pg = |verb: &str, node: NodeId| {
+            let node = node.to_string();
+            common::bully(&["pg", verb, &node, "--config", config])
+        };
+        let reloaded = pg("reload", reinit);
+        assert!(reloaded.status.success(), "{}", common::text(&reloaded));
+        let refused = pg("reinit", self.primary);
+        assert_eq!(refused.status.code(), Some(1), "{}", common::text(&refused));
+        assert!(
+            common::text(&refused).contains("switch over first"),
+            "{}",
+            common::text(&refused)
+        );
+        let reinitialized = pg("reinit", reinit);
+        assert!(
+            reinitialized.status.success(),
+            "{}",
+            common::text(&reinitialized)
+        );
+        let mut aside = self.c.pg.data_dir(reinit).into_os_string();
+        aside.push(".aside");
+        assert!(
+            std::path::Path::new(&aside).join("PG_VERSION").is_file(),
+            "the old data dir is kept aside"
+        );
+        self.wait_rejoined(reinit).await;
+        self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
 

@@ -77,6 +77,24 @@ pub struct PgState {
 }
 
 impl PgState {
+    /// A record of a server whose role is known and nothing else (no SQL answer):
+    /// what a manager that cannot run reports, and the base of the tests' records.
+    pub fn bare(listen: SocketAddr, role: PgRole, note: String, observed_at_ns: u64) -> PgState {
+        PgState {
+            listen,
+            role,
+            timeline: None,
+            branch: None,
+            wal_position: None,
+            replayed: None,
+            lag_bytes: None,
+            streaming_from: None,
+            synchronous_standby_names: None,
+            note,
+            observed_at_ns,
+        }
+    }
+
     /// Whether the server accepts writes right now as far as this record knows.
     pub fn writable(&self) -> bool {
         self.role == PgRole::Primary

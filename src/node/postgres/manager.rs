@@ -40,7 +40,7 @@ const RESEND: Duration = Duration::from_millis(500);
 const UNANSWERED_LOOKS: u32 = 2;
 
 /// How long after the majority answered the promotion check waits for the others.
-const STRAGGLERS: Duration = Duration::from_millis(100);
+const STRAGGLERS: Duration = Duration::from_millis(30);
 
 /// A standby not seen streaming for this long no longer counts toward `ANY k` under
 /// `synchronous = "quorum"` (a new primary counts every standby for this long first).
@@ -617,10 +617,9 @@ impl Loop {
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
                 sql::promote(client, timeout).await?;
-                // pg_rewind from this server reads its control file: until a checkpoint
-                // it names the old timeline, and a rewind from it leaves a data dir
-                // that cannot start.
-                sql::checkpoint(client, timeout).await?;
+                // No checkpoint here, which would hold the new primary's record (and
+                // HAProxy's switch) back: a member that rewinds from this server makes
+                // sure its control file names the new timeline first (`checkpointed`).
                 sql::ensure_replication_role(
                     client,
                     &c.replication.user,

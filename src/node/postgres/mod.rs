@@ -140,19 +140,12 @@ async fn cannot_run(
             generation: links.generation,
             healthy: false,
             estimate: None,
-            postgres: Some(PgState {
+            postgres: Some(PgState::bare(
                 listen,
                 role,
-                timeline: None,
-                branch: None,
-                wal_position: None,
-                replayed: None,
-                lag_bytes: None,
-                streaming_from: None,
-                synchronous_standby_names: None,
-                note: format!("the manager cannot run: {why}"),
-                observed_at_ns: BootInstant::now().as_nanos(),
-            }),
+                format!("the manager cannot run: {why}"),
+                BootInstant::now().as_nanos(),
+            )),
         };
         if tasks
             .until_stopped(links.verdicts.send(verdict))

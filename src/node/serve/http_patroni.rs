@@ -265,17 +265,10 @@ mod tests {
 
     fn pg(role: PgRole) -> PgState {
         PgState {
-            listen: "127.0.0.1:5432".parse().unwrap(),
-            role,
             branch: Some(1),
             timeline: Some(2),
             wal_position: Some(0x3000148),
-            replayed: None,
-            lag_bytes: None,
-            streaming_from: None,
-            synchronous_standby_names: None,
-            note: String::new(),
-            observed_at_ns: NOW,
+            ..PgState::bare("127.0.0.1:5432".parse().unwrap(), role, String::new(), NOW)
         }
     }
 

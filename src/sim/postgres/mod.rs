@@ -20,10 +20,10 @@
 //! from the data directory's records (`bully.branch`, src/node/postgres/files.rs). The
 //! model keeps those records as the runtime does: a promotion records its office's term
 //! for the timeline PostgreSQL will pick before promoting (a promotion that then fails
-//! leaves the record), a standby streaming on its upstream's timeline adopts the
-//! upstream's reported branch, a clone or a rewind copies the source's records, a wiped
-//! directory loses them. The coordinator reads a peer's branch from the peer's last
-//! report, and only while the peer is still on the timeline it reported.
+//! leaves the record), a streaming standby records its upstream's reported (timeline,
+//! branch), a clone or a rewind copies the source's records, a wiped
+//! directory loses them. The coordinator reads a peer's branch from the peer's own
+//! records (by SQL, with its LSN).
 //!
 //! Files: `server` (the modelled server, its WAL and branch records), `world` (members,
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
@@ -94,14 +94,13 @@ pub enum Sabotage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proposal {
     /// The branch is known wherever the WAL is: a standby records the branch of a
-    /// timeline as it streams the switch to it (the branch travels with the WAL) rather
-    /// once its upstream's report names the timeline, and the coordinator reads a
-    /// peer's branch from the peer's data directory with its LSN (by SQL) rather than
-    /// from the peer's last report. Without: a standby that streamed a new primary's
-    /// first commits (and acknowledged them) reads as branch 0 until it adopts the
-    /// branch, and a server started since its last report reads as branch 0 too; 0
-    /// ranks below every recorded branch, and a coordinator on an older branch
-    /// promotes over acknowledged commits.
+    /// timeline as it streams the switch to it (the branch travels with the WAL), not
+    /// only once its upstream's report names the timeline. Without: a standby that
+    /// streamed a new primary's first commits (and acknowledged them) before that
+    /// primary's next report reads as branch 0 (no record for its timeline) until it
+    /// adopts the branch; if the new primary is gone by then, 0 ranks below every
+    /// recorded branch and a coordinator on an older branch promotes over
+    /// acknowledged commits.
     BranchTravelsWithWal,
     /// `may_promote` refuses while a reached peer's branch is not known (0) and this
     /// server's is: a decisions-only mitigation.

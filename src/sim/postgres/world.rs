@@ -500,9 +500,9 @@ impl World {
         self.spec.sabotage == Some(Sabotage::TimelineNumbersOnly)
     }
 
-    /// A standby streaming on its upstream's timeline adopts the upstream's reported
-    /// branch when its records do not say so yet (src/node/postgres/manager.rs,
-    /// `adopt_branch`): a timeline switch streamed in.
+    /// A streaming standby records its upstream's reported (timeline, branch) when its
+    /// records do not say so yet, whether or not it has streamed that timeline yet
+    /// (src/node/postgres/manager.rs, `adopt_branch`).
     fn adopt_branch(&mut self, id: NodeId) {
         let Some(d) = &self.member(id).pg else {
             return;
@@ -514,11 +514,10 @@ impl World {
         else {
             return;
         };
-        let timeline = d.wal.timeline();
-        let Some(Some((reported, branch))) = self.report_seen_by(id, upstream) else {
+        let Some(Some((timeline, branch))) = self.report_seen_by(id, upstream) else {
             return;
         };
-        if reported != timeline || branch == 0 || branch == d.branch_of(timeline) {
+        if branch == 0 || branch == d.branch_of(timeline) {
             return;
         }
         if let Some(d) = self.member_mut(id).pg.as_mut() {
@@ -658,9 +657,8 @@ impl World {
     }
 
     /// The other servers' positions as the coordinator reads them before promoting
-    /// (src/node/postgres/manager.rs, `peer_wals`): a running server's LSN by SQL, its
-    /// branch from its last report while it is still on the timeline it reported (else
-    /// 0); a member without data is not reached (the sabotage `AbsentCountsAsReached`:
+    /// (src/node/postgres/manager.rs, `peer_wals`): a running server's LSN and its branch
+    /// from its own `bully.branch`, by SQL; a member without data is not reached (the sabotage `AbsentCountsAsReached`:
     /// reached at `Position::default()`), nor is one without a fresh report, down, cut
     /// off or stopped.
     fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
@@ -676,14 +674,11 @@ impl World {
                 wal: match (&m.pg, self.report_seen_by(id, m.id)) {
                     (_, None) => None,
                     (None, Some(_)) => absent,
-                    (Some(d), Some(report)) if d.running() => {
+                    (Some(d), Some(_)) if d.running() => {
                         let timeline = d.wal.timeline();
-                        let direct = self.spec.proposal == Some(Proposal::BranchTravelsWithWal);
-                        let branch = match report {
-                            _ if timeline_numbers => u64::from(timeline),
-                            _ if direct => d.branch_of(timeline),
-                            Some((reported, branch)) if reported == timeline => branch,
-                            _ => 0,
+                        let branch = match timeline_numbers {
+                            true => u64::from(timeline),
+                            false => d.branch_of(timeline),
                         };
                         Some(Position {
                             branch,
