@@ -8,16 +8,19 @@
 mod common;
 #[path = "common/primary.rs"]
 mod primary;
+#[path = "common/redis_servers.rs"]
+mod redis_servers;
+#[path = "common/resp.rs"]
+mod resp;
 
 use bully::config::HttpConfig;
 use bully::ports::{free_tcp_addr, free_tcp_addrs};
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{installed, wait_until, TestCluster};
 use primary::{http_get, http_raw, phase};
+use redis_servers::Haproxy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const AGREE: Duration = Duration::from_secs(20);
@@ -95,34 +98,6 @@ async fn patroni_routes_without_postgres() {
     assert_eq!(code, 405);
 }
 
-/// HAProxy running `config`; killed on drop.
-struct Haproxy(Child);
-
-impl Haproxy {
-    fn start(dir: &Path, config: &str) -> Haproxy {
-        let path = dir.join("haproxy.cfg");
-        std::fs::write(&path, config).unwrap();
-        let log = std::fs::File::create(dir.join("haproxy.log")).unwrap();
-        let child = Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start haproxy");
-        Haproxy(child)
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The node HAProxy sends a client to: what `/status` through `front` says.
 async fn routed_to(front: SocketAddr) -> Option<NodeId> {
     let (code, body) = http_get(front, "/status").await.ok()?;
@@ -173,7 +148,7 @@ async fn haproxy_with_patronis_config_follows_the_coordinator() {
          default-server inter 100ms fall 3 rise 2 on-marked-down shutdown-sessions\n\
          {servers}"
     );
-    let _haproxy = Haproxy::start(t.dir.path(), &config);
+    let _haproxy = Haproxy::run(t.dir.path(), &config, front);
     wait_until("HAProxy to send clients to node 3 only", AGREE, || {
         only_to(front, 3)
     })

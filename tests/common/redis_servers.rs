@@ -218,6 +218,12 @@ impl Haproxy {
             "{}: per front, one bind line and a `server nodeN` line per node expected",
             example.join("haproxy.cfg").display()
         );
+        Haproxy::run(dir, &config, front)
+    }
+
+    /// HAProxy running `config` (written to `dir/haproxy.cfg`, its log beside it),
+    /// once it accepts on `front`.
+    pub fn run(dir: &Path, config: &str, front: SocketAddr) -> Haproxy {
         let path = dir.join("haproxy.cfg");
         std::fs::write(&path, config).unwrap();
         let log = std::fs::File::create(dir.join("haproxy.log")).unwrap();
