@@ -121,8 +121,15 @@ pub struct Cluster {
     pub all_absent: bool,
     /// The coordinator's server is running as a primary (known from its status).
     pub leader_primary: bool,
-    /// On a primary: the other data voters whose standbys stream from it now.
+    /// On a primary: the other data voters whose standbys stream from it now and
+    /// know its branch.
     pub streaming: usize,
+    /// On a primary: the other data voters known to have recorded its branch for its
+    /// timeline (written to them before the promotion, or seen in their reports). Only
+    /// these are named in `synchronous_standby_names`: an acknowledgement from a
+    /// standby that does not know the branch would hold a commit where the promotion
+    /// check ranks it below an older branch (found by the simulator, seeds 87, 40, 28).
+    pub knows_branch: Vec<NodeId>,
 }
 
 /// What the manager remembers between looks.
@@ -224,9 +231,17 @@ pub fn synchronous_count(voters: usize) -> usize {
     voters - (voters / 2 + 1)
 }
 
+/// The name that stands in `synchronous_standby_names` for a member whose standby does
+/// not know the primary's branch yet: no standby connects under it, so it never acks.
+pub fn unconfirmed_name(id: NodeId) -> String {
+    format!("bully_unconfirmed_{id}")
+}
+
 /// `synchronous_standby_names` for a primary on `id` with `streaming` standbys live:
-/// every other data voter is named; k is [`synchronous_count`], lowered to the live
-/// standbys under `quorum` (never under `strict`), and empty under `off`.
+/// every other data voter is named, under its own name once it knows the primary's
+/// branch ([`Cluster::knows_branch`]) and under [`unconfirmed_name`] until then; k is
+/// [`synchronous_count`], lowered to the live standbys under `quorum` (never under
+/// `strict`), and empty under `off`.
 pub fn synchronous_names(
     id: NodeId,
     cluster: &Cluster,
@@ -237,7 +252,10 @@ pub fn synchronous_names(
         .data_voters
         .iter()
         .filter(|&&m| m != id)
-        .map(|&m| application_name(m))
+        .map(|&m| match cluster.knows_branch.contains(&m) {
+            true => application_name(m),
+            false => unconfirmed_name(m),
+        })
         .collect();
     let wanted = synchronous_count(cluster.voters).min(standbys.len());
     let k = match mode {
@@ -546,6 +564,7 @@ mod tests {
             all_absent: false,
             leader_primary: true,
             streaming: voters.len() - 1,
+            knows_branch: voters.to_vec(),
         }
     }
 
@@ -641,6 +660,13 @@ mod tests {
             format!("ANY 2 ({all})")
         );
         assert_eq!(synchronous_names(ME, &c, 4, Synchronous::Off), "");
+        let mut unknown = c.clone();
+        unknown.knows_branch = vec![1, 4];
+        assert_eq!(
+            synchronous_names(ME, &unknown, 2, Synchronous::Quorum),
+            "ANY 2 (bully_1, bully_unconfirmed_3, bully_4, bully_unconfirmed_5)",
+            "only a standby that knows the branch may acknowledge"
+        );
         let mut witnessed = cluster(&[1, 2]);
         witnessed.voters = 3;
         assert_eq!(
@@ -869,6 +895,7 @@ mod start_tests {
             all_absent: false,
             leader_primary: true,
             streaming: 0,
+            knows_branch: vec![1, 3],
         };
         let rules = Rules {
             synchronous: Synchronous::Quorum,

@@ -9,12 +9,8 @@
 //! seed S alone (and prints its history on failure). `--nocapture` shows the counts.
 
 use bully::config::postgres::Synchronous;
-use bully::sim::postgres::{run_seed, Proposal, Sabotage, Spec, Start, Summary, Violation};
+use bully::sim::postgres::{run_seed, Sabotage, Spec, Start, Summary, Violation};
 use std::time::Instant;
-
-/// The fix the sweeps apply for what the simulator found in the decisions and the
-/// runtime as they are (src/sim/postgres/mod.rs, [`Proposal`]); see `found_*` below.
-const PROPOSED: Option<Proposal> = Some(Proposal::BranchTravelsWithWal);
 
 /// Seeds per case by default: the whole file stays well under 20 s in a debug build.
 const SEEDS: u64 = 2000;
@@ -71,7 +67,6 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
 fn holds(members: usize, witness: bool, synchronous: Synchronous) {
     let spec = Spec {
         witness,
-        proposal: PROPOSED,
         ..Spec::new(members, synchronous)
     };
     if let Err(violation) = sweep(&spec) {
@@ -118,7 +113,6 @@ fn two_members_and_a_witness_strict() {
 fn a_new_cluster_bootstraps() {
     let spec = Spec {
         start: Start::New,
-        proposal: PROPOSED,
         ..Spec::new(3, Synchronous::Quorum)
     };
     if let Err(violation) = sweep(&spec) {
@@ -130,7 +124,6 @@ fn a_new_cluster_bootstraps() {
 fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
     let spec = Spec {
         sabotage: Some(sabotage),
-        proposal: PROPOSED,
         ..Spec::new(members, synchronous)
     };
     let violation = sweep(&spec).expect_err("the sabotage went unnoticed");
@@ -165,9 +158,13 @@ fn a_keeper_that_does_not_fence_is_caught() {
 
 /// A seed that broke the decisions before one of the simulator's findings was fixed
 /// (src/postgres_rules.rs, src/node/postgres/manager.rs) passes now, with the decisions
-/// and the runtime as they are (no proposal).
+/// and the runtime as they are.
 fn regression(seed: u64, members: usize, synchronous: Synchronous) {
-    if let Err(violation) = run_seed(seed, &Spec::new(members, synchronous)) {
+    regression_of(seed, &Spec::new(members, synchronous));
+}
+
+fn regression_of(seed: u64, spec: &Spec) {
+    if let Err(violation) = run_seed(seed, spec) {
         panic!("seed {seed} breaks again:\n{violation}");
     }
 }
@@ -205,48 +202,29 @@ fn sabotaged_timeline_numbers_as_branches_lose_acknowledged_commits() {
     assert!(v.what.contains("acknowledged commit"), "{v}");
 }
 
-/// What the simulator found in the decisions and the runtime as they are: without the
-/// proposal, the sweep breaks a promise. Once the runtime carries the fix, this fails:
-/// then drop the proposal and this case.
-fn found(members: usize, synchronous: Synchronous, start: Start) -> Violation {
-    let spec = Spec {
-        start,
-        ..Spec::new(members, synchronous)
-    };
-    let violation = sweep(&spec).expect_err(
-        "the decisions and the runtime no longer break without the proposal: has the fix \
-         landed? Then drop the proposal and this case",
-    );
-    println!("found:\n{violation}");
-    violation
-}
-
+/// A standby acknowledged a new primary's commits before it recorded the primary's
+/// branch, then read as branch 0 below an older branch (seeds 87, 40, 28, the cases
+/// that found it): now the promotion writes the branch into every peer it reached, and
+/// only standbys known to have recorded it are named.
 #[test]
-fn found_a_branch_not_known_yet_ranks_below_an_older_branch() {
-    for (members, synchronous, start) in [
-        (3, Synchronous::Strict, Start::Running),
-        (5, Synchronous::Quorum, Start::Running),
-        (3, Synchronous::Quorum, Start::New),
-    ] {
-        let v = found(members, synchronous, start);
-        assert!(v.what.contains("acknowledged commit"), "{v}");
-        assert!(
-            v.history.iter().any(|line| line.contains("branch 0")),
-            "a peer read at branch 0: {v}"
-        );
-    }
-}
-
-/// The decisions-only mitigation (refuse while a reached peer's branch is not known)
-/// is not enough: a branch that only a server now gone knew stays unknown, and the
-/// cluster stops for good.
-#[test]
-fn found_refusing_unknown_branches_stops_the_cluster() {
-    let spec = Spec {
-        proposal: Some(Proposal::UnknownBranchRefuses),
+fn regression_a_branch_not_known_yet_no_longer_ranks_below_an_older_branch() {
+    regression(87, 3, Synchronous::Strict);
+    regression(40, 5, Synchronous::Quorum);
+    let new = Spec {
+        start: Start::New,
         ..Spec::new(3, Synchronous::Quorum)
     };
-    let v = sweep(&spec).expect_err("refusing unknown branches deadlocks");
-    assert!(v.what.contains("no progress"), "{v}");
-    println!("found:\n{v}");
+    regression_of(28, &new);
+}
+
+/// The runtime before the fix: no peer's branch written at the promotion, every data
+/// voter named under its own name (src/sim/postgres/mod.rs, `NamesIgnoreBranch`).
+#[test]
+fn sabotaged_names_ignoring_the_branch_lose_acknowledged_commits() {
+    let v = caught(3, Synchronous::Strict, Sabotage::NamesIgnoreBranch);
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+    assert!(
+        v.history.iter().any(|line| line.contains("branch 0")),
+        "a peer read at branch 0: {v}"
+    );
 }

@@ -150,7 +150,39 @@ pub const BRANCHES: &str = "bully.branch";
 /// The term recorded for `timeline` (the last record wins); 0 when none is.
 pub fn branch_of(data_dir: &Path, timeline: u32) -> u64 {
     let text = std::fs::read_to_string(data_dir.join(BRANCHES)).unwrap_or_default();
-    branch_in(&text, timeline)
+    let names: Vec<String> = std::fs::read_dir(data_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().map(String::from))
+        .collect();
+    branch_from(&text, names.iter().map(String::as_str), timeline)
+}
+
+/// The term recorded for `timeline` in a data dir whose `bully.branch` holds `text`
+/// and whose files are named `names`: the highest of the file's last record and the
+/// records coordinators wrote ([`written_name`]); 0 when none is.
+pub fn branch_from<'a>(text: &str, names: impl Iterator<Item = &'a str>, timeline: u32) -> u64 {
+    names
+        .filter_map(written_record)
+        .filter(|&(tl, _)| tl == timeline)
+        .map(|(_, term)| term)
+        .fold(branch_in(text, timeline), u64::max)
+}
+
+/// The record a coordinator wrote into this data dir before its promotion
+/// ([`written_name`]), from the file's name: `(timeline, term)`.
+fn written_record(name: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix(BRANCHES)?.strip_prefix('.')?;
+    let (timeline, term) = rest.split_once('.')?;
+    Some((timeline.parse().ok()?, term.parse().ok()?))
+}
+
+/// The file a coordinator about to promote writes into a reached standby's data dir
+/// (through SQL, `COPY ... TO`, which cannot append): `bully.branch.<timeline>.<term>`.
+/// Terms only grow, so of several claims for one timeline the highest is the newest.
+pub fn written_name(timeline: u32, term: u64) -> String {
+    format!("{BRANCHES}.{timeline}.{term}")
 }
 
 /// The term a `bully.branch` text records for `timeline` (the last record wins); 0
@@ -250,6 +282,23 @@ mod tests {
         assert!(text.contains("shared_buffers = '128MB'\n"));
         let none = owned_conf(&config, 1, None, None, "");
         assert!(none.contains("primary_conninfo = ''\n"), "{none}");
+    }
+
+    #[test]
+    fn branch_records_written_by_a_coordinator_count_and_the_newest_term_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        record_branch(dir.path(), 3, 5, None).unwrap();
+        assert_eq!(branch_of(dir.path(), 3), 5);
+        assert_eq!(branch_of(dir.path(), 4), 0);
+        std::fs::write(dir.path().join(written_name(4, 9)), "4 9\n").unwrap();
+        std::fs::write(dir.path().join(written_name(4, 7)), "4 7\n").unwrap();
+        assert_eq!(branch_of(dir.path(), 4), 9);
+        record_branch(dir.path(), 4, 8, None).unwrap();
+        assert_eq!(
+            branch_of(dir.path(), 4),
+            9,
+            "the highest claim is the newest"
+        );
     }
 
     #[test]

@@ -91,6 +91,11 @@ struct Loop {
     last_sent: Option<(Verdict, Instant)>,
     /// Looks in a row the running server did not answer.
     unanswered: u32,
+    /// On a primary: the standbys this node wrote its branch to before promoting
+    /// (`Cluster::knows_branch` adds those whose reports show it since).
+    knows: std::collections::BTreeSet<NodeId>,
+    /// The members whose servers the last promotion check reached.
+    reached: Vec<NodeId>,
     /// The newest timeline seen on the running server (its postmaster's PID with it): a
     /// standby's own reading lags while its WAL receiver reconnects, and its timeline
     /// never goes back while it runs.
@@ -113,6 +118,8 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         last_sent: None,
         unanswered: 0,
         seen_timeline: None,
+        knows: Default::default(),
+        reached: Vec::new(),
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -204,13 +211,22 @@ impl Loop {
         let (mut server, described) = self.observe().await;
         self.adopt_branch(&mut server);
         let office = self.office(&status);
-        let cluster = self.cluster(&status, &office, described.as_ref());
+        let own = match &server {
+            Server::Running(r) => Some((r.timeline, r.wal.branch)),
+            _ => None,
+        };
+        let cluster = self.cluster(&status, &office, described.as_ref(), own);
         let peers = match (&office, &server) {
             (Office::Leading { .. }, Server::Running(r)) if r.in_recovery => {
                 self.peer_wals(&cluster).await
             }
             _ => Vec::new(),
         };
+        self.reached = peers
+            .iter()
+            .filter(|p| p.wal.is_some())
+            .map(|p| p.id)
+            .collect();
         let memory = self.remember(&server, &office, described.as_ref());
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
@@ -313,7 +329,15 @@ impl Loop {
     }
 
     /// The members around this node, from its list (or config) and their reports.
-    fn cluster(&self, status: &Status, office: &Office, described: Option<&Described>) -> Cluster {
+    /// The members around this node, from its list (or config) and their reports;
+    /// `own` is this server's timeline and branch when it runs.
+    fn cluster(
+        &self,
+        status: &Status,
+        office: &Office,
+        described: Option<&Described>,
+        own: Option<(u32, u64)>,
+    ) -> Cluster {
         let (voters, data_voters): (usize, Vec<NodeId>) = match &status.members {
             Some(list) => (
                 list.voters().len(),
@@ -345,11 +369,26 @@ impl Loop {
             }
             _ => false,
         };
+        // Standbys know this primary's branch when it wrote it to them before the
+        // promotion, or when their reports show its timeline with its branch.
+        let knows_branch: Vec<NodeId> = match own {
+            Some((timeline, branch)) => others
+                .iter()
+                .copied()
+                .filter(|m| {
+                    self.knows.contains(m)
+                        || matches!(self.m.peers.get(*m), Some(Some(s))
+                            if s.timeline == Some(timeline) && s.branch == Some(branch))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let streaming = described
             .map(|d| {
                 let names: Vec<&str> = d.standbys.iter().map(|(n, _)| n.as_str()).collect();
                 others
                     .iter()
+                    .filter(|m| knows_branch.contains(m))
                     .filter(|&&m| {
                         let seen = names.contains(&rules::application_name(m).as_str());
                         self.standby_seen
@@ -366,6 +405,7 @@ impl Loop {
             all_absent,
             leader_primary,
             streaming,
+            knows_branch,
         }
     }
 
@@ -592,11 +632,24 @@ impl Loop {
                 })
             }
             Act::Promote => {
-                // The names hold every standby before the first commit is taken, so
-                // no commit is acknowledged by the new primary alone.
+                // The branch is recorded before the promotion, here and on every
+                // standby the promotion check reached, so a server that becomes a
+                // primary always has it: this office's term for the timeline it picks.
+                let term = self.m.status.borrow().epoch.map(|e| e.term).unwrap_or(0);
+                let Server::Running(r) = server else {
+                    return Err("no running server to promote".into());
+                };
+                let next = files::next_timeline(&c.data_dir, r.timeline);
+                files::record_branch(&c.data_dir, next, term, self.m.programs.owner())?;
+                self.knows = self.write_branch_to_reached(next, term).await;
+                // The names hold every standby that knows the branch before the first
+                // commit is taken, so no commit is acknowledged by the new primary
+                // alone, nor by a standby that would rank it below an older branch.
+                let mut knowing = cluster.clone();
+                knowing.knows_branch = self.knows.iter().copied().collect();
                 let names = rules::synchronous_names(
                     self.m.id,
-                    cluster,
+                    &knowing,
                     cluster.data_voters.len(),
                     c.synchronous,
                 );
@@ -606,13 +659,6 @@ impl Loop {
                     self.standby_seen.insert(m, now);
                 }
                 let password = self.m.replication_password.clone();
-                // The branch is recorded before the promotion, so a server that becomes
-                // a primary always has it: this office's term for the timeline it picks.
-                let term = self.m.status.borrow().epoch.map(|e| e.term).unwrap_or(0);
-                if let Server::Running(r) = server {
-                    let next = files::next_timeline(&c.data_dir, r.timeline);
-                    files::record_branch(&c.data_dir, next, term, self.m.programs.owner())?;
-                }
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
@@ -717,6 +763,35 @@ impl Loop {
                 }
             }
         })))
+    }
+
+    /// Writes this office's branch for `timeline` into the data dir of every server the
+    /// promotion check reached, at once; returns the members that took it.
+    async fn write_branch_to_reached(
+        &self,
+        timeline: u32,
+        term: u64,
+    ) -> std::collections::BTreeSet<NodeId> {
+        let c = &self.m.config;
+        let writes = self.reached.iter().filter_map(|&m| {
+            let listen = self.m.peers.get(m).flatten()?.listen;
+            let (user, password) = (c.superuser.user.clone(), self.m.superuser_password.clone());
+            Some(async move {
+                let client = sql::connect(listen, &user, password.as_deref(), SQL_TIMEOUT).await?;
+                sql::write_branch(&client, timeline, term, SQL_TIMEOUT).await?;
+                Ok::<NodeId, String>(m)
+            })
+        });
+        let mut knows = std::collections::BTreeSet::new();
+        for result in futures::future::join_all(writes).await {
+            match result {
+                Ok(m) => {
+                    knows.insert(m);
+                }
+                Err(e) => tracing::warn!("postgres: the branch did not reach a standby: {e}"),
+            }
+        }
+        knows
     }
 
     /// A rewind or clone succeeded, or a promotion made this server the primary.
@@ -1054,9 +1129,6 @@ async fn peer_position(reported: &PgState, user: &str, password: Option<&str>) -
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
-    let branches = sql::branch_file(&client, SQL_TIMEOUT).await.ok()?;
-    Some(Position {
-        branch: files::branch_in(&branches, d.timeline),
-        lsn: d.wal,
-    })
+    let branch = sql::branch(&client, d.timeline, SQL_TIMEOUT).await.ok()?;
+    Some(Position { branch, lsn: d.wal })
 }

@@ -25,6 +25,15 @@ pub struct Described {
     pub standbys: Vec<(String, u64)>,
 }
 
+/// What a failed round trip says: the server's own message when it sent one (the
+/// client's error prints only "db error" then).
+pub fn why(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
+
 /// Connects to `server` as `user` within `timeout`.
 pub async fn connect(
     server: SocketAddr,
@@ -83,7 +92,7 @@ pub async fn describe(client: &Client, timeout: Duration) -> Result<Described, S
     let (row, standbys) = tokio::time::timeout(timeout, asked)
         .await
         .map_err(|_| format!("the server did not answer within {timeout:?}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| why(&e))?;
     let lsn = |i: usize| {
         row.get::<_, Option<String>>(i)
             .as_deref()
@@ -164,7 +173,7 @@ pub async fn promote(client: &Client, timeout: Duration) -> Result<(), String> {
     tokio::time::timeout(timeout, asked)
         .await
         .map_err(|_| format!("the promotion did not end within {timeout:?}"))?
-        .map_err(|e| format!("pg_promote: {e}"))
+        .map_err(|e| format!("pg_promote: {}", why(&e)))
 }
 
 /// Runs a checkpoint (after a promotion, so the control file names the new timeline).
@@ -172,7 +181,7 @@ pub async fn checkpoint(client: &Client, timeout: Duration) -> Result<(), String
     tokio::time::timeout(timeout, client.batch_execute("CHECKPOINT"))
         .await
         .map_err(|_| format!("CHECKPOINT did not end within {timeout:?}"))?
-        .map_err(|e| format!("CHECKPOINT: {e}"))
+        .map_err(|e| format!("CHECKPOINT: {}", why(&e)))
 }
 
 /// Makes sure the control file of the primary behind `client` names its current
@@ -193,18 +202,62 @@ pub async fn checkpointed(client: &Client, timeout: Duration) -> Result<(), Stri
     }
 }
 
-/// The server's `bully.branch` file as text (empty when it has none), read through
-/// SQL (`pg_read_file`, a superuser's): what another member's manager records there.
-pub async fn branch_file(client: &Client, timeout: Duration) -> Result<String, String> {
-    let asked = client.query_one(
-        "SELECT coalesce(pg_read_file($1, 0, 1048576, true), '')",
-        &[&crate::node::postgres::files::BRANCHES],
-    );
-    let row = tokio::time::timeout(timeout, asked)
+/// The branch the server behind `client` records for `timeline`, read through SQL (a
+/// superuser's `pg_read_file` and `pg_ls_dir`): its `bully.branch` and the records
+/// coordinators wrote into its data dir (`files::branch_from`).
+pub async fn branch(client: &Client, timeline: u32, timeout: Duration) -> Result<u64, String> {
+    use crate::node::postgres::files::{branch_from, BRANCHES};
+    let asked = async {
+        let text = client
+            .query_one(
+                "SELECT coalesce(pg_read_file($1, 0, 1048576, true), '')",
+                &[&BRANCHES],
+            )
+            .await?;
+        let names = client
+            .query(
+                "SELECT name FROM pg_ls_dir('.') AS name WHERE name LIKE 'bully.branch.%'",
+                &[],
+            )
+            .await?;
+        Ok::<_, tokio_postgres::Error>((text.get::<_, String>(0), names))
+    };
+    let (text, names) = tokio::time::timeout(timeout, asked)
         .await
         .map_err(|_| "the server did not answer".to_string())?
-        .map_err(|e| format!("reading {}: {e}", crate::node::postgres::files::BRANCHES))?;
-    Ok(row.get(0))
+        .map_err(|e| format!("reading {BRANCHES}: {}", why(&e)))?;
+    let names: Vec<String> = names.iter().map(|row| row.get(0)).collect();
+    Ok(branch_from(
+        &text,
+        names.iter().map(String::as_str),
+        timeline,
+    ))
+}
+
+/// Writes a branch record into the data dir of the server behind `client` (a
+/// superuser's `COPY ... TO` a file named by [`files::written_name`]).
+pub async fn write_branch(
+    client: &Client,
+    timeline: u32,
+    term: u64,
+    timeout: Duration,
+) -> Result<(), String> {
+    let name = crate::node::postgres::files::written_name(timeline, term);
+    let asked = async {
+        // COPY takes absolute paths only.
+        let row = client
+            .query_one("SELECT current_setting('data_directory')", &[])
+            .await?;
+        let dir: String = row.get(0);
+        let path = format!("{}/{name}", dir.trim_end_matches('/')).replace('\'', "''");
+        client
+            .batch_execute(&format!("COPY (SELECT '{timeline} {term}') TO '{path}'"))
+            .await
+    };
+    tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "the standby did not answer".to_string())?
+        .map_err(|e| format!("writing {name}: {}", why(&e)))
 }
 
 /// Asks the server to reread its configuration.
@@ -213,7 +266,7 @@ pub async fn reload(client: &Client, timeout: Duration) -> Result<(), String> {
         .await
         .map_err(|_| "pg_reload_conf() did not answer".to_string())?
         .map(|_| ())
-        .map_err(|e| format!("pg_reload_conf(): {e}"))
+        .map_err(|e| format!("pg_reload_conf(): {}", why(&e)))
 }
 
 /// Creates the replication role on a primary if it is missing (a new cluster's first
@@ -252,7 +305,7 @@ async fn replication_role(
     client
         .batch_execute(&transaction)
         .await
-        .map_err(|e| format!("cannot create the replication role {user}: {e}"))
+        .map_err(|e| format!("cannot create the replication role {user}: {}", why(&e)))
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 //! for a rewind; a rewind or clone that works clears it; a rewind that fails counts,
 //! and once every attempt failed without reinit allowed the member stays out.
 
-use super::decisions::{synchronous_names, Act, Cluster, Office, REWIND_ATTEMPTS};
+use super::decisions::{synchronous_names, Act, Cluster, Office, PeerWal, REWIND_ATTEMPTS};
 use super::log::Event;
 use super::server::{parse_names, Data, State};
 use super::world::World;
+use super::Sabotage;
 use crate::protocol::NodeId;
 
 impl World {
@@ -16,6 +17,7 @@ impl World {
         office: Office,
         act: Act,
         cluster: &Cluster,
+        peers: &[PeerWal],
     ) -> Result<(), String> {
         if let Act::Wait(why) = act {
             let m = self.member_mut(id);
@@ -66,7 +68,7 @@ impl World {
                     }
                 }
             }
-            Act::Promote => return self.promote(id, office, cluster),
+            Act::Promote => return self.promote(id, office, cluster, peers),
             Act::Stop { .. } => {
                 let m = self.member_mut(id);
                 if let Some(d) = m.pg.as_mut() {
@@ -159,25 +161,57 @@ impl World {
     }
 
     /// `pg_promote()`: a new timeline; the server must hold every acknowledged commit.
-    fn promote(&mut self, id: NodeId, office: Office, cluster: &Cluster) -> Result<(), String> {
+    /// Before it, the runtime (src/node/postgres/manager.rs, `Act::Promote`) records the
+    /// office's term for the timeline PostgreSQL will pick, in its own data directory and
+    /// in that of every peer its promotion check reached (`peers` with a position); those
+    /// peers are the first [`Cluster::knows_branch`], and the names it writes for the
+    /// standbys (k as for every standby live) use them. A promotion that then fails
+    /// leaves every record. The sabotage `NamesIgnoreBranch` writes no peer's record and
+    /// names every standby under its own name (the runtime before the fix).
+    fn promote(
+        &mut self,
+        id: NodeId,
+        office: Office,
+        cluster: &Cluster,
+        peers: &[PeerWal],
+    ) -> Result<(), String> {
         // The office's term (the simulator's office counter, unique and increasing).
         let term = match office {
             Office::Leading { token } => token,
             _ => 0,
         };
-        // The runtime writes the names for every standby before it promotes
-        // (src/node/postgres/manager.rs, `Act::Promote`), and forgets the rewind.
+        let Some(next) = self.member(id).pg.as_ref().filter(|d| d.running()) else {
+            return Ok(());
+        };
+        let next = next.wal.next_timeline();
+        let knows_branch: Vec<NodeId> = match self.spec.sabotage {
+            Some(Sabotage::NamesIgnoreBranch) => cluster.knows_branch.clone(),
+            _ => {
+                let reached: Vec<NodeId> = peers
+                    .iter()
+                    .filter(|p| p.wal.is_some())
+                    .map(|p| p.id)
+                    .collect();
+                for &peer in &reached {
+                    if let Some(d) = self.member_mut(peer).pg.as_mut() {
+                        d.record_branch(next, term);
+                    }
+                }
+                reached
+            }
+        };
         let names = synchronous_names(
             id,
-            cluster,
+            &Cluster {
+                knows_branch: knows_branch.clone(),
+                ..cluster.clone()
+            },
             cluster.data_voters.len(),
             self.rules.synchronous,
         );
         let m = self.member_mut(id);
-        // It records the term for the timeline PostgreSQL will pick before it calls
-        // pg_promote: a promotion that then fails leaves the record.
-        if let Some(d) = m.pg.as_mut().filter(|d| d.running()) {
-            let next = d.wal.next_timeline();
+        m.knows_branch = Some((next, knows_branch.clone()));
+        if let Some(d) = m.pg.as_mut() {
             d.record_branch(next, term);
         }
         if std::mem::take(&mut m.fail_promote) {
@@ -208,6 +242,7 @@ impl World {
             timeline,
             branch,
             at,
+            knows: knows_branch,
         });
         self.check_holds_acknowledged(id)
     }

@@ -125,6 +125,7 @@ impl World {
         m.eligible = false;
         m.last_wait = None;
         m.report = None;
+        m.knows_branch = None;
     }
 
     fn restart(&mut self, id: NodeId) {

@@ -48,6 +48,8 @@ pub(super) enum Event {
         timeline: u32,
         branch: u64,
         at: usize,
+        /// The standbys it names under their own names (known to have its branch).
+        knows: Vec<NodeId>,
     },
     Committed {
         id: NodeId,
@@ -104,9 +106,11 @@ impl Event {
                 timeline,
                 branch,
                 at,
-            } => {
-                format!("{id} promoted: timeline {timeline} (branch {branch}) from position {at}")
-            }
+                knows,
+            } => format!(
+                "{id} promoted: timeline {timeline} (branch {branch}) from position {at}, \
+                 standbys named {knows:?}"
+            ),
             Event::Committed { id, first, count } => {
                 format!(
                     "primary {id} writes commits #{first}..#{}",

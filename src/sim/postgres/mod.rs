@@ -19,11 +19,15 @@
 //! branch is the term of the office whose promotion began the server's timeline, read
 //! from the data directory's records (`bully.branch`, src/node/postgres/files.rs). The
 //! model keeps those records as the runtime does: a promotion records its office's term
-//! for the timeline PostgreSQL will pick before promoting (a promotion that then fails
-//! leaves the record), a streaming standby records its upstream's reported (timeline,
-//! branch), a clone or a rewind copies the source's records, a wiped
-//! directory loses them. The coordinator reads a peer's branch from the peer's own
-//! records (by SQL, with its LSN).
+//! for the timeline PostgreSQL will pick before promoting, in its own data directory and
+//! in every peer's its promotion check reached (a promotion that then fails leaves the
+//! records), a streaming standby records its upstream's reported (timeline, branch), a
+//! clone or a rewind copies the source's records, a wiped directory loses them. The
+//! coordinator reads a peer's branch from the peer's own records (by SQL, with its LSN).
+//! A primary names in `synchronous_standby_names` only the standbys known to have
+//! recorded its branch (`Cluster::knows_branch`): the peers it wrote it to, then each
+//! whose report shows its timeline and branch; a restarted manager rebuilds the set
+//! from the reports alone.
 //!
 //! Files: `server` (the modelled server, its WAL and branch records), `world` (members,
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
@@ -61,7 +65,7 @@ pub enum Start {
 
 /// A deliberate flaw the simulator applies around the decisions or in its model of the
 /// runtime, to prove its checks catch what they claim to (none of these touches
-/// src/postgres_rules.rs). The last three bring back what the decisions and the runtime
+/// src/postgres_rules.rs). The last four bring back what the decisions and the runtime
 /// did before the simulator's findings were fixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sabotage {
@@ -86,25 +90,17 @@ pub enum Sabotage {
     /// fault that both pick "timeline 2" compare as one branch (seed 1097, 3 members,
     /// strict).
     TimelineNumbersOnly,
-}
-
-/// A fix the simulator proposes for something it found in the decisions or the
-/// runtime as they are, applied when a spec asks for it, so the sweeps can test
-/// everything else meanwhile (tests/postgres_sim.rs shows what breaks without it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proposal {
-    /// The branch is known wherever the WAL is: a standby records the branch of a
-    /// timeline as it streams the switch to it (the branch travels with the WAL), not
-    /// only once its upstream's report names the timeline. Without: a standby that
-    /// streamed a new primary's first commits (and acknowledged them) before that
-    /// primary's next report reads as branch 0 (no record for its timeline) until it
-    /// adopts the branch; if the new primary is gone by then, 0 ranks below every
-    /// recorded branch and a coordinator on an older branch promotes over
-    /// acknowledged commits.
-    BranchTravelsWithWal,
-    /// `may_promote` refuses while a reached peer's branch is not known (0) and this
-    /// server's is: a decisions-only mitigation.
-    UnknownBranchRefuses,
+    /// The old names: the promoting coordinator writes its branch into no peer's data
+    /// directory, and the primary names every data voter under its own name, whether or
+    /// not it is known to have recorded the primary's branch ([`Cluster::knows_branch`]
+    /// is every other data voter), so a standby that streamed a new primary's first
+    /// commits before it adopted the branch acknowledges them while it reads as branch 0;
+    /// if the new primary is gone before the standby adopts the branch, 0 ranks below
+    /// every recorded branch and a coordinator on an older branch promotes over the
+    /// acknowledged commits (seeds 87, 40 and 28).
+    ///
+    /// [`Cluster::knows_branch`]: crate::postgres_rules::Cluster::knows_branch
+    NamesIgnoreBranch,
 }
 
 /// What to simulate.
@@ -117,8 +113,6 @@ pub struct Spec {
     pub synchronous: Synchronous,
     pub start: Start,
     pub sabotage: Option<Sabotage>,
-    /// A proposed fix applied ([`Proposal`]).
-    pub proposal: Option<Proposal>,
     /// Steps during which faults are drawn.
     pub fault_steps: u64,
     /// Steps after the last fault (every member back) within which the cluster must
@@ -137,7 +131,6 @@ impl Spec {
             synchronous,
             start: Start::Running,
             sabotage: None,
-            proposal: None,
             fault_steps: 120,
             settle_steps: 60,
         }
@@ -226,14 +219,13 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, proposal {:?}), step {}: {}",
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}), step {}: {}",
             self.seed,
             self.spec.members,
             if self.spec.witness { " + witness" } else { "" },
             self.spec.synchronous,
             self.spec.start,
             self.spec.sabotage,
-            self.spec.proposal,
             self.step,
             self.what
         )?;

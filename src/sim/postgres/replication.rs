@@ -7,7 +7,7 @@
 use super::log::Event;
 use super::server::{parse_names, State};
 use super::world::{Acked, World};
-use super::{Proposal, Sabotage};
+use super::Sabotage;
 use crate::protocol::NodeId;
 use rand::Rng;
 
@@ -58,31 +58,15 @@ impl World {
             let received = source.filter(|_| !lagging).map(|u| {
                 let up = self.member(u).pg.as_ref().expect("a running upstream");
                 let upto = up.wal.len().min(own + chunk);
-                let branches = up.branches.clone();
-                (
-                    up.wal.commits[own..upto].to_vec(),
-                    up.wal.forks.clone(),
-                    branches,
-                )
+                (up.wal.commits[own..upto].to_vec(), up.wal.forks.clone())
             });
-            let with_wal = self.spec.proposal == Some(Proposal::BranchTravelsWithWal);
             let d = self.member_mut(id).pg.as_mut().expect("a standby");
             d.state = State::Standby {
                 upstream,
                 streaming,
             };
-            if let Some((commits, forks, branches)) = received {
-                let before = d.wal.timeline();
+            if let Some((commits, forks)) = received {
                 d.wal.receive(&commits, &forks);
-                let timeline = d.wal.timeline();
-                let branch = branches
-                    .iter()
-                    .rev()
-                    .find(|&&(tl, _)| tl == timeline)
-                    .map(|&(_, term)| term);
-                if let Some(branch) = branch.filter(|_| with_wal && timeline != before) {
-                    d.record_branch(timeline, branch);
-                }
             }
         }
     }

@@ -8,7 +8,7 @@ use super::decisions::{
 };
 use super::log::{Event, Log};
 use super::server::{parse_names, Data, State};
-use super::{Proposal, Sabotage, Spec, Start, Summary, Violation};
+use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
@@ -50,6 +50,10 @@ pub(super) struct Member {
     /// `report`): the outer `None`, nothing since the node started; the inner, the
     /// timeline and branch of a running server (`None`: not running then).
     pub report: Option<Option<(u32, u64)>>,
+    /// What its manager keeps while its server is primary (src/node/postgres/manager.rs):
+    /// the timeline the set is for, and the other data voters known to have recorded
+    /// that timeline's branch ([`Cluster::knows_branch`]). Lost when the node restarts.
+    pub knows_branch: Option<(u32, Vec<NodeId>)>,
 }
 
 impl Member {
@@ -71,6 +75,7 @@ impl Member {
             fail_clone: false,
             est_history: VecDeque::new(),
             report: None,
+            knows_branch: None,
         }
     }
 
@@ -190,6 +195,9 @@ impl World {
             m.pg = Some(data);
             m.eligible = true;
         }
+        // Every standby cloned the primary: each knows its branch.
+        let others = self.data_members().map(|m| m.id).filter(|&m| m != 1);
+        self.member_mut(1).knows_branch = Some((2, others.collect()));
         // Its names as the runtime writes them when it promotes (every standby named).
         let names = synchronous_names(
             1,
@@ -448,6 +456,7 @@ impl World {
             return Ok(());
         }
         self.adopt_branch(id);
+        self.confirm_branch(id);
         let m = self.member(id);
         let office = self.office_of(id);
         let server = match &m.pg {
@@ -489,10 +498,9 @@ impl World {
             let (own, peers) = (r.wal, peers.clone());
             self.event(Event::Read { id, own, peers });
         }
-        let Decision { act, eligible } =
-            self.sabotaged(id, decision, office, &server, &cluster, &peers);
+        let Decision { act, eligible } = self.sabotaged(id, decision, office, &server, &cluster);
         self.member_mut(id).eligible = eligible;
-        self.apply(id, office, act, &cluster)
+        self.apply(id, office, act, &cluster, &peers)
     }
 
     /// Whether the sabotage `TimelineNumbersOnly` reads every branch as the timeline.
@@ -525,6 +533,30 @@ impl World {
         }
     }
 
+    /// A primary's manager adds to [`Member::knows_branch`] every other data voter whose
+    /// latest report shows the primary's timeline and branch (it sees a standby adopt the
+    /// branch a look later, through the standby's report). A set for another timeline,
+    /// or none (the manager restarted), is rebuilt from the reports alone; a server that
+    /// is not primary keeps none.
+    fn confirm_branch(&mut self, id: NodeId) {
+        let Some(d) = self.member(id).pg.as_ref().filter(|d| d.primary()) else {
+            self.member_mut(id).knows_branch = None;
+            return;
+        };
+        let timeline = d.wal.timeline();
+        let shown = Some(Some((timeline, d.branch_of(timeline))));
+        let mut known = match self.member_mut(id).knows_branch.take() {
+            Some((tl, known)) if tl == timeline => known,
+            _ => Vec::new(),
+        };
+        for m in self.data_members().filter(|m| m.id != id) {
+            if !known.contains(&m.id) && self.report_seen_by(id, m.id) == shown {
+                known.push(m.id);
+            }
+        }
+        self.member_mut(id).knows_branch = Some((timeline, known));
+    }
+
     /// Member `of`'s last report as `reader`'s node has it (src/node/postgres/peers.rs):
     /// a fresh one only while the two reach each other and `of`'s node answers (a node
     /// stopped whole does not; an answer older than a few looks no longer counts).
@@ -542,8 +574,7 @@ impl World {
         (r.in_recovery && r.upstream == up).then_some(r.streaming)
     }
 
-    /// The flaw a sabotaged run puts around the decisions, and a proposal's mitigation
-    /// that wraps them (`UnknownBranchRefuses`).
+    /// The flaw a sabotaged run puts around the decisions.
     fn sabotaged(
         &self,
         id: NodeId,
@@ -551,7 +582,6 @@ impl World {
         office: Office,
         server: &Server,
         cluster: &Cluster,
-        peers: &[PeerWal],
     ) -> Decision {
         let Decision { act, eligible } = decided;
         let memory = &self.member(id).memory;
@@ -602,23 +632,12 @@ impl World {
             }
             _ => (act, eligible),
         };
-        let (act, eligible) = match (&act, server, self.spec.proposal) {
-            (Act::Promote, Server::Running(r), Some(Proposal::UnknownBranchRefuses))
-                if r.wal.branch != 0
-                    && peers
-                        .iter()
-                        .any(|p| p.wal.is_some_and(|wal| wal.branch == 0)) =>
-            {
-                let why = "refuses to promote: a reached peer's branch is not known";
-                (Act::Wait(why.into()), false)
-            }
-            _ => (act, eligible),
-        };
         Decision { act, eligible }
     }
 
     /// The cluster as member `id` knows it.
     pub fn cluster_for(&self, id: NodeId) -> Cluster {
+        let knows_branch = self.knows_branch(id);
         let leader_primary = self.office.is_some_and(|h| {
             self.reach(id, h.leader)
                 && self
@@ -636,14 +655,34 @@ impl World {
                 .filter(|m| m.id != id)
                 .all(|m| self.reach(id, m.id) && m.pg.is_none()),
             leader_primary,
-            streaming: self.streaming_from(id),
+            streaming: self.streaming_from(id, &knows_branch),
+            knows_branch,
         }
     }
 
-    /// The other data members whose standbys stream from `id`'s server now.
-    pub fn streaming_from(&self, id: NodeId) -> usize {
+    /// [`Cluster::knows_branch`] for `id`: its manager's set for its server's timeline
+    /// (none for another timeline), or every other data voter under the sabotage
+    /// `NamesIgnoreBranch`.
+    fn knows_branch(&self, id: NodeId) -> Vec<NodeId> {
+        if self.spec.sabotage == Some(Sabotage::NamesIgnoreBranch) {
+            return self
+                .data_members()
+                .map(|m| m.id)
+                .filter(|&m| m != id)
+                .collect();
+        }
+        let m = self.member(id);
+        match (&m.knows_branch, &m.pg) {
+            (Some((timeline, known)), Some(d)) if *timeline == d.wal.timeline() => known.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The other data members whose standbys stream from `id`'s server now and are known
+    /// to have recorded its branch (`knows`).
+    fn streaming_from(&self, id: NodeId, knows: &[NodeId]) -> usize {
         self.data_members()
-            .filter(|m| m.id != id)
+            .filter(|m| m.id != id && knows.contains(&m.id))
             .filter(|m| {
                 m.pg.as_ref().is_some_and(|d| {
                     d.state
