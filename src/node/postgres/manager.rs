@@ -288,11 +288,14 @@ impl Loop {
             return;
         };
         let dir = &self.m.config.data_dir;
-        if branch == 0 || files::branch_of(dir, timeline) == branch {
+        // The highest record for a timeline is the one read (`files::branch_of`).
+        if branch == 0 || files::branch_of(dir, timeline) >= branch {
             return;
         }
         match files::record_branch(dir, timeline, branch, self.m.programs.owner()) {
-            Ok(()) if timeline == running.timeline => running.wal.branch = branch,
+            Ok(()) if timeline == running.timeline => {
+                running.wal.branch = files::branch_of(dir, timeline)
+            }
             Ok(()) => {}
             Err(e) => tracing::warn!("postgres: {e}"),
         }

@@ -7,7 +7,7 @@ use super::decisions::{synchronous_names, Act, Cluster, Office, PeerWal, REWIND_
 use super::log::Event;
 use super::server::{parse_names, Data, State};
 use super::world::World;
-use super::Sabotage;
+use super::{Proposal, Sabotage};
 use crate::protocol::NodeId;
 
 impl World {
@@ -187,14 +187,23 @@ impl World {
         let knows_branch: Vec<NodeId> = match self.spec.sabotage {
             Some(Sabotage::NamesIgnoreBranch) => cluster.knows_branch.clone(),
             _ => {
+                let only_below = self.proposes(Proposal::PeerBranchOnlyBelow);
                 let reached: Vec<NodeId> = peers
                     .iter()
                     .filter(|p| p.wal.is_some())
                     .map(|p| p.id)
+                    .filter(|&p| {
+                        !only_below
+                            || self
+                                .member(p)
+                                .pg
+                                .as_ref()
+                                .is_some_and(|d| d.wal.timeline() < next)
+                    })
                     .collect();
                 for &peer in &reached {
                     if let Some(d) = self.member_mut(peer).pg.as_mut() {
-                        d.record_branch(next, term);
+                        d.write_branch(next, term);
                     }
                 }
                 reached

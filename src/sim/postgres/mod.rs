@@ -103,6 +103,28 @@ pub enum Sabotage {
     NamesIgnoreBranch,
 }
 
+/// A fix the simulator proposes for something it found in the runtime as it is, applied
+/// when a spec asks for it (tests/postgres_sim.rs, `found_*`, shows what breaks
+/// without it). The sweeps run without any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proposal {
+    /// The promoting coordinator writes its branch record only into the reached peers
+    /// whose current timeline is below the new one: in a peer already on that timeline
+    /// number (another branch's: two promotions on two sides of a fault can pick one
+    /// number, seed 1097) the record would relabel the peer's own WAL with this office's
+    /// term, and the peer would then outrank the commits acknowledged on this branch
+    /// (seeds 11325 and 3072).
+    PeerBranchOnlyBelow,
+    /// A timeline without a record reads as the branch of the newest timeline of its
+    /// history (PostgreSQL's `<timeline>.history`) that has one, not as 0: a standby
+    /// that streamed past a new primary's timeline switch before it could adopt the
+    /// branch (the primary's node stopped, or not reached) keeps the rank of the WAL it
+    /// holds, whose acknowledged commits are all before the switch (seed 15963).
+    UnknownBranchInherits,
+    /// Both.
+    Both,
+}
+
 /// What to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
@@ -113,6 +135,8 @@ pub struct Spec {
     pub synchronous: Synchronous,
     pub start: Start,
     pub sabotage: Option<Sabotage>,
+    /// A proposed fix applied ([`Proposal`]).
+    pub proposal: Option<Proposal>,
     /// Steps during which faults are drawn.
     pub fault_steps: u64,
     /// Steps after the last fault (every member back) within which the cluster must
@@ -131,6 +155,7 @@ impl Spec {
             synchronous,
             start: Start::Running,
             sabotage: None,
+            proposal: None,
             fault_steps: 120,
             settle_steps: 60,
         }
@@ -219,13 +244,14 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}), step {}: {}",
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, proposal {:?}), step {}: {}",
             self.seed,
             self.spec.members,
             if self.spec.witness { " + witness" } else { "" },
             self.spec.synchronous,
             self.spec.start,
             self.spec.sabotage,
+            self.spec.proposal,
             self.step,
             self.what
         )?;

@@ -83,6 +83,18 @@ impl Wal {
     }
 }
 
+/// How the runtime reads a server's branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// The record for its current timeline (0 without one).
+    Records,
+    /// The sabotage `TimelineNumbersOnly`: the timeline number.
+    TimelineNumbers,
+    /// The proposal `UnknownBranchInherits`: the record for the newest timeline of its
+    /// history that has one (its current timeline's first).
+    RecordsOrAncestor,
+}
+
 /// Whether and how the server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum State {
@@ -114,6 +126,10 @@ pub(super) struct Data {
     /// a timeline wins. A file in the data directory: a clone or a rewind copies the
     /// source's, a wipe loses it.
     pub branches: Vec<(u32, u64)>,
+    /// `bully.branch.<timeline>.<term>`: the records coordinators wrote into this data
+    /// directory before promoting (src/node/postgres/files.rs, `written_name`); copied
+    /// and lost with the directory as `branches`.
+    pub written: Vec<(u32, u64)>,
 }
 
 impl Data {
@@ -130,6 +146,7 @@ impl Data {
             decided_k: None,
             pending: Vec::new(),
             branches: Vec::new(),
+            written: Vec::new(),
         }
     }
 
@@ -141,18 +158,31 @@ impl Data {
             wal: source.wal.clone(),
             names: source.names.clone(),
             branches: source.branches.clone(),
+            written: source.written.clone(),
             ..Data::initdb()
         }
     }
 
-    /// The term recorded for `timeline` (the last record wins); 0 when none is
-    /// (src/node/postgres/files.rs, `branch_of`).
+    /// The term recorded for `timeline`: the highest of `bully.branch`'s last record for
+    /// it and the records coordinators wrote; 0 when none is (src/node/postgres/files.rs,
+    /// `branch_of`).
     pub fn branch_of(&self, timeline: u32) -> u64 {
-        self.branches
+        let own = self
+            .branches
             .iter()
             .rev()
             .find(|&&(tl, _)| tl == timeline)
-            .map_or(0, |&(_, term)| term)
+            .map_or(0, |&(_, term)| term);
+        self.written
+            .iter()
+            .filter(|&&(tl, _)| tl == timeline)
+            .map(|&(_, term)| term)
+            .fold(own, u64::max)
+    }
+
+    /// A coordinator about to promote wrote `term` for `timeline` here (`write_branch`).
+    pub fn write_branch(&mut self, timeline: u32, term: u64) {
+        self.written.push((timeline, term));
     }
 
     /// Records that `timeline` began in the office of `term` (`record_branch`).
@@ -160,14 +190,21 @@ impl Data {
         self.branches.push((timeline, term));
     }
 
-    /// Where the WAL ends as the runtime reads it locally: the branch recorded for the
-    /// current timeline, or (`timeline_numbers`, the sabotage) the timeline number.
-    pub fn position(&self, timeline_numbers: bool) -> Position {
+    /// Where the WAL ends as the runtime reads it locally ([`Reading`]).
+    pub fn position(&self, reading: Reading) -> Position {
         let timeline = self.wal.timeline();
         Position {
-            branch: match timeline_numbers {
-                true => u64::from(timeline),
-                false => self.branch_of(timeline),
+            branch: match reading {
+                Reading::TimelineNumbers => u64::from(timeline),
+                Reading::Records => self.branch_of(timeline),
+                Reading::RecordsOrAncestor => self
+                    .wal
+                    .forks
+                    .iter()
+                    .rev()
+                    .map(|&(tl, _)| self.branch_of(tl))
+                    .find(|&branch| branch != 0)
+                    .unwrap_or(0),
             },
             lsn: self.wal.lsn(),
         }
@@ -193,8 +230,8 @@ impl Data {
         self.pending.clear();
     }
 
-    /// The server as the manager finds it (`timeline_numbers`: see [`Data::position`]).
-    pub fn seen(&self, timeline_numbers: bool) -> Seen {
+    /// The server as the manager finds it (`reading`: see [`Data::position`]).
+    pub fn seen(&self, reading: Reading) -> Seen {
         match self.state {
             State::Stopped { was_primary, clean } => Seen::Stopped { was_primary, clean },
             State::Standby {
@@ -203,7 +240,7 @@ impl Data {
             } => Seen::Running(Running {
                 in_recovery: true,
                 timeline: self.wal.timeline(),
-                wal: self.position(timeline_numbers),
+                wal: self.position(reading),
                 upstream,
                 streaming,
                 synchronous_standby_names: self.names.clone(),
@@ -211,7 +248,7 @@ impl Data {
             State::Primary => Seen::Running(Running {
                 in_recovery: false,
                 timeline: self.wal.timeline(),
-                wal: self.position(timeline_numbers),
+                wal: self.position(reading),
                 upstream: None,
                 streaming: false,
                 synchronous_standby_names: self.names.clone(),
@@ -267,28 +304,41 @@ mod tests {
     }
 
     #[test]
-    fn the_last_record_for_a_timeline_wins_and_copies_carry_them() {
+    fn the_highest_of_the_last_record_and_the_written_ones_wins_and_copies_carry_them() {
         let mut data = Data::initdb();
-        assert_eq!(data.position(false), Position::default());
+        assert_eq!(data.position(Reading::Records), Position::default());
         data.record_branch(2, 5);
         data.record_branch(3, 6);
         data.record_branch(2, 7);
         assert_eq!(data.branch_of(2), 7);
         assert_eq!(data.branch_of(3), 6);
         assert_eq!(data.branch_of(1), 0, "initdb's timeline has no record");
+        data.write_branch(3, 4);
+        assert_eq!(data.branch_of(3), 6, "the highest record counts");
+        data.write_branch(3, 9);
+        assert_eq!(data.branch_of(3), 9, "a coordinator's record counts too");
+        data.record_branch(3, 6);
         data.wal.fork();
         data.wal.commits.push(1);
         assert_eq!(data.wal.timeline(), 2);
         assert_eq!(
-            data.position(false),
+            data.position(Reading::Records),
             Position {
                 branch: 7,
                 lsn: COMMIT_BYTES
             }
         );
-        assert_eq!(data.position(true).branch, 2, "the sabotage's old rank");
+        assert_eq!(
+            data.position(Reading::TimelineNumbers).branch,
+            2,
+            "the sabotage's old rank"
+        );
         let copy = Data::copy_of(&data);
         assert_eq!(copy.branches, data.branches);
-        assert_eq!(copy.position(false), data.position(false));
+        assert_eq!(copy.written, data.written);
+        assert_eq!(
+            copy.position(Reading::Records),
+            data.position(Reading::Records)
+        );
     }
 }

@@ -7,8 +7,8 @@ use super::decisions::{
     PeerWal, Position, Rules, Server, FAILED_STARTS,
 };
 use super::log::{Event, Log};
-use super::server::{parse_names, Data, State};
-use super::{Sabotage, Spec, Start, Summary, Violation};
+use super::server::{parse_names, Data, Reading, State};
+use super::{Proposal, Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
@@ -80,10 +80,10 @@ impl Member {
     }
 
     /// Its estimate now: the rank of its running server's position, else 0
-    /// (`timeline_numbers`: see [`Data::position`]).
-    pub fn est(&self, timeline_numbers: bool) -> u64 {
+    /// (`reading`: see [`Data::position`]).
+    pub fn est(&self, reading: Reading) -> u64 {
         match &self.pg {
-            Some(d) if d.running() => rank(d.position(timeline_numbers)),
+            Some(d) if d.running() => rank(d.position(reading)),
             _ => 0,
         }
     }
@@ -333,9 +333,9 @@ impl World {
         self.replicate();
         self.acknowledge();
         self.check_one_primary()?;
-        let timeline_numbers = self.timeline_numbers();
+        let reading = self.reading();
         for m in &mut self.members {
-            let est = m.est(timeline_numbers);
+            let est = m.est(reading);
             m.est_history.push_back(est);
             if m.est_history.len() > EST_KEPT {
                 m.est_history.pop_front();
@@ -402,7 +402,7 @@ impl World {
                     Some(age) if m.est_history.len() > age => {
                         m.est_history[m.est_history.len() - 1 - age]
                     }
-                    _ => m.est(self.timeline_numbers()),
+                    _ => m.est(self.reading()),
                 };
                 (est, m.id)
             })
@@ -460,7 +460,7 @@ impl World {
         let m = self.member(id);
         let office = self.office_of(id);
         let server = match &m.pg {
-            Some(d) => d.seen(self.timeline_numbers()),
+            Some(d) => d.seen(self.reading()),
             None => Server::Absent,
         };
         let cluster = self.cluster_for(id);
@@ -470,11 +470,15 @@ impl World {
         };
         let on_time = self.on_time(&server, office);
         let rules = self.rules;
+        let reported = match self.reading() {
+            Reading::TimelineNumbers => Reading::Records,
+            reading => reading,
+        };
         // What this look reports (the runtime sends it after acting, as observed).
         let report = Some(match &server {
             Server::Running(r) => {
                 m.pg.as_ref()
-                    .map(|d| (r.timeline, d.position(false).branch))
+                    .map(|d| (r.timeline, d.position(reported).branch))
             }
             _ => None,
         });
@@ -503,9 +507,22 @@ impl World {
         self.apply(id, office, act, &cluster, &peers)
     }
 
-    /// Whether the sabotage `TimelineNumbersOnly` reads every branch as the timeline.
-    pub fn timeline_numbers(&self) -> bool {
-        self.spec.sabotage == Some(Sabotage::TimelineNumbersOnly)
+    /// How branches are read: from the records, or every branch as the timeline (the
+    /// sabotage `TimelineNumbersOnly`), or from the newest recorded timeline of the
+    /// history (the proposal `UnknownBranchInherits`).
+    pub fn reading(&self) -> Reading {
+        if self.spec.sabotage == Some(Sabotage::TimelineNumbersOnly) {
+            Reading::TimelineNumbers
+        } else if self.proposes(Proposal::UnknownBranchInherits) {
+            Reading::RecordsOrAncestor
+        } else {
+            Reading::Records
+        }
+    }
+
+    /// Whether the spec applies `proposal` (alone or with the other).
+    pub fn proposes(&self, proposal: Proposal) -> bool {
+        self.spec.proposal == Some(proposal) || self.spec.proposal == Some(Proposal::Both)
     }
 
     /// A streaming standby records its upstream's reported (timeline, branch) when its
@@ -701,7 +718,7 @@ impl World {
     /// reached at `Position::default()`), nor is one without a fresh report, down, cut
     /// off or stopped.
     fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
-        let timeline_numbers = self.timeline_numbers();
+        let reading = self.reading();
         let absent = match self.spec.sabotage {
             Some(Sabotage::AbsentCountsAsReached) => Some(Position::default()),
             _ => None,
@@ -713,17 +730,7 @@ impl World {
                 wal: match (&m.pg, self.report_seen_by(id, m.id)) {
                     (_, None) => None,
                     (None, Some(_)) => absent,
-                    (Some(d), Some(_)) if d.running() => {
-                        let timeline = d.wal.timeline();
-                        let branch = match timeline_numbers {
-                            true => u64::from(timeline),
-                            false => d.branch_of(timeline),
-                        };
-                        Some(Position {
-                            branch,
-                            lsn: d.wal.lsn(),
-                        })
-                    }
+                    (Some(d), Some(_)) if d.running() => Some(d.position(reading)),
                     (Some(_), Some(_)) => None,
                 },
             })
