@@ -78,7 +78,9 @@ kill)
         rm -f "run/$name.pid"
     done
     if pid=$(server_pid "$2"); then
-        kill -9 -- "-$pid" && echo "killed server $2 (process group $pid)"
+        # PostgreSQL's children lead sessions of their own: each is killed by its PID.
+        children=$(ps -o pid= --ppid "$pid" || true)
+        kill -9 "$pid" $children && echo "killed server $2 (postmaster $pid and its children)"
     fi
     ;;
 restart)
@@ -95,6 +97,9 @@ stop)
         fi
         rm -f "run/$name.pid"
     done
+    # A manager that was acting as its node stopped may have started its server
+    # a moment before: let the nodes finish, then stop every server still running.
+    sleep 1
     for id in $ids; do
         if pid=$(server_pid "$id"); then
             kill -s INT "$pid" && echo "stopped server $id (fast shutdown)"
