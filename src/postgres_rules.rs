@@ -19,6 +19,7 @@
 //! - A member without data clones itself from the coordinator's primary; the first
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
+use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
 use serde::{Deserialize, Serialize};
 
@@ -228,7 +229,7 @@ pub fn application_name(id: NodeId) -> String {
 /// and every majority of `voters` (witnesses included, all of them in the worst case)
 /// meets them: k + 1 + (majority - witnesses) > data members ⇔ k ≥ voters - majority.
 pub fn synchronous_count(voters: usize) -> usize {
-    voters - (voters / 2 + 1)
+    voters - majority_of(voters)
 }
 
 /// The name that stands in `synchronous_standby_names` for a member whose standby does
@@ -273,7 +274,7 @@ pub fn synchronous_names(
 /// this keeps its office and waits (a resignation would only pass the same wait on,
 /// and the keeper's fence of its server would take one more server out of reach).
 pub fn too_few_reached(peers: &[PeerWal], cluster: &Cluster, rules: &Rules) -> bool {
-    let majority = cluster.voters / 2 + 1;
+    let majority = majority_of(cluster.voters);
     let witnesses = cluster.voters - cluster.data_voters.len();
     let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
     rules.synchronous != Synchronous::Off && !cluster.all_absent && reached + witnesses < majority
@@ -287,7 +288,7 @@ pub fn may_promote(
     cluster: &Cluster,
     rules: &Rules,
 ) -> Result<(), String> {
-    let majority = cluster.voters / 2 + 1;
+    let majority = majority_of(cluster.voters);
     let witnesses = cluster.voters - cluster.data_voters.len();
     let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
     if let Some(ahead) = peers
@@ -628,7 +629,7 @@ mod tests {
     fn k_lets_every_majority_meet_the_acknowledged_commits() {
         for voters in 1..=9usize {
             let k = synchronous_count(voters);
-            let majority = voters / 2 + 1;
+            let majority = majority_of(voters);
             // The commit is on k + 1 servers; the smallest majority of the others
             // (the primary dead) must still meet it.
             assert!(k + majority > voters - 1, "voters {voters}: k {k}");

@@ -45,7 +45,7 @@ const PROTOCOL: Layer = Layer {
 const POSTGRES_RULES: Layer = Layer {
     dir: "src/postgres_rules.rs",
     also_forbidden: &[("std::time", "clock (the runtime passes what it saw in)")],
-    allowed_crate_paths: &["protocol::NodeId"],
+    allowed_crate_paths: &["protocol::NodeId", "protocol::membership::majority_of"],
     tests_too: true,
 };
 

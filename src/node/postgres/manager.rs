@@ -532,7 +532,7 @@ impl Loop {
     /// The other data voters' ranks, read from their servers directly (their own
     /// reports may be a look old), until a majority answered and a little after.
     async fn peer_wals(&self, cluster: &Cluster) -> Vec<PeerWal> {
-        let majority = cluster.voters / 2 + 1;
+        let majority = crate::protocol::membership::majority_of(cluster.voters);
         let witnesses = cluster.voters - cluster.data_voters.len();
         let mut asked: futures::stream::FuturesUnordered<_> = cluster
             .data_voters
