@@ -122,8 +122,9 @@ pub struct Cluster {
     pub all_absent: bool,
     /// The coordinator's server is running as a primary (known from its status).
     pub leader_primary: bool,
-    /// On a primary: the other data voters whose standbys stream from it now and
-    /// know its branch.
+    /// On a primary: how many other data voters' standbys stream from it now, whether or
+    /// not they are known to hold its branch (`quorum` lowers k to these; the names
+    /// gate which of them acknowledge).
     pub streaming: usize,
     /// On a primary: the other data voters known to have recorded its branch for its
     /// timeline (written to them before the promotion, or seen in their reports). Only
@@ -223,6 +224,23 @@ pub fn rank(position: Position) -> u64 {
 /// The application name a member's standby streams under (`bully_<id>`).
 pub fn application_name(id: NodeId) -> String {
     format!("bully_{id}")
+}
+
+/// The branch a server's WAL ranks as: the first recorded branch along its timeline's
+/// `lineage`, newest first (the timeline itself, then the ancestors its history names).
+/// A timeline without a record inherits its newest recorded ancestor's branch rather
+/// than read as 0: a standby that streamed past a new primary's timeline switch before
+/// it could record the branch holds no commit acknowledged on the new timeline, so it
+/// keeps the rank of the branch it came from (found by the simulator, seed 15963).
+pub fn lineage_branch(
+    lineage: impl IntoIterator<Item = u32>,
+    recorded: impl Fn(u32) -> u64,
+) -> u64 {
+    lineage
+        .into_iter()
+        .map(recorded)
+        .find(|&branch| branch != 0)
+        .unwrap_or(0)
 }
 
 /// k of `ANY k (...)`: every commit a primary acknowledges is then on k + 1 servers,

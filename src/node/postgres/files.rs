@@ -147,27 +147,75 @@ pub fn write_conf(data_dir: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Res
 /// The file in the data dir where bully records which office began each timeline.
 pub const BRANCHES: &str = "bully.branch";
 
-/// The term recorded for `timeline` (the last record wins); 0 when none is.
-pub fn branch_of(data_dir: &Path, timeline: u32) -> u64 {
-    let text = std::fs::read_to_string(data_dir.join(BRANCHES)).unwrap_or_default();
-    let names: Vec<String> = std::fs::read_dir(data_dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str().map(String::from))
-        .collect();
-    branch_from(&text, names.iter().map(String::as_str), timeline)
+/// The branch records a data dir holds: `bully.branch`'s text and the names of the
+/// records coordinators wrote into it ([`written_name`]). Read from the disk for the
+/// local server, by SQL for a peer's (src/node/postgres/sql.rs, `records`).
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    pub text: String,
+    pub names: Vec<String>,
 }
 
-/// The term recorded for `timeline` in a data dir whose `bully.branch` holds `text`
-/// and whose files are named `names`: the highest of the file's last record and the
-/// records coordinators wrote ([`written_name`]); 0 when none is.
-pub fn branch_from<'a>(text: &str, names: impl Iterator<Item = &'a str>, timeline: u32) -> u64 {
-    names
-        .filter_map(written_record)
-        .filter(|&(tl, _)| tl == timeline)
-        .map(|(_, term)| term)
-        .fold(branch_in(text, timeline), u64::max)
+impl Records {
+    /// The records in `data_dir` (none when it cannot be read).
+    pub fn read(data_dir: &Path) -> Records {
+        Records {
+            text: std::fs::read_to_string(data_dir.join(BRANCHES)).unwrap_or_default(),
+            names: std::fs::read_dir(data_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str().map(String::from))
+                .filter(|name| written_record(name).is_some())
+                .collect(),
+        }
+    }
+
+    /// The term recorded for `timeline`: the highest of the file's last record and the
+    /// records coordinators wrote; 0 when none is.
+    pub fn branch(&self, timeline: u32) -> u64 {
+        self.names
+            .iter()
+            .filter_map(|name| written_record(name))
+            .filter(|&(tl, _)| tl == timeline)
+            .map(|(_, term)| term)
+            .fold(branch_in(&self.text, timeline), u64::max)
+    }
+
+    /// The branch the WAL on `timeline` ranks as, given the timeline's history file
+    /// (`history`, empty for timeline 1): its own record, else its newest recorded
+    /// ancestor's (`postgres_rules::lineage_branch`).
+    pub fn wal_branch(&self, timeline: u32, history: &str) -> u64 {
+        let ancestors = ancestors_in(history);
+        let lineage = std::iter::once(timeline).chain(ancestors.into_iter().rev());
+        crate::postgres_rules::lineage_branch(lineage, |tl| self.branch(tl))
+    }
+}
+
+/// The term recorded for `timeline` in `data_dir` ([`Records::branch`]).
+pub fn branch_of(data_dir: &Path, timeline: u32) -> u64 {
+    Records::read(data_dir).branch(timeline)
+}
+
+/// The branch the local WAL on `timeline` ranks as ([`Records::wal_branch`]).
+pub fn wal_branch(data_dir: &Path, timeline: u32) -> u64 {
+    let history = std::fs::read_to_string(data_dir.join(history_file(timeline)));
+    Records::read(data_dir).wal_branch(timeline, &history.unwrap_or_default())
+}
+
+/// PostgreSQL's history file for `timeline`, relative to the data dir: one line per
+/// ancestor timeline, oldest first (timeline 1 has none).
+pub fn history_file(timeline: u32) -> String {
+    format!("pg_wal/{timeline:08X}.history")
+}
+
+/// The ancestor timelines a history file names, oldest first (comment and blank lines
+/// skipped).
+pub fn ancestors_in(history: &str) -> Vec<u32> {
+    history
+        .lines()
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .collect()
 }
 
 /// The record a coordinator wrote into this data dir before its promotion
@@ -222,11 +270,7 @@ pub fn record_branch(
 /// probes them).
 pub fn next_timeline(data_dir: &Path, timeline: u32) -> u32 {
     let mut newest = timeline;
-    while data_dir
-        .join("pg_wal")
-        .join(format!("{:08X}.history", newest + 1))
-        .exists()
-    {
+    while data_dir.join(history_file(newest + 1)).exists() {
         newest += 1;
     }
     newest + 1
@@ -299,6 +343,25 @@ mod tests {
             9,
             "the highest claim is the newest"
         );
+    }
+
+    #[test]
+    fn a_timeline_without_a_record_ranks_as_its_newest_recorded_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pg_wal")).unwrap();
+        let history = "1\t0/3000000\tno recovery target specified\n\n\
+                       # a comment\n2\t0/5000000\tno recovery target specified\n";
+        std::fs::write(dir.path().join(history_file(3)), history).unwrap();
+        assert_eq!(ancestors_in(history), vec![1, 2]);
+        assert_eq!(wal_branch(dir.path(), 3), 0, "nothing recorded");
+        record_branch(dir.path(), 1, 4, None).unwrap();
+        assert_eq!(wal_branch(dir.path(), 3), 4, "timeline 1's");
+        record_branch(dir.path(), 2, 6, None).unwrap();
+        assert_eq!(wal_branch(dir.path(), 3), 6, "the newest ancestor's");
+        record_branch(dir.path(), 3, 8, None).unwrap();
+        assert_eq!(wal_branch(dir.path(), 3), 8, "its own");
+        assert_eq!(branch_of(dir.path(), 4), 0, "a record is per timeline");
+        assert_eq!(wal_branch(dir.path(), 4), 0, "no history: no ancestor");
     }
 
     #[test]

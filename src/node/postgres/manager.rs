@@ -100,6 +100,9 @@ struct Loop {
     /// standby's own reading lags while its WAL receiver reconnects, and its timeline
     /// never goes back while it runs.
     seen_timeline: Option<(i32, u32)>,
+    /// The node's tasks: once they stop, no server is started (a look cut short by the
+    /// stop would leave it running without its node).
+    tasks: NodeTasks,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -120,6 +123,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         seen_timeline: None,
         knows: Default::default(),
         reached: Vec::new(),
+        tasks: tasks.clone(),
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -194,10 +198,7 @@ impl Loop {
                 }
                 let from = self.server_of(leader)?;
                 self.stop_server(timeout).await?;
-                self.move_aside()?;
-                self.clone_from(from).await?;
-                self.forget_rewind(true);
-                self.start_server(Some(from), true).await?;
+                self.reinit_from(from).await?;
                 Ok(format!(
                     "cloned afresh from node {leader}'s server ({from}); the old data dir is kept aside"
                 ))
@@ -294,7 +295,7 @@ impl Loop {
         }
         match files::record_branch(dir, timeline, branch, self.m.programs.owner()) {
             Ok(()) if timeline == running.timeline => {
-                running.wal.branch = files::branch_of(dir, timeline)
+                running.wal.branch = files::wal_branch(dir, timeline)
             }
             Ok(()) => {}
             Err(e) => tracing::warn!("postgres: {e}"),
@@ -389,9 +390,12 @@ impl Loop {
         let streaming = described
             .map(|d| {
                 let names: Vec<&str> = d.standbys.iter().map(|(n, _)| n.as_str()).collect();
+                // Every live standby counts toward k, known or not: the names alone
+                // gate which of them acknowledge (a standby not yet known to hold the
+                // branch stands under a name nothing connects as), so commits wait for
+                // one to learn it rather than be acknowledged by the primary alone.
                 others
                     .iter()
-                    .filter(|m| knows_branch.contains(m))
                     .filter(|&&m| {
                         let seen = names.contains(&rules::application_name(m).as_str());
                         self.standby_seen
@@ -492,7 +496,7 @@ impl Loop {
                     in_recovery: d.in_recovery,
                     timeline: d.timeline,
                     wal: Position {
-                        branch: files::branch_of(&self.m.config.data_dir, d.timeline),
+                        branch: files::wal_branch(&self.m.config.data_dir, d.timeline),
                         lsn: d.wal,
                     },
                     upstream: d.upstream.and_then(|up| self.member_at(up)),
@@ -708,10 +712,7 @@ impl Loop {
             Act::Reinit { from } => {
                 let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
-                self.move_aside()?;
-                self.clone_from(from).await?;
-                self.forget_rewind(true);
-                self.start_server(Some(from), true).await?;
+                self.reinit_from(from).await?;
                 Ok(format!(
                     "cloned afresh from {from}; the old data dir is kept aside"
                 ))
@@ -769,7 +770,8 @@ impl Loop {
     }
 
     /// Writes this office's branch for `timeline` into the data dir of every server the
-    /// promotion check reached, at once; returns the members that took it.
+    /// promotion check reached whose timeline is below it, at once; returns the members
+    /// that took it.
     async fn write_branch_to_reached(
         &self,
         timeline: u32,
@@ -781,16 +783,26 @@ impl Loop {
             let (user, password) = (c.superuser.user.clone(), self.m.superuser_password.clone());
             Some(async move {
                 let client = sql::connect(listen, &user, password.as_deref(), SQL_TIMEOUT).await?;
+                // A peer already on `timeline`'s number is on another branch's timeline
+                // (two promotions on two sides of a fault can pick one number): the
+                // record would relabel its own WAL with this office's term, and it would
+                // outrank the commits acknowledged here (the simulator's seeds 11325 and
+                // 3072). It learns the branch when it follows, from this primary's report.
+                let on = sql::describe(&client, SQL_TIMEOUT).await?.timeline;
+                if on >= timeline {
+                    return Ok(None);
+                }
                 sql::write_branch(&client, timeline, term, SQL_TIMEOUT).await?;
-                Ok::<NodeId, String>(m)
+                Ok::<Option<NodeId>, String>(Some(m))
             })
         });
         let mut knows = std::collections::BTreeSet::new();
         for result in futures::future::join_all(writes).await {
             match result {
-                Ok(m) => {
+                Ok(Some(m)) => {
                     knows.insert(m);
                 }
+                Ok(None) => {}
                 Err(e) => tracing::warn!("postgres: the branch did not reach a standby: {e}"),
             }
         }
@@ -956,8 +968,22 @@ impl Loop {
             .unwrap_or_default()
     }
 
-    /// Renames the data dir to `<data_dir>.aside`, replacing an older one.
-    fn move_aside(&self) -> Result<(), String> {
+    /// A fresh clone from `from` with the old data dir kept aside, then a start as its
+    /// standby. If the clone fails the old data comes back: a member without data no
+    /// longer counts toward the promotion check's majority (the simulator's seed 55940).
+    async fn reinit_from(&mut self, from: std::net::SocketAddr) -> Result<(), String> {
+        let aside = self.move_aside()?;
+        if let Err(e) = self.clone_from(from).await {
+            self.put_back(&aside)?;
+            return Err(format!("{e}; the old data dir is back in place"));
+        }
+        self.forget_rewind(true);
+        self.start_server(Some(from), true).await
+    }
+
+    /// Renames the data dir to `<data_dir>.aside`, replacing an older one; returns
+    /// where it went.
+    fn move_aside(&self) -> Result<PathBuf, String> {
         let dir = &self.m.config.data_dir;
         let mut aside = dir.clone().into_os_string();
         aside.push(".aside");
@@ -969,6 +995,19 @@ impl Loop {
         std::fs::rename(dir, &aside)
             .map_err(|e| format!("cannot move {} aside: {e}", dir.display()))?;
         tracing::warn!(aside = %aside.display(), "postgres: the old data dir is kept aside");
+        Ok(aside)
+    }
+
+    /// Puts the data dir moved `aside` back in place of what a failed clone left.
+    fn put_back(&self, aside: &std::path::Path) -> Result<(), String> {
+        let dir = &self.m.config.data_dir;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .map_err(|e| format!("cannot remove the failed clone {}: {e}", dir.display()))?;
+        }
+        std::fs::rename(aside, dir)
+            .map_err(|e| format!("cannot put {} back: {e}", aside.display()))?;
+        tracing::warn!(dir = %dir.display(), "postgres: the clone failed; the old data dir is back");
         Ok(())
     }
 
@@ -985,6 +1024,9 @@ impl Loop {
         if standby {
             self.write_conf(upstream, "", None)?;
             files::standby_signal(&c.data_dir, self.m.programs.owner())?;
+        }
+        if self.tasks.is_stopped() {
+            return Err("the node is stopping: the server stays stopped".into());
         }
         let stale = c.data_dir.join("postmaster.pid");
         if stale.exists() {
@@ -1132,6 +1174,8 @@ async fn peer_position(reported: &PgState, user: &str, password: Option<&str>) -
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
-    let branch = sql::branch(&client, d.timeline, SQL_TIMEOUT).await.ok()?;
+    let branch = sql::wal_branch(&client, d.timeline, SQL_TIMEOUT)
+        .await
+        .ok()?;
     Some(Position { branch, lsn: d.wal })
 }

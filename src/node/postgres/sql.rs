@@ -202,36 +202,33 @@ pub async fn checkpointed(client: &Client, timeout: Duration) -> Result<(), Stri
     }
 }
 
-/// The branch the server behind `client` records for `timeline`, read through SQL (a
-/// superuser's `pg_read_file` and `pg_ls_dir`): its `bully.branch` and the records
-/// coordinators wrote into its data dir (`files::branch_from`).
-pub async fn branch(client: &Client, timeline: u32, timeout: Duration) -> Result<u64, String> {
-    use crate::node::postgres::files::{branch_from, BRANCHES};
+/// The branch the WAL of the server behind `client` on `timeline` ranks as, read
+/// through SQL (a superuser's `pg_read_file` and `pg_ls_dir`): its `bully.branch`, the
+/// records coordinators wrote into its data dir and the timeline's history file
+/// ([`files::Records::wal_branch`]).
+pub async fn wal_branch(client: &Client, timeline: u32, timeout: Duration) -> Result<u64, String> {
+    use crate::node::postgres::files::{history_file, Records, BRANCHES};
+    const READ: &str = "SELECT coalesce(pg_read_file($1, 0, 1048576, true), '')";
     let asked = async {
-        let text = client
-            .query_one(
-                "SELECT coalesce(pg_read_file($1, 0, 1048576, true), '')",
-                &[&BRANCHES],
-            )
-            .await?;
+        let text = client.query_one(READ, &[&BRANCHES]).await?;
+        let history = client.query_one(READ, &[&history_file(timeline)]).await?;
         let names = client
             .query(
                 "SELECT name FROM pg_ls_dir('.') AS name WHERE name LIKE 'bully.branch.%'",
                 &[],
             )
             .await?;
-        Ok::<_, tokio_postgres::Error>((text.get::<_, String>(0), names))
+        Ok::<_, tokio_postgres::Error>((text.get::<_, String>(0), history.get(0), names))
     };
-    let (text, names) = tokio::time::timeout(timeout, asked)
+    let (text, history, names): (String, String, _) = tokio::time::timeout(timeout, asked)
         .await
         .map_err(|_| "the server did not answer".to_string())?
         .map_err(|e| format!("reading {BRANCHES}: {}", why(&e)))?;
-    let names: Vec<String> = names.iter().map(|row| row.get(0)).collect();
-    Ok(branch_from(
-        &text,
-        names.iter().map(String::as_str),
-        timeline,
-    ))
+    let records = Records {
+        text,
+        names: names.iter().map(|row| row.get(0)).collect(),
+    };
+    Ok(records.wal_branch(timeline, &history))
 }
 
 /// Writes a branch record into the data dir of the server behind `client` (a

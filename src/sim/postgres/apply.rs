@@ -5,9 +5,9 @@
 
 use super::decisions::{synchronous_names, Act, Cluster, Office, PeerWal, REWIND_ATTEMPTS};
 use super::log::Event;
-use super::server::{parse_names, Data, State};
+use super::server::{parse_names, Data, Decided, State};
 use super::world::World;
-use super::{Proposal, Sabotage};
+use super::Sabotage;
 use crate::protocol::NodeId;
 
 impl World {
@@ -46,9 +46,18 @@ impl World {
             }
             Act::Clone { from } => self.clone_from(id, from),
             Act::Reinit { from } => {
-                self.member_mut(id).pg = None;
+                // The old directory goes aside and comes back if the clone fails
+                // (src/node/postgres/manager.rs, `Act::Reinit`): a failed clone must not
+                // cost the member its data (seed 55940, 5 members: three without data
+                // left no majority to promote from).
+                let aside = self.member_mut(id).pg.take();
                 self.summary.reinits += 1;
                 self.clone_from(id, from);
+                if self.member(id).pg.is_none()
+                    && self.spec.sabotage != Some(Sabotage::ReinitLosesData)
+                {
+                    self.member_mut(id).pg = aside;
+                }
             }
             Act::StartStandby { upstream } => {
                 if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| !d.running()) {
@@ -84,9 +93,10 @@ impl World {
                     names,
                     synchronous_names(id, cluster, cluster.streaming, self.rules.synchronous)
                 );
+                let live = self.live_standbys(id);
                 if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.running()) {
                     d.names = names;
-                    d.decided_k = Some(k);
+                    d.decided = Some(Decided { k, live });
                 }
             }
         }
@@ -163,8 +173,9 @@ impl World {
     /// `pg_promote()`: a new timeline; the server must hold every acknowledged commit.
     /// Before it, the runtime (src/node/postgres/manager.rs, `Act::Promote`) records the
     /// office's term for the timeline PostgreSQL will pick, in its own data directory and
-    /// in that of every peer its promotion check reached (`peers` with a position); those
-    /// peers are the first [`Cluster::knows_branch`], and the names it writes for the
+    /// in that of every peer its promotion check reached (`peers` with a position) whose
+    /// timeline is below that one (the sabotage `PeerBranchAtAnyTimeline`: every reached
+    /// peer); those peers are the first [`Cluster::knows_branch`], and the names it writes for the
     /// standbys (k as for every standby live) use them. A promotion that then fails
     /// leaves every record. The sabotage `NamesIgnoreBranch` writes no peer's record and
     /// names every standby under its own name (the runtime before the fix).
@@ -187,13 +198,13 @@ impl World {
         let knows_branch: Vec<NodeId> = match self.spec.sabotage {
             Some(Sabotage::NamesIgnoreBranch) => cluster.knows_branch.clone(),
             _ => {
-                let only_below = self.proposes(Proposal::PeerBranchOnlyBelow);
+                let any_timeline = self.spec.sabotage == Some(Sabotage::PeerBranchAtAnyTimeline);
                 let reached: Vec<NodeId> = peers
                     .iter()
                     .filter(|p| p.wal.is_some())
                     .map(|p| p.id)
                     .filter(|&p| {
-                        !only_below
+                        any_timeline
                             || self
                                 .member(p)
                                 .pg
@@ -218,6 +229,7 @@ impl World {
             cluster.data_voters.len(),
             self.rules.synchronous,
         );
+        let live = self.live_standbys(id);
         let m = self.member_mut(id);
         m.knows_branch = Some((next, knows_branch.clone()));
         if let Some(d) = m.pg.as_mut() {
@@ -237,7 +249,10 @@ impl World {
         else {
             return Ok(());
         };
-        d.decided_k = Some(parse_names(&names).0);
+        d.decided = Some(Decided {
+            k: parse_names(&names).0,
+            live,
+        });
         d.names = names;
         d.state = State::Primary;
         d.wal.fork();

@@ -10,17 +10,21 @@
 //!
 //! - no acknowledged commit lost: every server promoted holds every commit any earlier
 //!   primary acknowledged (except the `quorum` weakening: commits a primary acknowledged
-//!   with k lowered below `synchronous_count`, counted apart; `off` is not checked);
+//!   with k lowered below `synchronous_count` because fewer standbys truly streamed,
+//!   counted apart; a k lowered below the standbys that streamed is checked; `off` is
+//!   not checked);
 //! - never two writable primaries at once;
 //! - progress: once faults stop (with every member back), within a bound some server is
 //!   primary and every other streams from it or is legitimately out.
 //!
 //! The servers' positions are what the runtime feeds the decisions: a [`Position`] whose
 //! branch is the term of the office whose promotion began the server's timeline, read
-//! from the data directory's records (`bully.branch`, src/node/postgres/files.rs). The
-//! model keeps those records as the runtime does: a promotion records its office's term
-//! for the timeline PostgreSQL will pick before promoting, in its own data directory and
-//! in every peer's its promotion check reached (a promotion that then fails leaves the
+//! from the data directory's records (`bully.branch`, src/node/postgres/files.rs); a
+//! timeline without a record ranks as its newest recorded ancestor's
+//! (`postgres_rules::lineage_branch`). The model keeps those records as the runtime
+//! does: a promotion records its office's term for the timeline PostgreSQL will pick
+//! before promoting, in its own data directory and in every peer's its promotion check
+//! reached whose timeline is below that one (a promotion that then fails leaves the
 //! records), a streaming standby records its upstream's reported (timeline, branch), a
 //! clone or a rewind copies the source's records, a wiped directory loses them. The
 //! coordinator reads a peer's branch from the peer's own records (by SQL, with its LSN).
@@ -94,35 +98,36 @@ pub enum Sabotage {
     /// directory, and the primary names every data voter under its own name, whether or
     /// not it is known to have recorded the primary's branch ([`Cluster::knows_branch`]
     /// is every other data voter), so a standby that streamed a new primary's first
-    /// commits before it adopted the branch acknowledges them while it reads as branch 0;
-    /// if the new primary is gone before the standby adopts the branch, 0 ranks below
-    /// every recorded branch and a coordinator on an older branch promotes over the
-    /// acknowledged commits (seeds 87, 40 and 28).
+    /// commits before it adopted the branch acknowledges them while it reads as an older
+    /// branch (0 then; its ancestor's since unrecorded timelines inherit); if the new
+    /// primary is gone before the standby adopts the branch, a coordinator on the older
+    /// branch promotes over the acknowledged commits (seeds 87, 40 and 28).
     ///
     /// [`Cluster::knows_branch`]: crate::postgres_rules::Cluster::knows_branch
     NamesIgnoreBranch,
-}
-
-/// A fix the simulator proposes for something it found in the runtime as it is, applied
-/// when a spec asks for it (tests/postgres_sim.rs, `found_*`, shows what breaks
-/// without it). The sweeps run without any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proposal {
-    /// The promoting coordinator writes its branch record only into the reached peers
-    /// whose current timeline is below the new one: in a peer already on that timeline
-    /// number (another branch's: two promotions on two sides of a fault can pick one
-    /// number, seed 1097) the record would relabel the peer's own WAL with this office's
-    /// term, and the peer would then outrank the commits acknowledged on this branch
-    /// (seeds 11325 and 3072).
-    PeerBranchOnlyBelow,
-    /// A timeline without a record reads as the branch of the newest timeline of its
-    /// history (PostgreSQL's `<timeline>.history`) that has one, not as 0: a standby
-    /// that streamed past a new primary's timeline switch before it could adopt the
-    /// branch (the primary's node stopped, or not reached) keeps the rank of the WAL it
-    /// holds, whose acknowledged commits are all before the switch (seed 15963).
-    UnknownBranchInherits,
-    /// Both.
-    Both,
+    /// The old count of live standbys: `quorum` lowers k to the standbys that stream
+    /// *and* are known to have recorded the primary's branch, so on a new cluster (no
+    /// standby reached at the promotion) or after a standby rejoins, k falls to 0 while
+    /// standbys stream, and the primary acknowledges commits alone until a report shows
+    /// the branch (the failover test's run 11 lost a row that way).
+    StreamingOnlyKnown,
+    /// The old write at promotion: the coordinator writes its branch record into every
+    /// reached peer, also one already on the timeline number it will pick (another
+    /// branch's: two promotions on two sides of a fault can pick one number, seed
+    /// 1097), which relabels that peer's own WAL with this office's term so that it
+    /// outranks the commits acknowledged on this branch (seeds 11325 and 3072).
+    PeerBranchAtAnyTimeline,
+    /// The old reading: a timeline without a record reads as branch 0, not as its
+    /// newest recorded ancestor's, so a standby that streamed past a new primary's
+    /// timeline switch before it could adopt the branch ranks below every recorded
+    /// branch, and a coordinator on an older branch promotes over the commits it holds
+    /// (seeds 15963 and 5297).
+    UnknownBranchReadsZero,
+    /// The old reinit: the data dir moved aside stays aside when the clone fails, so
+    /// the member holds no data until a clone succeeds; with enough of them a majority
+    /// of servers with data is never reached again and no one promotes (seed 55940, 5
+    /// members).
+    ReinitLosesData,
 }
 
 /// What to simulate.
@@ -135,8 +140,6 @@ pub struct Spec {
     pub synchronous: Synchronous,
     pub start: Start,
     pub sabotage: Option<Sabotage>,
-    /// A proposed fix applied ([`Proposal`]).
-    pub proposal: Option<Proposal>,
     /// Steps during which faults are drawn.
     pub fault_steps: u64,
     /// Steps after the last fault (every member back) within which the cluster must
@@ -155,7 +158,6 @@ impl Spec {
             synchronous,
             start: Start::Running,
             sabotage: None,
-            proposal: None,
             fault_steps: 120,
             settle_steps: 60,
         }
@@ -244,14 +246,13 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}, proposal {:?}), step {}: {}",
+            "seed {} ({} members{}, {:?}, {:?}, sabotage {:?}), step {}: {}",
             self.seed,
             self.spec.members,
             if self.spec.witness { " + witness" } else { "" },
             self.spec.synchronous,
             self.spec.start,
             self.spec.sabotage,
-            self.spec.proposal,
             self.step,
             self.what
         )?;

@@ -5,7 +5,7 @@
 //! `synchronous_standby_names` stream from it and flushed it (k = 0: at once).
 
 use super::log::Event;
-use super::server::{parse_names, State};
+use super::server::{parse_names, Decided, State};
 use super::world::{Acked, World};
 use super::Sabotage;
 use crate::protocol::NodeId;
@@ -84,12 +84,14 @@ impl World {
         for id in primaries {
             let d = self.member(id).pg.as_ref().expect("a primary");
             let (named_k, named) = parse_names(&d.names);
-            let decided_k = d.decided_k.unwrap_or(named_k);
-            let k = match (self.spec.sabotage, d.decided_k) {
+            let k = match (self.spec.sabotage, d.decided) {
                 (Some(Sabotage::KMinusOne), Some(_)) => named_k.saturating_sub(1),
                 _ => named_k,
             };
-            let weak = self.weak(decided_k);
+            let weak = self.weak(d.decided.unwrap_or(Decided {
+                k: named_k,
+                live: named_k,
+            }));
             let standbys: Vec<&super::server::Data> = named
                 .iter()
                 .filter(|&&s| s != id && (s as usize) <= self.spec.members)

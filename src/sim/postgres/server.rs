@@ -5,7 +5,7 @@
 //! appending new ids, so two WALs holding the same id at a position share everything
 //! before it: comparing one entry compares the prefixes.
 
-use super::decisions::{Position, Running, Server as Seen};
+use super::decisions::{lineage_branch, Position, Running, Server as Seen};
 use crate::protocol::NodeId;
 
 /// Bytes of WAL one commit takes: one commit is one step of [`rank`]'s 16-byte steps,
@@ -86,13 +86,14 @@ impl Wal {
 /// How the runtime reads a server's branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reading {
-    /// The record for its current timeline (0 without one).
-    Records,
+    /// The record for the newest timeline of its history that has one (its current
+    /// timeline's first: `postgres_rules::lineage_branch`).
+    Lineage,
+    /// The sabotage `UnknownBranchReadsZero`: the record for its current timeline (0
+    /// without one).
+    CurrentRecordOnly,
     /// The sabotage `TimelineNumbersOnly`: the timeline number.
     TimelineNumbers,
-    /// The proposal `UnknownBranchInherits`: the record for the newest timeline of its
-    /// history that has one (its current timeline's first).
-    RecordsOrAncestor,
 }
 
 /// Whether and how the server runs.
@@ -109,6 +110,15 @@ pub(super) enum State {
     Primary,
 }
 
+/// k of the names a primary's decisions set, beside the standbys that truly streamed
+/// from it when they did: `quorum` may lower k to the live standbys and no further, so
+/// a commit counts as weak only when both fall short of `synchronous_count`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Decided {
+    pub k: usize,
+    pub live: usize,
+}
+
 /// A data directory (its absence is the `Absent` server).
 #[derive(Debug, Clone)]
 pub(super) struct Data {
@@ -117,9 +127,10 @@ pub(super) struct Data {
     /// `synchronous_standby_names` as last set (kept in the data directory, so a clone
     /// or a rewind copies the source's).
     pub names: String,
-    /// k as the decisions set it on this data directory since it was last copied
-    /// (`None`: the names are inherited; the sabotage `KMinusOne` applies one less).
-    pub decided_k: Option<usize>,
+    /// k as the decisions set it on this data directory since it was last copied, and
+    /// how many standbys truly streamed from it then (`None`: the names are inherited;
+    /// the sabotage `KMinusOne` applies one less).
+    pub decided: Option<Decided>,
     /// Commits this primary wrote and has not acknowledged yet: (position, id).
     pub pending: Vec<(usize, u64)>,
     /// `bully.branch`: (timeline, term) lines in the order written; the last line for
@@ -143,7 +154,7 @@ impl Data {
                 clean: true,
             },
             names: String::new(),
-            decided_k: None,
+            decided: None,
             pending: Vec::new(),
             branches: Vec::new(),
             written: Vec::new(),
@@ -196,15 +207,12 @@ impl Data {
         Position {
             branch: match reading {
                 Reading::TimelineNumbers => u64::from(timeline),
-                Reading::Records => self.branch_of(timeline),
-                Reading::RecordsOrAncestor => self
-                    .wal
-                    .forks
-                    .iter()
-                    .rev()
-                    .map(|&(tl, _)| self.branch_of(tl))
-                    .find(|&branch| branch != 0)
-                    .unwrap_or(0),
+                Reading::CurrentRecordOnly => self.branch_of(timeline),
+                Reading::Lineage => {
+                    lineage_branch(self.wal.forks.iter().rev().map(|&(tl, _)| tl), |tl| {
+                        self.branch_of(tl)
+                    })
+                }
             },
             lsn: self.wal.lsn(),
         }
@@ -306,7 +314,7 @@ mod tests {
     #[test]
     fn the_highest_of_the_last_record_and_the_written_ones_wins_and_copies_carry_them() {
         let mut data = Data::initdb();
-        assert_eq!(data.position(Reading::Records), Position::default());
+        assert_eq!(data.position(Reading::Lineage), Position::default());
         data.record_branch(2, 5);
         data.record_branch(3, 6);
         data.record_branch(2, 7);
@@ -322,7 +330,7 @@ mod tests {
         data.wal.commits.push(1);
         assert_eq!(data.wal.timeline(), 2);
         assert_eq!(
-            data.position(Reading::Records),
+            data.position(Reading::Lineage),
             Position {
                 branch: 7,
                 lsn: COMMIT_BYTES
@@ -333,12 +341,27 @@ mod tests {
             2,
             "the sabotage's old rank"
         );
+        data.wal.fork();
+        assert_eq!(data.wal.timeline(), 3);
+        data.branches.clear();
+        data.written.clear();
+        data.record_branch(2, 7);
+        assert_eq!(
+            data.position(Reading::Lineage).branch,
+            7,
+            "an unrecorded timeline ranks as its newest recorded ancestor"
+        );
+        assert_eq!(
+            data.position(Reading::CurrentRecordOnly).branch,
+            0,
+            "the sabotage's old reading"
+        );
         let copy = Data::copy_of(&data);
         assert_eq!(copy.branches, data.branches);
         assert_eq!(copy.written, data.written);
         assert_eq!(
-            copy.position(Reading::Records),
-            data.position(Reading::Records)
+            copy.position(Reading::Lineage),
+            data.position(Reading::Lineage)
         );
     }
 }

@@ -7,8 +7,8 @@ use super::decisions::{
     PeerWal, Position, Rules, Server, FAILED_STARTS,
 };
 use super::log::{Event, Log};
-use super::server::{parse_names, Data, Reading, State};
-use super::{Proposal, Sabotage, Spec, Start, Summary, Violation};
+use super::server::{parse_names, Data, Decided, Reading, State};
+use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
@@ -205,8 +205,12 @@ impl World {
             self.spec.members - 1,
             self.spec.synchronous,
         );
+        let live = self.live_standbys(1);
         let primary = self.member_mut(1).pg.as_mut().expect("member 1's data");
-        primary.decided_k = Some(parse_names(&names).0);
+        primary.decided = Some(Decided {
+            k: parse_names(&names).0,
+            live,
+        });
         primary.names = names;
         self.token = 1;
         self.office = Some(Holder {
@@ -471,7 +475,7 @@ impl World {
         let on_time = self.on_time(&server, office);
         let rules = self.rules;
         let reported = match self.reading() {
-            Reading::TimelineNumbers => Reading::Records,
+            Reading::TimelineNumbers => Reading::Lineage,
             reading => reading,
         };
         // What this look reports (the runtime sends it after acting, as observed).
@@ -507,22 +511,15 @@ impl World {
         self.apply(id, office, act, &cluster, &peers)
     }
 
-    /// How branches are read: from the records, or every branch as the timeline (the
-    /// sabotage `TimelineNumbersOnly`), or from the newest recorded timeline of the
-    /// history (the proposal `UnknownBranchInherits`).
+    /// How branches are read: from the records along the timeline's history, or every
+    /// branch as the timeline (the sabotage `TimelineNumbersOnly`), or from the
+    /// current timeline's record alone (the sabotage `UnknownBranchReadsZero`).
     pub fn reading(&self) -> Reading {
-        if self.spec.sabotage == Some(Sabotage::TimelineNumbersOnly) {
-            Reading::TimelineNumbers
-        } else if self.proposes(Proposal::UnknownBranchInherits) {
-            Reading::RecordsOrAncestor
-        } else {
-            Reading::Records
+        match self.spec.sabotage {
+            Some(Sabotage::TimelineNumbersOnly) => Reading::TimelineNumbers,
+            Some(Sabotage::UnknownBranchReadsZero) => Reading::CurrentRecordOnly,
+            _ => Reading::Lineage,
         }
-    }
-
-    /// Whether the spec applies `proposal` (alone or with the other).
-    pub fn proposes(&self, proposal: Proposal) -> bool {
-        self.spec.proposal == Some(proposal) || self.spec.proposal == Some(Proposal::Both)
     }
 
     /// A streaming standby records its upstream's reported (timeline, branch) when its
@@ -672,7 +669,13 @@ impl World {
                 .filter(|m| m.id != id)
                 .all(|m| self.reach(id, m.id) && m.pg.is_none()),
             leader_primary,
-            streaming: self.streaming_from(id, &knows_branch),
+            streaming: match self.spec.sabotage {
+                Some(Sabotage::StreamingOnlyKnown) => self
+                    .streaming_standbys(id)
+                    .filter(|m| knows_branch.contains(m))
+                    .count(),
+                _ => self.live_standbys(id),
+            },
             knows_branch,
         }
     }
@@ -695,12 +698,19 @@ impl World {
         }
     }
 
-    /// The other data members whose standbys stream from `id`'s server now and are known
-    /// to have recorded its branch (`knows`).
-    fn streaming_from(&self, id: NodeId, knows: &[NodeId]) -> usize {
+    /// How many other data members' standbys stream from `id`'s server now: the live
+    /// standbys `quorum` may lower k to (src/node/postgres/manager.rs, `cluster`), whether
+    /// or not they are known to have recorded its branch (the names gate which of them
+    /// acknowledge).
+    pub(super) fn live_standbys(&self, id: NodeId) -> usize {
+        self.streaming_standbys(id).count()
+    }
+
+    /// The other data members whose standbys stream from `id`'s server now.
+    fn streaming_standbys(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         self.data_members()
-            .filter(|m| m.id != id && knows.contains(&m.id))
-            .filter(|m| {
+            .filter(move |m| m.id != id)
+            .filter(move |m| {
                 m.pg.as_ref().is_some_and(|d| {
                     d.state
                         == State::Standby {
@@ -709,7 +719,7 @@ impl World {
                         }
                 })
             })
-            .count()
+            .map(|m| m.id)
     }
 
     /// The other servers' positions as the coordinator reads them before promoting
@@ -737,12 +747,15 @@ impl World {
             .collect()
     }
 
-    /// Whether a commit acknowledged with `decided_k` is the documented `quorum`
-    /// weakening (k lowered below `synchronous_count`), or unchecked (`off`).
-    pub fn weak(&self, decided_k: usize) -> bool {
+    /// Whether a commit acknowledged under `decided` is the documented `quorum`
+    /// weakening, or unchecked (`off`). The weakening is k lowered to the standbys that
+    /// truly streamed when it was decided: a k below `synchronous_count` that is also
+    /// below those live standbys broke the promise, and its commits are checked.
+    pub(super) fn weak(&self, decided: Decided) -> bool {
+        let count = synchronous_count(self.voters());
         match self.spec.synchronous {
             Synchronous::Off => true,
-            Synchronous::Quorum => decided_k < synchronous_count(self.voters()),
+            Synchronous::Quorum => decided.k < count && decided.k >= decided.live.min(count),
             Synchronous::Strict => false,
         }
     }
