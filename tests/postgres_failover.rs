@@ -16,7 +16,10 @@
 //! then that host restarted; SIGSTOP of the primary's bully node for 3 s; SIGSTOP of
 //! the primary's server for 3 s; the primary's host cut off (bully links and server)
 //! for 3 s; a standby with the higher ID lagging behind (its WAL receiver SIGSTOPped)
-//! when the primary's host is killed; a full restart of every process.
+//! when the primary's host is killed; a standby's data dir wiped (it clones itself
+//! back) and the operator's `bully pg` verbs; a fourth member added at runtime with
+//! `bully member add` (it clones the primary and joins the synchronous set); a full
+//! restart of every process.
 //!
 //! Each asserts: no committed row lost (every recorded commit is on the new primary);
 //! no write accepted by an older epoch's primary after a newer one accepted one (each
@@ -106,6 +109,7 @@ async fn postgres_primary_under_load_behind_haproxy() {
     s.cut_off_the_primary().await;
     s.lagging_standby_with_a_higher_id().await;
     s.wipe_a_standby_and_reinit_another().await;
+    s.add_a_fourth_member().await;
     s.restart_everything().await;
     s.check_bully_invariants();
     eprintln!("\nscenario | longest write gap | committed lost | stale writes | two writable | old primary streams again");
@@ -497,6 +501,36 @@ impl Scene {
             .await;
     }
 
+    /// A fourth member added at runtime (`bully member add`, its data dir empty): its
+    /// manager clones the primary, its server streams from it, and the primary names
+    /// it in `synchronous_standby_names` under its own name once its report shows the
+    /// primary's branch, where `pg_stat_replication` counts it among the quorum.
+    async fn add_a_fourth_member(&mut self) {
+        let scenario = "a fourth member added at runtime (clones, joins the synchronous set)";
+        phase(scenario);
+        let fault = Instant::now();
+        self.c.add_member(4, self.primary).await;
+        let rejoined = self.wait_rejoined(4).await;
+        assert!(
+            self.c.pg.data_dir(4).join("PG_VERSION").is_file(),
+            "node 4's server was not cloned"
+        );
+        let primary = self.local(self.primary);
+        primary::wait_logged(
+            &self.c.t,
+            "node 4's standby counted in the primary's quorum",
+            AGREE,
+            || async {
+                postgres_cluster::sync_state(primary, "bully_4")
+                    .await
+                    .filter(|state| state == "quorum")
+            },
+        )
+        .await;
+        self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
+            .await;
+    }
+
     /// Every process of every host killed -9 and restarted: the servers come back as
     /// standbys, bully elects, its manager promotes one holding every commit.
     async fn restart_everything(&mut self) {
@@ -509,9 +543,10 @@ impl Scene {
         }
         let fault = Instant::now();
         let restarted = self.c.restart_all();
-        let ready = self.c.wait_ready(&IDS).await;
+        let all = self.c.ids();
+        let ready = self.c.wait_ready(&all).await;
         let ready_after = restarted.elapsed();
-        self.primary = self.c.wait_primary(&IDS).await;
+        self.primary = self.c.wait_primary(&all).await;
         eprintln!(
             "=== {scenario}: node {ready} ready {} ms after the nodes started; node {} the \
              primary with every server streaming after {} ms",

@@ -117,6 +117,61 @@ impl BullyPg {
         }
     }
 
+    /// Every member now: [`IDS`] and any added at runtime ([`BullyPg::add_member`]).
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.t.cluster.ids()
+    }
+
+    /// Adds node `id` at runtime, as an operator would on a new host: a config with
+    /// `[postgres]` and an empty data dir (its manager clones the primary), its server
+    /// behind a forwarder like the others', its keeper and node started, then `bully
+    /// member add` through node `via`. Its peer links go straight to the others'
+    /// nodes, not through the relay ([`BullyPg::cut_off`] does not cut them).
+    pub async fn add_member(&mut self, id: NodeId, via: NodeId) {
+        let mut ports = free_tcp_addrs(3).unwrap().into_iter();
+        let (local, seen, http) = (
+            ports.next().unwrap(),
+            ports.next().unwrap(),
+            ports.next().unwrap(),
+        );
+        self.pg.addrs.insert(id, local);
+        self.cuts.insert(id, CutProxy::start(seen, local));
+        self.http.insert(id, http);
+        let peers: Vec<(NodeId, SocketAddr)> = self
+            .ids()
+            .into_iter()
+            .map(|p| (p, self.t.cluster.addr(p)))
+            .collect();
+        self.t.cluster.add_member(id, &peers).unwrap();
+        configure_one(&self.t, &self.pg, id, seen, http);
+        let config = self.t.cluster.config_path(id);
+        self.keepers.spawn(&binary(), id, &config);
+        self.t.cluster.start(id).unwrap();
+        let args = [
+            "member".to_string(),
+            "add".into(),
+            id.to_string(),
+            self.t.cluster.addr(id).to_string(),
+            "--endpoints".into(),
+            self.t.cluster.addr(via).to_string(),
+            "--certs".into(),
+            self.t.dir.path().join("certs").display().to_string(),
+            "--timeout".into(),
+            "10s".into(),
+        ];
+        let out = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            super::common::bully(&args)
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "bully member add {id}: {}",
+            super::common::text(&out)
+        );
+    }
+
     /// Each server as clients on its own host reach it (pollers, checks).
     pub fn local(&self, id: NodeId) -> SocketAddr {
         self.pg.addrs[&id]
@@ -200,11 +255,11 @@ impl BullyPg {
     /// Every host loses every process (kill -9) and boots again: the keepers and nodes
     /// (each starts its server as a standby). Returns when they were started.
     pub fn restart_all(&mut self) -> Instant {
-        for id in IDS {
+        for id in self.ids() {
             self.kill_host(id);
         }
         let restarted = Instant::now();
-        for id in IDS {
+        for id in self.ids() {
             let config = self.t.cluster.config_path(id);
             self.keepers.spawn(&binary(), id, &config);
         }
@@ -217,6 +272,7 @@ impl BullyPg {
     pub fn cut_off(&mut self, id: NodeId, cut: bool) {
         if cut {
             let others: Vec<NodeId> = IDS.into_iter().filter(|&o| o != id).collect();
+            // Members added at runtime link directly, not through the relay.
             self.relay.partition(&[id], &others);
         } else {
             self.relay.heal();
@@ -227,7 +283,7 @@ impl BullyPg {
     /// The bully nodes' event logs, then every server's log, for failures.
     pub fn logs(&self) -> String {
         let mut text = self.t.log_tail();
-        for id in IDS {
+        for id in self.ids() {
             let path = self.t.cluster.data_dir(id).join("postgres.log");
             let log = std::fs::read_to_string(&path).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
@@ -245,7 +301,7 @@ impl Drop for BullyPg {
     /// The bully nodes go first, so no manager starts a server while the servers are
     /// being killed.
     fn drop(&mut self) {
-        for id in IDS {
+        for id in self.ids() {
             let _ = self.t.cluster.kill(id);
         }
     }
@@ -260,17 +316,22 @@ fn configure(
     http: &BTreeMap<NodeId, SocketAddr>,
 ) {
     for id in t.cluster.ids() {
-        let postgres = PostgresConfig {
-            bin_dir: Some(pg.bin.clone()),
-            run_as: is_root().then(|| "postgres".to_string()),
-            connect_address: Some(seen[&id]),
-            ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
-        };
-        t.cluster
-            .edit_config(id, |c| {
-                c.postgres = Some(postgres);
-                c.http = Some(HttpConfig::on(http[&id]));
-            })
-            .unwrap();
+        configure_one(t, pg, id, seen[&id], http[&id]);
     }
+}
+
+/// Node `id`'s `[postgres]` and `[http]` ([`configure`]).
+fn configure_one(t: &TestCluster, pg: &PgServers, id: NodeId, seen: SocketAddr, http: SocketAddr) {
+    let postgres = PostgresConfig {
+        bin_dir: Some(pg.bin.clone()),
+        run_as: is_root().then(|| "postgres".to_string()),
+        connect_address: Some(seen),
+        ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
+    };
+    t.cluster
+        .edit_config(id, |c| {
+            c.postgres = Some(postgres);
+            c.http = Some(HttpConfig::on(http));
+        })
+        .unwrap();
 }

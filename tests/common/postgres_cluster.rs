@@ -295,6 +295,24 @@ pub async fn role(addr: SocketAddr) -> Option<Role> {
     role_of(&client).await
 }
 
+/// How the primary at `addr` counts the standby connected as `application_name`
+/// (`pg_stat_replication.sync_state`: `quorum` once named in an `ANY k` list, `async`
+/// otherwise), or `None` if none is connected or the server does not answer.
+pub async fn sync_state(addr: SocketAddr, application_name: &str) -> Option<String> {
+    let client = connect(addr, PROBE).await?;
+    let row = tokio::time::timeout(
+        PROBE,
+        client.query_opt(
+            "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1",
+            &[&application_name],
+        ),
+    )
+    .await
+    .ok()?
+    .ok()??;
+    Some(row.get(0))
+}
+
 /// Node `id`'s WAL receiver PID on its server at `addr` (the lagging-standby fault
 /// SIGSTOPs it).
 pub async fn walreceiver_pid(addr: SocketAddr) -> Option<u32> {
