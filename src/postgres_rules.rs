@@ -288,14 +288,26 @@ pub fn synchronous_names(
     format!("ANY {k} ({})", standbys.join(", "))
 }
 
+/// How many servers the promotion check reached, counting the coordinator's own, and
+/// whether they and the witnesses make a majority of the voters.
+pub fn reached_majority(reached_peers: usize, cluster: &Cluster) -> (usize, bool) {
+    let reached = 1 + reached_peers;
+    let witnesses = cluster.voters - cluster.data_voters.len();
+    (reached, reached + witnesses >= majority_of(cluster.voters))
+}
+
+/// Whether the promotion check needs a majority: not under `off`, nor in a new cluster
+/// (every other member reported no data: no commit exists elsewhere).
+fn majority_needed(cluster: &Cluster, rules: &Rules) -> bool {
+    rules.synchronous != Synchronous::Off && !cluster.all_absent
+}
+
 /// Whether too few servers answered for the promotion check: a coordinator that hears
 /// this keeps its office and waits (a resignation would only pass the same wait on,
 /// and the keeper's fence of its server would take one more server out of reach).
 pub fn too_few_reached(peers: &[PeerWal], cluster: &Cluster, rules: &Rules) -> bool {
-    let majority = majority_of(cluster.voters);
-    let witnesses = cluster.voters - cluster.data_voters.len();
-    let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
-    rules.synchronous != Synchronous::Off && !cluster.all_absent && reached + witnesses < majority
+    let (_, majority) = reached_majority(peers.iter().filter(|p| p.wal.is_some()).count(), cluster);
+    majority_needed(cluster, rules) && !majority
 }
 
 /// Whether the coordinator's server may be promoted, given the other servers' WAL
@@ -306,9 +318,8 @@ pub fn may_promote(
     cluster: &Cluster,
     rules: &Rules,
 ) -> Result<(), String> {
-    let majority = majority_of(cluster.voters);
-    let witnesses = cluster.voters - cluster.data_voters.len();
-    let reached = 1 + peers.iter().filter(|p| p.wal.is_some()).count();
+    let (reached, majority) =
+        reached_majority(peers.iter().filter(|p| p.wal.is_some()).count(), cluster);
     if let Some(ahead) = peers
         .iter()
         .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
@@ -333,14 +344,11 @@ pub fn may_promote(
             ));
         }
     }
-    // A new cluster (every other member reported no data): no commit exists elsewhere.
-    if rules.synchronous != Synchronous::Off
-        && !cluster.all_absent
-        && reached + witnesses < majority
-    {
+    if majority_needed(cluster, rules) && !majority {
         return Err(format!(
-            "reached {reached} of the servers, and a majority ({majority} of {} members) \
-             is needed to know this one holds every acknowledged commit",
+            "reached {reached} of the servers, and a majority ({} of {} members) is needed \
+             to know this one holds every acknowledged commit",
+            majority_of(cluster.voters),
             cluster.voters
         ));
     }

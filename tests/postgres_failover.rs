@@ -37,6 +37,9 @@
 //! "holds newer WAL", and resign: safe, but a round slower), and that the fresher one
 //! ends up primary with nothing lost.
 //!
+//! `PG_TEST_D_MS=1000` runs it at a slower D, `PG_TEST_SYNCHRONOUS=strict` in strict
+//! mode (tests/common/postgres_bully.rs).
+//!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user to
 //! run it as) or HAProxy; `.ci/run` installs both.
 

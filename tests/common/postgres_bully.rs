@@ -21,7 +21,7 @@ use super::redis_servers::{Haproxy, Keepers};
 use super::tcp_cut::CutProxy;
 use bully::chaos::relay::Relay;
 use bully::cluster::{Cluster, ClusterSpec};
-use bully::config::postgres::PostgresConfig;
+use bully::config::postgres::{PostgresConfig, Synchronous};
 use bully::config::HttpConfig;
 use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
@@ -33,6 +33,35 @@ use std::time::{Duration, Instant};
 pub const AGREE: Duration = Duration::from_secs(40);
 /// The nodes (and servers) of the cluster.
 pub const IDS: [NodeId; 3] = [1, 2, 3];
+
+/// The timing the nodes run: bully's default, or with `PG_TEST_D_MS=D` a slower D
+/// (heartbeat and T at D/3, T' at D), to try the same scenarios at another timing.
+pub fn timing() -> Timing {
+    match std::env::var("PG_TEST_D_MS").ok() {
+        None => Timing::default(),
+        Some(d) => {
+            let d: u64 = d.parse().expect("PG_TEST_D_MS is milliseconds");
+            Timing {
+                heartbeat_ms: d / 3,
+                suspect_after_ms: d,
+                answer_timeout_ms: d / 3,
+                coordinator_timeout_ms: d,
+                preempt_delay_ms: 0,
+            }
+        }
+    }
+}
+
+/// `[postgres] synchronous` of every node: `quorum`, or `PG_TEST_SYNCHRONOUS=strict`
+/// (`off` may lose commits at a failover, which the failover test counts as lost).
+pub fn synchronous() -> Synchronous {
+    match std::env::var("PG_TEST_SYNCHRONOUS").as_deref() {
+        Err(_) | Ok("quorum") => Synchronous::Quorum,
+        Ok("strict") => Synchronous::Strict,
+        Ok("off") => Synchronous::Off,
+        Ok(other) => panic!("PG_TEST_SYNCHRONOUS: off, quorum or strict, not {other}"),
+    }
+}
 
 /// The running cluster. Fields drop in this order (after [`Drop::drop`] killed the bully
 /// nodes): HAProxy, keepers, forwarders, servers, relay, and the temp dir (`t`, last)
@@ -70,7 +99,7 @@ impl BullyPg {
         let cluster = Cluster::create_routed(
             ClusterSpec {
                 nodes: 3,
-                timing: Timing::default(),
+                timing: timing(),
                 preempt: Preempt::Never,
                 mode: Mode::Quorum,
                 binary: binary(),
@@ -326,6 +355,7 @@ fn configure_one(t: &TestCluster, pg: &PgServers, id: NodeId, seen: SocketAddr, 
         bin_dir: Some(pg.bin.clone()),
         run_as: is_root().then(|| "postgres".to_string()),
         connect_address: Some(seen),
+        synchronous: synchronous(),
         ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
     };
     t.cluster

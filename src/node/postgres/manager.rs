@@ -536,8 +536,6 @@ impl Loop {
     /// The other data voters' ranks, read from their servers directly (their own
     /// reports may be a look old), until a majority answered and a little after.
     async fn peer_wals(&self, cluster: &Cluster) -> Vec<PeerWal> {
-        let majority = crate::protocol::membership::majority_of(cluster.voters);
-        let witnesses = cluster.voters - cluster.data_voters.len();
         let mut asked: futures::stream::FuturesUnordered<_> = cluster
             .data_voters
             .iter()
@@ -565,13 +563,9 @@ impl Loop {
         let mut answers = Vec::new();
         let mut stragglers_until: Option<tokio::time::Instant> = None;
         loop {
-            let reached = 1
-                + witnesses
-                + answers
-                    .iter()
-                    .filter(|p: &&PeerWal| p.wal.is_some())
-                    .count();
-            if reached >= majority && stragglers_until.is_none() {
+            let reached = answers.iter().filter(|p: &&PeerWal| p.wal.is_some());
+            let (_, majority) = rules::reached_majority(reached.count(), cluster);
+            if majority && stragglers_until.is_none() {
                 stragglers_until = Some(tokio::time::Instant::now() + STRAGGLERS);
             }
             let next = match stragglers_until {
