@@ -23,8 +23,8 @@
 //!   command). [`postmaster`]: stopping a PostgreSQL server by signals from its data
 //!   dir (the node's manager and the keeper's fence). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
 //!   kernel timer for the idle node's long waits, which tokio's timer wheel would wake
-//!   for twice), in the node's watchdog device ioctls and in the keeper's job start
-//!   (`PR_SET_PDEATHSIG` before exec).
+//!   for twice), in the node's watchdog device ioctls and in the keeper's guard (the
+//!   installing of its signal handlers; each site says why no safe call serves).
 //! - [`history`] / [`checker`]: event records and the I1–I7 invariant checks (one file
 //!   per concern), the one checker the simulator, the model checker, the real-process
 //!   tests and the chaos runner all use.

@@ -19,6 +19,16 @@ pub fn send_group(pid: u32, signal: Signal) -> std::io::Result<()> {
     signal::killpg(to_pid(pid)?, signal).map_err(std::io::Error::from)
 }
 
+/// The exit code a finished child's status stands for, the shell's way: its code, or
+/// 128 + the signal that ended it (what `bully run` and its guard exit with).
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
 /// Whether process `pid` exists (signal 0 checks without delivering anything).
 pub fn exists(pid: u32) -> bool {
     to_pid(pid).is_ok_and(|pid| signal::kill(pid, None).is_ok())
@@ -49,6 +59,23 @@ pub fn die_quietly_on_sigpipe() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    #[test]
+    fn exit_codes_read_the_shell_way() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(
+            exit_code(ExitStatus::from_raw(9)),
+            128 + 9,
+            "killed by SIGKILL"
+        );
+        assert_eq!(
+            exit_code(ExitStatus::from_raw(15)),
+            128 + 15,
+            "killed by SIGTERM"
+        );
+    }
 
     #[test]
     fn refuses_pids_that_would_mean_a_group_or_everyone() {

@@ -12,6 +12,7 @@
 use super::stats::Summary;
 use crate::checker::{self, Office};
 use crate::history::{Entry, Record};
+use crate::protocol::membership::majority_of;
 use crate::protocol::{Millis, Mode, NodeId, Timing};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -152,7 +153,7 @@ fn majority_side(
     let (_, cut_off) = cut.iter().next()?;
     let (other, own): (Vec<NodeId>, Vec<NodeId>) =
         members.iter().partition(|n| cut_off.contains(n));
-    let majority = members.len() / 2 + 1;
+    let majority = majority_of(members.len());
     [own, other].into_iter().find(|side| side.len() >= majority)
 }
 

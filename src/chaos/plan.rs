@@ -59,8 +59,9 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// Every kind, in `--faults` order.
-    pub const ALL: [FaultKind; 5] = [
+    /// The kinds `--faults all` stands for, in `--faults` order: not every kind (the
+    /// later ones are [`FaultKind::BY_NAME_ONLY`]).
+    pub const IN_ALL: [FaultKind; 5] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Restart,
@@ -103,7 +104,7 @@ impl FromStr for FaultKind {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        FaultKind::ALL
+        FaultKind::IN_ALL
             .into_iter()
             .chain(FaultKind::BY_NAME_ONLY)
             .find(|k| k.name() == text.trim())
@@ -396,11 +397,6 @@ impl Availability {
                     && !off.contains(n)
             })
             .collect()
-    }
-
-    /// Whether the node was removed from the member list (its process is stopped).
-    pub fn is_removed(&self, id: NodeId) -> bool {
-        self.removed.contains(&id)
     }
 
     /// What brings the cluster back: starts, resumes, a heal and the rest of a roll.
@@ -738,7 +734,7 @@ mod tests {
         PlanSpec {
             nodes,
             duration_ms: 60_000,
-            faults: FaultKind::ALL.to_vec(),
+            faults: FaultKind::IN_ALL.to_vec(),
             timing: Timing::default(),
             mode: Mode::Quorum,
             slack_ms: 1000,
@@ -779,7 +775,7 @@ mod tests {
         for seed in 0..10 {
             let mut spec = spec(5, seed);
             spec.duration_ms = 30 * 60_000;
-            spec.faults = [FaultKind::ALL.as_slice(), &FaultKind::BY_NAME_ONLY].concat();
+            spec.faults = [FaultKind::IN_ALL.as_slice(), &FaultKind::BY_NAME_ONLY].concat();
             let steps = plan(&spec);
             let rolls = steps
                 .iter()
@@ -851,7 +847,7 @@ mod tests {
             }
             assert_eq!(
                 all_kinds.len(),
-                FaultKind::ALL.len(),
+                FaultKind::IN_ALL.len(),
                 "nodes {nodes}: kinds {all_kinds:?}"
             );
         }
@@ -959,7 +955,7 @@ mod tests {
     #[test]
     fn the_kinds_all_leaves_out_are_parsed_by_name() {
         for kind in FaultKind::BY_NAME_ONLY {
-            assert!(!FaultKind::ALL.contains(&kind));
+            assert!(!FaultKind::IN_ALL.contains(&kind));
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }
     }

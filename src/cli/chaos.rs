@@ -128,7 +128,7 @@ pub async fn run(args: &ChaosArgs) -> ExitCode {
     };
     let outcome = tokio::select! {
         outcome = run => outcome,
-        _ = super::shutdown_signal() => {
+        _ = super::sigterm_or_ctrl_c() => {
             eprintln!("\ninterrupted: every node stopped; no verdict");
             return ExitCode::from(130);
         }
@@ -224,11 +224,11 @@ fn finish(report: &Report, json: Option<&Path>, html: Option<&Path>) -> ExitCode
     }
 }
 
-/// One `--faults` item: a kind, or `all` for every kind in [`FaultKind::ALL`] (the
+/// One `--faults` item: a kind, or `all` for every kind in [`FaultKind::IN_ALL`] (the
 /// kinds in [`FaultKind::BY_NAME_ONLY`] are asked for by name: `all,membership`).
 fn parse_faults(text: &str) -> Result<Vec<FaultKind>, String> {
     match text.trim() {
-        "all" => Ok(FaultKind::ALL.to_vec()),
+        "all" => Ok(FaultKind::IN_ALL.to_vec()),
         one => Ok(vec![one.parse()?]),
     }
 }

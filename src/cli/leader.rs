@@ -16,6 +16,7 @@
 use super::endpoints::{self, Answer};
 use super::{print_json, QueryArgs};
 use crate::api::Status;
+use crate::protocol::membership::majority_of;
 use crate::protocol::{Epoch, Mode, NodeId, Role, Timing};
 use std::process::ExitCode;
 
@@ -82,7 +83,7 @@ pub fn decide(statuses: &[Status]) -> Verdict {
     let members = newest.peers.len() + 1;
     let needed = match newest.mode {
         // The lease needs a majority with the coordinator's own vote.
-        Mode::Quorum => (members / 2 + 1).saturating_sub(1).max(1),
+        Mode::Quorum => majority_of(members).saturating_sub(1).max(1),
         Mode::Classic => 1,
     };
     let itself = statuses.iter().find(|s| s.id == coordinator);

@@ -212,7 +212,7 @@ async fn shell(h: &mut Harness, watchers: &mut Watchers) {
                 }
                 _ => { stdin_open = false; }
             },
-            _ = super::shutdown_signal() => break,
+            _ = super::sigterm_or_ctrl_c() => break,
         }
     }
 }

@@ -382,7 +382,7 @@ fn print_json(value: &impl serde::Serialize) {
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).
-pub async fn shutdown_signal() {
+pub async fn sigterm_or_ctrl_c() {
     let ctrl_c = tokio::signal::ctrl_c();
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(mut term) => {

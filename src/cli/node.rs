@@ -44,7 +44,7 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
     let ready = tokio::spawn(announce_ready(node.subscribe()));
     let requested = loop {
         tokio::select! {
-            _ = super::shutdown_signal() => break true,
+            _ = super::sigterm_or_ctrl_c() => break true,
             Some(()) = async { hangup.as_mut()?.recv().await } => reload(path, &node).await,
             // The runtime task ends only on a fatal error (e.g. the disk failed).
             _ = node.ended() => break false,

@@ -146,7 +146,7 @@ pub async fn watch(args: &QueryArgs) -> ExitCode {
     loop {
         let next = tokio::select! {
             next = stream.next() => next,
-            _ = super::shutdown_signal() => return ExitCode::SUCCESS,
+            _ = super::sigterm_or_ctrl_c() => return ExitCode::SUCCESS,
         };
         match next {
             Ok(Some(status)) => {

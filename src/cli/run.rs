@@ -52,7 +52,7 @@ pub async fn run(args: &RunArgs) -> ExitCode {
         }
     };
     tracing::info!(socket = %spec.socket.display(), what = %spec.what(), "keeper starting");
-    let outcome = keeper::run(spec, super::shutdown_signal()).await;
+    let outcome = keeper::run(spec, super::sigterm_or_ctrl_c()).await;
     if let Outcome::Failed(why) = &outcome {
         eprintln!("error: {why}");
     }

@@ -22,10 +22,9 @@ pub const SUBCOMMAND: &str = "run-guard";
 
 /// SIGKILL to the caller's whole process group; async-signal-safe (one system call).
 extern "C" fn kill_group(_: nix::libc::c_int) {
-    // SAFETY: kill(2) is async-signal-safe; 0 names the caller's process group.
-    unsafe {
-        nix::libc::kill(0, nix::libc::SIGKILL);
-    }
+    // kill(2) is async-signal-safe, and nix's wrapper allocates nothing; PID 0 names
+    // the caller's process group.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(0), Signal::SIGKILL);
 }
 
 /// SIGTERM is for the job; the guard waits for the job to end.
@@ -50,7 +49,7 @@ pub fn run(command: &[String]) -> ExitCode {
         }
     };
     match child.wait() {
-        Ok(status) => ExitCode::from(u8::try_from(super::job::exit_code(status)).unwrap_or(1)),
+        Ok(status) => ExitCode::from(u8::try_from(crate::signals::exit_code(status)).unwrap_or(1)),
         Err(e) => {
             eprintln!("error: run-guard: cannot wait for the job: {e}");
             ExitCode::from(1)

@@ -98,15 +98,6 @@ impl Job {
     }
 }
 
-/// The exit code a status stands for, the shell's way: the code, or 128 + the signal.
-pub fn exit_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
 /// What the job (and the fence command) is told: `BULLY_TOKEN`, `BULLY_TERM`,
 /// `BULLY_COORDINATOR` (the node leading, this one), `BULLY_NODE_ID` and, as hooks get
 /// it, `BULLY_DATA_DIR` (where the node's socket is).
@@ -123,22 +114,6 @@ pub fn environment(grant: &Grant, epoch: Epoch, data_dir: &Path) -> Vec<(String,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::ExitStatusExt;
-
-    #[test]
-    fn exit_codes_read_the_shell_way() {
-        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
-        assert_eq!(
-            exit_code(ExitStatus::from_raw(9)),
-            128 + 9,
-            "killed by SIGKILL"
-        );
-        assert_eq!(
-            exit_code(ExitStatus::from_raw(15)),
-            128 + 15,
-            "killed by SIGTERM"
-        );
-    }
 
     #[test]
     fn the_environment_names_the_epoch_and_the_data_dir() {

@@ -365,7 +365,7 @@ impl Keeper {
         let hold = self.hold.as_mut()?;
         let job = hold.job.take()?;
         let code = match status {
-            Ok(status) => job::exit_code(status),
+            Ok(status) => crate::signals::exit_code(status),
             Err(e) => {
                 tracing::error!("cannot wait for the job: {e}");
                 1

@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn reports_needed_meet_every_majority_outside_the_asker() {
         for members in 2..=32usize {
-            let majority = members / 2 + 1;
+            let majority = crate::protocol::membership::majority_of(members);
             let needed = reports_needed(members, majority);
             let others = members - 1;
             // Any majority keeps at least majority - 1 others; together with `needed`

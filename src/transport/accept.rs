@@ -14,7 +14,7 @@ use tracing::{debug, info};
 
 /// Accepts connections until shutdown, each handled by a task of its own.
 pub(super) async fn accept_loop(shared: Arc<Shared>) {
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     let Some(endpoint) = shared.endpoint() else {
         return;
     };
@@ -32,7 +32,7 @@ pub(super) async fn accept_loop(shared: Arc<Shared>) {
 /// then sorts the connection by certificate and ALPN.
 async fn handle_incoming(shared: Arc<Shared>, incoming: quinn::Incoming) {
     let remote = incoming.remote_address();
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     // QUIC's own handshake timeout is its idle timeout, which is long (quiet links).
     let conn = tokio::select! {
         r = tokio::time::timeout(shared.silence, incoming.into_future()) => r,

@@ -93,7 +93,7 @@ impl Transport {
     pub fn set_peers(&self, peers: Vec<(NodeId, PeerAddr)>) {
         let shared = &self.shared;
         let wanted = usable_peers(shared.id, peers);
-        let parent = shared.shutdown_signal();
+        let parent = shared.shutdown();
         let (mut added, mut removed, mut moved) = (Vec::new(), Vec::new(), Vec::new());
         {
             let mut links = shared.write_links();
@@ -379,7 +379,7 @@ fn launch(
         settings: Settings::new(cfg.mode, &cfg.timing),
     }));
     let links: Vec<Arc<Link>> = {
-        let parent = shared.shutdown_signal();
+        let parent = shared.shutdown();
         let mut map = shared.write_links();
         for (peer, addr) in &cfg.peers {
             map.insert(*peer, Link::new(*peer, addr.clone(), &parent));

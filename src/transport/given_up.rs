@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 /// ends. Retries with the dialer's backoff while it cannot be reached. Ends untold once
 /// our list holds `peer` again (re-added as a new member: it is no longer given up).
 pub(super) async fn tell(shared: Arc<Shared>, peer: NodeId, addr: PeerAddr) {
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     let mut delay = None;
     loop {
         if shared.is_peer(peer) {

@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 /// Serves one authenticated connection from peer `peer` (a member when admitted) until
 /// it ends.
 pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: NodeId) {
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     let exchange = async {
         // Ours first: the dialer reports us up only once it has it.
         let back = hello::send(&conn, &shared.hello()).await?;
@@ -74,7 +74,7 @@ pub(super) async fn serve(shared: Arc<Shared>, conn: quinn::Connection, peer: No
     // Our stream back is a path for our messages while this connection lives.
     let (task_shared, task_conn) = (shared.clone(), conn.clone());
     shared.spawn(async move {
-        let shutdown = task_shared.shutdown_signal();
+        let shutdown = task_shared.shutdown();
         path::carry(&task_shared, &link, &task_conn, nonce, back, &shutdown).await;
     });
     read_messages(&shared, peer, &conn, &mut recv, &shutdown).await;
@@ -94,7 +94,7 @@ pub(super) async fn read_stream(
     conn: quinn::Connection,
     mut recv: quinn::RecvStream,
 ) {
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     read_messages(&shared, peer, &conn, &mut recv, &shutdown).await;
 }
 

@@ -80,7 +80,7 @@ enum Served {
 /// The dialer task for one peer. Runs until shutdown or until the peer leaves the
 /// member list.
 pub(super) async fn run(shared: Arc<Shared>, link: Arc<Link>) {
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     // Also trips when the peer leaves the member list: every wait of a dial ends on it.
     // A connection that is up is closed by `Link::retire` instead, so its paths end
     // as after any loss and the runtime hears the peer is down.

@@ -186,7 +186,7 @@ impl Refresher {
         drop(state);
         let (task_state, task_shared) = (self.state.clone(), shared.clone());
         shared.spawn(async move {
-            let shutdown = task_shared.shutdown_signal();
+            let shutdown = task_shared.shutdown();
             for (peer, conn) in stale {
                 let from = conn.rtt();
                 let (end, probes) = train(&task_shared, &conn, &shutdown).await;

@@ -101,7 +101,7 @@ impl Shared {
     }
 
     /// The signal every task selects on; it trips once shutdown has begun.
-    pub fn shutdown_signal(&self) -> Shutdown {
+    pub fn shutdown(&self) -> Shutdown {
         self.shutdown.clone()
     }
 

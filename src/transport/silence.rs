@@ -99,7 +99,7 @@ impl Seen {
 /// Runs until shutdown: cuts connections that stay unanswered for `shared.silence`.
 pub(super) async fn watch(shared: Arc<Shared>) {
     let silence = shared.silence;
-    let shutdown = shared.shutdown_signal();
+    let shutdown = shared.shutdown();
     let period = silence / CHECKS_PER_TIMEOUT;
     // A kernel timer: tokio's would wake this idle node twice per look.
     let mut timer = ExactTimer::new();

@@ -20,7 +20,7 @@ pub fn report(nodes: u64, duration_ms: Millis) -> Report {
     let schedule = plan(&PlanSpec {
         nodes,
         duration_ms,
-        faults: FaultKind::ALL.to_vec(),
+        faults: FaultKind::IN_ALL.to_vec(),
         timing,
         mode,
         slack_ms: timing.convergence_bound_in(mode),

@@ -26,7 +26,7 @@ pub struct NodeHandle {
 
 impl NodeHandle {
     /// The node's current status (role, epoch, coordinator, peers).
-    pub fn view(&self) -> Status {
+    pub fn status(&self) -> Status {
         self.status.borrow().as_of_now()
     }
 

@@ -22,7 +22,7 @@ use crate::node::publish::publisher::{Publisher, Watches};
 use crate::node::serve::api::{Api, ApiParts};
 use crate::node::serve::keepers::Keepers;
 use crate::node::serve::scheduled_switchover::Schedule;
-use crate::node::serve::switchover::Members;
+use crate::node::serve::switchover::PeerApis;
 use crate::node::shared::error::NodeError;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
@@ -135,7 +135,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         postgres_orders,
     };
     let services = Services::start(&config, links, http, &tasks);
-    let members = Members {
+    let members = PeerApis {
         peers: config.peers.clone(),
         tls: config.transport_config().tls,
         local_addr,

@@ -28,6 +28,7 @@
 //! ineligible. Peers that are up settle within a round trip, so the gate costs nothing
 //! then, and at most D while some peer is down.
 
+use crate::protocol::membership::majority_of;
 use crate::protocol::{Millis, NodeId};
 use crate::transport::MismatchKind;
 use std::collections::{BTreeMap, BTreeSet};
@@ -118,7 +119,7 @@ impl ConfigConflicts {
             ));
         }
         let settings = self.peers_where(|k| k != MismatchKind::Members);
-        let majority = self.members / 2 + 1;
+        let majority = majority_of(self.members);
         let spare = self.members - majority;
         (settings.len() > spare).then(|| {
             format!(

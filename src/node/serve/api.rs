@@ -9,7 +9,7 @@
 //! `bully history`).
 
 use super::scheduled_switchover::{self, Schedule};
-use super::switchover::{self, Members};
+use super::switchover::{self, PeerApis};
 use crate::api::{Request, Response, Status};
 use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
 use crate::node::shared::mailbox::{ask_runtime, Command};
@@ -37,7 +37,7 @@ struct ApiContext {
     commands: mpsc::Sender<Command>,
     metrics: Arc<Metrics>,
     /// Where the peers are, for a switchover.
-    members: Arc<Members>,
+    members: Arc<PeerApis>,
     /// The data dir, whose event log `Events` reads.
     data_dir: Arc<PathBuf>,
     /// The switchover this coordinator holds for later, if any.
@@ -55,7 +55,7 @@ pub struct ApiParts {
     pub status: watch::Receiver<Status>,
     pub commands: mpsc::Sender<Command>,
     pub metrics: Arc<Metrics>,
-    pub members: Members,
+    pub members: PeerApis,
     pub schedule: Schedule,
     /// Where `bully pg` orders go (src/node/postgres/).
     pub postgres: mpsc::Sender<crate::node::postgres::Order>,

@@ -9,7 +9,7 @@
 //! record) is tried again for as long as the link stays up: until it succeeds, the
 //! pause gate (src/node/policy/pause_gate.rs) keeps this node from standing.
 
-use super::switchover::{ask_member, Members};
+use super::switchover::{ask_member, PeerApis};
 use crate::api::{Request, Response, Status};
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::NodeId;
@@ -31,7 +31,7 @@ const LAST_RETRY_WAIT: Duration = Duration::from_secs(4);
 /// Gives up silently when the link goes down: the gate forgets the peer then, and the
 /// next link-up starts a new comparison.
 pub async fn reconcile(
-    members: &Members,
+    members: &PeerApis,
     status: &watch::Receiver<Status>,
     commands: &mpsc::Sender<Command>,
     peer: NodeId,
@@ -71,7 +71,7 @@ fn connected(status: &watch::Receiver<Status>, peer: NodeId) -> bool {
 /// pass it on is logged, not retried); `Err` when it could not learn `peer`'s record or
 /// could not keep a newer one.
 async fn compare(
-    members: &Members,
+    members: &PeerApis,
     status: &watch::Receiver<Status>,
     commands: &mpsc::Sender<Command>,
     peer: NodeId,
@@ -120,8 +120,8 @@ mod tests {
 
     /// A node (1) whose status shows peer 2 connected, and a peer 2 that can never be
     /// asked (our certificate files do not exist).
-    fn unreachable_peer(dir: &std::path::Path) -> (Members, watch::Sender<Status>) {
-        let members = Members {
+    fn unreachable_peer(dir: &std::path::Path) -> (PeerApis, watch::Sender<Status>) {
+        let members = PeerApis {
             peers: vec![PeerConfig {
                 id: 2,
                 addr: "127.0.0.1:9".parse().unwrap(),

@@ -9,7 +9,7 @@
 //! office) drops it too. A schedule that outlived its office could hand over from a
 //! node that no longer leads, on a plan made under other conditions.
 
-use super::switchover::{self, Members};
+use super::switchover::{self, PeerApis};
 use crate::api::{ScheduledSwitchover, Status};
 use crate::history::Record;
 use crate::node::shared::mailbox::Command;
@@ -73,7 +73,7 @@ async fn until_wall_time(at_ms: u64) {
 
 /// What a scheduled switchover needs from the node.
 pub struct Node<'a> {
-    pub members: &'a Arc<Members>,
+    pub members: &'a Arc<PeerApis>,
     pub status: &'a watch::Receiver<Status>,
     pub commands: &'a mpsc::Sender<Command>,
     pub tasks: &'a NodeTasks,
@@ -185,7 +185,7 @@ impl Schedule {
     /// switchover and logs its outcome.
     async fn wait_and_run(
         self,
-        members: Arc<Members>,
+        members: Arc<PeerApis>,
         mut status: watch::Receiver<Status>,
         commands: mpsc::Sender<Command>,
         plan: ScheduledSwitchover,

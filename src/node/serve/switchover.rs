@@ -30,7 +30,7 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the coordinator needs to reach its peers' APIs: its own certificate (the API
 /// accepts any certificate of the cluster CA) and where the peers are.
 #[derive(Debug, Clone)]
-pub struct Members {
+pub struct PeerApis {
     pub peers: Vec<PeerConfig>,
     pub tls: TlsFiles,
     /// Our own QUIC address, to pick the address family when resolving a peer's name.
@@ -40,7 +40,7 @@ pub struct Members {
 /// Runs a switchover to `to` on the coordinator: checks, stand-asides, then the
 /// step-down through the runtime. `Ok` once `to` leads.
 pub async fn run(
-    members: &Members,
+    members: &PeerApis,
     status: &Status,
     commands: &mpsc::Sender<Command>,
     to: NodeId,
@@ -79,7 +79,11 @@ pub async fn run(
 /// Whether `to` could take over from this coordinator now: a member that may lead,
 /// reachable, eligible and following this node; else why not. The checks a switchover
 /// makes before anything moves (also when a scheduled one is accepted).
-pub async fn could_take_over(members: &Members, status: &Status, to: NodeId) -> Result<(), String> {
+pub async fn could_take_over(
+    members: &PeerApis,
+    status: &Status,
+    to: NodeId,
+) -> Result<(), String> {
     let target = check_target(members, status, to)?;
     let candidate = ask(members, target, Request::Status)
         .await
@@ -111,7 +115,7 @@ pub async fn could_take_over(members: &Members, status: &Status, to: NodeId) -> 
 
 /// The target's config entry, if it is a member that could lead.
 fn check_target<'a>(
-    members: &'a Members,
+    members: &'a PeerApis,
     status: &Status,
     to: NodeId,
 ) -> Result<&'a PeerConfig, String> {
@@ -146,7 +150,7 @@ fn check_target<'a>(
 
 /// The members above `to` that could win the election instead of it: connected, not
 /// witnesses, not this node (which steps down itself).
-fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerConfig> {
+fn above<'a>(members: &'a PeerApis, status: &Status, to: NodeId) -> Vec<&'a PeerConfig> {
     members
         .peers
         .iter()
@@ -158,7 +162,7 @@ fn above<'a>(members: &'a Members, status: &Status, to: NodeId) -> Vec<&'a PeerC
 /// Asks member `id` over its API, at the address this node's config file gives it, else
 /// the one its member list gives; the answer may take up to `answer_within`.
 pub async fn ask_member(
-    members: &Members,
+    members: &PeerApis,
     status: &Status,
     id: NodeId,
     request: Request,
@@ -190,7 +194,7 @@ pub async fn ask_member(
         .map_err(|e| e.to_string())
 }
 
-async fn ask(members: &Members, peer: &PeerConfig, request: Request) -> Result<Response, String> {
+async fn ask(members: &PeerApis, peer: &PeerConfig, request: Request) -> Result<Response, String> {
     let addr = peer
         .addr
         .resolve(members.local_addr)

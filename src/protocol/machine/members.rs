@@ -14,8 +14,7 @@ use std::collections::BTreeSet;
 impl MachineConfig {
     /// Members (this node included) needed for a majority of the seeded list.
     pub fn majority(&self) -> usize {
-        // floor(M / 2) + 1 with M = peers + 1 members.
-        self.peers.len().div_ceil(2) + 1
+        crate::protocol::membership::majority_of(self.peers.len() + 1)
     }
 }
 

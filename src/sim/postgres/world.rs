@@ -293,7 +293,7 @@ impl World {
     }
 
     pub fn majority(&self) -> usize {
-        self.voters() / 2 + 1
+        crate::protocol::membership::majority_of(self.voters())
     }
 
     /// Alive and not cut off: it reaches (and is reached by) the others.

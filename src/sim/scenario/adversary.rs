@@ -2,10 +2,8 @@
 //! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
 //! everything down so I5 can be judged.
 
-use super::damage::DamagePlan;
-use super::forced::ForcedPlan;
-use super::membership::MemberPlan;
-use super::operator::{RollPlan, TwoLost};
+use super::plans::{DamagePlan, ForcedPlan, MemberPlan, RollPlan, TwoLost};
+use crate::protocol::membership::majority_of;
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
 use crate::sim::{CrashPoint, Sim, SimConfig};
 use rand::rngs::SmallRng;
@@ -578,7 +576,7 @@ impl Adversary {
         }
         if self.sim.config().mode == Mode::Quorum {
             // Quorum mode promises a coordinator only where a majority is up.
-            let majority = cluster.len() / 2 + 1;
+            let majority = majority_of(cluster.len());
             while up_members(self).len() < majority {
                 let Some(id) = down_members(self).pop() else {
                     break;
@@ -592,7 +590,7 @@ impl Adversary {
         // not recovering themselves (in quorum mode a recovering store that has seen a
         // claim vouches for nothing).
         let members = cluster.len();
-        let needed = recovery::reports_needed(members, members / 2 + 1);
+        let needed = recovery::reports_needed(members, majority_of(members));
         let knowing = |adv: &Adversary| {
             up_members(adv)
                 .iter()

@@ -8,16 +8,12 @@
 
 use super::adversary::{Adversary, Todo};
 use super::operator::Operator;
+use super::plans::DamagePlan;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Share of the seeds (`Operator::Some`) that roll a store back.
 const SHARE: f64 = 0.1;
-
-/// The store rollback one seed does.
-pub(super) struct DamagePlan {
-    rng: SmallRng,
-}
 
 /// Whether `seed` rolls a store back. Draws nothing from the adversary's RNG.
 pub(super) fn draw_damage(seed: u64, operator: Operator) -> Option<DamagePlan> {

@@ -12,6 +12,7 @@
 
 use super::adversary::{Adversary, Todo};
 use super::operator::Operator;
+use super::plans::ForcedPlan;
 use crate::protocol::{Mode, NodeId};
 use crate::sim::SimConfig;
 use rand::rngs::SmallRng;
@@ -20,15 +21,6 @@ use rand::{Rng, SeedableRng};
 
 /// Share of the eligible seeds (`Operator::Some`) that force a recovery.
 const SHARE: f64 = 0.05;
-
-/// The forced recovery one seed does.
-pub(super) struct ForcedPlan {
-    rng: SmallRng,
-    /// The members kept: a minority, one of them able to lead.
-    pub(super) survivors: Vec<NodeId>,
-    /// Whether the survivors are cut off from the rest while they recover.
-    cut: bool,
-}
 
 /// Whether `seed` forces a recovery, and on whom. Draws nothing from the adversary's
 /// RNG. `changes`: the seed changes its member list (then it draws none).

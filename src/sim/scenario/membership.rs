@@ -9,6 +9,7 @@
 //! (the simulation tests' fingerprint shows it).
 
 use super::adversary::{Adversary, Todo};
+use super::plans::MemberPlan;
 use crate::protocol::{Change, Membership, Millis, Mode, NodeId, Seat};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -28,14 +29,6 @@ pub enum Changes {
     /// In every seed, six to ten changes, often in quick succession: a flaw that needs
     /// two changes in a row to matter (`Flaw::OldMajorityOnly`) gets its chance.
     Many,
-}
-
-/// The membership changes one seed asks for.
-pub(super) struct MemberPlan {
-    rng: SmallRng,
-    changes: usize,
-    /// Shorter gaps between changes.
-    hurried: bool,
 }
 
 /// Whether `seed` asks for membership changes, and if so the plan and the spares (IDs

@@ -19,6 +19,7 @@ mod forced;
 mod judge;
 mod membership;
 mod operator;
+mod plans;
 mod seed_run;
 
 pub use membership::{asks_for_changes, Changes};

@@ -20,6 +20,7 @@
 //! tests' fingerprint shows it).
 
 use super::adversary::{Adversary, Todo};
+use super::plans::{RollPlan, TwoLost};
 use crate::protocol::{Millis, NodeId, Timing};
 use crate::sim::SimConfig;
 use rand::rngs::SmallRng;
@@ -59,24 +60,6 @@ impl Operator {
             Operator::Always => true,
         }
     }
-}
-
-/// The config roll one seed does.
-pub(super) struct RollPlan {
-    rng: SmallRng,
-    /// Each node's timing once the roll has passed it.
-    to: BTreeMap<NodeId, Timing>,
-    /// Each node's timing before (what the cluster starts with).
-    from: BTreeMap<NodeId, Timing>,
-    /// The order the operator goes through the nodes.
-    order: Vec<NodeId>,
-}
-
-/// Two stores lost in a row, the second while the first node still recovers.
-pub(super) struct TwoLost {
-    rng: SmallRng,
-    /// The node that lost its store first, once it has.
-    first: Option<NodeId>,
 }
 
 /// Whether `seed` loses two stores in a row: with `Operator::TwoLost`, in every seed
@@ -131,18 +114,6 @@ pub(super) fn draw_slow_hooks(
         });
     }
     steps
-}
-
-impl RollPlan {
-    /// Every timing a node runs with in this seed, before and after: what the judge's
-    /// bounds must allow for.
-    pub(super) fn timings(&self) -> Vec<Timing> {
-        self.from
-            .values()
-            .chain(self.to.values())
-            .copied()
-            .collect()
-    }
 }
 
 /// Whether `seed` rolls a config change, and if so the plan. Sets every process's
