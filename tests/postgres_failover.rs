@@ -38,7 +38,8 @@
 //! ends up primary with nothing lost.
 //!
 //! `PG_TEST_D_MS=1000` runs it at a slower D, `PG_TEST_SYNCHRONOUS=strict` in strict
-//! mode (tests/common/postgres_bully.rs).
+//! mode (tests/common/postgres_bully.rs), `PG_TEST_FAULT_S=10` with pauses and cuts
+//! of 10 s.
 //!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user to
 //! run it as) or HAProxy; `.ci/run` installs both.
@@ -72,8 +73,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use writers::Attempt;
 
-/// How long the pauses and the cut last.
-const FAULT: Duration = Duration::from_secs(3);
+/// How long the pauses and the cut last at least: 3 s, or `PG_TEST_FAULT_S` seconds.
+fn fault_span() -> Duration {
+    let seconds = std::env::var("PG_TEST_FAULT_S").map_or(3, |s| {
+        s.parse()
+            .expect("PG_TEST_FAULT_S is a whole number of seconds")
+    });
+    Duration::from_secs(seconds)
+}
 /// What the keeper logs once it stopped (or killed) its node's server.
 const FENCED: &str = "fence: the postgres server";
 
@@ -314,11 +321,14 @@ impl Scene {
             .await;
     }
 
-    /// SIGSTOP of the primary's `bully node` for [`FAULT`] (its server and keeper run
+    /// SIGSTOP of the primary's `bully node` for [`fault_span`] (its server and keeper run
     /// on): its keeper must stop the server at the lease's end, before another node can
     /// be elected; once continued, the node follows and its server rejoins.
     async fn pause_the_primarys_bully(&mut self) {
-        let scenario = "SIGSTOP of the primary's bully node for 3 s";
+        let scenario = &format!(
+            "SIGSTOP of the primary's bully node for {} s",
+            fault_span().as_secs()
+        );
         phase(scenario);
         let old = self.primary;
         let fences = self.c.keepers.lines_with(old, FENCED).len();
@@ -336,11 +346,14 @@ impl Scene {
             .await;
     }
 
-    /// SIGSTOP of the primary's server (all its processes) for [`FAULT`]: its node's
+    /// SIGSTOP of the primary's server (all its processes) for [`fault_span`]: its node's
     /// health check fails, the node steps down; the fence's shutdown is pending in the
     /// frozen server and takes effect the moment it is continued.
     async fn pause_the_primarys_server(&mut self) {
-        let scenario = "SIGSTOP of the primary's server for 3 s";
+        let scenario = &format!(
+            "SIGSTOP of the primary's server for {} s",
+            fault_span().as_secs()
+        );
         phase(scenario);
         let old = self.primary;
         let fault = Instant::now();
@@ -352,11 +365,14 @@ impl Scene {
             .await;
     }
 
-    /// The primary's host cut off for [`FAULT`]: its bully links (the relay) and its
+    /// The primary's host cut off for [`fault_span`]: its bully links (the relay) and its
     /// server as the other hosts reach it (replication, their scripts). Its lease lapses
     /// without acks: its node's on_demoted and its keeper stop the server.
     async fn cut_off_the_primary(&mut self) {
-        let scenario = "the primary's host cut off for 3 s";
+        let scenario = &format!(
+            "the primary's host cut off for {} s",
+            fault_span().as_secs()
+        );
         phase(scenario);
         let old = self.primary;
         let fault = Instant::now();
@@ -369,7 +385,7 @@ impl Scene {
     }
 
     /// After a fault on node `old` at `fault`: waits for another primary and its first
-    /// commits, holds the fault until [`FAULT`] has passed, then `heal`s it.
+    /// commits, holds the fault until [`fault_span`] has passed, then `heal`s it.
     async fn fail_over_and_heal(
         &mut self,
         old: NodeId,
@@ -384,7 +400,7 @@ impl Scene {
             self.primary,
             fault.elapsed().as_millis()
         );
-        tokio::time::sleep(FAULT.saturating_sub(fault.elapsed())).await;
+        tokio::time::sleep(fault_span().saturating_sub(fault.elapsed())).await;
         heal(self);
     }
 
