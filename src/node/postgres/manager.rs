@@ -94,8 +94,9 @@ struct Loop {
     /// On a primary: the standbys this node wrote its branch to before promoting
     /// (`Cluster::knows_branch` adds those whose reports show it since).
     knows: std::collections::BTreeSet<NodeId>,
-    /// The members whose servers the last promotion check reached.
-    reached: Vec<NodeId>,
+    /// The members whose servers the last promotion check reached, each with the
+    /// timeline it read there.
+    reached: Vec<(NodeId, u32)>,
     /// The newest timeline seen on the running server (its postmaster's PID with it): a
     /// standby's own reading lags while its WAL receiver reconnects, and its timeline
     /// never goes back while it runs.
@@ -217,17 +218,17 @@ impl Loop {
             _ => None,
         };
         let cluster = self.cluster(&status, &office, described.as_ref(), own);
-        let peers = match (&office, &server) {
+        let answers = match (&office, &server) {
             (Office::Leading { .. }, Server::Running(r)) if r.in_recovery => {
                 self.peer_wals(&cluster).await
             }
             _ => Vec::new(),
         };
-        self.reached = peers
+        self.reached = answers
             .iter()
-            .filter(|p| p.wal.is_some())
-            .map(|p| p.id)
+            .filter_map(|(p, timeline)| Some((p.id, (*timeline)?)))
             .collect();
+        let peers: Vec<PeerWal> = answers.into_iter().map(|(p, _)| p).collect();
         let memory = self.remember(&server, &office, described.as_ref());
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
@@ -534,8 +535,9 @@ impl Loop {
     }
 
     /// The other data voters' ranks, read from their servers directly (their own
-    /// reports may be a look old), until a majority answered and a little after.
-    async fn peer_wals(&self, cluster: &Cluster) -> Vec<PeerWal> {
+    /// reports may be a look old), until a majority answered and a little after; each
+    /// with the timeline read there (`None` where not reached).
+    async fn peer_wals(&self, cluster: &Cluster) -> Vec<(PeerWal, Option<u32>)> {
         let mut asked: futures::stream::FuturesUnordered<_> = cluster
             .data_voters
             .iter()
@@ -548,7 +550,7 @@ impl Loop {
                     self.m.superuser_password.clone(),
                 );
                 async move {
-                    let wal = match reported {
+                    let read = match reported {
                         None => None,
                         // A member without data is not reached: the majority must be
                         // of servers that hold data (src/sim/postgres/ found a wiped
@@ -556,14 +558,17 @@ impl Loop {
                         Some(s) if s.role == PgRole::Absent => None,
                         Some(s) => peer_position(&s, &user, password.as_deref()).await,
                     };
-                    PeerWal { id: m, wal }
+                    let (wal, timeline) = read.unzip();
+                    (PeerWal { id: m, wal }, timeline)
                 }
             })
             .collect();
         let mut answers = Vec::new();
         let mut stragglers_until: Option<tokio::time::Instant> = None;
         loop {
-            let reached = answers.iter().filter(|p: &&PeerWal| p.wal.is_some());
+            let reached = answers
+                .iter()
+                .filter(|(p, _): &&(PeerWal, _)| p.wal.is_some());
             let (_, majority) = rules::reached_majority(reached.count(), cluster);
             if majority && stragglers_until.is_none() {
                 stragglers_until = Some(tokio::time::Instant::now() + STRAGGLERS);
@@ -772,31 +777,28 @@ impl Loop {
         term: u64,
     ) -> std::collections::BTreeSet<NodeId> {
         let c = &self.m.config;
-        let writes = self.reached.iter().filter_map(|&m| {
+        // A peer already on `timeline`'s number (as the promotion check just read it)
+        // is on another branch's timeline (two promotions on two sides of a fault can
+        // pick one number): the record would relabel its own WAL with this office's
+        // term, and it would outrank the commits acknowledged here (the simulator's
+        // seeds 11325 and 3072). It learns the branch when it follows, from this
+        // primary's report.
+        let below = self.reached.iter().filter(|&&(_, on)| on < timeline);
+        let writes = below.filter_map(|&(m, _)| {
             let listen = self.m.peers.get(m).flatten()?.listen;
             let (user, password) = (c.superuser.user.clone(), self.m.superuser_password.clone());
             Some(async move {
                 let client = sql::connect(listen, &user, password.as_deref(), SQL_TIMEOUT).await?;
-                // A peer already on `timeline`'s number is on another branch's timeline
-                // (two promotions on two sides of a fault can pick one number): the
-                // record would relabel its own WAL with this office's term, and it would
-                // outrank the commits acknowledged here (the simulator's seeds 11325 and
-                // 3072). It learns the branch when it follows, from this primary's report.
-                let on = sql::describe(&client, SQL_TIMEOUT).await?.timeline;
-                if on >= timeline {
-                    return Ok(None);
-                }
                 sql::write_branch(&client, timeline, term, SQL_TIMEOUT).await?;
-                Ok::<Option<NodeId>, String>(Some(m))
+                Ok::<NodeId, String>(m)
             })
         });
         let mut knows = std::collections::BTreeSet::new();
         for result in futures::future::join_all(writes).await {
             match result {
-                Ok(Some(m)) => {
+                Ok(m) => {
                     knows.insert(m);
                 }
-                Ok(None) => {}
                 Err(e) => tracing::warn!("postgres: the branch did not reach a standby: {e}"),
             }
         }
@@ -1162,8 +1164,12 @@ impl Loop {
 
 /// Where one member's server's WAL ends, read from the server itself by SQL: its
 /// position, and its branch from its own `bully.branch` (not from its report, which
-/// may be a look old); `None` when it does not answer.
-async fn peer_position(reported: &PgState, user: &str, password: Option<&str>) -> Option<Position> {
+/// may be a look old), with its timeline; `None` when it does not answer.
+async fn peer_position(
+    reported: &PgState,
+    user: &str,
+    password: Option<&str>,
+) -> Option<(Position, u32)> {
     let client = sql::connect(reported.listen, user, password, SQL_TIMEOUT)
         .await
         .ok()?;
@@ -1171,5 +1177,5 @@ async fn peer_position(reported: &PgState, user: &str, password: Option<&str>) -
     let branch = sql::wal_branch(&client, d.timeline, SQL_TIMEOUT)
         .await
         .ok()?;
-    Some(Position { branch, lsn: d.wal })
+    Some((Position { branch, lsn: d.wal }, d.timeline))
 }
