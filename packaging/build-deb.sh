@@ -81,7 +81,7 @@ install -m 0755 "$binary" "$stage/usr/bin/bully"
 "$binary" completions zsh >"$stage/usr/share/zsh/vendor-completions/_bully"
 "$binary" completions fish >"$stage/usr/share/fish/vendor_completions.d/bully.fish"
 
-# The units of config/ serve the README's install from source (/usr/local/bin); the
+# The units of config/ serve an install from source (/usr/local/bin); the
 # packaged copies differ only in the path of ExecStart and a first comment line.
 for unit in bully.service bully@.service bully-run.service; do
     {
@@ -100,7 +100,7 @@ sample="$stage/etc/bully/node.toml"
 {
     echo "# bully node config (conffile of the bully package: your edits survive upgrades)."
     echo "# Node 1 of three hosts; set id, listen and [[peers]] for this host. The keys are"
-    echo "# described in bully(1) and the README's Config section. Start it with:"
+    echo "# described in bully(1) and the manual's configuration reference. Start it with:"
     echo "#   systemctl enable --now --no-block bully"
     sed -e '1,/^$/d' \
         -e 's#^data_dir = "[^"]*" *#data_dir = "/var/lib/bully"    #' \

@@ -1,5 +1,5 @@
 //! Running on "hosts": each node in a directory of its own holding only the files the
-//! README's deployment table puts there, peers named `localhost:PORT` (resolved at each
+//! deployment table of docs/deploying.md puts there, peers named `localhost:PORT` (resolved at each
 //! dial), certificates from one admin directory that keeps the CA key, a fourth node
 //! added with `certs add` and the cluster grown one member at a time, and queries that
 //! need only the CA and a client certificate. I1–I3, no overlap and one coordinator per

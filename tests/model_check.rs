@@ -4,7 +4,7 @@
 //! the operator at any point (one change for N = 4, two in a row for N = 3), and
 //! sabotaged machines that must be caught with a counterexample.
 //! `cargo test --test model_check -- --ignored` runs the deep bounds whose figures are
-//! in the README.
+//! in docs/contributing.md#model-checking-srcmodel-testsmodel_checkrs.
 
 use bully::checker::Invariant;
 use bully::model::{Bounds, Exploration, Model, ModelConfig, Transition};
@@ -115,7 +115,7 @@ fn three_nodes_classic_every_property_holds() {
     holds("classic N=3", config(&[1, 2, 3], Mode::Classic, base3()));
 }
 
-/// The N = 3 base runs at the full quick bound, depth 10 (the README's table).
+/// The N = 3 base runs at the full quick bound, depth 10 (the table in docs/contributing.md).
 #[test]
 #[ignore = "about 200 s more on 2 cores (2.1 M and 1.7 M states); run with --ignored (depth 9 of both modes stays in the suite)"]
 fn three_nodes_both_modes_at_depth_10() {
@@ -186,7 +186,7 @@ fn caught_in(name: &str, config: ModelConfig, invariant: Invariant) {
     );
 }
 
-/// The deep bound (README figures): N = 3, depth 12, both modes. Minutes, not seconds.
+/// The deep bound (figures in docs/contributing.md): N = 3, depth 12, both modes. Minutes, not seconds.
 #[test]
 #[ignore]
 fn deep_three_nodes_both_modes() {

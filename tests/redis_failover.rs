@@ -28,7 +28,7 @@
 //! the restarted Redis ends up replicating from the primary. The full-cluster restart must elect within 5 s and keep
 //! every key; bully's own invariants (I1–I4, I6, I7) are checked on the event logs at
 //! the end. It prints, per scenario, the write gap, the writes lost and the time with
-//! two writable primaries: the README's figures come from
+//! two writable primaries: examples/redis-primary/README.md's figures come from
 //! `cargo test --release --test redis_failover -- --nocapture`.
 //!
 //! Timing: the example's (bully's defaults: heartbeat 100 ms, D 300 ms; the health check
@@ -68,7 +68,7 @@ const AGREE: Duration = Duration::from_secs(30);
 /// How long the pause and the isolation last.
 const FAULT: Duration = Duration::from_secs(3);
 /// The longest write gap through HAProxy allowed when the coordinator's bully and Redis
-/// are frozen for [`FAULT`]: the failover (about 0.5 s, README) plus `on-elected.sh`
+/// are frozen for [`FAULT`]: the failover (about 0.5 s, examples/redis-primary/README.md) plus `on-elected.sh`
 /// giving up on the frozen Redis (`PEER_TIMEOUT`, 0.5 s), with room for a busy machine.
 /// A hook that waited for the frozen Redis made it the whole freeze (3.2 s).
 const FROZEN_GAP_BOUND: Duration = Duration::from_millis(2000);

@@ -31,8 +31,8 @@ async fn no_two_jobs_ever_run_at_once_across_thirty_two_faults() {
     no_two_jobs_at_once(5).await;
 }
 
-/// The same rounds ten times: 65 faults, 20 of them a node-only SIGSTOP (the README's
-/// figures).
+/// The same rounds ten times: 65 faults, 20 of them a node-only SIGSTOP (the figures in
+/// docs/bully-run.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "about 100 s; the same rounds as the 32-fault test, twice as many; run with --ignored"]
 async fn no_two_jobs_ever_run_at_once_across_sixty_five_faults() {

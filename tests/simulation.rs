@@ -1079,8 +1079,8 @@ fn two_stores_lost_in_a_row_no_longer_vouch_for_each_other() {
     // EmptyStoreVouches) and passes on the new one (src/protocol/recovery.rs, rules 4
     // and 5). Found by searching 48,000 seeds of that range; 3 others still reuse a
     // term on the new rule, when every member that remembered it was lost or down and
-    // the recovering nodes took the cluster for a fresh one (docs/design.md#store-
-    // recovery: a limit, seed 43484).
+    // the recovering nodes took the cluster for a fresh one
+    // (docs/design.md#store-recovery: a limit, seed 43484).
     let seed = 53110;
     let old = run_seed_drawing(
         seed,
