@@ -90,6 +90,7 @@ pub struct PostgresConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credentials {
+    /// The role's name.
     pub user: String,
     /// A file holding the password (its first line); unset: no password (peer or
     /// trust authentication, as `pg_hba.conf` says).

@@ -40,7 +40,7 @@ pub struct NodeConfig {
     pub witness: bool,
     /// The `[tls]` table: the CA, and this node's certificate and key.
     pub tls: TlsFiles,
-    /// The protocol's timers, in milliseconds (see [`Timing`]).
+    /// The `[timing]` table: the protocol's timers, in milliseconds.
     #[serde(default)]
     pub timing: Timing,
     /// Every other member of the cluster.

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
+    /// h: how often the coordinator sends its heartbeat to every member.
     pub heartbeat_ms: u64,
     /// D: a follower suspects its coordinator after this long without a heartbeat.
     pub suspect_after_ms: u64,
