@@ -10,10 +10,8 @@ use bully::protocol::{
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn config(id: NodeId, nodes: u64) -> MachineConfig {
-    MachineConfig {
-        mode: Mode::Classic,
-        ..MachineConfig::new(id, (1..=nodes).filter(|&p| p != id).collect())
-    }
+    let peers = (1..=nodes).filter(|&p| p != id).collect();
+    MachineConfig::new(id, peers).with_mode(Mode::Classic)
 }
 
 fn drain(machine: &mut Machine) -> usize {

@@ -33,9 +33,9 @@ async fn main() -> ExitCode {
     let mut last = None;
     loop {
         let status = changes.borrow_and_update().clone();
-        if last != Some((status.coordinator, status.epoch)) {
-            last = Some((status.coordinator, status.epoch));
-            match (status.coordinator, status.epoch) {
+        if last != Some((status.coordinator(), status.epoch)) {
+            last = Some((status.coordinator(), status.epoch));
+            match (status.coordinator(), status.epoch) {
                 (Some(c), Some(epoch)) if c == status.id => {
                     println!("I lead; fence writes with epoch term {}", epoch.term)
                 }

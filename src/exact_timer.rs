@@ -115,6 +115,10 @@ impl Kernel {
         let timer = TimerFd::new(clock, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)?;
         // SAFETY: `Kernel` owns the timerfd and closes it only when dropped, which is
         // when the `AsyncFd` holding it is dropped; `as_raw_fd` always returns that fd.
+        // No safe call serves: nix's `TimerFd` (used above) is safe, but registering
+        // any fd with tokio's reactor is `unsafe` in the tokio Cargo.lock pins (its
+        // safe `AsyncFd::with_interest` is deprecated there as unsound: nothing ties
+        // the fd's lifetime to the registration).
         unsafe { AsyncFd::register_with_interest(Kernel(timer), Interest::READABLE) }
             .map_err(io::Error::from)
     }

@@ -13,8 +13,8 @@
 //! - [`codec`]: the one place bincode is called; frames with a version and a size cap.
 //! - [`boot_clock`]: the clock leases run on, which counts time suspended;
 //!   [`wall_clock`]: wall-clock milliseconds for records compared across processes.
-//! - [`shutdown`]: the one kind of stop signal the node's tasks and the transport's both
-//!   wait on (trip once, ask, await; a child stops with its parent).
+//! - [`shutdown`]: the one kind of stop signal the node's runtime, its tasks and the
+//!   transport's all wait on (trip once, ask, await; a child stops with its parent).
 //! - [`signals`]: signals to child processes through nix. [`ports`]: free loopback
 //!   ports for clusters and tests, picked together. [`sd_notify`]: systemd's notify
 //!   protocol (readiness, and the service watchdog's `WATCHDOG=1`), which the CLI and

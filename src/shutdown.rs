@@ -1,7 +1,10 @@
-//! [`Shutdown`]: the signal that stops a group of tasks, the one kind both the
-//! transport (`transport/shared.rs`, every connection task) and the node's own tasks
-//! (`NodeTasks`) stop on. Tripped once, asked, awaited; a child also counts as
-//! tripped once its parent is, so one part of a group can be retired alone.
+//! [`Shutdown`]: the signal that stops a group of tasks, the one kind the transport
+//! (`transport/shared.rs`, every connection task), the node's own tasks (`NodeTasks`)
+//! and the node's runtime (src/node/drive/inputs.rs; its handle trips it) stop on.
+//! Tripped once, asked, awaited; a child also counts as tripped once its parent is, so
+//! one part of a group can be retired alone. A [`TripOnDrop`] trips it when its holder
+//! goes: a dropped `NodeHandle` stops its node, and a runtime that ends (or panics)
+//! tells the handle so (`NodeHandle::ended`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -70,9 +73,31 @@ impl Shutdown {
         }
     }
 
+    /// A guard that trips this signal when dropped.
+    pub fn trip_on_drop(&self) -> TripOnDrop {
+        TripOnDrop(self.clone())
+    }
+
     /// [`Shutdown::tripped`] behind a pointer, so a child can wait on its ancestors.
     fn boxed_tripped(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(self.tripped())
+    }
+}
+
+/// Trips its signal when dropped (and on [`TripOnDrop::trip`]): whoever holds it stops
+/// the signal's waiters by going away, however it goes.
+pub struct TripOnDrop(Shutdown);
+
+impl TripOnDrop {
+    /// Trips the signal now rather than on drop.
+    pub fn trip(&self) {
+        self.0.trip();
+    }
+}
+
+impl Drop for TripOnDrop {
+    fn drop(&mut self) {
+        self.0.trip();
     }
 }
 
@@ -94,6 +119,15 @@ mod tests {
         assert!(!signal.trip(), "the first trip");
         assert!(signal.trip(), "already tripped");
         waiter.await.unwrap();
+        trips(signal).await;
+    }
+
+    #[tokio::test]
+    async fn a_guard_trips_its_signal_when_dropped() {
+        let signal = Shutdown::new();
+        let guard = signal.trip_on_drop();
+        assert!(!signal.is_tripped());
+        drop(guard);
         trips(signal).await;
     }
 

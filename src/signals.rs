@@ -1,7 +1,8 @@
 //! Signals to processes this program started, through `nix`: the one place the crate
-//! touches process signals, and one of the crate's few documented `unsafe` blocks
-//! (the others register [`crate::exact_timer`]'s timerfd with tokio's reactor and make
-//! the watchdog device's ioctls, `src/node/drive/watchdog_device.rs`).
+//! sends process signals, and one of the crate's few documented `unsafe` blocks (the
+//! others register [`crate::exact_timer`]'s timerfd with tokio's reactor, make the
+//! watchdog device's ioctls, `src/node/drive/watchdog_device.rs`, and install the
+//! keeper guard's signal handlers, `src/keeper/guard.rs`; `src/lib.rs` lists them).
 
 pub use nix::sys::signal::Signal;
 use nix::sys::signal::{self, SigHandler};
@@ -50,7 +51,8 @@ fn to_pid(pid: u32) -> std::io::Result<Pid> {
 pub fn die_quietly_on_sigpipe() {
     // SAFETY: installing SIG_DFL runs no handler code, so none of signal(2)'s
     // async-signal-safety conditions apply; it is called before the command starts
-    // any thread.
+    // any thread. No safe call serves: std sets SIGPIPE to ignored before `main` and
+    // offers no stable way back, and nix's `signal` is unsafe for every disposition.
     unsafe {
         let _ = signal::signal(Signal::SIGPIPE, SigHandler::SigDfl);
     }

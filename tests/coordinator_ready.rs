@@ -111,7 +111,7 @@ async fn coordinator_is_ready_only_after_on_elected_and_resigns_when_it_fails() 
     assert!(ever_led(&t, 3), "node 3 should have been elected first");
     assert!(!files[&3].exists());
     let s3 = status(&t, 3).await.unwrap();
-    assert_eq!(s3.coordinator, Some(2), "{s3:?}");
+    assert_eq!(s3.coordinator(), Some(2), "{s3:?}");
     assert!(!s3.eligible && s3.stepped_down_until_ms.is_some(), "{s3:?}");
     let s2 = status(&t, 2).await.unwrap();
     assert!(s2.role == Role::Coordinator && s2.ready(), "{s2:?}");

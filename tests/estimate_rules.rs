@@ -16,10 +16,7 @@ fn ep(term: u64, leader: NodeId) -> Epoch {
 }
 
 fn config(id: NodeId, peers: &[NodeId], mode: Mode) -> MachineConfig {
-    MachineConfig {
-        mode,
-        ..drive::rule_member(id, peers)
-    }
+    drive::rule_member(id, peers).with_mode(mode)
 }
 
 /// A connected member of {1, 2, 3} whose estimate source reported `est`, fresh until

@@ -55,7 +55,7 @@ async fn endpoints_answer_with_the_right_codes_and_metric_names() {
     let (code, body) = http_get(http[&2], "/status?pretty").await.unwrap();
     assert_eq!(code, 200);
     let status: Status = serde_json::from_str(&body).unwrap();
-    assert_eq!((status.id, status.coordinator), (2, Some(3)));
+    assert_eq!((status.id, status.coordinator()), (2, Some(3)));
 
     phase("/metrics: every family, messages by type");
     let (code, text) = http_get(http[&3], "/metrics").await.unwrap();

@@ -50,7 +50,7 @@ async fn a_stopped_node_leaves_no_task_or_socket_behind() {
     // An embedder may keep the counters after the node is gone.
     let counters = node.metrics();
     let mut status = node.subscribe();
-    let led = tokio::time::timeout(SOON, status.wait_for(|s| s.coordinator == Some(1))).await;
+    let led = tokio::time::timeout(SOON, status.wait_for(|s| s.coordinator() == Some(1))).await;
     assert!(led.is_ok_and(|r| r.is_ok()), "node 1 leads alone");
 
     let client = Client::connect(udp, t.cluster.client_tls(), Some(1), SOON)

@@ -29,10 +29,7 @@ fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
 fn config(id: NodeId, peers: &[NodeId]) -> MachineConfig {
     // The rules below are the classic algorithm's; quorum mode's are in
     // tests/quorum_rules.rs. Empty stores are recovered there (`store_recovery_*`).
-    MachineConfig {
-        mode: Mode::Classic,
-        ..drive::rule_member(id, peers)
-    }
+    drive::rule_member(id, peers).with_mode(Mode::Classic)
 }
 
 #[path = "common/drive.rs"]

@@ -642,10 +642,7 @@ fn store_recovery_is_only_for_an_empty_store() {
 fn store_recovery_in_classic_mode_declares_only_afterwards() {
     // Classic mode leads alone, but not on a store that may have forgotten a term it
     // declared: the same reports first.
-    let config = MachineConfig {
-        mode: Mode::Classic,
-        ..MachineConfig::new(3, vec![1, 2])
-    };
+    let config = MachineConfig::new(3, vec![1, 2]).with_mode(Mode::Classic);
     let mut m = Machine::start(config, fresh(), 0);
     m.handle(Event::PeerUp(1), 0);
     m.handle(Event::PeerUp(2), 0);

@@ -98,7 +98,7 @@ async fn ready_is_notified_once_a_coordinator_is_known() {
     assert!(message.lines().any(|l| l == "READY=1"), "{message:?}");
     let s = status(&t, 3).await.expect("node 3 answers");
     assert!(
-        s.coordinator.is_some(),
+        s.coordinator().is_some(),
         "ready without a coordinator: {s:?}"
     );
 }
@@ -295,7 +295,7 @@ async fn sighup_applies_the_readiness_settings() {
             let s3 = status(&t, 3).await?;
             let until = s3.stepped_down_until_ms?;
             let resigned = until > bully::wall_clock::wall_ms() + 30_000;
-            (failed == 2 && resigned && s3.coordinator == Some(2)).then_some(())
+            (failed == 2 && resigned && s3.coordinator() == Some(2)).then_some(())
         },
     )
     .await;

@@ -16,14 +16,16 @@
 
 use crate::boot_clock::{BootInstant, Source};
 use crate::protocol::{Epoch, NodeId};
+use serde::ser::{SerializeStruct, Serializer};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The longest line either side accepts: a grant or a report is about 300 bytes.
 pub const MAX_LINE: usize = 4096;
 
 /// What the node grants its keepers: sent on connect, on every change of office and on
-/// every lease renewal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// every lease renewal. On the wire it also carries the epoch's fencing token
+/// ([`Grant::token`], derived, see the `Serialize` impl below); reading a line ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub struct Grant {
     /// Numbers the grants a node has made since it started; a keeper's [`Report`]
     /// names the newest it has acted on, so the node knows a withdrawal was heard.
@@ -34,8 +36,6 @@ pub struct Grant {
     /// The epoch the node leads now; `None` when it does not lead (then everything
     /// held for an earlier epoch must stop).
     pub epoch: Option<Epoch>,
-    /// The epoch's fencing token ([`Epoch::token`]), for the child's environment.
-    pub token: Option<u64>,
     /// When the node's own office ends unless renewed (its lease end): from here on it
     /// no longer claims to lead. `None`: no end is known (a one-node classic cluster).
     pub lease_end_ns: Option<u64>,
@@ -58,12 +58,16 @@ impl Grant {
             seq: 0,
             node,
             epoch: None,
-            token: None,
             lease_end_ns: None,
             fence_by_ns: None,
             renewal_slack_ms: 0,
             clock: crate::boot_clock::source(),
         }
+    }
+
+    /// The fencing token of the epoch led ([`Epoch::token`]), if any.
+    pub fn token(&self) -> Option<u64> {
+        self.epoch.map(|e| e.token())
     }
 
     /// The node's lease end on this host's clock.
@@ -74,6 +78,25 @@ impl Grant {
     /// The fencing deadline on this host's clock.
     pub fn fence_by(&self) -> Option<BootInstant> {
         self.fence_by_ns.map(BootInstant::from_nanos)
+    }
+}
+
+/// The grant's JSON object: its fields in declaration order with the derived `token`
+/// after `epoch`, the line the keeper socket has always carried (`socat` readers and
+/// keepers of earlier versions see the same keys). A field added to [`Grant`] is added
+/// here too; `the_grant_line_keeps_its_keys_and_order` below fails otherwise.
+impl Serialize for Grant {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut line = serializer.serialize_struct("Grant", 8)?;
+        line.serialize_field("seq", &self.seq)?;
+        line.serialize_field("node", &self.node)?;
+        line.serialize_field("epoch", &self.epoch)?;
+        line.serialize_field("token", &self.token())?;
+        line.serialize_field("lease_end_ns", &self.lease_end_ns)?;
+        line.serialize_field("fence_by_ns", &self.fence_by_ns)?;
+        line.serialize_field("renewal_slack_ms", &self.renewal_slack_ms)?;
+        line.serialize_field("clock", &self.clock)?;
+        line.end()
     }
 }
 
@@ -141,7 +164,6 @@ mod tests {
     fn a_grant_and_a_report_cross_as_one_line_each() {
         let grant = Grant {
             epoch: Some(Epoch { term: 7, leader: 3 }),
-            token: Some(Epoch { term: 7, leader: 3 }.token()),
             lease_end_ns: Some(1_000),
             fence_by_ns: Some(2_000),
             renewal_slack_ms: 100,
@@ -159,6 +181,32 @@ mod tests {
         };
         let line = encode_line(&report);
         assert_eq!(decode_line::<Report>(line.trim_end()), Ok(report));
+    }
+
+    #[test]
+    fn the_grant_line_keeps_its_keys_and_order() {
+        let grant = Grant {
+            seq: 5,
+            epoch: Some(Epoch { term: 7, leader: 3 }),
+            lease_end_ns: Some(1_000),
+            fence_by_ns: Some(2_000),
+            renewal_slack_ms: 100,
+            clock: Source::Boottime,
+            ..Grant::none(3)
+        };
+        assert_eq!(
+            encode_line(&grant),
+            "{\"seq\":5,\"node\":3,\"epoch\":{\"term\":7,\"leader\":3},\"token\":7340035,\
+             \"lease_end_ns\":1000,\"fence_by_ns\":2000,\"renewal_slack_ms\":100,\
+             \"clock\":\"boottime\"}\n"
+        );
+        assert_eq!(
+            encode_line(&Grant::none(3)).split(",\"clock\"").next(),
+            Some(
+                "{\"seq\":0,\"node\":3,\"epoch\":null,\"token\":null,\"lease_end_ns\":null,\
+                 \"fence_by_ns\":null,\"renewal_slack_ms\":0"
+            )
+        );
     }
 
     #[test]

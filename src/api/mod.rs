@@ -12,12 +12,15 @@
 //! - [`postgres`]: [`postgres::PgState`], the managed PostgreSQL server as its node
 //!   last saw it (`[postgres]`).
 //! - `pause`: [`Pause`], the maintenance pause every node keeps (`bully pause`).
+//! - `ineligible`: [`Ineligible`], why a node may not lead, in the one wording the
+//!   event log, the status line and the logs share.
 //! - [`event_log`]: the append-only history a node writes in its data dir and the
 //!   tests, `cluster` and the chaos runner read.
 
 mod counters;
 pub mod event_log;
 mod health;
+mod ineligible;
 pub mod keeper;
 mod pause;
 pub mod postgres;
@@ -26,6 +29,7 @@ mod status;
 
 pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
 pub use health::{HealthState, UnknownHealthState};
+pub use ineligible::{Ineligible, GIVEN_UP_NOTE};
 pub use pause::Pause;
 pub use request::{Request, Response};
-pub use status::{Estimate, PeerState, ScheduledSwitchover, Status, GIVEN_UP_NOTE};
+pub use status::{Estimate, PeerState, ScheduledSwitchover, Status};

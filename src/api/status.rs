@@ -2,15 +2,12 @@
 //! stream, `/status` and the hooks.
 
 use super::health::HealthState;
+use super::ineligible::{self, Ineligible};
 use crate::boot_clock::BootInstant;
 use crate::protocol::{lease, Cells, Epoch, Membership, Mode, NodeId, Role, Timing, View};
 use serde::{Deserialize, Serialize};
 
 /// Whether a configured peer is reachable right now (our outbound connection is up).
-/// Why a node a forced recovery gave up may not lead, and what ends it.
-pub const GIVEN_UP_NOTE: &str = "given up by a forced recovery (bully recover on the survivors): \
-     it never leads, votes or acks again; wipe its data dir and add it back as a new member";
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerState {
     pub id: NodeId,
@@ -24,10 +21,16 @@ pub struct Status {
     /// The election algorithm this node runs.
     #[serde(default)]
     pub mode: Mode,
+    /// Change it with [`Status::set_office`], which keeps the coordinator derived.
     pub role: Role,
-    /// The epoch this node follows or leads; none while electing.
+    /// The epoch this node follows or leads; none while electing. Change it with
+    /// [`Status::set_office`], which keeps the coordinator derived.
     pub epoch: Option<Epoch>,
-    pub coordinator: Option<NodeId>,
+    /// Derived from `role` and `epoch` ([`Role::coordinator_in`]), read through
+    /// [`Status::coordinator`]; stored only because the wire carries it in this place
+    /// (bincode in src/codec.rs reads fields by position, and `--json` and `/status`
+    /// show a `coordinator` key).
+    coordinator: Option<NodeId>,
     /// The epoch this node's database was made ready for as coordinator (its
     /// `on_elected` succeeded, or `[http] coordinator_ready = "elected"`): a load
     /// balancer's 200 waits for it, see [`Status::ready`].
@@ -216,11 +219,10 @@ impl Status {
         };
         status.role = lease::role_at(status.role, office_ends, now);
         if status.role != self.role {
-            status.coordinator = None;
-            status.epoch = None;
+            status.set_office(status.role, None);
         }
         status.heartbeat_age_ms = match status.last_heartbeat {
-            Some((from, at)) if status.coordinator == Some(from) && from != status.id => {
+            Some((from, at)) if status.coordinator() == Some(from) && from != status.id => {
                 Some(now.saturating_duration_since(at).as_millis() as u64)
             }
             _ => None,
@@ -239,9 +241,7 @@ impl Status {
     /// Folds a new view in; returns whether the coordinator or epoch changed.
     pub fn apply_view(&mut self, view: View, now_ms: u64) -> bool {
         let before = (self.role, self.epoch);
-        self.role = view.role;
-        self.epoch = view.epoch;
-        self.coordinator = view.coordinator();
+        self.set_office(view.role, view.epoch);
         self.eligible = view.eligible;
         self.incarnation = view.incarnation;
         let changed = before != (self.role, self.epoch);
@@ -251,10 +251,24 @@ impl Status {
         changed
     }
 
+    /// The coordinator this node follows or is, if any: `epoch`'s leader unless the
+    /// node is a candidate ([`Role::coordinator_in`]).
+    pub fn coordinator(&self) -> Option<NodeId> {
+        self.role.coordinator_in(self.epoch)
+    }
+
+    /// The node's role and epoch, and with them the coordinator they name: the one
+    /// way to change them, so the stored coordinator never disagrees with them.
+    pub fn set_office(&mut self, role: Role, epoch: Option<Epoch>) {
+        self.role = role;
+        self.epoch = epoch;
+        self.coordinator = role.coordinator_in(epoch);
+    }
+
     /// The fencing token of the epoch followed or led, unique per leadership and ordered
     /// like the epoch, the same form in both modes (see [`Epoch::token`]).
     pub fn token(&self) -> Option<u64> {
-        self.coordinator.and(self.epoch).map(|e| e.token())
+        self.coordinator().and(self.epoch).map(|e| e.token())
     }
 
     /// Records the durable cells after a flush.
@@ -283,7 +297,7 @@ impl Status {
             .map(|e| e.to_string())
             .unwrap_or_else(|| "-".into());
         let coordinator = self
-            .coordinator
+            .coordinator()
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
         format!(
@@ -296,29 +310,43 @@ impl Status {
         )
     }
 
-    /// Empty when eligible, else `  (ineligible: health check failing)` or similar.
+    /// Empty when eligible, else `  (ineligible: health check failing)` or similar
+    /// (worded in src/api/ineligible.rs).
     pub fn eligibility_note(&self) -> String {
+        ineligible::note(&self.ineligible_reasons())
+    }
+
+    /// Every reason this status shows for the node not to lead, in the order the
+    /// eligibility policy checks them; none when it is eligible.
+    pub fn ineligible_reasons(&self) -> Vec<Ineligible> {
         if self.eligible {
-            return String::new();
+            return Vec::new();
         }
-        let mut reasons: Vec<&str> = self.health.ineligible_reason().into_iter().collect();
+        let mut reasons: Vec<Ineligible> = self
+            .health
+            .ineligible_reason()
+            .map(Ineligible::Health)
+            .into_iter()
+            .collect();
         if self.given_up {
-            reasons.push(GIVEN_UP_NOTE);
+            reasons.push(Ineligible::GivenUp);
         }
         if self.stepped_down_until_ms.is_some() {
-            reasons.push("stepped down");
+            reasons.push(Ineligible::SteppedDown);
         }
-        reasons.extend(self.config_conflict.as_deref());
-        reasons.extend(self.watchdog_unavailable.as_deref());
+        reasons.extend(self.config_conflict.clone().map(Ineligible::ConfigConflict));
+        reasons.extend(
+            self.watchdog_unavailable
+                .clone()
+                .map(Ineligible::WatchdogUnavailable),
+        );
         if self.pause.holds_back(self.id).is_some() {
-            reasons.push("cluster paused");
+            reasons.push(Ineligible::Paused);
         }
         if reasons.is_empty() {
-            // Only transient reasons are left (the start-up hello wait, the pause
-            // comparison with a peer just connected).
-            reasons.push("starting up or comparing with peers");
+            reasons.push(Ineligible::Starting);
         }
-        format!("  (ineligible: {})", reasons.join(", "))
+        reasons
     }
 }
 

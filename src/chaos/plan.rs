@@ -8,6 +8,16 @@
 //! classic mode is judged the same way so the two modes' runs compare. After most steps it leaves a quiet gap long enough for the I5
 //! deadline plus an observation window; after some it fires the next fault at once
 //! ("burst"), so faults also land in the middle of an election.
+//!
+//! [`Step`] is one of three fault vocabularies, and stays apart from the other two on
+//! purpose: a step is something done to real processes and a real relay (a signal, a
+//! cut at the relay, a data dir wiped or truncated, a `bully member` command), planned
+//! whole before the run and printed in its report. The simulator's `Todo`
+//! (src/sim/scenario/adversary.rs) is a deterministic world's agenda of follow-ups, and
+//! `model::Transition` (src/model/transition.rs) an edge of an exhaustive state space,
+//! ordinary steps included. Where they name the same fault (kill, pause, partition,
+//! heal) they mean the same; what each must carry differs, and src/checker/ judges
+//! the histories of all three alike.
 
 use crate::protocol::{Mode, NodeId, Timing};
 use rand::rngs::SmallRng;

@@ -131,7 +131,7 @@ fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
         status.role.to_string(),
         status.epoch.map(|e| e.to_string()).unwrap_or_else(dash),
         status
-            .coordinator
+            .coordinator()
             .map(|c| c.to_string())
             .unwrap_or_else(dash),
         if status.eligible { "yes" } else { "no" }.to_string(),

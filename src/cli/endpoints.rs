@@ -268,7 +268,7 @@ pub fn disagreement(answers: &[Answer]) -> Option<String> {
     let mut seen: Vec<(String, Vec<String>)> = Vec::new();
     for answer in answers {
         let Ok(status) = &answer.status else { continue };
-        let view = match (status.coordinator, status.epoch) {
+        let view = match (status.coordinator(), status.epoch) {
             (Some(c), Some(e)) => format!("coordinator {c} at epoch {e}"),
             _ => "no coordinator".to_string(),
         };

@@ -64,17 +64,17 @@ pub fn fresh_ms(timing: &Timing) -> u64 {
 pub fn decide(statuses: &[Status]) -> Verdict {
     let leaders = statuses
         .iter()
-        .filter(|s| s.role == Role::Coordinator && s.coordinator == Some(s.id));
+        .filter(|s| s.role == Role::Coordinator && s.coordinator() == Some(s.id));
     if let Some(best) = leaders.max_by_key(|s| s.epoch) {
         return Verdict::Itself(Box::new(best.clone()));
     }
     let followers = statuses
         .iter()
-        .filter(|s| s.role == Role::Follower && s.coordinator.is_some() && s.epoch.is_some());
+        .filter(|s| s.role == Role::Follower && s.coordinator().is_some() && s.epoch.is_some());
     let Some(newest) = followers.clone().max_by_key(|s| s.epoch) else {
         return Verdict::Unknown;
     };
-    let (coordinator, epoch) = (newest.coordinator.unwrap_or(0), newest.epoch.unwrap());
+    let (coordinator, epoch) = (newest.coordinator().unwrap_or(0), newest.epoch.unwrap());
     let by: Vec<&Status> = followers.filter(|s| s.epoch == Some(epoch)).collect();
     let fresh = by
         .iter()
@@ -210,7 +210,7 @@ fn nodes(by: &[(NodeId, Option<u64>)]) -> String {
 pub fn json(verdict: &Verdict) -> serde_json::Value {
     match verdict {
         Verdict::Itself(s) => serde_json::json!({
-            "coordinator": s.coordinator,
+            "coordinator": s.coordinator(),
             "epoch": s.epoch,
             "token": s.token(),
             "mode": s.mode,

@@ -85,7 +85,7 @@ impl Board {
         let reachable = answering.len();
         let mut votes: BTreeMap<NodeId, usize> = BTreeMap::new();
         for status in &answering {
-            if let Some(c) = status.coordinator {
+            if let Some(c) = status.coordinator() {
                 *votes.entry(c).or_default() += 1;
             }
         }

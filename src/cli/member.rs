@@ -87,7 +87,7 @@ async fn list(query: &QueryArgs) -> ExitCode {
     if query.json {
         print_json(&serde_json::json!({
             "asked": status.id,
-            "coordinator": status.coordinator,
+            "coordinator": status.coordinator(),
             "committed": status.members_committed,
             "list": list,
         }));
@@ -108,7 +108,7 @@ async fn list(query: &QueryArgs) -> ExitCode {
             Seat::Witness => "witness",
         };
         let learner = if member.learner { " (learner)" } else { "" };
-        let leads = if status.coordinator == Some(member.id) {
+        let leads = if status.coordinator() == Some(member.id) {
             "  coordinator"
         } else {
             ""

@@ -70,10 +70,10 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
 /// Tells systemd the node is ready once it knows a coordinator (itself or another):
 /// only then can it answer `leader` and serve `/coordinator` meaningfully.
 async fn announce_ready(mut status: watch::Receiver<crate::api::Status>) {
-    let Ok(status) = status.wait_for(|s| s.coordinator.is_some()).await else {
+    let Ok(status) = status.wait_for(|s| s.coordinator().is_some()).await else {
         return;
     };
-    let coordinator = status.coordinator.map_or(0, |c| c);
+    let coordinator = status.coordinator().map_or(0, |c| c);
     tracing::info!(coordinator, "ready: a coordinator is known");
     sd_notify::notify(&format!(
         "{READY}\nSTATUS=coordinator is node {coordinator}"

@@ -150,7 +150,7 @@ pub async fn watch(args: &QueryArgs) -> ExitCode {
         };
         match next {
             Ok(Some(status)) => {
-                let key = (status.coordinator, status.epoch);
+                let key = (status.coordinator(), status.epoch);
                 if last == Some(key) {
                     continue;
                 }

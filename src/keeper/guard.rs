@@ -62,6 +62,11 @@ pub fn run(command: &[String]) -> ExitCode {
 fn arm() -> nix::Result<()> {
     let handler = |f| SigAction::new(SigHandler::Handler(f), SaFlags::SA_RESTART, SigSet::empty());
     // SAFETY: both handlers only make async-signal-safe calls (none, or kill(2)).
+    // No safe call serves: a handler of our own is the point (`SIG_IGN` would be
+    // inherited by the job, and the keeper's death must kill the group even while the
+    // guard blocks in wait(2)); std has no signal API, nix's `sigaction` is unsafe
+    // because the handler runs in signal context, and tokio's signals need a runtime
+    // this process does not have.
     unsafe {
         sigaction(Signal::SIGUSR2, &handler(kill_group))?;
         sigaction(Signal::SIGTERM, &handler(ignore))?;

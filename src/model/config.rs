@@ -101,18 +101,14 @@ impl ModelConfig {
         restarted: bool,
     ) -> MachineConfig {
         let listed = |p: NodeId| p != id && (self.joining != Some(p) || self.joining == Some(id));
-        MachineConfig {
-            id,
-            peers: self.ids.iter().copied().filter(|&p| listed(p)).collect(),
-            timing: self.timing_of(restarted),
-            preempt: self.preempt,
-            eligible,
-            mode: self.mode,
-            witness: self.witness == Some(id),
-            witnesses: self.witness.into_iter().collect(),
-            recover_empty_store: self.flaw != Some(Flaw::SkipStoreRecovery),
-            release_bound_ms: self.release_bound_ms,
-            flaw: self.flaw,
-        }
+        let peers = self.ids.iter().copied().filter(|&p| listed(p)).collect();
+        MachineConfig::new(id, peers)
+            .with_timing(self.timing_of(restarted))
+            .with_preempt(self.preempt)
+            .with_eligible(eligible)
+            .with_mode(self.mode)
+            .with_witnesses(self.witness == Some(id), self.witness.into_iter().collect())
+            .with_release_bound_ms(self.release_bound_ms)
+            .with_flaw(self.flaw)
     }
 }

@@ -1,6 +1,13 @@
 //! The model's transitions: one edge of its state graph each (deliver, tick, advance
 //! the clock, a fault, or an operator's membership change). A counterexample is a list
 //! of them.
+//!
+//! Faults share this type with deliveries and ticks because the checker enumerates
+//! every enabled edge of a state, whatever its kind, and keeps it small (`Copy`,
+//! hashable) for the search. The chaos runner's `Step` (src/chaos/plan.rs) drives real
+//! processes from a plan fixed before the run, and the simulator's `Todo`
+//! (src/sim/scenario/adversary.rs) schedules the follow-ups of faults drawn at random
+//! in virtual time; neither enumerates anything, so neither fits here, nor this there.
 
 use crate::protocol::{Millis, NodeId};
 use std::fmt;

@@ -16,6 +16,19 @@ pub enum Role {
     Coordinator,
 }
 
+impl Role {
+    /// The coordinator a node in this role with `epoch` follows or is: the epoch's
+    /// leader, unless the node is a candidate (electing, or shown as one while it
+    /// releases its office). The one rule [`View::coordinator`] and
+    /// `api::Status::coordinator` both read.
+    pub fn coordinator_in(self, epoch: Option<Epoch>) -> Option<NodeId> {
+        match self {
+            Role::Candidate => None,
+            Role::Follower | Role::Coordinator => epoch.map(|e| e.leader),
+        }
+    }
+}
+
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -41,10 +54,7 @@ pub struct View {
 impl View {
     /// The coordinator this node follows or is, if any.
     pub fn coordinator(&self) -> Option<NodeId> {
-        match self.role {
-            Role::Candidate => None,
-            _ => self.epoch.map(|e| e.leader),
-        }
+        self.role.coordinator_in(self.epoch)
     }
 }
 

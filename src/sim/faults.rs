@@ -58,27 +58,18 @@ impl Sim {
 
     /// The config node `id` starts with: its config file's.
     fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
-        MachineConfig {
-            id,
-            // A member's config file lists the other members; a spare's lists the
-            // cluster it is to join.
-            peers: self
-                .config
-                .ids
-                .iter()
-                .copied()
-                .filter(|&p| p != id)
-                .collect(),
-            timing: self.config.timing_of(id),
-            preempt: self.config.preempt,
-            eligible,
-            mode: self.config.mode,
-            witness: self.config.witnesses.contains(&id),
-            witnesses: self.config.witnesses.clone(),
-            recover_empty_store: self.config.flaw != Some(Flaw::SkipStoreRecovery),
-            release_bound_ms: self.config.release_bound_ms,
-            flaw: self.config.flaw,
-        }
+        let config = &self.config;
+        // A member's config file lists the other members; a spare's lists the cluster
+        // it is to join.
+        let peers = config.ids.iter().copied().filter(|&p| p != id).collect();
+        MachineConfig::new(id, peers)
+            .with_timing(config.timing_of(id))
+            .with_preempt(config.preempt)
+            .with_eligible(eligible)
+            .with_mode(config.mode)
+            .with_witnesses(config.witnesses.contains(&id), config.witnesses.clone())
+            .with_release_bound_ms(config.release_bound_ms)
+            .with_flaw(config.flaw)
     }
 
     /// An operator runs `bully recover --force --members S` on each survivor in `S`,

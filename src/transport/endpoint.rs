@@ -8,7 +8,7 @@ use super::error::TransportError;
 use super::event::TransportEvent;
 use super::hello::Settings;
 use super::link::Link;
-use super::members::{check_node_id, check_peers};
+use super::member_checks::{check_node_id, check_peers};
 use super::outbound;
 use super::peer_addr::PeerAddr;
 use super::runtime::QuietRuntime;

@@ -1,6 +1,6 @@
 //! [`TransportError`]: why the transport could not start or a client could not connect.
 
-use super::members::{NodeIdError, PeerListError};
+use super::member_checks::{NodeIdError, PeerListError};
 use crate::certs::{CertError, Identity};
 use crate::protocol::NodeId;
 use std::net::SocketAddr;

@@ -24,7 +24,7 @@
 //! - `agreement`: whether a peer's hello agrees with ours (members, mode, D), and
 //!   refusals over config; `verdicts`: what is remembered of each peer's verdict;
 //!   `mismatch`: what a disagreement is ([`ConfigMismatch`], [`MismatchKind`]).
-//! - `members`: the checks on node IDs and peer lists ([`check_peers`]).
+//! - `member_checks`: the checks on node IDs and peer lists ([`check_peers`]).
 //! - `backoff`: the dialers' delays between attempts.
 //! - `given_up`: members a forced recovery gave up: dialing each to tell it, and
 //!   reporting a refusal as given up ([`TransportEvent::GivenUp`]).
@@ -82,7 +82,7 @@ pub mod hello;
 mod inbound;
 mod inbound_table;
 mod link;
-mod members;
+mod member_checks;
 mod mismatch;
 mod outbound;
 mod path;
@@ -103,7 +103,7 @@ pub use endpoint::Transport;
 pub use error::{ConnectError, PeerIdentityError, TransportError};
 pub use event::TransportEvent;
 pub use frame::{read_frame, write_frame, FrameError};
-pub use members::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
+pub use member_checks::{check_node_id, check_peers, NodeIdError, PeerListError, PeerProblem};
 pub use mismatch::{ConfigMismatch, MismatchKind};
 pub use peer_addr::{PeerAddr, PeerAddrError, ResolveError};
 pub use stats::{ConfigRefusals, TransportStats};

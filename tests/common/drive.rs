@@ -58,8 +58,5 @@ pub fn start_connected(config: MachineConfig, cells: Cells, now: Millis) -> Mach
 /// A member (quorum, the default mode) whose empty store needs no recovery, so a rule test can start it at
 /// t = 0; the recovery rules have their own tests (`store_recovery_*`).
 pub fn rule_member(id: NodeId, peers: &[NodeId]) -> MachineConfig {
-    MachineConfig {
-        recover_empty_store: false,
-        ..MachineConfig::new(id, peers.to_vec())
-    }
+    MachineConfig::new(id, peers.to_vec()).with_store_recovery(false)
 }

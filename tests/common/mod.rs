@@ -146,7 +146,7 @@ pub fn agreed(views: &BTreeMap<NodeId, Option<Status>>, leader: NodeId) -> Optio
     let mut term = None;
     for status in views.values() {
         let status = status.as_ref()?;
-        if status.coordinator != Some(leader) {
+        if status.coordinator() != Some(leader) {
             return None;
         }
         let is_leader = status.id == leader;

@@ -32,7 +32,7 @@ pub async fn declared_after_killing(
         Duration::from_secs(20),
         || async {
             for &id in live {
-                if status(t, id).await?.coordinator == Some(holder) {
+                if status(t, id).await?.coordinator() == Some(holder) {
                     return None;
                 }
             }

@@ -14,7 +14,7 @@ pub fn environment(
     fn text(value: Option<impl ToString>) -> String {
         value.map(|v| v.to_string()).unwrap_or_default()
     }
-    let epoch = status.coordinator.and(status.epoch);
+    let epoch = status.coordinator().and(status.epoch);
     let token = status.token();
     let mut env = vec![
         ("BULLY_NODE_ID".to_string(), status.id.to_string()),
@@ -27,7 +27,7 @@ pub fn environment(
             "BULLY_EPOCH_LEADER".to_string(),
             text(epoch.map(|e| e.leader)),
         ),
-        ("BULLY_COORDINATOR".to_string(), text(status.coordinator)),
+        ("BULLY_COORDINATOR".to_string(), text(status.coordinator())),
         (
             "BULLY_ELIGIBLE".to_string(),
             if status.eligible { "1" } else { "0" }.to_string(),

@@ -165,7 +165,7 @@ impl Hooks {
                 name,
                 command: command.clone(),
                 env,
-                epoch: status.coordinator.and(status.epoch),
+                epoch: status.coordinator().and(status.epoch),
                 timeout,
                 ended,
             };

@@ -7,6 +7,7 @@ use crate::node::shared::error::NodeError;
 use crate::node::shared::error::ReloadError;
 use crate::node::shared::mailbox::Command;
 use crate::node::shared::metrics::Metrics;
+use crate::shutdown::{Shutdown, TripOnDrop};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -17,7 +18,11 @@ use tokio::task::JoinHandle;
 pub struct NodeHandle {
     pub(super) commands: mpsc::Sender<Command>,
     pub(super) status: watch::Receiver<Status>,
-    pub(super) stop: watch::Sender<bool>,
+    /// The runtime's stop signal (src/shutdown.rs): tripped by [`NodeHandle::shutdown`]
+    /// or when the handle is dropped.
+    pub(super) stop: TripOnDrop,
+    /// Tripped once the runtime is gone (its inputs hold the guard).
+    pub(super) ended: Shutdown,
     pub(super) runtime: JoinHandle<Result<(), NodeError>>,
     pub(super) local_addr: SocketAddr,
     pub(super) http_addr: Option<SocketAddr>,
@@ -69,7 +74,7 @@ impl NodeHandle {
     /// of the node ends, connections close (peers see it go at once rather than after
     /// the idle timeout); returns once all that is done.
     pub async fn shutdown(self) -> Result<(), NodeError> {
-        let _ = self.stop.send(true);
+        self.stop.trip();
         self.wait().await
     }
 
@@ -77,8 +82,7 @@ impl NodeHandle {
     /// or after a shutdown; [`NodeHandle::wait`] then returns at once. Unlike a status
     /// subscription it does not wake its waiter on every heartbeat.
     pub async fn ended(&self) {
-        // The runtime holds the only receiver; it is dropped when the runtime ends.
-        self.stop.closed().await;
+        self.ended.tripped().await;
     }
 
     /// Waits until the node stops by itself (a fatal storage error) or is shut down.
@@ -95,22 +99,24 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// A handle on a stand-in runtime that ends when `end` fires, holding the stop
-    /// receiver as the real one does.
+    /// A handle on a stand-in runtime that ends when `end` fires, holding the guard of
+    /// its end as the real one does.
     fn handle_on_stand_in(end: oneshot::Receiver<()>) -> NodeHandle {
         let status = Status::starting_candidate(1, &[2]);
         let (_status_tx, status) = watch::channel(status);
-        let (stop, stop_requested) = watch::channel(false);
+        let ended = Shutdown::new();
+        let gone = ended.trip_on_drop();
         let (commands, _commands_rx) = mpsc::channel(1);
         let runtime = tokio::spawn(async move {
-            let _held = stop_requested;
+            let _held = gone;
             let _ = end.await;
             Ok(())
         });
         NodeHandle {
             commands,
             status,
-            stop,
+            stop: Shutdown::new().trip_on_drop(),
+            ended,
             runtime,
             local_addr: "127.0.0.1:1".parse().expect("an address"),
             http_addr: None,

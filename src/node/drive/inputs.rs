@@ -10,14 +10,18 @@ use crate::exact_timer::ExactTimer;
 use crate::node::commands::health::Verdict;
 use crate::node::shared::mailbox::{Command, ElectedHookDone};
 use crate::protocol::Epoch;
+use crate::shutdown::{Shutdown, TripOnDrop};
 use crate::transport::TransportEvent;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// The receivers the runtime selects over.
 pub struct Inputs {
-    /// Changed by [`crate::node::NodeHandle::shutdown`], closed when the handle is dropped:
-    /// either stops the node.
-    pub stop_requested: watch::Receiver<bool>,
+    /// Tripped by [`crate::node::NodeHandle::shutdown`] or by dropping the handle:
+    /// either stops the node (the crate's one stop signal, src/shutdown.rs).
+    pub stop_requested: Shutdown,
+    /// Trips the handle's [`crate::node::NodeHandle::ended`] when the runtime that
+    /// owns these inputs is gone, however it ended.
+    pub _ended: TripOnDrop,
     pub transport: mpsc::Receiver<TransportEvent>,
     pub commands: mpsc::Receiver<Command>,
     /// The health check's verdict changes (never yields without a `[health]` section).
@@ -56,12 +60,12 @@ impl Inputs {
     /// `policy_at` and `tick_at` are the deadlines to wake for, on the machine's clock
     /// (see [`crate::boot_clock`]).
     pub async fn next(&mut self, policy_at: Option<BootInstant>, tick_at: BootInstant) -> Input {
-        // Every branch is cancellation-safe: mpsc/watch receivers and sleeps lose
-        // nothing when another branch wins.
+        // Every branch is cancellation-safe: the stop signal, mpsc receivers and sleeps
+        // lose nothing when another branch wins.
         let ping_at = self.service_watchdog.as_ref().map(ServiceWatchdog::due_at);
         tokio::select! {
             biased;
-            _ = self.stop_requested.changed() => Input::Stop,
+            _ = self.stop_requested.tripped() => Input::Stop,
             _ = sleep_until_some(ping_at) => Input::WatchdogPing,
             event = self.transport.recv() => match event {
                 Some(event) => Input::Transport(event),

@@ -6,6 +6,8 @@ use super::clock::Clock;
 use super::handle::NodeHandle;
 use super::inputs::Inputs;
 use super::journal::Journal;
+use super::members;
+use super::pause_file::PauseFile;
 use super::runtime::{OfficeBasis, Runtime};
 use super::service_watchdog::ServiceWatchdog;
 use super::services::{ServiceLinks, Services};
@@ -15,6 +17,7 @@ use crate::api::keeper::Grant;
 use crate::api::{HealthState, Status};
 use crate::config::NodeConfig;
 use crate::exact_timer::ExactTimer;
+use crate::node::commands::health::Verdict;
 use crate::node::commands::hooks::{HookReports, Hooks};
 use crate::node::policy::eligibility::Eligibility;
 use crate::node::policy::readiness::Readiness;
@@ -24,14 +27,17 @@ use crate::node::serve::keepers::Keepers;
 use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::serve::switchover::PeerApis;
 use crate::node::shared::error::NodeError;
+use crate::node::shared::mailbox::{Command, ElectedHookDone};
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
-use crate::protocol::{Machine, MachineConfig, NodeId};
-use crate::transport::Transport;
+use crate::protocol::{Cells, Machine, MachineConfig, Member, Membership, NodeId};
+use crate::shutdown::Shutdown;
+use crate::transport::{PeerAddr, Transport, TransportEvent};
 use crate::wall_clock::wall_ms;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 /// Starts a node from a validated config: opens its data dir (refusing a locked or
@@ -43,60 +49,32 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 }
 
 /// Like [`start`], with hooks and the health check run in `workdir` (`bully node` passes
-/// the config file's directory, so commands such as `./health.sh` sit beside it).
+/// the config file's directory, so commands such as `./health.sh` sit beside it). Each
+/// wing starts in a function of its own, in this order: storage, the keeper socket and
+/// HTTP listener, transport, what may keep the node from leading, the machine, the
+/// publishing side, the serving side; then the runtime that joins them is spawned.
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
-    let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
-    let pause = super::pause_file::PauseFile::open(&config.data_dir)?;
-    let stored_members = journal.load_members()?;
-    let gave_up = journal.load_gave_up()?;
-    if let Some(disagreement) = stored_members
-        .as_ref()
-        .and_then(|stored| super::members::file_disagrees(stored, &config))
-    {
-        tracing::warn!("{disagreement}");
-    }
-    let members = stored_members.unwrap_or_else(|| super::members::seed(&config));
-    let mut transport_config = config.transport_config();
-    transport_config.peers = super::members::dial_list(&members, config.id, &config);
-    let applied_dial = transport_config.peers.clone();
-    let keeper_path = config.keeper_socket();
-    let keeper_socket = Keepers::bind(&keeper_path).map_err(|source| NodeError::KeeperSocket {
-        path: keeper_path.display().to_string(),
-        source,
-    })?;
+    let stored = Stored::open(&config)?;
+    let keeper_socket = bind_keeper_socket(&config)?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
-    let (transport, transport_events) = Transport::start(transport_config).await?;
-    transport.set_config_id(members.id);
-    transport.set_gave_up(super::members::dial_addresses(&gave_up, config.id, &config));
-    if cells.given_up {
-        tracing::error!("{}", crate::api::GIVEN_UP_NOTE);
-    }
+    let (transport, transport_events, applied_dial) = start_transport(&config, &stored).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
-    // With a health check (or the PostgreSQL manager) the node starts ineligible; its
-    // first result decides.
-    let health = HealthState::at_start(config.checks_health());
-    // With `[watchdog] mode = "required"` a device that cannot be armed keeps the node
-    // from leading.
-    let watchdog = Watchdog::new(&config.watchdog, &config.timing);
-    let watchdog_unavailable = watchdog.check_required();
+    let gates = LeadingGates::at_start(&config);
     let start_ms = clock.now();
-    let eligible = !config.checks_health() && watchdog_unavailable.is_none();
-    let members_id = members.id;
-    let machine = Machine::start_with(
-        machine_config(&config, eligible),
+    let Stored {
+        journal,
         cells,
-        Some(members),
-        start_ms,
-    );
-    let machine_keeps = machine.peers_to_keep();
-    let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
-    let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
-    status.health = health;
-    status.timing = config.timing;
-    status.watchdog_unavailable = watchdog_unavailable.clone();
-    status.pause = pause.current().clone();
+        pause,
+        members,
+        ..
+    } = stored;
+    let members_id = members.id;
+    let machine_config = machine_config(&config, gates.eligible_at_start(&config));
+    let machine = Machine::start_with(machine_config, cells, Some(members), start_ms);
+    let applied_members = (members_id, machine.peers_to_keep());
+    let status = initial_status(&config, &machine, cells, &gates, &pause);
     let (status_tx, status_rx) = watch::channel(status);
     tracing::info!(
         id = config.id,
@@ -106,60 +84,37 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         accepted = ?cells.accepted,
         "node starting as a candidate"
     );
-    let metrics = node_metrics(config.id, health, machine.view().eligible, &transport);
-    metrics.attach_event_log(journal.event_log_failures());
-    let tasks = NodeTasks::new();
-    let (grants, grants_rx) = watch::channel(Grant::none(config.id));
-    let keepers = Keepers::serve(keeper_socket, grants_rx, status_tx.clone(), &tasks);
-    let watches = Watches {
-        status: status_tx,
-        led: watch::channel(None).0,
-        grants,
-    };
-    let hook_log = journal
-        .event_log()
-        .map_err(|e| tracing::warn!("hook runs will not be in the event log: {e}"))
-        .ok();
-    let (publisher, elected_hooks) =
-        publisher(&config, &workdir, watches, &metrics, hook_log, &tasks);
-    let (commands_tx, commands) = mpsc::channel(16);
-    let (verdicts_tx, health_verdicts) = mpsc::channel(4);
-    let schedule = Schedule::default();
-    let (postgres_tx, postgres_orders) = crate::node::postgres::orders();
-    let links = ServiceLinks {
-        workdir,
-        status: status_rx.clone(),
-        metrics: Arc::clone(&metrics),
-        health_verdicts: verdicts_tx,
-        schedule: schedule.clone(),
-        postgres_orders,
-    };
-    let services = Services::start(&config, links, http, &tasks);
-    let members = PeerApis {
-        peers: config.peers.clone(),
-        tls: config.transport_config().tls,
-        local_addr,
-    };
-    let api = Api::new(ApiParts {
-        data_dir: config.data_dir.clone(),
-        status: status_rx.clone(),
-        commands: commands_tx.clone(),
-        metrics: Arc::clone(&metrics),
-        members,
-        schedule,
-        postgres: postgres_tx,
-        tasks: tasks.clone(),
-    });
-    let (stop, stop_requested) = watch::channel(false);
+    let publishing = publish(
+        &config,
+        &workdir,
+        status_tx,
+        keeper_socket,
+        &journal,
+        &transport,
+    );
+    let Publishing {
+        metrics,
+        tasks,
+        keepers,
+        publisher,
+        elected_hooks,
+    } = publishing;
+    let serving = serve(
+        &config, workdir, http, &status_rx, &metrics, local_addr, &tasks,
+    );
+    let eligibility = eligibility(&config, start_ms, &gates, &pause);
+    let stop = Shutdown::new();
+    let ended = Shutdown::new();
     let (release_done, released) = mpsc::unbounded_channel();
     let runtime = Runtime {
         machine,
         clock,
         inputs: Inputs {
-            stop_requested,
+            stop_requested: stop.clone(),
+            _ended: ended.trip_on_drop(),
             transport: transport_events,
-            commands,
-            health_verdicts,
+            commands: serving.commands,
+            health_verdicts: serving.health_verdicts,
             elected_hooks,
             released,
             tick_timer: ExactTimer::new(),
@@ -167,16 +122,16 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         },
         journal,
         transport,
-        eligibility: eligibility(&config, health, start_ms, watchdog_unavailable, &pause),
+        eligibility,
         publisher,
-        services,
-        api,
+        services: serving.services,
+        api: serving.api,
         keepers,
         office: OfficeBasis::new(config.peers.len()),
         lease_lapsed: false,
-        watchdog,
+        watchdog: gates.watchdog,
         tasks,
-        applied_members: (members_id, machine_keeps),
+        applied_members,
         applied_dial,
         member_change: None,
         pause,
@@ -184,14 +139,193 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         release_done,
     };
     Ok(NodeHandle {
-        commands: commands_tx,
+        commands: serving.commands_tx,
         status: status_rx,
-        stop,
+        stop: stop.trip_on_drop(),
+        ended,
         runtime: tokio::spawn(runtime.run()),
         local_addr,
         http_addr,
         metrics,
     })
+}
+
+/// What a node's data dir holds when it starts: its store (journal and cells), its
+/// maintenance pause, the member list it lives by (the stored one, else the config
+/// file's) and the members a forced recovery gave up.
+struct Stored {
+    journal: Journal,
+    cells: Cells,
+    pause: PauseFile,
+    members: Membership,
+    gave_up: Vec<Member>,
+}
+
+impl Stored {
+    /// Opens the data dir, refusing a locked or corrupted one; warns when the stored
+    /// member list and the config file disagree (the stored one counts).
+    fn open(config: &NodeConfig) -> Result<Stored, NodeError> {
+        let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
+        let pause = PauseFile::open(&config.data_dir)?;
+        let stored_members = journal.load_members()?;
+        let gave_up = journal.load_gave_up()?;
+        if let Some(disagreement) = stored_members
+            .as_ref()
+            .and_then(|stored| members::file_disagrees(stored, config))
+        {
+            tracing::warn!("{disagreement}");
+        }
+        if cells.given_up {
+            tracing::error!("{}", crate::api::GIVEN_UP_NOTE);
+        }
+        Ok(Stored {
+            journal,
+            cells,
+            pause,
+            members: stored_members.unwrap_or_else(|| members::seed(config)),
+            gave_up,
+        })
+    }
+}
+
+/// Binds the keeper socket in the data dir (`NodeConfig::keeper_socket`), so a path
+/// that cannot be bound fails the start.
+fn bind_keeper_socket(config: &NodeConfig) -> Result<UnixListener, NodeError> {
+    let path = config.keeper_socket();
+    Keepers::bind(&path).map_err(|source| NodeError::KeeperSocket {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Starts the transport dialing the members `stored` lists and refusing those it gave
+/// up; returns it, its events and the dial list it was given.
+async fn start_transport(
+    config: &NodeConfig,
+    stored: &Stored,
+) -> Result<
+    (
+        Transport,
+        mpsc::Receiver<TransportEvent>,
+        Vec<(NodeId, PeerAddr)>,
+    ),
+    NodeError,
+> {
+    let mut transport_config = config.transport_config();
+    transport_config.peers = members::dial_list(&stored.members, config.id, config);
+    let dialed = transport_config.peers.clone();
+    let (transport, events) = Transport::start(transport_config).await?;
+    transport.set_config_id(stored.members.id);
+    transport.set_gave_up(members::dial_addresses(&stored.gave_up, config.id, config));
+    Ok((transport, events, dialed))
+}
+
+/// What may keep a starting node from leading before any rule of the protocol does:
+/// its health check and a `[watchdog]` device it requires.
+struct LeadingGates {
+    /// With a health check (or the PostgreSQL manager) the node starts ineligible; its
+    /// first result decides.
+    health: HealthState,
+    /// The device a coordinator keeps armed.
+    watchdog: Watchdog,
+    /// With `[watchdog] mode = "required"`: why the device cannot be armed, if it
+    /// cannot (then the node may not lead).
+    watchdog_unavailable: Option<String>,
+}
+
+impl LeadingGates {
+    /// The gates as the config sets them, the watchdog device tried once.
+    fn at_start(config: &NodeConfig) -> LeadingGates {
+        let watchdog = Watchdog::new(&config.watchdog, &config.timing);
+        LeadingGates {
+            health: HealthState::at_start(config.checks_health()),
+            watchdog_unavailable: watchdog.check_required(),
+            watchdog,
+        }
+    }
+
+    /// Whether nothing here holds the node back at start: no health check to wait
+    /// for, and the required watchdog device (if any) armable.
+    fn eligible_at_start(&self, config: &NodeConfig) -> bool {
+        !config.checks_health() && self.watchdog_unavailable.is_none()
+    }
+}
+
+/// The status a node publishes before its first change: the machine's view and the
+/// `cells` it loaded, with the gates' verdicts, the timing and the pause it kept.
+fn initial_status(
+    config: &NodeConfig,
+    machine: &Machine,
+    cells: Cells,
+    gates: &LeadingGates,
+    pause: &PauseFile,
+) -> Status {
+    let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
+    let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
+    status.health = gates.health;
+    status.timing = config.timing;
+    status.watchdog_unavailable = gates.watchdog_unavailable.clone();
+    status.pause = pause.current().clone();
+    status
+}
+
+/// The serving side of a node: its services (health check, HTTP), its client API, and
+/// the channels the runtime reads their requests from.
+struct Serving {
+    services: Services,
+    api: Api,
+    /// The API's and the handle's way in.
+    commands_tx: mpsc::Sender<Command>,
+    commands: mpsc::Receiver<Command>,
+    health_verdicts: mpsc::Receiver<Verdict>,
+}
+
+/// Starts the services (with `http`, bound already) as `tasks`, and the client API
+/// that answers with `status` and asks members at their configured addresses.
+fn serve(
+    config: &NodeConfig,
+    workdir: PathBuf,
+    http: Option<TcpListener>,
+    status: &watch::Receiver<Status>,
+    metrics: &Arc<Metrics>,
+    local_addr: SocketAddr,
+    tasks: &NodeTasks,
+) -> Serving {
+    let (commands_tx, commands) = mpsc::channel(16);
+    let (verdicts_tx, health_verdicts) = mpsc::channel(4);
+    let schedule = Schedule::default();
+    let (postgres_tx, postgres_orders) = crate::node::postgres::orders();
+    let links = ServiceLinks {
+        workdir,
+        status: status.clone(),
+        metrics: Arc::clone(metrics),
+        health_verdicts: verdicts_tx,
+        schedule: schedule.clone(),
+        postgres_orders,
+    };
+    let services = Services::start(config, links, http, tasks);
+    let members = PeerApis {
+        peers: config.peers.clone(),
+        tls: config.transport_config().tls,
+        local_addr,
+    };
+    let api = Api::new(ApiParts {
+        data_dir: config.data_dir.clone(),
+        status: status.clone(),
+        commands: commands_tx.clone(),
+        metrics: Arc::clone(metrics),
+        members,
+        schedule,
+        postgres: postgres_tx,
+        tasks: tasks.clone(),
+    });
+    Serving {
+        services,
+        api,
+        commands_tx,
+        commands,
+        health_verdicts,
+    }
 }
 
 /// The node's counters, with what is known at start.
@@ -222,21 +356,20 @@ async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError
     Ok(Some(listener))
 }
 
-/// The eligibility policy of a node starting at `start_ms` with `health`, with the
-/// required watchdog device unavailable for the reason given, if any, and held back by
-/// the maintenance pause it kept, if that reserves the role for another node.
+/// The eligibility policy of a node starting at `start_ms` behind `gates` (its health,
+/// the required watchdog device unavailable for the reason given, if any), and held
+/// back by the maintenance pause it kept, if that reserves the role for another node.
 fn eligibility(
     config: &NodeConfig,
-    health: HealthState,
     start_ms: crate::protocol::Millis,
-    watchdog_unavailable: Option<String>,
-    pause: &super::pause_file::PauseFile,
+    gates: &LeadingGates,
+    pause: &PauseFile,
 ) -> Eligibility<Option<crate::node::shared::mailbox::Reply>> {
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let hello_wait_ms = config.timing.suspect_after_ms;
     let mut policy =
-        Eligibility::new(health, &config.timing).with_peers(&peers, start_ms, hello_wait_ms);
-    policy.set_watchdog_unavailable(watchdog_unavailable);
+        Eligibility::new(gates.health, &config.timing).with_peers(&peers, start_ms, hello_wait_ms);
+    policy.set_watchdog_unavailable(gates.watchdog_unavailable.clone());
     policy.set_paused(pause.holds_back(config.id));
     policy
 }
@@ -245,25 +378,23 @@ fn eligibility(
 /// else holds it back (`eligible`: no health check, the required watchdog armable)
 /// and it has no peers.
 fn machine_config(config: &NodeConfig, eligible: bool) -> MachineConfig {
-    MachineConfig {
-        id: config.id,
-        peers: config.peers.iter().map(|p| p.id).collect(),
-        timing: config.timing,
-        preempt: config.preempt,
+    let peers = config.peers.iter().map(|p| p.id).collect();
+    let witnesses = config
+        .peers
+        .iter()
+        .filter(|p| p.witness)
+        .map(|p| p.id)
+        .collect();
+    MachineConfig::new(config.id, peers)
+        .with_timing(config.timing)
+        .with_preempt(config.preempt)
         // Nor before its first hello with each peer settled (see `config_conflict`).
-        eligible: eligible && config.peers.is_empty(),
-        mode: config.mode,
-        witness: config.witness,
-        witnesses: config
-            .peers
-            .iter()
-            .filter(|p| p.witness)
-            .map(|p| p.id)
-            .collect(),
-        recover_empty_store: !config.new_cluster,
-        release_bound_ms: Some(release_bound_ms(config)),
-        flaw: sabotaged_flaw(),
-    }
+        .with_eligible(eligible && config.peers.is_empty())
+        .with_mode(config.mode)
+        .with_witnesses(config.witness, witnesses)
+        .with_store_recovery(!config.new_cluster)
+        .with_release_bound_ms(Some(release_bound_ms(config)))
+        .with_flaw(sabotaged_flaw())
 }
 
 /// How long a coordinator leaving office on its own waits for its release before it
@@ -294,6 +425,57 @@ fn sabotaged_flaw() -> Option<crate::protocol::Flaw> {
     None
 }
 
+/// The publishing side of a node: its counters, the group of its tasks, the keeper
+/// channel, and the publisher that tells watchers, hooks and keepers what changed.
+struct Publishing {
+    metrics: Arc<Metrics>,
+    tasks: NodeTasks,
+    keepers: Keepers,
+    publisher: Publisher,
+    /// Finished `on_elected` runs, for the runtime.
+    elected_hooks: mpsc::UnboundedReceiver<ElectedHookDone>,
+}
+
+/// Starts the publishing side: the counters (with the transport's and the event log's),
+/// the keepers served on `keeper_socket`, and the publisher of `status` with its hook
+/// runner, whose runs go to the event log when it can be opened.
+fn publish(
+    config: &NodeConfig,
+    workdir: &std::path::Path,
+    status: watch::Sender<Status>,
+    keeper_socket: UnixListener,
+    journal: &Journal,
+    transport: &Transport,
+) -> Publishing {
+    let (health, eligible) = {
+        let now = status.borrow();
+        (now.health, now.eligible)
+    };
+    let metrics = node_metrics(config.id, health, eligible, transport);
+    metrics.attach_event_log(journal.event_log_failures());
+    let tasks = NodeTasks::new();
+    let (grants, grants_rx) = watch::channel(Grant::none(config.id));
+    let keepers = Keepers::serve(keeper_socket, grants_rx, status.clone(), &tasks);
+    let watches = Watches {
+        status,
+        led: watch::channel(None).0,
+        grants,
+    };
+    let hook_log = journal
+        .event_log()
+        .map_err(|e| tracing::warn!("hook runs will not be in the event log: {e}"))
+        .ok();
+    let (publisher, elected_hooks) =
+        publisher(config, workdir, watches, &metrics, hook_log, &tasks);
+    Publishing {
+        metrics,
+        tasks,
+        keepers,
+        publisher,
+        elected_hooks,
+    }
+}
+
 /// The publisher of `watches`, with the hook runner started as one of `tasks`; the
 /// receiver of the runner's finished `on_elected` runs.
 fn publisher(
@@ -303,10 +485,7 @@ fn publisher(
     metrics: &Arc<Metrics>,
     log: Option<EventLog>,
     tasks: &NodeTasks,
-) -> (
-    Publisher,
-    mpsc::UnboundedReceiver<crate::node::shared::mailbox::ElectedHookDone>,
-) {
+) -> (Publisher, mpsc::UnboundedReceiver<ElectedHookDone>) {
     let (elected, elected_hooks) = mpsc::unbounded_channel();
     let reports = HookReports {
         metrics: Arc::clone(metrics),

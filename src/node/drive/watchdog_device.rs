@@ -3,7 +3,11 @@
 //! `WDIOC_KEEPALIVE` (or any write) resets the timer, and writing `V` before closing
 //! (the "magic close") stops it; closed without `V` it keeps counting and resets the
 //! host. The ioctls go through nix, in two of the crate's few `unsafe` blocks (the
-//! others are in `src/signals.rs` and `src/exact_timer.rs`).
+//! others are in `src/signals.rs`, `src/exact_timer.rs` and `src/keeper/guard.rs`;
+//! `src/lib.rs` lists them): nix's ioctl macros make unsafe functions, since the
+//! kernel reads and writes the argument through a pointer, and no kept crate wraps
+//! the watchdog API. A write resets the timer too, but nothing but the ioctl sets the
+//! timeout.
 //!
 //! A file that is not a watchdog (a regular file or a FIFO, as the tests use) refuses
 //! the ioctls with `ENOTTY`: such a device is driven by writes alone (`1` to keep

@@ -13,7 +13,7 @@
 use super::config_conflict::ConfigConflicts;
 use super::pause_gate::PauseGate;
 use super::step_down::{self, Answered, Handover};
-use crate::api::{HealthState, Status};
+use crate::api::{HealthState, Ineligible, Status};
 use crate::protocol::{Millis, NodeId, Role, Timing, View};
 use crate::transport::ConfigMismatch;
 
@@ -80,7 +80,7 @@ impl<R> Eligibility<R> {
     /// forbids leading, the watchdog device armable when it is required, and no
     /// maintenance pause that reserves the role for another node.
     pub fn eligible(&self) -> bool {
-        self.why_not().is_none()
+        self.first_reason().is_none()
     }
 
     /// The maintenance pause keeps this node from leading (`Some(why)`, see
@@ -103,19 +103,27 @@ impl<R> Eligibility<R> {
     }
 
     /// Why the node may not lead (`None` when it may): the first reason
-    /// [`Eligibility::eligible`] finds, in a few words for the event log.
+    /// [`Eligibility::eligible`] finds, in a few words for the event log (worded in
+    /// src/api/ineligible.rs, as the status line words it).
     pub fn why_not(&self) -> Option<String> {
+        self.first_reason().map(|why| why.to_string())
+    }
+
+    /// The first reason the node may not lead, checked in the order the status lists
+    /// them (`Status::ineligible_reasons`).
+    fn first_reason(&self) -> Option<Ineligible> {
         if let Some(why) = self.health.ineligible_reason() {
-            return Some(why.to_string());
+            return Some(Ineligible::Health(why));
         }
         if self.stepped_down_until.is_some() {
-            return Some("stepped down or standing aside".to_string());
+            return Some(Ineligible::SteppedDown);
         }
         if let Some(why) = self.config.reason() {
-            return Some(why);
+            return Some(Ineligible::ConfigConflict(why));
         }
         self.watchdog_unavailable
             .clone()
+            .map(Ineligible::WatchdogUnavailable)
             .or_else(|| self.pause.reason())
     }
 

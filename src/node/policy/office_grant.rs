@@ -58,7 +58,6 @@ pub fn grant(office: &Office, instant: impl Fn(Millis) -> BootInstant) -> Grant 
         return grant;
     };
     grant.epoch = Some(epoch);
-    grant.token = Some(epoch.token());
     let timing = &office.timing;
     let span = timing.lease_span_ms();
     // One round lost or late is ordinary; the renewal after it is the latest one due.
@@ -115,7 +114,7 @@ mod tests {
         o.lease_until = Some(1_200);
         let g = grant(&o, at(origin));
         assert_eq!(g.epoch, Some(EPOCH));
-        assert_eq!(g.token, Some(EPOCH.token()));
+        assert_eq!(g.token(), Some(EPOCH.token()));
         assert_eq!(ms_after(origin, g.lease_end_ns), 1_200);
         assert_eq!(ms_after(origin, g.fence_by_ns), 1_294);
         assert_eq!(g.renewal_slack_ms, 0, "span 200 less two 100 ms rounds");

@@ -9,6 +9,7 @@
 //! holds the pause. A coordinator is not held back by the comparison (a follower's
 //! link coming up must not make it resign); only the pause itself binds it.
 
+use crate::api::Ineligible;
 use crate::protocol::NodeId;
 use std::collections::BTreeSet;
 
@@ -25,18 +26,15 @@ pub struct PauseGate {
 
 impl PauseGate {
     /// Why this node may not lead now, if it may not.
-    pub fn reason(&self) -> Option<String> {
-        if let Some(why) = &self.held_back {
-            return Some(why.clone());
+    pub fn reason(&self) -> Option<Ineligible> {
+        if self.held_back.is_some() {
+            return Some(Ineligible::Paused);
         }
         if self.leading || self.unreconciled.is_empty() {
             return None;
         }
-        let peers: Vec<String> = self.unreconciled.iter().map(|p| p.to_string()).collect();
-        Some(format!(
-            "comparing the maintenance pause with peers {}",
-            peers.join(",")
-        ))
+        let peers = self.unreconciled.iter().copied().collect();
+        Some(Ineligible::ComparingPause(peers))
     }
 
     /// The pause kept now reserves the role for another node (`Some(why)`), or not;
@@ -78,7 +76,7 @@ mod tests {
         assert_eq!(gate.reason(), None);
         gate.on_link(2, true);
         gate.on_link(3, true);
-        assert!(gate.reason().unwrap().contains("peers 2,3"));
+        assert_eq!(gate.reason(), Some(Ineligible::ComparingPause(vec![2, 3])));
         gate.reconciled(2);
         gate.on_link(3, false);
         assert_eq!(
@@ -99,7 +97,7 @@ mod tests {
             "a follower's link must not make it resign"
         );
         gate.set_held_back(Some("paused".into()));
-        assert_eq!(gate.reason().as_deref(), Some("paused"));
+        assert_eq!(gate.reason(), Some(Ineligible::Paused));
         gate.set_held_back(None);
         gate.set_leading(false);
         assert!(

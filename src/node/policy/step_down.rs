@@ -112,7 +112,7 @@ pub fn refusal(status: &Status, for_ms: u64, in_progress: bool) -> Option<String
     }
     if status.role != Role::Coordinator {
         let coordinator = status
-            .coordinator
+            .coordinator()
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
         return Some(format!(

@@ -318,7 +318,7 @@ impl Loop {
     /// The office as the decisions need it, from the status as of now (a lapsed lease
     /// reads as no coordinator).
     fn office(&self, status: &Status) -> Office {
-        match (status.role, status.coordinator) {
+        match (status.role, status.coordinator()) {
             (Role::Coordinator, _) if status.ready() && status.lease_until.is_some() => {
                 Office::Leading {
                     token: status.token().unwrap_or(0),
@@ -1091,7 +1091,7 @@ impl Loop {
             .m
             .status
             .borrow()
-            .coordinator
+            .coordinator()
             .and_then(|l| self.m.peers.get(l).flatten())
             .filter(|s| s.role == PgRole::Primary)
             .and_then(|s| s.wal_position);

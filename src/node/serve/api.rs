@@ -303,7 +303,7 @@ async fn change_members(
         let ask = |reply| Command::ChangeMembers { change, reply };
         return Ok(ask_runtime(&context.commands, ask).await?);
     }
-    let Some(coordinator) = now.coordinator.filter(|_| !forwarded) else {
+    let Some(coordinator) = now.coordinator().filter(|_| !forwarded) else {
         return Ok(Err(format!(
             "node {} does not lead and knows no coordinator to pass the change to; try \
              again once one is elected (`bully status --cluster`)",
@@ -352,7 +352,7 @@ mod tests {
             .expect("the node is still there");
         assert!(BootInstant::now() >= lease_until, "not before the lapse");
         assert_eq!(next.role, Role::Candidate, "{next:?}");
-        assert_eq!(next.coordinator, None, "{next:?}");
+        assert_eq!(next.coordinator(), None, "{next:?}");
 
         // Shown lapsed once: the next frame waits for a change, not for the old lapse.
         let again = tokio::time::timeout(Duration::from_millis(300), next_status(&mut status));

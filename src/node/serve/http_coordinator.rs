@@ -13,7 +13,7 @@ pub fn coordinator(status: &Status) -> Reply {
         .epoch
         .map(|e| e.to_string())
         .unwrap_or_else(|| "-".into());
-    match (status.role, status.coordinator) {
+    match (status.role, status.coordinator()) {
         (Role::Coordinator, _) if status.ready() => Reply::text(
             200,
             format!("node {} is the coordinator (epoch {epoch})\n", status.id),
@@ -64,7 +64,7 @@ mod tests {
         assert_eq!(code(&status), 503, "ready for an older epoch only");
         status.ready_epoch = epoch(4);
         assert_eq!(code(&status), 200);
-        status.role = Role::Follower;
+        status.set_office(Role::Follower, status.epoch);
         assert_eq!(code(&status), 503, "a follower is never ready");
     }
 }

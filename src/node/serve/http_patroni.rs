@@ -106,7 +106,7 @@ pub fn answer(check: Check, query: Option<&str>, status: &Status, now_ns: u64) -
         json!({
             "node": status.id,
             "role": status.role,
-            "coordinator": status.coordinator,
+            "coordinator": status.coordinator(),
             "ready": status.ready(),
         }),
     );
@@ -276,9 +276,7 @@ mod tests {
     fn leader(role: PgRole) -> Status {
         let mut status = Status::starting_candidate(3, &[1, 2]);
         let epoch = Some(Epoch { term: 4, leader: 3 });
-        status.role = Role::Coordinator;
-        status.epoch = epoch;
-        status.coordinator = Some(3);
+        status.set_office(Role::Coordinator, epoch);
         status.ready_epoch = epoch;
         status.postgres = Some(pg(role));
         status
@@ -288,7 +286,7 @@ mod tests {
     fn follower(lag: Option<u64>) -> Status {
         let mut status = leader(PgRole::Replica);
         status.id = 1;
-        status.role = Role::Follower;
+        status.set_office(Role::Follower, status.epoch);
         status.ready_epoch = None;
         let server = status.postgres.as_mut().unwrap();
         server.lag_bytes = lag;

@@ -62,7 +62,7 @@ fn health(status: &Status) -> Reply {
         "node": status.id,
         "running": true,
         "role": status.role,
-        "coordinator": status.coordinator,
+        "coordinator": status.coordinator(),
         "eligible": status.eligible,
         "health": status.health,
         "stepped_down_until_ms": status.stepped_down_until_ms,

@@ -104,10 +104,10 @@ pub async fn could_take_over(
             }
         ));
     }
-    if theirs.coordinator != Some(status.id) {
+    if theirs.coordinator() != Some(status.id) {
         return Err(format!(
             "node {to} does not follow this node (its coordinator: {:?})",
-            theirs.coordinator
+            theirs.coordinator()
         ));
     }
     Ok(())
@@ -124,7 +124,7 @@ fn check_target<'a>(
             "node {} is not the coordinator (coordinator: {})",
             status.id,
             status
-                .coordinator
+                .coordinator()
                 .map_or_else(|| "none".to_string(), |c| c.to_string())
         ));
     }

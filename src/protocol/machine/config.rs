@@ -1,7 +1,7 @@
 //! The static settings of one node's machine, and the deliberate flaws a test may build
 //! it with to prove that the simulator and the model checker catch a broken protocol.
 
-use crate::protocol::epoch::NodeId;
+use crate::protocol::epoch::{Millis, NodeId};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::timing::Timing;
 
@@ -28,14 +28,18 @@ pub struct MachineConfig {
     /// How long a coordinator leaving office on its own waits for its driver's release
     /// (`on_demoted`, the keepers) before it leaves anyway; `None`: it leaves at once,
     /// with no release asked (`release.rs`).
-    pub release_bound_ms: Option<crate::protocol::epoch::Millis>,
+    pub release_bound_ms: Option<Millis>,
     /// Deliberately broken behaviour, only so tests can show the checkers catch it.
     pub flaw: Option<Flaw>,
 }
 
 impl MachineConfig {
     /// A config with the defaults a node has without a config file's opinions:
-    /// default timing, preempt always, eligible, quorum mode, no witnesses.
+    /// default timing, preempt always, eligible, quorum mode, no witnesses. The one
+    /// constructor: the node runtime (src/node/drive/start.rs), the simulator
+    /// (src/sim/faults.rs) and the model checker (src/model/config.rs) start here and
+    /// set what differs with the `with_*` calls, so a new setting gets its default in
+    /// one place.
     pub fn new(id: NodeId, peers: Vec<NodeId>) -> MachineConfig {
         MachineConfig {
             id,
@@ -50,6 +54,59 @@ impl MachineConfig {
             release_bound_ms: None,
             flaw: None,
         }
+    }
+
+    /// With `timing` instead of the default.
+    pub fn with_timing(mut self, timing: Timing) -> MachineConfig {
+        self.timing = timing;
+        self
+    }
+
+    /// With `preempt` instead of always.
+    pub fn with_preempt(mut self, preempt: Preempt) -> MachineConfig {
+        self.preempt = preempt;
+        self
+    }
+
+    /// Starting out eligible or not.
+    pub fn with_eligible(mut self, eligible: bool) -> MachineConfig {
+        self.eligible = eligible;
+        self
+    }
+
+    /// Running `mode` instead of quorum mode.
+    pub fn with_mode(mut self, mode: Mode) -> MachineConfig {
+        self.mode = mode;
+        self
+    }
+
+    /// This node a witness or not, and `witnesses` the members that are (the node
+    /// runtime lists its peers only, the simulator and the model checker every one).
+    pub fn with_witnesses(mut self, witness: bool, witnesses: Vec<NodeId>) -> MachineConfig {
+        self.witness = witness;
+        self.witnesses = witnesses;
+        self
+    }
+
+    /// Whether a node starting on an empty store recovers its terms first (off only
+    /// for a new cluster's first start, and in rule tests).
+    pub fn with_store_recovery(mut self, on: bool) -> MachineConfig {
+        self.recover_empty_store = on;
+        self
+    }
+
+    /// With a bound on a release (see [`MachineConfig::release_bound_ms`]).
+    pub fn with_release_bound_ms(mut self, bound: Option<Millis>) -> MachineConfig {
+        self.release_bound_ms = bound;
+        self
+    }
+
+    /// Deliberately broken by `flaw` (tests of the checkers only).
+    /// [`Flaw::SkipStoreRecovery`] is store recovery left out, so it turns that off.
+    pub fn with_flaw(mut self, flaw: Option<Flaw>) -> MachineConfig {
+        self.flaw = flaw;
+        self.recover_empty_store &= flaw != Some(Flaw::SkipStoreRecovery);
+        self
     }
 
     /// Whether this machine was built with `flaw` (tests of the checkers only).

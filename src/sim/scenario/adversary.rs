@@ -1,6 +1,15 @@
 //! The adversary: it injects faults that look at the cluster's state, schedules their
 //! follow-ups (restarts, resumes, heals, peer-down notices) and at the end calms
 //! everything down so I5 can be judged.
+//!
+//! [`Todo`] is not a list of faults: the faults are calls on [`Sim`] made the moment
+//! the adversary draws them (a crash at a [`CrashPoint`], a cut, a lost message), with
+//! the simulated cluster's state at hand, and `Todo` keeps only what comes back later
+//! (a restart, a resume, a heal, a link noticed down, the next step of an operator's
+//! plan), ordered in virtual time. The chaos runner's `Step` (src/chaos/plan.rs) acts
+//! on real processes and is planned up front without seeing the cluster; the model
+//! checker's `Transition` (src/model/transition.rs) enumerates every edge, message
+//! delivery and clock included. Hence three types, one meaning where they overlap.
 
 use super::plans::{DamagePlan, ForcedPlan, MemberPlan, RollPlan, TwoLost};
 use crate::protocol::membership::majority_of;
