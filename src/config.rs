@@ -26,7 +26,7 @@
 //! - in quorum mode, at least one member (this node or a peer) is not a witness: a
 //!   cluster of witnesses can never elect anyone;
 //! - `[timing]` as [`Timing::validate`](crate::protocol::Timing::validate) requires
-//!   (`suspect_after_ms > 2 x heartbeat_ms`);
+//!   (`suspect_after_ms` at least 3 x `heartbeat_ms`);
 //! - a witness has no `[hooks]` command and no `[health]` section: it never leads, so
 //!   they would never run (or, for health, never matter) — a config that has them was
 //!   meant for a data node;
@@ -48,7 +48,7 @@
 //! transport makes when it starts.
 //!
 //! # Durations
-//! The `_ms` keys of `[hooks]` and `[health]` take a number of milliseconds or a
+//! The `_ms` keys of every table but `[timing]` take a number of milliseconds or a
 //! duration string: `timeout_ms = 5000` and `timeout_ms = "5s"` are the same
 //! ([`duration`]).
 //!

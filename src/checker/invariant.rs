@@ -5,7 +5,7 @@ use crate::history::Entry;
 use crate::protocol::{Epoch, Millis, NodeId};
 use std::fmt;
 
-/// The invariants listed in README.md, "Invariants".
+/// The invariants of docs/design.md#invariants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Invariant {
     /// I1: accepted and declared epochs strictly increase, across restarts.
@@ -22,7 +22,7 @@ pub enum Invariant {
     NoOverlap,
     /// I7 (quorum mode): each term has at most one coordinator, ever.
     OnePerTerm,
-    /// Q6 (quorum mode; README.md, "Model checking"): a node raises the term only if a
+    /// Q6 (quorum mode; docs/contributing.md#model-checking-srcmodel-testsmodel_checkrs): a node raises the term only if a
     /// live majority was reachable at some point of its election. Checked by the model
     /// checker, which sees who was reachable.
     MajorityReached,
@@ -31,11 +31,11 @@ pub enum Invariant {
     /// (docs/design.md#i8-elected-by-data). Checked by the model checker and the
     /// simulator, which see every node's estimate.
     ElectedByData,
-    /// Not in the README's list: two nodes held different member lists under one
+    /// Not in docs/design.md's list: two nodes held different member lists under one
     /// identity (`ConfigId`), so "newer list" no longer names one list
     /// (src/protocol/membership.rs). Found by the simulator, which sees every stored list.
     ListIdentity,
-    /// Not in the README's list: the machine broke its own contract (flagged an honest peer as
+    /// Not in docs/design.md's list: the machine broke its own contract (flagged an honest peer as
     /// misbehaving, stopped advancing its deadline, flooded the network). Found by the
     /// simulator, which knows every peer is honest.
     Protocol,

@@ -1,4 +1,4 @@
-//! The one home of the invariants I1–I7 (README.md, "Invariants"): every check the
+//! The one home of the invariants I1–I7 (docs/design.md#invariants): every check the
 //! simulator, the model checker, the real-process tests and the chaos runner make, and
 //! the one [`Violation`] type they all report.
 //!

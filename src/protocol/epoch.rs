@@ -41,7 +41,7 @@ pub struct Cells {
     /// bind: each life stores the larger of its own D and, until its restart hold-off
     /// is over, the D its previous life stored. A restart holds off for this D, not
     /// the one it restarts with, so a rolling restart that lowers D keeps the old
-    /// lease promises (docs/design.md#restart-hold-off-q5). 0: a store written before
+    /// lease promises (docs/design.md#q5-restart-hold-off). 0: a store written before
     /// this cell existed (the hold-off then uses the D the node starts with).
     /// Not in the history's JSON: the event log's `Persisted` lines keep their form.
     #[serde(default, skip_serializing)]

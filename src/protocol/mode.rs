@@ -11,7 +11,7 @@ use std::fmt;
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Bully order plus a majority and a lease: never two coordinators, under any
-    /// partition or pause; a side without a majority has no coordinator (README.md, "Modes").
+    /// partition or pause; a side without a majority has no coordinator (docs/modes.md).
     #[default]
     Quorum,
     /// The seeds' Bully algorithm: any live node can lead, even alone, so a partition

@@ -47,8 +47,7 @@
 //! counting: a classic node leads alone, and nodes still recovering when it declared
 //! would wait for each other for ever.
 //! A damaged or rolled-back `db` is refused at open (src/storage/mod.rs); a whole data
-//! dir restored from an older copy is not empty and is not detected (README, "What the
-//! guarantee assumes").
+//! dir restored from an older copy is not empty and is not detected (docs/guarantees.md).
 
 use super::epoch::{Millis, NodeId};
 use super::timing::Timing;

@@ -15,7 +15,7 @@ use super::epoch::Millis;
 use super::mode::Mode;
 use serde::{Deserialize, Serialize};
 
-/// The timing knobs, in milliseconds (README.md, "Timing").
+/// The timing knobs, in milliseconds (docs/configuration.md#timing-timing-milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(lease_span_ms(&timing(100, 300)), 200);
         // D = 5 s with a 100 ms heartbeat: the heartbeat is exactly 2 %.
         assert_eq!(drift_margin_ms(&timing(100, 5_000)), 100);
-        // The README's slow network, D = 10 s: 200 ms, not the 100 ms heartbeat.
+        // docs/modes.md's slow network, D = 10 s: 200 ms, not the 100 ms heartbeat.
         assert_eq!(drift_margin_ms(&timing(100, 10_000)), 200);
         assert_eq!(lease_span_ms(&timing(100, 10_000)), 9_800);
         // Rounded up: 2 % of 5_001 is 100.02.

@@ -150,7 +150,7 @@ pub enum Flaw {
     /// Quorum mode: a restart holds off for the D it restarts with, not the D its
     /// earlier life promised under (the rule before `Cells::promise_ms` existed): a
     /// rolling restart that lowers D lets the node accept a new coordinator while the
-    /// old one still counts on its promise (docs/design.md#restart-hold-off-q5).
+    /// old one still counts on its promise (docs/design.md#q5-restart-hold-off).
     HoldoffByNewD,
     /// A node recovering an empty store answers term queries with a `TermReport` even
     /// when it has seen a term and its store never completed a recovery, and every

@@ -197,7 +197,7 @@ impl Machine {
     }
 
     /// bully: run against a live lower coordinator, but a follower still within its
-    /// preempt delay keeps following until `preempt_from` (README "Preemption").
+    /// preempt delay keeps following until `preempt_from` (docs/design.md#preemption).
     pub(super) fn preempt_lower(&mut self, now: Millis) {
         if matches!(self.state, State::Follower { .. }) && now < self.preempt_from {
             self.preempt_pending = true;

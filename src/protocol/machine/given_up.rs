@@ -10,7 +10,7 @@
 //!   then joins again as a new member).
 //! - A node that is already given up ignores the event, so a repeated refusal writes
 //!   nothing. So does a node whose store holds no term: a new member on a wiped data
-//!   dir, re-added under a given-up ID (as the README's recovery asks), dials the
+//!   dir, re-added under a given-up ID (as docs/recovery.md asks), dials the
 //!   survivors before its addition commits; it took part in no old term, and its
 //!   dials are refused only until the list takes it in.
 

@@ -1,4 +1,4 @@
-//! Quorum mode's rules (README.md, "Modes"; docs/design.md Q1–Q6; M members, majority
+//! Quorum mode's rules (docs/modes.md; docs/design.md Q1–Q6; M members, majority
 //! `M/2 + 1`): pre-votes before a term is raised, acceptance by a majority, the lease a
 //! follower's ack promises, and the hold-off after a restart. Its state is
 //! [`super::quorum_state::QuorumState`]; the coordinator's handover (Q7) is in

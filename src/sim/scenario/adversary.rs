@@ -396,8 +396,7 @@ impl Adversary {
     /// back on an empty store, sometimes at once (a container restarted without its
     /// volume), sometimes much later (a replaced disk).
     fn lose_a_store(&mut self, up: &[NodeId]) {
-        // The rule tolerates one lost store at a time (README, "What the guarantee
-        // assumes"): not while another is empty and unrecovered.
+        // The rule tolerates one lost store at a time (docs/guarantees.md): not while another is empty and unrecovered.
         if !self.store_loss_tolerated() {
             return;
         }

@@ -2,7 +2,7 @@
 //! minority of the members (the survivors), runs `bully recover --force` with them on
 //! each (src/node/drive/forced_recovery.rs) and starts them again, while the members
 //! it gives up still run, most often cut off from the survivors until a heal, now and
-//! then in plain reach. It is the misuse the README warns of; what is owed is that the
+//! then in plain reach. It is the misuse docs/recovery.md warns of; what is owed is that the
 //! given-up side stands down once it meets the survivors (src/protocol/machine/
 //! given_up.rs), and the judge checks that (`judge.rs`). Before that rule both sides
 //! led for as long as they ran (sabotage `Flaw::IgnoresGivenUp`).

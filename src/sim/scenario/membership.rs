@@ -130,8 +130,8 @@ impl Adversary {
         }
     }
 
-    /// Whether a store may be lost now within what the recovery rule tolerates (README,
-    /// "What the guarantee assumes"; src/protocol/recovery.rs): one empty, unrecovered
+    /// Whether a store may be lost now within what the recovery rule tolerates (docs/guarantees.md;
+    /// src/protocol/recovery.rs): one empty, unrecovered
     /// store among the members at a time (a spare nobody added yet votes for no one, so
     /// its store does not count), and other voters to report the terms it forgot (the
     /// only voter's store is the cluster's memory: lost, nothing can recover it).
