@@ -20,7 +20,9 @@ pub enum MemberAction {
     Add {
         #[command(flatten)]
         query: QueryArgs,
+        /// The new member's node ID (its certificate is issued for it).
         id: NodeId,
+        /// Where the members dial it: `IP:port` or `host:port`.
         addr: String,
         /// Add it as a witness: it votes and acks, never leads.
         #[arg(long)]
@@ -31,6 +33,7 @@ pub enum MemberAction {
     Remove {
         #[command(flatten)]
         query: QueryArgs,
+        /// The member to remove.
         id: NodeId,
     },
     /// Node ID lost its disk: it loses its vote and becomes a learner, and takes its seat
@@ -38,6 +41,7 @@ pub enum MemberAction {
     Replace {
         #[command(flatten)]
         query: QueryArgs,
+        /// The member whose disk was lost.
         id: NodeId,
     },
 }

@@ -24,6 +24,7 @@ pub enum PgCommand {
     Reinit {
         #[command(flatten)]
         query: QueryArgs,
+        /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
     /// Stop node N's server (fast shutdown) and start it again in its role: the
@@ -31,12 +32,14 @@ pub enum PgCommand {
     Restart {
         #[command(flatten)]
         query: QueryArgs,
+        /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
     /// Have node N's server reread its configuration (`pg_reload_conf()`).
     Reload {
         #[command(flatten)]
         query: QueryArgs,
+        /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
 }
