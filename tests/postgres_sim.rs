@@ -111,21 +111,32 @@ fn two_members_and_a_witness_strict() {
 
 #[test]
 fn a_new_cluster_bootstraps() {
-    let spec = Spec {
-        start: Start::New,
-        ..Spec::new(3, Synchronous::Quorum)
-    };
+    let spec = new_cluster();
     if let Err(violation) = sweep(&spec) {
         panic!("{violation}");
     }
 }
 
-/// A sabotage must be caught, and the report must name the seed that reproduces it.
-fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
-    let spec = Spec {
+/// Three members in `quorum` mode starting from nothing (initdb, then clones): the
+/// spec of every new-cluster case.
+fn new_cluster() -> Spec {
+    Spec {
+        start: Start::New,
+        ..Spec::new(3, Synchronous::Quorum)
+    }
+}
+
+/// `members` in `synchronous` mode with `sabotage` switched on.
+fn sabotaged(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Spec {
+    Spec {
         sabotage: Some(sabotage),
         ..Spec::new(members, synchronous)
-    };
+    }
+}
+
+/// A sabotage must be caught, and the report must name the seed that reproduces it.
+fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
+    let spec = sabotaged(members, synchronous, sabotage);
     let violation = sweep(&spec).expect_err("the sabotage went unnoticed");
     let again = run_seed(violation.seed, &spec).expect_err("the seed reproduces it");
     assert_eq!(again, violation, "same seed, same run");
@@ -139,10 +150,7 @@ fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Viola
 /// The seed that found a break fails again with the old behaviour brought back as
 /// `sabotage` (the default sweep of 2000 seeds may not reach it).
 fn caught_at(seed: u64, members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
-    let spec = Spec {
-        sabotage: Some(sabotage),
-        ..Spec::new(members, synchronous)
-    };
+    let spec = sabotaged(members, synchronous, sabotage);
     let violation = run_seed(seed, &spec).expect_err("the sabotage went unnoticed");
     println!("{sabotage:?} caught:\n{violation}");
     violation
@@ -222,10 +230,7 @@ fn sabotaged_timeline_numbers_as_branches_lose_acknowledged_commits() {
 fn regression_a_branch_not_known_yet_no_longer_ranks_below_an_older_branch() {
     regression(87, 3, Synchronous::Strict);
     regression(40, 5, Synchronous::Quorum);
-    let new = Spec {
-        start: Start::New,
-        ..Spec::new(3, Synchronous::Quorum)
-    };
+    let new = new_cluster();
     regression_of(28, &new);
 }
 
@@ -243,10 +248,7 @@ fn sabotaged_names_ignoring_the_branch_lose_acknowledged_commits() {
 #[test]
 fn regression_a_peer_on_the_new_timeline_number_is_not_relabelled() {
     regression(11325, 3, Synchronous::Strict);
-    let new = Spec {
-        start: Start::New,
-        ..Spec::new(3, Synchronous::Quorum)
-    };
+    let new = new_cluster();
     regression_of(3072, &new);
 }
 
@@ -269,10 +271,7 @@ fn sabotaged_branch_records_at_any_timeline_lose_acknowledged_commits() {
 #[test]
 fn regression_an_unrecorded_timeline_ranks_as_its_ancestor() {
     regression(15963, 3, Synchronous::Quorum);
-    let new = Spec {
-        start: Start::New,
-        ..Spec::new(3, Synchronous::Quorum)
-    };
+    let new = new_cluster();
     regression_of(5297, &new);
 }
 
