@@ -4,7 +4,7 @@
 //! `rename_all`), what may be left out (`default`, `Option`) and what the file cannot
 //! set (`skip`); `flatten` merges a struct's keys into the table that holds it.
 
-use crate::config_source::{doc_of, renamed, serde_of, Definition, Serde, Sources};
+use crate::config_source::{doc_of, serde_of, spelled, Definition, Serde, Sources};
 use syn::{Fields, GenericArgument, PathArguments, Type};
 
 /// The type every walk starts at: the whole file.
@@ -141,6 +141,15 @@ enum Shape {
 }
 
 impl Walk<'_> {
+    /// The doc comment in `attrs`; an empty one records `what` as undocumented.
+    fn documented(&mut self, attrs: &[syn::Attribute], what: String) -> String {
+        let doc = doc_of(attrs);
+        if doc.is_empty() {
+            self.model.undocumented.push(what);
+        }
+        doc
+    }
+
     /// Adds the section for struct `name` (and, after it, the tables its fields open).
     fn table(&mut self, name: &str, mut section: Section) {
         let Some(Definition::Struct(item, _)) = self.sources.get(name) else {
@@ -182,16 +191,8 @@ impl Walk<'_> {
             if serde.skip {
                 continue;
             }
-            let doc = doc_of(&field.attrs);
-            if doc.is_empty() {
-                self.model
-                    .undocumented
-                    .push(format!("{name}.{rust_name} ({file})"));
-            }
-            let key = serde
-                .rename
-                .clone()
-                .unwrap_or_else(|| renamed(&rust_name, container.rename_all.as_deref()));
+            let doc = self.documented(&field.attrs, format!("{name}.{rust_name} ({file})"));
+            let key = spelled(serde.rename.clone(), &rust_name, &container);
             let (optional, ty) = match unwrap_generic(&field.ty, "Option") {
                 Some(inner) => (true, inner),
                 None => (false, &field.ty),
@@ -315,16 +316,8 @@ impl Walk<'_> {
                     "{name}::{rust_name} ({file}) carries data; the page lists unit variants only"
                 );
             }
-            let doc = doc_of(&variant.attrs);
-            if doc.is_empty() {
-                self.model
-                    .undocumented
-                    .push(format!("{name}::{rust_name} ({file})"));
-            }
-            let spelled = serde
-                .rename
-                .unwrap_or_else(|| renamed(&rust_name, container.rename_all.as_deref()));
-            values.push((spelled, doc));
+            let doc = self.documented(&variant.attrs, format!("{name}::{rust_name} ({file})"));
+            values.push((spelled(serde.rename, &rust_name, &container), doc));
         }
         values
     }

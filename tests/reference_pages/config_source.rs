@@ -144,6 +144,12 @@ pub fn serde_of(attrs: &[Attribute]) -> Serde {
     serde
 }
 
+/// A field's or variant's name in the file: its own `rename`, else `rust_name` as the
+/// container's `rename_all` spells it.
+pub fn spelled(rename: Option<String>, rust_name: &str, container: &Serde) -> String {
+    rename.unwrap_or_else(|| renamed(rust_name, container.rename_all.as_deref()))
+}
+
 /// `name` (a Rust field or variant name) as `rename_all = rule` spells it in a file.
 pub fn renamed(name: &str, rule: Option<&str>) -> String {
     let words = words_of(name);
