@@ -19,6 +19,10 @@
 //! - A member without data clones itself from the coordinator's primary; the first
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
+mod durability;
+
+pub use durability::{uncovered, SyncRecord, SyncView};
+
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
 use serde::{Deserialize, Serialize};
@@ -118,7 +122,10 @@ pub struct Cluster {
     pub data_voters: Vec<NodeId>,
     /// Every voting member, witnesses included: majorities count these.
     pub voters: usize,
-    /// Whether every other member reported an empty server: a new cluster.
+    /// Whether every other member reported an empty server whose node never noted
+    /// holding the cluster's data (`absent`, not `missing`): no commit can be on
+    /// another server. A member whose volume is not mounted, or was wiped, reports
+    /// `missing` (the simulator's seed 73, 3 members, strict, promoted over one).
     pub all_absent: bool,
     /// The coordinator's server is running as a primary (known from its status).
     pub leader_primary: bool,
@@ -132,6 +139,22 @@ pub struct Cluster {
     /// standby that does not know the branch would hold a commit where the promotion
     /// check ranks it below an older branch (found by the simulator, seeds 87, 40, 28).
     pub knows_branch: Vec<NodeId>,
+    /// What a leading coordinator read of the synchronous records before it promotes or
+    /// runs `initdb` ([`SyncView::Unread`] elsewhere).
+    pub sync: SyncView,
+    /// The cluster's PostgreSQL system identifier as this node knows it (from the
+    /// records it keeps or read); 0: not known.
+    pub system_id: u64,
+    /// This server's system identifier (0: no data, or not read).
+    pub server_system_id: u64,
+    /// This node's server held the cluster's data before (bully notes it in the node's
+    /// data dir): a missing data dir is then a volume gone, not a new member.
+    pub held_data: bool,
+    /// The cluster is paused (`bully pause`): the manager leaves the server alone.
+    pub paused: bool,
+    /// On a primary: the other members' standbys streaming from it, with the WAL each
+    /// has flushed (`pg_stat_replication`).
+    pub flushed: Vec<(NodeId, u64)>,
 }
 
 /// What the manager remembers between looks.
@@ -149,6 +172,48 @@ pub struct Memory {
     /// Starts in a row after which the server was not seen running (a data dir it
     /// cannot start from, e.g. a rewind from a source not yet checkpointed).
     pub failed_starts: u32,
+    /// The last synchronous record a majority stored for this node's office.
+    pub committed: Option<SyncRecord>,
+    /// The office token and number of the last record written (stored by a majority
+    /// or not): the next one of the office takes the next number, so no two records
+    /// share one.
+    pub sync_written: (u64, u64),
+    /// The office in which the operator accepted losing commits to promote
+    /// (`bully pg failover --accept-loss`).
+    pub accept_loss: Option<u64>,
+    /// On a primary: its `synchronous_standby_names` as first seen set, and where its
+    /// WAL ended then. A record that lets the majority rule count again waits until
+    /// `k` named standbys flushed past that point.
+    pub names_from: Option<(String, u64)>,
+}
+
+impl Memory {
+    /// What a look saw of the server, noted before the decision (by the manager and the
+    /// simulator alike): a primary's names as they first appear, with where its WAL
+    /// ended then.
+    pub fn observe(&mut self, server: &Server) {
+        match server {
+            Server::Running(r) if !r.in_recovery => {
+                let same = matches!(&self.names_from,
+                    Some((names, _)) if *names == r.synchronous_standby_names);
+                if !same {
+                    self.names_from = Some((r.synchronous_standby_names.clone(), r.wal.lsn));
+                }
+            }
+            Server::Running(_) | Server::Absent | Server::Stopped { .. } => self.names_from = None,
+            Server::Unreachable => {}
+        }
+    }
+
+    /// The executor wrote `record` to the voters, and a majority of them kept it or
+    /// not: the one place both the manager (src/node/postgres/manager.rs) and the
+    /// simulator (src/sim/postgres/apply.rs) note it.
+    pub fn note_sync_written(&mut self, record: &SyncRecord, kept_by_majority: bool) {
+        self.sync_written = (record.token, record.seq);
+        if kept_by_majority {
+            self.committed = Some(record.clone());
+        }
+    }
 }
 
 /// The settings the decisions use.
@@ -185,6 +250,28 @@ pub enum Act {
     Reinit { from: NodeId },
     /// Set `synchronous_standby_names` and reload.
     SetSynchronous { names: String },
+    /// Store `record` on every voter; it counts once a majority kept it
+    /// ([`Memory::committed`]).
+    CommitSync { record: SyncRecord },
+}
+
+impl Act {
+    /// One word for the act, for logs and the paused manager's note.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Act::Wait(_) => "wait",
+            Act::InitDb => "initdb",
+            Act::Clone { .. } => "clone",
+            Act::StartStandby { .. } => "start",
+            Act::Repoint { .. } => "repoint",
+            Act::Promote => "promote",
+            Act::Stop { .. } => "stop",
+            Act::Rewind { .. } => "rewind",
+            Act::Reinit { .. } => "reinit",
+            Act::SetSynchronous { .. } => "set the synchronous names",
+            Act::CommitSync { .. } => "commit the synchronous record",
+        }
+    }
 }
 
 /// The decision of one look: what to do and whether the node may lead.
@@ -256,36 +343,77 @@ pub fn unconfirmed_name(id: NodeId) -> String {
     format!("bully_unconfirmed_{id}")
 }
 
-/// `synchronous_standby_names` for a primary on `id` with `streaming` standbys live:
-/// every other data voter is named, under its own name once it knows the primary's
-/// branch ([`Cluster::knows_branch`]) and under [`unconfirmed_name`] until then; k is
-/// [`synchronous_count`], lowered to the live standbys under `quorum` (never under
-/// `strict`), and empty under `off`.
+/// The standbys a primary names and how many of them each commit waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncSet {
+    /// k of `ANY k (...)` (0: the names are empty, commits wait for no standby).
+    pub k: usize,
+    /// The standbys named under their own names: only these acknowledge.
+    pub standbys: Vec<NodeId>,
+    /// The standbys named under [`unconfirmed_name`] (they do not know the branch yet).
+    pub unconfirmed: Vec<NodeId>,
+}
+
+impl SyncSet {
+    /// `synchronous_standby_names` for this set, in the data voters' order.
+    pub fn names(&self) -> String {
+        if self.k == 0 {
+            return String::new();
+        }
+        let mut named: Vec<(NodeId, String)> = self
+            .standbys
+            .iter()
+            .map(|&m| (m, application_name(m)))
+            .chain(self.unconfirmed.iter().map(|&m| (m, unconfirmed_name(m))))
+            .collect();
+        named.sort();
+        let names: Vec<String> = named.into_iter().map(|(_, n)| n).collect();
+        format!("ANY {} ({})", self.k, names.join(", "))
+    }
+}
+
+/// The set a primary on `id` with `streaming` standbys live keeps: every other data
+/// voter is named, under its own name once it knows the primary's branch
+/// ([`Cluster::knows_branch`]) and under [`unconfirmed_name`] until then; k is
+/// [`full_k`], lowered to the live standbys under `quorum` (never under `strict`), and 0
+/// under `off`.
+pub fn sync_set(id: NodeId, cluster: &Cluster, streaming: usize, mode: Synchronous) -> SyncSet {
+    let (standbys, unconfirmed): (Vec<NodeId>, Vec<NodeId>) = cluster
+        .data_voters
+        .iter()
+        .copied()
+        .filter(|&m| m != id)
+        .partition(|m| cluster.knows_branch.contains(m));
+    let named = standbys.len() + unconfirmed.len();
+    let wanted = full_k(id, cluster);
+    let k = match mode {
+        Synchronous::Off => 0,
+        Synchronous::Quorum => wanted.min(streaming),
+        Synchronous::Strict => wanted.max(usize::from(named > 0)),
+    };
+    SyncSet {
+        k,
+        standbys,
+        unconfirmed,
+    }
+}
+
+/// k at its full value for a primary on `id`: [`synchronous_count`], at most the other
+/// data voters. A primary with fewer relies on a committed [`SyncRecord`].
+pub fn full_k(id: NodeId, cluster: &Cluster) -> usize {
+    let others = cluster.data_voters.iter().filter(|&&m| m != id).count();
+    synchronous_count(cluster.voters).min(others)
+}
+
+/// `synchronous_standby_names` for a primary on `id` with `streaming` standbys live
+/// ([`sync_set`]).
 pub fn synchronous_names(
     id: NodeId,
     cluster: &Cluster,
     streaming: usize,
     mode: Synchronous,
 ) -> String {
-    let standbys: Vec<String> = cluster
-        .data_voters
-        .iter()
-        .filter(|&&m| m != id)
-        .map(|&m| match cluster.knows_branch.contains(&m) {
-            true => application_name(m),
-            false => unconfirmed_name(m),
-        })
-        .collect();
-    let wanted = synchronous_count(cluster.voters).min(standbys.len());
-    let k = match mode {
-        Synchronous::Off => 0,
-        Synchronous::Quorum => wanted.min(streaming),
-        Synchronous::Strict => wanted.max(usize::from(!standbys.is_empty())),
-    };
-    if k == 0 {
-        return String::new();
-    }
-    format!("ANY {k} ({})", standbys.join(", "))
+    sync_set(id, cluster, streaming, mode).names()
 }
 
 /// How many servers the promotion check reached, counting the coordinator's own, and
@@ -296,10 +424,15 @@ pub fn reached_majority(reached_peers: usize, cluster: &Cluster) -> (usize, bool
     (reached, reached + witnesses >= majority_of(cluster.voters))
 }
 
-/// Whether the promotion check needs a majority: not under `off`, nor in a new cluster
-/// (every other member reported no data: no commit exists elsewhere).
+/// Whether the promotion check needs a majority: not under `off`, nor when no other
+/// member's server ever held data ([`Cluster::all_absent`]: no commit exists elsewhere).
 fn majority_needed(cluster: &Cluster, rules: &Rules) -> bool {
     rules.synchronous != Synchronous::Off && !cluster.all_absent
+}
+
+/// The cluster has an identity: a record this node keeps or read names its system.
+fn initialized(cluster: &Cluster) -> bool {
+    cluster.system_id != 0 || cluster.sync.system_id() != 0
 }
 
 /// Whether too few servers answered for the promotion check: a coordinator that hears
@@ -365,8 +498,57 @@ pub fn decide(
     memory: &Memory,
     rules: &Rules,
 ) -> Decision {
+    let decision = decide_unpaused(office, server, peers, cluster, memory, rules);
+    match cluster.paused {
+        true => paused(decision, server),
+        false => decision,
+    }
+}
+
+/// While the cluster is paused the manager starts, stops, promotes, rewinds and clones
+/// nothing (Patroni's pause): only the synchronous bookkeeping of a running primary goes
+/// on, which keeps what it acknowledges safe.
+fn paused(decision: Decision, server: &Server) -> Decision {
+    let primary = matches!(server, Server::Running(r) if !r.in_recovery);
+    let act = match decision.act {
+        act @ Act::Wait(_) => act,
+        act @ (Act::SetSynchronous { .. } | Act::CommitSync { .. }) if primary => act,
+        other => Act::Wait(format!(
+            "paused: leaves the server as it is (would: {})",
+            other.word()
+        )),
+    };
+    Decision { act, ..decision }
+}
+
+/// Why this server's data is not the cluster's, if it is not: both system identifiers
+/// known and different.
+pub fn foreign(cluster: &Cluster) -> Option<String> {
+    let (ours, theirs) = (cluster.system_id, cluster.server_system_id);
+    (ours != 0 && theirs != 0 && ours != theirs).then(|| {
+        format!(
+            "the data dir holds another cluster (system identifier {theirs}; the cluster's \
+             is {ours}): it is left as it is, never promoted, rewound or cloned from; move \
+             it away, or `bully pg reinit {}` clones this member afresh (the old data dir \
+             is kept)",
+            cluster.id
+        )
+    })
+}
+
+fn decide_unpaused(
+    office: Office,
+    server: &Server,
+    peers: &[PeerWal],
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Decision {
     if let Some(why) = &memory.out {
         return stay_out(office, server, why);
+    }
+    if let Some(why) = foreign(cluster) {
+        return stay_out(office, server, &why);
     }
     match server {
         Server::Absent => absent(office, cluster),
@@ -378,7 +560,7 @@ pub fn decide(
             stopped(office, *was_primary, *clean, cluster, memory, rules)
         }
         Server::Running(running) => match running.in_recovery {
-            false => primary(office, running, cluster, rules),
+            false => primary(office, running, cluster, memory, rules),
             true => standby(office, running, peers, cluster, memory, rules),
         },
     }
@@ -401,10 +583,32 @@ fn stay_out(office: Office, server: &Server, why: &str) -> Decision {
 }
 
 fn absent(office: Office, cluster: &Cluster) -> Decision {
+    if cluster.held_data {
+        return Decision {
+            act: Act::Wait(format!(
+                "the data dir is missing, though this member's server held the cluster's \
+                 data (a volume not mounted?): nothing is created in its place; mount it \
+                 back, or `bully pg reinit {}` clones afresh",
+                cluster.id
+            )),
+            eligible: false,
+        };
+    }
+    let initialized = initialized(cluster);
     match office {
-        Office::Leading { .. } if cluster.all_absent => Decision {
-            act: Act::InitDb,
-            eligible: true,
+        Office::Leading { .. } if cluster.all_absent && !initialized => match cluster.sync {
+            SyncView::Read(_) => Decision {
+                act: Act::InitDb,
+                eligible: true,
+            },
+            SyncView::Unread => Decision {
+                act: Act::Wait(
+                    "a new cluster? initdb waits for a majority of the members to answer \
+                     that none keeps the identity of an existing one"
+                        .into(),
+                ),
+                eligible: true,
+            },
         },
         Office::Following {
             server: Some(from), ..
@@ -413,13 +617,18 @@ fn absent(office: Office, cluster: &Cluster) -> Decision {
             eligible: false,
         },
         _ => Decision {
-            act: Act::Wait(match cluster.all_absent {
-                true => "a new cluster: the first coordinator runs initdb".into(),
-                false => "no data yet: waiting for a primary to clone from".into(),
+            act: Act::Wait(match (cluster.all_absent, initialized) {
+                (true, false) => "a new cluster: the first coordinator runs initdb".into(),
+                (true, true) => format!(
+                    "no member reached holds the cluster's data (system identifier {}): \
+                     no second initdb; bring back a data dir",
+                    cluster.system_id.max(cluster.sync.system_id())
+                ),
+                (false, _) => "no data yet: waiting for a primary to clone from".into(),
             }),
             // A new cluster elects the member that will run initdb; a member without
             // data in a cluster with data must never lead.
-            eligible: cluster.all_absent,
+            eligible: cluster.all_absent && !initialized,
         },
     }
 }
@@ -476,10 +685,16 @@ fn rejoin(from: NodeId, memory: &Memory, rules: &Rules) -> Decision {
     }
 }
 
-fn primary(office: Office, running: &Running, cluster: &Cluster, rules: &Rules) -> Decision {
+fn primary(
+    office: Office,
+    running: &Running,
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Decision {
     match office {
-        Office::Leading { .. } => Decision {
-            act: synchronous_act(running, cluster, rules),
+        Office::Leading { token } => Decision {
+            act: synchronous_act(token, running, cluster, memory, rules),
             eligible: true,
         },
         Office::Elected => Decision {
@@ -497,12 +712,119 @@ fn primary(office: Office, running: &Running, cluster: &Cluster, rules: &Rules) 
 
 /// A primary keeps `synchronous_standby_names` as [`synchronous_names`] says for the
 /// standbys streaming from it now.
-fn synchronous_act(running: &Running, cluster: &Cluster, rules: &Rules) -> Act {
-    let wanted = synchronous_names(cluster.id, cluster, cluster.streaming, rules.synchronous);
-    match wanted == running.synchronous_standby_names {
-        true => Act::Wait("primary".into()),
-        false => Act::SetSynchronous { names: wanted },
+fn synchronous_act(
+    token: u64,
+    running: &Running,
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Act {
+    let wanted = sync_set(cluster.id, cluster, cluster.streaming, rules.synchronous);
+    let names = wanted.names();
+    let set = names == running.synchronous_standby_names;
+    if rules.synchronous == Synchronous::Off {
+        return match set {
+            true => Act::Wait("primary".into()),
+            false => Act::SetSynchronous { names },
+        };
     }
+    let office = memory.committed.as_ref().filter(|c| c.token == token);
+    let alone = wanted.k < full_k(cluster.id, cluster);
+    match (alone, office) {
+        // Fewer standbys to wait for only once a majority keeps a record saying so: no
+        // promotion then passes over what this primary acknowledges alone.
+        (true, Some(record)) if record.alone => match set {
+            true => Act::Wait("primary, acknowledging without a majority".into()),
+            false => Act::SetSynchronous { names },
+        },
+        (true, _) => commit(token, cluster, memory, &wanted, true),
+        (false, _) if !set => Act::SetSynchronous { names },
+        (false, Some(record)) if !record.alone => Act::Wait("primary".into()),
+        // The names are full again (or new with the office): the record follows once
+        // k named standbys hold everything this primary acknowledged before.
+        (false, _) if caught_up(&wanted, cluster, memory) => {
+            commit(token, cluster, memory, &wanted, false)
+        }
+        (false, _) => Act::Wait(
+            "primary; waits for its standbys to catch up before it records the full set".into(),
+        ),
+    }
+}
+
+/// Whether `k` of the standbys `set` names flushed past where the primary's WAL ended
+/// when its names were first seen as they are.
+fn caught_up(set: &SyncSet, cluster: &Cluster, memory: &Memory) -> bool {
+    let Some((_, from)) = &memory.names_from else {
+        return false;
+    };
+    let past = cluster
+        .flushed
+        .iter()
+        .filter(|(id, lsn)| set.standbys.contains(id) && lsn >= from)
+        .count();
+    past >= set.k
+}
+
+/// The record of `set` for a primary of office `token`, numbered after the last one
+/// the office wrote.
+fn commit(token: u64, cluster: &Cluster, memory: &Memory, set: &SyncSet, alone: bool) -> Act {
+    let seq = match memory.sync_written {
+        (written, seq) if written == token => seq + 1,
+        _ => 1,
+    };
+    Act::CommitSync {
+        record: SyncRecord {
+            token,
+            seq,
+            primary: cluster.id,
+            k: set.k,
+            standbys: set.standbys.clone(),
+            system_id: cluster.server_system_id,
+            alone,
+        },
+    }
+}
+
+/// A coordinator whose server may be promoted by its WAL: promote, unless the newest
+/// synchronous record says some acknowledged commit may be on servers it did not reach
+/// (it waits, keeping the office), or the cluster's identity is not committed yet (it
+/// commits a record naming its server's system first: a new cluster's first primary).
+fn promote_act(
+    token: u64,
+    peers: &[PeerWal],
+    cluster: &Cluster,
+    memory: &Memory,
+    rules: &Rules,
+) -> Act {
+    let holders: Vec<NodeId> = std::iter::once(cluster.id)
+        .chain(peers.iter().filter(|p| p.wal.is_some()).map(|p| p.id))
+        .collect();
+    let checked = rules.synchronous != Synchronous::Off
+        && !cluster.all_absent
+        && memory.accept_loss != Some(token);
+    if let Some(why) = uncovered(&cluster.sync, &holders).filter(|_| checked) {
+        return Act::Wait(format!("waits to promote: {why}"));
+    }
+    let identity_kept = cluster.sync.system_id() != 0
+        || memory
+            .committed
+            .as_ref()
+            .is_some_and(|c| c.token == token && c.system_id == cluster.server_system_id);
+    let read = matches!(cluster.sync, SyncView::Read(_));
+    if read && !identity_kept && cluster.server_system_id != 0 {
+        let everyone = SyncSet {
+            k: full_k(cluster.id, cluster),
+            standbys: cluster
+                .data_voters
+                .iter()
+                .copied()
+                .filter(|&m| m != cluster.id)
+                .collect(),
+            unconfirmed: Vec::new(),
+        };
+        return commit(token, cluster, memory, &everyone, false);
+    }
+    Act::Promote
 }
 
 fn standby(
@@ -514,9 +836,9 @@ fn standby(
     rules: &Rules,
 ) -> Decision {
     match office {
-        Office::Leading { .. } => match may_promote(running.wal, peers, cluster, rules) {
+        Office::Leading { token } => match may_promote(running.wal, peers, cluster, rules) {
             Ok(()) => Decision {
-                act: Act::Promote,
+                act: promote_act(token, peers, cluster, memory, rules),
                 eligible: true,
             },
             // Too few answered: keep the office and wait for a majority to answer.
@@ -592,6 +914,12 @@ mod tests {
             leader_primary: true,
             streaming: voters.len() - 1,
             knows_branch: voters.to_vec(),
+            sync: SyncView::Read(None),
+            system_id: 0,
+            server_system_id: 0,
+            held_data: false,
+            paused: false,
+            flushed: Vec::new(),
         }
     }
 
@@ -899,15 +1227,25 @@ mod tests {
                 names: "ANY 1 (bully_1, bully_3)".into()
             }
         );
-        let d = act(
-            LEADING,
-            &primary("ANY 1 (bully_1, bully_3)"),
-            &[],
-            &Memory::default(),
-        );
+        let kept = Memory {
+            committed: Some(SyncRecord {
+                token: 7,
+                seq: 1,
+                primary: ME,
+                k: 1,
+                standbys: vec![1, 3],
+                system_id: 0,
+                alone: false,
+            }),
+            ..Memory::default()
+        };
+        let d = act(LEADING, &primary("ANY 1 (bully_1, bully_3)"), &[], &kept);
         assert!(matches!(d.act, Act::Wait(_)) && d.eligible);
     }
 }
+
+#[cfg(test)]
+mod durability_decisions;
 
 #[cfg(test)]
 mod start_tests {
@@ -923,6 +1261,12 @@ mod start_tests {
             leader_primary: true,
             streaming: 0,
             knows_branch: vec![1, 3],
+            sync: SyncView::Read(None),
+            system_id: 0,
+            server_system_id: 0,
+            held_data: false,
+            paused: false,
+            flushed: Vec::new(),
         };
         let rules = Rules {
             synchronous: Synchronous::Quorum,

@@ -24,6 +24,10 @@ pub enum PgRole {
     Absent,
     /// Running, but the last SQL round trip failed or timed out.
     Unreachable,
+    /// No data dir, though this member's server held the cluster's data (a volume not
+    /// mounted?): nothing is created in its place until `bully pg reinit N`. Appended
+    /// last: variants are encoded by position.
+    Missing,
 }
 
 impl PgRole {
@@ -35,6 +39,7 @@ impl PgRole {
             PgRole::Stopped => "stopped",
             PgRole::Absent => "absent",
             PgRole::Unreachable => "unreachable",
+            PgRole::Missing => "missing",
         }
     }
 }
@@ -116,6 +121,10 @@ pub enum PgVerb {
     Restart,
     /// Rewrite bully's include file and have the server reread its configuration.
     Reload,
+    /// The coordinator may promote its server though the synchronous record says some
+    /// acknowledged commits may be elsewhere (`bully pg failover --accept-loss`), for
+    /// its current office only. Appended last: variants are encoded by position.
+    AcceptLoss,
 }
 
 impl PgVerb {
@@ -125,6 +134,7 @@ impl PgVerb {
             PgVerb::Reinit => "reinit",
             PgVerb::Restart => "restart",
             PgVerb::Reload => "reload",
+            PgVerb::AcceptLoss => "failover --accept-loss",
         }
     }
 }

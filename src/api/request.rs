@@ -64,6 +64,12 @@ pub enum Request {
     Postgres {
         verb: super::postgres::PgVerb,
     },
+    /// The PostgreSQL synchronous record this node keeps (src/postgres_rules/
+    /// durability.rs): with `keep`, a primary's new one, kept if newer. The answer is
+    /// the record kept afterwards. Appended last: variants are encoded by position.
+    PgSync {
+        keep: Option<crate::postgres_rules::SyncRecord>,
+    },
 }
 
 /// What a node answers. A status is the largest answer by far; each answer is built
@@ -79,4 +85,6 @@ pub enum Response {
     Refused(String),
     /// The answer to [`Request::Events`].
     Events(RecentEvents),
+    /// The answer to [`Request::PgSync`]: the record the node keeps.
+    PgSync(Option<crate::postgres_rules::SyncRecord>),
 }

@@ -42,6 +42,21 @@ pub enum PgCommand {
         /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
+    /// Let coordinator N promote its server although the cluster's synchronous record
+    /// says acknowledged commits may be on servers it cannot reach (the cluster waits
+    /// rather than lose them: `status --cluster` says why). Commits only those servers
+    /// hold are lost. For N's current office only; N must lead (`bully step-down --to
+    /// N` first).
+    Failover {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// The coordinator that is to promote (its node ID).
+        #[arg(long)]
+        to: NodeId,
+        /// Required: you accept that acknowledged commits may be lost.
+        #[arg(long)]
+        accept_loss: bool,
+    },
 }
 
 /// Runs `bully pg ...`: exit 0 when the node did it, 1 when it refused or failed, 2
@@ -51,6 +66,17 @@ pub async fn run(command: &PgCommand) -> ExitCode {
         PgCommand::Reinit { query, node } => (query, *node, PgVerb::Reinit),
         PgCommand::Restart { query, node } => (query, *node, PgVerb::Restart),
         PgCommand::Reload { query, node } => (query, *node, PgVerb::Reload),
+        PgCommand::Failover {
+            accept_loss: false, ..
+        } => {
+            eprintln!(
+                "error: `bully pg failover` only overrides the durability rule, and needs \
+                 --accept-loss to say so: without it the cluster promotes by itself as soon \
+                 as it may without losing a commit"
+            );
+            return ExitCode::from(2);
+        }
+        PgCommand::Failover { query, to, .. } => (query, *to, PgVerb::AcceptLoss),
     };
     let targets = match endpoints::targets(query, true) {
         Ok(targets) => targets,

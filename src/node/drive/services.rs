@@ -37,6 +37,7 @@ pub struct Services {
     postgres_memory: Arc<std::sync::Mutex<crate::postgres_rules::Memory>>,
     /// `bully pg` orders, for whichever manager runs.
     postgres_orders: crate::node::postgres::Orders,
+    pg_sync: crate::node::postgres::SyncStore,
 }
 
 /// What the services read and report to, shared by every check and endpoint started.
@@ -50,6 +51,8 @@ pub struct ServiceLinks {
     pub schedule: Schedule,
     /// Where `bully pg` orders arrive (src/node/postgres/).
     pub postgres_orders: crate::node::postgres::Orders,
+    /// The synchronous record this node keeps (src/node/postgres/sync_store.rs).
+    pub pg_sync: crate::node::postgres::SyncStore,
 }
 
 impl Services {
@@ -74,6 +77,7 @@ impl Services {
             http: None,
             postgres_memory: Default::default(),
             postgres_orders: links.postgres_orders,
+            pg_sync: links.pg_sync,
         };
         services.restart_health();
         if let Some(listener) = listener {
@@ -130,6 +134,7 @@ impl Services {
                 generation: self.health_generation,
                 memory: Arc::clone(&self.postgres_memory),
                 orders: Arc::clone(&self.postgres_orders),
+                pg_sync: self.pg_sync.clone(),
             };
             let group = self.tasks.child();
             crate::node::postgres::spawn(&self.applied, links, &group);

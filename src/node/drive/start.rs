@@ -21,6 +21,7 @@ use crate::node::commands::health::Verdict;
 use crate::node::commands::hooks::{HookReports, Hooks};
 use crate::node::policy::eligibility::Eligibility;
 use crate::node::policy::readiness::Readiness;
+use crate::node::postgres::SyncStore;
 use crate::node::publish::publisher::{Publisher, Watches};
 use crate::node::serve::api::{Api, ApiParts};
 use crate::node::serve::keepers::Keepers;
@@ -67,6 +68,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         journal,
         cells,
         pause,
+        pg_sync,
         members,
         ..
     } = stored;
@@ -99,9 +101,13 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         publisher,
         elected_hooks,
     } = publishing;
-    let serving = serve(
-        &config, workdir, http, &status_rx, &metrics, local_addr, &tasks,
-    );
+    let with = ServeWith {
+        workdir,
+        http,
+        local_addr,
+        pg_sync,
+    };
+    let serving = serve(&config, with, &status_rx, &metrics, &tasks);
     let eligibility = eligibility(&config, start_ms, &gates, &pause);
     let stop = Shutdown::new();
     let ended = Shutdown::new();
@@ -157,6 +163,9 @@ struct Stored {
     journal: Journal,
     cells: Cells,
     pause: PauseFile,
+    /// The PostgreSQL synchronous record this node keeps for the cluster (every node,
+    /// witnesses too: src/node/postgres/sync_store.rs).
+    pg_sync: SyncStore,
     members: Membership,
     gave_up: Vec<Member>,
 }
@@ -167,6 +176,7 @@ impl Stored {
     fn open(config: &NodeConfig) -> Result<Stored, NodeError> {
         let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
         let pause = PauseFile::open(&config.data_dir)?;
+        let pg_sync = SyncStore::open(&config.data_dir).map_err(NodeError::SyncRecord)?;
         let stored_members = journal.load_members()?;
         let gave_up = journal.load_gave_up()?;
         if let Some(disagreement) = stored_members
@@ -182,6 +192,7 @@ impl Stored {
             journal,
             cells,
             pause,
+            pg_sync,
             members: stored_members.unwrap_or_else(|| members::seed(config)),
             gave_up,
         })
@@ -280,17 +291,34 @@ struct Serving {
     health_verdicts: mpsc::Receiver<Verdict>,
 }
 
+/// What the serving side is started with besides the status, counters and tasks it
+/// shares with the rest of the node.
+struct ServeWith {
+    /// Where hooks and checks run.
+    workdir: PathBuf,
+    /// The HTTP listener, bound already (a busy port fails the start).
+    http: Option<TcpListener>,
+    /// The transport's address, which the API dials members from.
+    local_addr: SocketAddr,
+    /// The PostgreSQL synchronous record this node keeps.
+    pg_sync: SyncStore,
+}
+
 /// Starts the services (with `http`, bound already) as `tasks`, and the client API
 /// that answers with `status` and asks members at their configured addresses.
 fn serve(
     config: &NodeConfig,
-    workdir: PathBuf,
-    http: Option<TcpListener>,
+    with: ServeWith,
     status: &watch::Receiver<Status>,
     metrics: &Arc<Metrics>,
-    local_addr: SocketAddr,
     tasks: &NodeTasks,
 ) -> Serving {
+    let ServeWith {
+        workdir,
+        http,
+        local_addr,
+        pg_sync,
+    } = with;
     let (commands_tx, commands) = mpsc::channel(16);
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
     let schedule = Schedule::default();
@@ -302,6 +330,7 @@ fn serve(
         health_verdicts: verdicts_tx,
         schedule: schedule.clone(),
         postgres_orders,
+        pg_sync: pg_sync.clone(),
     };
     let services = Services::start(config, links, http, tasks);
     let members = PeerApis {
@@ -317,6 +346,7 @@ fn serve(
         members,
         schedule,
         postgres: postgres_tx,
+        pg_sync,
         tasks: tasks.clone(),
     });
     Serving {

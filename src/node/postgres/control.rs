@@ -1,6 +1,20 @@
 //! A stopped server's state, from `pg_controldata`: whether it was a primary when it
 //! stopped (or crashed), whether it stopped cleanly (as `pg_rewind` requires), and its
-//! timeline.
+//! timeline; and any server's system identifier, from its control file.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The system identifier of the cluster in `data_dir`: the first field of
+/// `global/pg_control` (`ControlFileData.system_identifier`, a u64 in the machine's
+/// byte order), read directly so a look costs no `pg_controldata` run. `None` when the
+/// file cannot be read.
+pub fn system_id(data_dir: &Path) -> Option<u64> {
+    let mut file = std::fs::File::open(data_dir.join("global").join("pg_control")).ok()?;
+    let mut first = [0u8; 8];
+    file.read_exact(&mut first).ok()?;
+    Some(u64::from_ne_bytes(first)).filter(|&id| id != 0)
+}
 
 /// What the control file says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +52,17 @@ pub fn parse(output: &str) -> Option<Control> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_system_identifier_is_the_control_file_s_first_field() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(system_id(dir.path()), None);
+        std::fs::create_dir(dir.path().join("global")).unwrap();
+        let mut bytes = 7_318_471_230_412_345_678u64.to_ne_bytes().to_vec();
+        bytes.extend_from_slice(&[0; 100]);
+        std::fs::write(dir.path().join("global/pg_control"), bytes).unwrap();
+        assert_eq!(system_id(dir.path()), Some(7_318_471_230_412_345_678));
+    }
 
     #[test]
     fn states_map_to_primary_and_clean() {

@@ -6,8 +6,10 @@
 
 use super::control;
 use super::files;
+use super::held::Held;
 use super::peers::PeerServers;
 use super::programs::Programs;
+use super::records::Records;
 use super::sql::{self, Described};
 use crate::api::postgres::{PgRole, PgState, PgVerb};
 use crate::api::Status;
@@ -17,6 +19,7 @@ use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
     self as rules, Act, Cluster, Memory, Office, PeerWal, Position, Rules, Running, Server,
+    SyncRecord, SyncView,
 };
 use crate::postmaster;
 use crate::protocol::{NodeId, Role};
@@ -67,6 +70,10 @@ pub struct Manager {
     pub orders: super::Orders,
     pub superuser_password: Option<String>,
     pub replication_password: Option<String>,
+    /// The synchronous records: this node's, and the way to the other voters'.
+    pub records: Records,
+    /// The note that this node's server held the cluster's data.
+    pub held: Held,
 }
 
 /// Aborts the heartbeat task it holds when dropped.
@@ -182,6 +189,29 @@ impl Loop {
                     _ => Ok("stopped; the manager starts it again as a standby".into()),
                 }
             }
+            PgVerb::AcceptLoss => {
+                let Office::Leading { token } = office else {
+                    return Err(format!(
+                        "node {} does not lead now: `bully step-down --to {}` first, then ask \
+                         again",
+                        self.m.id, self.m.id
+                    ));
+                };
+                self.m
+                    .memory
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .accept_loss = Some(token);
+                tracing::warn!(
+                    token,
+                    "postgres: the operator accepts losing commits to promote"
+                );
+                Ok(format!(
+                    "node {} promotes at its next look without the synchronous record's check \
+                     (office {token} only); commits only other servers hold are lost",
+                    self.m.id
+                ))
+            }
             PgVerb::Reinit => {
                 let Office::Following {
                     leader,
@@ -217,13 +247,31 @@ impl Loop {
             Server::Running(r) => Some((r.timeline, r.wal.branch)),
             _ => None,
         };
-        let cluster = self.cluster(&status, &office, described.as_ref(), own);
-        let answers = match (&office, &server) {
-            (Office::Leading { .. }, Server::Running(r)) if r.in_recovery => {
-                self.peer_wals(&cluster).await
+        let mut cluster = self.cluster(&status, &office, described.as_ref(), own);
+        self.identify(&mut cluster, &server).await;
+        // A coordinator about to promote or run initdb reads the servers' positions and
+        // the voters' synchronous records at once.
+        let promoting = matches!((&office, &server),
+            (Office::Leading { .. }, Server::Running(r)) if r.in_recovery);
+        let founding = matches!((&office, &server), (Office::Leading { .. }, Server::Absent));
+        let positions = async {
+            match promoting {
+                true => self.peer_wals(&cluster).await,
+                false => Vec::new(),
             }
-            _ => Vec::new(),
         };
+        let records = async {
+            match promoting || founding {
+                true => self.m.records.read(&status).await,
+                false => SyncView::Unread,
+            }
+        };
+        let (answers, view) = tokio::join!(positions, records);
+        if view.system_id() != 0 {
+            cluster.system_id = view.system_id();
+        }
+        cluster.sync = view;
+        self.note_held(&cluster, &server);
         self.reached = answers
             .iter()
             .filter_map(|(p, timeline)| Some((p.id, (*timeline)?)))
@@ -248,7 +296,7 @@ impl Loop {
             Office::Leading { token } => Some(token),
             _ => None,
         };
-        let note = match self.act(act, &server, &cluster, token).await {
+        let note = match self.act(act, &server, &cluster, token, &status).await {
             Ok(note) => note,
             Err(e) => {
                 tracing::warn!("postgres: {e}");
@@ -414,6 +462,59 @@ impl Loop {
             leader_primary,
             streaming,
             knows_branch,
+            sync: SyncView::Unread,
+            system_id: 0,
+            server_system_id: 0,
+            held_data: false,
+            paused: status.pause.paused,
+            flushed: described
+                .filter(|d| !d.in_recovery)
+                .map(|d| {
+                    d.standbys
+                        .iter()
+                        .filter_map(|(name, lsn)| Some((member_named(name)?, *lsn)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Fills in who the cluster and this server are: the system identifier the record
+    /// this node keeps names, the one this server's control file holds, and whether
+    /// this node noted holding the cluster's data.
+    async fn identify(&self, cluster: &mut Cluster, server: &Server) {
+        cluster.system_id = self
+            .m
+            .records
+            .store
+            .current()
+            .await
+            .map_or(0, |r| r.system_id);
+        cluster.server_system_id = match server {
+            Server::Absent => 0,
+            _ => control::system_id(&self.m.config.data_dir).unwrap_or(0),
+        };
+        cluster.held_data = self.m.held.system_id().is_some();
+    }
+
+    /// Notes a clone's data as held at once, before the server streams a commit: a
+    /// volume lost right after must not read as a member that never held data.
+    fn note_cloned(&self) {
+        let cloned = control::system_id(&self.m.config.data_dir);
+        if let Some(Err(e)) = cloned.map(|id| self.m.held.note(id)) {
+            tracing::warn!("postgres: {e}");
+        }
+    }
+
+    /// Notes that this node's server runs with the cluster's data (or with data of a
+    /// cluster not known yet): a missing data dir is then a lost volume.
+    fn note_held(&self, cluster: &Cluster, server: &Server) {
+        let own = cluster.server_system_id;
+        let ours = cluster.system_id == 0 || cluster.system_id == own;
+        if matches!(server, Server::Running(_)) && own != 0 && ours {
+            if let Err(e) = self.m.held.note(own) {
+                tracing::warn!("postgres: {e}");
+            }
         }
     }
 
@@ -425,6 +526,7 @@ impl Loop {
         described: Option<&Described>,
     ) -> Memory {
         let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+        memory.observe(server);
         if let Server::Stopped {
             was_primary: true, ..
         } = server
@@ -450,7 +552,7 @@ impl Loop {
         if let Some(d) = described.filter(|d| !d.in_recovery) {
             let now = Instant::now();
             for (name, _) in &d.standbys {
-                if let Some(id) = name.strip_prefix("bully_").and_then(|i| i.parse().ok()) {
+                if let Some(id) = member_named(name) {
                     self.standby_seen.insert(id, now);
                 }
             }
@@ -555,7 +657,7 @@ impl Loop {
                         // A member without data is not reached: the majority must be
                         // of servers that hold data (src/sim/postgres/ found a wiped
                         // member outvoting one that was only down).
-                        Some(s) if s.role == PgRole::Absent => None,
+                        Some(s) if matches!(s.role, PgRole::Absent | PgRole::Missing) => None,
                         Some(s) => peer_position(&s, &user, password.as_deref()).await,
                     };
                     let (wal, timeline) = read.unzip();
@@ -595,6 +697,7 @@ impl Loop {
         server: &Server,
         cluster: &Cluster,
         token: Option<u64>,
+        status: &Status,
     ) -> Result<String, String> {
         let c = self.m.config.clone();
         let timeout = Duration::from_millis(c.action_timeout_ms);
@@ -610,6 +713,7 @@ impl Loop {
                 let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
                 self.clone_from(from).await?;
+                self.note_cloned();
                 self.forget_rewind(true);
                 self.start_server(Some(from), true).await?;
                 Ok(format!("cloned from {from}; streams from it"))
@@ -683,6 +787,7 @@ impl Loop {
                 tracing::info!(took_ms = started.elapsed().as_millis() as u64, %names, "postgres: promoted");
                 Ok(format!("promoted (synchronous_standby_names = '{names}')"))
             }
+            Act::CommitSync { record } => self.commit_record(status, record).await,
             Act::SetSynchronous { names } => {
                 self.write_conf(None, &names, token)?;
                 let client = self.local_client().await?;
@@ -803,6 +908,29 @@ impl Loop {
             }
         }
         knows
+    }
+
+    /// Stores `record` on every voter; it counts once a majority kept it.
+    async fn commit_record(&self, status: &Status, record: SyncRecord) -> Result<String, String> {
+        let kept = self.m.records.commit(status, &record).await;
+        let majority = kept.as_ref().is_ok_and(|k| k.majority());
+        self.m
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note_sync_written(&record, majority);
+        let kept = kept?;
+        match majority {
+            true => {
+                tracing::info!(%record, kept = kept.by, voters = kept.voters, "postgres: synchronous record committed");
+                Ok(format!("committed the synchronous record ({record})"))
+            }
+            false => Err(format!(
+                "the synchronous record ({record}) was kept by {} of {} voters, not a \
+                 majority: the primary keeps waiting for its standbys",
+                kept.by, kept.voters
+            )),
+        }
     }
 
     /// A rewind or clone succeeded, or a promotion made this server the primary.
@@ -970,28 +1098,41 @@ impl Loop {
     async fn reinit_from(&mut self, from: std::net::SocketAddr) -> Result<(), String> {
         let aside = self.move_aside()?;
         if let Err(e) = self.clone_from(from).await {
+            let Some(aside) = aside else {
+                return Err(e);
+            };
             self.put_back(&aside)?;
             return Err(format!("{e}; the old data dir is back in place"));
         }
+        self.note_cloned();
         self.forget_rewind(true);
         self.start_server(Some(from), true).await
     }
 
-    /// Renames the data dir to `<data_dir>.aside`, replacing an older one; returns
-    /// where it went.
-    fn move_aside(&self) -> Result<PathBuf, String> {
+    /// Renames the data dir to `<data_dir>.aside.<unix seconds>` (a number more if
+    /// that exists): bully never deletes a data dir set aside. Returns where it went,
+    /// `None` when there was no data dir to set aside.
+    fn move_aside(&self) -> Result<Option<PathBuf>, String> {
         let dir = &self.m.config.data_dir;
-        let mut aside = dir.clone().into_os_string();
-        aside.push(".aside");
-        let aside = PathBuf::from(aside);
-        if aside.exists() {
-            std::fs::remove_dir_all(&aside)
-                .map_err(|e| format!("cannot remove {}: {e}", aside.display()))?;
+        if !dir.exists() {
+            return Ok(None);
         }
+        let seconds = crate::wall_clock::wall_ms() / 1000;
+        let aside = (0..)
+            .map(|n| {
+                let mut aside = dir.clone().into_os_string();
+                match n {
+                    0 => aside.push(format!(".aside.{seconds}")),
+                    n => aside.push(format!(".aside.{seconds}.{n}")),
+                }
+                PathBuf::from(aside)
+            })
+            .find(|aside| !aside.exists())
+            .expect("some name is free");
         std::fs::rename(dir, &aside)
             .map_err(|e| format!("cannot move {} aside: {e}", dir.display()))?;
         tracing::warn!(aside = %aside.display(), "postgres: the old data dir is kept aside");
-        Ok(aside)
+        Ok(Some(aside))
     }
 
     /// Puts the data dir moved `aside` back in place of what a failed clone left.
@@ -1077,6 +1218,7 @@ impl Loop {
     async fn report(&mut self, eligible: bool, server: &Server, described: Option<&Described>) {
         let c = &self.m.config;
         let role = match server {
+            Server::Absent if self.m.held.system_id().is_some() => PgRole::Missing,
             Server::Absent => PgRole::Absent,
             Server::Stopped { .. } => PgRole::Stopped,
             Server::Unreachable => PgRole::Unreachable,
@@ -1160,6 +1302,11 @@ impl Loop {
                 .is_some_and(|s| s.listen == addr)
         })
     }
+}
+
+/// The member a standby's application name (`bully_<id>`) stands for.
+fn member_named(name: &str) -> Option<NodeId> {
+    name.strip_prefix("bully_")?.parse().ok()
 }
 
 /// Where one member's server's WAL ends, read from the server itself by SQL: its

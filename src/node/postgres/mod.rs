@@ -9,7 +9,10 @@
 //!   as child processes, as `run_as`, with timeouts, never through a shell;
 //! - `files`: bully's include file, `standby.signal`, the `pg_hba.conf` lines of a new
 //!   cluster; `control`: a stopped server's control file;
-//! - `peers`: the other members' servers, from their statuses.
+//! - `peers`: the other members' servers, from their statuses;
+//! - `sync_store`: the synchronous record this node keeps for the cluster (every node
+//!   has one, witnesses too); `records`: reading and committing it across the voters;
+//! - `held`: the note that this node's server held the cluster's data.
 //!
 //! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
@@ -17,10 +20,15 @@
 
 mod control;
 pub(crate) mod files;
+mod held;
 mod manager;
 mod peers;
 mod programs;
+mod records;
 mod sql;
+mod sync_store;
+
+pub use sync_store::SyncStore;
 
 use crate::api::postgres::{PgRole, PgState, PgVerb};
 use crate::api::Status;
@@ -62,6 +70,8 @@ pub struct Links {
     pub memory: Arc<Mutex<Memory>>,
     /// `bully pg` orders.
     pub orders: Orders,
+    /// The synchronous record this node keeps.
+    pub pg_sync: SyncStore,
 }
 
 /// Starts the manager and its peer poller in `group` (the node has `[postgres]`).
@@ -70,11 +80,16 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
         return;
     };
     let servers = peers::PeerServers::default();
-    let configured = config
+    let configured: Vec<_> = config
         .peers
         .iter()
         .map(|p| (p.id, p.addr.clone()))
         .collect();
+    let records = records::Records::new(
+        links.pg_sync.clone(),
+        config.tls.clone(),
+        configured.clone(),
+    );
     let interval = Duration::from_millis(pg.interval_ms);
     group.spawn(peers::poll(
         servers.clone(),
@@ -106,6 +121,8 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 orders: links.orders,
                 superuser_password,
                 replication_password,
+                records,
+                held: held::Held::new(&config.data_dir),
             };
             group.spawn(manager::run(manager, group.clone()));
         }

@@ -44,6 +44,8 @@ struct ApiContext {
     schedule: Schedule,
     /// `bully pg` orders for the PostgreSQL manager (unanswered without `[postgres]`).
     postgres: mpsc::Sender<crate::node::postgres::Order>,
+    /// The synchronous record this node keeps for the cluster's PostgreSQL servers.
+    pg_sync: crate::node::postgres::SyncStore,
     /// The node's tasks: every connection, request stream and background job the
     /// API starts is one of them.
     tasks: NodeTasks,
@@ -59,6 +61,8 @@ pub struct ApiParts {
     pub schedule: Schedule,
     /// Where `bully pg` orders go (src/node/postgres/).
     pub postgres: mpsc::Sender<crate::node::postgres::Order>,
+    /// The synchronous record (`Request::PgSync`).
+    pub pg_sync: crate::node::postgres::SyncStore,
     pub tasks: NodeTasks,
 }
 
@@ -73,6 +77,7 @@ impl Api {
             data_dir: Arc::new(parts.data_dir),
             schedule: parts.schedule,
             postgres: parts.postgres,
+            pg_sync: parts.pg_sync,
             tasks: parts.tasks,
         };
         Api { context }
@@ -223,6 +228,13 @@ async fn serve_stream(
         }
         Request::CancelSwitchOver => answered(context.schedule.cancel(&context.commands)),
         Request::Postgres { verb } => answered(postgres_order(&context, verb).await),
+        Request::PgSync { keep } => match keep {
+            None => Response::PgSync(context.pg_sync.current().await),
+            Some(record) => match context.pg_sync.keep(record).await {
+                Ok(kept) => Response::PgSync(kept),
+                Err(e) => Response::Refused(e),
+            },
+        },
     };
     write_frame(&mut send, &response).await?;
     let _ = send.finish();

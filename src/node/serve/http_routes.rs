@@ -105,6 +105,7 @@ mod tests {
             (PgRole::Replica, 200),
             (PgRole::Stopped, 503),
             (PgRole::Absent, 503),
+            (PgRole::Missing, 503),
             (PgRole::Unreachable, 503),
         ] {
             status.postgres = Some(PgState::bare(

@@ -21,6 +21,8 @@ pub enum NodeError {
          (this node then takes part in failover again until a peer tells it otherwise)"
     )]
     PauseFile { path: String, why: String },
+    #[error("cannot read the synchronous record: {0}")]
+    SyncRecord(String),
     #[error("cannot listen for HTTP on {addr}: {source}")]
     Http {
         addr: SocketAddr,
@@ -46,7 +48,8 @@ impl NodeError {
             NodeError::Storage(_)
             | NodeError::EventLog { .. }
             | NodeError::KeeperSocket { .. }
-            | NodeError::PauseFile { .. } => Some("data_dir"),
+            | NodeError::PauseFile { .. }
+            | NodeError::SyncRecord(_) => Some("data_dir"),
             NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
             NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
             NodeError::Http { .. } => Some("http.listen"),

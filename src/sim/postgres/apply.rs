@@ -5,7 +5,7 @@
 
 use super::decisions::{synchronous_names, Act, Cluster, Office, PeerWal, REWIND_ATTEMPTS};
 use super::log::Event;
-use super::server::{parse_names, Data, Decided, State};
+use super::server::{Data, State};
 use super::world::World;
 use super::Sabotage;
 use crate::protocol::NodeId;
@@ -36,7 +36,8 @@ impl World {
         match act {
             Act::Wait(_) => {}
             Act::InitDb => {
-                let mut data = Data::initdb();
+                let mut data = Data::initdb(self.next_system_id);
+                self.next_system_id += 1;
                 data.state = State::Standby {
                     upstream: None,
                     streaming: false,
@@ -88,19 +89,48 @@ impl World {
             }
             Act::Rewind { from } => self.rewind_from(id, from),
             Act::SetSynchronous { names } => {
-                let (k, _) = parse_names(&names);
                 debug_assert_eq!(
                     names,
                     synchronous_names(id, cluster, cluster.streaming, self.rules.synchronous)
                 );
-                let live = self.live_standbys(id);
                 if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.running()) {
                     d.names = names;
-                    d.decided = Some(Decided { k, live });
+                    d.decided = true;
                 }
             }
+            Act::CommitSync { record } => self.commit_record(id, record),
         }
         Ok(())
+    }
+
+    /// `CommitSync`: the record goes to every member whose node answers, each keeping it
+    /// if it is newer than its own; it counts once a majority of the voters keep it
+    /// (src/node/postgres/sync_store.rs).
+    fn commit_record(&mut self, id: NodeId, record: super::decisions::SyncRecord) {
+        let answering: Vec<NodeId> = self
+            .members
+            .iter()
+            .map(|m| m.id)
+            .filter(|&m| self.answers(id, m))
+            .collect();
+        let mut kept = 0;
+        for m in answering {
+            let member = self.member_mut(m);
+            let newer = match &member.record {
+                Some(own) => record.supersedes(own),
+                None => true,
+            };
+            if newer {
+                member.record = Some(record.clone());
+            }
+            kept += usize::from(newer || member.record.as_ref() == Some(&record));
+        }
+        let majority = kept >= self.majority();
+        self.member_mut(id)
+            .memory
+            .note_sync_written(&record, majority);
+        self.summary.records += 1;
+        self.summary.records_committed += u64::from(majority);
     }
 
     /// The source of a copy, if it can serve one: reachable and running.
@@ -121,6 +151,8 @@ impl World {
         };
         let m = self.member_mut(id);
         m.pg = Some(data);
+        // The runtime notes a clone's data as held at once (src/node/postgres/held.rs).
+        m.held = true;
         m.memory.needs_rewind = false;
         m.memory.rewind_failures = 0;
         m.memory.not_streaming = 0;
@@ -229,7 +261,6 @@ impl World {
             cluster.data_voters.len(),
             self.rules.synchronous,
         );
-        let live = self.live_standbys(id);
         let m = self.member_mut(id);
         m.knows_branch = Some((next, knows_branch.clone()));
         if let Some(d) = m.pg.as_mut() {
@@ -249,10 +280,7 @@ impl World {
         else {
             return Ok(());
         };
-        d.decided = Some(Decided {
-            k: parse_names(&names).0,
-            live,
-        });
+        d.decided = true;
         d.names = names;
         d.state = State::Primary;
         d.wal.fork();
@@ -260,7 +288,17 @@ impl World {
         let timeline = d.wal.timeline();
         let (branch, at) = (d.branch_of(timeline), d.wal.len());
         m.memory.needs_rewind = false;
+        let system = d.system_id;
         self.summary.promotions += 1;
+        match self.served_system {
+            Some(served) if served != system => {
+                return Err(format!(
+                    "a second system served: {id} promoted a server of system {system}, \
+                     the cluster's is {served}"
+                ))
+            }
+            _ => self.served_system = Some(system),
+        }
         self.event(Event::Promoted {
             id,
             timeline,

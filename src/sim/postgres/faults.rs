@@ -3,7 +3,11 @@
 //! receives nothing for a while, a node stopped whole (no looks, votes nor renewals; its
 //! keeper still fences at the lease end) or only its manager stalled, a member cut off,
 //! a promotion, rewind or clone that fails once, a dead member's data directory wiped,
-//! and an election on stale estimates.
+//! an election on stale estimates, standbys the primary refuses to stream to (a
+//! password or an hba line: their servers and nodes still answer), a dead member's
+//! volume not mounted when it comes back, and every member rebooted with no volume
+//! mounted. At the heal the operator mounts the volumes back and runs `bully pg reinit`
+//! for a member whose data dir is gone.
 
 use super::decisions::Memory;
 use super::log::Event;
@@ -23,7 +27,7 @@ impl World {
         let now = self.now;
         let all: Vec<NodeId> = self.members.iter().map(|m| m.id).collect();
         let data: Vec<NodeId> = self.data_members().map(|m| m.id).collect();
-        let kind = self.rng.gen_range(0..12);
+        let kind = self.rng.gen_range(0..15);
         let pick = |w: &mut World, from: &[NodeId]| *from.choose(&mut w.rng).expect("members");
         let (name, id): (&'static str, NodeId) = match kind {
             0 | 1 => {
@@ -101,6 +105,39 @@ impl World {
                 self.wipe(id);
                 ("data directory wiped", id)
             }
+            12 => {
+                let count = self.rng.gen_range(1..=data.len());
+                let refused: Vec<NodeId> = data
+                    .choose_multiple(&mut self.rng, count)
+                    .copied()
+                    .collect();
+                let until = now + self.rng.gen_range(5..40);
+                for &id in &refused {
+                    self.member_mut(id).refused_until = until;
+                }
+                ("standbys refused streaming", refused[0])
+            }
+            13 => {
+                let id = pick(self, &data);
+                let m = self.member_mut(id);
+                if m.alive || m.pg.is_none() {
+                    return;
+                }
+                m.unmounted = m.pg.take();
+                ("volume not mounted", id)
+            }
+            14 if self.rng.gen_ratio(1, 4) => {
+                for id in all.clone() {
+                    self.kill(id);
+                    let m = self.member_mut(id);
+                    if m.pg.is_some() {
+                        m.unmounted = m.pg.take();
+                    }
+                    m.alive = true;
+                }
+                ("every member rebooted without its volume", 0)
+            }
+            14 => return,
             _ => {
                 self.stale_next = Some(self.rng.gen_range(1..5));
                 ("next election on stale estimates", 0)
@@ -151,20 +188,31 @@ impl World {
         self.member_mut(id).pg = None;
         for i in 0..self.acked.len() {
             let a = self.acked[i];
-            let held = self
-                .data_members()
-                .any(|m| m.pg.as_ref().is_some_and(|d| d.wal.holds(a.pos, a.id)));
+            let held = self.data_members().any(|m| {
+                m.pg.iter()
+                    .chain(m.unmounted.iter())
+                    .any(|d| d.wal.holds(a.pos, a.id))
+            });
             if !held && !a.weak {
                 self.acked[i].destroyed = true;
             }
         }
     }
 
-    /// The faults end: every member back, nothing stalled, cut off or lagging, no
-    /// failure pending.
+    /// The faults end: every member back, nothing stalled, cut off, lagging or refused,
+    /// no failure pending; the operator mounts every volume back, and runs `bully pg
+    /// reinit` for a member whose data dir is gone (it clones afresh).
     pub(super) fn heal(&mut self) {
         let now = self.now;
         for m in &mut self.members {
+            if m.pg.is_none() {
+                m.pg = m.unmounted.take();
+            }
+            if m.pg.is_none() {
+                m.held = false;
+            }
+            m.unmounted = None;
+            m.refused_until = now.min(m.refused_until);
             m.alive = true;
             m.stalled_until = now.min(m.stalled_until);
             m.manager_stalled_until = now.min(m.manager_stalled_until);

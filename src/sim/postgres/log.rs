@@ -63,12 +63,15 @@ pub(super) enum Event {
         weak: bool,
     },
     Healed,
+    /// What the operator did after the heal (src/sim/postgres/operator.rs).
+    Operator(String),
 }
 
 impl Event {
     fn words(&self) -> String {
         match self {
             Event::Fault(f) => format!("fault: {f}"),
+            Event::Operator(what) => format!("operator: {what}"),
             Event::Elected {
                 id,
                 est,

@@ -33,7 +33,8 @@
 //! whose report shows its timeline and branch; a restarted manager rebuilds the set
 //! from the reports alone.
 //!
-//! Files: `server` (the modelled server, its WAL and branch records), `world` (members,
+//! Files: `operator` (what a person does after the heal, as the manual says), `server`
+//! (the modelled server, its WAL and branch records), `world` (members,
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
 //! `Memory` bookkeeping, as src/node/postgres/manager.rs keeps it), `faults` (what each
 //! seed draws), `replication` (commits, streaming, acknowledgements), `log` (the history
@@ -46,6 +47,7 @@
 mod apply;
 mod faults;
 mod log;
+mod operator;
 mod replication;
 mod server;
 mod world;
@@ -128,6 +130,17 @@ pub enum Sabotage {
     /// of servers with data is never reached again and no one promotes (seed 55940, 5
     /// members).
     ReinitLosesData,
+    /// The old synchronous names: a primary under `quorum` lowers k to the standbys
+    /// that stream at once, with no record kept by a majority first, so a standby that
+    /// cannot stream leaves commits on the primary alone, and a promotion passes over
+    /// them (the tester's 1,598 lost inserts, issue 49).
+    NarrowsUncommitted,
+    /// The promotion check reads no synchronous record: the majority rule alone.
+    PromoteIgnoresRecord,
+    /// The old new-cluster rule: `initdb` whenever every other member reports no data,
+    /// whatever the records and this node's notes say (the tester's empty second
+    /// cluster, issue 49).
+    SecondInitdb,
 }
 
 /// What to simulate.
@@ -180,12 +193,14 @@ pub struct Summary {
     pub failed_clones: u64,
     pub reinits: u64,
     pub initdbs: u64,
+    /// Synchronous records written, and those a majority kept.
+    pub records: u64,
+    pub records_committed: u64,
     pub fences: u64,
     pub commits: u64,
     /// Commits acknowledged with k as decided.
     pub acknowledged: u64,
-    /// Commits acknowledged with k lowered under `quorum` (or any under `off`): their
-    /// loss is documented and not counted.
+    /// Commits acknowledged under `off`: their loss is documented and not counted.
     pub acknowledged_weak: u64,
     /// Acknowledged commits whose every copy a drawn wipe destroyed.
     pub destroyed: u64,
@@ -212,6 +227,8 @@ impl Summary {
         self.failed_clones += other.failed_clones;
         self.reinits += other.reinits;
         self.initdbs += other.initdbs;
+        self.records += other.records;
+        self.records_committed += other.records_committed;
         self.fences += other.fences;
         self.commits += other.commits;
         self.acknowledged += other.acknowledged;

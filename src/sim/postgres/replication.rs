@@ -5,7 +5,7 @@
 //! `synchronous_standby_names` stream from it and flushed it (k = 0: at once).
 
 use super::log::Event;
-use super::server::{parse_names, Decided, State};
+use super::server::{parse_names, State};
 use super::world::{Acked, World};
 use super::Sabotage;
 use crate::protocol::NodeId;
@@ -44,7 +44,7 @@ impl World {
             let Some(State::Standby { upstream, .. }) = m.pg.as_ref().map(|d| d.state) else {
                 continue;
             };
-            let lagging = m.lagging_until > self.now;
+            let lagging = m.lagging_until > self.now || m.refused_until > self.now;
             let own = m.pg.as_ref().map_or(0, |d| d.wal.len());
             let source = upstream
                 .filter(|&u| u != id && self.reach(id, u))
@@ -85,13 +85,10 @@ impl World {
             let d = self.member(id).pg.as_ref().expect("a primary");
             let (named_k, named) = parse_names(&d.names);
             let k = match (self.spec.sabotage, d.decided) {
-                (Some(Sabotage::KMinusOne), Some(_)) => named_k.saturating_sub(1),
+                (Some(Sabotage::KMinusOne), true) => named_k.saturating_sub(1),
                 _ => named_k,
             };
-            let weak = self.weak(d.decided.unwrap_or(Decided {
-                k: named_k,
-                live: named_k,
-            }));
+            let weak = self.weak();
             let standbys: Vec<&super::server::Data> = named
                 .iter()
                 .filter(|&&s| s != id && (s as usize) <= self.spec.members)

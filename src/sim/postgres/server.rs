@@ -110,15 +110,6 @@ pub(super) enum State {
     Primary,
 }
 
-/// k of the names a primary's decisions set, beside the standbys that truly streamed
-/// from it when they did: `quorum` may lower k to the live standbys and no further, so
-/// a commit counts as weak only when both fall short of `synchronous_count`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Decided {
-    pub k: usize,
-    pub live: usize,
-}
-
 /// A data directory (its absence is the `Absent` server).
 #[derive(Debug, Clone)]
 pub(super) struct Data {
@@ -127,10 +118,10 @@ pub(super) struct Data {
     /// `synchronous_standby_names` as last set (kept in the data directory, so a clone
     /// or a rewind copies the source's).
     pub names: String,
-    /// k as the decisions set it on this data directory since it was last copied, and
-    /// how many standbys truly streamed from it then (`None`: the names are inherited;
-    /// the sabotage `KMinusOne` applies one less).
-    pub decided: Option<Decided>,
+    /// The decisions set the names on this data directory since it was last copied
+    /// (false: the names are inherited; the sabotage `KMinusOne` applies one less k
+    /// to names the decisions set).
+    pub decided: bool,
     /// Commits this primary wrote and has not acknowledged yet: (position, id).
     pub pending: Vec<(usize, u64)>,
     /// `bully.branch`: (timeline, term) lines in the order written; the last line for
@@ -141,20 +132,23 @@ pub(super) struct Data {
     /// directory before promoting (src/node/postgres/files.rs, `written_name`); copied
     /// and lost with the directory as `branches`.
     pub written: Vec<(u32, u64)>,
+    /// PostgreSQL's system identifier, drawn at `initdb` and copied by clones.
+    pub system_id: u64,
 }
 
 impl Data {
     /// What `initdb` leaves: an empty WAL on timeline 1, shut down cleanly, no branch
     /// recorded.
-    pub fn initdb() -> Data {
+    pub fn initdb(system_id: u64) -> Data {
         Data {
+            system_id,
             wal: Wal::new(),
             state: State::Stopped {
                 was_primary: false,
                 clean: true,
             },
             names: String::new(),
-            decided: None,
+            decided: false,
             pending: Vec::new(),
             branches: Vec::new(),
             written: Vec::new(),
@@ -170,7 +164,7 @@ impl Data {
             names: source.names.clone(),
             branches: source.branches.clone(),
             written: source.written.clone(),
-            ..Data::initdb()
+            ..Data::initdb(source.system_id)
         }
     }
 
@@ -313,7 +307,7 @@ mod tests {
 
     #[test]
     fn the_highest_of_the_last_record_and_the_written_ones_wins_and_copies_carry_them() {
-        let mut data = Data::initdb();
+        let mut data = Data::initdb(1);
         assert_eq!(data.position(Reading::Lineage), Position::default());
         data.record_branch(2, 5);
         data.record_branch(3, 6);

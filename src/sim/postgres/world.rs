@@ -4,10 +4,10 @@
 
 use super::decisions::{
     decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Memory, Office,
-    PeerWal, Position, Rules, Server, FAILED_STARTS,
+    PeerWal, Position, Rules, Server, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
-use super::server::{parse_names, Data, Decided, Reading, State};
+use super::server::{Data, Reading, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
@@ -54,6 +54,17 @@ pub(super) struct Member {
     /// the timeline the set is for, and the other data voters known to have recorded
     /// that timeline's branch ([`Cluster::knows_branch`]). Lost when the node restarts.
     pub knows_branch: Option<(u32, Vec<NodeId>)>,
+    /// The synchronous record its node keeps (src/node/postgres/sync_store.rs): in the
+    /// node's data dir, so it survives a restart; a replaced disk loses it.
+    pub record: Option<SyncRecord>,
+    /// Its node noted that its server held the cluster's data (the node's data dir).
+    pub held: bool,
+    /// A data directory whose volume is not mounted: the server sees none until the
+    /// operator mounts it back (at the heal).
+    pub unmounted: Option<Data>,
+    /// Its standby cannot stream until then (refused by the primary: a password, an
+    /// hba line), though its server and node answer.
+    pub refused_until: u64,
 }
 
 impl Member {
@@ -76,6 +87,10 @@ impl Member {
             est_history: VecDeque::new(),
             report: None,
             knows_branch: None,
+            record: None,
+            held: false,
+            unmounted: None,
+            refused_until: 0,
         }
     }
 
@@ -131,6 +146,11 @@ pub(super) struct World {
     pub summary: Summary,
     /// Faults are over from this step (set when healed).
     pub healed_at: Option<u64>,
+    /// The system identifier the next `initdb` draws.
+    pub next_system_id: u64,
+    /// The system identifier of the first server promoted: every later primary must
+    /// have it (one cluster, never a second `initdb`'s).
+    pub served_system: Option<u64>,
 }
 
 impl World {
@@ -169,6 +189,8 @@ impl World {
                 ..Summary::default()
             },
             healed_at: None,
+            next_system_id: 1,
+            served_system: None,
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -180,7 +202,9 @@ impl World {
     /// a new cluster: member 1 ran `initdb` and promoted in office 1 (timeline 2,
     /// recorded as branch 1), the others cloned it.
     fn bootstrapped(&mut self) {
-        let mut first = Data::initdb();
+        let mut first = Data::initdb(self.next_system_id);
+        self.next_system_id += 1;
+        self.served_system = Some(first.system_id);
         first.record_branch(first.wal.next_timeline(), 1);
         first.wal.fork();
         for m in self.members.iter_mut().filter(|m| !m.witness) {
@@ -194,6 +218,7 @@ impl World {
             };
             m.pg = Some(data);
             m.eligible = true;
+            m.held = true;
         }
         // Every standby cloned the primary: each knows its branch.
         let others = self.data_members().map(|m| m.id).filter(|&m| m != 1);
@@ -205,13 +230,28 @@ impl World {
             self.spec.members - 1,
             self.spec.synchronous,
         );
-        let live = self.live_standbys(1);
         let primary = self.member_mut(1).pg.as_mut().expect("member 1's data");
-        primary.decided = Some(Decided {
-            k: parse_names(&names).0,
-            live,
-        });
+        primary.decided = true;
         primary.names = names;
+        // The identity record the first primary committed before it promoted.
+        let everyone: Vec<NodeId> = self
+            .data_members()
+            .map(|m| m.id)
+            .filter(|&m| m != 1)
+            .collect();
+        let record = SyncRecord {
+            token: 1,
+            seq: 1,
+            primary: 1,
+            k: synchronous_count(self.voters()).min(everyone.len()),
+            standbys: everyone,
+            system_id: self.served_system.unwrap_or(0),
+            alone: false,
+        };
+        for m in &mut self.members {
+            m.record = Some(record.clone());
+        }
+        self.member_mut(1).memory.note_sync_written(&record, true);
         self.token = 1;
         self.office = Some(Holder {
             leader: 1,
@@ -321,6 +361,8 @@ impl World {
         self.now += 1;
         if faults {
             self.draw_faults();
+        } else {
+            self.operate();
         }
         self.end_office_if_due();
         if self.office.is_none() && self.now >= self.no_election_before {
@@ -497,10 +539,20 @@ impl World {
         ) {
             m.memory.needs_rewind = true;
         }
+        m.memory.observe(&server);
         m.memory.not_streaming = match on_time {
             Some(false) => m.memory.not_streaming + 1,
             _ => 0,
         };
+        // The node notes that its server holds the cluster's data (src/node/postgres/
+        // held.rs): a running server of the cluster's system, or of a cluster not known
+        // yet.
+        if let Server::Running(_) = server {
+            let own = m.pg.as_ref().map_or(0, |d| d.system_id);
+            if cluster.system_id == 0 || cluster.system_id == own {
+                m.held = true;
+            }
+        }
         let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
         if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
             let (own, peers) = (r.wal, peers.clone());
@@ -644,6 +696,18 @@ impl World {
                 let why = "a former primary waits for the coordinator's server";
                 (Act::Wait(why.into()), false)
             }
+            // The old names: a narrower set at once, with no record kept first.
+            (Act::CommitSync { record }, Some(Sabotage::NarrowsUncommitted))
+                if server_is_primary(server) && record.alone =>
+            {
+                let names = synchronous_names(
+                    id,
+                    cluster,
+                    cluster.streaming,
+                    self.spec.synchronous,
+                );
+                (Act::SetSynchronous { names }, eligible)
+            }
             _ => (act, eligible),
         };
         Decision { act, eligible }
@@ -652,6 +716,19 @@ impl World {
     /// The cluster as member `id` knows it.
     pub fn cluster_for(&self, id: NodeId) -> Cluster {
         let knows_branch = self.knows_branch(id);
+        let m = self.member(id);
+        let sync = match self.office_of(id) {
+            Office::Leading { .. } => self.sync_view(id),
+            _ => SyncView::Unread,
+        };
+        let system_id = match sync.system_id() {
+            0 => m.record.as_ref().map_or(0, |r| r.system_id),
+            read => read,
+        };
+        let system_id = match self.spec.sabotage {
+            Some(Sabotage::SecondInitdb) => 0,
+            _ => system_id,
+        };
         let leader_primary = self.office.is_some_and(|h| {
             self.reach(id, h.leader)
                 && self
@@ -664,10 +741,12 @@ impl World {
             id,
             data_voters: self.data_members().map(|m| m.id).collect(),
             voters: self.voters(),
+            // A member without data reports `missing` when its node noted holding the
+            // cluster's data (src/node/postgres/held.rs), `absent` only when it never did.
             all_absent: self
                 .data_members()
                 .filter(|m| m.id != id)
-                .all(|m| self.reach(id, m.id) && m.pg.is_none()),
+                .all(|m| self.reach(id, m.id) && m.pg.is_none() && !m.held),
             leader_primary,
             streaming: match self.spec.sabotage {
                 Some(Sabotage::StreamingOnlyKnown) => self
@@ -677,7 +756,42 @@ impl World {
                 _ => self.live_standbys(id),
             },
             knows_branch,
+            sync,
+            system_id,
+            server_system_id: m.pg.as_ref().map_or(0, |d| d.system_id),
+            held_data: m.held && self.spec.sabotage != Some(Sabotage::SecondInitdb),
+            paused: false,
+            flushed: self.flushed(id),
         }
+    }
+
+    /// What a leading coordinator reads of the synchronous records
+    /// (src/node/postgres/manager.rs, `read_records`): the newest among the members whose
+    /// nodes answer, if they are a majority of the voters. The sabotage
+    /// `PromoteIgnoresRecord` reads none; `SecondInitdb` the old way: as if none kept one.
+    pub fn sync_view(&self, id: NodeId) -> SyncView {
+        if matches!(
+            self.spec.sabotage,
+            Some(Sabotage::PromoteIgnoresRecord | Sabotage::SecondInitdb)
+        ) {
+            return SyncView::Read(None);
+        }
+        let answering: Vec<&Member> = self
+            .members
+            .iter()
+            .filter(|m| self.answers(id, m.id))
+            .collect();
+        match answering.len() >= self.majority() {
+            true => SyncView::Read(SyncRecord::newest(
+                answering.iter().filter_map(|m| m.record.as_ref()),
+            )),
+            false => SyncView::Unread,
+        }
+    }
+
+    /// Whether `of`'s node answers `asker`'s requests now.
+    pub fn answers(&self, asker: NodeId, of: NodeId) -> bool {
+        self.reach(asker, of) && self.member(of).stalled_until <= self.now
     }
 
     /// [`Cluster::knows_branch`] for `id`: its manager's set for its server's timeline
@@ -704,6 +818,20 @@ impl World {
     /// acknowledge).
     pub(super) fn live_standbys(&self, id: NodeId) -> usize {
         self.streaming_standbys(id).count()
+    }
+
+    /// What each standby streaming from `id`'s server has flushed of its WAL, as the
+    /// primary reads it in `pg_stat_replication`.
+    fn flushed(&self, id: NodeId) -> Vec<(NodeId, u64)> {
+        let Some(primary) = self.member(id).pg.as_ref().filter(|d| d.primary()) else {
+            return Vec::new();
+        };
+        self.streaming_standbys(id)
+            .filter_map(|s| {
+                let d = self.member(s).pg.as_ref()?;
+                d.wal.follows(&primary.wal).then(|| (s, d.wal.lsn()))
+            })
+            .collect()
     }
 
     /// The other data members whose standbys stream from `id`'s server now.
@@ -747,17 +875,11 @@ impl World {
             .collect()
     }
 
-    /// Whether a commit acknowledged under `decided` is the documented `quorum`
-    /// weakening, or unchecked (`off`). The weakening is k lowered to the standbys that
-    /// truly streamed when it was decided: a k below `synchronous_count` that is also
-    /// below those live standbys broke the promise, and its commits are checked.
-    pub(super) fn weak(&self, decided: Decided) -> bool {
-        let count = synchronous_count(self.voters());
-        match self.spec.synchronous {
-            Synchronous::Off => true,
-            Synchronous::Quorum => decided.k < count && decided.k >= decided.live.min(count),
-            Synchronous::Strict => false,
-        }
+    /// Whether acknowledged commits go unchecked: only under `off`. Under `quorum` a
+    /// primary that lowers k does so once a majority keeps the narrower set
+    /// (src/postgres_rules/durability.rs), so its commits are checked like any other.
+    pub(super) fn weak(&self) -> bool {
+        self.spec.synchronous == Synchronous::Off
     }
 
     /// Never two writable primaries at once.
@@ -861,4 +983,9 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Whether the manager sees its server running as a primary.
+fn server_is_primary(server: &Server) -> bool {
+    matches!(server, Server::Running(r) if !r.in_recovery)
 }

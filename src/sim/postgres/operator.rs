@@ -1,0 +1,55 @@
+//! The operator, after the faults end: what the decisions leave to a person reading
+//! `bully status --cluster`, done as the manual says (docs/postgresql.md): `bully pg
+//! reinit N` for a member whose data dir is gone though it held data, or that holds
+//! another cluster's data; and `bully pg failover --to N --accept-loss` only when no
+//! member's data can satisfy the newest synchronous record any more (its holders'
+//! data dirs were wiped: those commits are destroyed by the fault, not lost by the
+//! decisions).
+
+use super::decisions::foreign;
+use super::log::Event;
+use super::world::World;
+use crate::postgres_rules::Office;
+use crate::protocol::NodeId;
+
+impl World {
+    /// One round of the operator's work (each step after the heal).
+    pub(super) fn operate(&mut self) {
+        let ids: Vec<NodeId> = self.data_members().map(|m| m.id).collect();
+        for id in ids {
+            let m = self.member(id);
+            if !m.alive {
+                continue;
+            }
+            let gone = m.pg.is_none() && m.unmounted.is_none() && m.held;
+            let other = m.pg.is_some() && foreign(&self.cluster_for(id)).is_some();
+            if gone || other {
+                let m = self.member_mut(id);
+                m.pg = None;
+                m.held = false;
+                self.event(Event::Operator(format!("bully pg reinit {id}")));
+            }
+        }
+        let Some(h) = self.office else {
+            return;
+        };
+        if !matches!(self.office_of(h.leader), Office::Leading { .. }) {
+            return;
+        }
+        let with_data: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| m.pg.is_some() || m.unmounted.is_some())
+            .map(|m| m.id)
+            .collect();
+        let hopeless = self
+            .sync_view(h.leader)
+            .record()
+            .is_some_and(|record| !record.covered_by(&with_data));
+        let leader = self.member_mut(h.leader);
+        if hopeless && leader.memory.accept_loss != Some(h.token) {
+            leader.memory.accept_loss = Some(h.token);
+            let words = format!("bully pg failover --to {} --accept-loss", h.leader);
+            self.event(Event::Operator(words));
+        }
+    }
+}
