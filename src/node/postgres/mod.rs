@@ -9,7 +9,8 @@
 //!   as child processes, as `run_as`, with timeouts, never through a shell;
 //! - `files`: bully's include file, `standby.signal`, the `pg_hba.conf` lines of a new
 //!   cluster; `control`: a stopped server's control file;
-//! - `peers`: the other members' servers, from their statuses.
+//! - `peers`: the other members' servers, from their statuses;
+//! - `order`: an operator's verb on its way in, dropped once its deadline passed.
 //!
 //! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
@@ -18,11 +19,14 @@
 mod control;
 pub(crate) mod files;
 mod manager;
+mod order;
 mod peers;
 mod programs;
 mod sql;
 
-use crate::api::postgres::{PgRole, PgState, PgVerb};
+pub use order::{order, Order, Pending};
+
+use crate::api::postgres::{PgRole, PgState};
 use crate::api::Status;
 use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
@@ -32,13 +36,7 @@ use crate::postgres_rules::Memory;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
-
-/// An operator's verb (`bully pg`) on its way to the manager, with where its answer goes.
-pub struct Order {
-    pub verb: PgVerb,
-    pub reply: oneshot::Sender<Result<String, String>>,
-}
+use tokio::sync::{mpsc, watch};
 
 /// The manager's end of the orders: shared by every manager the services start in turn
 /// (a reload or a stall restarts it), each holding it while it runs.
