@@ -21,7 +21,8 @@
 //!   the node's runtime both send. [`shell`]: one user command with `sh -c` and a
 //!   timeout that kills its process group (hooks, health checks, a keeper's fence
 //!   command). [`postmaster`]: stopping a PostgreSQL server by signals from its data
-//!   dir (the node's manager and the keeper's fence). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
+//!   dir, only once /proc shows the process is its postmaster (the node's manager and
+//!   the keeper's fence). The crate's few `unsafe` blocks: in `signals`, in [`exact_timer`] (a
 //!   kernel timer for the idle node's long waits, which tokio's timer wheel would wake
 //!   for twice), in the node's watchdog device ioctls and in the keeper's guard (the
 //!   installing of its signal handlers; each site says why no safe call serves).

@@ -38,6 +38,11 @@
 //!   survivors of a forced recovery refuse as given up goes on leading
 //!   (`tests/recover_sabotage.rs` checks the two coordinators are caught).
 //!
+//! - `trust_pid_file`: the PostgreSQL server's `postmaster.pid` is believed without
+//!   checking /proc (src/postmaster/identity.rs), so a stranger reusing its PID is
+//!   taken for the server and signalled by the fence
+//!   (`tests/postmaster_identity_sabotage.rs` checks it is caught).
+//!
 //! `tests/chaos.rs` runs chaos with each switch and asserts the checker flags it:
 //! proof that a passing chaos run means something.
 
@@ -101,4 +106,9 @@ pub fn holdoff_by_new_d() -> bool {
 /// Whether a node refused as given up by a forced recovery should go on as before.
 pub fn ignores_given_up() -> bool {
     enabled("ignores_given_up")
+}
+
+/// Whether any live process `postmaster.pid` names passes for the postmaster.
+pub fn trust_pid_file() -> bool {
+    enabled("trust_pid_file")
 }

@@ -462,17 +462,31 @@ async fn fence(
     }
 }
 
-/// Stops the node's PostgreSQL server: a fast shutdown now, SIGKILL for its process
-/// group at `kill_at` (the earliest instant another node could lead) if it still runs.
+/// Stops the node's PostgreSQL server: a fast shutdown now, SIGKILL for all of it at
+/// `kill_at` (the earliest instant another node could lead) if it still runs. Only a
+/// verified postmaster of `data_dir` is signalled (src/postmaster.rs), never a
+/// stranger a stale `postmaster.pid` names.
 async fn fence_postgres(data_dir: std::path::PathBuf, kill_at: BootInstant) {
-    let Some(pid) = crate::postmaster::pid(&data_dir) else {
-        tracing::info!(data_dir = %data_dir.display(), "fence: no postgres server runs");
-        return;
-    };
     let left = kill_at.saturating_duration_since(BootInstant::now());
-    match crate::postmaster::stop(pid, left).await {
-        Ok(()) => tracing::info!(pid, "fence: the postgres server stopped (fast shutdown)"),
-        Err(e) => tracing::warn!(pid, "fence: the postgres server was killed: {e}"),
+    match crate::postmaster::stop(&data_dir, left).await {
+        Ok(crate::postmaster::Stopped::NotRunning(found)) => tracing::info!(
+            data_dir = %data_dir.display(),
+            "fence: no postgres server runs ({})",
+            found.describe()
+        ),
+        Ok(crate::postmaster::Stopped::Fast(pid)) => {
+            tracing::info!(pid, "fence: the postgres server stopped (fast shutdown)")
+        }
+        Ok(crate::postmaster::Stopped::Killed(pid)) => {
+            tracing::warn!(
+                pid,
+                "fence: the postgres server was killed (no fast shutdown in time)"
+            )
+        }
+        Err(e) => tracing::error!(
+            data_dir = %data_dir.display(),
+            "fence: cannot stop the postgres server: {e}"
+        ),
     }
 }
 

@@ -181,7 +181,7 @@ impl Drop for PgServers {
 }
 
 /// The postmaster `pid` first, then its children (from /proc).
-fn server_pids(pid: u32) -> Vec<u32> {
+pub fn server_pids(pid: u32) -> Vec<u32> {
     let mut pids = vec![pid];
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(child) = entry
@@ -205,7 +205,8 @@ fn server_pids(pid: u32) -> Vec<u32> {
     pids
 }
 
-fn is_zombie(pid: u32) -> bool {
+/// Whether process `pid` is a zombie, or gone.
+pub fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
             s.rsplit(')')

@@ -39,6 +39,9 @@ const SQL_TIMEOUT: Duration = Duration::from_millis(500);
 /// these and a round trip, so a node whose manager runs never looks stale.
 const RESEND: Duration = Duration::from_millis(500);
 
+/// How soon a server that missed a look is looked at again.
+const UNANSWERED_PAUSE: Duration = Duration::from_millis(100);
+
 /// Looks in a row a running server may miss before the node is ineligible.
 const UNANSWERED_LOOKS: u32 = 2;
 
@@ -137,24 +140,30 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         if tasks.until_stopped(state.look()).await.is_none() {
             return;
         }
-        // A server that missed a look is looked at again at once: its round trip
-        // already waited a timeout.
-        if state.unanswered > 0 {
-            continue;
-        }
+        // A server that missed a look is looked at again soon, after a pause (its round
+        // trip may fail at once: looking again at once spun a core), and orders are
+        // still taken meanwhile.
+        let pause = match state.unanswered {
+            0 => interval,
+            _ => interval.min(UNANSWERED_PAUSE),
+        };
         let woken = async {
             tokio::select! {
-                _ = tokio::time::sleep(interval) => None,
+                _ = tokio::time::sleep(pause) => None,
                 _ = status.changed() => None,
                 order = orders.recv() => order,
             }
         };
         match tasks.until_stopped(woken).await {
             None => return,
-            Some(Some(order)) => {
-                let answer = state.obey(order.verb).await;
-                let _ = order.reply.send(answer);
-            }
+            // An order that waited past its deadline is dropped, never run late.
+            Some(Some(order)) => match order.take() {
+                Ok(taken) => {
+                    let answer = state.obey(taken.verb).await;
+                    taken.answer(answer);
+                }
+                Err(why) => tracing::warn!("postgres: {why}"),
+            },
             Some(None) => {}
         }
     }
@@ -567,9 +576,22 @@ impl Loop {
             self.local = None;
             return (Server::Absent, None);
         }
-        let alive =
-            postmaster::pid(data_dir).is_some_and(|pid| kill(Pid::from_raw(pid), None).is_ok());
-        if !alive {
+        // Only a verified postmaster of this data dir is the server: a stale or foreign
+        // postmaster.pid (a reused PID) reads as stopped, and the start clears it.
+        let postmaster = match postmaster::find(data_dir) {
+            postmaster::Found::Running(p) => Some(p.pid()),
+            // Nothing acts on a server that cannot be told apart from a stranger.
+            found @ (postmaster::Found::Unreadable(_) | postmaster::Found::Doubtful { .. }) => {
+                // Said once per streak: the looks that follow come every pause.
+                if self.unanswered == 0 {
+                    tracing::warn!("postgres: {}", found.describe());
+                }
+                self.local = None;
+                return (Server::Unreachable, None);
+            }
+            _ => None,
+        };
+        if postmaster.is_none() {
             self.local = None;
             let control = self
                 .m
@@ -588,7 +610,7 @@ impl Loop {
         }
         match self.describe_local().await {
             Ok(mut d) => {
-                let pid = postmaster::pid(&self.m.config.data_dir);
+                let pid = postmaster;
                 if let (Some((seen_pid, seen)), Some(pid)) = (self.seen_timeline, pid) {
                     if seen_pid == pid {
                         d.timeline = d.timeline.max(seen);
@@ -1165,10 +1187,7 @@ impl Loop {
         if self.tasks.is_stopped() {
             return Err("the node is stopping: the server stays stopped".into());
         }
-        let stale = c.data_dir.join("postmaster.pid");
-        if stale.exists() {
-            let _ = std::fs::remove_file(&stale);
-        }
+        postmaster::clear_stale(&c.data_dir)?;
         let log_path = self.m.node_data_dir.join("postgres.log");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -1189,7 +1208,7 @@ impl Loop {
         drop(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if postmaster::pid(&c.data_dir).is_some() {
+            if postmaster::running(&c.data_dir).is_some() {
                 tracing::info!(?pid, ?upstream, "postgres: started as a standby");
                 return Ok(());
             }
@@ -1207,10 +1226,12 @@ impl Loop {
     /// Fast shutdown; after `timeout`, every process of the server's group is killed.
     async fn stop_server(&mut self, timeout: Duration) -> Result<(), String> {
         self.local = None;
-        let Some(pid) = postmaster::pid(&self.m.config.data_dir) else {
-            return Ok(());
-        };
-        postmaster::stop(pid, timeout).await
+        match postmaster::stop(&self.m.config.data_dir, timeout).await? {
+            postmaster::Stopped::Killed(pid) => Err(format!(
+                "the server (PID {pid}) did not stop within {timeout:?}; killed"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Sends the verdict and the status record when they changed (at least every

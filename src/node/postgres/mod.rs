@@ -12,7 +12,8 @@
 //! - `peers`: the other members' servers, from their statuses;
 //! - `sync_store`: the synchronous record this node keeps for the cluster (every node
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
-//! - `held`: the note that this node's server held the cluster's data.
+//! - `held`: the note that this node's server held the cluster's data;
+//! - `order`: an operator's verb on its way in, dropped once its deadline passed.
 //!
 //! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
@@ -22,15 +23,17 @@ mod control;
 pub(crate) mod files;
 mod held;
 mod manager;
+mod order;
 mod peers;
 mod programs;
 mod records;
 mod sql;
 mod sync_store;
 
+pub use order::{order, Order, Pending};
 pub use sync_store::SyncStore;
 
-use crate::api::postgres::{PgRole, PgState, PgVerb};
+use crate::api::postgres::{PgRole, PgState};
 use crate::api::Status;
 use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
@@ -40,13 +43,7 @@ use crate::postgres_rules::Memory;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
-
-/// An operator's verb (`bully pg`) on its way to the manager, with where its answer goes.
-pub struct Order {
-    pub verb: PgVerb,
-    pub reply: oneshot::Sender<Result<String, String>>,
-}
+use tokio::sync::{mpsc, watch};
 
 /// The manager's end of the orders: shared by every manager the services start in turn
 /// (a reload or a stall restarts it), each holding it while it runs.

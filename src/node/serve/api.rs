@@ -104,8 +104,8 @@ impl Api {
     }
 }
 
-/// The answer to a command the runtime accepted or refused.
-/// How long a `bully pg` order may wait for the manager to take it up.
+/// How long a `bully pg` order may wait for the manager to take it up; past that it
+/// is dropped, never run late (src/node/postgres/order.rs).
 const POSTGRES_ORDER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Hands `verb` to the PostgreSQL manager and waits for its answer.
@@ -116,28 +116,19 @@ async fn postgres_order(
     if context.status.borrow().postgres.is_none() {
         return Err("this node keeps no PostgreSQL server (no [postgres] section)".into());
     }
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    let order = crate::node::postgres::Order { verb, reply };
-    let asked = async {
-        context
-            .postgres
-            .send(order)
-            .await
-            .map_err(|_| "the PostgreSQL manager is not running".to_string())?;
-        answer
-            .await
-            .map_err(|_| "the PostgreSQL manager stopped before it answered".to_string())?
-    };
-    tokio::time::timeout(POSTGRES_ORDER_WAIT, asked)
-        .await
-        .map_err(|_| {
-            format!(
-                "the PostgreSQL manager did not take `{}` up within 30 s",
-                verb.word()
-            )
-        })?
+    let (order, pending) = crate::node::postgres::order(verb, POSTGRES_ORDER_WAIT);
+    match tokio::time::timeout_at(pending.take_by(), context.postgres.send(order)).await {
+        Ok(Ok(())) => pending.answer().await,
+        Ok(Err(_)) => Err("the PostgreSQL manager is not running".to_string()),
+        Err(_) => Err(format!(
+            "the PostgreSQL manager's queue stayed full for {} s: `{}` will not run",
+            POSTGRES_ORDER_WAIT.as_secs(),
+            verb.word()
+        )),
+    }
 }
 
+/// The answer to a command the runtime accepted or refused.
 fn answered(result: Result<String, String>) -> Response {
     match result {
         Ok(text) => Response::Done(text),
