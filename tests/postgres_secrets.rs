@@ -175,10 +175,11 @@ async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
         return;
     }
     let mut pg = BullyPg::start_with(Secrets::Generated).await;
+    let node_dirs: Vec<(NodeId, std::path::PathBuf)> =
+        IDS.iter().map(|&id| (id, pg.t.cluster.data_dir(id))).collect();
     let generated = |id: NodeId, role: &str| {
-        pg.t.cluster
-            .data_dir(id)
-            .join(format!("postgres-{role}.password"))
+        let (_, dir) = node_dirs.iter().find(|(n, _)| *n == id).unwrap();
+        dir.join(format!("postgres-{role}.password"))
     };
     let read = |path: &Path| {
         std::fs::read_to_string(path)

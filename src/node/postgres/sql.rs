@@ -294,10 +294,19 @@ async fn replication_role(
     if statement.is_empty() {
         return Ok(());
     }
-    client
-        .batch_execute(&role_transaction(&statement))
-        .await
-        .map_err(|e| format!("cannot create or alter the replication role {user}: {}", why(&e)))
+    let failed = |e: tokio_postgres::Error| {
+        format!("cannot create or alter the replication role {user}: {}", why(&e))
+    };
+    // Three round trips: the server logs a query string as it receives it, so the
+    // settings must be in force before the statement's string arrives.
+    client.batch_execute(ROLE_PREAMBLE).await.map_err(failed)?;
+    let done = client.batch_execute(&statement).await;
+    let end = match done {
+        Ok(_) => "COMMIT",
+        Err(_) => "ROLLBACK",
+    };
+    let ended = client.batch_execute(end).await;
+    done.and(ended).map_err(failed)
 }
 
 /// `CREATE ROLE` (when it does not exist) or `ALTER ROLE` (when a password is given)
@@ -319,15 +328,12 @@ pub fn role_statement(user: &str, exists: bool, password: Option<&str>) -> Strin
     }
 }
 
-/// Role DDL in a transaction of its own: committed locally (the standbys that would
-/// acknowledge it need this very role) and never written to the server's log
-/// (`log_statement` off for it, whatever the user's setting).
-pub fn role_transaction(statement: &str) -> String {
-    format!(
-        "BEGIN; SET LOCAL synchronous_commit TO local; SET LOCAL log_statement TO 'none'; \
-         {statement}; COMMIT"
-    )
-}
+/// What opens the transaction role DDL runs in: committed locally (the standbys that
+/// would acknowledge it need this very role), and never written to the server's log
+/// (`log_statement` and `log_min_duration_statement` off for it, whatever the user's
+/// settings).
+pub const ROLE_PREAMBLE: &str = "BEGIN; SET LOCAL synchronous_commit TO local; \
+    SET LOCAL log_statement TO 'none'; SET LOCAL log_min_duration_statement TO -1";
 
 #[cfg(test)]
 mod tests {
@@ -353,8 +359,6 @@ mod tests {
             role_statement("r", false, None),
             r#"CREATE ROLE "r" WITH REPLICATION LOGIN"#
         );
-        let transaction = role_transaction(&alter);
-        let set = transaction.find("log_statement TO 'none'").unwrap();
-        assert!(set < transaction.find("ALTER ROLE").unwrap(), "{transaction}");
+        assert!(ROLE_PREAMBLE.contains("SET LOCAL log_statement TO 'none'"));
     }
 }
