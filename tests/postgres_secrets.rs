@@ -116,8 +116,9 @@ async fn wait_all_streaming(pg: &BullyPg, password: &dyn Fn(NodeId) -> String) -
     }
 }
 
-/// Asserts no node's `bully.conf` holds a password (nor `password=`).
-fn assert_no_password_in_conf(pg: &BullyPg, passwords: &[&str]) {
+/// Asserts no node's `bully.conf` holds a password (nor `password=`), and each
+/// standby's names its passfile.
+fn assert_no_password_in_conf(pg: &BullyPg, primary: NodeId, passwords: &[&str]) {
     for id in IDS {
         let conf = pg.pg.data_dir(id).join("bully.conf");
         let text = std::fs::read_to_string(&conf).unwrap();
@@ -125,7 +126,9 @@ fn assert_no_password_in_conf(pg: &BullyPg, passwords: &[&str]) {
         for password in passwords {
             assert!(!text.contains(password), "{}: {text}", conf.display());
         }
-        assert!(text.contains("passfile="), "{}: {text}", conf.display());
+        if id != primary {
+            assert!(text.contains("passfile="), "{}: {text}", conf.display());
+        }
     }
 }
 
@@ -140,8 +143,14 @@ fn assert_no_host_trust(pg: &BullyPg, id: NodeId) {
     assert!(lines.iter().any(|l| l.starts_with("host")), "{hba}");
     for line in &lines {
         if line.starts_with("host") {
-            assert!(!line.ends_with("trust"), "a trusted host line: {line}\n{hba}");
-            assert!(!line.contains("0.0.0.0/0") && !line.contains("::/0"), "{line}");
+            assert!(
+                !line.ends_with("trust"),
+                "a trusted host line: {line}\n{hba}"
+            );
+            assert!(
+                !line.contains("0.0.0.0/0") && !line.contains("::/0"),
+                "{line}"
+            );
         }
     }
 }
@@ -158,7 +167,7 @@ async fn special_character_passwords_stream_and_stay_out_of_bully_conf() {
     std::fs::write(&replication, format!("{REPLICATION}\n")).unwrap();
     let pg = BullyPg::start_with(Secrets::Files(superuser, replication)).await;
     let primary = wait_all_streaming(&pg, &|_| SUPERUSER.to_string()).await;
-    assert_no_password_in_conf(&pg, &[SUPERUSER, REPLICATION]);
+    assert_no_password_in_conf(&pg, primary, &[SUPERUSER, REPLICATION]);
     assert_no_host_trust(&pg, primary);
     // The passfile beside each data dir: private, and the server user's.
     for id in IDS {
@@ -175,8 +184,10 @@ async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
         return;
     }
     let mut pg = BullyPg::start_with(Secrets::Generated).await;
-    let node_dirs: Vec<(NodeId, std::path::PathBuf)> =
-        IDS.iter().map(|&id| (id, pg.t.cluster.data_dir(id))).collect();
+    let node_dirs: Vec<(NodeId, std::path::PathBuf)> = IDS
+        .iter()
+        .map(|&id| (id, pg.t.cluster.data_dir(id)))
+        .collect();
     let generated = |id: NodeId, role: &str| {
         let (_, dir) = node_dirs.iter().find(|(n, _)| *n == id).unwrap();
         dir.join(format!("postgres-{role}.password"))
@@ -227,6 +238,7 @@ async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
         pg.restart_host(id);
     }
     let superuser = read(&generated(first, "superuser"));
-    wait_all_streaming(&pg, &|_| superuser.clone()).await;
-    assert_no_password_in_conf(&pg, &[&superuser, &read(&generated(first, "replication"))]);
+    let primary = wait_all_streaming(&pg, &|_| superuser.clone()).await;
+    let replication = read(&generated(first, "replication"));
+    assert_no_password_in_conf(&pg, primary, &[&superuser, &replication]);
 }

@@ -253,7 +253,12 @@ impl PostgresConfig {
                 ));
             }
         }
-        if let Some(name) = self.parameters.iter().find(|(_, v)| v.contains('\0')).map(|(n, _)| n) {
+        if let Some(name) = self
+            .parameters
+            .iter()
+            .find(|(_, v)| v.contains('\0'))
+            .map(|(n, _)| n)
+        {
             return Some((
                 "postgres.parameters",
                 format!("`{name}` holds a NUL, which no postgresql.conf value can"),

@@ -147,10 +147,7 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
     )
     .await
     .unwrap();
-    client
-        .batch_execute("SELECT 'logged-probe'")
-        .await
-        .unwrap();
+    client.batch_execute("SELECT 'logged-probe'").await.unwrap();
     // libpq itself (psql), with the password from the passfile and nothing else.
     let login = format!(
         "host=127.0.0.1 port={} dbname=postgres user={}",

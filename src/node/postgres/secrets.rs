@@ -132,7 +132,8 @@ pub fn passfile_of(data_dir: &Path) -> PathBuf {
 
 /// The passfile's lines: one per role with a password, any host, port and database.
 pub fn passfile_text(config: &PostgresConfig, passwords: &Passwords) -> Result<String, String> {
-    let mut text = String::from("# Written by bully from the password files; rewritten on every change.\n");
+    let mut text =
+        String::from("# Written by bully from the password files; rewritten on every change.\n");
     let roles = [
         (&config.replication.user, &passwords.replication),
         (&config.superuser.user, &passwords.superuser),
@@ -140,7 +141,9 @@ pub fn passfile_text(config: &PostgresConfig, passwords: &Passwords) -> Result<S
     for (user, password) in roles {
         let Some(password) = password else { continue };
         let (Some(user), Some(password)) = (pgpass_field(user), pgpass_field(password)) else {
-            return Err(format!("the role {user:?} or its password cannot be written to a pgpass line"));
+            return Err(format!(
+                "the role {user:?} or its password cannot be written to a pgpass line"
+            ));
         };
         let _ = writeln!(text, "*:*:*:{user}:{password}");
     }
@@ -306,7 +309,10 @@ mod tests {
             auth: Auth::Trust,
             ..config.clone()
         };
-        assert_eq!(Passwords::read(&trust, dir.path()).unwrap(), Passwords::default());
+        assert_eq!(
+            Passwords::read(&trust, dir.path()).unwrap(),
+            Passwords::default()
+        );
         std::fs::write(&file, "a\rb\n").unwrap();
         let refused = Passwords::read(&config, dir.path()).unwrap_err();
         assert!(refused.contains("carriage return"), "{refused}");
@@ -318,8 +324,14 @@ mod tests {
         let mut config = config(dir.path());
         let addresses: Vec<IpAddr> = vec!["10.0.0.2".parse().unwrap(), "fd00::3".parse().unwrap()];
         let text = hba_lines(&config, &addresses);
-        assert!(text.contains("host replication \"rep:l\\ica\" 10.0.0.2/32 scram-sha-256\n"), "{text}");
-        assert!(text.contains("host all \"postgres\" fd00::3/128 scram-sha-256\n"), "{text}");
+        assert!(
+            text.contains("host replication \"rep:l\\ica\" 10.0.0.2/32 scram-sha-256\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("host all \"postgres\" fd00::3/128 scram-sha-256\n"),
+            "{text}"
+        );
         assert!(!text.contains("0.0.0.0/0") && !text.contains("::/0") && !text.contains("trust"));
         config.auth = Auth::Trust;
         assert!(hba_lines(&config, &addresses).contains("10.0.0.2/32 trust\n"));

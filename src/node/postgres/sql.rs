@@ -295,7 +295,10 @@ async fn replication_role(
         return Ok(());
     }
     let failed = |e: tokio_postgres::Error| {
-        format!("cannot create or alter the replication role {user}: {}", why(&e))
+        format!(
+            "cannot create or alter the replication role {user}: {}",
+            why(&e)
+        )
     };
     // Three round trips: the server logs a query string as it receives it, so the
     // settings must be in force before the statement's string arrives.
@@ -350,10 +353,21 @@ mod tests {
     #[test]
     fn role_ddl_carries_a_verifier_and_is_not_logged() {
         let create = role_statement(r#"re"pl"#, false, Some("pa'ss\\wo rd é"));
-        assert!(create.starts_with(r#"CREATE ROLE "re""pl" WITH REPLICATION LOGIN PASSWORD 'SCRAM-SHA-256$4096:"#), "{create}");
-        assert!(!create.contains("pa'ss") && !create.contains("pa''ss"), "{create}");
+        assert!(
+            create.starts_with(
+                r#"CREATE ROLE "re""pl" WITH REPLICATION LOGIN PASSWORD 'SCRAM-SHA-256$4096:"#
+            ),
+            "{create}"
+        );
+        assert!(
+            !create.contains("pa'ss") && !create.contains("pa''ss"),
+            "{create}"
+        );
         let alter = role_statement("r", true, Some("x"));
-        assert!(alter.starts_with(r#"ALTER ROLE "r" WITH PASSWORD 'SCRAM-SHA-256$"#), "{alter}");
+        assert!(
+            alter.starts_with(r#"ALTER ROLE "r" WITH PASSWORD 'SCRAM-SHA-256$"#),
+            "{alter}"
+        );
         assert_eq!(role_statement("r", true, None), "");
         assert_eq!(
             role_statement("r", false, None),
