@@ -44,6 +44,12 @@ pub struct PostgresConfig {
     /// The user the standbys stream as and `pg_basebackup` / `pg_rewind` log in as.
     #[serde(default = "Credentials::default_replication")]
     pub replication: Credentials,
+    /// How the members log in to each other's servers (the `pg_hba.conf` lines bully
+    /// adds after `initdb`, one per member address): `scram-sha-256` with the password
+    /// files (generated in the node's data dir when unset), or `trust`, which lets
+    /// anyone at a member's address in as the superuser.
+    #[serde(default)]
+    pub auth: Auth,
     /// Server parameters bully writes to its include file (`shared_buffers = "1GB"`);
     /// the ones bully must own itself (`port`, `listen_addresses`, `primary_conninfo`,
     /// `synchronous_standby_names`, ...) are refused here.
@@ -86,14 +92,28 @@ pub struct PostgresConfig {
     pub interval_ms: u64,
 }
 
+/// How the members' standbys and managers prove who they are to a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Auth {
+    /// Passwords (SCRAM), from the roles' password files.
+    #[default]
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    /// No password: only for a network where every host at a member's address is
+    /// trusted.
+    #[serde(rename = "trust")]
+    Trust,
+}
+
 /// A PostgreSQL role and how it proves who it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credentials {
     /// The role's name.
     pub user: String,
-    /// A file holding the password (its first line); unset: no password (peer or
-    /// trust authentication, as `pg_hba.conf` says).
+    /// A file holding the password (its first line), the same on every member; unset:
+    /// a password bully generates (`postgres-<role>.password` in the node's data dir),
+    /// or none with `auth = "trust"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_file: Option<PathBuf>,
 }
@@ -158,6 +178,7 @@ impl PostgresConfig {
             run_as: None,
             superuser: Credentials::default_superuser(),
             replication: Credentials::default_replication(),
+            auth: Auth::default(),
             parameters: BTreeMap::new(),
             synchronous: Synchronous::default(),
             maximum_lag_on_failover: Self::default_maximum_lag(),
@@ -220,6 +241,28 @@ impl PostgresConfig {
         }
         if self.superuser.user.is_empty() || self.replication.user.is_empty() {
             return Some(("postgres.superuser", "user names must not be empty".into()));
+        }
+        for (key, name) in [
+            ("postgres.superuser", &self.superuser.user),
+            ("postgres.replication", &self.replication.user),
+        ] {
+            if name.chars().any(|c| c == '"' || c.is_control()) {
+                return Some((
+                    key,
+                    format!("{name:?}: a role name bully writes to pg_hba.conf cannot hold `\"` or control characters"),
+                ));
+            }
+        }
+        if let Some(name) = self
+            .parameters
+            .iter()
+            .find(|(_, v)| v.contains('\0'))
+            .map(|(n, _)| n)
+        {
+            return Some((
+                "postgres.parameters",
+                format!("`{name}` holds a NUL, which no postgresql.conf value can"),
+            ));
         }
         None
     }

@@ -21,7 +21,7 @@ use super::redis_servers::{Haproxy, Keepers};
 use super::tcp_cut::CutProxy;
 use bully::chaos::relay::Relay;
 use bully::cluster::{Cluster, ClusterSpec};
-use bully::config::postgres::{PostgresConfig, Synchronous};
+use bully::config::postgres::{Auth, PostgresConfig, Synchronous};
 use bully::config::HttpConfig;
 use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
@@ -63,6 +63,18 @@ pub fn synchronous() -> Synchronous {
     }
 }
 
+/// How the members log in to each other's servers.
+#[derive(Debug, Clone)]
+pub enum Secrets {
+    /// `auth = "trust"` (asked for: a test cluster on loopback, whose probes and
+    /// writers log in without a password).
+    Trust,
+    /// SCRAM, with these password files (superuser, replication) on every member.
+    Files(std::path::PathBuf, std::path::PathBuf),
+    /// SCRAM, with no password files: each node generates its own.
+    Generated,
+}
+
 /// The running cluster. Fields drop in this order (after [`Drop::drop`] killed the bully
 /// nodes): HAProxy, keepers, forwarders, servers, relay, and the temp dir (`t`, last)
 /// that holds their files.
@@ -79,6 +91,8 @@ pub struct BullyPg {
     pub front: SocketAddr,
     /// Where clients read: HAProxy's front for the replicas.
     pub reads: SocketAddr,
+    /// How the members log in ([`BullyPg::start_with`]).
+    pub secrets: Secrets,
     pub t: TestCluster,
 }
 
@@ -86,6 +100,11 @@ impl BullyPg {
     /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
     /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
     pub async fn start() -> BullyPg {
+        Self::start_with(Secrets::Trust).await
+    }
+
+    /// [`BullyPg::start`] with the members logging in by `secrets`.
+    pub async fn start_with(secrets: Secrets) -> BullyPg {
         phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
@@ -123,7 +142,7 @@ impl BullyPg {
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
         let mut t = TestCluster { cluster, dir };
-        configure(&t, &pg, &seen, &http);
+        configure(&t, &pg, &seen, &http, &secrets);
         let fronts = [front, reads];
         let haproxy = Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &local, &http);
         let configs = IDS
@@ -142,6 +161,7 @@ impl BullyPg {
             http,
             front,
             reads,
+            secrets,
             t,
         }
     }
@@ -172,7 +192,7 @@ impl BullyPg {
             .map(|p| (p, self.t.cluster.addr(p)))
             .collect();
         self.t.cluster.add_member(id, &peers).unwrap();
-        configure_one(&self.t, &self.pg, id, seen, http);
+        configure_one(&self.t, &self.pg, id, seen, http, &self.secrets);
         let config = self.t.cluster.config_path(id);
         self.keepers.spawn(&binary(), id, &config);
         self.t.cluster.start(id).unwrap();
@@ -343,21 +363,37 @@ fn configure(
     pg: &PgServers,
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
+    secrets: &Secrets,
 ) {
     for id in t.cluster.ids() {
-        configure_one(t, pg, id, seen[&id], http[&id]);
+        configure_one(t, pg, id, seen[&id], http[&id], secrets);
     }
 }
 
 /// Node `id`'s `[postgres]` and `[http]` ([`configure`]).
-fn configure_one(t: &TestCluster, pg: &PgServers, id: NodeId, seen: SocketAddr, http: SocketAddr) {
-    let postgres = PostgresConfig {
+fn configure_one(
+    t: &TestCluster,
+    pg: &PgServers,
+    id: NodeId,
+    seen: SocketAddr,
+    http: SocketAddr,
+    secrets: &Secrets,
+) {
+    let mut postgres = PostgresConfig {
         bin_dir: Some(pg.bin.clone()),
         run_as: is_root().then(|| "postgres".to_string()),
         connect_address: Some(seen),
         synchronous: synchronous(),
         ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
     };
+    match secrets {
+        Secrets::Trust => postgres.auth = Auth::Trust,
+        Secrets::Files(superuser, replication) => {
+            postgres.superuser.password_file = Some(superuser.clone());
+            postgres.replication.password_file = Some(replication.clone());
+        }
+        Secrets::Generated => {}
+    }
     t.cluster
         .edit_config(id, |c| {
             c.postgres = Some(postgres);

@@ -4,6 +4,7 @@
 //! `initdb`, the `pg_hba.conf` lines the other members need. Everything else in the data
 //! dir is PostgreSQL's and the user's.
 
+use super::quote::{self, conninfo_value};
 use crate::config::postgres::{PostgresConfig, OWNED_INCLUDE};
 use crate::postgres_rules::application_name;
 use crate::protocol::NodeId;
@@ -23,39 +24,30 @@ pub fn has_data(data_dir: &Path) -> bool {
     data_dir.join("PG_VERSION").is_file()
 }
 
-/// The first line of a password file; `None` when no file is configured.
-pub fn password(file: Option<&Path>) -> Result<Option<String>, String> {
-    let Some(file) = file else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read the password file {}: {e}", file.display()))?;
-    Ok(Some(text.lines().next().unwrap_or("").to_string()))
-}
-
-/// A libpq connection string to `server` as `user`, quoted as libpq wants.
-pub fn conninfo(server: SocketAddr, user: &str, password: Option<&str>, app: &str) -> String {
+/// A libpq connection string to `server` as `user`, quoted as libpq wants; a
+/// password comes from `passfile` (see src/node/postgres/secrets.rs), never inline.
+pub fn conninfo(server: SocketAddr, user: &str, passfile: Option<&Path>, app: &str) -> String {
     let mut text = format!(
         "host={} port={} user={} application_name={}",
         server.ip(),
         server.port(),
-        quote(user),
-        quote(app)
+        conninfo_value(user),
+        conninfo_value(app)
     );
-    if let Some(password) = password {
-        let _ = write!(text, " password={}", quote(password));
+    if let Some(passfile) = passfile {
+        let _ = write!(
+            text,
+            " passfile={}",
+            conninfo_value(&passfile.display().to_string())
+        );
     }
     text
 }
 
-/// `value` quoted for a conninfo string (single quotes, `\` and `'` escaped).
-fn quote(value: &str) -> String {
-    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
-/// `value` as a `postgresql.conf` string literal.
+/// `value` as a `postgresql.conf` string literal; a NUL (refused in the config by
+/// `PostgresConfig::problem`) is dropped rather than written.
 fn conf_string(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
+    quote::conf_string(&value.replace('\0', "")).unwrap_or_default()
 }
 
 /// What bully's include file says for node `id`.
@@ -63,7 +55,7 @@ pub fn owned_conf(
     config: &PostgresConfig,
     id: NodeId,
     upstream: Option<SocketAddr>,
-    replication_password: Option<&str>,
+    passfile: Option<&Path>,
     synchronous_standby_names: &str,
 ) -> String {
     let mut text = format!(
@@ -90,7 +82,7 @@ pub fn owned_conf(
             conninfo(
                 server,
                 &config.replication.user,
-                replication_password,
+                passfile,
                 &application_name(id),
             )
         })
@@ -281,24 +273,6 @@ pub fn standby_signal(data_dir: &Path, owner: Option<(Uid, Gid)>) -> Result<(), 
     write_owned(&data_dir.join("standby.signal"), "", owner)
 }
 
-/// The `pg_hba.conf` lines a new cluster gets after `initdb`: the other members'
-/// standbys and managers reach it over the network, with passwords when configured.
-pub fn hba_lines(config: &PostgresConfig, with_passwords: bool) -> String {
-    let method = match with_passwords {
-        true => "scram-sha-256",
-        false => "trust",
-    };
-    format!(
-        "\n# Added by bully after initdb: the members' standbys and managers. Yours from now on.\n\
-         host replication {repl} 0.0.0.0/0 {method}\n\
-         host replication {repl} ::/0 {method}\n\
-         host all {su} 0.0.0.0/0 {method}\n\
-         host all {su} ::/0 {method}\n",
-        repl = config.replication.user,
-        su = config.superuser.user,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,19 +283,24 @@ mod tests {
         config
             .parameters
             .insert("shared_buffers".into(), "128MB".into());
-        config.replication.user = "rep'l".into();
+        config.replication.user = r"rep'l\ica".into();
+        config
+            .parameters
+            .insert("bully.note".into(), "it's C:\\tmp\nnext é".into());
         let text = owned_conf(
             &config,
             1,
             Some("10.0.0.3:5433".parse().unwrap()),
-            Some("pa ss"),
+            Some(Path::new("/var/lib/pg/n1.pgpass")),
             "ANY 1 (bully_2, bully_3)",
         );
         assert!(text.contains("listen_addresses = '10.0.0.1'\n"), "{text}");
         assert!(text.contains("port = 5432\n"), "{text}");
-        assert!(text.contains(
-            "primary_conninfo = 'host=10.0.0.3 port=5433 user=''rep\\''l'' application_name=''bully_1'' password=''pa ss'''\n"
-        ), "{text}");
+        let conninfo = r"primary_conninfo = 'host=10.0.0.3 port=5433 user=''rep\\''l\\\\ica'' application_name=''bully_1'' passfile=''/var/lib/pg/n1.pgpass'''";
+        assert!(text.contains(&format!("{conninfo}\n")), "{text}");
+        let note = r"bully.note = 'it''s C:\\tmp\nnext é'";
+        assert!(text.contains(&format!("{note}\n")), "{text}");
+        assert!(!text.contains("password"), "{text}");
         assert!(text.contains("synchronous_standby_names = 'ANY 1 (bully_2, bully_3)'\n"));
         assert!(text.contains("shared_buffers = '128MB'\n"));
         let none = owned_conf(&config, 1, None, None, "");

@@ -10,6 +10,7 @@ use super::held::Held;
 use super::peers::PeerServers;
 use super::programs::Programs;
 use super::records::Records;
+use super::secrets::{self, Passwords};
 use super::sql::{self, Described};
 use crate::api::postgres::{PgRole, PgState, PgVerb};
 use crate::api::Status;
@@ -71,12 +72,15 @@ pub struct Manager {
     pub memory: Arc<Mutex<Memory>>,
     /// `bully pg` orders (shared with the managers before and after this one).
     pub orders: super::Orders,
+    /// The superuser's password as the node started (src/node/postgres/secrets.rs); the
+    /// replication password is read from its file at each use.
     pub superuser_password: Option<String>,
-    pub replication_password: Option<String>,
     /// The synchronous records: this node's, and the way to the other voters'.
     pub records: Records,
     /// The note that this node's server held the cluster's data.
     pub held: Held,
+    /// The configured peers' addresses (`host:port`): `pg_hba.conf` lets them in.
+    pub member_hosts: Vec<String>,
 }
 
 /// Aborts the heartbeat task it holds when dropped.
@@ -790,7 +794,7 @@ impl Loop {
                 for &m in cluster.data_voters.iter().filter(|&&m| m != self.m.id) {
                     self.standby_seen.insert(m, now);
                 }
-                let password = self.m.replication_password.clone();
+                let password = self.passwords()?.replication;
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
@@ -974,11 +978,12 @@ impl Loop {
         names: &str,
         token: Option<u64>,
     ) -> Result<(), String> {
+        let passfile = self.passfile()?;
         let mut text = files::owned_conf(
             &self.m.config,
             self.m.id,
             upstream,
-            self.m.replication_password.as_deref(),
+            passfile.as_deref(),
             names,
         );
         if let Some(token) = token {
@@ -1000,37 +1005,45 @@ impl Loop {
 
     async fn init_db(&self) -> Result<(), String> {
         let c = &self.m.config;
+        let owner = self.m.programs.owner();
+        // Resolved before anything is written: a member name that does not resolve
+        // leaves no half-made cluster.
+        let own = [c.listen.ip(), c.reached_at().ip()];
+        let addresses = secrets::member_addresses(&self.m.member_hosts, &own).await?;
         self.make_data_dir()?;
-        let with_passwords = c.superuser.password_file.is_some();
         let mut args = vec![
             "-D".to_string(),
             c.data_dir.display().to_string(),
             "-U".into(),
             c.superuser.user.clone(),
+            // Local sockets: trust, as before (bully.conf turns them off unless
+            // `unix_socket_directories` is set); every host line by `auth`.
             "--auth-local=trust".into(),
-            format!(
-                "--auth-host={}",
-                if with_passwords {
-                    "scram-sha-256"
-                } else {
-                    "trust"
-                }
-            ),
+            format!("--auth-host={}", secrets::method(c.auth)),
         ];
-        if let Some(file) = &c.superuser.password_file {
+        let pwfile = match &self.passwords()?.superuser {
+            Some(password) => Some(secrets::initdb_pwfile(c, password, owner)?),
+            None => None,
+        };
+        if let Some(file) = &pwfile {
             args.push(format!("--pwfile={}", file.display()));
         }
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
-        self.m
+        let ran = self
+            .m
             .programs
             .run("initdb", &args, &[], copy_timeout)
-            .await?;
+            .await;
+        if let Some(file) = &pwfile {
+            let _ = std::fs::remove_file(file);
+        }
+        ran?;
         let hba = c.data_dir.join("pg_hba.conf");
         let mut text =
             std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
-        text.push_str(&files::hba_lines(c, with_passwords));
-        files::write_owned(&hba, &text, self.m.programs.owner())?;
-        tracing::info!(data_dir = %c.data_dir.display(), "postgres: initdb done (a new cluster)");
+        text.push_str(&secrets::hba_lines(c, &addresses));
+        files::write_owned(&hba, &text, owner)?;
+        tracing::info!(data_dir = %c.data_dir.display(), auth = secrets::method(c.auth), ?addresses, "postgres: initdb done (a new cluster)");
         Ok(())
     }
 
@@ -1063,7 +1076,7 @@ impl Loop {
             "fast".into(),
             "-w".into(),
         ];
-        let env = self.password_env(self.m.replication_password.as_deref());
+        let env = secrets::passfile_env(self.passfile()?.as_deref());
         tracing::info!(%from, "postgres: cloning (pg_basebackup)");
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
         // On a failure pg_basebackup removes what it wrote; the empty dir stays for the
@@ -1093,7 +1106,7 @@ impl Loop {
         .await?;
         sql::checkpointed(&source, Duration::from_millis(c.action_timeout_ms)).await?;
         drop(source);
-        let env = self.password_env(self.m.superuser_password.as_deref());
+        let env = secrets::passfile_env(self.passfile()?.as_deref());
         tracing::info!(%from, "postgres: pg_rewind");
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
         let ran = self
@@ -1108,10 +1121,20 @@ impl Loop {
         Ok(())
     }
 
-    fn password_env(&self, password: Option<&str>) -> Vec<(String, String)> {
-        password
-            .map(|p| vec![("PGPASSWORD".to_string(), p.to_string())])
-            .unwrap_or_default()
+    /// The roles' passwords, read from their files now (a changed file counts from the
+    /// next use: a start, a repoint, a clone, a rewind, a promotion).
+    fn passwords(&self) -> Result<Passwords, String> {
+        Passwords::read(&self.m.config, &self.m.node_data_dir)
+    }
+
+    /// Writes the passfile from the password files as they are now; its path, `None`
+    /// when no role has a password. libpq's programs get it as `PGPASSFILE` rather
+    /// than `PGPASSWORD`: one file serves the standby's WAL receiver (`passfile=` in
+    /// `primary_conninfo`), `pg_basebackup` and `pg_rewind`, and no password sits in a
+    /// process environment, where every child inherits it.
+    fn passfile(&self) -> Result<Option<PathBuf>, String> {
+        let passwords = self.passwords()?;
+        secrets::write_passfile(&self.m.config, &passwords, self.m.programs.owner())
     }
 
     /// A fresh clone from `from` with the old data dir kept aside, then a start as its

@@ -7,8 +7,11 @@
 //! - `sql`: the round trips (describe, promote, reload, the replication role);
 //! - `programs`: initdb, pg_basebackup, pg_rewind, pg_controldata and the server itself
 //!   as child processes, as `run_as`, with timeouts, never through a shell;
-//! - `files`: bully's include file, `standby.signal`, the `pg_hba.conf` lines of a new
-//!   cluster; `control`: a stopped server's control file;
+//! - `files`: bully's include file, `standby.signal`, the branch records; `control`: a
+//!   stopped server's control file and its system identifier;
+//! - `secrets`: the roles' passwords (their files, generated ones), the passfile the
+//!   server's libpq reads them from, and the `pg_hba.conf` lines of a new cluster;
+//!   `quote`: quoting by PostgreSQL's config lexer, libpq's conninfo and pgpass rules;
 //! - `peers`: the other members' servers, from their statuses;
 //! - `sync_store`: the synchronous record this node keeps for the cluster (every node
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
@@ -26,7 +29,11 @@ mod manager;
 mod order;
 mod peers;
 mod programs;
+pub mod quote;
+#[cfg(test)]
+mod real_server_tests;
 mod records;
+mod secrets;
 mod sql;
 mod sync_store;
 
@@ -98,13 +105,20 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
     ));
     let setup = programs::Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref()).and_then(
         |programs| {
-            let su = files::password(pg.superuser.password_file.as_deref())?;
-            let repl = files::password(pg.replication.password_file.as_deref())?;
-            Ok((programs, su, repl))
+            let passwords = secrets::Passwords::prepare(&pg, &config.data_dir)?;
+            Ok((programs, passwords))
         },
     );
     match setup {
-        Ok((programs, superuser_password, replication_password)) => {
+        Ok((programs, passwords)) => {
+            // A standby's WAL receiver rereads the passfile at its next connection: a
+            // password file changed and reloaded reaches it without a restart.
+            if files::has_data(&pg.data_dir) {
+                if let Err(e) = secrets::write_passfile(&pg, &passwords, programs.owner()) {
+                    tracing::warn!("postgres: {e}");
+                }
+            }
+            let member_hosts = config.peers.iter().map(|p| p.addr.to_string()).collect();
             let manager = manager::Manager {
                 config: pg,
                 id: config.id,
@@ -116,8 +130,8 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 generation: links.generation,
                 memory: links.memory,
                 orders: links.orders,
-                superuser_password,
-                replication_password,
+                superuser_password: passwords.superuser,
+                member_hosts,
                 records,
                 held: held::Held::new(&config.data_dir),
             };

@@ -267,7 +267,8 @@ pub async fn reload(client: &Client, timeout: Duration) -> Result<(), String> {
 }
 
 /// Creates the replication role on a primary if it is missing (a new cluster's first
-/// promotion); every clone then has it.
+/// promotion; every clone then has it) and sets its password from its file (at every
+/// promotion: a changed file is in force once a primary takes office).
 pub async fn ensure_replication_role(
     client: &Client,
     user: &str,
@@ -289,21 +290,53 @@ async fn replication_role(
         .await
         .map_err(|e| e.to_string())?
         .is_some();
-    if exists {
+    let statement = role_statement(user, exists, password);
+    if statement.is_empty() {
         return Ok(());
     }
-    let ident = format!("\"{}\"", user.replace('"', "\"\""));
-    let mut statement = format!("CREATE ROLE {ident} WITH REPLICATION LOGIN");
-    if let Some(password) = password {
-        statement.push_str(&format!(" PASSWORD '{}'", password.replace('\'', "''")));
-    }
-    // Local commit only: the standbys that would acknowledge it need this very role.
-    let transaction = format!("BEGIN; SET LOCAL synchronous_commit TO local; {statement}; COMMIT");
-    client
-        .batch_execute(&transaction)
-        .await
-        .map_err(|e| format!("cannot create the replication role {user}: {}", why(&e)))
+    let failed = |e: tokio_postgres::Error| {
+        format!(
+            "cannot create or alter the replication role {user}: {}",
+            why(&e)
+        )
+    };
+    // Three round trips: the server logs a query string as it receives it, so the
+    // settings must be in force before the statement's string arrives.
+    client.batch_execute(ROLE_PREAMBLE).await.map_err(failed)?;
+    let done = client.batch_execute(&statement).await;
+    let end = match done {
+        Ok(_) => "COMMIT",
+        Err(_) => "ROLLBACK",
+    };
+    let ended = client.batch_execute(end).await;
+    done.and(ended).map_err(failed)
 }
+
+/// `CREATE ROLE` (when it does not exist) or `ALTER ROLE` (when a password is given)
+/// for the replication role, empty when there is nothing to do. The password goes as
+/// its SCRAM verifier, computed here: the plain text never reaches the server.
+pub fn role_statement(user: &str, exists: bool, password: Option<&str>) -> String {
+    let ident = format!("\"{}\"", user.replace('"', "\"\""));
+    let verifier = password.map(|p| {
+        let hashed = postgres_protocol::password::scram_sha_256(p.as_bytes());
+        format!(" PASSWORD '{}'", hashed.replace('\'', "''"))
+    });
+    match (exists, verifier) {
+        (false, verifier) => format!(
+            "CREATE ROLE {ident} WITH REPLICATION LOGIN{}",
+            verifier.unwrap_or_default()
+        ),
+        (true, Some(verifier)) => format!("ALTER ROLE {ident} WITH{verifier}"),
+        (true, None) => String::new(),
+    }
+}
+
+/// What opens the transaction role DDL runs in: committed locally (the standbys that
+/// would acknowledge it need this very role), and never written to the server's log
+/// (`log_statement` and `log_min_duration_statement` off for it, whatever the user's
+/// settings).
+pub const ROLE_PREAMBLE: &str = "BEGIN; SET LOCAL synchronous_commit TO local; \
+    SET LOCAL log_statement TO 'none'; SET LOCAL log_min_duration_statement TO -1";
 
 #[cfg(test)]
 mod tests {
@@ -315,5 +348,31 @@ mod tests {
         assert_eq!(upstream_of(text), Some("10.0.0.3:5433".parse().unwrap()));
         assert_eq!(upstream_of(""), None);
         assert_eq!(upstream_of("host=db port=1"), None);
+    }
+
+    #[test]
+    fn role_ddl_carries_a_verifier_and_is_not_logged() {
+        let create = role_statement(r#"re"pl"#, false, Some("pa'ss\\wo rd é"));
+        assert!(
+            create.starts_with(
+                r#"CREATE ROLE "re""pl" WITH REPLICATION LOGIN PASSWORD 'SCRAM-SHA-256$4096:"#
+            ),
+            "{create}"
+        );
+        assert!(
+            !create.contains("pa'ss") && !create.contains("pa''ss"),
+            "{create}"
+        );
+        let alter = role_statement("r", true, Some("x"));
+        assert!(
+            alter.starts_with(r#"ALTER ROLE "r" WITH PASSWORD 'SCRAM-SHA-256$"#),
+            "{alter}"
+        );
+        assert_eq!(role_statement("r", true, None), "");
+        assert_eq!(
+            role_statement("r", false, None),
+            r#"CREATE ROLE "r" WITH REPLICATION LOGIN"#
+        );
+        assert!(ROLE_PREAMBLE.contains("SET LOCAL log_statement TO 'none'"));
     }
 }

@@ -1,0 +1,244 @@
+//! Passwords and `pg_hba.conf` on real processes (issue 49, "Secrets and defaults"):
+//! the cluster of `examples/postgres-primary` (tests/common/postgres_bully.rs) with
+//! SCRAM instead of the failover test's `trust`.
+//! - Password files holding a quote, a backslash, a space and non-ASCII (`pa'ss\wo rd
+//!   é`, the superuser's) and every other special character a pgpass line can carry
+//!   (the replication role's): every standby streams (the primary's
+//!   `pg_stat_replication` lists both, `streaming`, within a deadline), and no
+//!   `bully.conf` holds a password.
+//! - No password files: each node generates its own; once the generated files of the
+//!   node that ran initdb are copied to the others (the operator's step,
+//!   docs/postgresql.md), the standbys clone and stream; `pg_hba.conf` has no `trust`
+//!   line for host connections.
+//!
+//! Skips, saying why, without PostgreSQL 15 or HAProxy (as the failover test does).
+
+mod common;
+#[path = "common/postgres_bully.rs"]
+mod postgres_bully;
+#[path = "common/postgres_cluster.rs"]
+mod postgres_cluster;
+#[path = "common/primary.rs"]
+mod primary;
+#[path = "common/redis_servers.rs"]
+mod redis_servers;
+#[path = "common/resp.rs"]
+mod resp;
+#[path = "common/tcp_cut.rs"]
+mod tcp_cut;
+
+use bully::protocol::NodeId;
+use common::installed;
+use postgres_bully::{BullyPg, Secrets, AGREE, IDS};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The superuser's password: a quote, a backslash, a space, non-ASCII.
+const SUPERUSER: &str = r"pa'ss\wo rd é";
+/// The replication role's: every special character a pgpass line carries (not a
+/// newline, which ends the line).
+const REPLICATION: &str = "r'e\"p\\l:i#c a=\t$%&;,<>|`~*?[]{}()!@^é漢";
+
+fn skip() -> bool {
+    if let Some(why) = postgres_cluster::cannot_run() {
+        eprintln!("skipped: {why}");
+        return true;
+    }
+    if !installed("haproxy") {
+        eprintln!("skipped: haproxy not installed");
+        return true;
+    }
+    false
+}
+
+/// A SQL session with the superuser's `password` on `addr`, or `None`.
+async fn login(addr: SocketAddr, password: &str) -> Option<tokio_postgres::Client> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("postgres")
+        .password(password)
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(1));
+    let (client, connection) = tokio::time::timeout(
+        Duration::from_secs(2),
+        config.connect(tokio_postgres::NoTls),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Some(client)
+}
+
+/// The node whose server is the primary and lists every other member's standby as
+/// `streaming` in `pg_stat_replication`, within [`AGREE`]; panics with the logs.
+async fn wait_all_streaming(pg: &BullyPg, password: &dyn Fn(NodeId) -> String) -> NodeId {
+    let deadline = Instant::now() + AGREE;
+    loop {
+        for id in IDS {
+            let Some(client) = login(pg.local(id), &password(id)).await else {
+                continue;
+            };
+            let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await else {
+                continue;
+            };
+            if row.get::<_, bool>(0) {
+                continue;
+            }
+            let rows = client
+                .query(
+                    "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'",
+                    &[],
+                )
+                .await
+                .unwrap_or_default();
+            let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            let all = IDS
+                .iter()
+                .filter(|&&o| o != id)
+                .all(|o| names.contains(&format!("bully_{o}")));
+            if all {
+                eprintln!("=== node {id}'s server is the primary; streaming: {names:?}");
+                return id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every standby streams within {AGREE:?}\n{}",
+            pg.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Asserts no node's `bully.conf` holds a password (nor `password=`), and each
+/// standby's names its passfile.
+fn assert_no_password_in_conf(pg: &BullyPg, primary: NodeId, passwords: &[&str]) {
+    for id in IDS {
+        let conf = pg.pg.data_dir(id).join("bully.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        assert!(!text.contains("password="), "{}: {text}", conf.display());
+        for password in passwords {
+            assert!(!text.contains(password), "{}: {text}", conf.display());
+        }
+        if id != primary {
+            assert!(text.contains("passfile="), "{}: {text}", conf.display());
+        }
+    }
+}
+
+/// Asserts `pg_hba.conf` of `id`'s server has no host line with `trust`.
+fn assert_no_host_trust(pg: &BullyPg, id: NodeId) {
+    let hba = std::fs::read_to_string(pg.pg.data_dir(id).join("pg_hba.conf")).unwrap();
+    let lines: Vec<&str> = hba
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    assert!(lines.iter().any(|l| l.starts_with("host")), "{hba}");
+    for line in &lines {
+        if line.starts_with("host") {
+            assert!(
+                !line.ends_with("trust"),
+                "a trusted host line: {line}\n{hba}"
+            );
+            assert!(
+                !line.contains("0.0.0.0/0") && !line.contains("::/0"),
+                "{line}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn special_character_passwords_stream_and_stay_out_of_bully_conf() {
+    if skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let superuser = dir.path().join("pg-superuser");
+    let replication = dir.path().join("pg-replication");
+    std::fs::write(&superuser, format!("{SUPERUSER}\n")).unwrap();
+    std::fs::write(&replication, format!("{REPLICATION}\n")).unwrap();
+    let pg = BullyPg::start_with(Secrets::Files(superuser, replication)).await;
+    let primary = wait_all_streaming(&pg, &|_| SUPERUSER.to_string()).await;
+    assert_no_password_in_conf(&pg, primary, &[SUPERUSER, REPLICATION]);
+    assert_no_host_trust(&pg, primary);
+    // The passfile beside each data dir: private, and the server user's.
+    for id in IDS {
+        use std::os::unix::fs::MetadataExt;
+        let passfile = Path::new(&format!("{}.pgpass", pg.pg.data_dir(id).display())).to_owned();
+        let meta = std::fs::metadata(&passfile).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600, "{}", passfile.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
+    if skip() {
+        return;
+    }
+    let mut pg = BullyPg::start_with(Secrets::Generated).await;
+    let node_dirs: Vec<(NodeId, std::path::PathBuf)> = IDS
+        .iter()
+        .map(|&id| (id, pg.t.cluster.data_dir(id)))
+        .collect();
+    let generated = |id: NodeId, role: &str| {
+        let (_, dir) = node_dirs.iter().find(|(n, _)| *n == id).unwrap();
+        dir.join(format!("postgres-{role}.password"))
+    };
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim_end()
+            .to_string()
+    };
+    // The node that ran initdb: the one whose server a login with its own generated
+    // superuser password reaches as a primary.
+    let deadline = Instant::now() + AGREE;
+    let first = loop {
+        let mut found = None;
+        for id in IDS {
+            let Ok(password) = std::fs::read_to_string(generated(id, "superuser")) else {
+                continue;
+            };
+            let Some(client) = login(pg.local(id), password.trim_end()).await else {
+                continue;
+            };
+            let primary = client
+                .query_one("SELECT NOT pg_is_in_recovery()", &[])
+                .await
+                .is_ok_and(|r| r.get::<_, bool>(0));
+            if primary {
+                found = Some(id);
+            }
+        }
+        if let Some(id) = found {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no primary within {AGREE:?}\n{}",
+            pg.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_no_host_trust(&pg, first);
+    // The operator's step: the first member's files to the others, then a restart.
+    for id in IDS.into_iter().filter(|&id| id != first) {
+        for role in ["superuser", "replication"] {
+            std::fs::copy(generated(first, role), generated(id, role)).unwrap();
+        }
+        pg.kill_host(id);
+        pg.restart_host(id);
+    }
+    let superuser = read(&generated(first, "superuser"));
+    let primary = wait_all_streaming(&pg, &|_| superuser.clone()).await;
+    let replication = read(&generated(first, "replication"));
+    assert_no_password_in_conf(&pg, primary, &[&superuser, &replication]);
+}
