@@ -319,3 +319,46 @@ fn sabotaged_a_failed_reinit_losing_the_data_stalls() {
     let v = caught_at(55940, 5, Synchronous::Quorum, Sabotage::ReinitLosesData);
     assert!(v.what.contains("no progress"), "{v}");
 }
+
+/// A standby past its upstream's WAL retention (the drawn "WAL removed under the lagging
+/// standbys", src/sim/postgres/retention.rs) with the old loop (issue 49): its manager
+/// never reads that the WAL is gone, and a rewind that exits 0 ("no rewind required")
+/// resets the count of failed rewinds, so it is stopped, rewound and started for ever
+/// and never cloned; the progress check catches it (src/sim/postgres/mod.rs,
+/// `NoOpRewindResets`).
+#[test]
+fn sabotaged_a_no_op_rewind_resetting_its_count_loops_for_ever() {
+    let v = caught_at(
+        WAL_REMOVED_SEED,
+        3,
+        Synchronous::Quorum,
+        Sabotage::NoOpRewindResets,
+    );
+    assert!(v.what.contains("no progress"), "{v}");
+    assert!(
+        v.history.iter().any(|line| line.contains("WAL removed")),
+        "{v}"
+    );
+}
+
+/// The seed that found it: the standby whose WAL was removed is seen as such and
+/// cloned afresh (`postgres_rules::WalRemoved`).
+#[test]
+fn regression_a_standby_past_retention_is_cloned_afresh() {
+    regression(WAL_REMOVED_SEED, 3, Synchronous::Quorum);
+}
+
+/// With the observation off (the manager before it read retention), the count of
+/// rewinds that did not make the standby stream alone bounds the loop: after the last
+/// one it is cloned afresh, and every seed still settles.
+#[test]
+fn without_the_observation_the_bounded_rewinds_still_settle() {
+    let spec = sabotaged(3, Synchronous::Quorum, Sabotage::WalRemovedUnseen);
+    if let Err(violation) = sweep(&spec) {
+        panic!("{violation}");
+    }
+}
+
+/// The seed where WAL removed under a standby first broke the old loop (3 members,
+/// quorum; found by the default sweep with `NoOpRewindResets`).
+const WAL_REMOVED_SEED: u64 = 5;

@@ -79,6 +79,8 @@ pub struct BullyPg {
     pub front: SocketAddr,
     /// Where clients read: HAProxy's front for the replicas.
     pub reads: SocketAddr,
+    /// What a test changes in every node's `[postgres]` ([`BullyPg::start_with`]).
+    tune: fn(&mut PostgresConfig),
     pub t: TestCluster,
 }
 
@@ -86,6 +88,12 @@ impl BullyPg {
     /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
     /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
     pub async fn start() -> BullyPg {
+        Self::start_with(|_| {}).await
+    }
+
+    /// As [`BullyPg::start`], with `tune` applied to every node's `[postgres]` (members
+    /// added later too).
+    pub async fn start_with(tune: fn(&mut PostgresConfig)) -> BullyPg {
         phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
@@ -123,7 +131,7 @@ impl BullyPg {
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
         let mut t = TestCluster { cluster, dir };
-        configure(&t, &pg, &seen, &http);
+        configure(&t, &pg, &seen, &http, tune);
         let fronts = [front, reads];
         let haproxy = Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &local, &http);
         let configs = IDS
@@ -142,6 +150,7 @@ impl BullyPg {
             http,
             front,
             reads,
+            tune,
             t,
         }
     }
@@ -172,7 +181,7 @@ impl BullyPg {
             .map(|p| (p, self.t.cluster.addr(p)))
             .collect();
         self.t.cluster.add_member(id, &peers).unwrap();
-        configure_one(&self.t, &self.pg, id, seen, http);
+        configure_one(&self.t, &self.pg, id, seen, http, self.tune);
         let config = self.t.cluster.config_path(id);
         self.keepers.spawn(&binary(), id, &config);
         self.t.cluster.start(id).unwrap();
@@ -343,21 +352,30 @@ fn configure(
     pg: &PgServers,
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
+    tune: fn(&mut PostgresConfig),
 ) {
     for id in t.cluster.ids() {
-        configure_one(t, pg, id, seen[&id], http[&id]);
+        configure_one(t, pg, id, seen[&id], http[&id], tune);
     }
 }
 
 /// Node `id`'s `[postgres]` and `[http]` ([`configure`]).
-fn configure_one(t: &TestCluster, pg: &PgServers, id: NodeId, seen: SocketAddr, http: SocketAddr) {
-    let postgres = PostgresConfig {
+fn configure_one(
+    t: &TestCluster,
+    pg: &PgServers,
+    id: NodeId,
+    seen: SocketAddr,
+    http: SocketAddr,
+    tune: fn(&mut PostgresConfig),
+) {
+    let mut postgres = PostgresConfig {
         bin_dir: Some(pg.bin.clone()),
         run_as: is_root().then(|| "postgres".to_string()),
         connect_address: Some(seen),
         synchronous: synchronous(),
         ..PostgresConfig::new(pg.data_dir(id), pg.addrs[&id])
     };
+    tune(&mut postgres);
     t.cluster
         .edit_config(id, |c| {
             c.postgres = Some(postgres);

@@ -33,6 +33,10 @@
 //! whose report shows its timeline and branch; a restarted manager rebuilds the set
 //! from the reports alone.
 //!
+//! - WAL retention (`retention`): one slot per member on every server, and a drawn
+//!   removal of the WAL no slot holds; a standby past it must be cloned afresh, not
+//!   rewound for ever.
+//!
 //! Files: `server` (the modelled server, its WAL and branch records), `world` (members,
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
 //! `Memory` bookkeeping, as src/node/postgres/manager.rs keeps it), `faults` (what each
@@ -47,6 +51,7 @@ mod apply;
 mod faults;
 mod log;
 mod replication;
+mod retention;
 mod server;
 mod world;
 
@@ -128,6 +133,17 @@ pub enum Sabotage {
     /// of servers with data is never reached again and no one promotes (seed 55940, 5
     /// members).
     ReinitLosesData,
+    /// The manager before WAL retention was read: a standby's upstream is never asked
+    /// whether it still holds the WAL the standby needs, so a standby past retention is
+    /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count
+    /// until it streams (`Memory::rewind_failures`), so it is cloned afresh after the
+    /// last: the sweep must still settle (the bound on the loop, alone).
+    WalRemovedUnseen,
+    /// The old loop (issue 49): as `WalRemovedUnseen`, and a rewind that exits 0 resets
+    /// the count of failed rewinds ("no rewind required" for a standby on its
+    /// upstream's timeline), so a standby past retention is stopped, rewound and started
+    /// for ever and never cloned (seed 5, 3 members, quorum).
+    NoOpRewindResets,
 }
 
 /// What to simulate.

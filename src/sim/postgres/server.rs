@@ -141,6 +141,11 @@ pub(super) struct Data {
     /// directory before promoting (src/node/postgres/files.rs, `written_name`); copied
     /// and lost with the directory as `branches`.
     pub written: Vec<(u32, u64)>,
+    /// Positions below this one were recycled: a standby that needs one cannot stream
+    /// from this server (src/sim/postgres/retention.rs).
+    pub kept_from: usize,
+    /// Its replication slots (`pg_replslot`, not copied by a clone or a rewind).
+    pub slots: super::retention::Slots,
 }
 
 impl Data {
@@ -158,6 +163,8 @@ impl Data {
             pending: Vec::new(),
             branches: Vec::new(),
             written: Vec::new(),
+            kept_from: 0,
+            slots: Default::default(),
         }
     }
 
@@ -170,6 +177,7 @@ impl Data {
             names: source.names.clone(),
             branches: source.branches.clone(),
             written: source.written.clone(),
+            kept_from: source.kept_from,
             ..Data::initdb()
         }
     }

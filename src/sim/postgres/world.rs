@@ -4,7 +4,7 @@
 
 use super::decisions::{
     decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Memory, Office,
-    PeerWal, Position, Rules, Server, FAILED_STARTS,
+    PeerWal, Position, Rules, Server, StopReason, FAILED_STARTS,
 };
 use super::log::{Event, Log};
 use super::server::{parse_names, Data, Decided, Reading, State};
@@ -131,6 +131,8 @@ pub(super) struct World {
     pub summary: Summary,
     /// Faults are over from this step (set when healed).
     pub healed_at: Option<u64>,
+    /// WAL retention's own draws (src/sim/postgres/retention.rs).
+    pub retention: super::retention::Retention,
 }
 
 impl World {
@@ -169,6 +171,7 @@ impl World {
                 ..Summary::default()
             },
             healed_at: None,
+            retention: super::retention::Retention::new(seed),
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -335,6 +338,7 @@ impl World {
         self.renew_office();
         self.commit();
         self.replicate();
+        self.retain(faults);
         self.acknowledge();
         self.check_one_primary()?;
         let reading = self.reading();
@@ -473,6 +477,7 @@ impl World {
             _ => Vec::new(),
         };
         let on_time = self.on_time(&server, office);
+        let removed = self.wal_removed_seen(id, &server, office, &cluster);
         let rules = self.rules;
         let reported = match self.reading() {
             Reading::TimelineNumbers => Reading::Lineage,
@@ -501,6 +506,12 @@ impl World {
             Some(false) => m.memory.not_streaming + 1,
             _ => 0,
         };
+        // As src/node/postgres/manager.rs `remember`: streaming proves a rejoin worked.
+        if on_time == Some(true) {
+            m.memory.rewind_failures = 0;
+            m.memory.could_not_follow = false;
+        }
+        m.memory.wal_removed = removed;
         let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
         if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
             let (own, peers) = (r.wal, peers.clone());
@@ -508,7 +519,9 @@ impl World {
         }
         let Decision { act, eligible } = self.sabotaged(id, decision, office, &server, &cluster);
         self.member_mut(id).eligible = eligible;
-        self.apply(id, office, act, &cluster, &peers)
+        self.apply(id, office, act, &cluster, &peers)?;
+        self.keep_slots(id, &cluster);
+        Ok(())
     }
 
     /// How branches are read: from the records along the timeline's history, or every
@@ -620,8 +633,12 @@ impl World {
                     && memory.needs_rewind
                     && !cluster.leader_primary =>
             {
-                let why = "a former primary stops cleanly for its rewind";
-                (Act::Stop { why: why.into() }, false)
+                (
+                    Act::Stop {
+                        why: StopReason::FormerPrimary,
+                    },
+                    false,
+                )
             }
             // ... a stuck standby too ...
             (Act::Wait(_), Some(Sabotage::RewindWaits))
@@ -630,8 +647,12 @@ impl World {
                 }) && memory.not_streaming >= self.rules.stuck_after
                     && !cluster.leader_primary =>
             {
-                let why = "a standby that cannot follow its upstream is rewound";
-                (Act::Stop { why: why.into() }, true)
+                (
+                    Act::Stop {
+                        why: StopReason::CannotFollow,
+                    },
+                    true,
+                )
             }
             // ... and a stopped server to be rewound waited, stopped and ineligible.
             (Act::StartStandby { upstream: None }, Some(Sabotage::RewindWaits))
