@@ -698,9 +698,7 @@ fn standby(
         },
         Office::Following {
             server: Some(from), ..
-        } if cluster.leader_primary
-            && memory.wal_removed.is_some_and(|r| r.upstream == from) =>
-        {
+        } if cluster.leader_primary && memory.wal_removed.is_some_and(|r| r.upstream == from) => {
             let removed = memory.wal_removed.expect("just matched");
             wal_removed(from, removed, rules)
         }
@@ -1146,7 +1144,10 @@ mod wal_tests {
         assert!(!out.eligible);
         // Removed from another server than the coordinator's: not this upstream's word.
         let other = decide(&removed(1, true), true);
-        assert!(other.eligible && matches!(other.act, Act::Wait(_)), "{other:?}");
+        assert!(
+            other.eligible && matches!(other.act, Act::Wait(_)),
+            "{other:?}"
+        );
     }
 
     #[test]
@@ -1156,7 +1157,14 @@ mod wal_tests {
             not_streaming: 3,
             ..Memory::default()
         };
-        let d = decide(FOLLOWING, &stuck_standby(), &[], &cluster(), &stuck, &rules(true));
+        let d = decide(
+            FOLLOWING,
+            &stuck_standby(),
+            &[],
+            &cluster(),
+            &stuck,
+            &rules(true),
+        );
         assert_eq!(
             d.act,
             Act::Stop {

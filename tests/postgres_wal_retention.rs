@@ -136,7 +136,10 @@ async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
             c.logs()
         );
     };
-    eprintln!("=== node {gone} streams again {} ms after its host came back", took.as_millis());
+    eprintln!(
+        "=== node {gone} streams again {} ms after its host came back",
+        took.as_millis()
+    );
     assert_eq!(
         eligible_before_aside, None,
         "node {gone} was eligible while its WAL was gone"

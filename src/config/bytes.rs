@@ -67,12 +67,16 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D:
 /// serde: a byte size as [`deserialize`] reads it, or -1 (a TOML integer or `"-1"`) for
 /// no limit, as PostgreSQL writes `max_slot_wal_keep_size`; the size comes back as an
 /// i64 (-1: unlimited).
-pub fn deserialize_or_unlimited<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+pub fn deserialize_or_unlimited<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<i64, D::Error> {
     struct SizeOrUnlimited;
     impl Visitor<'_> for SizeOrUnlimited {
         type Value = i64;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a byte size (a number of bytes, or a string such as \"8GB\"), or -1 for no limit")
+            f.write_str(
+                "a byte size (a number of bytes, or a string such as \"8GB\"), or -1 for no limit",
+            )
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
             i64::try_from(v).map_err(|_| E::custom(format!("{v} is too large a byte size")))

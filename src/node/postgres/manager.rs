@@ -268,8 +268,8 @@ impl Loop {
             }
         };
         if matches!(server, Server::Running(_)) {
-            let leading_primary = token.is_some()
-                && matches!(&server, Server::Running(r) if !r.in_recovery);
+            let leading_primary =
+                token.is_some() && matches!(&server, Server::Running(r) if !r.in_recovery);
             self.keep_slots(&cluster, leading_primary).await;
         }
         if note != self.note {
@@ -853,10 +853,13 @@ impl Loop {
         let replayed = described.and_then(|d| d.replayed);
         let settled = replayed.is_some() && replayed == self.last_replayed;
         self.last_replayed = replayed;
-        let (Office::Following {
-            server: Some(upstream),
-            ..
-        }, Server::Running(r)) = (office, server)
+        let (
+            Office::Following {
+                server: Some(upstream),
+                ..
+            },
+            Server::Running(r),
+        ) = (office, server)
         else {
             return None;
         };

@@ -290,12 +290,14 @@ pub async fn change_slot(
 ) -> Result<(), String> {
     let asked = async {
         match change {
-            SlotChange::Create { name, reserve } => client
-                .execute(
-                    "SELECT pg_create_physical_replication_slot($1, $2)",
-                    &[name, reserve],
-                )
-                .await,
+            SlotChange::Create { name, reserve } => {
+                client
+                    .execute(
+                        "SELECT pg_create_physical_replication_slot($1, $2)",
+                        &[name, reserve],
+                    )
+                    .await
+            }
             SlotChange::Drop { name } => {
                 client
                     .execute("SELECT pg_drop_replication_slot($1)", &[name])

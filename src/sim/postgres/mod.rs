@@ -142,7 +142,7 @@ pub enum Sabotage {
     /// The old loop (issue 49): as `WalRemovedUnseen`, and a rewind that exits 0 resets
     /// the count of failed rewinds ("no rewind required" for a standby on its
     /// upstream's timeline), so a standby past retention is stopped, rewound and started
-    /// for ever and never cloned (seed 5, 3 members, quorum).
+    /// for ever and never cloned (seed 0, 3 members, quorum).
     NoOpRewindResets,
 }
 
@@ -161,6 +161,9 @@ pub struct Spec {
     /// Steps after the last fault (every member back) within which the cluster must
     /// have settled: one primary, every other member streaming from it or out.
     pub settle_steps: u64,
+    /// Draw "WAL removed under the lagging standbys" (src/sim/postgres/retention.rs);
+    /// off replays a seed recorded before it was modelled as it ran then.
+    pub wal_removal: bool,
 }
 
 impl Spec {
@@ -176,6 +179,7 @@ impl Spec {
             sabotage: None,
             fault_steps: 120,
             settle_steps: 60,
+            wal_removal: true,
         }
     }
 }

@@ -85,7 +85,7 @@ impl World {
                 };
             }
         }
-        if faults && self.retention.rng.gen_ratio(REMOVAL_PERCENT, 100) {
+        if faults && self.spec.wal_removal && self.retention.rng.gen_ratio(REMOVAL_PERCENT, 100) {
             self.remove_wal();
         }
     }
