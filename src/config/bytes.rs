@@ -123,4 +123,21 @@ mod tests {
             Err(BytesError::TooLarge(_))
         ));
     }
+
+    #[test]
+    fn a_limit_reads_as_a_size_or_minus_one_for_none() {
+        #[derive(serde::Deserialize)]
+        struct Keep {
+            #[serde(deserialize_with = "deserialize_or_unlimited")]
+            keep: i64,
+        }
+        let read = |text: &str| toml::from_str::<Keep>(text).map(|k| k.keep);
+        assert_eq!(read("keep = \"8GB\"").unwrap(), 8 << 30);
+        assert_eq!(read("keep = 1048576").unwrap(), 1 << 20);
+        assert_eq!(read("keep = -1").unwrap(), -1);
+        assert_eq!(read("keep = \"-1\"").unwrap(), -1);
+        let bad = read("keep = -2").unwrap_err().to_string();
+        assert!(bad.contains("-1: no limit"), "{bad}");
+        assert!(read("keep = \"8 gigs\"").is_err());
+    }
 }
