@@ -733,10 +733,23 @@ impl Loop {
                 let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
                 // A standby whose upstream removed its WAL is cloned while it runs.
+                let removed = self
+                    .m
+                    .memory
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .wal_removed;
                 self.stop_server(timeout).await?;
                 self.reinit_from(from).await?;
+                let why = match removed {
+                    Some(r) => format!(
+                        "node {}'s server removed the WAL this standby needs: ",
+                        r.upstream
+                    ),
+                    None => String::new(),
+                };
                 Ok(format!(
-                    "cloned afresh from {from}; the old data dir is kept aside"
+                    "{why}cloned afresh from {from}; the old data dir is kept aside"
                 ))
             }
         }
@@ -838,7 +851,7 @@ impl Loop {
         knows
     }
 
-    /// For a standby of the coordinator's primary that does not stream: whether the
+    /// For a standby that does not stream while the coordinator's server is primary: whether the
     /// primary still holds the WAL it needs next, asked by SQL there (its oldest WAL
     /// segment against the standby's received, else replayed, position). `None`: it
     /// does, or it could not be asked (the upstream may be gone: the standby stays
@@ -863,7 +876,9 @@ impl Loop {
         else {
             return None;
         };
-        let stuck = r.in_recovery && r.upstream == Some(*upstream) && !r.streaming;
+        // Whatever its upstream now (a restarted standby may not be repointed yet): it
+        // must follow the coordinator's server.
+        let stuck = r.in_recovery && !r.streaming;
         let needed = described.map(|d| d.wal)?;
         if !stuck || !cluster.leader_primary {
             return None;

@@ -150,7 +150,7 @@ impl World {
         else {
             return None;
         };
-        if !r.in_recovery || r.upstream != Some(up) || r.streaming || !cluster.leader_primary {
+        if !r.in_recovery || r.streaming || !cluster.leader_primary {
             return None;
         }
         if !self.reach(id, up) {
