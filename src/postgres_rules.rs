@@ -163,7 +163,11 @@ pub struct Memory {
     /// This server must be rewound before it follows (it was primary, or could not
     /// follow its upstream).
     pub needs_rewind: bool,
-    /// Rewinds tried and failed since the last success.
+    /// Rewinds tried and failed since the last success. For a standby stopped because
+    /// it could not follow ([`StopReason::CannotFollow`]) a rewind that exits 0 counts
+    /// too, until the server is seen streaming: pg_rewind says "no rewind required" for
+    /// a standby whose upstream removed the WAL it needs, and a count reset by that
+    /// looped for ever without reaching the clone (issue 49).
     pub rewind_failures: u32,
     /// A rewind failed every attempt and cloning afresh is not allowed: stay out.
     pub out: Option<String>,
@@ -185,6 +189,13 @@ pub struct Memory {
     /// WAL ended then. A record that lets the majority rule count again waits until
     /// `k` named standbys flushed past that point.
     pub names_from: Option<(String, u64)>,
+    /// It was stopped because it could not follow its upstream: its rewinds count as
+    /// failed until it streams ([`Memory::rewind_failures`]).
+    pub could_not_follow: bool,
+    /// What the last look learnt from the upstream of a standby that does not stream:
+    /// the WAL it needs next is no longer there ([`WalRemoved`]); `None`: it is, or it
+    /// could not be asked. The executor sets it every look.
+    pub wal_removed: Option<WalRemoved>,
 }
 
 impl Memory {
@@ -216,6 +227,51 @@ impl Memory {
     }
 }
 
+/// A standby's upstream no longer holds the WAL the standby needs next: its position is
+/// below the oldest WAL segment the upstream keeps (read by SQL on the upstream,
+/// `pg_ls_waldir()`, not from a message). No rewind brings it back (pg_rewind of a
+/// standby on the upstream's timeline exits 0 with "no rewind required"); only a fresh
+/// clone does. While it lasts the standby is not eligible: it holds nothing the
+/// cluster lacks, and it may be far behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalRemoved {
+    /// The member whose server removed it.
+    pub upstream: NodeId,
+    /// The standby's replay did not move since the previous look: it is not replaying
+    /// a backlog from its own `pg_wal` (which would carry it past the gap).
+    pub settled: bool,
+}
+
+/// Why the manager stops its server ([`Act::Stop`]), typed so the executor's
+/// bookkeeping never reads words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A primary without the office.
+    PrimaryOutOfOffice,
+    /// A former primary stops cleanly for its rewind.
+    FormerPrimary,
+    /// A standby with the right upstream that has not streamed for a while (a timeline
+    /// it cannot follow): rewound, then cloned afresh if rewinds do not help.
+    CannotFollow,
+}
+
+impl StopReason {
+    /// The words the status and the log show.
+    pub fn words(self) -> &'static str {
+        match self {
+            StopReason::PrimaryOutOfOffice => "a primary without the office",
+            StopReason::FormerPrimary => "a former primary stops cleanly for its rewind",
+            StopReason::CannotFollow => "a standby that cannot follow its upstream is rewound",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.words())
+    }
+}
+
 /// The settings the decisions use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
@@ -243,10 +299,10 @@ pub enum Act {
     /// `pg_promote()`.
     Promote,
     /// Fast shutdown.
-    Stop { why: String },
+    Stop { why: StopReason },
     /// `pg_rewind` from the coordinator's server (the server is stopped cleanly).
     Rewind { from: NodeId },
-    /// Move the data directory aside and clone afresh.
+    /// Stop the server if it runs, move the data directory aside and clone afresh.
     Reinit { from: NodeId },
     /// Set `synchronous_standby_names` and reload.
     SetSynchronous { names: String },
@@ -548,7 +604,7 @@ fn decide_unpaused(
         return stay_out(office, server, why);
     }
     if let Some(why) = foreign(cluster) {
-        return stay_out(office, server, &why);
+        return left_alone(office, server, &why);
     }
     match server {
         Server::Absent => absent(office, cluster),
@@ -570,9 +626,27 @@ fn decide_unpaused(
 /// never lead.
 fn stay_out(office: Office, server: &Server, why: &str) -> Decision {
     let act = match (office, server) {
+        (Office::Leading { .. }, Server::Stopped { .. }) => Act::Wait(format!("out: {why}")),
+        // Its WAL still counts toward a coordinator's promotion check (a member out and
+        // one without data left no majority to promote from: the simulator's seed 1432,
+        // a new cluster): a standby of nobody never writes.
+        (_, Server::Stopped { .. }) => Act::StartStandby { upstream: None },
+        _ => return left_alone(office, server, why),
+    };
+    Decision {
+        act,
+        eligible: false,
+    }
+}
+
+/// A server the operator must see to (another cluster's data, or given up on): a
+/// primary without the office is stopped, anything else is left as it is, and the node
+/// never leads.
+fn left_alone(office: Office, server: &Server, why: &str) -> Decision {
+    let act = match (office, server) {
         (Office::Leading { .. }, _) => Act::Wait(format!("out: {why}")),
         (_, Server::Running(r)) if !r.in_recovery => Act::Stop {
-            why: "a primary without the office".into(),
+            why: StopReason::PrimaryOutOfOffice,
         },
         _ => Act::Wait(format!("out: {why}")),
     };
@@ -703,11 +777,106 @@ fn primary(
         },
         Office::Following { .. } | Office::Nobody => Decision {
             act: Act::Stop {
-                why: "a primary without the office".into(),
+                why: StopReason::PrimaryOutOfOffice,
             },
             eligible: false,
         },
     }
+}
+
+/// A standby whose upstream removed the WAL it needs ([`WalRemoved`]): never eligible;
+/// cloned afresh from the upstream once its own replay stopped (when
+/// `reinit_on_failed_rewind` allows), else out, saying why.
+fn wal_removed(from: NodeId, removed: WalRemoved, rules: &Rules) -> Decision {
+    let gone = format!("node {from}'s server removed the WAL this standby needs");
+    let act = match (removed.settled, rules.reinit_on_failed_rewind) {
+        (false, _) => Act::Wait(format!("{gone}; replaying its own WAL first")),
+        (true, true) => Act::Reinit { from },
+        (true, false) => Act::Wait(format!(
+            "{gone}, and reinit_on_failed_rewind is off: `bully pg reinit` clones it"
+        )),
+    };
+    Decision {
+        act,
+        eligible: false,
+    }
+}
+
+/// A physical replication slot on a server, as `pg_replication_slots` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub name: String,
+    /// A WAL sender streams with it now.
+    pub active: bool,
+    /// It holds WAL (`restart_lsn` is set).
+    pub reserved: bool,
+    /// `wal_status = 'lost'`: `max_slot_wal_keep_size` let the WAL it held go.
+    pub lost: bool,
+}
+
+/// A change to a server's slots ([`slot_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotChange {
+    /// `pg_create_physical_replication_slot(name, reserve)`.
+    Create { name: String, reserve: bool },
+    /// `pg_drop_replication_slot(name)`.
+    Drop { name: String },
+}
+
+/// What makes a server's slots one per other data voter, named as the member's standby
+/// streams (`bully_<id>`, its `primary_slot_name`), so the WAL a standby needs stays on
+/// the primary while the standby is down (up to `max_slot_wal_keep_size`):
+/// - a missing slot is created: reserving WAL from now on the leading primary
+///   (`leading_primary`), without reserving anywhere else, so a standby about to be
+///   promoted already has the slots its peers stream with and they need not wait for
+///   them (a walreceiver that names a missing slot retries only every 5 s);
+/// - on the leading primary, an unused slot that holds no WAL or lost it is created
+///   again reserving WAL from now (after a failover the new primary holds WAL for a
+///   member that is down);
+/// - elsewhere, an unused slot that holds WAL is created again without (a former
+///   primary's slots would keep WAL on a standby);
+/// - a slot of a member no longer among the data voters is dropped once unused.
+///
+/// Slots whose names are not bully's are the user's and stay as they are.
+pub fn slot_changes(cluster: &Cluster, leading_primary: bool, slots: &[Slot]) -> Vec<SlotChange> {
+    let wanted: Vec<String> = cluster
+        .data_voters
+        .iter()
+        .filter(|&&m| m != cluster.id)
+        .map(|&m| application_name(m))
+        .collect();
+    let ours = |name: &str| {
+        name.strip_prefix("bully_")
+            .is_some_and(|id| id.parse::<NodeId>().is_ok())
+    };
+    let mut changes = Vec::new();
+    for slot in slots.iter().filter(|s| ours(&s.name) && !s.active) {
+        let renew = match leading_primary {
+            true => !slot.reserved || slot.lost,
+            false => slot.reserved,
+        };
+        let keep = wanted.contains(&slot.name);
+        if !keep || renew {
+            changes.push(SlotChange::Drop {
+                name: slot.name.clone(),
+            });
+        }
+        if keep && renew {
+            changes.push(SlotChange::Create {
+                name: slot.name.clone(),
+                reserve: leading_primary,
+            });
+        }
+    }
+    for name in wanted {
+        if !slots.iter().any(|s| s.name == name) {
+            changes.push(SlotChange::Create {
+                name,
+                reserve: leading_primary,
+            });
+        }
+    }
+    changes
 }
 
 /// A primary keeps `synchronous_standby_names` as [`synchronous_names`] says for the
@@ -859,7 +1028,7 @@ fn standby(
         },
         Office::Following { .. } if memory.needs_rewind && cluster.leader_primary => Decision {
             act: Act::Stop {
-                why: "a former primary stops cleanly for its rewind".into(),
+                why: StopReason::FormerPrimary,
             },
             eligible: false,
         },
@@ -867,6 +1036,12 @@ fn standby(
             act: Act::Wait("to be rewound once the coordinator's server is primary".into()),
             eligible: true,
         },
+        Office::Following {
+            server: Some(from), ..
+        } if cluster.leader_primary && memory.wal_removed.is_some_and(|r| r.upstream == from) => {
+            let removed = memory.wal_removed.expect("just matched");
+            wal_removed(from, removed, rules)
+        }
         Office::Following { server, .. } if running.upstream != server => Decision {
             act: Act::Repoint { upstream: server },
             eligible: true,
@@ -879,7 +1054,7 @@ fn standby(
         {
             Decision {
                 act: Act::Stop {
-                    why: "a standby that cannot follow its upstream is rewound".into(),
+                    why: StopReason::CannotFollow,
                 },
                 eligible: true,
             }
@@ -906,21 +1081,7 @@ mod tests {
     }
 
     fn cluster(voters: &[NodeId]) -> Cluster {
-        Cluster {
-            id: ME,
-            data_voters: voters.to_vec(),
-            voters: voters.len(),
-            all_absent: false,
-            leader_primary: true,
-            streaming: voters.len() - 1,
-            knows_branch: voters.to_vec(),
-            sync: SyncView::Read(None),
-            system_id: 0,
-            server_system_id: 0,
-            held_data: false,
-            paused: false,
-            flushed: Vec::new(),
-        }
+        Cluster::of(ME, voters)
     }
 
     fn rules(synchronous: Synchronous) -> Rules {
@@ -1244,8 +1405,216 @@ mod tests {
     }
 }
 
+/// A cluster of data voters `voters` around `id`, every other one streaming and known
+/// to hold the branch, the coordinator's server a primary: the decisions' tests start
+/// from it.
+#[cfg(test)]
+impl Cluster {
+    fn of(id: NodeId, voters: &[NodeId]) -> Cluster {
+        Cluster {
+            id,
+            data_voters: voters.to_vec(),
+            voters: voters.len(),
+            all_absent: false,
+            leader_primary: true,
+            streaming: voters.len() - 1,
+            knows_branch: voters.to_vec(),
+            sync: SyncView::Read(None),
+            system_id: 0,
+            server_system_id: 0,
+            held_data: false,
+            paused: false,
+            flushed: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod durability_decisions;
+
+#[cfg(test)]
+mod wal_tests {
+    use super::*;
+
+    fn cluster() -> Cluster {
+        Cluster {
+            streaming: 1,
+            knows_branch: vec![1, 3],
+            ..Cluster::of(2, &[1, 2, 3])
+        }
+    }
+
+    fn rules(reinit: bool) -> Rules {
+        Rules {
+            synchronous: Synchronous::Quorum,
+            maximum_lag_on_failover: 0,
+            rewind: true,
+            reinit_on_failed_rewind: reinit,
+            stuck_after: 3,
+        }
+    }
+
+    fn stuck_standby() -> Server {
+        Server::Running(Running {
+            in_recovery: true,
+            timeline: 2,
+            wal: Position { branch: 1, lsn: 16 },
+            upstream: Some(3),
+            streaming: false,
+            synchronous_standby_names: String::new(),
+        })
+    }
+
+    const FOLLOWING: Office = Office::Following {
+        leader: 3,
+        server: Some(3),
+    };
+
+    fn removed(upstream: NodeId, settled: bool) -> Memory {
+        Memory {
+            wal_removed: Some(WalRemoved { upstream, settled }),
+            ..Memory::default()
+        }
+    }
+
+    #[test]
+    fn a_standby_whose_wal_was_removed_is_cloned_afresh_and_never_eligible() {
+        let decide = |memory: &Memory, reinit| {
+            decide(
+                FOLLOWING,
+                &stuck_standby(),
+                &[],
+                &cluster(),
+                memory,
+                &rules(reinit),
+            )
+        };
+        let d = decide(&removed(3, true), true);
+        assert_eq!(d.act, Act::Reinit { from: 3 });
+        assert!(!d.eligible);
+        let replaying = decide(&removed(3, false), true);
+        assert!(
+            matches!(&replaying.act, Act::Wait(w) if w.contains("replaying")),
+            "{replaying:?}"
+        );
+        assert!(!replaying.eligible, "not eligible while its WAL is gone");
+        let out = decide(&removed(3, true), false);
+        assert!(
+            matches!(&out.act, Act::Wait(w) if w.contains("reinit_on_failed_rewind is off")),
+            "{out:?}"
+        );
+        assert!(!out.eligible);
+        // Removed from another server than the coordinator's: not this upstream's word.
+        let other = decide(&removed(1, true), true);
+        assert!(
+            other.eligible && matches!(other.act, Act::Wait(_)),
+            "{other:?}"
+        );
+    }
+
+    #[test]
+    fn a_rewind_that_did_not_help_counts_and_ends_in_a_clone() {
+        // The stuck standby is stopped (typed), its rewinds counted until it streams.
+        let stuck = Memory {
+            not_streaming: 3,
+            ..Memory::default()
+        };
+        let d = decide(
+            FOLLOWING,
+            &stuck_standby(),
+            &[],
+            &cluster(),
+            &stuck,
+            &rules(true),
+        );
+        assert_eq!(
+            d.act,
+            Act::Stop {
+                why: StopReason::CannotFollow
+            }
+        );
+        let stopped = Server::Stopped {
+            was_primary: false,
+            clean: true,
+        };
+        let after = |failures| Memory {
+            needs_rewind: true,
+            could_not_follow: true,
+            rewind_failures: failures,
+            ..Memory::default()
+        };
+        let act = |m: &Memory| decide(FOLLOWING, &stopped, &[], &cluster(), m, &rules(true)).act;
+        assert_eq!(act(&after(REWIND_ATTEMPTS - 1)), Act::Rewind { from: 3 });
+        assert_eq!(act(&after(REWIND_ATTEMPTS)), Act::Reinit { from: 3 });
+    }
+
+    fn slot(name: &str, active: bool, reserved: bool, lost: bool) -> Slot {
+        Slot {
+            name: name.into(),
+            active,
+            reserved,
+            lost,
+        }
+    }
+
+    #[test]
+    fn the_leading_primary_keeps_a_reserved_slot_per_other_data_voter() {
+        let create = |name: &str, reserve| SlotChange::Create {
+            name: name.into(),
+            reserve,
+        };
+        let drop = |name: &str| SlotChange::Drop { name: name.into() };
+        assert_eq!(
+            slot_changes(&cluster(), true, &[]),
+            vec![create("bully_1", true), create("bully_3", true)]
+        );
+        assert_eq!(
+            slot_changes(&cluster(), false, &[]),
+            vec![create("bully_1", false), create("bully_3", false)],
+            "a standby keeps them without holding WAL, ready for its promotion"
+        );
+        let after_failover = [
+            slot("bully_1", true, true, false),
+            slot("bully_3", false, false, false),
+            slot("bully_4", false, false, false),
+            slot("bully_2", false, false, false),
+            slot("user_slot", false, true, false),
+        ];
+        assert_eq!(
+            slot_changes(&cluster(), true, &after_failover),
+            vec![
+                drop("bully_3"),
+                create("bully_3", true),
+                drop("bully_4"),
+                drop("bully_2"),
+            ],
+            "a member that is down gets WAL held from now; a member gone, or this node \
+             itself, has none; the user's slot stays"
+        );
+        let lost = [
+            slot("bully_1", false, true, true),
+            slot("bully_3", false, true, false),
+        ];
+        assert_eq!(
+            slot_changes(&cluster(), true, &lost),
+            vec![drop("bully_1"), create("bully_1", true)]
+        );
+        let former_primary = [
+            slot("bully_1", false, true, false),
+            slot("bully_3", true, true, false),
+        ];
+        assert_eq!(
+            slot_changes(&cluster(), false, &former_primary),
+            vec![drop("bully_1"), create("bully_1", false)],
+            "a standby holds no WAL for a slot no one streams with"
+        );
+        let settled = [
+            slot("bully_1", false, true, false),
+            slot("bully_3", true, true, false),
+        ];
+        assert!(slot_changes(&cluster(), true, &settled).is_empty());
+    }
+}
 
 #[cfg(test)]
 mod start_tests {
@@ -1254,19 +1623,9 @@ mod start_tests {
     #[test]
     fn a_server_that_never_runs_after_its_starts_is_rewound_then_cloned() {
         let cluster = Cluster {
-            id: 2,
-            data_voters: vec![1, 2, 3],
-            voters: 3,
-            all_absent: false,
-            leader_primary: true,
             streaming: 0,
             knows_branch: vec![1, 3],
-            sync: SyncView::Read(None),
-            system_id: 0,
-            server_system_id: 0,
-            held_data: false,
-            paused: false,
-            flushed: Vec::new(),
+            ..Cluster::of(2, &[1, 2, 3])
         };
         let rules = Rules {
             synchronous: Synchronous::Quorum,

@@ -14,6 +14,7 @@
 //! seed S alone (and prints its history on failure). `--nocapture` shows the counts.
 
 use bully::config::postgres::Synchronous;
+use bully::postgres_rules::REWIND_ATTEMPTS;
 use bully::sim::postgres::{run_seed, Sabotage, Spec, Start, Summary, Violation};
 use std::time::Instant;
 
@@ -174,7 +175,12 @@ fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Viola
 /// The seed that found a break fails again with the old behaviour brought back as
 /// `sabotage` (the default sweep of 2000 seeds may not reach it).
 fn caught_at(seed: u64, members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
-    let spec = sabotaged(members, synchronous, sabotage);
+    // The seeds named here were found before WAL removal was drawn (its draws change a
+    // seed's course): they run without it.
+    let spec = Spec {
+        wal_removal: false,
+        ..sabotaged(members, synchronous, sabotage)
+    };
     let violation = run_seed(seed, &spec).expect_err("the sabotage went unnoticed");
     println!("{sabotage:?} caught:\n{violation}");
     violation
@@ -391,3 +397,42 @@ fn sabotaged_a_second_initdb_is_caught() {
         "{v}"
     );
 }
+
+/// A standby past its upstream's WAL retention (the drawn "WAL removed under the lagging
+/// standbys", src/sim/postgres/retention.rs) with the old loop (issue 49): its manager
+/// never reads that the WAL is gone, and a rewind that exits 0 ("no rewind required")
+/// resets the count of failed rewinds, so it is stopped, rewound and started for ever
+/// and never cloned; the progress check catches it (src/sim/postgres/mod.rs,
+/// `NoOpRewindResets`).
+#[test]
+fn sabotaged_a_no_op_rewind_resetting_its_count_loops_for_ever() {
+    let v = caught(3, Synchronous::Quorum, Sabotage::NoOpRewindResets);
+    assert!(v.what.contains("no progress"), "{v}");
+    assert_eq!(v.seed, WAL_REMOVED_SEED, "the first seed the sweep finds");
+    let rewinds = v.history.iter().filter(|l| l.contains("Rewind {")).count();
+    assert!(
+        rewinds > REWIND_ATTEMPTS as usize,
+        "rewound past the bound in the last steps: {v}"
+    );
+}
+
+/// The seed that found it: the standby whose WAL was removed is seen as such and
+/// cloned afresh (`postgres_rules::WalRemoved`).
+#[test]
+fn regression_a_standby_past_retention_is_cloned_afresh() {
+    regression(WAL_REMOVED_SEED, 3, Synchronous::Quorum);
+}
+
+/// With the observation off (the manager before it read retention), the count of
+/// rewinds that did not make the standby stream alone bounds the loop on that seed:
+/// after the last one it is cloned afresh.
+#[test]
+fn without_the_observation_the_bounded_rewinds_still_clone_it() {
+    let spec = sabotaged(3, Synchronous::Quorum, Sabotage::WalRemovedUnseen);
+    regression_of(WAL_REMOVED_SEED, &spec);
+}
+
+/// The seed where WAL removed under a standby first broke the old loop (3 members,
+/// quorum; found by the default sweep with `NoOpRewindResets`: seed 0 when it was
+/// found, seed 1 since the durability rule changed the histories).
+const WAL_REMOVED_SEED: u64 = 1;

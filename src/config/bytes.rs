@@ -1,6 +1,6 @@
 //! Byte sizes as PostgreSQL and Patroni write them: a bare number of bytes, or a number
 //! with `B`, `kB`, `MB`, `GB` or `TB` (powers of 1024, as in `postgresql.conf`). The one
-//! parser for `[postgres] maximum_lag_on_failover` and the HTTP route `/replica?lag=`,
+//! parser for `[postgres] maximum_lag_on_failover`, `max_slot_wal_keep_size` and the HTTP route `/replica?lag=`,
 //! so `16MB` means the same in both places.
 
 use serde::de::{self, Deserializer, Visitor};
@@ -64,6 +64,41 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D:
     deserializer.deserialize_any(Size)
 }
 
+/// serde: a byte size as [`deserialize`] reads it, or -1 (a TOML integer or `"-1"`) for
+/// no limit, as PostgreSQL writes `max_slot_wal_keep_size`; the size comes back as an
+/// i64 (-1: unlimited).
+pub fn deserialize_or_unlimited<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<i64, D::Error> {
+    struct SizeOrUnlimited;
+    impl Visitor<'_> for SizeOrUnlimited {
+        type Value = i64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(
+                "a byte size (a number of bytes, or a string such as \"8GB\"), or -1 for no limit",
+            )
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom(format!("{v} is too large a byte size")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+            match v {
+                -1 => Ok(-1),
+                v if v >= 0 => Ok(v),
+                v => Err(E::custom(format!("{v} is not a byte size (-1: no limit)"))),
+            }
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<i64, E> {
+            if v.trim() == "-1" {
+                return Ok(-1);
+            }
+            let size = parse(v).map_err(E::custom)?;
+            self.visit_u64(size)
+        }
+    }
+    deserializer.deserialize_any(SizeOrUnlimited)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +122,22 @@ mod tests {
             parse("99999999999TB"),
             Err(BytesError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn a_limit_reads_as_a_size_or_minus_one_for_none() {
+        #[derive(serde::Deserialize)]
+        struct Keep {
+            #[serde(deserialize_with = "deserialize_or_unlimited")]
+            keep: i64,
+        }
+        let read = |text: &str| toml::from_str::<Keep>(text).map(|k| k.keep);
+        assert_eq!(read("keep = \"8GB\"").unwrap(), 8 << 30);
+        assert_eq!(read("keep = 1048576").unwrap(), 1 << 20);
+        assert_eq!(read("keep = -1").unwrap(), -1);
+        assert_eq!(read("keep = \"-1\"").unwrap(), -1);
+        let bad = read("keep = -2").unwrap_err().to_string();
+        assert!(bad.contains("-1: no limit"), "{bad}");
+        assert!(read("keep = \"8 gigs\"").is_err());
     }
 }

@@ -65,11 +65,24 @@ pub struct PostgresConfig {
         deserialize_with = "bytes::deserialize"
     )]
     pub maximum_lag_on_failover: u64,
+    /// The most WAL the primary keeps for a member's replication slot (`bully_<id>`,
+    /// one per other member that may lead) while that member's standby is down or
+    /// behind: past it the WAL goes and the member clones itself afresh when it is back
+    /// (docs/design.md#keeping-postgresql). `8GB` by default, so a dead member cannot
+    /// fill the primary's disk yet a member down for a few hours of ordinary writes
+    /// comes back by streaming; `-1`: no limit (PostgreSQL's default). Written to the
+    /// server as `max_slot_wal_keep_size`.
+    #[serde(
+        default = "PostgresConfig::default_max_slot_wal_keep_size",
+        deserialize_with = "bytes::deserialize_or_unlimited"
+    )]
+    pub max_slot_wal_keep_size: i64,
     /// A former primary rejoins by `pg_rewind`; off: by a fresh clone.
     #[serde(default = "yes")]
     pub rewind: bool,
-    /// When rewinding fails (after its retries), clone afresh, keeping the old data
-    /// directory aside (`<data_dir>.aside`); off: the node stays out, saying why.
+    /// When rewinding fails (after its retries), or when the primary removed the WAL a
+    /// standby needs, clone afresh, keeping the old data directory aside
+    /// (`<data_dir>.aside`); off: the node stays out, saying why.
     #[serde(default = "yes")]
     pub reinit_on_failed_rewind: bool,
     /// How long a start, a promotion or a fast stop may take before it counts as failed.
@@ -140,6 +153,7 @@ pub const RESERVED_PARAMETERS: &[&str] = &[
     "listen_addresses",
     "primary_conninfo",
     "primary_slot_name",
+    "max_slot_wal_keep_size",
     "synchronous_standby_names",
     "hot_standby",
     "wal_log_hints",
@@ -154,6 +168,10 @@ fn yes() -> bool {
 impl PostgresConfig {
     fn default_maximum_lag() -> u64 {
         1 << 20
+    }
+
+    fn default_max_slot_wal_keep_size() -> i64 {
+        8 << 30
     }
 
     fn default_action_timeout_ms() -> u64 {
@@ -182,6 +200,7 @@ impl PostgresConfig {
             parameters: BTreeMap::new(),
             synchronous: Synchronous::default(),
             maximum_lag_on_failover: Self::default_maximum_lag(),
+            max_slot_wal_keep_size: Self::default_max_slot_wal_keep_size(),
             rewind: true,
             reinit_on_failed_rewind: true,
             action_timeout_ms: Self::default_action_timeout_ms(),

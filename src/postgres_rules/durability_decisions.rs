@@ -10,19 +10,13 @@ const FULL: &str = "ANY 1 (bully_1, bully_3)";
 
 fn cluster() -> Cluster {
     Cluster {
-        id: ME,
-        data_voters: vec![1, 2, 3],
-        voters: 3,
-        all_absent: false,
-        leader_primary: true,
         streaming: 2,
         knows_branch: vec![1, 3],
-        sync: SyncView::Read(None),
         system_id: 42,
         server_system_id: 42,
         held_data: true,
-        paused: false,
         flushed: vec![(1, 10), (3, 10)],
+        ..Cluster::of(ME, &[1, 2, 3])
     }
 }
 

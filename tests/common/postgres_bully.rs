@@ -93,6 +93,8 @@ pub struct BullyPg {
     pub reads: SocketAddr,
     /// How the members log in ([`BullyPg::start_with`]).
     pub secrets: Secrets,
+    /// What a test changes in every node's `[postgres]` ([`BullyPg::start_tuned`]).
+    tune: fn(&mut PostgresConfig),
     pub t: TestCluster,
 }
 
@@ -100,11 +102,23 @@ impl BullyPg {
     /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
     /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
     pub async fn start() -> BullyPg {
-        Self::start_with(Secrets::Trust).await
+        Self::start_full(Secrets::Trust, |_| {}).await
     }
 
     /// [`BullyPg::start`] with the members logging in by `secrets`.
     pub async fn start_with(secrets: Secrets) -> BullyPg {
+        Self::start_full(secrets, |_| {}).await
+    }
+
+    /// As [`BullyPg::start`], with `tune` applied to every node's `[postgres]` (members
+    /// added later too).
+    pub async fn start_tuned(tune: fn(&mut PostgresConfig)) -> BullyPg {
+        Self::start_full(Secrets::Trust, tune).await
+    }
+
+    /// [`BullyPg::start`] with both: how the members log in, and what each `[postgres]`
+    /// changes.
+    async fn start_full(secrets: Secrets, tune: fn(&mut PostgresConfig)) -> BullyPg {
         phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
@@ -142,7 +156,7 @@ impl BullyPg {
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
         let mut t = TestCluster { cluster, dir };
-        configure(&t, &pg, &seen, &http, &secrets);
+        configure(&t, &pg, &seen, &http, &secrets, tune);
         let fronts = [front, reads];
         let haproxy = Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &local, &http);
         let configs = IDS
@@ -162,6 +176,7 @@ impl BullyPg {
             front,
             reads,
             secrets,
+            tune,
             t,
         }
     }
@@ -192,7 +207,7 @@ impl BullyPg {
             .map(|p| (p, self.t.cluster.addr(p)))
             .collect();
         self.t.cluster.add_member(id, &peers).unwrap();
-        configure_one(&self.t, &self.pg, id, seen, http, &self.secrets);
+        configure_one(&self.t, &self.pg, id, seen, http, &self.secrets, self.tune);
         let config = self.t.cluster.config_path(id);
         self.keepers.spawn(&binary(), id, &config);
         self.t.cluster.start(id).unwrap();
@@ -364,9 +379,10 @@ fn configure(
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
     secrets: &Secrets,
+    tune: fn(&mut PostgresConfig),
 ) {
     for id in t.cluster.ids() {
-        configure_one(t, pg, id, seen[&id], http[&id], secrets);
+        configure_one(t, pg, id, seen[&id], http[&id], secrets, tune);
     }
 }
 
@@ -378,6 +394,7 @@ fn configure_one(
     seen: SocketAddr,
     http: SocketAddr,
     secrets: &Secrets,
+    tune: fn(&mut PostgresConfig),
 ) {
     let mut postgres = PostgresConfig {
         bin_dir: Some(pg.bin.clone()),
@@ -394,6 +411,7 @@ fn configure_one(
         }
         Secrets::Generated => {}
     }
+    tune(&mut postgres);
     t.cluster
         .edit_config(id, |c| {
             c.postgres = Some(postgres);

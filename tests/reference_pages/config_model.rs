@@ -15,6 +15,7 @@ const PLAIN_TYPES: &[(&str, &str)] = &[
     ("u16", "integer"),
     ("u32", "integer"),
     ("u64", "integer"),
+    ("i64", "integer"),
     ("NodeId", "integer"),
     ("bool", "boolean"),
     ("String", "string"),
@@ -32,6 +33,10 @@ const READERS: &[(&str, &str)] = &[
     (
         "bytes::deserialize",
         "byte size: a number of bytes, or a string such as `\"16MB\"`",
+    ),
+    (
+        "bytes::deserialize_or_unlimited",
+        "byte size: a number of bytes, or a string such as `\"8GB\"`; -1: no limit",
     ),
 ];
 

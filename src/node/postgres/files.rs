@@ -88,6 +88,10 @@ pub fn owned_conf(
         })
         .unwrap_or_default();
     set("primary_conninfo", conf_string(&primary));
+    // Its slot on the upstream holds the WAL it has not streamed yet
+    // (`postgres_rules::slot_changes`).
+    let slot = upstream.map(|_| application_name(id)).unwrap_or_default();
+    set("primary_slot_name", conf_string(&slot));
     set(
         "synchronous_standby_names",
         conf_string(synchronous_standby_names),
@@ -97,10 +101,22 @@ pub fn owned_conf(
     if !config.parameters.contains_key("wal_keep_size") {
         set("wal_keep_size", conf_string(DEFAULT_WAL_KEEP));
     }
+    set(
+        "max_slot_wal_keep_size",
+        conf_string(&slot_keep(config.max_slot_wal_keep_size)),
+    );
     for (name, value) in &config.parameters {
         set(name, conf_string(value));
     }
     text
+}
+
+/// `[postgres] max_slot_wal_keep_size` as PostgreSQL reads it: `-1`, or kilobytes.
+fn slot_keep(bytes: i64) -> String {
+    match bytes {
+        b if b < 0 => "-1".into(),
+        b => format!("{}kB", b / 1024),
+    }
 }
 
 /// Writes `text` to `path` (through a temporary file and a rename), owned by `owner`.
@@ -303,8 +319,20 @@ mod tests {
         assert!(!text.contains("password"), "{text}");
         assert!(text.contains("synchronous_standby_names = 'ANY 1 (bully_2, bully_3)'\n"));
         assert!(text.contains("shared_buffers = '128MB'\n"));
+        assert!(text.contains("primary_slot_name = 'bully_1'\n"), "{text}");
+        assert!(
+            text.contains("max_slot_wal_keep_size = '8388608kB'\n"),
+            "{text}"
+        );
         let none = owned_conf(&config, 1, None, None, "");
         assert!(none.contains("primary_conninfo = ''\n"), "{none}");
+        assert!(none.contains("primary_slot_name = ''\n"), "{none}");
+        config.max_slot_wal_keep_size = -1;
+        let unlimited = owned_conf(&config, 1, None, None, "");
+        assert!(
+            unlimited.contains("max_slot_wal_keep_size = '-1'\n"),
+            "{unlimited}"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
     self as rules, Act, Cluster, Memory, Office, PeerWal, Position, Rules, Running, Server,
-    SyncRecord, SyncView,
+    StopReason, SyncRecord, SyncView, WalRemoved,
 };
 use crate::postmaster;
 use crate::protocol::{NodeId, Role};
@@ -118,6 +118,8 @@ struct Loop {
     /// The node's tasks: once they stop, no server is started (a look cut short by the
     /// stop would leave it running without its node).
     tasks: NodeTasks,
+    /// A standby's replayed position at the last look (`WalRemoved::settled`).
+    last_replayed: Option<u64>,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -139,6 +141,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         knows: Default::default(),
         reached: Vec::new(),
         tasks: tasks.clone(),
+        last_replayed: None,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -290,6 +293,14 @@ impl Loop {
             .filter_map(|(p, timeline)| Some((p.id, (*timeline)?)))
             .collect();
         let peers: Vec<PeerWal> = answers.into_iter().map(|(p, _)| p).collect();
+        let removed = self
+            .wal_removed(&server, &office, &cluster, described.as_ref())
+            .await;
+        self.m
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wal_removed = removed;
         let memory = self.remember(&server, &office, described.as_ref());
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
@@ -316,6 +327,11 @@ impl Loop {
                 e
             }
         };
+        if matches!(server, Server::Running(_)) {
+            let leading_primary =
+                token.is_some() && matches!(&server, Server::Running(r) if !r.in_recovery);
+            self.keep_slots(&cluster, leading_primary).await;
+        }
         if note != self.note {
             tracing::info!("postgres: {note}");
         }
@@ -562,6 +578,10 @@ impl Loop {
             true => memory.not_streaming.saturating_add(1),
             false => 0,
         };
+        if on_time(office, server) {
+            memory.rewind_failures = 0;
+            memory.could_not_follow = false;
+        }
         if let Some(d) = described.filter(|d| !d.in_recovery) {
             let now = Instant::now();
             for (name, _) in &d.standbys {
@@ -822,13 +842,13 @@ impl Loop {
                 Ok(format!("primary; synchronous_standby_names = '{names}'"))
             }
             Act::Stop { why } => {
-                if matches!(server, Server::Running(r) if !r.in_recovery) || why.contains("rewound")
+                let cannot_follow = why == StopReason::CannotFollow;
                 {
-                    self.m
-                        .memory
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .needs_rewind = true;
+                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+                    if matches!(server, Server::Running(r) if !r.in_recovery) || cannot_follow {
+                        memory.needs_rewind = true;
+                    }
+                    memory.could_not_follow |= cannot_follow;
                 }
                 tracing::warn!("postgres: stopping the server: {why}");
                 self.stop_server(timeout).await?;
@@ -842,9 +862,24 @@ impl Loop {
             Act::Reinit { from } => {
                 let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
+                // A standby whose upstream removed its WAL is cloned while it runs.
+                let removed = self
+                    .m
+                    .memory
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .wal_removed;
+                self.stop_server(timeout).await?;
                 self.reinit_from(from).await?;
+                let why = match removed {
+                    Some(r) => format!(
+                        "node {}'s server removed the WAL this standby needs: ",
+                        r.upstream
+                    ),
+                    None => String::new(),
+                };
                 Ok(format!(
-                    "cloned afresh from {from}; the old data dir is kept aside"
+                    "{why}cloned afresh from {from}; the old data dir is kept aside"
                 ))
             }
         }
@@ -859,7 +894,17 @@ impl Loop {
     ) -> Result<String, String> {
         match self.rewind(from).await {
             Ok(()) => {
-                self.forget_rewind(true);
+                // For a standby that could not follow, exiting 0 proves nothing
+                // ("no rewind required" when its upstream removed the WAL it needs):
+                // the attempt counts until it streams (`Memory::rewind_failures`).
+                let counted = {
+                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
+                    if memory.could_not_follow {
+                        memory.rewind_failures += 1;
+                    }
+                    memory.could_not_follow
+                };
+                self.forget_rewind(!counted);
                 self.start_server(Some(from), true).await?;
                 Ok(format!("rewound from {from}; streams from it"))
             }
@@ -959,6 +1004,82 @@ impl Loop {
         }
     }
 
+    /// For a standby that does not stream while the coordinator's server is primary: whether the
+    /// primary still holds the WAL it needs next, asked by SQL there (its oldest WAL
+    /// segment against the standby's received, else replayed, position). `None`: it
+    /// does, or it could not be asked (the upstream may be gone: the standby stays
+    /// eligible for the failover).
+    async fn wal_removed(
+        &mut self,
+        server: &Server,
+        office: &Office,
+        cluster: &Cluster,
+        described: Option<&Described>,
+    ) -> Option<WalRemoved> {
+        let replayed = described.and_then(|d| d.replayed);
+        let settled = replayed.is_some() && replayed == self.last_replayed;
+        self.last_replayed = replayed;
+        let (
+            Office::Following {
+                server: Some(upstream),
+                ..
+            },
+            Server::Running(r),
+        ) = (office, server)
+        else {
+            return None;
+        };
+        // Whatever its upstream now (a restarted standby may not be repointed yet): it
+        // must follow the coordinator's server.
+        let stuck = r.in_recovery && !r.streaming;
+        let needed = described.map(|d| d.wal)?;
+        if !stuck || !cluster.leader_primary {
+            return None;
+        }
+        let listen = self.m.peers.get(*upstream).flatten()?.listen;
+        let c = &self.m.config;
+        let client = sql::connect(
+            listen,
+            &c.superuser.user,
+            self.m.superuser_password.as_deref(),
+            SQL_TIMEOUT,
+        )
+        .await
+        .ok()?;
+        let oldest = match sql::oldest_wal(&client, SQL_TIMEOUT).await {
+            Ok(oldest) => oldest?,
+            Err(e) => {
+                tracing::debug!("postgres: the upstream's oldest WAL: {e}");
+                return None;
+            }
+        };
+        (needed < oldest).then_some(WalRemoved {
+            upstream: *upstream,
+            settled,
+        })
+    }
+
+    /// Keeps the server's slots one per other data voter (`postgres_rules::slot_changes`);
+    /// a failure is logged and tried again at the next look.
+    async fn keep_slots(&mut self, cluster: &Cluster, leading_primary: bool) {
+        let Ok(client) = self.local_client().await else {
+            return;
+        };
+        let slots = match sql::slots(client, SQL_TIMEOUT).await {
+            Ok(slots) => slots,
+            Err(e) => {
+                tracing::debug!("postgres: {e}");
+                return;
+            }
+        };
+        for change in rules::slot_changes(cluster, leading_primary, &slots) {
+            match sql::change_slot(client, &change, SQL_TIMEOUT).await {
+                Ok(()) => tracing::info!(?change, "postgres: replication slot"),
+                Err(e) => tracing::warn!("postgres: {e}"),
+            }
+        }
+    }
+
     /// A rewind or clone succeeded, or a promotion made this server the primary.
     fn forget_rewind(&self, reset_failures: bool) {
         let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
@@ -966,6 +1087,7 @@ impl Loop {
         memory.failed_starts = 0;
         if reset_failures {
             memory.rewind_failures = 0;
+            memory.could_not_follow = false;
         }
     }
 
@@ -1369,4 +1491,14 @@ async fn peer_position(
         .await
         .ok()?;
     Some((Position { branch, lsn: d.wal }, d.timeline))
+}
+
+/// A standby of the coordinator's server that streams from it: the proof a rewind or
+/// a clone worked.
+fn on_time(office: &Office, server: &Server) -> bool {
+    matches!(
+        (office, server),
+        (Office::Following { server: Some(up), .. }, Server::Running(r))
+            if r.in_recovery && r.upstream == Some(*up) && r.streaming
+    )
 }

@@ -3,6 +3,7 @@
 //! one query that describes a server, promotion, reload, and the replication role.
 
 use crate::api::postgres::parse_lsn;
+use crate::postgres_rules::{Slot, SlotChange};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
@@ -257,6 +258,90 @@ pub async fn write_branch(
         .map_err(|e| format!("writing {name}: {}", why(&e)))
 }
 
+/// bully's physical slots on the server behind `client` (`bully_*`; the user's
+/// others are not read).
+pub async fn slots(client: &Client, timeout: Duration) -> Result<Vec<Slot>, String> {
+    let asked = client.query(
+        "SELECT slot_name::text, active, restart_lsn IS NOT NULL, \
+         coalesce(wal_status = 'lost', false) FROM pg_replication_slots \
+         WHERE slot_type = 'physical' AND slot_name LIKE 'bully\\_%'",
+        &[],
+    );
+    let rows = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "pg_replication_slots did not answer".to_string())?
+        .map_err(|e| format!("pg_replication_slots: {}", why(&e)))?;
+    Ok(rows
+        .iter()
+        .map(|row| Slot {
+            name: row.get(0),
+            active: row.get(1),
+            reserved: row.get(2),
+            lost: row.get(3),
+        })
+        .collect())
+}
+
+/// Creates or drops one slot (`postgres_rules::slot_changes`).
+pub async fn change_slot(
+    client: &Client,
+    change: &SlotChange,
+    timeout: Duration,
+) -> Result<(), String> {
+    let asked = async {
+        match change {
+            SlotChange::Create { name, reserve } => {
+                client
+                    .execute(
+                        "SELECT pg_create_physical_replication_slot($1, $2)",
+                        &[name, reserve],
+                    )
+                    .await
+            }
+            SlotChange::Drop { name } => {
+                client
+                    .execute("SELECT pg_drop_replication_slot($1)", &[name])
+                    .await
+            }
+        }
+    };
+    tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| format!("{change:?} did not answer"))?
+        .map(|_| ())
+        .map_err(|e| format!("{change:?}: {}", why(&e)))
+}
+
+/// Where the oldest WAL the server behind `client` still keeps in `pg_wal` begins (a
+/// segment's start, any timeline); `None` when it keeps none. A standby that needs
+/// WAL below it cannot stream from this server (`postgres_rules::WalRemoved`).
+pub async fn oldest_wal(client: &Client, timeout: Duration) -> Result<Option<u64>, String> {
+    // The last 16 hex digits of a segment's name are its number: fixed width, so the
+    // smallest text is the smallest segment whatever the timeline.
+    let asked = client.query_one(
+        "SELECT (SELECT min(substr(name, 9)) FROM pg_ls_waldir() \
+                 WHERE name ~ '^[0-9A-F]{24}$'), \
+                (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')",
+        &[],
+    );
+    let row = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "pg_ls_waldir() did not answer".to_string())?
+        .map_err(|e| format!("pg_ls_waldir(): {}", why(&e)))?;
+    let size = row.get::<_, i64>(1).max(1) as u64;
+    Ok(row
+        .get::<_, Option<String>>(0)
+        .and_then(|number| segment_start(&number, size)))
+}
+
+/// Where a WAL segment begins, from the last 16 hex digits of its file name (the high
+/// 32 bits of its position, then its number within them) and the segment size.
+pub fn segment_start(number: &str, segment_size: u64) -> Option<u64> {
+    let high = u64::from_str_radix(number.get(..8)?, 16).ok()?;
+    let low = u64::from_str_radix(number.get(8..16)?, 16).ok()?;
+    Some((high << 32) + low * segment_size)
+}
+
 /// Asks the server to reread its configuration.
 pub async fn reload(client: &Client, timeout: Duration) -> Result<(), String> {
     tokio::time::timeout(timeout, client.execute("SELECT pg_reload_conf()", &[]))
@@ -374,5 +459,18 @@ mod tests {
             r#"CREATE ROLE "r" WITH REPLICATION LOGIN"#
         );
         assert!(ROLE_PREAMBLE.contains("SET LOCAL log_statement TO 'none'"));
+    }
+
+    #[test]
+    fn a_segment_name_gives_where_it_begins() {
+        let mb16 = 16 << 20;
+        assert_eq!(segment_start("0000000000000001", mb16), Some(mb16));
+        assert_eq!(
+            segment_start("00000001000000FF", mb16),
+            Some((1 << 32) + 0xFF * mb16)
+        );
+        assert_eq!(segment_start("0000000000000003", 1 << 20), Some(3 << 20));
+        assert_eq!(segment_start("000000000000", mb16), None);
+        assert_eq!(segment_start("zz00000000000000", mb16), None);
     }
 }

@@ -3,7 +3,9 @@
 //! for a rewind; a rewind or clone that works clears it; a rewind that fails counts,
 //! and once every attempt failed without reinit allowed the member stays out.
 
-use super::decisions::{synchronous_names, Act, Cluster, Office, PeerWal, REWIND_ATTEMPTS};
+use super::decisions::{
+    synchronous_names, Act, Cluster, Office, PeerWal, StopReason, REWIND_ATTEMPTS,
+};
 use super::log::Event;
 use super::server::{Data, State};
 use super::world::World;
@@ -51,6 +53,10 @@ impl World {
                 // (src/node/postgres/manager.rs, `Act::Reinit`): a failed clone must not
                 // cost the member its data (seed 55940, 5 members: three without data
                 // left no majority to promote from).
+                // A standby whose upstream removed its WAL is stopped first.
+                if let Some(d) = self.member_mut(id).pg.as_mut() {
+                    d.stop(true);
+                }
                 let aside = self.member_mut(id).pg.take();
                 self.summary.reinits += 1;
                 self.clone_from(id, from);
@@ -79,13 +85,14 @@ impl World {
                 }
             }
             Act::Promote => return self.promote(id, office, cluster, peers),
-            Act::Stop { .. } => {
+            Act::Stop { why } => {
                 let m = self.member_mut(id);
                 if let Some(d) = m.pg.as_mut() {
                     d.stop(true);
                 }
                 m.memory.needs_rewind = true;
                 m.memory.not_streaming = 0;
+                m.memory.could_not_follow |= why == StopReason::CannotFollow;
             }
             Act::Rewind { from } => self.rewind_from(id, from),
             Act::SetSynchronous { names } => {
@@ -155,6 +162,7 @@ impl World {
         m.held = true;
         m.memory.needs_rewind = false;
         m.memory.rewind_failures = 0;
+        m.memory.could_not_follow = false;
         m.memory.not_streaming = 0;
     }
 
@@ -186,7 +194,39 @@ impl World {
         );
         match source {
             Some(source) if !failed && clean => {
-                self.copy_from(id, source);
+                let before = self.member(id).memory.clone();
+                let src = self.member(source).pg.as_ref().expect("a running source");
+                let own = self.member(id).pg.as_ref().expect("a stopped server");
+                // Its WAL a prefix of the source's: "no rewind required", nothing
+                // changes (modelled as the copy it amounts to while the source still
+                // holds the rest for it to stream).
+                let no_op = own.wal.follows(&src.wal) && own.wal.len() < src.kept_from;
+                match no_op {
+                    true => {
+                        let m = self.member_mut(id);
+                        if let Some(d) = m.pg.as_mut() {
+                            d.state = State::Standby {
+                                upstream: Some(source),
+                                streaming: false,
+                            };
+                        }
+                        m.memory.needs_rewind = false;
+                        m.memory.not_streaming = 0;
+                    }
+                    false => self.copy_from(id, source),
+                }
+                // Exiting 0 proves nothing for a standby that could not follow: the
+                // attempt counts until it streams (src/node/postgres/manager.rs,
+                // `rewind_and_start`); the old loop reset the count.
+                let old_loop = self.spec.sabotage == Some(Sabotage::NoOpRewindResets);
+                let m = self.member_mut(id);
+                if before.could_not_follow && !old_loop {
+                    m.memory.could_not_follow = true;
+                    m.memory.rewind_failures = before.rewind_failures + 1;
+                } else {
+                    m.memory.rewind_failures = 0;
+                    m.memory.could_not_follow = false;
+                }
                 self.summary.rewinds += 1;
             }
             _ => {

@@ -146,7 +146,7 @@ impl World {
         self.fault(name, id);
     }
 
-    fn fault(&mut self, name: &'static str, id: NodeId) {
+    pub(super) fn fault(&mut self, name: &'static str, id: NodeId) {
         *self.summary.faults.entry(name).or_default() += 1;
         self.event(Event::Fault(format!("{name} ({id})")));
     }

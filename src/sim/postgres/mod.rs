@@ -33,6 +33,10 @@
 //! whose report shows its timeline and branch; a restarted manager rebuilds the set
 //! from the reports alone.
 //!
+//! - WAL retention (`retention`): one slot per member on every server, and a drawn
+//!   removal of the WAL no slot holds; a standby past it must be cloned afresh, not
+//!   rewound for ever.
+//!
 //! Files: `operator` (what a person does after the heal, as the manual says), `server`
 //! (the modelled server, its WAL and branch records), `world` (members,
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
@@ -49,6 +53,7 @@ mod faults;
 mod log;
 mod operator;
 mod replication;
+mod retention;
 mod server;
 mod world;
 
@@ -141,6 +146,17 @@ pub enum Sabotage {
     /// whatever the records and this node's notes say (the tester's empty second
     /// cluster, issue 49).
     SecondInitdb,
+    /// The manager before WAL retention was read: a standby's upstream is never asked
+    /// whether it still holds the WAL the standby needs, so a standby past retention is
+    /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count
+    /// until it streams (`Memory::rewind_failures`), so it is cloned afresh after the
+    /// last: the sweep must still settle (the bound on the loop, alone).
+    WalRemovedUnseen,
+    /// The old loop (issue 49): as `WalRemovedUnseen`, and a rewind that exits 0 resets
+    /// the count of failed rewinds ("no rewind required" for a standby on its
+    /// upstream's timeline), so a standby past retention is stopped, rewound and started
+    /// for ever and never cloned (seed 0, 3 members, quorum).
+    NoOpRewindResets,
 }
 
 /// What to simulate.
@@ -158,6 +174,9 @@ pub struct Spec {
     /// Steps after the last fault (every member back) within which the cluster must
     /// have settled: one primary, every other member streaming from it or out.
     pub settle_steps: u64,
+    /// Draw "WAL removed under the lagging standbys" (src/sim/postgres/retention.rs);
+    /// off replays a seed recorded before it was modelled as it ran then.
+    pub wal_removal: bool,
 }
 
 impl Spec {
@@ -173,6 +192,7 @@ impl Spec {
             sabotage: None,
             fault_steps: 120,
             settle_steps: 60,
+            wal_removal: true,
         }
     }
 }

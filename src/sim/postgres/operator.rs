@@ -4,7 +4,9 @@
 //! another cluster's data; and `bully pg failover --to N --accept-loss` only when no
 //! member's data can satisfy the newest synchronous record any more (its holders'
 //! data dirs were wiped: those commits are destroyed by the fault, not lost by the
-//! decisions).
+//! decisions); and, with no one leading, restarting the node of a member whose manager
+//! gave up (its rewinds failed with `reinit_on_failed_rewind` off: the operator fixed
+//! what failed them).
 
 use super::decisions::foreign;
 use super::log::Event;
@@ -31,6 +33,12 @@ impl World {
             }
         }
         let Some(h) = self.office else {
+            for id in self.data_members().map(|m| m.id).collect::<Vec<_>>() {
+                if self.member(id).memory.out.is_some() {
+                    self.member_mut(id).memory = Default::default();
+                    self.event(Event::Operator(format!("systemctl restart bully on {id}")));
+                }
+            }
             return;
         };
         if !matches!(self.office_of(h.leader), Office::Leading { .. }) {

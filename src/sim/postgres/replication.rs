@@ -1,6 +1,7 @@
 //! Commits, streaming and acknowledgements. The primary writes a few commits a step;
 //! each standby streams from its upstream while its WAL is a prefix of the upstream's
-//! (a standby on another branch, cut off or lagging, does not); a commit is
+//! and the upstream still holds its next position (a standby on another branch, cut
+//! off, lagging or past the upstream's retention does not); a commit is
 //! acknowledged once k of the standbys named in the primary's
 //! `synchronous_standby_names` stream from it and flushed it (k = 0: at once).
 
@@ -50,8 +51,10 @@ impl World {
                 .filter(|&u| u != id && self.reach(id, u))
                 .filter(|&u| {
                     let up = self.member(u).pg.as_ref().filter(|d| d.running());
-                    let own = m.pg.as_ref().map(|d| &d.wal);
-                    up.zip(own).is_some_and(|(up, own)| own.follows(&up.wal))
+                    // Its next position must still be on the upstream (retention.rs).
+                    up.zip(m.pg.as_ref()).is_some_and(|(up, own)| {
+                        own.wal.follows(&up.wal) && own.wal.len() >= up.kept_from
+                    })
                 });
             let streaming = source.is_some() && !lagging;
             let chunk = self.rng.gen_range(1..4);

@@ -134,6 +134,11 @@ pub(super) struct Data {
     pub written: Vec<(u32, u64)>,
     /// PostgreSQL's system identifier, drawn at `initdb` and copied by clones.
     pub system_id: u64,
+    /// Positions below this one were recycled: a standby that needs one cannot stream
+    /// from this server (src/sim/postgres/retention.rs).
+    pub kept_from: usize,
+    /// Its replication slots (`pg_replslot`, not copied by a clone or a rewind).
+    pub slots: super::retention::Slots,
 }
 
 impl Data {
@@ -152,6 +157,8 @@ impl Data {
             pending: Vec::new(),
             branches: Vec::new(),
             written: Vec::new(),
+            kept_from: 0,
+            slots: Default::default(),
         }
     }
 
@@ -164,6 +171,7 @@ impl Data {
             names: source.names.clone(),
             branches: source.branches.clone(),
             written: source.written.clone(),
+            kept_from: source.kept_from,
             ..Data::initdb(source.system_id)
         }
     }

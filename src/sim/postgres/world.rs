@@ -4,7 +4,7 @@
 
 use super::decisions::{
     decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Memory, Office,
-    PeerWal, Position, Rules, Server, SyncRecord, SyncView, FAILED_STARTS,
+    PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
 use super::server::{Data, Reading, State};
@@ -151,6 +151,8 @@ pub(super) struct World {
     /// The system identifier of the first server promoted: every later primary must
     /// have it (one cluster, never a second `initdb`'s).
     pub served_system: Option<u64>,
+    /// WAL retention's own draws (src/sim/postgres/retention.rs).
+    pub retention: super::retention::Retention,
 }
 
 impl World {
@@ -191,6 +193,7 @@ impl World {
             healed_at: None,
             next_system_id: 1,
             served_system: None,
+            retention: super::retention::Retention::new(seed),
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -377,6 +380,7 @@ impl World {
         self.renew_office();
         self.commit();
         self.replicate();
+        self.retain(faults);
         self.acknowledge();
         self.check_one_primary()?;
         let reading = self.reading();
@@ -515,6 +519,7 @@ impl World {
             _ => Vec::new(),
         };
         let on_time = self.on_time(&server, office);
+        let removed = self.wal_removed_seen(id, &server, office, &cluster);
         let rules = self.rules;
         let reported = match self.reading() {
             Reading::TimelineNumbers => Reading::Lineage,
@@ -553,6 +558,12 @@ impl World {
                 m.held = true;
             }
         }
+        // As src/node/postgres/manager.rs `remember`: streaming proves a rejoin worked.
+        if on_time == Some(true) {
+            m.memory.rewind_failures = 0;
+            m.memory.could_not_follow = false;
+        }
+        m.memory.wal_removed = removed;
         let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
         if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
             let (own, peers) = (r.wal, peers.clone());
@@ -560,7 +571,9 @@ impl World {
         }
         let Decision { act, eligible } = self.sabotaged(id, decision, office, &server, &cluster);
         self.member_mut(id).eligible = eligible;
-        self.apply(id, office, act, &cluster, &peers)
+        self.apply(id, office, act, &cluster, &peers)?;
+        self.keep_slots(id, &cluster);
+        Ok(())
     }
 
     /// How branches are read: from the records along the timeline's history, or every
@@ -672,8 +685,12 @@ impl World {
                     && memory.needs_rewind
                     && !cluster.leader_primary =>
             {
-                let why = "a former primary stops cleanly for its rewind";
-                (Act::Stop { why: why.into() }, false)
+                (
+                    Act::Stop {
+                        why: StopReason::FormerPrimary,
+                    },
+                    false,
+                )
             }
             // ... a stuck standby too ...
             (Act::Wait(_), Some(Sabotage::RewindWaits))
@@ -682,8 +699,12 @@ impl World {
                 }) && memory.not_streaming >= self.rules.stuck_after
                     && !cluster.leader_primary =>
             {
-                let why = "a standby that cannot follow its upstream is rewound";
-                (Act::Stop { why: why.into() }, true)
+                (
+                    Act::Stop {
+                        why: StopReason::CannotFollow,
+                    },
+                    true,
+                )
             }
             // ... and a stopped server to be rewound waited, stopped and ineligible.
             (Act::StartStandby { upstream: None }, Some(Sabotage::RewindWaits))
