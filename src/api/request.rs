@@ -64,6 +64,18 @@ pub enum Request {
     Postgres {
         verb: super::postgres::PgVerb,
     },
+    /// Who leads, confirmed (`bully leader`, docs/design.md#asking-who-leads): a
+    /// coordinator answers for itself; another member passes a `Status` request to the
+    /// coordinator it follows and returns that answer beside its own. Appended last:
+    /// variants are encoded by position.
+    Leader,
+    /// A mutating request (step-down, switchover, a scheduled one or its cancel) that a
+    /// member which does not lead passed on to the coordinator it follows: served where
+    /// it lands, never passed on again, so two members with different views never
+    /// bounce it. Appended last: variants are encoded by position.
+    Forwarded {
+        request: Box<Request>,
+    },
 }
 
 /// What a node answers. A status is the largest answer by far; each answer is built
@@ -79,4 +91,11 @@ pub enum Response {
     Refused(String),
     /// The answer to [`Request::Events`].
     Events(RecentEvents),
+    /// The answer to [`Request::Leader`]: the asked node's own status, and (when it does
+    /// not lead but follows a coordinator) that coordinator's status as the coordinator
+    /// gave it when asked, or why it could not be asked. Appended last.
+    Leader {
+        own: Status,
+        coordinator: Option<Result<Status, String>>,
+    },
 }

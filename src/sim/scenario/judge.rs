@@ -3,7 +3,7 @@
 
 use super::seed_run::Gap;
 use crate::checker::{
-    check_convergence, check_no_overlap_with, check_one_per_term, check_start_delay_where,
+    check_convergence, check_leader_answers, check_no_overlap_with, check_one_per_term, check_start_delay_where,
     check_unique_terms, lease_bound_ms, offices_with, quiet_window, Convergence, Invariant,
     Violation,
 };
@@ -130,6 +130,9 @@ impl Judge {
                     .copied()
                     .unwrap_or_else(|| lease_bound_ms(timing))
             };
+            // Q4 for readers: every answer naming a coordinator lies within its office.
+            let offices = offices_with(history, |node| Some(bound(node)));
+            violations.extend(check_leader_answers(sim.leader_answers(), &offices));
             match sim.forced() {
                 None => {
                     violations.extend(check_no_overlap_with(history, bound));
