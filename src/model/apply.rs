@@ -64,7 +64,7 @@ impl Model {
             if self.up(w, i) && !w.nodes[i].paused && w.nodes[i].awaiting.is_some() {
                 steps.push(Transition::Release(id));
             }
-            if self.config.mode == Mode::Quorum && self.up(w, i) && !w.nodes[i].paused {
+            if self.up(w, i) && !w.nodes[i].paused {
                 steps.push(Transition::Query(id));
             }
             if usize::from(w.asked) < self.config.changes.len()

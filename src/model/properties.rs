@@ -140,7 +140,7 @@ impl Model {
         broken(check_alone_in_office(id, epoch, w.now, in_office))
     }
 
-    /// Q4 for readers when a client asks node `i` who leads (quorum mode): it answers
+    /// Q4 for readers when a client asks node `i` who leads: it answers
     /// by src/protocol/machine/leader_query.rs, reaching the coordinator it follows if
     /// that one is up, not paused and on its side of any cut; a coordinator it names
     /// must read itself in office in that epoch now.

@@ -40,8 +40,8 @@ pub enum Transition {
     /// This node's `on_demoted` (and keepers) ended: the driver releases the epoch its
     /// machine asked it to ([`crate::protocol::Action::AwaitRelease`]).
     Release(NodeId),
-    /// A client asks this node who leads (`bully leader` through it; quorum mode): the
-    /// answer changes nothing, and a coordinator it names must be in office
+    /// A client asks this node who leads (`bully leader` through it): the answer
+    /// changes nothing, and a coordinator it names must be in office
     /// (docs/design.md#asking-who-leads).
     Query(NodeId),
 }

@@ -85,7 +85,7 @@ pub struct Sim {
     forced: Option<Forced>,
     /// When the nodes are next asked who leads (src/sim/queries.rs).
     next_query_at: Millis,
-    /// The answers that named a coordinator (quorum mode).
+    /// The answers that named a coordinator.
     leader_answers: Vec<crate::checker::LeaderAnswer>,
 }
 

@@ -2,13 +2,13 @@
 //! [`QUERY_EVERY_MS`] of virtual time each running, unpaused node is asked, and answers
 //! by the rule the node's API follows (src/protocol/machine/leader_query.rs): for itself
 //! if it leads, else only once the coordinator it follows, reached over a working link
-//! and not paused, confirms its office. In quorum mode every answer that names a node is
-//! kept, for the judge to check against the offices of the history
-//! (`checker::check_leader_answers`).
+//! and not paused, confirms its office. Every answer that names a node is kept, for the
+//! judge to check against the offices of the history (`checker::check_leader_answers`;
+//! in classic mode an office ends only when its holder notices).
 
 use super::Sim;
 use crate::checker::LeaderAnswer;
-use crate::protocol::{Millis, Mode, NodeId, SelfReport};
+use crate::protocol::{Millis, NodeId, SelfReport};
 
 /// How often (virtual ms) every node is asked: several times per heartbeat, so an answer
 /// falls in every gap between a coordinator's death and its followers' suspicion.
@@ -18,9 +18,6 @@ impl Sim {
     /// Asks every node at each query time up to and including `until` not yet asked.
     /// Called before the event at `until` runs: the state seen is the one up to it.
     pub(super) fn ask_who_leads_until(&mut self, until: Millis) {
-        if self.config.mode != Mode::Quorum {
-            return;
-        }
         while self.next_query_at <= until {
             let at = self.next_query_at.max(self.now);
             self.next_query_at = at + QUERY_EVERY_MS;
@@ -55,7 +52,7 @@ impl Sim {
         machine.leader_answer(node.local(self.now), ask)
     }
 
-    /// Every answer naming a coordinator that the queries got so far (quorum mode).
+    /// Every answer naming a coordinator that the queries got so far.
     pub fn leader_answers(&self) -> &[LeaderAnswer] {
         &self.leader_answers
     }

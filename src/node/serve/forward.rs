@@ -7,30 +7,45 @@
 use super::switchover::{ask_member, PeerApis};
 use crate::api::{Request, Response, Status};
 use crate::client::STEP_DOWN_TIMEOUT;
-use crate::protocol::Role;
+use crate::protocol::{NodeId, Role};
 use std::time::Duration;
 
-/// How long a follower waits for the coordinator's own status when asked who leads: a
-/// coordinator that takes longer is reported as not answering.
-const CONFIRM_WITHIN: Duration = Duration::from_secs(1);
+/// How long a follower waits for the coordinator's own status when asked who leads,
+/// connecting included: a coordinator that takes longer is reported as not answering
+/// (well inside a client's default 2 s timeout).
+const CONFIRM_WITHIN: Duration = Duration::from_millis(500);
 
 /// The answer to [`Request::Leader`] from a node whose status is `now`: its own status,
 /// and, if it follows a coordinator, that coordinator's status as it answers now (read
 /// against its own lease, Q4), or why it could not be asked.
 pub async fn leader(members: &PeerApis, now: Status) -> Response {
     let coordinator = match (now.role, now.coordinator()) {
-        (Role::Follower, Some(id)) => Some(
-            match ask_member(members, &now, id, Request::Status, CONFIRM_WITHIN).await {
-                Ok(Response::Status(theirs)) => Ok(theirs),
-                Ok(other) => Err(format!("coordinator {id} answered {other:?}")),
-                Err(e) => Err(format!("coordinator {id} did not answer node {}: {e}", now.id)),
-            },
-        ),
+        (Role::Follower, Some(id)) => Some(confirmation(members, &now, id).await),
         _ => None,
     };
     Response::Leader {
         own: now,
         coordinator,
+    }
+}
+
+/// Coordinator `id`'s own status, asked by the node whose status is `now` (at once
+/// refused when its link to `id` is down), or why there is none.
+async fn confirmation(members: &PeerApis, now: &Status, id: NodeId) -> Result<Status, String> {
+    let link_up = now.peers.iter().any(|p| p.id == id && p.connected);
+    if !link_up {
+        return Err(format!("node {} has no link to coordinator {id}", now.id));
+    }
+    let asked = ask_member(members, now, id, Request::Status, CONFIRM_WITHIN);
+    match tokio::time::timeout(CONFIRM_WITHIN, asked).await {
+        Ok(Ok(Response::Status(theirs))) => Ok(theirs),
+        Ok(Ok(other)) => Err(format!("coordinator {id} answered {other:?}")),
+        Ok(Err(e)) => Err(format!("coordinator {id} did not answer node {}: {e}", now.id)),
+        Err(_) => Err(format!(
+            "coordinator {id} did not answer node {} within {} ms",
+            now.id,
+            CONFIRM_WITHIN.as_millis()
+        )),
     }
 }
 
