@@ -86,7 +86,11 @@ async fn through_followers_then_after_a_kill(mode: Mode) {
     );
     t.wait_for_leader(&[1, 2], 2, AGREE).await;
     let (named, text) = leader_through(&t, &[1]);
-    assert_eq!(named, Some(2), "{mode}: the new coordinator through node 1: {text}");
+    assert_eq!(
+        named,
+        Some(2),
+        "{mode}: the new coordinator through node 1: {text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

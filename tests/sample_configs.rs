@@ -80,7 +80,12 @@ fn the_stated_relation_of_d_and_the_heartbeat_is_the_one_validated() {
                 ..Timing::default()
             };
             let at = timing(n * heartbeat_ms);
-            assert_eq!(at.validate(), Ok(()), "{}: D = {n} x {heartbeat_ms}", file.display());
+            assert_eq!(
+                at.validate(),
+                Ok(()),
+                "{}: D = {n} x {heartbeat_ms}",
+                file.display()
+            );
             let below = timing(n * heartbeat_ms - 1);
             assert!(
                 below.validate().is_err(),

@@ -23,7 +23,10 @@ async fn step_down_hands_over_and_the_node_returns_after_its_period() {
     let first = t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
 
     phase("node 3 steps down for 3 s, asked through follower 1's config: node 2 takes over");
-    assert_eq!(status(&t, 1).await.unwrap().role, bully::protocol::Role::Follower);
+    assert_eq!(
+        status(&t, 1).await.unwrap().role,
+        bully::protocol::Role::Follower
+    );
     let asked = Instant::now();
     let output = std::process::Command::new(common::binary())
         .arg("step-down")
@@ -40,7 +43,10 @@ async fn step_down_hands_over_and_the_node_returns_after_its_period() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(text.contains("node 2 took over"), "{text}");
-    assert!(text.contains("coordinator 3 (asked through node 1)"), "{text}");
+    assert!(
+        text.contains("coordinator 3 (asked through node 1)"),
+        "{text}"
+    );
     eprintln!("switchover answered in {switchover:?}: {text}");
     let second = t.wait_for_leader(&[1, 2, 3], 2, AGREE).await;
     assert!(second > first);

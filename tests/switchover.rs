@@ -85,7 +85,10 @@ async fn switchover(mode: Mode) {
     primary::phase("switchover 4 -> 2 through node 3's config: node 3 stands aside, node 2 leads");
     let (ok, text) = step_down_to(&t, 3, 2);
     assert!(ok && text.contains("node 2 took over"), "{text}");
-    assert!(text.contains("coordinator 4 (asked through node 3)"), "{text}");
+    assert!(
+        text.contains("coordinator 4 (asked through node 3)"),
+        "{text}"
+    );
     t.wait_for_leader(&[1, 2, 3, 4], 2, AGREE).await;
     for id in [3, 4] {
         let s = t.cluster.status(id, AGREE).await.unwrap();

@@ -22,7 +22,9 @@ pub struct LeaderAnswer {
 pub fn check_leader_answers(answers: &[LeaderAnswer], offices: &[Office]) -> Vec<Violation> {
     let covered = |a: &LeaderAnswer| {
         offices.iter().any(|o| {
-            o.node == a.epoch.leader && o.epoch == a.epoch && o.from_ms <= a.at_ms
+            o.node == a.epoch.leader
+                && o.epoch == a.epoch
+                && o.from_ms <= a.at_ms
                 && a.at_ms <= o.until_ms
         })
     };
@@ -81,13 +83,17 @@ mod tests {
     #[test]
     fn an_answer_inside_the_named_office_passes_and_one_after_it_fails() {
         let office = Office::for_test(3, 100, 400);
-        assert!(check_leader_answers(&[answer(3, 100, 100), answer(3, 100, 400)], &[office])
-            .is_empty());
+        assert!(
+            check_leader_answers(&[answer(3, 100, 100), answer(3, 100, 400)], &[office]).is_empty()
+        );
         let late = check_leader_answers(&[answer(3, 100, 401)], &[office]);
         assert_eq!(late.len(), 1, "{late:?}");
         assert_eq!(late[0].invariant, Invariant::LeaderAnswer);
         // The right node in the wrong epoch is not covered either.
-        assert_eq!(check_leader_answers(&[answer(3, 7, 200)], &[office]).len(), 1);
+        assert_eq!(
+            check_leader_answers(&[answer(3, 7, 200)], &[office]).len(),
+            1
+        );
     }
 
     #[test]

@@ -189,7 +189,6 @@ where
     }
 }
 
-
 /// Asks every endpoint at once. With `all`, waits for every answer (up to `timeout`);
 /// otherwise returns [`AFTER_FIRST`] after the first status arrives. Answers come in
 /// arrival order (the first is the one to report); endpoints that did not answer in

@@ -159,7 +159,10 @@ fn followers_view(replies: &[Reply]) -> Verdict {
         coordinator,
         epoch,
         mode,
-        by: by.iter().map(|r| (r.own.id, r.own.heartbeat_age_ms)).collect(),
+        by: by
+            .iter()
+            .map(|r| (r.own.id, r.own.heartbeat_age_ms))
+            .collect(),
         age_ms,
         promise_ms,
         why,
@@ -416,7 +419,10 @@ mod tests {
         assert_eq!((seen.age_ms, seen.promise_ms), (Some(5), Some(595)));
         let line = text(&verdict);
         assert!(line.contains("did not answer node 1"), "{line}");
-        assert!(line.contains("no other node can lead for 595 ms more"), "{line}");
+        assert!(
+            line.contains("no other node can lead for 595 ms more"),
+            "{line}"
+        );
         assert_eq!(json(&verdict)["coordinator"], serde_json::Value::Null);
         assert_eq!(json(&verdict)["stale"]["coordinator"], 5);
     }

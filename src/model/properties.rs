@@ -5,8 +5,8 @@
 
 use super::{Model, World};
 use crate::checker::{
-    check_accepted_rises, check_alone_in_office, check_answer_in_office, check_declares_anew, check_elected_by_data,
-    check_term_rises, InOffice, Invariant, Violation,
+    check_accepted_rises, check_alone_in_office, check_answer_in_office, check_declares_anew,
+    check_elected_by_data, check_term_rises, InOffice, Invariant, Violation,
 };
 use crate::protocol::{Cells, Epoch, Member, Mode, Role, SelfReport};
 

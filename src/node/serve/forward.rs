@@ -40,7 +40,10 @@ async fn confirmation(members: &PeerApis, now: &Status, id: NodeId) -> Result<St
     match tokio::time::timeout(CONFIRM_WITHIN, asked).await {
         Ok(Ok(Response::Status(theirs))) => Ok(theirs),
         Ok(Ok(other)) => Err(format!("coordinator {id} answered {other:?}")),
-        Ok(Err(e)) => Err(format!("coordinator {id} did not answer node {}: {e}", now.id)),
+        Ok(Err(e)) => Err(format!(
+            "coordinator {id} did not answer node {}: {e}",
+            now.id
+        )),
         Err(_) => Err(format!(
             "coordinator {id} did not answer node {} within {} ms",
             now.id,
@@ -75,7 +78,12 @@ pub async fn to_coordinator(members: &PeerApis, now: &Status, request: Request) 
     let forwarded = Request::Forwarded {
         request: Box::new(request),
     };
-    let through = |text: String| format!("coordinator {coordinator} (asked through node {}): {text}", now.id);
+    let through = |text: String| {
+        format!(
+            "coordinator {coordinator} (asked through node {}): {text}",
+            now.id
+        )
+    };
     match ask_member(members, now, coordinator, forwarded, STEP_DOWN_TIMEOUT).await {
         Ok(Response::Done(text)) => Response::Done(through(text)),
         Ok(Response::Refused(text)) => Response::Refused(through(text)),

@@ -38,7 +38,9 @@ impl Machine {
         }
         let followed = view.epoch.filter(|_| view.role == Role::Follower)?;
         if self.config.has(Flaw::FollowerWindow) {
-            return self.heard_within_old_window(followed, now).then_some(followed);
+            return self
+                .heard_within_old_window(followed, now)
+                .then_some(followed);
         }
         let report = ask(followed.leader)?;
         confirmed(followed.leader, report)

@@ -3,9 +3,9 @@
 
 use super::seed_run::Gap;
 use crate::checker::{
-    check_convergence, check_leader_answers, check_no_overlap_with, check_one_per_term, check_start_delay_where,
-    check_unique_terms, lease_bound_ms, offices_with, quiet_window, Convergence, Invariant,
-    Violation,
+    check_convergence, check_leader_answers, check_no_overlap_with, check_one_per_term,
+    check_start_delay_where, check_unique_terms, lease_bound_ms, offices_with, quiet_window,
+    Convergence, Invariant, Violation,
 };
 use crate::history::Entry;
 use crate::protocol::{Millis, Mode, NodeId, Preempt, Role, Timing};
