@@ -94,9 +94,9 @@ impl Client {
     /// Who leads, as this node answers [`Request::Leader`]: its own status, and the
     /// status of the coordinator it follows as that coordinator gave it (or why it could
     /// not be asked).
-    pub async fn leader(&self) -> Result<(Status, Option<Result<Status, String>>), ClientError> {
+    pub async fn leader(&self) -> Result<crate::api::LeaderReply, ClientError> {
         match self.call(Request::Leader).await? {
-            Response::Leader { own, coordinator } => Ok((own, coordinator)),
+            Response::Leader(reply) => Ok(reply),
             other => Err(self.unexpected(other)),
         }
     }

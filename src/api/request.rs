@@ -91,11 +91,15 @@ pub enum Response {
     Refused(String),
     /// The answer to [`Request::Events`].
     Events(RecentEvents),
-    /// The answer to [`Request::Leader`]: the asked node's own status, and (when it does
-    /// not lead but follows a coordinator) that coordinator's status as the coordinator
-    /// gave it when asked, or why it could not be asked. Appended last.
-    Leader {
-        own: Status,
-        coordinator: Option<Result<Status, String>>,
-    },
+    /// The answer to [`Request::Leader`]. Appended last.
+    Leader(LeaderReply),
+}
+
+/// A member's answer to [`Request::Leader`]: its own status and, when it does not lead
+/// but follows a coordinator, that coordinator's status as the coordinator gave it when
+/// asked (`Err`: why it could not be asked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderReply {
+    pub own: Status,
+    pub coordinator: Option<Result<Status, String>>,
 }

@@ -22,14 +22,8 @@ use crate::client::Client;
 use crate::protocol::{Epoch, Mode, NodeId, Role, Timing};
 use std::process::ExitCode;
 
-/// One member's answer to a leader query: its own status and, if it follows a
-/// coordinator, that coordinator's status as the coordinator gave it (`Err`: why it
-/// could not be asked).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub own: Status,
-    pub coordinator: Option<Result<Status, String>>,
-}
+/// One member's answer to a leader query (src/api/request.rs).
+pub use crate::api::LeaderReply as Reply;
 
 /// What the answers say about the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,11 +178,7 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
     let answers = endpoints::ask_all_with(&targets, args.timeout, false, ask).await;
     let replies: Vec<Reply> = answers
         .iter()
-        .filter_map(|a| a.status.as_ref().ok())
-        .map(|(own, coordinator)| Reply {
-            own: own.clone(),
-            coordinator: coordinator.clone(),
-        })
+        .filter_map(|a| a.status.as_ref().ok().cloned())
         .collect();
     if replies.is_empty() {
         for answer in &answers {
@@ -213,14 +203,14 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
 
 /// Two nodes that both say they lead (classic mode in a partition) are worth a warning;
 /// followers still catching up are not.
-fn warn_of_two_coordinators(answers: &[Answer<(Status, Option<Result<Status, String>>)>]) {
+fn warn_of_two_coordinators(answers: &[Answer<Reply>]) {
     let statuses: Vec<Answer> = answers
         .iter()
         .filter_map(|a| {
-            let (own, _) = a.status.as_ref().ok()?;
+            let reply = a.status.as_ref().ok()?;
             Some(Answer {
                 endpoint: a.endpoint.clone(),
-                status: Ok(own.clone()),
+                status: Ok(reply.own.clone()),
             })
         })
         .collect();

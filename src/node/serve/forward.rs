@@ -5,7 +5,7 @@
 //! whole ([`to_coordinator`]), and the answer says which node acted.
 
 use super::switchover::{ask_member, PeerApis};
-use crate::api::{Request, Response, Status};
+use crate::api::{LeaderReply, Request, Response, Status};
 use crate::client::STEP_DOWN_TIMEOUT;
 use crate::protocol::{NodeId, Role};
 use std::time::Duration;
@@ -23,10 +23,10 @@ pub async fn leader(members: &PeerApis, now: Status) -> Response {
         (Role::Follower, Some(id)) => Some(confirmation(members, &now, id).await),
         _ => None,
     };
-    Response::Leader {
+    Response::Leader(LeaderReply {
         own: now,
         coordinator,
-    }
+    })
 }
 
 /// Coordinator `id`'s own status, asked by the node whose status is `now` (at once
