@@ -91,6 +91,16 @@ impl Client {
         }
     }
 
+    /// Who leads, as this node answers [`Request::Leader`]: its own status, and the
+    /// status of the coordinator it follows as that coordinator gave it (or why it could
+    /// not be asked).
+    pub async fn leader(&self) -> Result<crate::api::LeaderReply, ClientError> {
+        match self.call(Request::Leader).await? {
+            Response::Leader(reply) => Ok(reply),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     /// A snapshot of the node's counters (messages by kind, elections, failovers, ...).
     pub async fn metrics(&self) -> Result<MetricsSnapshot, ClientError> {
         match self.call(Request::Metrics).await? {

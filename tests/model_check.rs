@@ -1,8 +1,9 @@
 //! Exhaustive model checking of the real `protocol::Machine` (src/model): every
 //! interleaving of a 3-node cluster, in both modes, within the bounds printed with each
 //! result, plus a smaller bound for 4 nodes with a witness, membership changes asked by
-//! the operator at any point (one change for N = 4, two in a row for N = 3), and
-//! sabotaged machines that must be caught with a counterexample.
+//! the operator at any point (one change for N = 4, two in a row for N = 3), clients
+//! asking any node who leads in every state (`Transition::Query`: a coordinator named
+//! must be in office), and sabotaged machines that must be caught with a counterexample.
 //! `cargo test --test model_check -- --ignored` runs the deep bounds whose figures are
 //! in docs/contributing.md#model-checking-srcmodel-testsmodel_checkrs.
 
@@ -230,6 +231,18 @@ fn three_nodes_classic_with_a_lost_store_holds() {
 #[test]
 fn sabotage_ignoring_the_lease_is_caught() {
     caught("ignore lease", Flaw::IgnoreLease, Invariant::NoOverlap);
+}
+
+/// The sabotage `Flaw::FollowerWindow`: a follower asked who leads names the
+/// coordinator from its own view (heard within D - 2.5 heartbeats) instead of asking it;
+/// the model finds the coordinator crashed or out of office at that moment.
+#[test]
+fn sabotage_answering_from_the_followers_view_is_caught() {
+    caught(
+        "follower window",
+        Flaw::FollowerWindow,
+        Invariant::LeaderAnswer,
+    );
 }
 
 #[test]

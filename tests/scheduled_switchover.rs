@@ -100,8 +100,13 @@ async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_run
         (200, Some(plan)),
         "/status shows the schedule"
     );
-    let (ok, said) = step_down(&t, 3, &["--cancel"]).await;
+    // Through a follower's config: node 1 passes the cancel on to coordinator 3.
+    let (ok, said) = step_down(&t, 1, &["--cancel"]).await;
     assert!(ok && said.contains("cancelled"), "{said}");
+    assert!(
+        said.contains("coordinator 3 (asked through node 1)"),
+        "{said}"
+    );
     assert_eq!(scheduled(&t, 3).await, None);
     let (_, body) = primary::http_get(http, "/status")
         .await
@@ -117,8 +122,13 @@ async fn a_scheduled_switchover_waits_for_its_time_and_a_cancelled_one_never_run
     assert!(declarations(&t, 2).is_empty(), "a cancelled switchover ran");
 
     // Scheduled and held: node 2 leads, declared no earlier than the time.
-    let (ok, said) = step_down(&t, 3, &["--to", "2", "--at", "+4s", "--for", "60s"]).await;
+    // Through a follower's config again: node 1 passes it on, coordinator 3 holds it.
+    let (ok, said) = step_down(&t, 1, &["--to", "2", "--at", "+4s", "--for", "60s"]).await;
     assert!(ok && said.contains("scheduled"), "{said}");
+    assert!(
+        said.contains("coordinator 3 (asked through node 1)"),
+        "{said}"
+    );
     let plan = scheduled(&t, 3)
         .await
         .expect("the schedule shows in status");

@@ -1,7 +1,8 @@
 //! `bully step-down --to N` on real processes, both modes: four nodes, node 1 a
 //! witness. Refused with the reason for an unknown node, the coordinator itself, a
 //! witness, an unreachable node and an ineligible one; a switchover from node 4 to
-//! node 2 makes node 3 stand aside, and when node 2 stops, the nodes held back are
+//! node 2, asked through node 3's config (a follower passes it on), makes node 3 stand
+//! aside, and when node 2 stops, the nodes held back are
 //! released at once (well before their period ends) and node 4 leads again.
 
 mod common;
@@ -81,9 +82,13 @@ async fn switchover(mode: Mode) {
     t.cluster.start(3).unwrap();
     t.wait_for_leader(&[1, 2, 3, 4], 4, AGREE).await;
 
-    primary::phase("switchover 4 -> 2: node 3 stands aside, node 2 leads");
-    let (ok, text) = step_down_to(&t, 4, 2);
+    primary::phase("switchover 4 -> 2 through node 3's config: node 3 stands aside, node 2 leads");
+    let (ok, text) = step_down_to(&t, 3, 2);
     assert!(ok && text.contains("node 2 took over"), "{text}");
+    assert!(
+        text.contains("coordinator 4 (asked through node 3)"),
+        "{text}"
+    );
     t.wait_for_leader(&[1, 2, 3, 4], 2, AGREE).await;
     for id in [3, 4] {
         let s = t.cluster.status(id, AGREE).await.unwrap();

@@ -31,5 +31,5 @@ pub use counters::{Histogram, HookCounts, MetricsSnapshot, HOOK_NAMES};
 pub use health::{HealthState, UnknownHealthState};
 pub use ineligible::{Ineligible, GIVEN_UP_NOTE};
 pub use pause::Pause;
-pub use request::{Request, Response};
+pub use request::{LeaderReply, Request, Response};
 pub use status::{Estimate, PeerState, ScheduledSwitchover, Status};

@@ -70,6 +70,18 @@ pub enum Request {
     PgSync {
         keep: Option<crate::postgres_rules::SyncRecord>,
     },
+    /// Who leads, confirmed (`bully leader`, docs/design.md#asking-who-leads): a
+    /// coordinator answers for itself; another member passes a `Status` request to the
+    /// coordinator it follows and returns that answer beside its own. Appended last:
+    /// variants are encoded by position.
+    Leader,
+    /// A mutating request (step-down, switchover, a scheduled one or its cancel) that a
+    /// member which does not lead passed on to the coordinator it follows: served where
+    /// it lands, never passed on again, so two members with different views never
+    /// bounce it. Appended last: variants are encoded by position.
+    Forwarded {
+        request: Box<Request>,
+    },
 }
 
 /// What a node answers. A status is the largest answer by far; each answer is built
@@ -87,4 +99,15 @@ pub enum Response {
     Events(RecentEvents),
     /// The answer to [`Request::PgSync`]: the record the node keeps.
     PgSync(Option<crate::postgres_rules::SyncRecord>),
+    /// The answer to [`Request::Leader`]. Appended last.
+    Leader(LeaderReply),
+}
+
+/// A member's answer to [`Request::Leader`]: its own status and, when it does not lead
+/// but follows a coordinator, that coordinator's status as the coordinator gave it when
+/// asked (`Err`: why it could not be asked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderReply {
+    pub own: Status,
+    pub coordinator: Option<Result<Status, String>>,
 }

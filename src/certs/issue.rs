@@ -19,8 +19,10 @@ use std::path::{Path, PathBuf};
 /// Common name of the CA, so `openssl x509 -text` shows what the file is.
 const CA_COMMON_NAME: &str = "bully cluster CA";
 
-/// Certificates are valid this many years from the start of last year; rotation is a
-/// re-issue with `--replace` (there is no revocation in a closed cluster CA).
+/// Certificates are valid from 1 January of last year to 1 January this many years after
+/// this year: 19 to 20 years from the day of issue (19.1 for one issued in late
+/// November); rotation is a re-issue with `--replace` (there is no revocation in a
+/// closed cluster CA).
 const VALID_YEARS: i32 = 20;
 
 /// Mode of node and client keys: the owner (root, who installs them) writes, the

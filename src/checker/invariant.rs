@@ -31,6 +31,10 @@ pub enum Invariant {
     /// (docs/design.md#i8-elected-by-data). Checked by the model checker and the
     /// simulator, which see every node's estimate.
     ElectedByData,
+    /// Q4 for readers (quorum mode, docs/design.md#asking-who-leads): an answer to "who
+    /// leads?" that names X at time t comes from within X's office. Checked by the
+    /// simulator and the model checker, which ask at every step.
+    LeaderAnswer,
     /// Not in docs/design.md's list: two nodes held different member lists under one
     /// identity (`ConfigId`), so "newer list" no longer names one list
     /// (src/protocol/membership.rs). Found by the simulator, which sees every stored list.
@@ -53,6 +57,7 @@ impl fmt::Display for Invariant {
             Invariant::OnePerTerm => "I7 one coordinator per term",
             Invariant::MajorityReached => "Q6 majority reached before raising the term",
             Invariant::ElectedByData => "I8 elected by data",
+            Invariant::LeaderAnswer => "Q4 an answer naming a coordinator lies within its office",
             Invariant::ListIdentity => "one member list per identity",
             Invariant::Protocol => "machine contract",
         })

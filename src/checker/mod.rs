@@ -15,6 +15,8 @@
 //!   ([`convergence_deadline`]).
 //! - [`check_no_overlap`] / [`check_one_per_term`]: I6 and I7 of quorum mode, from the
 //!   machine's own `Established`/`Demoted` facts ([`offices`]).
+//! - [`check_leader_answers`]: Q4 for readers in quorum mode, an answer to "who leads?"
+//!   naming X at t lies within X's office (the model's form: [`check_answer_in_office`]).
 //!
 //! One step at a time, for the drivers that see each node's state (the simulator, the
 //! model checker): [`check_accepted_rises`] (I1) and [`check_term_rises`] (I2) on a
@@ -29,6 +31,7 @@ mod convergence;
 mod durability;
 mod elected_by_data;
 mod invariant;
+mod leader_answers;
 mod lists;
 mod office;
 mod safety;
@@ -43,6 +46,7 @@ pub use convergence::{check_convergence, convergence_deadline, Convergence, Lead
 pub use durability::{check_crash, check_send};
 pub use elected_by_data::{check_elected_by_data, Rank};
 pub use invariant::{Invariant, Violation};
+pub use leader_answers::{check_answer_in_office, check_leader_answers, LeaderAnswer};
 pub use lists::ListIdentity;
 pub use office::{
     check_alone_in_office, check_no_overlap, check_no_overlap_with, check_one_per_term,

@@ -48,11 +48,12 @@ pub struct Targets {
     pub tls: TlsFiles,
 }
 
-/// One node's answer, or why there was none.
+/// One node's answer (its status, unless another question was asked), or why there was
+/// none.
 #[derive(Debug)]
-pub struct Answer {
+pub struct Answer<T = Status> {
     pub endpoint: Endpoint,
-    pub status: Result<Status, AskError>,
+    pub status: Result<T, AskError>,
 }
 
 /// Why the flags name no node to ask, or no certificate to ask with.
@@ -188,26 +189,37 @@ where
     }
 }
 
-async fn ask(endpoint: Endpoint, tls: TlsFiles, timeout: Duration) -> Answer {
-    let status = ask_with(&endpoint, &tls, timeout, |client| async move {
-        client.status().await
-    })
-    .await;
-    Answer { endpoint, status }
-}
-
 /// Asks every endpoint at once. With `all`, waits for every answer (up to `timeout`);
 /// otherwise returns [`AFTER_FIRST`] after the first status arrives. Answers come in
 /// arrival order (the first is the one to report); endpoints that did not answer in
 /// time are listed with an error.
 pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Answer> {
+    let status = |client: Client| async move { client.status().await };
+    ask_all_with(targets, timeout, all, status).await
+}
+
+/// [`ask_all`] with another question: `call` on each endpoint at once.
+pub async fn ask_all_with<T, F, Fut>(
+    targets: &Targets,
+    timeout: Duration,
+    all: bool,
+    call: F,
+) -> Vec<Answer<T>>
+where
+    T: Send + 'static,
+    F: Fn(Client) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, ClientError>> + Send,
+{
     let mut pending = JoinSet::new();
     for (i, endpoint) in targets.endpoints.iter().enumerate() {
-        let (endpoint, tls) = (endpoint.clone(), targets.tls.clone());
-        pending.spawn(async move { (i, ask(endpoint, tls, timeout).await) });
+        let (endpoint, tls, call) = (endpoint.clone(), targets.tls.clone(), call.clone());
+        pending.spawn(async move {
+            let status = ask_with(&endpoint, &tls, timeout, call).await;
+            (i, Answer { endpoint, status })
+        });
     }
     let mut deadline = Instant::now() + timeout;
-    let mut answers: Vec<(usize, Answer)> = Vec::new();
+    let mut answers: Vec<(usize, Answer<T>)> = Vec::new();
     while !pending.is_empty() {
         let next = tokio::time::timeout_at(deadline, pending.join_next()).await;
         let Ok(Some(Ok((i, answer)))) = next else {

@@ -1,34 +1,44 @@
-//! `bully leader`: which node leads, from the answers of every endpoint (with
-//! `--config`, the node and all its peers), judged so that a deposed coordinator is not
-//! named once its lease may have run out.
+//! `bully leader`: which node leads, asked of every endpoint at once (with `--config`,
+//! the node and all its peers), each answering read-index style
+//! (docs/design.md#asking-who-leads, src/node/serve/forward.rs): a coordinator answers
+//! for itself, read against its own lease (Q4); any other member asks the coordinator it
+//! follows and returns that answer beside its own.
 //!
 //! The rule, in order:
-//! 1. A node that says it is coordinator counts first: it reads its role against its
-//!    own lease (see [`crate::api::Status::as_of`]), so its word is the best there is.
+//! 1. A coordinator that said it leads, to us or to a member that asked it for us,
+//!    counts first: its word is read against its own lease at the moment it answered.
 //!    Two of them (classic mode in a partition): the higher epoch, with a warning.
-//! 2. If the coordinator the followers name answered and is *not* coordinator, its own
-//!    word overrules theirs.
-//! 3. Otherwise the followers' view counts only while it is fresh (see [`fresh_ms`]) and,
-//!    in quorum mode, only when enough fresh followers saw it to have made the lease
-//!    (a majority with the coordinator itself). A stale view is reported with its age as
-//!    unknown (exit 1).
+//! 2. Otherwise, in quorum mode nobody is named (exit 1): the followers' view is
+//!    reported with its age and why the coordinator did not confirm. A follower's view
+//!    alone cannot say whether the coordinator died a moment after its last heartbeat.
+//! 3. In classic mode, which has no lease, the followers' view is named (exit 0) while
+//!    it is younger than D, the age at which they would suspect the coordinator
+//!    themselves, unless the coordinator answered that it does not lead.
 
 use super::endpoints::{self, Answer};
 use super::{print_json, QueryArgs};
 use crate::api::Status;
-use crate::protocol::membership::majority_of;
+use crate::client::Client;
 use crate::protocol::{Epoch, Mode, NodeId, Role, Timing};
 use std::process::ExitCode;
+
+/// One member's answer to a leader query (src/api/request.rs).
+pub use crate::api::LeaderReply as Reply;
 
 /// What the answers say about the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// The coordinator itself answered that it leads, under its lease.
-    Itself(Box<Status>),
-    /// The coordinator did not answer; fresh followers vouch for it.
+    /// The coordinator said it leads, under its lease: to us (`through` empty) or to
+    /// the members in `through`, which asked it for us.
+    Confirmed {
+        status: Box<Status>,
+        through: Vec<NodeId>,
+    },
+    /// Classic mode: the coordinator did not confirm, and followers whose view is
+    /// younger than D name it.
     Followers(Seen),
-    /// Followers name a coordinator, but their view is too old (or too few hold it) to
-    /// be sure its lease has not run out, or the coordinator said it does not lead.
+    /// Followers name a coordinator that did not confirm it leads (quorum mode), or
+    /// whose view is too old (classic mode), or that said it does not lead.
     Stale(Seen),
     /// Nobody names a coordinator.
     Unknown,
@@ -44,67 +54,111 @@ pub struct Seen {
     pub by: Vec<(NodeId, Option<u64>)>,
     /// The youngest lag among them (ms since the newest heartbeat any of them got).
     pub age_ms: Option<u64>,
+    /// How long the youngest follower's promise still keeps any other coordinator out
+    /// (quorum mode: D after its last ack).
+    pub promise_ms: Option<u64>,
     /// Why the view does not count, when it does not.
     pub why: Option<String>,
 }
 
-/// How long after its last heartbeat a follower's view counts: `D - 2.5 heartbeat`.
-/// The coordinator's lease lasts `D - heartbeat` after the newest heartbeat a majority
-/// acked (src/protocol/lease.rs); a pause can strike before the acks of the last one
-/// arrive, losing a heartbeat period, and half a period more covers the heartbeat's
-/// flight and the clocks' drift. Always at least 1 ms (the config keeps D > 2 heartbeat).
-pub fn fresh_ms(timing: &Timing) -> u64 {
-    timing
-        .suspect_after_ms
-        .saturating_sub(2 * timing.heartbeat_ms + timing.heartbeat_ms / 2)
-        .max(1)
+/// Classic mode: how long after its last heartbeat a follower's view is named, the D
+/// after which the follower suspects the coordinator itself.
+pub fn classic_fresh_ms(timing: &Timing) -> u64 {
+    timing.suspect_after_ms
 }
 
-/// Judges the statuses that came back (see the module docs).
-pub fn decide(statuses: &[Status]) -> Verdict {
-    let leaders = statuses
+/// Judges the replies that came back (see the module docs).
+pub fn decide(replies: &[Reply]) -> Verdict {
+    let direct = replies
         .iter()
-        .filter(|s| s.role == Role::Coordinator && s.coordinator() == Some(s.id));
-    if let Some(best) = leaders.max_by_key(|s| s.epoch) {
-        return Verdict::Itself(Box::new(best.clone()));
+        .map(|r| (&r.own, None))
+        .filter(|(s, _)| leads(s));
+    let relayed = replies.iter().filter_map(|r| match &r.coordinator {
+        Some(Ok(s)) if leads(s) => Some((s, Some(r.own.id))),
+        _ => None,
+    });
+    let confirmed: Vec<(&Status, Option<NodeId>)> = direct.chain(relayed).collect();
+    if let Some((best, _)) = confirmed.iter().max_by_key(|(s, _)| s.epoch) {
+        let asked_directly = confirmed
+            .iter()
+            .any(|(s, via)| s.id == best.id && via.is_none());
+        let mut through: Vec<NodeId> = confirmed
+            .iter()
+            .filter(|(s, _)| s.id == best.id && !asked_directly)
+            .filter_map(|(_, via)| *via)
+            .collect();
+        through.sort_unstable();
+        through.dedup();
+        return Verdict::Confirmed {
+            status: Box::new((*best).clone()),
+            through,
+        };
     }
-    let followers = statuses
-        .iter()
-        .filter(|s| s.role == Role::Follower && s.coordinator().is_some() && s.epoch.is_some());
-    let Some(newest) = followers.clone().max_by_key(|s| s.epoch) else {
+    followers_view(replies)
+}
+
+/// A node that says it leads: coordinator of its own epoch.
+fn leads(s: &Status) -> bool {
+    s.role == Role::Coordinator && s.coordinator() == Some(s.id)
+}
+
+/// Rules 2 and 3: what the followers say, when no coordinator confirmed.
+fn followers_view(replies: &[Reply]) -> Verdict {
+    let followers = replies.iter().filter(|r| {
+        r.own.role == Role::Follower && r.own.coordinator().is_some() && r.own.epoch.is_some()
+    });
+    let newest = followers.clone().max_by_key(|r| r.own.epoch);
+    let Some((newest, epoch)) = newest.and_then(|r| Some((r, r.own.epoch?))) else {
         return Verdict::Unknown;
     };
-    let (coordinator, epoch) = (newest.coordinator().unwrap_or(0), newest.epoch.unwrap());
-    let by: Vec<&Status> = followers.filter(|s| s.epoch == Some(epoch)).collect();
-    let fresh = by
-        .iter()
-        .filter(|s| s.heartbeat_age_ms.is_some_and(|a| a <= fresh_ms(&s.timing)))
-        .count();
-    let members = newest.peers.len() + 1;
-    let needed = match newest.mode {
-        // The lease needs a majority with the coordinator's own vote.
-        Mode::Quorum => majority_of(members).saturating_sub(1).max(1),
-        Mode::Classic => 1,
-    };
-    let itself = statuses.iter().find(|s| s.id == coordinator);
-    let why = match itself {
-        Some(s) => Some(format!(
+    let coordinator = newest.own.coordinator().unwrap_or(epoch.leader);
+    let by: Vec<&Reply> = followers.filter(|r| r.own.epoch == Some(epoch)).collect();
+    let age_ms = by.iter().filter_map(|r| r.own.heartbeat_age_ms).min();
+    let timing = newest.own.timing;
+    let mode = newest.own.mode;
+    let said_otherwise = by.iter().find_map(|r| match &r.coordinator {
+        Some(Ok(s)) if s.id == coordinator => Some(format!(
             "node {coordinator} answered that it is a {}",
             s.role
         )),
-        None if fresh < needed => Some(format!(
-            "the coordinator did not answer and {fresh} of the {needed} followers needed \
-             heard it within {} ms",
-            fresh_ms(&newest.timing)
-        )),
-        None => None,
+        _ => None,
+    });
+    let unanswered: Vec<String> = by
+        .iter()
+        .filter_map(|r| match &r.coordinator {
+            Some(Err(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    let not_confirmed = match unanswered.is_empty() {
+        true => format!("coordinator {coordinator} did not confirm that it leads"),
+        false => unanswered.join("; "),
     };
+    let fresh = age_ms.is_some_and(|a| a <= classic_fresh_ms(&timing));
+    let why = match (said_otherwise, mode) {
+        (Some(said), _) => Some(said),
+        (None, Mode::Quorum) => Some(not_confirmed),
+        (None, Mode::Classic) if !fresh => Some(format!(
+            "{not_confirmed}, and the followers' view is older than D ({} ms)",
+            classic_fresh_ms(&timing)
+        )),
+        (None, Mode::Classic) => None,
+    };
+    let promise_ms = match mode {
+        Mode::Quorum => age_ms.and_then(|a| timing.suspect_after_ms.checked_sub(a)),
+        Mode::Classic => None,
+    }
+    .filter(|&ms| ms > 0);
     let seen = Seen {
         coordinator,
         epoch,
-        mode: newest.mode,
-        by: by.iter().map(|s| (s.id, s.heartbeat_age_ms)).collect(),
-        age_ms: by.iter().filter_map(|s| s.heartbeat_age_ms).min(),
+        mode,
+        by: by
+            .iter()
+            .map(|r| (r.own.id, r.own.heartbeat_age_ms))
+            .collect(),
+        age_ms,
+        promise_ms,
         why,
     };
     match seen.why {
@@ -120,12 +174,13 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         Ok(targets) => targets,
         Err(code) => return code,
     };
-    let answers = endpoints::ask_all(&targets, args.timeout, false).await;
-    let statuses: Vec<Status> = answers
+    let ask = |client: Client| async move { client.leader().await };
+    let answers = endpoints::ask_all_with(&targets, args.timeout, false, ask).await;
+    let replies: Vec<Reply> = answers
         .iter()
         .filter_map(|a| a.status.as_ref().ok().cloned())
         .collect();
-    if statuses.is_empty() {
+    if replies.is_empty() {
         for answer in &answers {
             if let Err(e) = &answer.status {
                 eprintln!("error: {e}");
@@ -134,28 +189,38 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     warn_of_two_coordinators(&answers);
-    let verdict = decide(&statuses);
+    let verdict = decide(&replies);
     if args.json {
         print_json(&json(&verdict));
     } else {
         println!("{}", text(&verdict));
     }
     match verdict {
-        Verdict::Itself(_) | Verdict::Followers(_) => ExitCode::SUCCESS,
+        Verdict::Confirmed { .. } | Verdict::Followers(_) => ExitCode::SUCCESS,
         Verdict::Stale(_) | Verdict::Unknown => ExitCode::from(1),
     }
 }
 
 /// Two nodes that both say they lead (classic mode in a partition) are worth a warning;
 /// followers still catching up are not.
-fn warn_of_two_coordinators(answers: &[Answer]) {
-    let leading = answers
+fn warn_of_two_coordinators(answers: &[Answer<Reply>]) {
+    let statuses: Vec<Answer> = answers
+        .iter()
+        .filter_map(|a| {
+            let reply = a.status.as_ref().ok()?;
+            Some(Answer {
+                endpoint: a.endpoint.clone(),
+                status: Ok(reply.own.clone()),
+            })
+        })
+        .collect();
+    let leading = statuses
         .iter()
         .filter_map(|a| a.status.as_ref().ok())
         .filter(|s| s.role == Role::Coordinator)
         .count();
     if leading > 1 {
-        if let Some(text) = endpoints::disagreement(answers) {
+        if let Some(text) = endpoints::disagreement(&statuses) {
             eprintln!("warning: {text}");
         }
     }
@@ -164,25 +229,30 @@ fn warn_of_two_coordinators(answers: &[Answer]) {
 /// The one-line answer.
 pub fn text(verdict: &Verdict) -> String {
     match verdict {
-        Verdict::Itself(s) => format!(
-            "{} (epoch {}, fencing token {}, {} mode, answered by the coordinator)",
+        Verdict::Confirmed { status: s, through } => format!(
+            "{} (epoch {}, fencing token {}, {} mode, {})",
             s.id,
             s.epoch.map(|e| e.to_string()).unwrap_or_default(),
             s.token().map(|t| t.to_string()).unwrap_or_default(),
-            s.mode
+            s.mode,
+            match through.is_empty() {
+                true => "answered by the coordinator".to_string(),
+                false => format!("confirmed by the coordinator to {}", nodes_of(through)),
+            }
         ),
         Verdict::Followers(seen) => format!(
             "{} (epoch {}, fencing token {}, {} mode, seen by {}; last heartbeat {} ms ago; \
-             the coordinator did not answer)",
+             not confirmed: {})",
             seen.coordinator,
             seen.epoch,
             seen.epoch.token(),
             seen.mode,
             nodes(&seen.by),
-            seen.age_ms.unwrap_or(0)
+            seen.age_ms.unwrap_or(0),
+            "the coordinator did not answer (classic mode has no lease)"
         ),
         Verdict::Stale(seen) => format!(
-            "no coordinator known for sure: {} named node {} at epoch {} (last heartbeat {}), \
+            "no coordinator known for sure: {} named node {} at epoch {} (last heartbeat {}{}), \
              but {}",
             nodes(&seen.by),
             seen.coordinator,
@@ -190,6 +260,9 @@ pub fn text(verdict: &Verdict) -> String {
             seen.age_ms
                 .map(|a| format!("{a} ms ago"))
                 .unwrap_or_else(|| "never".into()),
+            seen.promise_ms
+                .map(|ms| format!("; no other node can lead for {ms} ms more"))
+                .unwrap_or_default(),
             seen.why.as_deref().unwrap_or("")
         ),
         Verdict::Unknown => "no coordinator known".to_string(),
@@ -197,7 +270,12 @@ pub fn text(verdict: &Verdict) -> String {
 }
 
 fn nodes(by: &[(NodeId, Option<u64>)]) -> String {
-    let ids: Vec<String> = by.iter().map(|(id, _)| id.to_string()).collect();
+    let ids: Vec<NodeId> = by.iter().map(|(id, _)| *id).collect();
+    nodes_of(&ids)
+}
+
+fn nodes_of(ids: &[NodeId]) -> String {
+    let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
     format!(
         "node{} {}",
         if ids.len() > 1 { "s" } else { "" },
@@ -206,15 +284,17 @@ fn nodes(by: &[(NodeId, Option<u64>)]) -> String {
 }
 
 /// The `--json` answer: `coordinator`, `epoch` and `token` are set exactly when the exit
-/// code is 0; `source` says whose word counted; a stale view is under `stale`.
+/// code is 0; `source` says whose word counted (`through`: the members that asked the
+/// coordinator for us); a stale view is under `stale`.
 pub fn json(verdict: &Verdict) -> serde_json::Value {
     match verdict {
-        Verdict::Itself(s) => serde_json::json!({
+        Verdict::Confirmed { status: s, through } => serde_json::json!({
             "coordinator": s.coordinator(),
             "epoch": s.epoch,
             "token": s.token(),
             "mode": s.mode,
             "source": "coordinator",
+            "through": through,
             "node": s.id,
             "role": s.role,
         }),
@@ -238,6 +318,7 @@ pub fn json(verdict: &Verdict) -> serde_json::Value {
                 "epoch": seen.epoch,
                 "followers": seen.by.iter().map(|(id, _)| id).collect::<Vec<_>>(),
                 "heartbeat_age_ms": seen.age_ms,
+                "promise_ms": seen.promise_ms,
                 "why": seen.why,
             },
         }),
@@ -273,68 +354,81 @@ mod tests {
 
     const E5: Epoch = Epoch { term: 4, leader: 5 };
 
-    fn follower(id: NodeId, age: u64) -> Status {
-        node(id, Role::Follower, Some(E5), Some(age), Mode::Quorum)
+    fn leader(mode: Mode) -> Status {
+        node(5, Role::Coordinator, Some(E5), None, mode)
     }
 
-    #[test]
-    fn fresh_is_d_minus_two_and_a_half_heartbeats_and_never_zero() {
-        assert_eq!(fresh_ms(&TIMING), 350);
-        let tight = Timing {
-            heartbeat_ms: 100,
-            suspect_after_ms: 201,
-            ..TIMING
-        };
-        assert_eq!(fresh_ms(&tight), 1);
-    }
-
-    #[test]
-    fn the_coordinators_own_answer_wins_over_older_followers() {
-        let newer = Epoch { term: 6, leader: 4 };
-        let leader = node(4, Role::Coordinator, Some(newer), None, Mode::Quorum);
-        let verdict = decide(&[follower(1, 10), leader.clone(), follower(2, 10)]);
-        assert_eq!(verdict, Verdict::Itself(Box::new(leader)));
-    }
-
-    #[test]
-    fn fresh_followers_of_a_silent_coordinator_count_in_quorum_mode_only_as_a_majority() {
-        // Five members: two fresh followers plus the coordinator make a majority.
-        match decide(&[follower(1, 50), follower(2, 120)]) {
-            Verdict::Followers(seen) => {
-                assert_eq!(
-                    (seen.coordinator, seen.epoch, seen.age_ms),
-                    (5, E5, Some(50))
-                )
-            }
-            other => panic!("{other:?}"),
+    /// Follower `id` of node 5 at lag `age`, with what node 5 told it (if it asked).
+    fn follower(id: NodeId, age: u64, mode: Mode, asked: Option<Result<Status, String>>) -> Reply {
+        Reply {
+            own: node(id, Role::Follower, Some(E5), Some(age), mode),
+            coordinator: asked,
         }
-        // One fresh follower is not enough to have made the lease.
-        assert!(matches!(decide(&[follower(1, 50)]), Verdict::Stale(_)));
-        // In classic mode one fresh follower is.
-        let classic = node(1, Role::Follower, Some(E5), Some(50), Mode::Classic);
-        assert!(matches!(decide(&[classic]), Verdict::Followers(_)));
+    }
+
+    fn unreachable() -> Option<Result<Status, String>> {
+        Some(Err("coordinator 5 did not answer node 1: timed out".into()))
     }
 
     #[test]
-    fn a_stale_view_is_unknown_with_its_age() {
-        let verdict = decide(&[follower(1, 351), follower(2, 400), follower(3, 20)]);
+    fn a_follower_relays_the_coordinators_own_word_whatever_its_heartbeat_age() {
+        for mode in [Mode::Quorum, Mode::Classic] {
+            // 90 ms since the last heartbeat: the old window (D - 2.5 h) threw this away.
+            let reply = follower(1, 590, mode, Some(Ok(leader(mode))));
+            let Verdict::Confirmed { status, through } = decide(&[reply]) else {
+                panic!("{mode}")
+            };
+            assert_eq!((status.id, through), (5, vec![1]));
+        }
+    }
+
+    #[test]
+    fn the_coordinators_own_answer_wins_and_is_not_called_relayed() {
+        let direct = Reply {
+            own: leader(Mode::Quorum),
+            coordinator: None,
+        };
+        let relayed = follower(1, 10, Mode::Quorum, Some(Ok(leader(Mode::Quorum))));
+        let verdict = decide(&[relayed, direct]);
+        let Verdict::Confirmed { status, through } = &verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!((status.id, through.len()), (5, 0));
+        assert!(text(&verdict).contains("answered by the coordinator"));
+    }
+
+    #[test]
+    fn in_quorum_mode_a_fresh_view_is_not_enough_without_the_coordinator() {
+        let verdict = decide(&[
+            follower(1, 5, Mode::Quorum, unreachable()),
+            follower(2, 20, Mode::Quorum, unreachable()),
+        ]);
         let Verdict::Stale(seen) = &verdict else {
             panic!("{verdict:?}")
         };
-        assert_eq!(seen.age_ms, Some(20));
+        assert_eq!((seen.age_ms, seen.promise_ms), (Some(5), Some(595)));
+        let line = text(&verdict);
+        assert!(line.contains("did not answer node 1"), "{line}");
         assert!(
-            text(&verdict).contains("last heartbeat 20 ms ago"),
-            "{}",
-            text(&verdict)
+            line.contains("no other node can lead for 595 ms more"),
+            "{line}"
         );
         assert_eq!(json(&verdict)["coordinator"], serde_json::Value::Null);
         assert_eq!(json(&verdict)["stale"]["coordinator"], 5);
     }
 
     #[test]
+    fn in_classic_mode_the_view_counts_until_the_followers_would_suspect() {
+        let young = follower(1, 599, Mode::Classic, unreachable());
+        assert!(matches!(decide(&[young]), Verdict::Followers(_)));
+        let old = follower(1, 601, Mode::Classic, unreachable());
+        assert!(matches!(decide(&[old]), Verdict::Stale(_)));
+    }
+
+    #[test]
     fn a_coordinator_that_says_it_does_not_lead_overrules_its_followers() {
-        let deposed = node(5, Role::Candidate, None, None, Mode::Quorum);
-        let verdict = decide(&[follower(1, 5), follower(2, 5), follower(3, 5), deposed]);
+        let deposed = node(5, Role::Candidate, None, None, Mode::Classic);
+        let verdict = decide(&[follower(1, 5, Mode::Classic, Some(Ok(deposed)))]);
         let Verdict::Stale(seen) = &verdict else {
             panic!("{verdict:?}")
         };
@@ -346,17 +440,24 @@ mod tests {
 
     #[test]
     fn nobody_naming_a_coordinator_is_unknown() {
-        let candidate = node(1, Role::Candidate, None, None, Mode::Quorum);
+        let candidate = Reply {
+            own: node(1, Role::Candidate, None, None, Mode::Quorum),
+            coordinator: None,
+        };
         assert_eq!(decide(&[candidate]), Verdict::Unknown);
         assert_eq!(json(&Verdict::Unknown)["source"], "none");
     }
 
     #[test]
     fn json_names_the_coordinator_exactly_when_the_exit_is_zero() {
-        let leader = node(5, Role::Coordinator, Some(E5), None, Mode::Quorum);
-        let value = json(&Verdict::Itself(Box::new(leader)));
+        let status = Box::new(leader(Mode::Quorum));
+        let value = json(&Verdict::Confirmed {
+            status,
+            through: vec![2],
+        });
         assert_eq!(value["coordinator"], 5);
         assert_eq!(value["token"], E5.token());
         assert_eq!(value["source"], "coordinator");
+        assert_eq!(value["through"][0], 2);
     }
 }

@@ -16,7 +16,7 @@ pub enum MemberAction {
     List(QueryArgs),
     /// Add node ID listening at ADDR (host:port). It joins as a learner and takes its
     /// seat once it has caught up; start it first, with a certificate from
-    /// `bully certs add ID` and a config listing the members.
+    /// `bully certs add --nodes ID` and a config listing the members.
     Add {
         #[command(flatten)]
         query: QueryArgs,

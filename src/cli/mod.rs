@@ -70,9 +70,11 @@ pub enum Commands {
         #[arg(long)]
         new_cluster: bool,
     },
-    /// Print the coordinator: its own answer if it gives one (all endpoints asked at
-    /// once; with --config the node and its peers), else the followers' view while it is
-    /// fresh. Exit 0: known, 1: none or only a stale view, 2: no answer.
+    /// Print the coordinator, as it says itself under its lease: all endpoints asked at
+    /// once (with --config the node and its peers), and a follower asks the coordinator
+    /// for us, so any member's address will do. Quorum mode names no coordinator that
+    /// did not confirm; classic mode names a follower's view younger than D. Exit 0:
+    /// known, 1: none or only an unconfirmed view, 2: no answer.
     Leader(QueryArgs),
     /// Print a node's role, epoch, coordinator and peers; with --cluster one row per
     /// member.
@@ -99,7 +101,8 @@ pub enum Commands {
     },
     /// Ask the coordinator to stop leading for a while so the next highest takes over,
     /// or with --to N hand over to node N (switchover), now or with --at TIME later;
-    /// --cancel drops a scheduled one.
+    /// --cancel drops a scheduled one. Any member will do: one that does not lead passes
+    /// it on to the coordinator, and the answer names who acted.
     StepDown {
         #[command(flatten)]
         query: QueryArgs,

@@ -78,14 +78,12 @@ pub async fn run(command: &PgCommand) -> ExitCode {
         }
         PgCommand::Failover { query, to, .. } => (query, *to, PgVerb::AcceptLoss),
     };
-    let targets = match endpoints::targets(query, true) {
-        Ok(targets) => targets,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    // The endpoints, then every member their lists name: node N is found from any
+    // member's config or endpoint.
+    let (targets, answers) = match endpoints::ask_cluster(query).await {
+        Ok(found) => found,
+        Err(code) => return code,
     };
-    let answers = endpoints::ask_all(&targets, query.timeout, true).await;
     let Some(answer) = answers
         .iter()
         .find(|a| a.status.as_ref().is_ok_and(|s| s.id == node))

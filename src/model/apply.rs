@@ -64,6 +64,9 @@ impl Model {
             if self.up(w, i) && !w.nodes[i].paused && w.nodes[i].awaiting.is_some() {
                 steps.push(Transition::Release(id));
             }
+            if self.up(w, i) && !w.nodes[i].paused {
+                steps.push(Transition::Query(id));
+            }
             if usize::from(w.asked) < self.config.changes.len()
                 && self.up(w, i)
                 && !w.nodes[i].paused
@@ -155,6 +158,7 @@ impl Model {
                 }
             }
             Transition::Ask(id) => self.ask(&mut w, self.index(id))?,
+            Transition::Query(id) => self.check_query(&w, self.index(id))?,
         }
         self.note_contact(&mut w);
         Ok(w)

@@ -6,8 +6,8 @@
 //! [`Transition`] is one of: deliver the head of a link (lost if the receiver is down or
 //! cut off; waits while it is paused), fire a due timer, advance the clock to the next
 //! deadline of any node, crash, restart, pause, resume, cut a minority off, heal, flip a
-//! node's health, or the operator asking a node for the next membership change of the
-//! model's script (docs/design.md#membership; only a coordinator takes it). Time only
+//! node's health, a client asking a node who leads, or the operator asking a node for
+//! the next membership change of the model's script (docs/design.md#membership; only a coordinator takes it). Time only
 //! moves by `Advance`, so a message can wait in its queue across any number of
 //! advances: delays are arbitrary up to the time bound.
 //!
@@ -26,6 +26,8 @@
 //!   cells do not hold;
 //! - I7 (quorum) one coordinator per term, ever; I6 (quorum) no node becomes
 //!   coordinator while another one's lease is still running;
+//! - Q4 for readers: a client asking any node who leads (`Transition::Query`) is named
+//!   only a coordinator in office at that moment (docs/design.md#asking-who-leads);
 //! - Q6 (quorum) a node raises the term only if a live majority was reachable at some
 //!   point of its election;
 //! - liveness (reported as I5): from every state, once every fault ends (heal,

@@ -5,10 +5,10 @@
 
 use super::{Model, World};
 use crate::checker::{
-    check_accepted_rises, check_alone_in_office, check_declares_anew, check_elected_by_data,
-    check_term_rises, InOffice, Invariant, Violation,
+    check_accepted_rises, check_alone_in_office, check_answer_in_office, check_declares_anew,
+    check_elected_by_data, check_term_rises, InOffice, Invariant, Violation,
 };
-use crate::protocol::{Cells, Epoch, Member, Mode, Role};
+use crate::protocol::{Cells, Epoch, Member, Mode, Role, SelfReport};
 
 /// A rule's verdict as a step's result: `Err` with the violation, if any.
 pub(super) fn broken(violation: Option<Violation>) -> Result<(), Violation> {
@@ -138,5 +138,38 @@ impl Model {
             })
         });
         broken(check_alone_in_office(id, epoch, w.now, in_office))
+    }
+
+    /// Q4 for readers when a client asks node `i` who leads: it answers
+    /// by src/protocol/machine/leader_query.rs, reaching the coordinator it follows if
+    /// that one is up, not paused and on its side of any cut; a coordinator it names
+    /// must read itself in office in that epoch now.
+    pub(super) fn check_query(&self, w: &World, i: usize) -> Result<(), Violation> {
+        let Some(machine) = w.nodes[i].machine.as_ref() else {
+            return Ok(());
+        };
+        let ask = |leader| {
+            let j = self.config.ids.iter().position(|&id| id == leader)?;
+            let m = w.nodes[j].machine.as_ref()?;
+            let reached = !w.nodes[j].paused && self.connected(w, i, j);
+            reached.then(|| SelfReport {
+                role: m.role_at(w.now),
+                epoch: m.view().epoch,
+            })
+        };
+        let Some(epoch) = machine.leader_answer(w.now, ask) else {
+            return Ok(());
+        };
+        let named = self.config.ids.iter().position(|&id| id == epoch.leader);
+        let in_office = named.and_then(|j| {
+            let m = w.nodes[j].machine.as_ref()?;
+            (m.role_at(w.now) == Role::Coordinator).then(|| InOffice {
+                node: epoch.leader,
+                epoch: m.view().epoch,
+                lease_until: m.lease_until(),
+            })
+        });
+        let asked = self.config.ids[i];
+        broken(check_answer_in_office(asked, epoch, w.now, in_office))
     }
 }

@@ -1,6 +1,6 @@
 //! The model's transitions: one edge of its state graph each (deliver, tick, advance
-//! the clock, a fault, or an operator's membership change). A counterexample is a list
-//! of them.
+//! the clock, a fault, an operator's membership change, or a client's query). A
+//! counterexample is a list of them.
 //!
 //! Faults share this type with deliveries and ticks because the checker enumerates
 //! every enabled edge of a state, whatever its kind, and keeps it small (`Copy`,
@@ -40,6 +40,10 @@ pub enum Transition {
     /// This node's `on_demoted` (and keepers) ended: the driver releases the epoch its
     /// machine asked it to ([`crate::protocol::Action::AwaitRelease`]).
     Release(NodeId),
+    /// A client asks this node who leads (`bully leader` through it): the answer
+    /// changes nothing, and a coordinator it names must be in office
+    /// (docs/design.md#asking-who-leads).
+    Query(NodeId),
 }
 
 impl fmt::Display for Transition {
@@ -63,6 +67,7 @@ impl fmt::Display for Transition {
             Transition::Ask(n) => write!(f, "the operator asks n{n} for the next change"),
             Transition::Release(n) => write!(f, "n{n}'s on_demoted ends: released"),
             Transition::Roll(n) => write!(f, "restart n{n} onto the new D"),
+            Transition::Query(n) => write!(f, "a client asks n{n} who leads"),
         }
     }
 }

@@ -83,6 +83,14 @@ impl Lease {
         self.until
     }
 
+    /// The latest the lease can end without a new round: the newest round already sent
+    /// renews it to its send time plus the span once a majority's acks arrive (acks
+    /// queued while the process was stopped are handled after it resumes).
+    pub fn until_at_most(&self) -> Millis {
+        let newest_sent = self.sent.back().map_or(0, |&(_, at)| at + self.span);
+        self.until.max(newest_sent)
+    }
+
     /// The member list changed while in office: from now on `majority` of `voters`
     /// (this node included) renew the lease, and only voters' acks count. The lease
     /// already earned stands: the promises behind it bind whatever the list (any

@@ -24,7 +24,8 @@ mod view;
 
 pub use epoch::{Cells, Epoch, Millis, NodeId, MAX_NODE_ID, TOKEN_LEADER_BITS};
 pub use machine::{
-    seed_members, Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, MAX_TERM_JUMP,
+    confirmed, seed_members, Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, SelfReport,
+    MAX_TERM_JUMP,
 };
 pub use membership::{Change, ChangeRefused, ConfigId, Member, Membership, Seat};
 pub use message::{Body, Heard, Message, MessageKind};

@@ -225,7 +225,9 @@ impl Sim {
             // A machine sabotaged to ignore its lease keeps office past it: no bound.
             let honours_lease = self.config.flaw != Some(Flaw::IgnoreLease);
             let lease_until = self.nodes.get(&id).and_then(|n| {
-                let until = n.machine.as_ref()?.lease_until()?;
+                // Rounds sent before the pause renew the lease once their queued acks
+                // are handled after it: the latest the office can last unrenewed.
+                let until = n.machine.as_ref()?.lease_until_at_most()?;
                 honours_lease.then(|| n.real(until))
             });
             if let Some(until_ms) = lease_until {

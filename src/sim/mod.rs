@@ -12,7 +12,8 @@
 //!
 //! This file holds the cluster and what one can ask it; how it moves is in the files
 //! beside it: `run` (the event loop), `network` (links, notices, partitions), `faults`
-//! (crash, restart, pause, ...), `recording` (the checked history).
+//! (crash, restart, pause, ...), `recording` (the checked history), `queries` (clients
+//! asking every node who leads, answers kept for the judge).
 //!
 //! - [`postgres`]: a separate, step-based simulator of the PostgreSQL manager's pure
 //!   decisions (src/postgres_rules.rs) against modelled servers: no acknowledged
@@ -27,6 +28,7 @@ mod flight;
 mod network;
 mod node;
 pub mod postgres;
+mod queries;
 mod recording;
 mod run;
 pub mod scenario;
@@ -81,6 +83,10 @@ pub struct Sim {
     steps: u64,
     /// The forced recovery an operator ran, if one did (`Sim::force_recovery`).
     forced: Option<Forced>,
+    /// When the nodes are next asked who leads (src/sim/queries.rs).
+    next_query_at: Millis,
+    /// The answers that named a coordinator.
+    leader_answers: Vec<crate::checker::LeaderAnswer>,
 }
 
 /// A forced recovery (`bully recover --force`) on some survivors while the rest, the
@@ -149,6 +155,8 @@ impl Sim {
             first_violation_at: None,
             steps: 0,
             forced: None,
+            next_query_at: 0,
+            leader_answers: Vec::new(),
         }
     }
 

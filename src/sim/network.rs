@@ -96,7 +96,7 @@ impl Sim {
 
     /// Whether `a` and `b` both run and the network carries packets both ways between
     /// them (whatever their transports then make of each other).
-    fn reachable(&self, a: NodeId, b: NodeId) -> bool {
+    pub(super) fn reachable(&self, a: NodeId, b: NodeId) -> bool {
         self.holds_links(a) && self.holds_links(b) && self.carries(a, b) && self.carries(b, a)
     }
 

@@ -60,6 +60,7 @@ impl Sim {
                     if at > until {
                         break;
                     }
+                    self.ask_who_leads_until(at);
                     self.now = self.now.max(at);
                     self.steps += 1;
                     if let Some(release) = self.releases.remove(&(at, seq)) {
@@ -78,6 +79,7 @@ impl Sim {
                     if at > until {
                         break;
                     }
+                    self.ask_who_leads_until(at);
                     self.now = self.now.max(at);
                     self.steps += 1;
                     if let Some((node, peer, up)) = self.notices.remove(&(at, seq)) {
@@ -103,6 +105,7 @@ impl Sim {
             if at > until {
                 break;
             }
+            self.ask_who_leads_until(at);
             self.now = self.now.max(at);
             self.steps += 1;
             if take_flight {
@@ -116,6 +119,7 @@ impl Sim {
                 return;
             }
         }
+        self.ask_who_leads_until(until);
         self.now = self.now.max(until);
     }
 

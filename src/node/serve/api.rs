@@ -6,8 +6,10 @@
 //! leadership), `ScheduleSwitchOver` and `CancelSwitchOver` (one held for later),
 //! `StandAside` (a switchover's preparation), `Metrics` (counters), `SetPause` (the
 //! maintenance pause), `Events` (the newest lines of the node's event log, for
-//! `bully history`).
+//! `bully history`), `Leader` (who leads, confirmed by the coordinator) and `Forwarded`
+//! (a request a member that does not lead passed on, src/node/serve/forward.rs).
 
+use super::forward;
 use super::scheduled_switchover::{self, Schedule};
 use super::switchover::{self, PeerApis};
 use crate::api::{Request, Response, Status};
@@ -172,6 +174,35 @@ async fn serve_stream(
     };
     let response = match request {
         Request::Watch => return watch_status(send, context.status).await,
+        Request::Forwarded { request } => respond(*request, &context, false).await?,
+        request => respond(request, &context, true).await?,
+    };
+    write_frame(&mut send, &response).await?;
+    let _ = send.finish();
+    Ok(())
+}
+
+/// The answer to one request other than `Watch`. With `may_forward`, a request only the
+/// coordinator serves is passed on to it when this node does not lead
+/// (src/node/serve/forward.rs); a request passed on once is served here.
+async fn respond(
+    request: Request,
+    context: &ApiContext,
+    may_forward: bool,
+) -> anyhow::Result<Response> {
+    if may_forward && forward::for_the_coordinator(&request) {
+        let now = context.status.borrow().as_of_now();
+        if now.role != Role::Coordinator {
+            return Ok(forward::to_coordinator(&context.members, &now, request).await);
+        }
+    }
+    Ok(match request {
+        Request::Watch => Response::Refused("a watch cannot be passed on".into()),
+        Request::Forwarded { .. } => Response::Refused("a request is passed on once".into()),
+        Request::Leader => {
+            let now = context.schedule.status_now(&context.status);
+            forward::leader(&context.members, now).await
+        }
         Request::Status => Response::Status(context.schedule.status_now(&context.status)),
         Request::Metrics => {
             let now = context.status.borrow().as_of_now();
@@ -195,7 +226,7 @@ async fn serve_stream(
         }
         Request::ChangeMembers { change, forwarded } => {
             let now = context.status.borrow().as_of_now();
-            answered(change_members(&context, &now, change, forwarded).await?)
+            answered(change_members(context, &now, change, forwarded).await?)
         }
         Request::SetPause { pause } => {
             let ask = |reply| Command::SetPause { pause, reply };
@@ -218,7 +249,7 @@ async fn serve_stream(
             answered(context.schedule.add(node, plan).await)
         }
         Request::CancelSwitchOver => answered(context.schedule.cancel(&context.commands)),
-        Request::Postgres { verb } => answered(postgres_order(&context, verb).await),
+        Request::Postgres { verb } => answered(postgres_order(context, verb).await),
         Request::PgSync { keep } => match keep {
             None => Response::PgSync(context.pg_sync.current().await),
             Some(record) => match context.pg_sync.keep(record).await {
@@ -226,10 +257,7 @@ async fn serve_stream(
                 Err(e) => Response::Refused(e),
             },
         },
-    };
-    write_frame(&mut send, &response).await?;
-    let _ = send.finish();
-    Ok(())
+    })
 }
 
 /// A status frame now, after every change and when the lease lapses (read against the

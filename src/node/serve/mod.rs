@@ -1,9 +1,11 @@
 //! The node's servers: the client API over QUIC (status, watch, step-down, switchover
 //! now or at a set time, metrics), the HTTP endpoint for load balancers and Prometheus,
 //! and the unix socket the host's keepers (`bully run`) learn the lease from
-//! (`keepers`); `pause_sync` spreads the maintenance pause between members.
+//! (`keepers`); `pause_sync` spreads the maintenance pause between members; `forward`
+//! passes what only the coordinator serves from any member to it.
 
 pub mod api;
+pub mod forward;
 pub mod http;
 pub mod http_conn;
 pub mod http_coordinator;

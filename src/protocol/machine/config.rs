@@ -165,4 +165,10 @@ pub enum Flaw {
     /// (src/storage/check.rs), so a store rolled back to an older copy while its node
     /// was down is used as current (the rule before `cells.check`).
     TrustsDamagedStore,
+    /// Not the election's: a follower asked who leads names the coordinator from its
+    /// own view while its last ack is at most D - 2.5 heartbeats old, without asking
+    /// the coordinator (the rule `bully leader` had before read-index answers,
+    /// src/protocol/machine/leader_query.rs): it names a coordinator that died or lost
+    /// its lease since.
+    FollowerWindow,
 }

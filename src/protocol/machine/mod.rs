@@ -25,6 +25,7 @@
 //! - `misbehaviour.rs`: term_jump and the other checks on a peer's messages;
 //! - `recovering.rs`: the store recovery of src/protocol/recovery.rs;
 //! - `release.rs`: release, a voluntary departure held until the driver released it;
+//! - `leader_query.rs`: leader_query, who a member names when a client asks who leads;
 //! - `given_up.rs`: given_up, a node a forced recovery left out stands down for good;
 //! - `members.rs`: who is a member, who is above this node, what a majority is;
 //! - `output.rs`, `state.rs`, `event.rs`, `config.rs`: the machine's parts.
@@ -51,6 +52,7 @@ mod estimate;
 mod event;
 mod given_up;
 mod handover;
+mod leader_query;
 mod members;
 mod membership;
 mod misbehaviour;
@@ -65,6 +67,7 @@ mod timers;
 
 pub use config::{Flaw, MachineConfig};
 pub use event::{Action, Event};
+pub use leader_query::{confirmed, SelfReport};
 pub use misbehaviour::{Misbehaviour, MAX_TERM_JUMP};
 
 use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};

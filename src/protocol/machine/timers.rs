@@ -20,6 +20,16 @@ use crate::protocol::message::Body;
 use crate::protocol::view::DemotionReason;
 
 impl Machine {
+    /// Quorum mode: the latest local time the coordinator role can last without a new
+    /// round (acks of rounds already sent may still renew it, see
+    /// [`Lease::until_at_most`]); what a stopped process's office can reach.
+    pub fn lease_until_at_most(&self) -> Option<Millis> {
+        match self.state {
+            State::Coordinator { .. } => self.lease().map(Lease::until_at_most),
+            _ => None,
+        }
+    }
+
     /// Quorum mode: the local time at which the coordinator role ends unless more acks
     /// arrive. `None` when the role does not expire (not coordinator, or classic mode).
     pub fn lease_until(&self) -> Option<Millis> {

@@ -3,9 +3,9 @@
 
 use super::seed_run::Gap;
 use crate::checker::{
-    check_convergence, check_no_overlap_with, check_one_per_term, check_start_delay_where,
-    check_unique_terms, lease_bound_ms, offices_with, quiet_window, Convergence, Invariant,
-    Violation,
+    check_convergence, check_leader_answers, check_no_overlap_with, check_one_per_term,
+    check_start_delay_where, check_unique_terms, lease_bound_ms, offices_with, quiet_window,
+    Convergence, Invariant, Violation,
 };
 use crate::history::Entry;
 use crate::protocol::{Millis, Mode, NodeId, Preempt, Role, Timing};
@@ -85,6 +85,14 @@ impl Judge {
         }
     }
 
+    /// How long node `node`'s office can outlast its pause (quorum mode).
+    fn lease_bound(&self, node: NodeId) -> Millis {
+        self.lease_bounds
+            .get(&node)
+            .copied()
+            .unwrap_or_else(|| lease_bound_ms(&self.timing))
+    }
+
     /// Allows for a voluntary departure that waits up to `bound` for its release.
     pub(super) fn allow_release(&mut self, bound: Millis) {
         self.release_ms = bound;
@@ -123,13 +131,19 @@ impl Judge {
             }
             violations.extend(check_unique_terms(history, quiet));
         }
+        // Q4 for readers: every answer naming a coordinator lies within its office (in
+        // classic mode a paused coordinator's office lasts until it notices).
+        let quorum = mode == Mode::Quorum;
+        let answer_bound = |node| quorum.then(|| self.lease_bound(node));
+        let offices = offices_with(history, answer_bound);
+        // An office still open is read as ending with the history's last entry: the
+        // answers after that entry are beyond what the history can judge.
+        let end = history.last().map_or(0, |e| e.at_ms);
+        let answers = sim.leader_answers();
+        let judged = &answers[..answers.partition_point(|a| a.at_ms <= end)];
+        violations.extend(check_leader_answers(judged, &offices));
         if mode == Mode::Quorum {
-            let bound = |node: NodeId| {
-                self.lease_bounds
-                    .get(&node)
-                    .copied()
-                    .unwrap_or_else(|| lease_bound_ms(timing))
-            };
+            let bound = |node: NodeId| self.lease_bound(node);
             match sim.forced() {
                 None => {
                     violations.extend(check_no_overlap_with(history, bound));

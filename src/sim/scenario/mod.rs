@@ -138,6 +138,7 @@ pub fn run_seed_drawing(
         deadline_ms: deadline,
         settled_after_ms: settled,
         flavor,
+        leader_answers: adv.sim.leader_answers().len(),
     }
 }
 

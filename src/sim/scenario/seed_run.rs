@@ -34,6 +34,8 @@ pub struct SeedRun {
     pub settled_after_ms: Millis,
     /// Which flavour the seed chose, for coverage statistics.
     pub flavor: Flavor,
+    /// How many answers to "who leads?" named a coordinator (src/sim/queries.rs).
+    pub leader_answers: usize,
 }
 
 /// A gap of the machine under membership changes that the simulator found, reported
