@@ -16,8 +16,9 @@
 //! then that host restarted; SIGSTOP of the primary's bully node for 3 s; SIGSTOP of
 //! the primary's server for 3 s; the primary's host cut off (bully links and server)
 //! for 3 s; a standby with the higher ID lagging behind (its WAL receiver SIGSTOPped)
-//! when the primary's host is killed; a standby's data dir wiped (it clones itself
-//! back) and the operator's `bully pg` verbs; a fourth member added at runtime with
+//! when the primary's host is killed; a standby's data dir wiped (reported missing and
+//! left alone until `bully pg reinit` clones it back) and the operator's `bully pg`
+//! verbs; a fourth member added at runtime with
 //! `bully member add` (it clones the primary and joins the synchronous set); a full
 //! restart of every process.
 //!
@@ -483,17 +484,32 @@ impl Scene {
         let data_dir = self.c.pg.data_dir(wiped);
         std::fs::remove_dir_all(&data_dir).unwrap();
         self.c.restart_host(wiped);
-        let rejoined = self.wait_rejoined(wiped).await;
-        assert!(
-            data_dir.join("PG_VERSION").is_file(),
-            "node {wiped}'s server was not cloned back"
-        );
         let config = self.c.t.cluster.config_path(self.primary);
         let config = config.to_str().unwrap();
         let pg = |verb: &str, node: NodeId| {
             let node = node.to_string();
             common::bully(&["pg", verb, &node, "--config", config])
         };
+        // Its server held the cluster's data: a missing data dir is a lost volume, left
+        // for the operator (docs/design.md#the-durability-rule), not cloned over.
+        let what = format!("node {wiped} reported as missing");
+        let reported = common::wait_until(&what, Duration::from_secs(40), || async {
+            let out = common::bully(&["status", "--cluster", "--config", config]);
+            let text = common::text(&out);
+            text.contains("missing").then_some(text)
+        })
+        .await;
+        assert!(
+            !data_dir.join("PG_VERSION").is_file(),
+            "node {wiped}'s missing data dir was recreated: {reported}"
+        );
+        let cloned = pg("reinit", wiped);
+        assert!(cloned.status.success(), "{}", common::text(&cloned));
+        let rejoined = self.wait_rejoined(wiped).await;
+        assert!(
+            data_dir.join("PG_VERSION").is_file(),
+            "node {wiped}'s server was not cloned back"
+        );
         let reloaded = pg("reload", reinit);
         assert!(reloaded.status.success(), "{}", common::text(&reloaded));
         let refused = pg("reinit", self.primary);
@@ -509,12 +525,16 @@ impl Scene {
             "{}",
             common::text(&reinitialized)
         );
-        let mut aside = self.c.pg.data_dir(reinit).into_os_string();
-        aside.push(".aside");
-        assert!(
-            std::path::Path::new(&aside).join("PG_VERSION").is_file(),
-            "the old data dir is kept aside"
-        );
+        let dir = self.c.pg.data_dir(reinit);
+        let prefix = format!("{}.aside.", dir.file_name().unwrap().to_string_lossy());
+        let kept = std::fs::read_dir(dir.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().starts_with(&prefix)
+                    && e.path().join("PG_VERSION").is_file()
+            });
+        assert!(kept, "the old data dir is kept aside as {prefix}<seconds>");
         self.wait_rejoined(reinit).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;

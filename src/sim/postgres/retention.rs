@@ -13,28 +13,15 @@
 
 use super::decisions::{slot_changes, Cluster, Office, Server, Slot, SlotChange, WalRemoved};
 use super::log::Event;
-use super::server::State;
+use super::server::{SlotState, State};
 use super::world::World;
 use super::Sabotage;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 
 /// The chance a fault step removes WAL under the lagging standbys, in percent.
 const REMOVAL_PERCENT: u32 = 4;
-
-/// A slot in a modelled data directory: where it holds WAL from (`None`: it holds
-/// none) and whether `max_slot_wal_keep_size` let that go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct SlotState {
-    pub restart: Option<usize>,
-    pub lost: bool,
-}
-
-/// The slots of a data directory by name (`pg_replslot`: neither a clone nor a rewind
-/// copies them).
-pub(super) type Slots = BTreeMap<String, SlotState>;
 
 /// What the retention model draws with, apart from the world's RNG.
 #[derive(Debug)]

@@ -7,6 +7,7 @@
 
 use super::decisions::{lineage_branch, Position, Running, Server as Seen};
 use crate::protocol::NodeId;
+use std::collections::BTreeMap;
 
 /// Bytes of WAL one commit takes: one commit is one step of [`rank`]'s 16-byte steps,
 /// so the estimate elections compare tells every commit apart.
@@ -110,6 +111,18 @@ pub(super) enum State {
     Primary,
 }
 
+/// A slot in a modelled data directory: where it holds WAL from (`None`: it holds
+/// none) and whether `max_slot_wal_keep_size` let that go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct SlotState {
+    pub restart: Option<usize>,
+    pub lost: bool,
+}
+
+/// The slots of a data directory by name (`pg_replslot`: neither a clone nor a rewind
+/// copies them).
+pub(super) type Slots = BTreeMap<String, SlotState>;
+
 /// A data directory (its absence is the `Absent` server).
 #[derive(Debug, Clone)]
 pub(super) struct Data {
@@ -138,7 +151,7 @@ pub(super) struct Data {
     /// from this server (src/sim/postgres/retention.rs).
     pub kept_from: usize,
     /// Its replication slots (`pg_replslot`, not copied by a clone or a rewind).
-    pub slots: super::retention::Slots,
+    pub slots: Slots,
 }
 
 impl Data {
