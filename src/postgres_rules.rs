@@ -981,19 +981,39 @@ fn promote_act(
             .is_some_and(|c| c.token == token && c.system_id == cluster.server_system_id);
     let read = matches!(cluster.sync, SyncView::Read(_));
     if read && !identity_kept && cluster.server_system_id != 0 {
-        let everyone = SyncSet {
-            k: full_k(cluster.id, cluster),
-            standbys: cluster
-                .data_voters
-                .iter()
-                .copied()
-                .filter(|&m| m != cluster.id)
-                .collect(),
-            unconfirmed: Vec::new(),
+        return Act::CommitSync {
+            record: identity_record(token, cluster, memory, cluster.server_system_id),
         };
-        return commit(token, cluster, memory, &everyone, false);
     }
     Act::Promote
+}
+
+/// The record that commits the cluster's identity (`system_id`) for a coordinator of
+/// office `token`: every other data voter named at full k. The manager and the
+/// simulator commit it right after `initdb`, so a second coordinator that finds every
+/// data dir empty (this one's server not answering yet) runs no second `initdb`; and
+/// before the first promotion if that did not reach a majority.
+pub fn identity_record(
+    token: u64,
+    cluster: &Cluster,
+    memory: &Memory,
+    system_id: u64,
+) -> SyncRecord {
+    let everyone = SyncSet {
+        k: full_k(cluster.id, cluster),
+        standbys: cluster
+            .data_voters
+            .iter()
+            .copied()
+            .filter(|&m| m != cluster.id)
+            .collect(),
+        unconfirmed: Vec::new(),
+    };
+    let Act::CommitSync { mut record } = commit(token, cluster, memory, &everyone, false) else {
+        unreachable!("commit makes a CommitSync");
+    };
+    record.system_id = system_id;
+    record
 }
 
 fn standby(

@@ -525,16 +525,11 @@ impl Scene {
             "{}",
             common::text(&reinitialized)
         );
-        let dir = self.c.pg.data_dir(reinit);
-        let prefix = format!("{}.aside.", dir.file_name().unwrap().to_string_lossy());
-        let kept = std::fs::read_dir(dir.parent().unwrap())
-            .unwrap()
-            .flatten()
-            .any(|e| {
-                e.file_name().to_string_lossy().starts_with(&prefix)
-                    && e.path().join("PG_VERSION").is_file()
-            });
-        assert!(kept, "the old data dir is kept aside as {prefix}<seconds>");
+        let kept = common::set_aside(&self.c.pg.data_dir(reinit));
+        assert!(
+            kept.is_some(),
+            "the old data dir is kept aside as <data_dir>.aside.<seconds>"
+        );
         self.wait_rejoined(reinit).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;

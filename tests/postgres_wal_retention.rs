@@ -100,11 +100,7 @@ async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
     phase("the standby's host back: it must stream again by itself");
     let restarted = Instant::now();
     c.restart_host(gone);
-    let aside = {
-        let mut path = c.pg.data_dir(gone).into_os_string();
-        path.push(".aside");
-        std::path::PathBuf::from(path)
-    };
+    let data_dir = c.pg.data_dir(gone);
     let streams_from = c.cuts[&leader].addr.port();
     let mut notes = Vec::new();
     let mut eligible_before_aside = None;
@@ -120,7 +116,7 @@ async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
         }
         if let Some(status) = primary::status(&c.t, gone).await {
             let note = status.postgres.as_ref().map(|p| p.note.clone());
-            if !aside.exists() && status.health.allows_leading() {
+            if common::set_aside(&data_dir).is_none() && status.health.allows_leading() {
                 eligible_before_aside.get_or_insert((restarted.elapsed(), note.clone()));
             }
             if let Some(note) = note.filter(|n| notes.last() != Some(n)) {
@@ -145,7 +141,7 @@ async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
         "node {gone} was eligible while its WAL was gone"
     );
     assert!(
-        aside.join("PG_VERSION").is_file(),
+        common::set_aside(&data_dir).is_some(),
         "node {gone} was cloned afresh with its old data dir kept aside"
     );
     // The status said why (its note, which the node also logs: the polls above may

@@ -299,3 +299,19 @@ pub fn assert_offices_never_overlap(t: &TestCluster) {
         bully::history::tail(&history, 80)
     );
 }
+
+/// Where bully set `data_dir` aside (`<data_dir>.aside.<unix seconds>`, never deleted),
+/// if it did: the newest such dir that holds a cluster.
+#[allow(dead_code)]
+pub fn set_aside(data_dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let prefix = format!("{}.aside.", data_dir.file_name()?.to_string_lossy());
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(data_dir.parent()?)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .filter(|p| p.join("PG_VERSION").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}

@@ -24,9 +24,19 @@ pub struct Proc {
 impl Proc {
     /// Starts `command` (and notes the time it starts at).
     pub fn spawn(command: &mut Command) -> Proc {
-        let started = now_secs();
-        let child = command.spawn().expect("spawn");
-        Proc { child, started }
+        // A binary the test just copied may still be open for writing in a child another
+        // test thread is forking ("text file busy"): try again, a bounded number of times.
+        for _ in 0..100 {
+            let started = now_secs();
+            match command.spawn() {
+                Ok(child) => return Proc { child, started },
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(e) => panic!("spawn: {e}"),
+            }
+        }
+        panic!("spawn: the binary stayed busy for 2 s")
     }
 
     pub fn pid(&self) -> i32 {

@@ -752,6 +752,7 @@ impl Loop {
             Act::InitDb => {
                 let _beat = self.heartbeat();
                 self.init_db().await?;
+                self.commit_identity(status, cluster, token).await;
                 self.start_server(None, true).await?;
                 Ok("initdb done; started as a standby".into())
             }
@@ -979,6 +980,26 @@ impl Loop {
             }
         }
         knows
+    }
+
+    /// Commits the new cluster's identity right after `initdb`
+    /// (`postgres_rules::identity_record`); a failure is logged, and the promotion
+    /// commits it before it promotes.
+    async fn commit_identity(&self, status: &Status, cluster: &Cluster, token: Option<u64>) {
+        let (Some(token), Some(system_id)) = (token, control::system_id(&self.m.config.data_dir))
+        else {
+            return;
+        };
+        let memory = self
+            .m
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let record = rules::identity_record(token, cluster, &memory, system_id);
+        if let Err(e) = self.commit_record(status, record).await {
+            tracing::warn!("postgres: the new cluster's identity: {e}");
+        }
     }
 
     /// Stores `record` on every voter; it counts once a majority kept it.

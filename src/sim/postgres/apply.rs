@@ -4,7 +4,7 @@
 //! and once every attempt failed without reinit allowed the member stays out.
 
 use super::decisions::{
-    synchronous_names, Act, Cluster, Office, PeerWal, StopReason, REWIND_ATTEMPTS,
+    identity_record, synchronous_names, Act, Cluster, Office, PeerWal, StopReason, REWIND_ATTEMPTS,
 };
 use super::log::Event;
 use super::server::{Data, State};
@@ -44,8 +44,15 @@ impl World {
                     upstream: None,
                     streaming: false,
                 };
+                let system_id = data.system_id;
                 self.member_mut(id).pg = Some(data);
                 self.summary.initdbs += 1;
+                // As the runtime: the identity is committed right after initdb.
+                if let Office::Leading { token } = office {
+                    let memory = &self.member(id).memory;
+                    let record = identity_record(token, cluster, memory, system_id);
+                    self.commit_record(id, record);
+                }
             }
             Act::Clone { from } => self.clone_from(id, from),
             Act::Reinit { from } => {
