@@ -20,7 +20,7 @@ const AT_LEAST: Duration = Duration::from_secs(600);
 #[derive(Debug, Subcommand, Clone)]
 pub enum PgCommand {
     /// Clone node N's server afresh from the coordinator's primary; its old data dir is
-    /// kept aside as `<data_dir>.aside`. Refused on the primary (switch over first).
+    /// kept aside as `<data_dir>.aside.<unix seconds>`. Refused on the primary (switch over first).
     Reinit {
         #[command(flatten)]
         query: QueryArgs,
