@@ -17,30 +17,10 @@ use super::server::{SlotState, State};
 use super::world::World;
 use super::Sabotage;
 use crate::protocol::NodeId;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// The chance a fault step removes WAL under the lagging standbys, in percent.
 const REMOVAL_PERCENT: u32 = 4;
-
-/// What the retention model draws with, apart from the world's RNG.
-#[derive(Debug)]
-pub(super) struct Retention {
-    rng: SmallRng,
-    /// `max_slot_wal_keep_size` in commits (`None`: no limit, PostgreSQL's -1).
-    pub max_keep: Option<usize>,
-}
-
-impl Retention {
-    pub fn new(seed: u64) -> Retention {
-        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5741_4c5f_4b45_4550);
-        let max_keep = match rng.gen_range(0..4) {
-            0 => None,
-            n => Some(n * 4),
-        };
-        Retention { rng, max_keep }
-    }
-}
 
 impl World {
     /// Draws the fault (during fault steps) and moves every slot a standby streams with

@@ -126,6 +126,26 @@ pub(super) struct Acked {
     pub destroyed: bool,
 }
 
+/// What the WAL retention model (src/sim/postgres/retention.rs) draws with, apart from
+/// the world's RNG.
+#[derive(Debug)]
+pub(super) struct Retention {
+    pub rng: SmallRng,
+    /// `max_slot_wal_keep_size` in commits (`None`: no limit, PostgreSQL's -1).
+    pub max_keep: Option<usize>,
+}
+
+impl Retention {
+    pub fn new(seed: u64) -> Retention {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5741_4c5f_4b45_4550);
+        let max_keep = match rng.gen_range(0..4) {
+            0 => None,
+            n => Some(n * 4),
+        };
+        Retention { rng, max_keep }
+    }
+}
+
 /// The cluster.
 pub(super) struct World {
     pub seed: u64,
@@ -152,7 +172,7 @@ pub(super) struct World {
     /// have it (one cluster, never a second `initdb`'s).
     pub served_system: Option<u64>,
     /// WAL retention's own draws (src/sim/postgres/retention.rs).
-    pub retention: super::retention::Retention,
+    pub retention: Retention,
 }
 
 impl World {
@@ -193,7 +213,7 @@ impl World {
             healed_at: None,
             next_system_id: 1,
             served_system: None,
-            retention: super::retention::Retention::new(seed),
+            retention: Retention::new(seed),
         };
         if spec.start == Start::Running {
             world.bootstrapped();
