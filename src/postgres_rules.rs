@@ -20,8 +20,10 @@
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
 mod durability;
+mod memory;
 
 pub use durability::{uncovered, SyncRecord, SyncView};
+pub use memory::{Done, Memory};
 
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
@@ -155,76 +157,6 @@ pub struct Cluster {
     /// On a primary: the other members' standbys streaming from it, with the WAL each
     /// has flushed (`pg_stat_replication`).
     pub flushed: Vec<(NodeId, u64)>,
-}
-
-/// What the manager remembers between looks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Memory {
-    /// This server must be rewound before it follows (it was primary, or could not
-    /// follow its upstream).
-    pub needs_rewind: bool,
-    /// Rewinds tried and failed since the last success. For a standby stopped because
-    /// it could not follow ([`StopReason::CannotFollow`]) a rewind that exits 0 counts
-    /// too, until the server is seen streaming: pg_rewind says "no rewind required" for
-    /// a standby whose upstream removed the WAL it needs, and a count reset by that
-    /// looped for ever without reaching the clone (issue 49).
-    pub rewind_failures: u32,
-    /// A rewind failed every attempt and cloning afresh is not allowed: stay out.
-    pub out: Option<String>,
-    /// Looks in a row a standby with the right upstream did not stream.
-    pub not_streaming: u32,
-    /// Starts in a row after which the server was not seen running (a data dir it
-    /// cannot start from, e.g. a rewind from a source not yet checkpointed).
-    pub failed_starts: u32,
-    /// The last synchronous record a majority stored for this node's office.
-    pub committed: Option<SyncRecord>,
-    /// The office token and number of the last record written (stored by a majority
-    /// or not): the next one of the office takes the next number, so no two records
-    /// share one.
-    pub sync_written: (u64, u64),
-    /// The office in which the operator accepted losing commits to promote
-    /// (`bully pg failover --accept-loss`).
-    pub accept_loss: Option<u64>,
-    /// On a primary: its `synchronous_standby_names` as first seen set, and where its
-    /// WAL ended then. A record that lets the majority rule count again waits until
-    /// `k` named standbys flushed past that point.
-    pub names_from: Option<(String, u64)>,
-    /// It was stopped because it could not follow its upstream: its rewinds count as
-    /// failed until it streams ([`Memory::rewind_failures`]).
-    pub could_not_follow: bool,
-    /// What the last look learnt from the upstream of a standby that does not stream:
-    /// the WAL it needs next is no longer there ([`WalRemoved`]); `None`: it is, or it
-    /// could not be asked. The executor sets it every look.
-    pub wal_removed: Option<WalRemoved>,
-}
-
-impl Memory {
-    /// What a look saw of the server, noted before the decision (by the manager and the
-    /// simulator alike): a primary's names as they first appear, with where its WAL
-    /// ended then.
-    pub fn observe(&mut self, server: &Server) {
-        match server {
-            Server::Running(r) if !r.in_recovery => {
-                let same = matches!(&self.names_from,
-                    Some((names, _)) if *names == r.synchronous_standby_names);
-                if !same {
-                    self.names_from = Some((r.synchronous_standby_names.clone(), r.wal.lsn));
-                }
-            }
-            Server::Running(_) | Server::Absent | Server::Stopped { .. } => self.names_from = None,
-            Server::Unreachable => {}
-        }
-    }
-
-    /// The executor wrote `record` to the voters, and a majority of them kept it or
-    /// not: the one place both the manager (src/node/postgres/manager.rs) and the
-    /// simulator (src/sim/postgres/apply.rs) note it.
-    pub fn note_sync_written(&mut self, record: &SyncRecord, kept_by_majority: bool) {
-        self.sync_written = (record.token, record.seq);
-        if kept_by_majority {
-            self.committed = Some(record.clone());
-        }
-    }
 }
 
 /// A standby's upstream no longer holds the WAL the standby needs next: its position is

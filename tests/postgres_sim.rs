@@ -436,3 +436,25 @@ fn without_the_observation_the_bounded_rewinds_still_clone_it() {
 /// quorum; found by the default sweep with `NoOpRewindResets`: seed 0 when it was
 /// found, seed 1 since the durability rule changed the histories).
 const WAL_REMOVED_SEED: u64 = 1;
+
+/// A record write no majority kept may surface later as the newest (the minority that
+/// kept it answers the next coordinator's read): found by `PG_SIM_SEEDS=100000` at seed
+/// 11685 (3 members), 89564 (5) and 4280 (a new cluster). The primary had narrowed on
+/// its office's older `alone` record after the newer full one failed to reach a
+/// majority, and the newer one, read after the heal, let a standby without what it
+/// acknowledged alone be promoted. Now a failed write leaves no record to rely on.
+#[test]
+fn regression_a_record_no_majority_kept_is_not_passed_over() {
+    regression(11685, 3, Synchronous::Quorum);
+    regression(89564, 5, Synchronous::Quorum);
+    regression_of(4280, &new_cluster());
+}
+
+/// The old bookkeeping (src/sim/postgres/mod.rs, `TrustsOlderRecord`) is caught at the
+/// seed that found it.
+#[test]
+fn sabotaged_trusting_an_older_record_loses_acknowledged_commits() {
+    let spec = sabotaged(3, Synchronous::Quorum, Sabotage::TrustsOlderRecord);
+    let v = run_seed(11685, &spec).expect_err("the sabotage went unnoticed");
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+}

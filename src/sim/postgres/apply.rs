@@ -4,7 +4,7 @@
 //! and once every attempt failed without reinit allowed the member stays out.
 
 use super::decisions::{
-    identity_record, synchronous_names, Act, Cluster, Office, PeerWal, StopReason, REWIND_ATTEMPTS,
+    identity_record, synchronous_names, Act, Cluster, Done, Office, PeerWal,
 };
 use super::log::Event;
 use super::server::{Data, State};
@@ -97,9 +97,7 @@ impl World {
                 if let Some(d) = m.pg.as_mut() {
                     d.stop(true);
                 }
-                m.memory.needs_rewind = true;
-                m.memory.not_streaming = 0;
-                m.memory.could_not_follow |= why == StopReason::CannotFollow;
+                self.done(id, Done::Stopped(why));
             }
             Act::Rewind { from } => self.rewind_from(id, from),
             Act::SetSynchronous { names } => {
@@ -140,11 +138,25 @@ impl World {
             kept += usize::from(newer || member.record.as_ref() == Some(&record));
         }
         let majority = kept >= self.majority();
-        self.member_mut(id)
-            .memory
-            .note_sync_written(&record, majority);
+        let trusts_older = self.spec.sabotage == Some(Sabotage::TrustsOlderRecord);
+        let older = self.member_mut(id).memory.committed.take();
+        let done = Done::SyncWritten {
+            record,
+            kept_by_majority: majority,
+        };
+        self.done(id, done);
+        if trusts_older && !majority {
+            self.member_mut(id).memory.committed = older;
+        }
         self.summary.records += 1;
         self.summary.records_committed += u64::from(majority);
+    }
+
+    /// How an act ended, noted in member `id`'s memory as the runtime notes it
+    /// (src/postgres_rules/memory.rs).
+    pub(super) fn done(&mut self, id: NodeId, done: Done) {
+        let rules = self.rules;
+        self.member_mut(id).memory.on_done(done, &rules);
     }
 
     /// The source of a copy, if it can serve one: reachable and running.
@@ -167,10 +179,6 @@ impl World {
         m.pg = Some(data);
         // The runtime notes a clone's data as held at once (src/node/postgres/held.rs).
         m.held = true;
-        m.memory.needs_rewind = false;
-        m.memory.rewind_failures = 0;
-        m.memory.could_not_follow = false;
-        m.memory.not_streaming = 0;
     }
 
     /// `pg_basebackup` into an empty directory.
@@ -181,6 +189,7 @@ impl World {
         match source {
             Some(source) if !failed => {
                 self.copy_from(id, source);
+                self.done(id, Done::Copied);
                 self.summary.clones += 1;
             }
             _ => {
@@ -201,7 +210,6 @@ impl World {
         );
         match source {
             Some(source) if !failed && clean => {
-                let before = self.member(id).memory.clone();
                 let src = self.member(source).pg.as_ref().expect("a running source");
                 let own = self.member(id).pg.as_ref().expect("a stopped server");
                 // Its WAL a prefix of the source's: "no rewind required", nothing
@@ -210,39 +218,26 @@ impl World {
                 let no_op = own.wal.follows(&src.wal) && own.wal.len() < src.kept_from;
                 match no_op {
                     true => {
-                        let m = self.member_mut(id);
-                        if let Some(d) = m.pg.as_mut() {
+                        if let Some(d) = self.member_mut(id).pg.as_mut() {
                             d.state = State::Standby {
                                 upstream: Some(source),
                                 streaming: false,
                             };
                         }
-                        m.memory.needs_rewind = false;
-                        m.memory.not_streaming = 0;
                     }
                     false => self.copy_from(id, source),
                 }
-                // Exiting 0 proves nothing for a standby that could not follow: the
-                // attempt counts until it streams (src/node/postgres/manager.rs,
-                // `rewind_and_start`); the old loop reset the count.
-                let old_loop = self.spec.sabotage == Some(Sabotage::NoOpRewindResets);
-                let m = self.member_mut(id);
-                if before.could_not_follow && !old_loop {
-                    m.memory.could_not_follow = true;
-                    m.memory.rewind_failures = before.rewind_failures + 1;
-                } else {
+                self.done(id, Done::Rewound);
+                // The old loop: a rewind that exits 0 resets the count.
+                if self.spec.sabotage == Some(Sabotage::NoOpRewindResets) {
+                    let m = self.member_mut(id);
                     m.memory.rewind_failures = 0;
                     m.memory.could_not_follow = false;
                 }
                 self.summary.rewinds += 1;
             }
             _ => {
-                let reinit = self.rules.reinit_on_failed_rewind;
-                let m = self.member_mut(id);
-                m.memory.rewind_failures += 1;
-                if m.memory.rewind_failures >= REWIND_ATTEMPTS && !reinit {
-                    m.memory.out = Some("rewinding failed every attempt".into());
-                }
+                self.done(id, Done::RewindFailed("the drawn failure".into()));
                 self.summary.failed_rewinds += 1;
                 self.event(Event::Failed { id, what: "rewind" });
             }
@@ -334,8 +329,8 @@ impl World {
         d.pending.clear();
         let timeline = d.wal.timeline();
         let (branch, at) = (d.branch_of(timeline), d.wal.len());
-        m.memory.needs_rewind = false;
         let system = d.system_id;
+        self.done(id, Done::Promoted);
         self.summary.promotions += 1;
         match self.served_system {
             Some(served) if served != system => {

@@ -140,6 +140,12 @@ pub enum Sabotage {
     /// cannot stream leaves commits on the primary alone, and a promotion passes over
     /// them (the tester's 1,598 lost inserts, issue 49).
     NarrowsUncommitted,
+    /// The old bookkeeping of a record write that no majority kept: the primary goes
+    /// on relying on the office's older record, so it narrows on an `alone` record
+    /// while the newer one (full names) may still surface as the newest from the
+    /// minority that kept it, and a standby without what it acknowledged alone is
+    /// promoted (seed 11685, 3 members, quorum).
+    TrustsOlderRecord,
     /// The promotion check reads no synchronous record: the majority rule alone.
     PromoteIgnoresRecord,
     /// The old new-cluster rule: `initdb` whenever every other member reports no data,

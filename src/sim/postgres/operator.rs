@@ -4,7 +4,7 @@
 //! another cluster's data; and `bully pg failover --to N --accept-loss` only when no
 //! member's data can satisfy the newest synchronous record any more (its holders'
 //! data dirs were wiped: those commits are destroyed by the fault, not lost by the
-//! decisions); and, with no one leading, restarting the node of a member whose manager
+//! decisions), and every member with data shows its position (none holds more); and, with no one leading, restarting the node of a member whose manager
 //! gave up (its rewinds failed with `reinit_on_failed_rewind` off: the operator fixed
 //! what failed them).
 
@@ -49,10 +49,18 @@ impl World {
             .filter(|m| m.pg.is_some() || m.unmounted.is_some())
             .map(|m| m.id)
             .collect();
-        let hopeless = self
-            .sync_view(h.leader)
-            .record()
-            .is_some_and(|record| !record.covered_by(&with_data));
+        // As `bully status --cluster` shows it: the operator overrides only once every
+        // member with data reports its position to the coordinator, so none of them
+        // holds commits the promotion would pass over.
+        let every_position_seen = self
+            .peers_of(h.leader)
+            .iter()
+            .all(|p| p.wal.is_some() || self.member(p.id).pg.is_none());
+        let hopeless = every_position_seen
+            && self
+                .sync_view(h.leader)
+                .record()
+                .is_some_and(|record| !record.covered_by(&with_data));
         let leader = self.member_mut(h.leader);
         if hopeless && leader.memory.accept_loss != Some(h.token) {
             leader.memory.accept_loss = Some(h.token);

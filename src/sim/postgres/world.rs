@@ -3,7 +3,8 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Memory, Office,
+    decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Done, Memory,
+    Office,
     PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
@@ -274,7 +275,11 @@ impl World {
         for m in &mut self.members {
             m.record = Some(record.clone());
         }
-        self.member_mut(1).memory.note_sync_written(&record, true);
+        let done = Done::SyncWritten {
+            record,
+            kept_by_majority: true,
+        };
+        self.done(1, done);
         self.token = 1;
         self.office = Some(Holder {
             leader: 1,
@@ -538,7 +543,6 @@ impl World {
             Office::Leading { .. } => self.peers_of(id),
             _ => Vec::new(),
         };
-        let on_time = self.on_time(&server, office);
         let removed = self.wal_removed_seen(id, &server, office, &cluster);
         let rules = self.rules;
         let reported = match self.reading() {
@@ -555,20 +559,7 @@ impl World {
         });
         let m = self.member_mut(id);
         m.report = report;
-        if matches!(
-            server,
-            Server::Stopped {
-                was_primary: true,
-                ..
-            }
-        ) {
-            m.memory.needs_rewind = true;
-        }
-        m.memory.observe(&server);
-        m.memory.not_streaming = match on_time {
-            Some(false) => m.memory.not_streaming + 1,
-            _ => 0,
-        };
+        m.memory.on_look(&office, &server, removed);
         // The node notes that its server holds the cluster's data (src/node/postgres/
         // held.rs): a running server of the cluster's system, or of a cluster not known
         // yet.
@@ -578,12 +569,6 @@ impl World {
                 m.held = true;
             }
         }
-        // As src/node/postgres/manager.rs `remember`: streaming proves a rejoin worked.
-        if on_time == Some(true) {
-            m.memory.rewind_failures = 0;
-            m.memory.could_not_follow = false;
-        }
-        m.memory.wal_removed = removed;
         let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
         if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
             let (own, peers) = (r.wal, peers.clone());
@@ -662,15 +647,6 @@ impl World {
     fn report_seen_by(&self, reader: NodeId, of: NodeId) -> Option<Option<(u32, u64)>> {
         let answers = self.reach(reader, of) && self.member(of).stalled_until <= self.now;
         self.member(of).report.filter(|_| answers)
-    }
-
-    /// For a standby whose upstream is the leader's server: whether it streams (the
-    /// runtime counts the looks in a row it did not).
-    fn on_time(&self, server: &Server, office: Office) -> Option<bool> {
-        let (Server::Running(r), Office::Following { server: up, .. }) = (server, office) else {
-            return None;
-        };
-        (r.in_recovery && r.upstream == up).then_some(r.streaming)
     }
 
     /// The flaw a sabotaged run puts around the decisions.
@@ -896,7 +872,7 @@ impl World {
     /// from its own `bully.branch`, by SQL; a member without data is not reached (the sabotage `AbsentCountsAsReached`:
     /// reached at `Position::default()`), nor is one without a fresh report, down, cut
     /// off or stopped.
-    fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
+    pub(super) fn peers_of(&self, id: NodeId) -> Vec<PeerWal> {
         let reading = self.reading();
         let absent = match self.spec.sabotage {
             Some(Sabotage::AbsentCountsAsReached) => Some(Position::default()),
