@@ -459,3 +459,30 @@ fn the_names_are_noted_with_where_the_wal_ended_when_they_first_appear() {
     m.observe(&running(true, ""));
     assert_eq!(m.names_from, None);
 }
+
+/// A record no majority kept may surface later as the newest (seed 11685 of the
+/// simulator): after one, the primary narrows only on a newer `alone` record a majority
+/// kept, never on the office's older one.
+#[test]
+fn after_a_record_no_majority_kept_the_primary_narrows_only_on_a_newer_one() {
+    let mut c = cluster();
+    c.streaming = 0;
+    let mut m = memory(FULL, 10, Some(record(TOKEN, 1, ME, true)));
+    let failed = Done::SyncWritten {
+        record: record(TOKEN, 2, ME, false),
+        kept_by_majority: false,
+    };
+    m.on_done(failed, &rules());
+    let d = decide(LEADING, &running(false, FULL), &[], &c, &m, &rules());
+    let Act::CommitSync { record } = d.act else {
+        panic!("a newer record first: {d:?}");
+    };
+    assert_eq!((record.seq, record.alone), (3, true));
+    let kept = Done::SyncWritten {
+        record,
+        kept_by_majority: true,
+    };
+    m.on_done(kept, &rules());
+    let d = decide(LEADING, &running(false, FULL), &[], &c, &m, &rules());
+    assert_eq!(d.act, Act::SetSynchronous { names: "".into() });
+}

@@ -19,8 +19,8 @@ use crate::config::postgres::PostgresConfig;
 use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
-    self as rules, Act, Cluster, Memory, Office, PeerWal, Position, Rules, Running, Server,
-    StopReason, SyncRecord, SyncView, WalRemoved,
+    self as rules, Act, Cluster, Done, Memory, Office, PeerWal, Position, Rules, Running, Server,
+    SyncRecord, SyncView, WalRemoved,
 };
 use crate::postmaster;
 use crate::protocol::{NodeId, Role};
@@ -296,12 +296,7 @@ impl Loop {
         let removed = self
             .wal_removed(&server, &office, &cluster, described.as_ref())
             .await;
-        self.m
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .wal_removed = removed;
-        let memory = self.remember(&server, &office, described.as_ref());
+        let memory = self.remember(&server, &office, described.as_ref(), removed);
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
         self.unanswered = match server {
@@ -547,41 +542,17 @@ impl Loop {
         }
     }
 
-    /// Updates the memory from what this look saw, and returns a copy for `decide`.
+    /// Notes what this look saw in the memory (src/postgres_rules/memory.rs), and
+    /// returns a copy for `decide`.
     fn remember(
         &mut self,
         server: &Server,
         office: &Office,
         described: Option<&Described>,
+        removed: Option<WalRemoved>,
     ) -> Memory {
         let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.observe(server);
-        if let Server::Stopped {
-            was_primary: true, ..
-        } = server
-        {
-            memory.needs_rewind = true;
-        }
-        let stuck = match (office, server) {
-            (
-                Office::Following {
-                    server: Some(up), ..
-                },
-                Server::Running(r),
-            ) => r.in_recovery && r.upstream == Some(*up) && !r.streaming,
-            _ => false,
-        };
-        if let Server::Running(_) = server {
-            memory.failed_starts = 0;
-        }
-        memory.not_streaming = match stuck {
-            true => memory.not_streaming.saturating_add(1),
-            false => 0,
-        };
-        if on_time(office, server) {
-            memory.rewind_failures = 0;
-            memory.could_not_follow = false;
-        }
+        memory.on_look(office, server, removed);
         if let Some(d) = described.filter(|d| !d.in_recovery) {
             let now = Instant::now();
             for (name, _) in &d.standbys {
@@ -761,17 +732,13 @@ impl Loop {
                 let from = self.server_of(from)?;
                 self.clone_from(from).await?;
                 self.note_cloned();
-                self.forget_rewind(true);
+                self.done(Done::Copied);
                 self.start_server(Some(from), true).await?;
                 Ok(format!("cloned from {from}; streams from it"))
             }
             Act::StartStandby { upstream } => {
                 let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
-                self.m
-                    .memory
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .failed_starts += 1;
+                self.done(Done::Starting);
                 self.start_server(upstream, true).await?;
                 Ok(match upstream {
                     Some(up) => format!("started as a standby of {up}"),
@@ -830,7 +797,7 @@ impl Loop {
                     SQL_TIMEOUT,
                 )
                 .await?;
-                self.forget_rewind(false);
+                self.done(Done::Promoted);
                 tracing::info!(took_ms = started.elapsed().as_millis() as u64, %names, "postgres: promoted");
                 Ok(format!("promoted (synchronous_standby_names = '{names}')"))
             }
@@ -843,14 +810,7 @@ impl Loop {
                 Ok(format!("primary; synchronous_standby_names = '{names}'"))
             }
             Act::Stop { why } => {
-                let cannot_follow = why == StopReason::CannotFollow;
-                {
-                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-                    if matches!(server, Server::Running(r) if !r.in_recovery) || cannot_follow {
-                        memory.needs_rewind = true;
-                    }
-                    memory.could_not_follow |= cannot_follow;
-                }
+                self.done(Done::Stopped(why));
                 tracing::warn!("postgres: stopping the server: {why}");
                 self.stop_server(timeout).await?;
                 Ok(format!("stopped: {why}"))
@@ -858,7 +818,7 @@ impl Loop {
             Act::Rewind { from } => {
                 let _beat = self.heartbeat();
                 let from = self.server_of(from)?;
-                self.rewind_and_start(from, &c).await
+                self.rewind_and_start(from).await
             }
             Act::Reinit { from } => {
                 let _beat = self.heartbeat();
@@ -888,36 +848,15 @@ impl Loop {
 
     /// `pg_rewind` from `from`, then a start as its standby; a failure is counted, and
     /// after the last allowed one without reinit the server stays out.
-    async fn rewind_and_start(
-        &mut self,
-        from: std::net::SocketAddr,
-        c: &PostgresConfig,
-    ) -> Result<String, String> {
+    async fn rewind_and_start(&mut self, from: std::net::SocketAddr) -> Result<String, String> {
         match self.rewind(from).await {
             Ok(()) => {
-                // For a standby that could not follow, exiting 0 proves nothing
-                // ("no rewind required" when its upstream removed the WAL it needs):
-                // the attempt counts until it streams (`Memory::rewind_failures`).
-                let counted = {
-                    let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-                    if memory.could_not_follow {
-                        memory.rewind_failures += 1;
-                    }
-                    memory.could_not_follow
-                };
-                self.forget_rewind(!counted);
+                self.done(Done::Rewound);
                 self.start_server(Some(from), true).await?;
                 Ok(format!("rewound from {from}; streams from it"))
             }
             Err(e) => {
-                let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-                memory.rewind_failures += 1;
-                if memory.rewind_failures >= rules::REWIND_ATTEMPTS && !c.reinit_on_failed_rewind {
-                    memory.out = Some(format!(
-                        "pg_rewind failed {} times: {e}",
-                        memory.rewind_failures
-                    ));
-                }
+                self.done(Done::RewindFailed(e.clone()));
                 Err(format!("rewind from {from} failed: {e}"))
             }
         }
@@ -1006,11 +945,10 @@ impl Loop {
     async fn commit_record(&self, status: &Status, record: SyncRecord) -> Result<String, String> {
         let kept = self.m.records.commit(status, &record).await;
         let majority = kept.as_ref().is_ok_and(|k| k.majority());
-        self.m
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .note_sync_written(&record, majority);
+        self.done(Done::SyncWritten {
+            record: record.clone(),
+            kept_by_majority: majority,
+        });
         let kept = kept?;
         match majority {
             true => {
@@ -1101,15 +1039,11 @@ impl Loop {
         }
     }
 
-    /// A rewind or clone succeeded, or a promotion made this server the primary.
-    fn forget_rewind(&self, reset_failures: bool) {
+    /// Notes how an act ended in the memory (src/postgres_rules/memory.rs).
+    fn done(&self, done: Done) {
+        let rules = self.rules();
         let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.needs_rewind = false;
-        memory.failed_starts = 0;
-        if reset_failures {
-            memory.rewind_failures = 0;
-            memory.could_not_follow = false;
-        }
+        memory.on_done(done, &rules);
     }
 
     /// Writes bully's include file: the upstream, the synchronous names and, on the
@@ -1293,7 +1227,7 @@ impl Loop {
             return Err(format!("{e}; the old data dir is back in place"));
         }
         self.note_cloned();
-        self.forget_rewind(true);
+        self.done(Done::Copied);
         self.start_server(Some(from), true).await
     }
 
@@ -1512,14 +1446,4 @@ async fn peer_position(
         .await
         .ok()?;
     Some((Position { branch, lsn: d.wal }, d.timeline))
-}
-
-/// A standby of the coordinator's server that streams from it: the proof a rewind or
-/// a clone worked.
-fn on_time(office: &Office, server: &Server) -> bool {
-    matches!(
-        (office, server),
-        (Office::Following { server: Some(up), .. }, Server::Running(r))
-            if r.in_recovery && r.upstream == Some(*up) && r.streaming
-    )
 }

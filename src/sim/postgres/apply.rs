@@ -3,9 +3,7 @@
 //! for a rewind; a rewind or clone that works clears it; a rewind that fails counts,
 //! and once every attempt failed without reinit allowed the member stays out.
 
-use super::decisions::{
-    identity_record, synchronous_names, Act, Cluster, Done, Office, PeerWal,
-};
+use super::decisions::{identity_record, synchronous_names, Act, Cluster, Done, Office, PeerWal};
 use super::log::Event;
 use super::server::{Data, State};
 use super::world::World;
@@ -29,6 +27,7 @@ impl World {
             }
             return Ok(());
         }
+        self.check_paused_act(id, &act)?;
         self.member_mut(id).last_wait = None;
         self.event(Event::Acted {
             id,

@@ -7,7 +7,7 @@ use crate::protocol::NodeId;
 use std::collections::VecDeque;
 
 /// How many steps back a violation's history reaches.
-const KEPT_STEPS: u64 = 130;
+const KEPT_STEPS: u64 = 40;
 
 /// One thing that happened.
 #[derive(Debug, Clone)]

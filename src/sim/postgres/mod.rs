@@ -52,6 +52,7 @@ mod apply;
 mod faults;
 mod log;
 mod operator;
+mod pause;
 mod replication;
 mod retention;
 mod server;
@@ -146,6 +147,10 @@ pub enum Sabotage {
     /// minority that kept it, and a standby without what it acknowledged alone is
     /// promoted (seed 11685, 3 members, quorum).
     TrustsOlderRecord,
+    /// The manager before issue 49: the pause held elections only, and the manager
+    /// started, stopped and promoted as ever (the tester's server stopped by hand was
+    /// started again 0.15 s later; a primary stopped by hand was promoted again).
+    PauseIgnored,
     /// The promotion check reads no synchronous record: the majority rule alone.
     PromoteIgnoresRecord,
     /// The old new-cluster rule: `initdb` whenever every other member reports no data,
@@ -183,6 +188,8 @@ pub struct Spec {
     /// Draw "WAL removed under the lagging standbys" (src/sim/postgres/retention.rs);
     /// off replays a seed recorded before it was modelled as it ran then.
     pub wal_removal: bool,
+    /// Draw maintenance pauses (src/sim/postgres/pause.rs); off, as `wal_removal`.
+    pub pauses: bool,
 }
 
 impl Spec {
@@ -199,6 +206,7 @@ impl Spec {
             fault_steps: 120,
             settle_steps: 60,
             wal_removal: true,
+            pauses: true,
         }
     }
 }
@@ -219,6 +227,8 @@ pub struct Summary {
     pub failed_clones: u64,
     pub reinits: u64,
     pub initdbs: u64,
+    /// Maintenance pauses drawn (src/sim/postgres/pause.rs).
+    pub pauses: u64,
     /// Synchronous records written, and those a majority kept.
     pub records: u64,
     pub records_committed: u64,
@@ -253,6 +263,7 @@ impl Summary {
         self.failed_clones += other.failed_clones;
         self.reinits += other.reinits;
         self.initdbs += other.initdbs;
+        self.pauses += other.pauses;
         self.records += other.records;
         self.records_committed += other.records_committed;
         self.fences += other.fences;

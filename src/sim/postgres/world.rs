@@ -4,10 +4,10 @@
 
 use super::decisions::{
     decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Done, Memory,
-    Office,
-    PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
+    Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
+use super::pause::Pause;
 use super::server::{Data, Reading, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
@@ -174,6 +174,8 @@ pub(super) struct World {
     pub served_system: Option<u64>,
     /// WAL retention's own draws (src/sim/postgres/retention.rs).
     pub retention: Retention,
+    /// The maintenance pause and its own draws (src/sim/postgres/pause.rs).
+    pub pause: Pause,
 }
 
 impl World {
@@ -215,6 +217,7 @@ impl World {
             next_system_id: 1,
             served_system: None,
             retention: Retention::new(seed),
+            pause: Pause::new(seed),
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -392,6 +395,7 @@ impl World {
         } else {
             self.operate();
         }
+        self.draw_pause(faults);
         self.end_office_if_due();
         if self.office.is_none() && self.now >= self.no_election_before {
             self.elect();
@@ -471,7 +475,7 @@ impl World {
         let stale = self.stale_next.take();
         let winner = self
             .data_members()
-            .filter(|m| self.voting(m.id) && m.eligible)
+            .filter(|m| self.voting(m.id) && m.eligible && self.may_lead(m.id))
             .map(|m| {
                 let est = match stale {
                     Some(age) if m.est_history.len() > age => {
@@ -777,7 +781,7 @@ impl World {
             system_id,
             server_system_id: m.pg.as_ref().map_or(0, |d| d.system_id),
             held_data: m.held && self.spec.sabotage != Some(Sabotage::SecondInitdb),
-            paused: false,
+            paused: self.pause_seen(),
             flushed: self.flushed(id),
         }
     }

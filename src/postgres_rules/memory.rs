@@ -1,0 +1,262 @@
+//! What the PostgreSQL manager remembers between looks, and the one place it is
+//! kept: the executor (src/node/postgres/manager.rs) and the simulator
+//! (src/sim/postgres/apply.rs) both report what a look saw ([`Memory::on_look`]) and how
+//! each act they ran ended ([`Memory::on_done`]), and neither touches a field itself.
+//! With [`super::decide`] this is the manager's engine without I/O: observations in,
+//! typed acts out, outcomes back.
+
+use super::{Office, Rules, Server, StopReason, SyncRecord, WalRemoved, REWIND_ATTEMPTS};
+
+/// What the manager remembers between looks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// This server must be rewound before it follows (it was primary, or could not
+    /// follow its upstream).
+    pub needs_rewind: bool,
+    /// Rewinds tried and failed since the last success. For a standby stopped because
+    /// it could not follow ([`StopReason::CannotFollow`]) a rewind that exits 0 counts
+    /// too, until the server is seen streaming: pg_rewind says "no rewind required" for
+    /// a standby whose upstream removed the WAL it needs, and a count reset by that
+    /// looped for ever without reaching the clone (issue 49).
+    pub rewind_failures: u32,
+    /// A rewind failed every attempt and cloning afresh is not allowed: stay out.
+    pub out: Option<String>,
+    /// Looks in a row a standby with the right upstream did not stream.
+    pub not_streaming: u32,
+    /// Starts in a row after which the server was not seen running (a data dir it
+    /// cannot start from, e.g. a rewind from a source not yet checkpointed).
+    pub failed_starts: u32,
+    /// The last synchronous record this node wrote, if a majority stored it. A write
+    /// that did not reach a majority may still surface later as the newest record (a
+    /// minority kept it), so after one nothing relies on an older record: `None`.
+    pub committed: Option<SyncRecord>,
+    /// The office token and number of the last record written (stored by a majority
+    /// or not): the next one of the office takes the next number, so no two records
+    /// share one.
+    pub sync_written: (u64, u64),
+    /// The office in which the operator accepted losing commits to promote
+    /// (`bully pg failover --accept-loss`).
+    pub accept_loss: Option<u64>,
+    /// On a primary: its `synchronous_standby_names` as first seen set, and where its
+    /// WAL ended then. A record that lets the majority rule count again waits until
+    /// `k` named standbys flushed past that point.
+    pub names_from: Option<(String, u64)>,
+    /// It was stopped because it could not follow its upstream: its rewinds count as
+    /// failed until it streams ([`Memory::rewind_failures`]).
+    pub could_not_follow: bool,
+    /// What the last look learnt from the upstream of a standby that does not stream:
+    /// the WAL it needs next is no longer there ([`WalRemoved`]); `None`: it is, or it
+    /// could not be asked. The executor sets it every look.
+    pub wal_removed: Option<WalRemoved>,
+}
+
+impl Memory {
+    /// What a look saw of the server, noted before the decision (by the manager and the
+    /// simulator alike): a primary's names as they first appear, with where its WAL
+    /// ended then.
+    pub fn observe(&mut self, server: &Server) {
+        match server {
+            Server::Running(r) if !r.in_recovery => {
+                let same = matches!(&self.names_from,
+                    Some((names, _)) if *names == r.synchronous_standby_names);
+                if !same {
+                    self.names_from = Some((r.synchronous_standby_names.clone(), r.wal.lsn));
+                }
+            }
+            Server::Running(_) | Server::Absent | Server::Stopped { .. } => self.names_from = None,
+            Server::Unreachable => {}
+        }
+    }
+
+    /// What a look saw, noted before `decide`: the server's state (a stopped former
+    /// primary must be rewound; a running one started), whether a standby of the
+    /// coordinator's server streams (looks in a row it did not; streaming proves a
+    /// rejoin worked), and whether its upstream removed the WAL it needs.
+    pub fn on_look(&mut self, office: &Office, server: &Server, removed: Option<WalRemoved>) {
+        self.observe(server);
+        match server {
+            Server::Stopped {
+                was_primary: true, ..
+            } => self.needs_rewind = true,
+            Server::Running(_) => self.failed_starts = 0,
+            _ => {}
+        }
+        match on_time(office, server) {
+            Some(false) => self.not_streaming = self.not_streaming.saturating_add(1),
+            Some(true) => {
+                self.not_streaming = 0;
+                self.rewind_failures = 0;
+                self.could_not_follow = false;
+            }
+            None => self.not_streaming = 0,
+        }
+        self.wal_removed = removed;
+    }
+
+    /// How an act the executor ran ended.
+    pub fn on_done(&mut self, done: Done, rules: &Rules) {
+        match done {
+            Done::Starting => self.failed_starts = self.failed_starts.saturating_add(1),
+            Done::Stopped(why) => {
+                // Every reason to stop ends in a rewind before the server follows.
+                self.needs_rewind = true;
+                self.not_streaming = 0;
+                self.could_not_follow |= why == StopReason::CannotFollow;
+            }
+            Done::Copied => {
+                self.rejoined();
+                self.rewind_failures = 0;
+                self.could_not_follow = false;
+            }
+            Done::Rewound => {
+                self.rejoined();
+                // For a standby that could not follow, exiting 0 proves nothing ("no
+                // rewind required" when its upstream removed the WAL it needs): the
+                // attempt counts until it streams.
+                match self.could_not_follow {
+                    true => self.rewind_failures += 1,
+                    false => self.rewind_failures = 0,
+                }
+            }
+            Done::RewindFailed(why) => {
+                self.rewind_failures += 1;
+                if self.rewind_failures >= REWIND_ATTEMPTS && !rules.reinit_on_failed_rewind {
+                    self.out = Some(format!(
+                        "pg_rewind failed {} times: {why}",
+                        self.rewind_failures
+                    ));
+                }
+            }
+            Done::Promoted => self.rejoined(),
+            Done::SyncWritten {
+                record,
+                kept_by_majority,
+            } => {
+                self.sync_written = (record.token, record.seq);
+                // A write no majority kept may still surface later as the newest record
+                // (a minority kept it): nothing relies on an older one after it.
+                self.committed = kept_by_majority.then_some(record);
+            }
+        }
+    }
+
+    /// The server holds data it may follow with (or lead from) as it is: no rewind due.
+    fn rejoined(&mut self) {
+        self.needs_rewind = false;
+        self.failed_starts = 0;
+        self.not_streaming = 0;
+    }
+}
+
+/// How an act ended, as the memory needs it: typed, so no bookkeeping reads words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done {
+    /// A start was asked for (it counts until the server is seen running).
+    Starting,
+    /// The server was stopped, for this reason.
+    Stopped(StopReason),
+    /// A clone (or a reinit) replaced the data dir with the source's.
+    Copied,
+    /// `pg_rewind` exited 0.
+    Rewound,
+    /// `pg_rewind` failed, saying this.
+    RewindFailed(String),
+    /// The server was promoted.
+    Promoted,
+    /// A synchronous record was written to the voters; a majority kept it or not.
+    SyncWritten {
+        record: SyncRecord,
+        kept_by_majority: bool,
+    },
+}
+
+/// For a standby of the coordinator's server: whether it streams from it (the proof a
+/// rewind or a clone worked); `None` for any other server or office.
+pub fn on_time(office: &Office, server: &Server) -> Option<bool> {
+    match (office, server) {
+        (
+            Office::Following {
+                server: Some(up), ..
+            },
+            Server::Running(r),
+        ) if r.in_recovery && r.upstream == Some(*up) => Some(r.streaming),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Position, Running};
+    use super::*;
+
+    fn rules(reinit: bool) -> Rules {
+        Rules {
+            synchronous: super::super::Synchronous::Quorum,
+            maximum_lag_on_failover: 0,
+            rewind: true,
+            reinit_on_failed_rewind: reinit,
+            stuck_after: 3,
+        }
+    }
+
+    const FOLLOWING: Office = Office::Following {
+        leader: 1,
+        server: Some(1),
+    };
+
+    fn standby(streaming: bool) -> Server {
+        Server::Running(Running {
+            in_recovery: true,
+            timeline: 1,
+            wal: Position { branch: 1, lsn: 5 },
+            upstream: Some(1),
+            streaming,
+            synchronous_standby_names: String::new(),
+        })
+    }
+
+    /// The old loop (issue 49): a standby past its upstream's WAL retention is stopped,
+    /// rewound ("no rewind required", exit 0) and started for ever. Its rewinds count
+    /// until it streams, so the bound is reached and it is cloned (or left out).
+    #[test]
+    fn a_rewind_that_exits_0_counts_until_the_standby_streams() {
+        let mut m = Memory::default();
+        for attempt in 1..=REWIND_ATTEMPTS {
+            m.on_look(&FOLLOWING, &standby(false), None);
+            m.on_done(Done::Stopped(StopReason::CannotFollow), &rules(false));
+            assert!(m.needs_rewind);
+            m.on_done(Done::Rewound, &rules(false));
+            assert_eq!(m.rewind_failures, attempt, "counted");
+            assert!(!m.needs_rewind);
+        }
+        m.on_look(&FOLLOWING, &standby(true), None);
+        assert_eq!((m.rewind_failures, m.could_not_follow), (0, false));
+    }
+
+    /// Failed rewinds leave the member out once every attempt failed without reinit,
+    /// and never with it (the decisions clone it then).
+    #[test]
+    fn failed_rewinds_leave_the_member_out_only_without_reinit() {
+        for reinit in [false, true] {
+            let mut m = Memory::default();
+            for _ in 0..REWIND_ATTEMPTS {
+                m.on_done(Done::RewindFailed("refused".into()), &rules(reinit));
+            }
+            assert_eq!(m.out.is_some(), !reinit, "reinit {reinit}");
+            m.on_done(Done::Copied, &rules(reinit));
+            assert_eq!(m.rewind_failures, 0);
+        }
+    }
+
+    /// Looks in a row a standby of the coordinator's server did not stream are counted;
+    /// any other office or server resets the count.
+    #[test]
+    fn looks_without_streaming_are_counted_in_a_row() {
+        let mut m = Memory::default();
+        m.on_look(&FOLLOWING, &standby(false), None);
+        m.on_look(&FOLLOWING, &standby(false), None);
+        assert_eq!(m.not_streaming, 2);
+        m.on_look(&Office::Nobody, &standby(false), None);
+        assert_eq!(m.not_streaming, 0);
+    }
+}
