@@ -65,6 +65,7 @@ pub mod chaos;
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod client_pool;
 pub mod cluster;
 pub mod codec;
 pub mod config;

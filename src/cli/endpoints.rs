@@ -195,14 +195,30 @@ where
 /// time are listed with an error.
 pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Answer> {
     let status = |client: Client| async move { client.status().await };
-    ask_all_with(targets, timeout, all, status).await
+    let enough = match all {
+        true => Enough::All,
+        false => Enough::AfterFirst,
+    };
+    ask_all_with(targets, timeout, enough, status).await
+}
+
+/// When [`ask_all_with`] stops waiting for more answers.
+#[derive(Debug, Clone, Copy)]
+pub enum Enough<T> {
+    /// Every endpoint answered, or `--timeout` passed.
+    All,
+    /// [`AFTER_FIRST`] after the first answer.
+    AfterFirst,
+    /// As `AfterFirst`, and at once when an answer passes this test (one that settles
+    /// the question alone, such as a coordinator's word read against its lease).
+    When(fn(&T) -> bool),
 }
 
 /// [`ask_all`] with another question: `call` on each endpoint at once.
 pub async fn ask_all_with<T, F, Fut>(
     targets: &Targets,
     timeout: Duration,
-    all: bool,
+    enough: Enough<T>,
     call: F,
 ) -> Vec<Answer<T>>
 where
@@ -225,10 +241,18 @@ where
         let Ok(Some(Ok((i, answer)))) = next else {
             break;
         };
-        if !all && answer.status.is_ok() && answers.iter().all(|(_, a)| a.status.is_err()) {
+        let first = answer.status.is_ok() && answers.iter().all(|(_, a)| a.status.is_err());
+        if first && !matches!(enough, Enough::All) {
             deadline = deadline.min(Instant::now() + AFTER_FIRST);
         }
+        let settled = match (&enough, &answer.status) {
+            (Enough::When(test), Ok(answer)) => test(answer),
+            _ => false,
+        };
         answers.push((i, answer));
+        if settled {
+            break;
+        }
     }
     pending.abort_all();
     for (i, endpoint) in targets.endpoints.iter().enumerate() {

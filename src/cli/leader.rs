@@ -97,6 +97,15 @@ pub fn decide(replies: &[Reply]) -> Verdict {
     followers_view(replies)
 }
 
+/// A reply that settles the question alone: in quorum mode a coordinator's word, to us
+/// or relayed, is read against its own lease, and no other coordinator's lease can
+/// overlap it, so the other answers cannot change the verdict. In classic mode every
+/// answer is waited for (two coordinators in a partition are reported).
+fn settles(reply: &Reply) -> bool {
+    let relayed = matches!(&reply.coordinator, Some(Ok(s)) if leads(s) && s.mode == Mode::Quorum);
+    relayed || reply.own.mode == Mode::Quorum && leads(&reply.own)
+}
+
 /// A node that says it leads: coordinator of its own epoch.
 fn leads(s: &Status) -> bool {
     s.role == Role::Coordinator && s.coordinator() == Some(s.id)
@@ -175,7 +184,8 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         Err(code) => return code,
     };
     let ask = |client: Client| async move { client.leader().await };
-    let answers = endpoints::ask_all_with(&targets, args.timeout, false, ask).await;
+    let enough = endpoints::Enough::When(settles);
+    let answers = endpoints::ask_all_with(&targets, args.timeout, enough, ask).await;
     let replies: Vec<Reply> = answers
         .iter()
         .filter_map(|a| a.status.as_ref().ok().cloned())

@@ -337,6 +337,7 @@ fn serve(
         peers: config.peers.clone(),
         tls: config.transport_config().tls,
         local_addr,
+        clients: Default::default(),
     };
     let api = Api::new(ApiParts {
         data_dir: config.data_dir.clone(),

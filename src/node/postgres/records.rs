@@ -2,22 +2,18 @@
 //! leading coordinator reads them before it promotes or runs `initdb`, and a primary
 //! stores a new one on every voter before it relies on it. Each voter answers
 //! `Request::PgSync` from its own store (src/node/postgres/sync_store.rs); this node's
-//! own store answers for it without a round trip. Connections are kept between calls, as
-//! the peer poller keeps its own (src/node/postgres/peers.rs), so a promotion does not
-//! wait for handshakes.
+//! own store answers for it without a round trip. Connections are kept between calls
+//! (src/client_pool.rs), so a promotion does not wait for handshakes.
 
 use super::sync_store::SyncStore;
 use crate::api::{Request, Response, Status};
 use crate::certs::TlsFiles;
-use crate::client::Client;
+use crate::client_pool::ClientPool;
 use crate::postgres_rules::{SyncRecord, SyncView};
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
 use crate::transport::PeerAddr;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Mutex;
 
 /// How long one voter may take to answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(400);
@@ -29,7 +25,7 @@ pub struct Records {
     pub tls: TlsFiles,
     /// The configured peers, used while the node holds no member list.
     pub configured: Vec<(NodeId, PeerAddr)>,
-    clients: Arc<Mutex<BTreeMap<NodeId, Client>>>,
+    clients: ClientPool,
 }
 
 /// How many voters kept a record, of how many.
@@ -52,7 +48,7 @@ impl Records {
             store,
             tls,
             configured,
-            clients: Arc::default(),
+            clients: ClientPool::default(),
         }
     }
 
@@ -118,19 +114,13 @@ impl Records {
     /// One voter's answer: `Some(kept)` when it answered (its record, after keeping
     /// the one sent), `None` when it did not.
     async fn ask(&self, id: NodeId, addr: &str, request: Request) -> Option<Option<SyncRecord>> {
-        let cached = self.clients.lock().await.remove(&id);
-        let client = match cached {
-            Some(client) => client,
-            None => {
-                let addr: PeerAddr = addr.parse().ok()?;
-                let resolved = addr.resolve_any().await.ok()?;
-                Client::connect(resolved, &self.tls, Some(id), ANSWER_WITHIN)
-                    .await
-                    .ok()?
-            }
-        };
-        let answer = client.request_within(request, ANSWER_WITHIN).await.ok()?;
-        self.clients.lock().await.insert(id, client);
+        let addr: PeerAddr = addr.parse().ok()?;
+        let resolved = addr.resolve_any().await.ok()?;
+        let answer = self
+            .clients
+            .request((id, resolved), &self.tls, request, ANSWER_WITHIN, ANSWER_WITHIN)
+            .await
+            .ok()?;
         match answer {
             Response::PgSync(kept) => Some(kept),
             other => {

@@ -129,6 +129,7 @@ mod tests {
             }],
             tls: TlsFiles::for_node(dir, 1),
             local_addr: "127.0.0.1:0".parse().unwrap(),
+            clients: Default::default(),
         };
         let mut status = Status::starting_candidate(1, &[2]);
         status.set_peer(2, true);

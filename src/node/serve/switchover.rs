@@ -16,7 +16,7 @@
 use crate::api::Status;
 use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
-use crate::client::Client;
+use crate::client_pool::ClientPool;
 use crate::config::PeerConfig;
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::{NodeId, Role};
@@ -35,6 +35,8 @@ pub struct PeerApis {
     pub tls: TlsFiles,
     /// Our own QUIC address, to pick the address family when resolving a peer's name.
     pub local_addr: SocketAddr,
+    /// Connections kept to the peers' APIs (src/client_pool.rs).
+    pub clients: ClientPool,
 }
 
 /// Runs a switchover to `to` on the coordinator: checks, stand-asides, then the
@@ -185,11 +187,9 @@ pub async fn ask_member(
         .resolve(members.local_addr)
         .await
         .map_err(|e| e.to_string())?;
-    let client = Client::connect(addr, &members.tls, Some(id), ASK_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    client
-        .request_within(request, answer_within)
+    members
+        .clients
+        .request((id, addr), &members.tls, request, ASK_TIMEOUT, answer_within)
         .await
         .map_err(|e| e.to_string())
 }
@@ -200,8 +200,9 @@ async fn ask(members: &PeerApis, peer: &PeerConfig, request: Request) -> Result<
         .resolve(members.local_addr)
         .await
         .map_err(|e| e.to_string())?;
-    let client = Client::connect(addr, &members.tls, Some(peer.id), ASK_TIMEOUT)
+    members
+        .clients
+        .request((peer.id, addr), &members.tls, request, ASK_TIMEOUT, ASK_TIMEOUT)
         .await
-        .map_err(|e| e.to_string())?;
-    client.request(request).await.map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())
 }
