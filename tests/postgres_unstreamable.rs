@@ -104,7 +104,11 @@ struct Killed {
 impl Killed {
     /// The members whose hosts still run.
     fn survivors(&self) -> Vec<NodeId> {
-        self.c.ids().into_iter().filter(|&id| id != self.old).collect()
+        self.c
+            .ids()
+            .into_iter()
+            .filter(|&id| id != self.old)
+            .collect()
     }
 
     /// The acknowledged ids node `id`'s server does not hold; panics with the logs if it
@@ -235,7 +239,12 @@ async fn refuse_then_kill() -> Option<Killed> {
     let old = c.wait_all_streaming(&|_| SUPERUSER.to_string()).await;
 
     phase("the table, replayed by every standby");
-    execute(&c, old, &format!("CREATE TABLE {TABLE} (id integer PRIMARY KEY)")).await;
+    execute(
+        &c,
+        old,
+        &format!("CREATE TABLE {TABLE} (id integer PRIMARY KEY)"),
+    )
+    .await;
     let client = login(&c, old).await.expect("a session on the primary");
     let lsn: String = client
         .query_one("SELECT pg_current_wal_lsn()::text", &[])
@@ -340,16 +349,21 @@ async fn the_cluster_waits_for_the_primary_whose_standbys_could_not_stream() {
     s.c.restart_host(s.old);
     let ids = s.c.ids();
     let c = &s.c;
-    let leader = primary::wait_logged(&c.t, "a ready coordinator with a writable server", AGREE, || async {
-        for &id in &ids {
-            let ready = matches!(http_get(c.http[&id], "/coordinator").await, Ok((200, _)));
-            let role = role_as(c.local(id), Some(SUPERUSER)).await;
-            if ready && role.is_some_and(|r| r.writable()) {
-                return Some(id);
+    let leader = primary::wait_logged(
+        &c.t,
+        "a ready coordinator with a writable server",
+        AGREE,
+        || async {
+            for &id in &ids {
+                let ready = matches!(http_get(c.http[&id], "/coordinator").await, Ok((200, _)));
+                let role = role_as(c.local(id), Some(SUPERUSER)).await;
+                if ready && role.is_some_and(|r| r.writable()) {
+                    return Some(id);
+                }
             }
-        }
-        None
-    })
+            None
+        },
+    )
     .await;
     eprintln!(
         "=== node {leader}'s server is the primary {} ms after node {}'s host came back",
@@ -405,7 +419,10 @@ async fn accept_loss_promotes_a_standby_that_lacks_the_commits() {
     let asked = Instant::now();
     let (code, text) = s.bully(&["pg", "failover", "--to", &to, "--accept-loss"]);
     assert_eq!(code, Some(0), "{text}\n{}", s.c.logs());
-    eprintln!("=== bully pg failover --to {to} --accept-loss: {}", text.trim());
+    eprintln!(
+        "=== bully pg failover --to {to} --accept-loss: {}",
+        text.trim()
+    );
     let c = &s.c;
     primary::wait_logged(&c.t, "the coordinator's server writable", AGREE, || async {
         role_as(c.local(waiting), Some(SUPERUSER))

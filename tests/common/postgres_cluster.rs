@@ -241,11 +241,10 @@ pub async fn connect_as(
     if let Some(password) = password {
         config.password(password);
     }
-    let (client, connection) =
-        tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
-            .await
-            .ok()?
-            .ok()?;
+    let (client, connection) = tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
+        .await
+        .ok()?
+        .ok()?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
