@@ -28,7 +28,6 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use common::installed;
 use postgres_bully::{BullyPg, Secrets, AGREE, IDS};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -41,15 +40,7 @@ const SUPERUSER: &str = r"pa'ss\wo rd é";
 const REPLICATION: &str = "r'e\"p\\l:i#c a=\t$%&;,<>|`~*?[]{}()!@^é漢";
 
 fn skip() -> bool {
-    if let Some(why) = postgres_cluster::cannot_run() {
-        eprintln!("skipped: {why}");
-        return true;
-    }
-    if !installed("haproxy") {
-        eprintln!("skipped: haproxy not installed");
-        return true;
-    }
-    false
+    postgres_bully::skipped("SCRAM with special-character passwords")
 }
 
 /// A SQL session with the superuser's `password` on `addr`, or `None`.

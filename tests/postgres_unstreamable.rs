@@ -40,7 +40,6 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use common::installed;
 use postgres_bully::{BullyPg, Secrets, AGREE};
 use postgres_cluster::{connect_as, role_as, Role};
 use primary::{http_get, phase};
@@ -74,20 +73,6 @@ const INSERT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the survivors are watched once the coordinator said it waits: no server
 /// may become writable meanwhile.
 const WATCH: Duration = Duration::from_secs(5);
-
-fn skip() -> bool {
-    let mut missing: Vec<String> = postgres_cluster::cannot_run().into_iter().collect();
-    if !installed("haproxy") {
-        missing.push("haproxy not installed (apt-get install haproxy)".into());
-    }
-    if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED: {}; this test runs standbys that cannot stream",
-            missing.join("; ")
-        );
-    }
-    !missing.is_empty()
-}
 
 /// The cluster once its primary's host was killed after acknowledging `acked` alone.
 /// Fields drop in order: the cluster (every process killed by PID), then the password
@@ -227,7 +212,7 @@ async fn write_ids(client: tokio_postgres::Client, acked: Arc<Mutex<Vec<i32>>>) 
 /// `pg_hba.conf`; the primary acknowledging alone (its record committed first); a writer
 /// on it; its host killed -9 while it writes. `None`: skipped.
 async fn refuse_then_kill() -> Option<Killed> {
-    if skip() {
+    if postgres_bully::skipped("standbys that cannot stream") {
         return None;
     }
     let passwords = tempfile::tempdir().unwrap();

@@ -37,6 +37,20 @@ pub const AGREE: Duration = Duration::from_secs(40);
 /// The nodes (and servers) of the cluster.
 pub const IDS: [NodeId; 3] = [1, 2, 3];
 
+/// Whether this cluster cannot run here (PostgreSQL 15 missing, or as root no
+/// `postgres` user to run it as; HAProxy missing): then says so, `SKIPPED: <why>; this
+/// test runs <what>`, and the test returns. `.ci/run` installs both.
+pub fn skipped(what: &str) -> bool {
+    let mut missing: Vec<String> = super::postgres_cluster::cannot_run().into_iter().collect();
+    if !super::common::installed("haproxy") {
+        missing.push("haproxy not installed (apt-get install haproxy)".into());
+    }
+    if !missing.is_empty() {
+        eprintln!("SKIPPED: {}; this test runs {what}", missing.join("; "));
+    }
+    !missing.is_empty()
+}
+
 /// The timing the nodes run: bully's default, or with `PG_TEST_D_MS=D` a slower D
 /// (heartbeat and T at D/3, T' at D), to try the same scenarios at another timing.
 pub fn timing() -> Timing {
