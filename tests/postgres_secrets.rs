@@ -28,7 +28,6 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use common::installed;
 use postgres_bully::{BullyPg, Secrets, AGREE, IDS};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -41,79 +40,12 @@ const SUPERUSER: &str = r"pa'ss\wo rd é";
 const REPLICATION: &str = "r'e\"p\\l:i#c a=\t$%&;,<>|`~*?[]{}()!@^é漢";
 
 fn skip() -> bool {
-    if let Some(why) = postgres_cluster::cannot_run() {
-        eprintln!("skipped: {why}");
-        return true;
-    }
-    if !installed("haproxy") {
-        eprintln!("skipped: haproxy not installed");
-        return true;
-    }
-    false
+    postgres_bully::skipped("SCRAM with special-character passwords")
 }
 
 /// A SQL session with the superuser's `password` on `addr`, or `None`.
 async fn login(addr: SocketAddr, password: &str) -> Option<tokio_postgres::Client> {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(addr.ip().to_string())
-        .port(addr.port())
-        .user("postgres")
-        .password(password)
-        .dbname("postgres")
-        .connect_timeout(Duration::from_secs(1));
-    let (client, connection) = tokio::time::timeout(
-        Duration::from_secs(2),
-        config.connect(tokio_postgres::NoTls),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Some(client)
-}
-
-/// The node whose server is the primary and lists every other member's standby as
-/// `streaming` in `pg_stat_replication`, within [`AGREE`]; panics with the logs.
-async fn wait_all_streaming(pg: &BullyPg, password: &dyn Fn(NodeId) -> String) -> NodeId {
-    let deadline = Instant::now() + AGREE;
-    loop {
-        for id in IDS {
-            let Some(client) = login(pg.local(id), &password(id)).await else {
-                continue;
-            };
-            let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await else {
-                continue;
-            };
-            if row.get::<_, bool>(0) {
-                continue;
-            }
-            let rows = client
-                .query(
-                    "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'",
-                    &[],
-                )
-                .await
-                .unwrap_or_default();
-            let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-            let all = IDS
-                .iter()
-                .filter(|&&o| o != id)
-                .all(|o| names.contains(&format!("bully_{o}")));
-            if all {
-                eprintln!("=== node {id}'s server is the primary; streaming: {names:?}");
-                return id;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every standby streams within {AGREE:?}\n{}",
-            pg.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    postgres_cluster::connect_as(addr, Duration::from_secs(2), Some(password)).await
 }
 
 /// Asserts no node's `bully.conf` holds a password (nor `password=`), and each
@@ -166,7 +98,7 @@ async fn special_character_passwords_stream_and_stay_out_of_bully_conf() {
     std::fs::write(&superuser, format!("{SUPERUSER}\n")).unwrap();
     std::fs::write(&replication, format!("{REPLICATION}\n")).unwrap();
     let pg = BullyPg::start_with(Secrets::Files(superuser, replication)).await;
-    let primary = wait_all_streaming(&pg, &|_| SUPERUSER.to_string()).await;
+    let primary = pg.wait_all_streaming(&|_| SUPERUSER.to_string()).await;
     assert_no_password_in_conf(&pg, primary, &[SUPERUSER, REPLICATION]);
     assert_no_host_trust(&pg, primary);
     // The passfile beside each data dir: private, and the server user's.
@@ -238,7 +170,7 @@ async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
         pg.restart_host(id);
     }
     let superuser = read(&generated(first, "superuser"));
-    let primary = wait_all_streaming(&pg, &|_| superuser.clone()).await;
+    let primary = pg.wait_all_streaming(&|_| superuser.clone()).await;
     let replication = read(&generated(first, "replication"));
     assert_no_password_in_conf(&pg, primary, &[&superuser, &replication]);
 }

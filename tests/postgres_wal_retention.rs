@@ -28,7 +28,6 @@ mod tcp_cut;
 
 use bully::config::postgres::PostgresConfig;
 use bully::protocol::NodeId;
-use common::installed;
 use postgres_bully::{BullyPg, IDS};
 use postgres_cluster::{connect, role, wal_position, PROBE};
 use primary::phase;
@@ -47,15 +46,7 @@ fn small_retention(pg: &mut PostgresConfig) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
-    let mut missing: Vec<String> = postgres_cluster::cannot_run().into_iter().collect();
-    if !installed("haproxy") {
-        missing.push("haproxy not installed (apt-get install haproxy)".into());
-    }
-    if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED: {}; this test runs a standby past WAL retention",
-            missing.join("; ")
-        );
+    if postgres_bully::skipped("a standby past WAL retention") {
         return;
     }
     let mut c = BullyPg::start_tuned(small_retention).await;

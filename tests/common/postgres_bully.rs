@@ -15,7 +15,9 @@
 #![allow(dead_code)]
 
 use super::common::{binary, TestCluster};
-use super::postgres_cluster::{example_dir, is_root, role, PgServers};
+use super::postgres_cluster::{
+    connect_as, example_dir, is_root, role, server_pids, PgServers, PROBE,
+};
 use super::primary::{self, http_get, phase};
 use super::redis_servers::{Haproxy, Keepers};
 use super::tcp_cut::CutProxy;
@@ -25,6 +27,7 @@ use bully::config::postgres::{Auth, PostgresConfig, Synchronous};
 use bully::config::HttpConfig;
 use bully::ports::free_tcp_addrs;
 use bully::protocol::{Mode, NodeId, Preempt, Timing};
+use bully::signals::{self, Signal};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -33,6 +36,20 @@ use std::time::{Duration, Instant};
 pub const AGREE: Duration = Duration::from_secs(40);
 /// The nodes (and servers) of the cluster.
 pub const IDS: [NodeId; 3] = [1, 2, 3];
+
+/// Whether this cluster cannot run here (PostgreSQL 15 missing, or as root no
+/// `postgres` user to run it as; HAProxy missing): then says so, `SKIPPED: <why>; this
+/// test runs <what>`, and the test returns. `.ci/run` installs both.
+pub fn skipped(what: &str) -> bool {
+    let mut missing: Vec<String> = super::postgres_cluster::cannot_run().into_iter().collect();
+    if !super::common::installed("haproxy") {
+        missing.push("haproxy not installed (apt-get install haproxy)".into());
+    }
+    if !missing.is_empty() {
+        eprintln!("SKIPPED: {}; this test runs {what}", missing.join("; "));
+    }
+    !missing.is_empty()
+}
 
 /// The timing the nodes run: bully's default, or with `PG_TEST_D_MS=D` a slower D
 /// (heartbeat and T at D/3, T' at D), to try the same scenarios at another timing.
@@ -288,6 +305,53 @@ impl BullyPg {
         .await
     }
 
+    /// The node whose server is the primary and lists every other member's standby as
+    /// `streaming` in `pg_stat_replication`, logging in to node `id`'s server with
+    /// `password(id)` (SCRAM: [`BullyPg::wait_primary`]'s probes log in by trust),
+    /// within [`AGREE`]; panics with the logs.
+    pub async fn wait_all_streaming(&self, password: &dyn Fn(NodeId) -> String) -> NodeId {
+        let ids = self.ids();
+        let deadline = Instant::now() + AGREE;
+        loop {
+            for &id in &ids {
+                let password = password(id);
+                let login = connect_as(self.local(id), PROBE * 4, Some(&password));
+                let Some(client) = login.await else {
+                    continue;
+                };
+                let Ok(row) = client.query_one("SELECT pg_is_in_recovery()", &[]).await else {
+                    continue;
+                };
+                if row.get::<_, bool>(0) {
+                    continue;
+                }
+                let rows = client
+                    .query(
+                        "SELECT application_name FROM pg_stat_replication \
+                         WHERE state = 'streaming'",
+                        &[],
+                    )
+                    .await
+                    .unwrap_or_default();
+                let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                let all = ids
+                    .iter()
+                    .filter(|&&o| o != id)
+                    .all(|o| names.contains(&format!("bully_{o}")));
+                if all {
+                    eprintln!("=== node {id}'s server is the primary; streaming: {names:?}");
+                    return id;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not every standby streams within {AGREE:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Waits until node `id`'s server streams from node `leader`'s; returns when.
     pub async fn wait_rejoined(&self, id: NodeId, leader: NodeId) -> Instant {
         let port = self.cuts[&leader].addr.port();
@@ -301,9 +365,24 @@ impl BullyPg {
         .await
     }
 
-    /// Node `id`'s host loses every process: kill -9 of its server, node and keeper.
+    /// Node `id`'s host loses every process: kill -9 of its node, of each program the
+    /// node had running (a `pg_rewind` or `pg_basebackup` in flight: each leads a
+    /// process group of its own, which a kill of the node alone leaves running), its
+    /// keeper, and its server (the postmaster and its children, found by PID).
     pub fn kill_host(&mut self, id: NodeId) {
+        let server = self.pg.pid(id);
+        let programs: Vec<u32> = match self.t.cluster.pid(id) {
+            Some(node) => server_pids(node)
+                .into_iter()
+                .skip(1)
+                .filter(|&p| Some(p) != server)
+                .collect(),
+            None => Vec::new(),
+        };
         self.t.cluster.kill(id).unwrap();
+        for pid in programs {
+            let _ = signals::send_group(pid, Signal::SIGKILL);
+        }
         self.keepers.kill(id);
         self.pg.kill(id);
     }

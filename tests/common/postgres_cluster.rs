@@ -219,18 +219,32 @@ pub fn is_zombie(pid: u32) -> bool {
 /// A client of the server at `addr` (trust auth, user postgres), or `None` if it does
 /// not answer within `timeout`. Its connection runs on a task of its own.
 pub async fn connect(addr: SocketAddr, timeout: Duration) -> Option<tokio_postgres::Client> {
-    let conninfo = format!(
-        "host={} port={} user=postgres dbname=postgres connect_timeout=2 application_name=bully-test",
-        addr.ip(),
-        addr.port()
-    );
-    let (client, connection) = tokio::time::timeout(
-        timeout,
-        tokio_postgres::connect(&conninfo, tokio_postgres::NoTls),
-    )
-    .await
-    .ok()?
-    .ok()?;
+    connect_as(addr, timeout, None).await
+}
+
+/// A client of the server at `addr` as user postgres, with `password` (SCRAM) or
+/// without (trust), or `None` if it does not answer within `timeout`. Its connection
+/// runs on a task of its own.
+pub async fn connect_as(
+    addr: SocketAddr,
+    timeout: Duration,
+    password: Option<&str>,
+) -> Option<tokio_postgres::Client> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("postgres")
+        .dbname("postgres")
+        .application_name("bully-test")
+        .connect_timeout(Duration::from_secs(2));
+    if let Some(password) = password {
+        config.password(password);
+    }
+    let (client, connection) = tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls))
+        .await
+        .ok()?
+        .ok()?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -292,7 +306,12 @@ pub async fn role_of(client: &tokio_postgres::Client) -> Option<Role> {
 
 /// The role of the server at `addr` (one connection), or `None` if it does not answer.
 pub async fn role(addr: SocketAddr) -> Option<Role> {
-    let client = connect(addr, PROBE).await?;
+    role_as(addr, None).await
+}
+
+/// [`role`], logging in with `password` (SCRAM) or without (trust).
+pub async fn role_as(addr: SocketAddr, password: Option<&str>) -> Option<Role> {
+    let client = connect_as(addr, PROBE, password).await?;
     role_of(&client).await
 }
 
