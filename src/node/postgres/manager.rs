@@ -721,14 +721,18 @@ impl Loop {
         match act {
             Act::Wait(why) => Ok(why),
             Act::InitDb => {
-                let _beat = self.heartbeat();
+                // From now on this member holds data: its peers must not read it as a
+                // member that never did (a coordinator after this one would run a
+                // second initdb while this one runs, the record of its identity not
+                // committed yet).
+                let _beat = self.heartbeat(Some(PgRole::Stopped));
                 self.init_db().await?;
                 self.commit_identity(status, cluster, token).await;
                 self.start_server(None, true).await?;
                 Ok("initdb done; started as a standby".into())
             }
             Act::Clone { from } => {
-                let _beat = self.heartbeat();
+                let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
                 self.clone_from(from).await?;
                 self.note_cloned();
@@ -816,12 +820,12 @@ impl Loop {
                 Ok(format!("stopped: {why}"))
             }
             Act::Rewind { from } => {
-                let _beat = self.heartbeat();
+                let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
                 self.rewind_and_start(from).await
             }
             Act::Reinit { from } => {
-                let _beat = self.heartbeat();
+                let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
                 // A standby whose upstream removed its WAL is cloned while it runs.
                 let removed = self
@@ -864,15 +868,23 @@ impl Loop {
 
     /// While a long program runs (initdb, a clone, a rewind), the last record is sent
     /// again every [`RESEND`] with a fresh time, so readers (`/liveness`) see the
-    /// manager alive; stops when the guard drops.
-    fn heartbeat(&self) -> Heartbeat {
-        let Some((last, _)) = self.last_sent.clone() else {
+    /// manager alive; stops when the guard drops. With `role` the record says that
+    /// role instead, sent at once (an initdb under way: the data dir is no longer
+    /// absent).
+    fn heartbeat(&self, role: Option<PgRole>) -> Heartbeat {
+        let Some((mut last, _)) = self.last_sent.clone() else {
             return Heartbeat(None);
         };
+        if let (Some(role), Some(state)) = (role, last.postgres.as_mut()) {
+            state.role = role;
+        }
         let verdicts = self.m.verdicts.clone();
+        let at_once = role.is_some();
         Heartbeat(Some(tokio::spawn(async move {
-            loop {
+            if !at_once {
                 tokio::time::sleep(RESEND).await;
+            }
+            loop {
                 let mut verdict = last.clone();
                 if let Some(state) = verdict.postgres.as_mut() {
                     state.observed_at_ns = BootInstant::now().as_nanos();
@@ -880,6 +892,7 @@ impl Loop {
                 if verdicts.send(verdict).await.is_err() {
                     return;
                 }
+                tokio::time::sleep(RESEND).await;
             }
         })))
     }
