@@ -4,7 +4,10 @@
 //! another cluster's data; and `bully pg failover --to N --accept-loss` only when no
 //! member's data can satisfy the newest synchronous record any more (its holders'
 //! data dirs were wiped: those commits are destroyed by the fault, not lost by the
-//! decisions), and every member with data shows its position (none holds more); and, with no one leading, restarting the node of a member whose manager
+//! decisions), and every member with data shows its position; what it then accepts to
+//! lose are the commits acknowledged under that record (a copy of one elsewhere may
+//! rank below the server promoted: a standby that streamed the record's primary's
+//! timeline without learning its branch, seed 18028); and, with no one leading, restarting the node of a member whose manager
 //! gave up (its rewinds failed with `reinit_on_failed_rewind` off: the operator fixed
 //! what failed them).
 
@@ -56,14 +59,19 @@ impl World {
             .peers_of(h.leader)
             .iter()
             .all(|p| p.wal.is_some() || self.member(p.id).pg.is_none());
+        let record = self.sync_view(h.leader).record().cloned();
         let hopeless = every_position_seen
-            && self
-                .sync_view(h.leader)
-                .record()
+            && record
+                .as_ref()
                 .is_some_and(|record| !record.covered_by(&with_data));
-        let leader = self.member_mut(h.leader);
-        if hopeless && leader.memory.accept_loss != Some(h.token) {
-            leader.memory.accept_loss = Some(h.token);
+        if hopeless && self.member(h.leader).memory.accept_loss != Some(h.token) {
+            // What the flag accepts: the commits acknowledged under that record, which
+            // it no longer vouches for (a copy elsewhere may rank below the promoted).
+            let overridden = record.map(|r| r.token);
+            for a in self.acked.iter_mut().filter(|a| a.alone_in == overridden) {
+                a.accepted = true;
+            }
+            self.member_mut(h.leader).memory.accept_loss = Some(h.token);
             let words = format!("bully pg failover --to {} --accept-loss", h.leader);
             self.event(Event::Operator(words));
         }

@@ -92,6 +92,13 @@ impl World {
                 _ => named_k,
             };
             let weak = self.weak();
+            let alone_in = self
+                .member(id)
+                .memory
+                .committed
+                .as_ref()
+                .filter(|r| r.alone && r.primary == id && named_k <= r.k)
+                .map(|r| r.token);
             let standbys: Vec<&super::server::Data> = named
                 .iter()
                 .filter(|&&s| s != id && (s as usize) <= self.spec.members)
@@ -123,6 +130,8 @@ impl World {
                     pos,
                     weak,
                     destroyed: false,
+                    alone_in,
+                    accepted: false,
                 }));
             self.event(Event::Acknowledged {
                 by: id,

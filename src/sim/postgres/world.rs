@@ -125,6 +125,12 @@ pub(super) struct Acked {
     pub weak: bool,
     /// Every copy was destroyed by drawn wipes.
     pub destroyed: bool,
+    /// Acknowledged by a primary with fewer standbys than full under the `alone`
+    /// record of this office: `bully pg failover --accept-loss` over that record
+    /// accepts losing it.
+    pub alone_in: Option<u64>,
+    /// The operator accepted losing it (`--accept-loss` over its office's record).
+    pub accepted: bool,
 }
 
 /// What the WAL retention model (src/sim/postgres/retention.rs) draws with, apart from
@@ -924,7 +930,7 @@ impl World {
         match self
             .acked
             .iter()
-            .find(|a| !a.weak && !a.destroyed && !data.wal.holds(a.pos, a.id))
+            .find(|a| !a.weak && !a.destroyed && !a.accepted && !data.wal.holds(a.pos, a.id))
         {
             None => Ok(()),
             Some(a) => Err(format!(
