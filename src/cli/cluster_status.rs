@@ -56,10 +56,11 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
 }
 
 /// The columns of every row; the last [`PG_COLUMNS`] are about PostgreSQL servers.
-const COLUMNS: usize = 13;
+const COLUMNS: usize = 14;
 /// PostgreSQL's columns, like `patronictl list`: the server's role, timeline, WAL
-/// position and lag behind the primary; shown when a member keeps a server.
-const PG_COLUMNS: usize = 4;
+/// position, lag behind the primary and the parameters pending a restart (Patroni's
+/// `Pending restart`); shown when a member keeps a server.
+const PG_COLUMNS: usize = 5;
 
 /// Whether any member that answered keeps a PostgreSQL server (`[postgres]`).
 fn keeps_postgres(answers: &[Answer]) -> bool {
@@ -114,6 +115,7 @@ fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
         "TL",
         "WAL",
         "PG LAG",
+        "PENDING RESTART",
     ]
     .map(String::from);
     std::iter::once(header)
@@ -157,24 +159,16 @@ fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
         pg.and_then(|p| p.lag_bytes)
             .map(|b| format!("{b} B"))
             .unwrap_or_else(dash),
+        pg.filter(|p| !p.pending_restart.is_empty())
+            .map(|p| p.pending_restart.join(","))
+            .unwrap_or_else(dash),
     ]
 }
 
 fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
-    let dash = || "-".to_string();
-    [
-        id.to_string(),
-        endpoint,
-        why.to_string(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-    ]
+    let mut row: [String; COLUMNS] = std::array::from_fn(|_| "-".to_string());
+    row[0] = id.to_string();
+    row[1] = endpoint;
+    row[2] = why.to_string();
+    row
 }

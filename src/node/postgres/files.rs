@@ -119,12 +119,26 @@ fn slot_keep(bytes: i64) -> String {
     }
 }
 
-/// Writes `text` to `path` (through a temporary file and a rename), owned by `owner`.
+/// Writes `text` to `path` atomically, owned by `owner`: a file beside it, flushed to
+/// disk (fsync), then renamed over it, and the directory synced, so a crash leaves the
+/// old file or the new one, never a part of either (the one writer of bully's files in
+/// the data dir: at a start, a promotion and `bully pg reload` alike).
 pub fn write_owned(path: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    use std::io::Write as _;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", tmp.display());
+    let mut file = std::fs::File::create(&tmp).map_err(cannot)?;
+    file.write_all(text.as_bytes()).map_err(cannot)?;
+    file.sync_all().map_err(cannot)?;
+    drop(file);
     give(&tmp, owner)?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // The rename itself lasts once the directory is synced; a directory that cannot be
+    // opened for it (odd file systems) still has the file in place.
+    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
 }
 
 /// Hands `path` to `owner`, if one is set.

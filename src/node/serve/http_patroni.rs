@@ -253,6 +253,12 @@ pub fn server_json(pg: &PgState) -> Map<String, Value> {
     body.insert("streaming_from".into(), json!(pg.streaming_from));
     body.insert("listen".into(), pg.listen.to_string().into());
     body.insert("note".into(), pg.note.as_str().into());
+    // Patroni's flag, and the names bully knows (`bully pg restart N` applies them).
+    body.insert(
+        "pending_restart".into(),
+        (!pg.pending_restart.is_empty()).into(),
+    );
+    body.insert("pending_restart_params".into(), json!(pg.pending_restart));
     body
 }
 
