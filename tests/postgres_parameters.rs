@@ -69,7 +69,13 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     let timeline_before = timeline(c.local(leader)).await;
     let pg = |verb: &str, node: NodeId| {
         let config = c.t.cluster.config_path(leader);
-        common::bully(&["pg", verb, &node.to_string(), "--config", config.to_str().unwrap()])
+        common::bully(&[
+            "pg",
+            verb,
+            &node.to_string(),
+            "--config",
+            config.to_str().unwrap(),
+        ])
     };
 
     phase("work_mem changed in every config file; bully pg reload on each node");
@@ -105,7 +111,7 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
         (
             "a value PostgreSQL refuses",
             Box::new(|| edited(&path, |c| param(c, "work_mem", "lots"))),
-            "PostgreSQL refuses",
+            "PostgreSQL refuses the new parameters",
         ),
     ];
     for (what, text, says) in edits {
@@ -156,15 +162,25 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     assert_eq!(code, 200, "{body}");
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["pending_restart"], true, "{body}");
-    assert_eq!(json["pending_restart_params"][0], "shared_buffers", "{body}");
-    assert_eq!(show(c.local(leader), "shared_buffers").await, default_buffers);
+    assert_eq!(
+        json["pending_restart_params"][0], "shared_buffers",
+        "{body}"
+    );
+    assert_eq!(
+        show(c.local(leader), "shared_buffers").await,
+        default_buffers
+    );
 
     phase("bully pg restart of each standby, then of the primary, in place");
     postgres_load::create_table(c.front).await.unwrap();
     let writer = postgres_load::PgWriter::start("params", c.front);
     for id in IDS.into_iter().filter(|&id| id != leader) {
         let out = pg("restart", id);
-        assert!(out.status.success(), "restart of node {id}: {}", common::text(&out));
+        assert!(
+            out.status.success(),
+            "restart of node {id}: {}",
+            common::text(&out)
+        );
         c.wait_rejoined(id, leader).await;
     }
     let restart = Instant::now();
@@ -194,22 +210,30 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
 
     phase("the new value everywhere, nothing pending, and no failover");
     for id in IDS {
-        assert_eq!(show(c.local(id), "shared_buffers").await, SHARED_BUFFERS, "node {id}");
+        assert_eq!(
+            show(c.local(id), "shared_buffers").await,
+            SHARED_BUFFERS,
+            "node {id}"
+        );
         assert_eq!(pending_count(c.local(id)).await, 0, "node {id}");
     }
-    common::wait_until(
-        "nothing pending in status --cluster",
-        AGREE,
-        || async {
-            let table = cluster_table(&config);
-            IDS.iter()
-                .all(|&id| member_pending(&table, id) == "-")
-                .then_some(())
-        },
-    )
+    common::wait_until("nothing pending in status --cluster", AGREE, || async {
+        let table = cluster_table(&config);
+        IDS.iter()
+            .all(|&id| member_pending(&table, id) == "-")
+            .then_some(())
+    })
     .await;
-    assert_eq!(c.wait_ready(&IDS).await, leader, "another node's server is the primary");
-    assert_eq!(office(&c, leader).await, before, "the coordinator's office changed");
+    assert_eq!(
+        c.wait_ready(&IDS).await,
+        leader,
+        "another node's server is the primary"
+    );
+    assert_eq!(
+        office(&c, leader).await,
+        before,
+        "the coordinator's office changed"
+    );
     for id in IDS {
         let seen = primary::status(&c.t, id).await.map(|s| s.epoch);
         assert_eq!(seen, Some(before), "node {id} saw another office");
@@ -223,7 +247,9 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
 
 /// The office node `leader` holds now, as it reports it.
 async fn office(c: &BullyPg, leader: NodeId) -> Option<bully::protocol::Epoch> {
-    let status = primary::status(&c.t, leader).await.expect("the leader's status");
+    let status = primary::status(&c.t, leader)
+        .await
+        .expect("the leader's status");
     assert_eq!(status.coordinator(), Some(leader), "node {leader} leads");
     status.epoch
 }
@@ -250,7 +276,10 @@ fn edited(path: &Path, edit: impl FnOnce(&mut NodeConfig)) -> String {
 /// `SHOW name` on the server at `addr`.
 async fn show(addr: SocketAddr, name: &str) -> String {
     let client = connect(addr, PROBE).await.expect("a client");
-    let row = client.query_one(&format!("SHOW {name}"), &[]).await.unwrap();
+    let row = client
+        .query_one(&format!("SHOW {name}"), &[])
+        .await
+        .unwrap();
     row.get(0)
 }
 

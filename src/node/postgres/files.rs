@@ -19,6 +19,12 @@ const INCLUDE_LINE: &str = "include_if_exists = 'bully.conf'";
 /// `wal_keep_size` unless `[postgres] parameters` sets it.
 const DEFAULT_WAL_KEEP: &str = "256MB";
 
+/// `wal_retrieve_retry_interval` unless `[postgres] parameters` sets it: how soon a
+/// standby whose upstream went away tries to stream again. PostgreSQL's 5 s held every
+/// synchronous commit that long after a primary's restart in place (`bully pg restart`,
+/// tests/postgres_parameters.rs), while the standbys waited to reconnect.
+const DEFAULT_RETRY_STREAMING: &str = "250ms";
+
 /// Whether `data_dir` holds a cluster (its `PG_VERSION`).
 pub fn has_data(data_dir: &Path) -> bool {
     data_dir.join("PG_VERSION").is_file()
@@ -100,6 +106,15 @@ pub fn owned_conf(
     // servers share; without a floor, the checkpoints after it recycle that WAL.
     if !config.parameters.contains_key("wal_keep_size") {
         set("wal_keep_size", conf_string(DEFAULT_WAL_KEEP));
+    }
+    if !config
+        .parameters
+        .contains_key("wal_retrieve_retry_interval")
+    {
+        set(
+            "wal_retrieve_retry_interval",
+            conf_string(DEFAULT_RETRY_STREAMING),
+        );
     }
     set(
         "max_slot_wal_keep_size",

@@ -281,20 +281,24 @@ impl Loop {
             }
             (false, _) => (None, d.synchronous_standby_names.clone(), None),
         };
-        let include = self.m.config.data_dir.join(crate::config::postgres::OWNED_INCLUDE);
+        let include = self
+            .m
+            .config
+            .data_dir
+            .join(crate::config::postgres::OWNED_INCLUDE);
         let before = std::fs::read_to_string(&include).ok();
-        let started_with = std::mem::replace(&mut self.m.config.parameters, reread.parameters.clone());
-        let refused = match self.write_conf(upstream, &names, token) {
-            Err(e) => Some(e),
+        let started_with =
+            std::mem::replace(&mut self.m.config.parameters, reread.parameters.clone());
+        let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
+        let written = self.write_conf(upstream, &names, token);
+        let checked = match written {
             Ok(()) => {
-                let client = self.local_client().await?;
-                let errors = parameters::file_errors(client, SQL_TIMEOUT).await?;
-                (!errors.is_empty()).then(|| {
-                    format!("PostgreSQL refuses the new parameters: {}", errors.join("; "))
-                })
+                let dir = &self.m.config.data_dir;
+                parameters::check_files(&self.m.programs, dir, timeout).await
             }
+            Err(e) => Err(e),
         };
-        if let Some(why) = refused {
+        if let Err(why) = checked {
             self.m.config.parameters = started_with;
             if let Some(text) = before {
                 files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())?;
@@ -302,7 +306,6 @@ impl Loop {
             return Err(format!("{why}; nothing changed"));
         }
         parameters::keep_reloaded(&self.m.reloaded, &reread.parameters);
-        let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
         let client = self.local_client().await?;
         let seen = parameters::reload_and_wait(client, timeout).await?;
         let pending = parameters::pending(client, SQL_TIMEOUT).await?;
@@ -324,10 +327,12 @@ impl Loop {
         let deadline = started + timeout;
         loop {
             let answer = match self.describe_local().await {
-                Ok(d) if !d.in_recovery => return Ok(format!(
-                    "restarted in place as the primary in {} ms; the office is kept",
-                    started.elapsed().as_millis()
-                )),
+                Ok(d) if !d.in_recovery => {
+                    return Ok(format!(
+                        "restarted in place as the primary in {} ms; the office is kept",
+                        started.elapsed().as_millis()
+                    ))
+                }
                 Ok(_) => "it answers as a standby".to_string(),
                 Err(e) => e,
             };

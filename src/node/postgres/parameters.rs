@@ -12,6 +12,7 @@
 //! settings a standby needs at least as high as its primary's) are the operator's to
 //! change in the right order, as with PostgreSQL alone.
 
+use super::programs::Programs;
 use super::sql::why;
 use crate::config::postgres::PostgresConfig;
 use crate::protocol::NodeId;
@@ -57,9 +58,11 @@ pub struct Reread {
 /// manager runs with `running`; an error says why nothing changes.
 pub fn reread(file: Option<&Path>, id: NodeId, running: &PostgresConfig) -> Result<Reread, String> {
     let Some(file) = file else {
-        return Err("this node was not started from a config file (`bully node --config F`): \
+        return Err(
+            "this node was not started from a config file (`bully node --config F`): \
                     there is none to reread; nothing changed"
-            .into());
+                .into(),
+        );
     };
     let config = crate::config::load(file).map_err(|e| format!("{e}; nothing changed"))?;
     if config.id != id {
@@ -114,21 +117,27 @@ fn other_keys_changed(running: &PostgresConfig, new: &PostgresConfig) -> Vec<Str
     keys
 }
 
-/// The errors PostgreSQL finds in bully's include file as it is on disk now
-/// (`pg_file_settings` parses the files afresh and checks each value), one line each;
-/// empty when it would take the file.
-pub async fn file_errors(client: &Client, timeout: Duration) -> Result<Vec<String>, String> {
-    let sql = format!(
-        "SELECT coalesce(name, '(line ' || sourceline || ')') || ': ' || error \
-         FROM pg_file_settings WHERE error IS NOT NULL AND sourcefile LIKE '%/{}' \
-         ORDER BY sourceline",
-        crate::config::postgres::OWNED_INCLUDE
-    );
-    let rows = tokio::time::timeout(timeout, client.query(sql.as_str(), &[]))
+/// Whether PostgreSQL would start with the data dir's configuration files as they are
+/// on disk now: `postgres -C port` reads them exactly as a start does (the syntax, the
+/// names and every value, those that wait for a restart too) and fails on what a start
+/// would refuse; runs beside a running server. An error quotes PostgreSQL.
+pub async fn check_files(
+    programs: &Programs,
+    data_dir: &Path,
+    timeout: Duration,
+) -> Result<(), String> {
+    let args = [
+        "-D".to_string(),
+        data_dir.display().to_string(),
+        "-C".into(),
+        "port".into(),
+    ];
+    let env = [("LC_ALL".to_string(), "C".to_string())];
+    programs
+        .run("postgres", &args, &env, timeout)
         .await
-        .map_err(|_| "pg_file_settings did not answer".to_string())?
-        .map_err(|e| format!("pg_file_settings: {}", why(&e)))?;
-    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        .map(|_| ())
+        .map_err(|e| format!("PostgreSQL refuses the new parameters: {e}"))
 }
 
 /// `pg_reload_conf()`, then waits (within `timeout`) until this session has reread the
@@ -239,7 +248,12 @@ mod tests {
             changed: vec!["shared_buffers".into(), "work_mem".into()],
             not_applied: vec!["interval_ms".into()],
         };
-        let text = answer(2, &reread, &["shared_buffers".into(), "max_connections".into()], true);
+        let text = answer(
+            2,
+            &reread,
+            &["shared_buffers".into(), "max_connections".into()],
+            true,
+        );
         assert!(text.contains("applied now: work_mem"), "{text}");
         assert!(
             text.contains("waiting for a restart (`bully pg restart 2`): shared_buffers"),
@@ -264,7 +278,10 @@ mod tests {
         let file = dir.path().join("node.toml");
         std::fs::write(&file, "id = [").unwrap();
         let bad = reread(Some(&file), 1, &running).unwrap_err();
-        assert!(bad.contains("node.toml") && bad.contains("nothing changed"), "{bad}");
+        assert!(
+            bad.contains("node.toml") && bad.contains("nothing changed"),
+            "{bad}"
+        );
     }
 
     #[test]
