@@ -97,25 +97,26 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     let include = c.pg.data_dir(victim).join("bully.conf");
     let include_before = std::fs::read_to_string(&include).unwrap();
     let file_name = path.file_name().unwrap().to_string_lossy().to_string();
-    let edits: [(&str, Box<dyn Fn() -> String>, &str); 3] = [
+    // Each edit of the good file, made before any is written.
+    let edits = [
         (
             "a file that is not TOML",
-            Box::new(|| format!("{good}\n[[[ not toml\n")),
-            &file_name,
+            format!("{good}\n[[[ not toml\n"),
+            file_name.as_str(),
         ),
         (
             "a key bully owns",
-            Box::new(|| edited(&path, |c| param(c, "port", "5999"))),
+            edited(&path, |c| param(c, "port", "5999")),
             "set by bully itself",
         ),
         (
             "a value PostgreSQL refuses",
-            Box::new(|| edited(&path, |c| param(c, "work_mem", "lots"))),
+            edited(&path, |c| param(c, "work_mem", "lots")),
             "PostgreSQL refuses the new parameters",
         ),
     ];
     for (what, text, says) in edits {
-        std::fs::write(&path, text()).unwrap();
+        std::fs::write(&path, text).unwrap();
         let out = pg("reload", victim);
         let answer = common::text(&out);
         eprintln!("=== {what}: {}", answer.trim());
