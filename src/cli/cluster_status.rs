@@ -172,3 +172,27 @@ fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
     row[2] = why.to_string();
     row
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::postgres::{PgRole, PgState};
+
+    #[test]
+    fn a_members_row_names_the_parameters_pending_a_restart() {
+        let mut status = Status::starting_candidate(2, &[1, 3]);
+        let mut pg = PgState::bare(
+            "127.0.0.1:5432".parse().unwrap(),
+            PgRole::Replica,
+            "".into(),
+            0,
+        );
+        status.postgres = Some(pg.clone());
+        assert_eq!(member_row(&status, "e".into())[COLUMNS - 1], "-");
+        pg.pending_restart = vec!["max_connections".into(), "shared_buffers".into()];
+        status.postgres = Some(pg);
+        let row = member_row(&status, "e".into());
+        assert_eq!(row[COLUMNS - 1], "max_connections,shared_buffers");
+        assert_eq!(missing_row(3, "-".into(), "no answer")[2], "no answer");
+    }
+}

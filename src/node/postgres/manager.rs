@@ -191,6 +191,10 @@ impl Loop {
         let primary = matches!(&server, Server::Running(r) if !r.in_recovery);
         tracing::info!(verb = verb.word(), "postgres: the operator asks");
         match verb {
+            PgVerb::Reload if matches!(server, Server::Unreachable) => Err(
+                "the server runs but does not answer; nothing changed (ask again once it does)"
+                    .into(),
+            ),
             PgVerb::Reload => self.reload_parameters(described.as_ref(), &office).await,
             PgVerb::Restart => {
                 let running = matches!(server, Server::Running(_) | Server::Unreachable);

@@ -499,4 +499,16 @@ mod tests {
             "{body}"
         );
     }
+
+    #[test]
+    fn pending_restart_shows_as_patronis_flag_with_the_names() {
+        let mut status = leader(PgRole::Primary);
+        let body = server_json(status.postgres.as_ref().unwrap());
+        assert_eq!(body["pending_restart"], false);
+        status.postgres.as_mut().unwrap().pending_restart = vec!["shared_buffers".into()];
+        let reply = answer(Check::Primary, None, &status, NOW);
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(body["pending_restart"], true, "{body}");
+        assert_eq!(body["pending_restart_params"], json!(["shared_buffers"]));
+    }
 }
