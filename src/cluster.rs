@@ -472,6 +472,7 @@ fn node_config(
         listen,
         data_dir: data_dir.to_path_buf(),
         new_cluster: false,
+        config_file: None,
         preempt: spec.preempt,
         mode: spec.mode,
         witness: false,

@@ -79,6 +79,11 @@ pub struct PgState {
     /// When this was observed: the host's boot clock in nanoseconds
     /// (`crate::boot_clock::BootInstant::as_nanos`), meaningful on this host only.
     pub observed_at_ns: u64,
+    /// The parameters the server holds for its next restart (`pg_settings.pending_restart`,
+    /// after a `bully pg reload`), by name; empty when none (or not running). Appended
+    /// last: fields are encoded by position.
+    #[serde(default)]
+    pub pending_restart: Vec<String>,
 }
 
 impl PgState {
@@ -97,6 +102,7 @@ impl PgState {
             synchronous_standby_names: None,
             note,
             observed_at_ns,
+            pending_restart: Vec::new(),
         }
     }
 
@@ -117,9 +123,11 @@ pub enum PgVerb {
     /// Clone the server afresh from the coordinator's primary, the old data dir kept
     /// aside (refused on the primary).
     Reinit,
-    /// Stop the server (fast shutdown) and start it again in the role it had.
+    /// Stop the server (fast shutdown) and start it again in the role it had; the
+    /// leading primary in place, within its office.
     Restart,
-    /// Rewrite bully's include file and have the server reread its configuration.
+    /// Reread `[postgres] parameters` from the node's config file, rewrite bully's
+    /// include file with them and have the server reread its configuration.
     Reload,
     /// The coordinator may promote its server though the synchronous record says some
     /// acknowledged commits may be elsewhere (`bully pg failover --accept-loss`), for

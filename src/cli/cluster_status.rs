@@ -56,10 +56,11 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
 }
 
 /// The columns of every row; the last [`PG_COLUMNS`] are about PostgreSQL servers.
-const COLUMNS: usize = 13;
+const COLUMNS: usize = 14;
 /// PostgreSQL's columns, like `patronictl list`: the server's role, timeline, WAL
-/// position and lag behind the primary; shown when a member keeps a server.
-const PG_COLUMNS: usize = 4;
+/// position, lag behind the primary and the parameters pending a restart (Patroni's
+/// `Pending restart`); shown when a member keeps a server.
+const PG_COLUMNS: usize = 5;
 
 /// Whether any member that answered keeps a PostgreSQL server (`[postgres]`).
 fn keeps_postgres(answers: &[Answer]) -> bool {
@@ -114,6 +115,7 @@ fn rows(answers: &[Answer]) -> Vec<[String; COLUMNS]> {
         "TL",
         "WAL",
         "PG LAG",
+        "PENDING RESTART",
     ]
     .map(String::from);
     std::iter::once(header)
@@ -157,24 +159,40 @@ fn member_row(status: &Status, endpoint: String) -> [String; COLUMNS] {
         pg.and_then(|p| p.lag_bytes)
             .map(|b| format!("{b} B"))
             .unwrap_or_else(dash),
+        pg.filter(|p| !p.pending_restart.is_empty())
+            .map(|p| p.pending_restart.join(","))
+            .unwrap_or_else(dash),
     ]
 }
 
 fn missing_row(id: NodeId, endpoint: String, why: &str) -> [String; COLUMNS] {
-    let dash = || "-".to_string();
-    [
-        id.to_string(),
-        endpoint,
-        why.to_string(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-    ]
+    let mut row: [String; COLUMNS] = std::array::from_fn(|_| "-".to_string());
+    row[0] = id.to_string();
+    row[1] = endpoint;
+    row[2] = why.to_string();
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::postgres::{PgRole, PgState};
+
+    #[test]
+    fn a_members_row_names_the_parameters_pending_a_restart() {
+        let mut status = Status::starting_candidate(2, &[1, 3]);
+        let mut pg = PgState::bare(
+            "127.0.0.1:5432".parse().unwrap(),
+            PgRole::Replica,
+            "".into(),
+            0,
+        );
+        status.postgres = Some(pg.clone());
+        assert_eq!(member_row(&status, "e".into())[COLUMNS - 1], "-");
+        pg.pending_restart = vec!["max_connections".into(), "shared_buffers".into()];
+        status.postgres = Some(pg);
+        let row = member_row(&status, "e".into());
+        assert_eq!(row[COLUMNS - 1], "max_connections,shared_buffers");
+        assert_eq!(missing_row(3, "-".into(), "no answer")[2], "no answer");
+    }
 }

@@ -22,6 +22,7 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
     let config = match crate::config::load(path) {
         Ok(config) => crate::config::NodeConfig {
             new_cluster,
+            config_file: Some(path.to_path_buf()),
             ..config
         },
         Err(e) => {

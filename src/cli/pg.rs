@@ -1,6 +1,7 @@
 //! `bully pg reinit|restart|reload N`: an operator's verb for the PostgreSQL server
 //! node N keeps (`[postgres]`, src/node/postgres/), like `patronictl reinit`,
-//! `restart` and `reload`. The verb goes to node N itself, found among the endpoints
+//! `restart` and `reload` (a reload rereads the parameters from N's config file,
+//! src/node/postgres/parameters.rs). The verb goes to node N itself, found among the endpoints
 //! and the members they list; its manager answers once it has acted (a reinit: once the
 //! clone is done).
 
@@ -27,15 +28,21 @@ pub enum PgCommand {
         /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
-    /// Stop node N's server (fast shutdown) and start it again in its role: the
-    /// primary restarts as the primary, a standby as a standby.
+    /// Restart node N's server in place (fast shutdown, then a start in its role), e.g.
+    /// to apply parameters pending a restart: a standby restarts as a standby; the
+    /// coordinator's primary restarts as the primary while its node keeps the office
+    /// (no election, the same timeline), answering once it takes writes again.
     Restart {
         #[command(flatten)]
         query: QueryArgs,
         /// The node whose server it is (its node ID); the command goes to that node.
         node: NodeId,
     },
-    /// Have node N's server reread its configuration (`pg_reload_conf()`).
+    /// Apply node N's `[postgres] parameters` without a restart: N rereads its config
+    /// file (checked as at start: a bad file or a key bully owns changes nothing),
+    /// rewrites its include file `bully.conf` and has the server reread it; the answer
+    /// names what applies now and what waits for `bully pg restart N`
+    /// (`pending_restart`, also shown by `bully status --cluster`).
     Reload {
         #[command(flatten)]
         query: QueryArgs,

@@ -28,6 +28,12 @@ pub struct NodeConfig {
     /// instead of recovering the terms it may have lost (src/protocol/recovery.rs).
     #[serde(skip)]
     pub new_cluster: bool,
+    /// The file the node was started from (`bully node --config F`), never set by the
+    /// file itself: `bully pg reload` rereads its `[postgres] parameters`
+    /// (src/node/postgres/parameters.rs). `None` for a node started from a config built
+    /// in memory, which has no file to reread.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
     /// Whether a (re)started higher node takes over from a healthy lower coordinator.
     #[serde(default)]
     pub preempt: Preempt,

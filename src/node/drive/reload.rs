@@ -132,6 +132,8 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.peers = running.peers;
     config.watchdog = running.watchdog;
     config.postgres = running.postgres;
+    // Not a setting: the file the node started from, which `bully pg reload` rereads.
+    config.config_file = running.config_file;
 }
 
 #[cfg(test)]

@@ -38,6 +38,8 @@ pub struct Services {
     /// `bully pg` orders, for whichever manager runs.
     postgres_orders: crate::node::postgres::Orders,
     pg_sync: crate::node::postgres::SyncStore,
+    /// The server parameters `bully pg reload` last applied, for every manager after.
+    postgres_parameters: crate::node::postgres::Reloaded,
 }
 
 /// What the services read and report to, shared by every check and endpoint started.
@@ -78,6 +80,7 @@ impl Services {
             postgres_memory: Default::default(),
             postgres_orders: links.postgres_orders,
             pg_sync: links.pg_sync,
+            postgres_parameters: Default::default(),
         };
         services.restart_health();
         if let Some(listener) = listener {
@@ -135,6 +138,7 @@ impl Services {
                 memory: Arc::clone(&self.postgres_memory),
                 orders: Arc::clone(&self.postgres_orders),
                 pg_sync: self.pg_sync.clone(),
+                parameters: Arc::clone(&self.postgres_parameters),
             };
             let group = self.tasks.child();
             crate::node::postgres::spawn(&self.applied, links, &group);

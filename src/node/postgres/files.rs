@@ -19,6 +19,12 @@ const INCLUDE_LINE: &str = "include_if_exists = 'bully.conf'";
 /// `wal_keep_size` unless `[postgres] parameters` sets it.
 const DEFAULT_WAL_KEEP: &str = "256MB";
 
+/// `wal_retrieve_retry_interval` unless `[postgres] parameters` sets it: how soon a
+/// standby whose upstream went away tries to stream again. PostgreSQL's 5 s held every
+/// synchronous commit that long after a primary's restart in place (`bully pg restart`,
+/// tests/postgres_parameters.rs), while the standbys waited to reconnect.
+const DEFAULT_RETRY_STREAMING: &str = "250ms";
+
 /// Whether `data_dir` holds a cluster (its `PG_VERSION`).
 pub fn has_data(data_dir: &Path) -> bool {
     data_dir.join("PG_VERSION").is_file()
@@ -101,6 +107,15 @@ pub fn owned_conf(
     if !config.parameters.contains_key("wal_keep_size") {
         set("wal_keep_size", conf_string(DEFAULT_WAL_KEEP));
     }
+    if !config
+        .parameters
+        .contains_key("wal_retrieve_retry_interval")
+    {
+        set(
+            "wal_retrieve_retry_interval",
+            conf_string(DEFAULT_RETRY_STREAMING),
+        );
+    }
     set(
         "max_slot_wal_keep_size",
         conf_string(&slot_keep(config.max_slot_wal_keep_size)),
@@ -119,12 +134,26 @@ fn slot_keep(bytes: i64) -> String {
     }
 }
 
-/// Writes `text` to `path` (through a temporary file and a rename), owned by `owner`.
+/// Writes `text` to `path` atomically, owned by `owner`: a file beside it, flushed to
+/// disk (fsync), then renamed over it, and the directory synced, so a crash leaves the
+/// old file or the new one, never a part of either (the one writer of bully's files in
+/// the data dir: at a start, a promotion and `bully pg reload` alike).
 pub fn write_owned(path: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result<(), String> {
+    use std::io::Write as _;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", tmp.display());
+    let mut file = std::fs::File::create(&tmp).map_err(cannot)?;
+    file.write_all(text.as_bytes()).map_err(cannot)?;
+    file.sync_all().map_err(cannot)?;
+    drop(file);
     give(&tmp, owner)?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // The rename itself lasts once the directory is synced; a directory that cannot be
+    // opened for it (odd file systems) still has the file in place.
+    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
 }
 
 /// Hands `path` to `owner`, if one is set.

@@ -7,6 +7,7 @@
 use super::control;
 use super::files;
 use super::held::Held;
+use super::parameters;
 use super::peers::PeerServers;
 use super::programs::Programs;
 use super::records::Records;
@@ -81,6 +82,10 @@ pub struct Manager {
     pub held: Held,
     /// The configured peers' addresses (`host:port`): `pg_hba.conf` lets them in.
     pub member_hosts: Vec<String>,
+    /// The config file the node started from: `bully pg reload` rereads it.
+    pub config_file: Option<PathBuf>,
+    /// Where `bully pg reload` leaves the parameters for the managers after this one.
+    pub reloaded: super::Reloaded,
 }
 
 /// Aborts the heartbeat task it holds when dropped.
@@ -180,29 +185,28 @@ impl Loop {
     /// An operator's verb (`bully pg`), between two looks.
     async fn obey(&mut self, verb: PgVerb) -> Result<String, String> {
         let status = self.m.status.borrow().as_of_now();
-        let (server, _) = self.observe().await;
+        let (server, described) = self.observe().await;
         let office = self.office(&status);
         let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
         let primary = matches!(&server, Server::Running(r) if !r.in_recovery);
         tracing::info!(verb = verb.word(), "postgres: the operator asks");
         match verb {
-            PgVerb::Reload => {
-                let client = self.local_client().await?;
-                sql::reload(client, SQL_TIMEOUT).await?;
-                Ok("the server rereads its configuration (pg_reload_conf)".into())
-            }
+            PgVerb::Reload if matches!(server, Server::Unreachable) => Err(
+                "the server runs but does not answer; nothing changed (ask again once it does)"
+                    .into(),
+            ),
+            PgVerb::Reload => self.reload_parameters(described.as_ref(), &office).await,
             PgVerb::Restart => {
                 let running = matches!(server, Server::Running(_) | Server::Unreachable);
                 if !running {
                     return Err("the server is not running; the manager starts it by itself".into());
                 }
-                self.stop_server(timeout).await?;
                 match (primary, office) {
-                    (true, Office::Leading { .. }) => {
-                        self.start_server(None, false).await?;
-                        Ok("restarted as the primary".into())
+                    (true, Office::Leading { .. }) => self.restart_primary_in_place(timeout).await,
+                    _ => {
+                        self.stop_server(timeout).await?;
+                        Ok("stopped; the manager starts it again as a standby".into())
                     }
-                    _ => Ok("stopped; the manager starts it again as a standby".into()),
                 }
             }
             PgVerb::AcceptLoss => {
@@ -250,6 +254,98 @@ impl Loop {
                     "cloned afresh from node {leader}'s server ({from}); the old data dir is kept aside"
                 ))
             }
+        }
+    }
+
+    /// `bully pg reload`: the config file's `[postgres] parameters`, checked as at
+    /// start, become the manager's (this one's and the next ones'), its include file is
+    /// rewritten with them for the server as it runs now (a standby's upstream, a
+    /// primary's synchronous names and office), and the server rereads it; the answer
+    /// says which changes apply and which wait for a restart
+    /// (src/node/postgres/parameters.rs). A file PostgreSQL would refuse is put back
+    /// as it was before the server rereads anything.
+    async fn reload_parameters(
+        &mut self,
+        described: Option<&Described>,
+        office: &Office,
+    ) -> Result<String, String> {
+        let reread = parameters::reread(self.m.config_file.as_deref(), self.m.id, &self.m.config)?;
+        let Some(d) = described else {
+            self.m.config.parameters = reread.parameters.clone();
+            parameters::keep_reloaded(&self.m.reloaded, &reread.parameters);
+            return Ok(format!(
+                "node {}: the server is not running; the parameters are written at its next start",
+                self.m.id
+            ));
+        };
+        let (upstream, names, token) = match (d.in_recovery, office) {
+            (true, _) => (d.upstream, String::new(), None),
+            (false, Office::Leading { token }) => {
+                (None, d.synchronous_standby_names.clone(), Some(*token))
+            }
+            (false, _) => (None, d.synchronous_standby_names.clone(), None),
+        };
+        let include = self
+            .m
+            .config
+            .data_dir
+            .join(crate::config::postgres::OWNED_INCLUDE);
+        let before = std::fs::read_to_string(&include).ok();
+        let started_with =
+            std::mem::replace(&mut self.m.config.parameters, reread.parameters.clone());
+        let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
+        let written = self.write_conf(upstream, &names, token);
+        let checked = match written {
+            Ok(()) => {
+                let dir = &self.m.config.data_dir;
+                parameters::check_files(&self.m.programs, dir, timeout).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(why) = checked {
+            self.m.config.parameters = started_with;
+            if let Some(text) = before {
+                files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())?;
+            }
+            return Err(format!("{why}; nothing changed"));
+        }
+        parameters::keep_reloaded(&self.m.reloaded, &reread.parameters);
+        let client = self.local_client().await?;
+        let seen = parameters::reload_and_wait(client, timeout).await?;
+        let pending = parameters::pending(client, SQL_TIMEOUT).await?;
+        let answer = parameters::answer(self.m.id, &reread, &pending, seen);
+        tracing::info!("postgres: {answer}");
+        Ok(answer)
+    }
+
+    /// `bully pg restart` of the leading primary: stopped and started again in place,
+    /// within the office. The last report (eligible) is sent on meanwhile, and the order
+    /// ends only once the server answers as a primary again: a look in between would
+    /// see a server that does not answer yet and, after two such looks, make the node
+    /// ineligible, which gave the office away (issue 49: 4.7 s write gaps).
+    async fn restart_primary_in_place(&mut self, timeout: Duration) -> Result<String, String> {
+        let _beat = self.heartbeat();
+        let started = Instant::now();
+        self.stop_server(timeout).await?;
+        self.start_server(None, false).await?;
+        let deadline = started + timeout;
+        loop {
+            let answer = match self.describe_local().await {
+                Ok(d) if !d.in_recovery => {
+                    return Ok(format!(
+                        "restarted in place as the primary in {} ms; the office is kept",
+                        started.elapsed().as_millis()
+                    ))
+                }
+                Ok(_) => "it answers as a standby".to_string(),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "restarted, but the server does not answer as the primary after {timeout:?}: {answer}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -1350,6 +1446,7 @@ impl Loop {
     /// Sends the verdict and the status record when they changed (at least every
     /// second, so readers see the record is fresh).
     async fn report(&mut self, eligible: bool, server: &Server, described: Option<&Described>) {
+        let pending_restart = self.pending_restart(server).await;
         let c = &self.m.config;
         let role = match server {
             Server::Absent if self.m.held.system_id().is_some() => PgRole::Missing,
@@ -1394,6 +1491,7 @@ impl Loop {
                 .map(|d| d.synchronous_standby_names.clone()),
             note: self.note.clone(),
             observed_at_ns: BootInstant::now().as_nanos(),
+            pending_restart,
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {
@@ -1412,6 +1510,20 @@ impl Loop {
         if due {
             self.last_sent = Some((verdict.clone(), Instant::now()));
             let _ = self.m.verdicts.send(verdict).await;
+        }
+    }
+
+    /// The parameters a running server holds for its next restart; none when it does
+    /// not run or does not answer (the report says so by its role).
+    async fn pending_restart(&mut self, server: &Server) -> Vec<String> {
+        if !matches!(server, Server::Running(_)) {
+            return Vec::new();
+        }
+        match self.local_client().await {
+            Ok(client) => parameters::pending(client, SQL_TIMEOUT)
+                .await
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
         }
     }
 

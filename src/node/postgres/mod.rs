@@ -16,7 +16,9 @@
 //! - `sync_store`: the synchronous record this node keeps for the cluster (every node
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
 //! - `held`: the note that this node's server held the cluster's data;
-//! - `order`: an operator's verb on its way in, dropped once its deadline passed.
+//! - `order`: an operator's verb on its way in, dropped once its deadline passed;
+//! - `parameters`: `bully pg reload` (the config file's `[postgres] parameters` reread
+//!   and applied) and the parameters a server holds for its next restart.
 //!
 //! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
@@ -27,6 +29,7 @@ pub(crate) mod files;
 mod held;
 mod manager;
 mod order;
+mod parameters;
 mod peers;
 mod programs;
 pub mod quote;
@@ -38,6 +41,7 @@ mod sql;
 mod sync_store;
 
 pub use order::{order, Order, Pending};
+pub use parameters::Reloaded;
 pub use sync_store::SyncStore;
 
 use crate::api::postgres::{PgRole, PgState};
@@ -76,13 +80,17 @@ pub struct Links {
     pub orders: Orders,
     /// The synchronous record this node keeps.
     pub pg_sync: SyncStore,
+    /// The parameters `bully pg reload` applied last: kept by the services across the
+    /// manager's restarts, so a later manager writes them, not the start's.
+    pub parameters: Reloaded,
 }
 
 /// Starts the manager and its peer poller in `group` (the node has `[postgres]`).
 pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
-    let Some(pg) = config.postgres.clone() else {
+    let Some(mut pg) = config.postgres.clone() else {
         return;
     };
+    parameters::apply_reloaded(&mut pg, &links.parameters);
     let servers = peers::PeerServers::default();
     let configured: Vec<_> = config
         .peers
@@ -134,6 +142,8 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 member_hosts,
                 records,
                 held: held::Held::new(&config.data_dir),
+                config_file: config.config_file.clone(),
+                reloaded: links.parameters,
             };
             group.spawn(manager::run(manager, group.clone()));
         }

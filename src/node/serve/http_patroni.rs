@@ -253,6 +253,12 @@ pub fn server_json(pg: &PgState) -> Map<String, Value> {
     body.insert("streaming_from".into(), json!(pg.streaming_from));
     body.insert("listen".into(), pg.listen.to_string().into());
     body.insert("note".into(), pg.note.as_str().into());
+    // Patroni's flag, and the names bully knows (`bully pg restart N` applies them).
+    body.insert(
+        "pending_restart".into(),
+        (!pg.pending_restart.is_empty()).into(),
+    );
+    body.insert("pending_restart_params".into(), json!(pg.pending_restart));
     body
 }
 
@@ -492,5 +498,17 @@ mod tests {
             body["reason"].as_str().unwrap().contains("stopped"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn pending_restart_shows_as_patronis_flag_with_the_names() {
+        let mut status = leader(PgRole::Primary);
+        let body = server_json(status.postgres.as_ref().unwrap());
+        assert_eq!(body["pending_restart"], false);
+        status.postgres.as_mut().unwrap().pending_restart = vec!["shared_buffers".into()];
+        let reply = answer(Check::Primary, None, &status, NOW);
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(body["pending_restart"], true, "{body}");
+        assert_eq!(body["pending_restart_params"], json!(["shared_buffers"]));
     }
 }
