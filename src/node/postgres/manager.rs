@@ -324,7 +324,7 @@ impl Loop {
     /// see a server that does not answer yet and, after two such looks, make the node
     /// ineligible, which gave the office away (issue 49: 4.7 s write gaps).
     async fn restart_primary_in_place(&mut self, timeout: Duration) -> Result<String, String> {
-        let _beat = self.heartbeat();
+        let _beat = self.heartbeat(None);
         let started = Instant::now();
         self.stop_server(timeout).await?;
         self.start_server(None, false).await?;
