@@ -118,7 +118,13 @@ impl Records {
         let resolved = addr.resolve_any().await.ok()?;
         let answer = self
             .clients
-            .request((id, resolved), &self.tls, request, ANSWER_WITHIN, ANSWER_WITHIN)
+            .request(
+                (id, resolved),
+                &self.tls,
+                request,
+                ANSWER_WITHIN,
+                ANSWER_WITHIN,
+            )
             .await
             .ok()?;
         match answer {

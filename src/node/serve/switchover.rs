@@ -189,7 +189,13 @@ pub async fn ask_member(
         .map_err(|e| e.to_string())?;
     members
         .clients
-        .request((id, addr), &members.tls, request, ASK_TIMEOUT, answer_within)
+        .request(
+            (id, addr),
+            &members.tls,
+            request,
+            ASK_TIMEOUT,
+            answer_within,
+        )
         .await
         .map_err(|e| e.to_string())
 }
@@ -202,7 +208,13 @@ async fn ask(members: &PeerApis, peer: &PeerConfig, request: Request) -> Result<
         .map_err(|e| e.to_string())?;
     members
         .clients
-        .request((peer.id, addr), &members.tls, request, ASK_TIMEOUT, ASK_TIMEOUT)
+        .request(
+            (peer.id, addr),
+            &members.tls,
+            request,
+            ASK_TIMEOUT,
+            ASK_TIMEOUT,
+        )
         .await
         .map_err(|e| e.to_string())
 }
