@@ -16,14 +16,24 @@ use std::path::Path;
 /// The line that includes bully's file, appended once to `postgresql.conf`.
 const INCLUDE_LINE: &str = "include_if_exists = 'bully.conf'";
 
-/// `wal_keep_size` unless `[postgres] parameters` sets it.
-const DEFAULT_WAL_KEEP: &str = "256MB";
-
-/// `wal_retrieve_retry_interval` unless `[postgres] parameters` sets it: how soon a
-/// standby whose upstream went away tries to stream again. PostgreSQL's 5 s held every
-/// synchronous commit that long after a primary's restart in place (`bully pg restart`,
-/// tests/postgres_parameters.rs), while the standbys waited to reconnect.
-const DEFAULT_RETRY_STREAMING: &str = "250ms";
+/// Server parameters bully sets unless `[postgres] parameters` does:
+/// - `wal_keep_size`: pg_rewind reads the former primary's WAL back to the last
+///   checkpoint the two servers share; without a floor, the checkpoints after it
+///   recycle that WAL.
+/// - `wal_retrieve_retry_interval`: how soon a standby whose upstream went away tries
+///   to stream again. PostgreSQL's 5 s held every synchronous commit that long after a
+///   primary's restart in place (`bully pg restart`, tests/postgres_parameters.rs),
+///   while the standbys waited to reconnect.
+/// - `wal_receiver_status_interval`: how often an idle standby reports its position.
+///   A commit that waits while its primary's names still list a standby as
+///   unconfirmed (just after a promotion) is released only at the next report once
+///   the names change: PostgreSQL's 10 s held it that long
+///   (tests/postgres_unstreamable.rs).
+const DEFAULTS: [(&str, &str); 3] = [
+    ("wal_keep_size", "256MB"),
+    ("wal_retrieve_retry_interval", "250ms"),
+    ("wal_receiver_status_interval", "1s"),
+];
 
 /// Whether `data_dir` holds a cluster (its `PG_VERSION`).
 pub fn has_data(data_dir: &Path) -> bool {
@@ -102,19 +112,10 @@ pub fn owned_conf(
         "synchronous_standby_names",
         conf_string(synchronous_standby_names),
     );
-    // pg_rewind reads the former primary's WAL back to the last checkpoint the two
-    // servers share; without a floor, the checkpoints after it recycle that WAL.
-    if !config.parameters.contains_key("wal_keep_size") {
-        set("wal_keep_size", conf_string(DEFAULT_WAL_KEEP));
-    }
-    if !config
-        .parameters
-        .contains_key("wal_retrieve_retry_interval")
-    {
-        set(
-            "wal_retrieve_retry_interval",
-            conf_string(DEFAULT_RETRY_STREAMING),
-        );
+    for (name, value) in DEFAULTS {
+        if !config.parameters.contains_key(name) {
+            set(name, conf_string(value));
+        }
     }
     set(
         "max_slot_wal_keep_size",
