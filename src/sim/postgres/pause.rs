@@ -10,32 +10,11 @@ use super::log::Event;
 use super::world::World;
 use super::Sabotage;
 use crate::protocol::NodeId;
-use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// The chance a fault step pauses a cluster that is not paused, in percent.
 const PAUSE_PERCENT: u32 = 3;
-
-/// The pause's own draws and state.
-#[derive(Debug)]
-pub(super) struct Pause {
-    rng: SmallRng,
-    /// The node that led when `bully pause` ran: while paused, only it may lead.
-    pub holder: Option<NodeId>,
-    /// `bully resume` at this step.
-    until: u64,
-}
-
-impl Pause {
-    pub fn new(seed: u64) -> Pause {
-        Pause {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5041_5553_455f_5f5f),
-            holder: None,
-            until: 0,
-        }
-    }
-}
 
 impl World {
     /// Whether the cluster is paused now.

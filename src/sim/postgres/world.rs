@@ -7,7 +7,6 @@ use super::decisions::{
     Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
-use super::pause::Pause;
 use super::server::{Data, Reading, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
@@ -150,6 +149,26 @@ impl Retention {
             n => Some(n * 4),
         };
         Retention { rng, max_keep }
+    }
+}
+
+/// The maintenance pause's own draws and state (src/sim/postgres/pause.rs draws it).
+#[derive(Debug)]
+pub(super) struct Pause {
+    pub rng: SmallRng,
+    /// The node that led when `bully pause` ran: while paused, only it may lead.
+    pub holder: Option<NodeId>,
+    /// `bully resume` at this step.
+    pub until: u64,
+}
+
+impl Pause {
+    pub fn new(seed: u64) -> Pause {
+        Pause {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5041_5553_455f_5f5f),
+            holder: None,
+            until: 0,
+        }
     }
 }
 
