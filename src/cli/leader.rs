@@ -380,6 +380,32 @@ mod tests {
         Some(Err("coordinator 5 did not answer node 1: timed out".into()))
     }
 
+    /// The client stops waiting at a coordinator's own word only in quorum mode, and
+    /// never at a follower's view or an unanswered relay.
+    #[test]
+    fn only_a_coordinators_word_in_quorum_mode_settles_the_question() {
+        let direct = |mode| Reply {
+            own: leader(mode),
+            coordinator: None,
+        };
+        assert!(settles(&direct(Mode::Quorum)));
+        assert!(!settles(&direct(Mode::Classic)));
+        assert!(settles(&follower(
+            1,
+            10,
+            Mode::Quorum,
+            Some(Ok(leader(Mode::Quorum)))
+        )));
+        assert!(!settles(&follower(
+            1,
+            10,
+            Mode::Classic,
+            Some(Ok(leader(Mode::Classic)))
+        )));
+        assert!(!settles(&follower(1, 10, Mode::Quorum, unreachable())));
+        assert!(!settles(&follower(1, 10, Mode::Quorum, None)));
+    }
+
     #[test]
     fn a_follower_relays_the_coordinators_own_word_whatever_its_heartbeat_age() {
         for mode in [Mode::Quorum, Mode::Classic] {
