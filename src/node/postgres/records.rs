@@ -8,7 +8,7 @@
 use super::sync_store::SyncStore;
 use crate::api::{Request, Response, Status};
 use crate::certs::TlsFiles;
-use crate::client_pool::ClientPool;
+use crate::client_pool::{ClientPool, Within};
 use crate::postgres_rules::{SyncRecord, SyncView};
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
@@ -17,6 +17,13 @@ use std::time::Duration;
 
 /// How long one voter may take to answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(400);
+
+/// A voter that did not answer on its kept connection in time is not asked twice.
+const WITHIN: Within = Within {
+    kept: ANSWER_WITHIN,
+    connect: ANSWER_WITHIN,
+    answer: ANSWER_WITHIN,
+};
 
 /// What reads and writes the records: this node's store, the way to the others.
 #[derive(Clone)]
@@ -118,13 +125,7 @@ impl Records {
         let resolved = addr.resolve_any().await.ok()?;
         let answer = self
             .clients
-            .request(
-                (id, resolved),
-                &self.tls,
-                request,
-                ANSWER_WITHIN,
-                ANSWER_WITHIN,
-            )
+            .request((id, resolved), &self.tls, request, WITHIN)
             .await
             .ok()?;
         match answer {

@@ -13,6 +13,7 @@ use super::forward;
 use super::scheduled_switchover::{self, Schedule};
 use super::switchover::{self, PeerApis};
 use crate::api::{Request, Response, Status};
+use crate::client_pool::Within;
 use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::node::shared::metrics::Metrics;
@@ -346,6 +347,7 @@ async fn change_members(
         forwarded: true,
     };
     let within = Duration::from_millis(CHANGE_TIMEOUT_MS) + Duration::from_secs(5);
+    let within = Within::fresh(switchover::ASK_TIMEOUT, within);
     let answer = switchover::ask_member(&context.members, now, coordinator, request, within).await;
     Ok(match answer {
         Ok(Response::Done(text)) => Ok(text),

@@ -4,9 +4,10 @@
 //! ([`leader`]); a step-down, a switchover, a scheduled one or its cancel is passed on
 //! whole ([`to_coordinator`]), and the answer says which node acted.
 
-use super::switchover::{ask_member, PeerApis};
+use super::switchover::{ask_member, PeerApis, ASK_TIMEOUT};
 use crate::api::{LeaderReply, Request, Response, Status};
 use crate::client::STEP_DOWN_TIMEOUT;
+use crate::client_pool::Within;
 use crate::protocol::{NodeId, Role};
 use std::time::Duration;
 
@@ -36,7 +37,13 @@ async fn confirmation(members: &PeerApis, now: &Status, id: NodeId) -> Result<St
     if !link_up {
         return Err(format!("node {} has no link to coordinator {id}", now.id));
     }
-    let asked = ask_member(members, now, id, Request::Status, CONFIRM_WITHIN);
+    let asked = ask_member(
+        members,
+        now,
+        id,
+        Request::Status,
+        Within::quick(CONFIRM_WITHIN, CONFIRM_WITHIN),
+    );
     match tokio::time::timeout(CONFIRM_WITHIN, asked).await {
         Ok(Ok(Response::Status(theirs))) => Ok(theirs),
         Ok(Ok(other)) => Err(format!("coordinator {id} answered {other:?}")),
@@ -84,7 +91,15 @@ pub async fn to_coordinator(members: &PeerApis, now: &Status, request: Request) 
             now.id
         )
     };
-    match ask_member(members, now, coordinator, forwarded, STEP_DOWN_TIMEOUT).await {
+    match ask_member(
+        members,
+        now,
+        coordinator,
+        forwarded,
+        Within::fresh(ASK_TIMEOUT, STEP_DOWN_TIMEOUT),
+    )
+    .await
+    {
         Ok(Response::Done(text)) => Response::Done(through(text)),
         Ok(Response::Refused(text)) => Response::Refused(through(text)),
         Ok(other) => Response::Refused(format!("coordinator {coordinator} answered {other:?}")),

@@ -9,8 +9,9 @@
 //! record) is tried again for as long as the link stays up: until it succeeds, the
 //! pause gate (src/node/policy/pause_gate.rs) keeps this node from standing.
 
-use super::switchover::{ask_member, PeerApis};
+use super::switchover::{ask_member, PeerApis, ASK_TIMEOUT};
 use crate::api::{Request, Response, Status};
+use crate::client_pool::Within;
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::NodeId;
 use std::time::Duration;
@@ -18,6 +19,14 @@ use tokio::sync::{mpsc, watch};
 
 /// How long the peer has to answer each request.
 const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// Each comparison on a fresh connection: a kept one to a peer killed and restarted
+/// stays silent until it times out, which would hold the election gate that long.
+const FRESH: Within = Within {
+    kept: Duration::ZERO,
+    connect: ASK_TIMEOUT,
+    answer: ANSWER_WITHIN,
+};
 
 /// The wait before the first retry of a failed comparison; it doubles up to
 /// [`LAST_RETRY_WAIT`].
@@ -77,7 +86,7 @@ async fn compare(
     peer: NodeId,
 ) -> Result<(), String> {
     let ours = status.borrow().as_of_now();
-    let theirs = match ask_member(members, &ours, peer, Request::Status, ANSWER_WITHIN).await {
+    let theirs = match ask_member(members, &ours, peer, Request::Status, FRESH).await {
         Ok(Response::Status(theirs)) => theirs.pause,
         Ok(other) => return Err(format!("the peer answered {other:?}")),
         Err(e) => return Err(format!("cannot ask the peer: {e}")),
@@ -100,7 +109,7 @@ async fn compare(
         let request = Request::SetPause {
             pause: ours.pause.clone(),
         };
-        match ask_member(members, &ours, peer, request, ANSWER_WITHIN).await {
+        match ask_member(members, &ours, peer, request, FRESH).await {
             Ok(Response::Done(text)) => {
                 tracing::info!(peer, "passed on the maintenance pause: {text}")
             }

@@ -16,7 +16,7 @@
 use crate::api::Status;
 use crate::api::{Request, Response};
 use crate::certs::TlsFiles;
-use crate::client_pool::ClientPool;
+use crate::client_pool::{ClientPool, Within};
 use crate::config::PeerConfig;
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::protocol::{NodeId, Role};
@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// How long each peer has to answer during the preparation.
-const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the coordinator needs to reach its peers' APIs: its own certificate (the API
 /// accepts any certificate of the cluster CA) and where the peers are.
@@ -162,13 +162,14 @@ fn above<'a>(members: &'a PeerApis, status: &Status, to: NodeId) -> Vec<&'a Peer
 }
 
 /// Asks member `id` over its API, at the address this node's config file gives it, else
-/// the one its member list gives; the answer may take up to `answer_within`.
+/// the one its member list gives, on a kept connection or not as `within` says
+/// (src/client_pool.rs).
 pub async fn ask_member(
     members: &PeerApis,
     status: &Status,
     id: NodeId,
     request: Request,
-    answer_within: Duration,
+    within: Within,
 ) -> Result<Response, String> {
     let listed = status
         .members
@@ -189,13 +190,7 @@ pub async fn ask_member(
         .map_err(|e| e.to_string())?;
     members
         .clients
-        .request(
-            (id, addr),
-            &members.tls,
-            request,
-            ASK_TIMEOUT,
-            answer_within,
-        )
+        .request((id, addr), &members.tls, request, within)
         .await
         .map_err(|e| e.to_string())
 }
@@ -212,8 +207,7 @@ async fn ask(members: &PeerApis, peer: &PeerConfig, request: Request) -> Result<
             (peer.id, addr),
             &members.tls,
             request,
-            ASK_TIMEOUT,
-            ASK_TIMEOUT,
+            Within::fresh(ASK_TIMEOUT, ASK_TIMEOUT),
         )
         .await
         .map_err(|e| e.to_string())
