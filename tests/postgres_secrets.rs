@@ -28,13 +28,13 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use postgres_bully::{BullyPg, Secrets, AGREE, IDS};
+use postgres_bully::{BullyPg, Secrets, AGREE, AWKWARD_SUPERUSER, IDS};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The superuser's password: a quote, a backslash, a space, non-ASCII.
-const SUPERUSER: &str = r"pa'ss\wo rd é";
+const SUPERUSER: &str = AWKWARD_SUPERUSER;
 /// The replication role's: every special character a pgpass line carries (not a
 /// newline, which ends the line).
 const REPLICATION: &str = "r'e\"p\\l:i#c a=\t$%&;,<>|`~*?[]{}()!@^é漢";

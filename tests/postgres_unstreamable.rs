@@ -40,7 +40,7 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use postgres_bully::{BullyPg, Secrets, AGREE};
+use postgres_bully::{BullyPg, Secrets, AGREE, AWKWARD_SUPERUSER};
 use postgres_cluster::{connect_as, role_as, Role};
 use primary::{http_get, phase};
 use std::collections::HashSet;
@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The superuser's password: a quote, a backslash, a space, non-ASCII.
-const SUPERUSER: &str = r"pa'ss\wo rd é";
+const SUPERUSER: &str = AWKWARD_SUPERUSER;
 /// The replication role's: the same kinds of characters, another password.
 const REPLICATION: &str = r"re\pl'i ca ü漢";
 /// The table the writer fills, one row per acknowledged id.

@@ -37,6 +37,10 @@ pub const AGREE: Duration = Duration::from_secs(40);
 /// The nodes (and servers) of the cluster.
 pub const IDS: [NodeId; 3] = [1, 2, 3];
 
+/// A superuser password with a quote, a backslash, a space and non-ASCII: what the
+/// tester's quoting broke (issue 49), for the tests that log in with one.
+pub const AWKWARD_SUPERUSER: &str = r"pa'ss\wo rd é";
+
 /// Whether this cluster cannot run here (PostgreSQL 15 missing, or as root no
 /// `postgres` user to run it as; HAProxy missing): then says so, `SKIPPED: <why>; this
 /// test runs <what>`, and the test returns. `.ci/run` installs both.
