@@ -142,6 +142,21 @@ impl PgServers {
         }
     }
 
+    /// What an operator's `pg_ctl stop -m fast` does to node `id`'s server: SIGINT to
+    /// its postmaster, then a bounded wait until it is gone.
+    pub fn stop_by_hand(&self, id: NodeId) {
+        let Some(pid) = self.pid(id) else { return };
+        let _ = signals::send(pid, Signal::SIGINT);
+        let started = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server {id} did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGSTOP of node `id`'s whole server, postmaster first: it keeps its connections
     /// and answers nothing, as a hung host would.
     pub fn pause(&self, id: NodeId) {
