@@ -64,6 +64,11 @@ fn memory(names: &str, lsn: u64, committed: Option<SyncRecord>) -> Memory {
     }
 }
 
+/// `decide` with nothing remembered, under [`rules`].
+fn decide_fresh(office: Office, server: &Server, peers: &[PeerWal], cluster: &Cluster) -> Decision {
+    decide(office, server, peers, cluster, &Memory::default(), &rules())
+}
+
 fn reached(ids: &[NodeId]) -> Vec<PeerWal> {
     ids.iter()
         .map(|&id| PeerWal {
@@ -155,50 +160,22 @@ fn the_full_set_is_recorded_only_once_k_standbys_caught_up() {
 fn a_coordinator_promotes_over_an_alone_record_only_holding_its_primary_s_wal() {
     let mut c = cluster();
     c.sync = SyncView::Read(Some(record(5, 3, 1, true)));
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &reached(&[3]),
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[3]), &c);
     assert!(
         matches!(&d.act, Act::Wait(w) if w.contains("waits to promote") && w.contains("node 1")),
         "{d:?}"
     );
     assert!(d.eligible, "it keeps the office and waits");
     // Reaching the old primary's server (and holding its WAL) covers it.
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &reached(&[1]),
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1]), &c);
     assert_eq!(d.act, Act::Promote);
     // A full record: the majority rule alone.
     c.sync = SyncView::Read(Some(record(5, 4, 1, false)));
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &reached(&[3]),
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[3]), &c);
     assert_eq!(d.act, Act::Promote);
     // Fewer than a majority answered with their records: wait.
     c.sync = SyncView::Unread;
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &reached(&[1]),
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1]), &c);
     assert!(matches!(d.act, Act::Wait(_)) && d.eligible, "{d:?}");
 }
 
@@ -241,36 +218,15 @@ fn a_new_cluster_commits_its_identity_before_its_first_promotion_and_never_initd
     c.held_data = false;
     c.system_id = 0;
     c.server_system_id = 0;
-    let d = decide(
-        LEADING,
-        &Server::Absent,
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &Server::Absent, &[], &c);
     assert_eq!(d.act, Act::InitDb);
     // Not enough members answered: no initdb yet.
     c.sync = SyncView::Unread;
-    let d = decide(
-        LEADING,
-        &Server::Absent,
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &Server::Absent, &[], &c);
     assert!(matches!(d.act, Act::Wait(_)), "{d:?}");
     // A majority keeps the identity of an initialized cluster: never initdb again.
     c.sync = SyncView::Read(Some(record(3, 1, 1, false)));
-    let d = decide(
-        LEADING,
-        &Server::Absent,
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &Server::Absent, &[], &c);
     assert!(
         matches!(&d.act, Act::Wait(w) if w.contains("no second initdb")),
         "{d:?}"
@@ -279,14 +235,7 @@ fn a_new_cluster_commits_its_identity_before_its_first_promotion_and_never_initd
     // After initdb: the record with the new system identifier first, then promote.
     c.sync = SyncView::Read(None);
     c.server_system_id = 99;
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &[], &c);
     let Act::CommitSync { record } = d.act else {
         panic!("identity first: {d:?}");
     };
@@ -310,14 +259,7 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
         leader: 3,
         server: Some(3),
     };
-    let d = decide(
-        following,
-        &Server::Absent,
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(following, &Server::Absent, &[], &c);
     assert!(
         matches!(&d.act, Act::Wait(w) if w.contains("missing")),
         "{d:?}"
@@ -325,14 +267,7 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
     assert!(!d.eligible);
     let mut new_member = c.clone();
     new_member.held_data = false;
-    let d = decide(
-        following,
-        &Server::Absent,
-        &[],
-        &new_member,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(following, &Server::Absent, &[], &new_member);
     assert_eq!(d.act, Act::Clone { from: 3 });
     let mut foreign = c.clone();
     foreign.server_system_id = 7;
@@ -343,41 +278,20 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
             clean: true,
         },
     ] {
-        let d = decide(
-            following,
-            &server,
-            &[],
-            &foreign,
-            &Memory::default(),
-            &rules(),
-        );
+        let d = decide_fresh(following, &server, &[], &foreign);
         assert!(
             matches!(&d.act, Act::Wait(w) if w.contains("another cluster")),
             "{d:?}"
         );
         assert!(!d.eligible);
     }
-    let d = decide(
-        LEADING,
-        &running(true, ""),
-        &reached(&[1, 3]),
-        &foreign,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), &foreign);
     assert!(
         matches!(d.act, Act::Wait(_)) && !d.eligible,
         "never promoted: {d:?}"
     );
     // A foreign primary without the office is still stopped.
-    let d = decide(
-        following,
-        &running(false, ""),
-        &[],
-        &foreign,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(following, &running(false, ""), &[], &foreign);
     assert!(matches!(d.act, Act::Stop { .. }), "{d:?}");
 }
 
@@ -403,40 +317,19 @@ fn paused_the_manager_starts_stops_and_promotes_nothing() {
             paused: false,
             ..c.clone()
         };
-        let would = decide(
-            office,
-            &server,
-            &reached(&[1]),
-            &unpaused,
-            &Memory::default(),
-            &rules(),
-        );
+        let would = decide_fresh(office, &server, &reached(&[1]), &unpaused);
         assert!(
             !matches!(would.act, Act::Wait(_)),
             "unpaused it acts: {would:?}"
         );
-        let d = decide(
-            office,
-            &server,
-            &reached(&[1]),
-            &c,
-            &Memory::default(),
-            &rules(),
-        );
+        let d = decide_fresh(office, &server, &reached(&[1]), &c);
         assert!(
             matches!(&d.act, Act::Wait(w) if w.starts_with("paused")),
             "{d:?}"
         );
     }
     // The primary's synchronous bookkeeping goes on.
-    let d = decide(
-        LEADING,
-        &running(false, ""),
-        &[],
-        &c,
-        &Memory::default(),
-        &rules(),
-    );
+    let d = decide_fresh(LEADING, &running(false, ""), &[], &c);
     assert!(matches!(d.act, Act::SetSynchronous { .. }), "{d:?}");
 }
 
