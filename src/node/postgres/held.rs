@@ -5,31 +5,36 @@
 //! operator instead of creating anything in its place (src/postgres_rules.rs, `absent`).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// File name of the note inside the node's data dir.
 pub const HELD_FILE: &str = "pg_held";
 
-/// The note in one node's data dir.
+/// The note in one node's data dir. Only this node writes it, so it is read from disk
+/// once and then kept in memory (every look asks; clones share what was read).
 #[derive(Debug, Clone)]
 pub struct Held {
     path: PathBuf,
+    known: Arc<Mutex<Option<Option<u64>>>>,
 }
 
 impl Held {
     pub fn new(node_data_dir: &Path) -> Held {
         Held {
             path: node_data_dir.join(HELD_FILE),
+            known: Arc::default(),
         }
     }
 
     /// The system identifier noted (`None`: never held data, or the note is unreadable:
     /// an unreadable note counts as held, so nothing is created over a lost volume).
     pub fn system_id(&self) -> Option<u64> {
-        match std::fs::read_to_string(&self.path) {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        *known.get_or_insert_with(|| match std::fs::read_to_string(&self.path) {
             Ok(text) => Some(text.trim().parse().unwrap_or(0)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(_) => Some(0),
-        }
+        })
     }
 
     /// Notes that the server runs with the data of `system_id` (durably: a crash right
@@ -39,7 +44,9 @@ impl Held {
             return Ok(());
         }
         crate::storage::write_file_durably(&self.path, format!("{system_id}\n").as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+        *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Some(Some(system_id));
+        Ok(())
     }
 }
 
@@ -55,6 +62,10 @@ mod tests {
         held.note(7_300_000_000_000_000_001).unwrap();
         assert_eq!(held.system_id(), Some(7_300_000_000_000_000_001));
         std::fs::write(dir.path().join(HELD_FILE), "garbage").unwrap();
-        assert_eq!(held.system_id(), Some(0), "unreadable counts as held");
+        assert_eq!(
+            Held::new(dir.path()).system_id(),
+            Some(0),
+            "unreadable counts as held"
+        );
     }
 }
