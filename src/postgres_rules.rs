@@ -152,6 +152,10 @@ pub struct Cluster {
     /// This node's server held the cluster's data before (bully notes it in the node's
     /// data dir): a missing data dir is then a volume gone, not a new member.
     pub held_data: bool,
+    /// The system identifier of a cluster this node's own `initdb` made and whose
+    /// server was never promoted (bully notes it in the node's data dir,
+    /// src/node/postgres/held.rs); 0: none. Such data holds nothing a client wrote.
+    pub made_here: u64,
     /// The cluster is paused (`bully pause`): the manager leaves the server alone.
     pub paused: bool,
     /// On a primary: the other members' standbys streaming from it, with the WAL each
@@ -536,7 +540,10 @@ fn decide_unpaused(
         return stay_out(office, server, why);
     }
     if let Some(why) = foreign(cluster) {
-        return left_alone(office, server, &why);
+        return match cluster.made_here == cluster.server_system_id {
+            true => replace_own_initdb(office, server, cluster),
+            false => left_alone(office, server, &why),
+        };
     }
     match server {
         Server::Absent => absent(office, cluster),
@@ -585,6 +592,34 @@ fn left_alone(office: Office, server: &Server, why: &str) -> Decision {
     Decision {
         act,
         eligible: false,
+    }
+}
+
+/// A data dir of another cluster that this node's own `initdb` made and never promoted:
+/// two coordinators in quick succession each found every data dir empty, and the other
+/// one's identity was committed (the real-process race in
+/// tests/postgres_unstreamable.rs's start, the simulator's `initdb race` draw). It holds
+/// nothing a client wrote, so it is replaced by a clone (kept aside all the same) once
+/// the coordinator's server runs as a primary; any other foreign data dir is left for
+/// the operator.
+fn replace_own_initdb(office: Office, server: &Server, cluster: &Cluster) -> Decision {
+    match office {
+        Office::Following {
+            server: Some(from), ..
+        } if cluster.leader_primary => Decision {
+            act: Act::Reinit { from },
+            eligible: false,
+        },
+        _ => left_alone(
+            office,
+            server,
+            &format!(
+                "the data dir holds a cluster this node's initdb made and never promoted \
+                 (system identifier {}; the cluster's is {}): it is replaced by a clone \
+                 once the coordinator's server runs as a primary",
+                cluster.server_system_id, cluster.system_id
+            ),
+        ),
     }
 }
 
@@ -1375,6 +1410,7 @@ impl Cluster {
             system_id: 0,
             server_system_id: 0,
             held_data: false,
+            made_here: 0,
             paused: false,
             flushed: Vec::new(),
         }

@@ -84,6 +84,22 @@ pub struct PgState {
     /// last: fields are encoded by position.
     #[serde(default)]
     pub pending_restart: Vec<String>,
+    /// The data dir was made by this node's own `initdb` and its server never promoted
+    /// (src/node/postgres/held.rs): no client wrote to it, so the coordinator counts
+    /// this member as one without data. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub initdb_unpromoted: bool,
+    /// The server's PostgreSQL system identifier (from its control file; `None`: no
+    /// data). A member whose own records do not name the cluster's identity yet takes
+    /// the coordinator's primary's, so it never mistakes a stranger's data dir for the
+    /// cluster's. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub system_id: Option<u64>,
+    /// The server's data is not the cluster's (another cluster's volume, or this
+    /// node's own initdb that lost the race): the health routes never send clients to
+    /// it. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub other_cluster: bool,
 }
 
 impl PgState {
@@ -103,6 +119,9 @@ impl PgState {
             note,
             observed_at_ns,
             pending_restart: Vec::new(),
+            initdb_unpromoted: false,
+            system_id: None,
+            other_cluster: false,
         }
     }
 

@@ -296,6 +296,48 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
 }
 
 #[test]
+fn a_foreign_data_dir_this_nodes_own_initdb_made_is_replaced_by_a_clone() {
+    let mut made = cluster();
+    made.server_system_id = 7;
+    made.made_here = 7;
+    let following = Office::Following {
+        leader: 3,
+        server: Some(3),
+    };
+    let stopped = Server::Stopped {
+        was_primary: false,
+        clean: true,
+    };
+    for server in [running(true, ""), stopped.clone()] {
+        made.leader_primary = true;
+        let d = decide_fresh(following, &server, &[], &made);
+        assert_eq!(d.act, Act::Reinit { from: 3 });
+        assert!(!d.eligible);
+        // No primary to clone from yet: it waits, out, and never leads.
+        made.leader_primary = false;
+        let d = decide_fresh(following, &server, &[], &made);
+        assert!(
+            matches!(&d.act, Act::Wait(w) if w.contains("initdb made")),
+            "{d:?}"
+        );
+        assert!(!d.eligible);
+    }
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), &made);
+    assert!(
+        matches!(d.act, Act::Wait(_)) && !d.eligible,
+        "never promoted: {d:?}"
+    );
+    // The note names another data dir (a stranger mounted since): left for the operator.
+    made.made_here = 8;
+    made.leader_primary = true;
+    let d = decide_fresh(following, &stopped, &[], &made);
+    assert!(
+        matches!(&d.act, Act::Wait(w) if w.contains("another cluster")),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn paused_the_manager_starts_stops_and_promotes_nothing() {
     let mut c = cluster();
     c.paused = true;

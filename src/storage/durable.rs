@@ -60,6 +60,16 @@ pub(crate) fn write_file_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     sync_path(dir)
 }
 
+/// Removes the small file `path` (gone already is fine) and fsyncs its directory, so
+/// the removal survives a machine crash.
+pub(crate) fn remove_file_durably(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    sync_path(path.parent().unwrap_or(Path::new(".")))
+}
+
 /// fsyncs one file or directory. On Linux a read-only handle may be fsynced, and a
 /// directory can only be opened read-only.
 pub(crate) fn sync_path(path: &Path) -> io::Result<()> {

@@ -6,7 +6,7 @@
 
 use super::control;
 use super::files;
-use super::held::Held;
+use super::held::IdNote;
 use super::parameters;
 use super::peers::PeerServers;
 use super::programs::Programs;
@@ -78,8 +78,10 @@ pub struct Manager {
     pub superuser_password: Option<String>,
     /// The synchronous records: this node's, and the way to the other voters'.
     pub records: Records,
-    /// The note that this node's server held the cluster's data.
-    pub held: Held,
+    /// The note that this node's server held the cluster's data (`pg_held`).
+    pub held: IdNote,
+    /// The note of a cluster this node's `initdb` made, never promoted (`pg_made`).
+    pub made: IdNote,
     /// The configured peers' addresses (`host:port`): `pg_hba.conf` lets them in.
     pub member_hosts: Vec<String>,
     /// The config file the node started from: `bully pg reload` rereads it.
@@ -125,6 +127,10 @@ struct Loop {
     tasks: NodeTasks,
     /// A standby's replayed position at the last look (`WalRemoved::settled`).
     last_replayed: Option<u64>,
+    /// The server's system identifier as the last look read it (0: no data).
+    system_id: u64,
+    /// The last look found the server's data not the cluster's (`rules::foreign`).
+    other_cluster: bool,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -147,6 +153,8 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         reached: Vec::new(),
         tasks: tasks.clone(),
         last_replayed: None,
+        system_id: 0,
+        other_cluster: false,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -361,6 +369,8 @@ impl Loop {
         };
         let mut cluster = self.cluster(&status, &office, described.as_ref(), own);
         self.identify(&mut cluster, &server).await;
+        self.system_id = cluster.server_system_id;
+        self.other_cluster = rules::foreign(&cluster).is_some();
         // A coordinator about to promote or run initdb reads the servers' positions and
         // the voters' synchronous records at once.
         let promoting = matches!((&office, &server),
@@ -533,15 +543,22 @@ impl Loop {
             .copied()
             .filter(|&m| m != self.m.id)
             .collect();
-        let all_absent = others
-            .iter()
-            .all(|&m| matches!(self.m.peers.get(m), Some(Some(s)) if s.role == PgRole::Absent));
-        let leader_primary = match office {
-            Office::Following { leader, .. } => {
-                matches!(self.m.peers.get(*leader), Some(Some(s)) if s.role == PgRole::Primary)
-            }
-            _ => false,
+        // A member whose data its own initdb made, never promoted, holds no commit either
+        // (two coordinators' initdb raced: src/sim/postgres/strangers.rs).
+        let all_absent = others.iter().all(|&m| {
+            matches!(self.m.peers.get(m),
+                Some(Some(s)) if s.role == PgRole::Absent || s.initdb_unpromoted)
+        });
+        let leader_state = match office {
+            Office::Following { leader, .. } => self
+                .m
+                .peers
+                .get(*leader)
+                .flatten()
+                .filter(|s| s.role == PgRole::Primary),
+            _ => None,
         };
+        let leader_primary = leader_state.is_some();
         // Standbys know this primary's branch when it wrote it to them before the
         // promotion, or when their reports show its timeline with its branch.
         let knows_branch: Vec<NodeId> = match own {
@@ -583,9 +600,12 @@ impl Loop {
             streaming,
             knows_branch,
             sync: SyncView::Unread,
-            system_id: 0,
+            // Until `identify` reads a record this node keeps: the coordinator's
+            // primary's, which is the cluster's (a promotion commits the identity first).
+            system_id: leader_state.and_then(|s| s.system_id).unwrap_or(0),
             server_system_id: 0,
             held_data: false,
+            made_here: 0,
             paused: status.pause.paused,
             flushed: described
                 .filter(|d| !d.in_recovery)
@@ -603,27 +623,57 @@ impl Loop {
     /// this node keeps names, the one this server's control file holds, and whether
     /// this node noted holding the cluster's data.
     async fn identify(&self, cluster: &mut Cluster, server: &Server) {
-        cluster.system_id = self
+        let kept = self
             .m
             .records
             .store
             .current()
             .await
             .map_or(0, |r| r.system_id);
+        if kept != 0 {
+            cluster.system_id = kept;
+        }
         cluster.server_system_id = match server {
             Server::Absent => 0,
             _ => control::system_id(&self.m.config.data_dir).unwrap_or(0),
         };
         cluster.held_data = self.m.held.system_id().is_some();
+        cluster.made_here = self.m.made.system_id().unwrap_or(0);
     }
 
     /// Notes a clone's data as held at once, before the server streams a commit: a
-    /// volume lost right after must not read as a member that never held data.
+    /// volume lost right after must not read as a member that never held data. A data
+    /// dir this node's `initdb` made is gone with it.
     fn note_cloned(&self) {
         let cloned = control::system_id(&self.m.config.data_dir);
         if let Some(Err(e)) = cloned.map(|id| self.m.held.note(id)) {
             tracing::warn!("postgres: {e}");
         }
+        if let Err(e) = self.forget_made() {
+            tracing::warn!("postgres: {e}");
+        }
+    }
+
+    /// Whether the server's data is what this node's own `initdb` made, never promoted.
+    fn initdb_unpromoted(&self) -> bool {
+        self.system_id != 0 && self.m.made.system_id() == Some(self.system_id)
+    }
+
+    /// Notes the cluster this node's `initdb` just made (src/node/postgres/held.rs):
+    /// until it is promoted, it holds nothing a client wrote.
+    fn note_made(&self) {
+        let made = control::system_id(&self.m.config.data_dir);
+        if let Some(Err(e)) = made.map(|id| self.m.made.note(id)) {
+            tracing::warn!("postgres: {e}");
+        }
+    }
+
+    /// Drops the note of a cluster this node made: it is about to be promoted (clients
+    /// may write to it from then on), or a clone replaced it. A failure to drop it is
+    /// an error: a note left over a promoted server would let the decisions replace
+    /// data clients wrote.
+    fn forget_made(&self) -> Result<(), String> {
+        self.m.made.clear()
     }
 
     /// Notes that this node's server runs with the cluster's data (or with data of a
@@ -753,6 +803,7 @@ impl Loop {
     /// reports may be a look old), until a majority answered and a little after; each
     /// with the timeline read there (`None` where not reached).
     async fn peer_wals(&self, cluster: &Cluster) -> Vec<(PeerWal, Option<u32>)> {
+        let own_system = cluster.server_system_id;
         let mut asked: futures::stream::FuturesUnordered<_> = cluster
             .data_voters
             .iter()
@@ -771,7 +822,7 @@ impl Loop {
                         // of servers that hold data (src/sim/postgres/ found a wiped
                         // member outvoting one that was only down).
                         Some(s) if matches!(s.role, PgRole::Absent | PgRole::Missing) => None,
-                        Some(s) => peer_position(&s, &user, password.as_deref()).await,
+                        Some(s) => peer_position(&s, own_system, &user, password.as_deref()).await,
                     };
                     let (wal, timeline) = read.unzip();
                     (PeerWal { id: m, wal }, timeline)
@@ -823,6 +874,7 @@ impl Loop {
                 // committed yet).
                 let _beat = self.heartbeat(Some(PgRole::Stopped));
                 self.init_db().await?;
+                self.note_made();
                 self.commit_identity(status, cluster, token).await;
                 self.start_server(None, true).await?;
                 Ok("initdb done; started as a standby".into())
@@ -883,6 +935,7 @@ impl Loop {
                     self.standby_seen.insert(m, now);
                 }
                 let password = self.passwords()?.replication;
+                self.forget_made()?;
                 let client = self.local_client().await?;
                 sql::reload(client, SQL_TIMEOUT).await?;
                 let started = Instant::now();
@@ -1492,6 +1545,9 @@ impl Loop {
             note: self.note.clone(),
             observed_at_ns: BootInstant::now().as_nanos(),
             pending_restart,
+            initdb_unpromoted: self.initdb_unpromoted(),
+            system_id: (self.system_id != 0).then_some(self.system_id),
+            other_cluster: self.other_cluster,
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {
@@ -1560,12 +1616,23 @@ fn member_named(name: &str) -> Option<NodeId> {
 /// may be a look old), with its timeline; `None` when it does not answer.
 async fn peer_position(
     reported: &PgState,
+    own_system: u64,
     user: &str,
     password: Option<&str>,
 ) -> Option<(Position, u32)> {
     let client = sql::connect(reported.listen, user, password, SQL_TIMEOUT)
         .await
         .ok()?;
+    let system = sql::system_identifier(&client, SQL_TIMEOUT).await.ok()?;
+    if own_system != 0 && system != own_system {
+        tracing::warn!(
+            listen = %reported.listen,
+            system,
+            own_system,
+            "postgres: a peer's server holds another cluster: not counted as reached"
+        );
+        return None;
+    }
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
     let branch = sql::wal_branch(&client, d.timeline, SQL_TIMEOUT)
         .await

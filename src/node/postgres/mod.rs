@@ -141,7 +141,8 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 superuser_password: passwords.superuser,
                 member_hosts,
                 records,
-                held: held::Held::new(&config.data_dir),
+                held: held::IdNote::new(&config.data_dir, held::HELD_FILE),
+                made: held::IdNote::new(&config.data_dir, held::MADE_FILE),
                 config_file: config.config_file.clone(),
                 reloaded: links.parameters,
             };

@@ -232,6 +232,18 @@ pub async fn wal_branch(client: &Client, timeline: u32, timeout: Duration) -> Re
     Ok(records.wal_branch(timeline, &history))
 }
 
+/// The system identifier of the server behind `client` (`pg_control_system()`): a
+/// promotion check counts only servers of its own cluster (src/sim/postgres/
+/// strangers.rs found a stranger's volume making up a majority, seed 7910).
+pub async fn system_identifier(client: &Client, timeout: Duration) -> Result<u64, String> {
+    let asked = client.query_one("SELECT system_identifier FROM pg_control_system()", &[]);
+    let row = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| "the server did not answer".to_string())?
+        .map_err(|e| format!("reading the system identifier: {}", why(&e)))?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
 /// Writes a branch record into the data dir of the server behind `client` (a
 /// superuser's `COPY ... TO` a file named by [`files::written_name`]).
 pub async fn write_branch(

@@ -124,6 +124,13 @@ pub fn judge(
     max_lag: Option<u64>,
     now_ns: u64,
 ) -> Result<(), String> {
+    if pg.other_cluster && check != Check::Liveness {
+        return Err(
+            "the server holds another cluster's data, not this cluster's: \
+                    clients are never sent to it"
+                .into(),
+        );
+    }
     match check {
         Check::Primary => primary(status, pg),
         Check::Replica => {
@@ -334,6 +341,18 @@ mod tests {
             (body["state"].as_str(), body["role"].as_str()),
             (Some("running"), Some("primary"))
         );
+    }
+
+    #[test]
+    fn a_server_of_another_cluster_passes_no_route_but_liveness() {
+        let mut status = follower(Some(0));
+        status.postgres.as_mut().unwrap().other_cluster = true;
+        for path in ["/replica", "/read-only", "/readiness", "/primary"] {
+            assert_eq!(code(path, None, &status), 503, "{path}");
+        }
+        assert_eq!(code("/liveness", None, &status), 200);
+        status.postgres.as_mut().unwrap().other_cluster = false;
+        assert_eq!(code("/replica", None, &status), 200);
     }
 
     #[test]

@@ -28,6 +28,7 @@ impl World {
             return Ok(());
         }
         self.check_paused_act(id, &act)?;
+        self.check_replaces_only_own(id, &act, cluster)?;
         self.member_mut(id).last_wait = None;
         self.event(Event::Acted {
             id,
@@ -44,9 +45,15 @@ impl World {
                     streaming: false,
                 };
                 let system_id = data.system_id;
-                self.member_mut(id).pg = Some(data);
+                let m = self.member_mut(id);
+                m.pg = Some(data);
+                m.made = Some(system_id);
                 self.summary.initdbs += 1;
-                // As the runtime: the identity is committed right after initdb.
+                // As the runtime: the identity is committed right after initdb, unless
+                // a newer epoch was declared while it ran (the record is refused).
+                if self.initdb_raced(id) {
+                    return Ok(());
+                }
                 if let Office::Leading { token } = office {
                     let memory = &self.member(id).memory;
                     let record = identity_record(token, cluster, memory, system_id);
@@ -176,6 +183,7 @@ impl World {
         };
         let m = self.member_mut(id);
         m.pg = Some(data);
+        m.made = None;
         // The runtime notes a clone's data as held at once (src/node/postgres/held.rs).
         m.held = true;
     }
@@ -329,6 +337,7 @@ impl World {
         let timeline = d.wal.timeline();
         let (branch, at) = (d.branch_of(timeline), d.wal.len());
         let system = d.system_id;
+        self.member_mut(id).made = None;
         self.done(id, Done::Promoted);
         self.summary.promotions += 1;
         match self.served_system {

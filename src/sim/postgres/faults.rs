@@ -99,7 +99,7 @@ impl World {
             }
             10 => {
                 let id = pick(self, &data);
-                if self.member(id).alive || self.member(id).pg.is_none() || !self.may_wipe() {
+                if self.member(id).alive || self.member(id).pg.is_none() || !self.may_wipe(id) {
                     return;
                 }
                 self.wipe(id);
@@ -173,18 +173,27 @@ impl World {
         self.fault("restart", id);
     }
 
-    /// Whether one more data directory may be lost and the cluster still recover: the
-    /// members keeping data, with the witnesses, must remain a majority (beyond that
-    /// the decisions rightly refuse to promote for ever).
-    fn may_wipe(&self) -> bool {
-        let kept = self.data_members().filter(|m| m.pg.is_some()).count() - 1;
+    /// Whether `id`'s data directory may be lost and the cluster still recover: the
+    /// other members keeping the cluster's data (a stranger's volume keeps none), with
+    /// the witnesses, must remain a majority (beyond that the decisions rightly refuse
+    /// to promote for ever).
+    pub(super) fn may_wipe(&self, id: NodeId) -> bool {
+        let cluster = self.served_system;
+        let kept = self
+            .data_members()
+            .filter(|m| m.id != id)
+            .filter(|m| {
+                m.pg.as_ref()
+                    .is_some_and(|d| cluster.is_none_or(|s| s == d.system_id))
+            })
+            .count();
         let witnesses = self.members.len() - self.spec.members;
         kept + witnesses >= self.majority()
     }
 
     /// The data directory is lost; acknowledged commits held nowhere else are
     /// destroyed by the fault, not lost by the decisions.
-    fn wipe(&mut self, id: NodeId) {
+    pub(super) fn wipe(&mut self, id: NodeId) {
         self.member_mut(id).pg = None;
         for i in 0..self.acked.len() {
             let a = self.acked[i];

@@ -56,6 +56,7 @@ mod pause;
 mod replication;
 mod retention;
 mod server;
+mod strangers;
 mod world;
 
 /// The decisions under test: the very functions the runtime calls.
@@ -151,6 +152,27 @@ pub enum Sabotage {
     /// started, stopped and promoted as ever (the tester's server stopped by hand was
     /// started again 0.15 s later; a primary stopped by hand was promoted again).
     PauseIgnored,
+    /// The old rule for a data dir of another cluster: left for the operator even when
+    /// this node's own `initdb` made it and it was never promoted, so after the initdb
+    /// race the member never streams unless someone runs `bully pg reinit` (the CI run
+    /// of tests/postgres_unstreamable.rs, stop 52).
+    KeepsOwnInitdb,
+    /// Every data dir of another cluster reads as one this node made: the decisions
+    /// replace a stranger's volume by a clone.
+    ReplacesStrangers,
+    /// A member whose data its own `initdb` made, never promoted, counts as one holding
+    /// data: after an initdb race with no identity committed, neither side can reach a
+    /// majority of servers of its own system, and no one promotes (seed 461, new
+    /// cluster).
+    UnpromotedCountsAsData,
+    /// A member knows the cluster's identity only from the records it keeps: one that
+    /// was down while the identity was committed reads a stranger's volume as the
+    /// cluster's data, rewinds it, and replaces it by a clone (seed 2323, new cluster).
+    IdentityFromRecordsOnly,
+    /// The promotion check reads a stranger's server (another cluster's data) like a
+    /// member's: it counts toward the majority reached, and its WAL may hold a
+    /// promotion back or make a standby without acknowledged commits look complete.
+    StrangerCountsAsReached,
     /// The promotion check reads no synchronous record: the majority rule alone.
     PromoteIgnoresRecord,
     /// The old new-cluster rule: `initdb` whenever every other member reports no data,
@@ -190,6 +212,9 @@ pub struct Spec {
     pub wal_removal: bool,
     /// Draw maintenance pauses (src/sim/postgres/pause.rs); off, as `wal_removal`.
     pub pauses: bool,
+    /// Draw the initdb race and strangers' volumes (src/sim/postgres/strangers.rs);
+    /// off, as `wal_removal`.
+    pub strangers: bool,
 }
 
 impl Spec {
@@ -207,6 +232,7 @@ impl Spec {
             settle_steps: 60,
             wal_removal: true,
             pauses: true,
+            strangers: true,
         }
     }
 }
@@ -229,6 +255,7 @@ pub struct Summary {
     pub initdbs: u64,
     /// Maintenance pauses drawn (src/sim/postgres/pause.rs).
     pub pauses: u64,
+
     /// Synchronous records written, and those a majority kept.
     pub records: u64,
     pub records_committed: u64,
@@ -264,6 +291,7 @@ impl Summary {
         self.reinits += other.reinits;
         self.initdbs += other.initdbs;
         self.pauses += other.pauses;
+
         self.records += other.records;
         self.records_committed += other.records_committed;
         self.fences += other.fences;

@@ -27,7 +27,10 @@ impl World {
                 continue;
             }
             let gone = m.pg.is_none() && m.unmounted.is_none() && m.held;
-            let other = m.pg.is_some() && foreign(&self.cluster_for(id)).is_some();
+            // A data dir its own initdb made is replaced by the decisions, as
+            // `bully status` says: the operator leaves it to them.
+            let made_here = m.pg.as_ref().is_some_and(|d| m.made == Some(d.system_id));
+            let other = m.pg.is_some() && !made_here && foreign(&self.cluster_for(id)).is_some();
             if gone || other {
                 let m = self.member_mut(id);
                 m.pg = None;

@@ -51,9 +51,13 @@ impl World {
                 .filter(|&u| u != id && self.reach(id, u))
                 .filter(|&u| {
                     let up = self.member(u).pg.as_ref().filter(|d| d.running());
-                    // Its next position must still be on the upstream (retention.rs).
+                    // Its next position must still be on the upstream (retention.rs),
+                    // and PostgreSQL streams only between servers of one system
+                    // ("database system identifier differs").
                     up.zip(m.pg.as_ref()).is_some_and(|(up, own)| {
-                        own.wal.follows(&up.wal) && own.wal.len() >= up.kept_from
+                        own.system_id == up.system_id
+                            && own.wal.follows(&up.wal)
+                            && own.wal.len() >= up.kept_from
                     })
                 });
             let streaming = source.is_some() && !lagging;

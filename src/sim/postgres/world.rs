@@ -65,6 +65,12 @@ pub(super) struct Member {
     /// Its standby cannot stream until then (refused by the primary: a password, an
     /// hba line), though its server and node answer.
     pub refused_until: u64,
+    /// The note of a cluster its own `initdb` made, never promoted (`pg_made` in the
+    /// node's data dir, src/node/postgres/held.rs): cleared by a promotion or a clone.
+    pub made: Option<u64>,
+    /// The others have not heard of its data nor its estimate until then (its
+    /// `initdb` raced a newer epoch: src/sim/postgres/strangers.rs).
+    pub unreported_until: u64,
 }
 
 impl Member {
@@ -91,6 +97,8 @@ impl Member {
             held: false,
             unmounted: None,
             refused_until: 0,
+            made: None,
+            unreported_until: 0,
         }
     }
 
@@ -172,6 +180,20 @@ impl Pause {
     }
 }
 
+/// The draws of src/sim/postgres/strangers.rs.
+#[derive(Debug)]
+pub(super) struct Strangers {
+    pub rng: SmallRng,
+}
+
+impl Strangers {
+    pub fn new(seed: u64) -> Strangers {
+        Strangers {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5354_5241_4e47_4552),
+        }
+    }
+}
+
 /// The cluster.
 pub(super) struct World {
     pub seed: u64,
@@ -201,6 +223,8 @@ pub(super) struct World {
     pub retention: Retention,
     /// The maintenance pause and its own draws (src/sim/postgres/pause.rs).
     pub pause: Pause,
+    /// The initdb race's and strangers' volumes' draws.
+    pub strangers: Strangers,
 }
 
 impl World {
@@ -243,6 +267,7 @@ impl World {
             served_system: None,
             retention: Retention::new(seed),
             pause: Pause::new(seed),
+            strangers: Strangers::new(seed),
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -421,6 +446,7 @@ impl World {
             self.operate();
         }
         self.draw_pause(faults);
+        self.draw_stranger(faults);
         self.end_office_if_due();
         if self.office.is_none() && self.now >= self.no_election_before {
             self.elect();
@@ -507,6 +533,10 @@ impl World {
                         m.est_history[m.est_history.len() - 1 - age]
                     }
                     _ => m.est(self.reading()),
+                };
+                let est = match m.unreported_until > self.now {
+                    true => 0,
+                    false => est,
                 };
                 (est, m.id)
             })
@@ -674,8 +704,10 @@ impl World {
     /// a fresh one only while the two reach each other and `of`'s node answers (a node
     /// stopped whole does not; an answer older than a few looks no longer counts).
     fn report_seen_by(&self, reader: NodeId, of: NodeId) -> Option<Option<(u32, u64)>> {
-        let answers = self.reach(reader, of) && self.member(of).stalled_until <= self.now;
-        self.member(of).report.filter(|_| answers)
+        let m = self.member(of);
+        let answers =
+            self.reach(reader, of) && m.stalled_until <= self.now && m.unreported_until <= self.now;
+        m.report.filter(|_| answers)
     }
 
     /// The flaw a sabotaged run puts around the decisions.
@@ -767,32 +799,41 @@ impl World {
             Office::Leading { .. } => self.sync_view(id),
             _ => SyncView::Unread,
         };
+        let leader_primary = self.office.and_then(|h| {
+            let leader = self.member(h.leader).pg.as_ref().filter(|d| d.primary());
+            leader.filter(|_| self.reach(id, h.leader))
+        });
+        // The records' identity, else (as the runtime: src/node/postgres/manager.rs,
+        // `cluster`) the coordinator's primary's as its report shows it.
         let system_id = match sync.system_id() {
             0 => m.record.as_ref().map_or(0, |r| r.system_id),
             read => read,
+        };
+        let from_leader = self.spec.sabotage != Some(Sabotage::IdentityFromRecordsOnly);
+        let system_id = match (system_id, leader_primary) {
+            (0, Some(leader)) if from_leader => leader.system_id,
+            (known, _) => known,
         };
         let system_id = match self.spec.sabotage {
             Some(Sabotage::SecondInitdb) => 0,
             _ => system_id,
         };
-        let leader_primary = self.office.is_some_and(|h| {
-            self.reach(id, h.leader)
-                && self
-                    .member(h.leader)
-                    .pg
-                    .as_ref()
-                    .is_some_and(|d| d.primary())
-        });
+        let leader_primary = leader_primary.is_some();
         Cluster {
             id,
             data_voters: self.data_members().map(|m| m.id).collect(),
             voters: self.voters(),
             // A member without data reports `missing` when its node noted holding the
-            // cluster's data (src/node/postgres/held.rs), `absent` only when it never did.
-            all_absent: self
-                .data_members()
-                .filter(|m| m.id != id)
-                .all(|m| self.reach(id, m.id) && m.pg.is_none() && !m.held),
+            // cluster's data (src/node/postgres/held.rs), `absent` only when it never did;
+            // one whose data its own initdb made, never promoted, counts as absent.
+            all_absent: self.data_members().filter(|m| m.id != id).all(|m| {
+                let made_unpromoted = m.pg.as_ref().is_some_and(|d| {
+                    m.made == Some(d.system_id)
+                        && self.spec.sabotage != Some(Sabotage::UnpromotedCountsAsData)
+                });
+                self.reach(id, m.id) && (m.pg.is_none() && !m.held || made_unpromoted)
+                    || m.unreported_until > self.now
+            }),
             leader_primary,
             streaming: match self.spec.sabotage {
                 Some(Sabotage::StreamingOnlyKnown) => self
@@ -806,6 +847,11 @@ impl World {
             system_id,
             server_system_id: m.pg.as_ref().map_or(0, |d| d.system_id),
             held_data: m.held && self.spec.sabotage != Some(Sabotage::SecondInitdb),
+            made_here: match self.spec.sabotage {
+                Some(Sabotage::KeepsOwnInitdb) => 0,
+                Some(Sabotage::ReplacesStrangers) => m.pg.as_ref().map_or(0, |d| d.system_id),
+                _ => m.made.unwrap_or(0),
+            },
             paused: self.pause_seen(),
             flushed: self.flushed(id),
         }
@@ -907,6 +953,13 @@ impl World {
             Some(Sabotage::AbsentCountsAsReached) => Some(Position::default()),
             _ => None,
         };
+        // A stranger's server (another cluster's data, as the coordinator reads its
+        // system identifier) holds none of the cluster's commits: not reached.
+        let own_system = self.member(id).pg.as_ref().map(|d| d.system_id);
+        let stranger = |d: &Data| {
+            own_system.is_some_and(|own| own != d.system_id)
+                && self.spec.sabotage != Some(Sabotage::StrangerCountsAsReached)
+        };
         self.data_members()
             .filter(|m| m.id != id)
             .map(|m| PeerWal {
@@ -914,7 +967,7 @@ impl World {
                 wal: match (&m.pg, self.report_seen_by(id, m.id)) {
                     (_, None) => None,
                     (None, Some(_)) => absent,
-                    (Some(d), Some(_)) if d.running() => Some(d.position(reading)),
+                    (Some(d), Some(_)) if d.running() && !stranger(d) => Some(d.position(reading)),
                     (Some(_), Some(_)) => None,
                 },
             })
@@ -972,7 +1025,13 @@ impl World {
             .map(|m| {
                 let server = m.pg.as_ref().map(|d| {
                     let timeline = d.wal.timeline();
-                    (d.state, timeline, d.branch_of(timeline), d.wal.len())
+                    (
+                        d.state,
+                        d.system_id,
+                        timeline,
+                        d.branch_of(timeline),
+                        d.wal.len(),
+                    )
                 });
                 format!(
                     "{}: server {server:?}, {:?}, eligible {}, waits {:?}",
