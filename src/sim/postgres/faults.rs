@@ -184,7 +184,7 @@ impl World {
             .filter(|m| m.id != id)
             .filter(|m| {
                 m.pg.as_ref()
-                    .is_some_and(|d| cluster.is_none_or(|s| s == d.system_id))
+                    .is_some_and(|d| cluster.map_or(true, |s| s == d.system_id))
             })
             .count();
         let witnesses = self.members.len() - self.spec.members;
