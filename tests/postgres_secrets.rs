@@ -174,3 +174,83 @@ async fn a_new_cluster_without_password_files_trusts_no_host_and_streams() {
     let replication = read(&generated(first, "replication"));
     assert_no_password_in_conf(&pg, primary, &[&superuser, &replication]);
 }
+
+/// Changed password files (issue 49, "a changed password file is applied with ALTER
+/// ROLE, and the standbys follow"): both files changed on every host while the cluster
+/// runs. The primary sets both roles' passwords: a login with the new superuser
+/// password works on every server (replicated), the old one is refused, and the
+/// standbys, their connections broken, reconnect with the new replication password
+/// from their rewritten passfiles. Then the primary's host is killed: the standby promoted in its place and the other standby,
+/// which must reconnect with the new replication password from its rewritten passfile,
+/// stream again, and so does the old primary's host once back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changed_password_files_are_applied_and_the_standbys_follow() {
+    if skip() {
+        return;
+    }
+    const NEW_SUPERUSER: &str = "n3w 'super' \\ pass ü";
+    const NEW_REPLICATION: &str = "n3w:repl#'\\ ication ü";
+    let dir = tempfile::tempdir().unwrap();
+    let superuser = dir.path().join("pg-superuser");
+    let replication = dir.path().join("pg-replication");
+    std::fs::write(&superuser, format!("{SUPERUSER}\n")).unwrap();
+    std::fs::write(&replication, format!("{REPLICATION}\n")).unwrap();
+    let files = Secrets::Files(superuser.clone(), replication.clone());
+    let mut pg = BullyPg::start_with(files).await;
+    let primary = pg.wait_all_streaming(&|_| SUPERUSER.to_string()).await;
+
+    primary::phase("both password files changed on every host");
+    std::fs::write(&superuser, format!("{NEW_SUPERUSER}\n")).unwrap();
+    std::fs::write(&replication, format!("{NEW_REPLICATION}\n")).unwrap();
+    for id in IDS {
+        let what = format!("node {id}'s server taking the new superuser password");
+        let addr = pg.local(id);
+        common::wait_until(&what, AGREE, || async {
+            login(addr, NEW_SUPERUSER).await.map(|_| ())
+        })
+        .await;
+        assert!(
+            login(addr, SUPERUSER).await.is_none(),
+            "node {id}'s server still takes the old superuser password"
+        );
+    }
+    assert_no_password_in_conf(&pg, primary, &[NEW_SUPERUSER, NEW_REPLICATION]);
+
+    primary::phase("the standbys' connections broken: they reconnect with the new password");
+    let standbys: Vec<(NodeId, Option<u32>)> = IDS
+        .into_iter()
+        .filter(|&id| id != primary)
+        .map(|id| (id, pg.pg.pid(id)))
+        .collect();
+    let client = login(pg.local(primary), NEW_SUPERUSER).await.unwrap();
+    client
+        .batch_execute("SELECT pg_terminate_backend(pid) FROM pg_stat_replication")
+        .await
+        .unwrap();
+    pg.wait_all_streaming(&|_| NEW_SUPERUSER.to_string()).await;
+    for (id, pid) in standbys {
+        assert_eq!(
+            pg.pg.pid(id),
+            pid,
+            "node {id}'s server was restarted to stream again: its passfile was not \
+             rewritten\n{}",
+            pg.logs()
+        );
+    }
+
+    primary::phase("the primary's host killed: the standbys stream with the new password");
+    pg.kill_host(primary);
+    let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != primary).collect();
+    common::wait_until("a standby promoted", AGREE, || async {
+        for &id in &others {
+            let role = postgres_cluster::role_as(pg.local(id), Some(NEW_SUPERUSER)).await;
+            if role.is_some_and(|r| r.writable()) {
+                return Some(());
+            }
+        }
+        None
+    })
+    .await;
+    pg.restart_host(primary);
+    pg.wait_all_streaming(&|_| NEW_SUPERUSER.to_string()).await;
+}

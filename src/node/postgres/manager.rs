@@ -131,6 +131,11 @@ struct Loop {
     system_id: u64,
     /// The last look found the server's data not the cluster's (`rules::foreign`).
     other_cluster: bool,
+    /// The password files as this node last followed them (its passfile, its logins
+    /// to the peers' servers).
+    passwords_followed: Option<Passwords>,
+    /// The password files as this primary last set them on its roles (`ALTER ROLE`).
+    passwords_set: Option<Passwords>,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -155,6 +160,8 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         last_replayed: None,
         system_id: 0,
         other_cluster: false,
+        passwords_followed: None,
+        passwords_set: None,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -432,6 +439,7 @@ impl Loop {
             let leading_primary =
                 token.is_some() && matches!(&server, Server::Running(r) if !r.in_recovery);
             self.keep_slots(&cluster, leading_primary).await;
+            self.follow_passwords(leading_primary).await;
         }
         if note != self.note {
             tracing::info!("postgres: {note}");
@@ -652,6 +660,62 @@ impl Loop {
         if let Err(e) = self.forget_made() {
             tracing::warn!("postgres: {e}");
         }
+    }
+
+    /// Follows changed password files (issue 49, "a changed password file is applied
+    /// with ALTER ROLE"): the passfile is rewritten, so a standby's next connection,
+    /// `pg_basebackup` and `pg_rewind` use the new passwords, and so do this node's
+    /// logins to its peers' servers; a leading primary sets both roles' passwords
+    /// (`ALTER ROLE`, replicated to every standby, kept out of the server's log). The
+    /// operator changes the files on every host; until a host's file changes, its
+    /// standby's existing connection streams on and a new one is refused.
+    async fn follow_passwords(&mut self, leading_primary: bool) {
+        let Ok(current) = self.passwords() else {
+            return; // an unreadable file fails the next act that needs it, saying why
+        };
+        if self.passwords_followed.as_ref() != Some(&current) {
+            if let Err(e) = self.passfile() {
+                tracing::warn!("postgres: the password files changed: {e}");
+                return;
+            }
+            if self.passwords_followed.is_some() {
+                tracing::info!("postgres: the password files changed: the passfile is rewritten");
+            }
+            self.m.superuser_password = current.superuser.clone();
+            self.passwords_followed = Some(current.clone());
+        }
+        if !leading_primary || self.passwords_set.as_ref() == Some(&current) {
+            return;
+        }
+        match self.set_role_passwords(&current).await {
+            Ok(()) => {
+                if self.passwords_set.is_some() {
+                    tracing::info!("postgres: the password files changed: ALTER ROLE done");
+                }
+                self.passwords_set = Some(current);
+            }
+            Err(e) => tracing::warn!("postgres: the password files changed: {e}"),
+        }
+    }
+
+    /// Sets the roles' passwords from `passwords` on this (primary) server.
+    async fn set_role_passwords(&mut self, passwords: &Passwords) -> Result<(), String> {
+        let (superuser, replication) = (
+            self.m.config.superuser.user.clone(),
+            self.m.config.replication.user.clone(),
+        );
+        let client = self.local_client().await?;
+        sql::ensure_replication_role(
+            client,
+            &replication,
+            passwords.replication.as_deref(),
+            SQL_TIMEOUT,
+        )
+        .await?;
+        if let Some(password) = &passwords.superuser {
+            sql::set_password(client, &superuser, password, SQL_TIMEOUT).await?;
+        }
+        Ok(())
     }
 
     /// Whether the server's data is what this node's own `initdb` made, never promoted.

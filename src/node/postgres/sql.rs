@@ -387,20 +387,34 @@ async fn replication_role(
         .await
         .map_err(|e| e.to_string())?
         .is_some();
-    let statement = role_statement(user, exists, password);
+    role_ddl(client, &role_statement(user, exists, password), user).await
+}
+
+/// Sets the password of the existing role `user` (the superuser's, from its changed
+/// file) on a primary; the standbys get it by replication.
+pub async fn set_password(
+    client: &Client,
+    user: &str,
+    password: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let statement = role_statement(user, true, Some(password));
+    tokio::time::timeout(timeout, role_ddl(client, &statement, user))
+        .await
+        .map_err(|_| format!("ALTER ROLE {user} did not end within {timeout:?}"))?
+}
+
+/// Runs one role statement (none when empty) kept out of the server's log.
+async fn role_ddl(client: &Client, statement: &str, user: &str) -> Result<(), String> {
     if statement.is_empty() {
         return Ok(());
     }
-    let failed = |e: tokio_postgres::Error| {
-        format!(
-            "cannot create or alter the replication role {user}: {}",
-            why(&e)
-        )
-    };
+    let failed =
+        |e: tokio_postgres::Error| format!("cannot create or alter the role {user}: {}", why(&e));
     // Three round trips: the server logs a query string as it receives it, so the
     // settings must be in force before the statement's string arrives.
     client.batch_execute(ROLE_PREAMBLE).await.map_err(failed)?;
-    let done = client.batch_execute(&statement).await;
+    let done = client.batch_execute(statement).await;
     let end = match done {
         Ok(_) => "COMMIT",
         Err(_) => "ROLLBACK",
