@@ -456,6 +456,19 @@ fn sabotaged_an_identity_from_the_records_only_replaces_a_stranger() {
     regression_of(2323, &new_cluster());
 }
 
+/// A crashed postmaster's PID reused at once by another program or a postgres of
+/// another data dir (src/sim/postgres/processes.rs): with the old trust in
+/// `postmaster.pid`, the keeper's fence signals it, or the manager waits on it as on a
+/// server that does not answer.
+#[test]
+fn sabotaged_trusting_the_pid_file_signals_a_stranger() {
+    let v = caught(3, Synchronous::Quorum, Sabotage::TrustsPidFile);
+    assert!(
+        v.what.contains("not its server's postmaster") || v.what.contains("no progress"),
+        "{v}"
+    );
+}
+
 /// A stranger's server counted as reached by the promotion check: a standby without
 /// the acknowledged commits is promoted over them, or a stranger's WAL ahead holds the
 /// promotion back for ever.

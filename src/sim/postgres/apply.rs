@@ -99,6 +99,7 @@ impl World {
             }
             Act::Promote => return self.promote(id, office, cluster, peers),
             Act::Stop { why } => {
+                self.signal_server(id, "the manager");
                 let m = self.member_mut(id);
                 if let Some(d) = m.pg.as_mut() {
                     d.stop(true);

@@ -53,6 +53,7 @@ mod faults;
 mod log;
 mod operator;
 mod pause;
+mod processes;
 mod replication;
 mod retention;
 mod server;
@@ -173,6 +174,11 @@ pub enum Sabotage {
     /// member's: it counts toward the majority reached, and its WAL may hold a
     /// promotion back or make a standby without acknowledged commits look complete.
     StrangerCountsAsReached,
+    /// The fence and the manager's look before issue 49: any live process
+    /// `postmaster.pid` names is taken for the server (`crate::postmaster::judge`
+    /// skipped), so the keeper signals a stranger that reused a crashed postmaster's
+    /// PID, and the manager waits on it as on a server that does not answer.
+    TrustsPidFile,
     /// The promotion check reads no synchronous record: the majority rule alone.
     PromoteIgnoresRecord,
     /// The old new-cluster rule: `initdb` whenever every other member reports no data,

@@ -7,9 +7,11 @@ use super::decisions::{
     Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
 };
 use super::log::{Event, Log};
+use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
+use crate::postmaster::PidFile;
 use crate::protocol::NodeId;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -71,6 +73,11 @@ pub(super) struct Member {
     /// The others have not heard of its data nor its estimate until then (its
     /// `initdb` raced a newer epoch: src/sim/postgres/strangers.rs).
     pub unreported_until: u64,
+    /// The PID of its server's live postmaster (src/sim/postgres/processes.rs).
+    pub postmaster: Option<i32>,
+    /// `postmaster.pid` in its data dir: written at a start, removed by a clean stop,
+    /// left behind by a crash.
+    pub pid_file: Option<PidFile>,
 }
 
 impl Member {
@@ -99,6 +106,8 @@ impl Member {
             refused_until: 0,
             made: None,
             unreported_until: 0,
+            postmaster: None,
+            pid_file: None,
         }
     }
 
@@ -225,6 +234,10 @@ pub(super) struct World {
     pub pause: Pause,
     /// The initdb race's and strangers' volumes' draws.
     pub strangers: Strangers,
+    /// The host's processes, for `postmaster.pid` (src/sim/postgres/processes.rs).
+    pub processes: Processes,
+    /// A signal sent to a process that was not the member's postmaster: the run fails.
+    pub foreign_signal: Option<String>,
 }
 
 impl World {
@@ -268,6 +281,8 @@ impl World {
             retention: Retention::new(seed),
             pause: Pause::new(seed),
             strangers: Strangers::new(seed),
+            processes: Processes::new(seed, spec.strangers),
+            foreign_signal: None,
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -448,6 +463,9 @@ impl World {
         self.draw_pause(faults);
         self.draw_stranger(faults);
         self.end_office_if_due();
+        if let Some(why) = self.foreign_signal.take() {
+            return Err(why);
+        }
         if self.office.is_none() && self.now >= self.no_election_before {
             self.elect();
         }
@@ -509,11 +527,67 @@ impl World {
         if self.spec.sabotage == Some(Sabotage::NoFence) {
             return;
         }
+        if !self.signal_server(h.leader, "the keeper's fence") {
+            return;
+        }
         let leader = self.member_mut(h.leader);
         if let Some(data) = leader.pg.as_mut().filter(|d| d.primary()) {
             data.stop(true);
             self.summary.fences += 1;
             self.event(Event::Fenced(h.leader));
+        }
+    }
+
+    /// Signals member `id`'s server as the runtime does, through `postmaster.pid`
+    /// judged against the process it names (src/postmaster.rs): whether its postmaster
+    /// was signalled. A signal to any other process fails the run.
+    pub(super) fn signal_server(&mut self, id: NodeId, who: &str) -> bool {
+        self.reconcile_process(id);
+        let trusting = self.spec.sabotage == Some(Sabotage::TrustsPidFile);
+        let m = self.member(id);
+        match self.processes.claim(m.pid_file.as_ref(), id, trusting) {
+            Claim::Ours(pid) if self.processes.is_postmaster_of(pid, id) => true,
+            Claim::Ours(pid) => {
+                let why = format!(
+                    "{who} of {id} signalled PID {pid}, which is not its server's postmaster \
+                     (postmaster.pid left by a crash, the PID reused)"
+                );
+                self.foreign_signal.get_or_insert(why);
+                false
+            }
+            Claim::Nothing | Claim::Stranger(..) => false,
+        }
+    }
+
+    /// Brings member `id`'s processes in line with its server: a postmaster (and its
+    /// pid file) for a running server, none for a stopped one (the file stays after a
+    /// crash, and its PID may be reused at once).
+    pub(super) fn reconcile_process(&mut self, id: NodeId) {
+        let now = self.now;
+        let m = self.member(id);
+        let state = m.pg.as_ref().map(|d| (d.running(), d.state));
+        match (state, m.postmaster) {
+            (Some((true, _)), None) => {
+                let file = self.processes.start_postmaster(id, now);
+                let m = self.member_mut(id);
+                m.postmaster = Some(file.pid);
+                m.pid_file = Some(file);
+            }
+            (Some((true, _)), Some(_)) => {}
+            (state, Some(pid)) => {
+                let crashed = matches!(state, Some((_, State::Stopped { clean: false, .. })));
+                let reused = self.processes.exit(pid, !crashed, now);
+                let m = self.member_mut(id);
+                m.postmaster = None;
+                if !crashed {
+                    m.pid_file = None;
+                }
+                if reused.is_some() {
+                    self.fault("a crashed postmaster's PID reused", id);
+                }
+            }
+            (None, None) => self.member_mut(id).pid_file = None,
+            (Some(_), None) => {}
         }
     }
 
@@ -591,11 +665,20 @@ impl World {
         }
         self.adopt_branch(id);
         self.confirm_branch(id);
+        self.reconcile_process(id);
         let m = self.member(id);
         let office = self.office_of(id);
         let server = match &m.pg {
             Some(d) => d.seen(self.reading()),
             None => Server::Absent,
+        };
+        // A pid file naming a live process the check takes for the postmaster, while
+        // no server runs: "the server runs but does not answer" (the tester's hang).
+        let trusting = self.spec.sabotage == Some(Sabotage::TrustsPidFile);
+        let claimed = self.processes.claim(m.pid_file.as_ref(), id, trusting);
+        let server = match (server, claimed) {
+            (Server::Stopped { .. }, Claim::Ours(_)) => Server::Unreachable,
+            (server, _) => server,
         };
         let cluster = self.cluster_for(id);
         let peers: Vec<PeerWal> = match office {
