@@ -91,3 +91,32 @@ async fn servers_stopped_by_hand_stay_stopped_while_paused() {
     cli(&c, "resume", standby);
     c.wait_primary(&IDS).await;
 }
+
+/// A standby's whole host killed (-9: node, keeper, server) while the cluster is
+/// paused, and booted again: its new node must learn of the pause before its manager
+/// acts, so its server stays stopped; after `bully resume` it streams again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_while_paused_stays_stopped_after_its_reboot() {
+    if postgres_bully::skipped("a host killed while the manager is paused") {
+        return;
+    }
+    let mut c = BullyPg::start().await;
+    let leader = c.wait_primary(&IDS).await;
+    let standby = IDS.into_iter().find(|&id| id != leader).unwrap();
+
+    phase("bully pause; a standby's host killed and booted again");
+    cli(&c, "pause", leader);
+    c.kill_host(standby);
+    c.restart_host(standby);
+    let what = format!("node {standby} back, saying it is paused");
+    common::wait_until(&what, Duration::from_secs(40), || async {
+        let note = primary::status(&c.t, standby).await?.postgres?.note;
+        note.contains("paused").then_some(())
+    })
+    .await;
+    stay_stopped(&c, &[standby], Some(leader)).await;
+
+    phase("bully resume: the standby streams again");
+    cli(&c, "resume", leader);
+    c.wait_rejoined(standby, leader).await;
+}
