@@ -279,17 +279,9 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
         },
     ] {
         let d = decide_fresh(following, &server, &[], &foreign);
-        assert!(
-            matches!(&d.act, Act::Wait(w) if w.contains("another cluster")),
-            "{d:?}"
-        );
-        assert!(!d.eligible);
+        assert_waits_out(&d, "another cluster");
     }
-    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), &foreign);
-    assert!(
-        matches!(d.act, Act::Wait(_)) && !d.eligible,
-        "never promoted: {d:?}"
-    );
+    assert_never_promoted(&foreign);
     // A foreign primary without the office is still stopped.
     let d = decide_fresh(following, &running(false, ""), &[], &foreign);
     assert!(matches!(d.act, Act::Stop { .. }), "{d:?}");
@@ -316,24 +308,28 @@ fn a_foreign_data_dir_this_nodes_own_initdb_made_is_replaced_by_a_clone() {
         // No primary to clone from yet: it waits, out, and never leads.
         made.leader_primary = false;
         let d = decide_fresh(following, &server, &[], &made);
-        assert!(
-            matches!(&d.act, Act::Wait(w) if w.contains("initdb made")),
-            "{d:?}"
-        );
-        assert!(!d.eligible);
+        assert_waits_out(&d, "initdb made");
     }
-    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), &made);
-    assert!(
-        matches!(d.act, Act::Wait(_)) && !d.eligible,
-        "never promoted: {d:?}"
-    );
+    assert_never_promoted(&made);
     // The note names another data dir (a stranger mounted since): left for the operator.
     made.made_here = 8;
     made.leader_primary = true;
     let d = decide_fresh(following, &stopped, &[], &made);
+    assert_waits_out(&d, "another cluster");
+}
+
+/// The decision waits, its words saying `why`, and the member may not lead.
+fn assert_waits_out(d: &Decision, why: &str) {
+    assert!(matches!(&d.act, Act::Wait(w) if w.contains(why)), "{d:?}");
+    assert!(!d.eligible, "{d:?}");
+}
+
+/// A coordinator whose server holds the foreign data of `c` never promotes it.
+fn assert_never_promoted(c: &Cluster) {
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), c);
     assert!(
-        matches!(&d.act, Act::Wait(w) if w.contains("another cluster")),
-        "{d:?}"
+        matches!(d.act, Act::Wait(_)) && !d.eligible,
+        "never promoted: {d:?}"
     );
 }
 
