@@ -29,7 +29,7 @@ mod resp;
 mod tcp_cut;
 
 use bully::protocol::NodeId;
-use postgres_bully::{BullyPg, IDS};
+use postgres_bully::{BullyPg, AGREE, IDS};
 use postgres_cluster::{connect, is_root};
 use primary::phase;
 use std::path::Path;
@@ -86,19 +86,29 @@ fn replace_volume(c: &mut BullyPg, id: NodeId, made: bool) -> u64 {
     system
 }
 
-/// One row written through the primary's server `primary`; panics unless it commits.
-async fn write(c: &BullyPg, primary: NodeId, value: i32) {
-    let client = connect(c.local(primary), Duration::from_secs(5))
-        .await
-        .expect("a connection to the primary");
-    client
-        .batch_execute("CREATE TABLE IF NOT EXISTS strangers (v int)")
-        .await
-        .unwrap();
-    client
-        .execute("INSERT INTO strangers VALUES ($1)", &[&value])
-        .await
-        .expect("the primary commits");
+/// One row written through HAProxy's front for the primary, whichever server that is
+/// now (a lease lost to a busy machine may move it), retried until it commits within
+/// [`AGREE`]; panics with the logs otherwise.
+async fn write(c: &BullyPg, value: i32) {
+    let statement = format!(
+        "CREATE TABLE IF NOT EXISTS strangers (v int); INSERT INTO strangers VALUES ({value})"
+    );
+    let deadline = Instant::now() + AGREE;
+    loop {
+        let error = match connect(c.front, Duration::from_secs(5)).await {
+            Some(client) => match client.batch_execute(&statement).await {
+                Ok(()) => return,
+                Err(e) => e.to_string(),
+            },
+            None => "no connection through HAProxy".to_string(),
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the cluster takes no write within {AGREE:?}: {error}\n{}",
+            c.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,8 +125,6 @@ async fn a_strangers_volume_is_left_alone_and_a_raced_initdb_is_replaced() {
     phase("a stranger's volume on a standby's host: left as it is");
     let stranger = replace_volume(&mut c, standby, false);
     assert_ne!(stranger, cluster_system);
-    let config = c.t.cluster.config_path(primary);
-    let config = config.to_str().unwrap().to_string();
     let what = format!("node {standby}'s status naming another cluster");
     common::wait_until(&what, Duration::from_secs(40), || async {
         let note = primary::status(&c.t, standby).await?.postgres?.note;
@@ -138,11 +146,15 @@ async fn a_strangers_volume_is_left_alone_and_a_raced_initdb_is_replaced() {
             c.logs()
         );
         value += 1;
-        write(&c, primary, value).await;
+        write(&c, value).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     phase("bully pg reinit by the operator: cloned afresh, the stranger kept aside");
+    let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != standby).collect();
+    let primary = c.wait_ready(&others).await;
+    let config = c.t.cluster.config_path(primary);
+    let config = config.to_str().unwrap().to_string();
     let node = standby.to_string();
     let out = common::bully(&["pg", "reinit", &node, "--config", &config]);
     assert!(out.status.success(), "{}", common::text(&out));
@@ -153,6 +165,8 @@ async fn a_strangers_volume_is_left_alone_and_a_raced_initdb_is_replaced() {
     std::fs::remove_dir_all(&aside).unwrap();
 
     phase("a data dir the node's own initdb made, never promoted: replaced by a clone");
+    let primary = c.wait_primary(&IDS).await;
+    assert_ne!(primary, standby, "the member to replace is a standby");
     let made = replace_volume(&mut c, standby, true);
     c.wait_rejoined(standby, primary).await;
     assert_eq!(system_id(&data_dir), Some(cluster_system));
@@ -162,5 +176,5 @@ async fn a_strangers_volume_is_left_alone_and_a_raced_initdb_is_replaced() {
         !c.t.cluster.data_dir(standby).join("pg_made").exists(),
         "the note of the node's own initdb is dropped with the clone"
     );
-    write(&c, primary, value + 1).await;
+    write(&c, value + 1).await;
 }
