@@ -13,6 +13,10 @@
 //! | `/liveness`                                   | the node answers and its last observation of the server is at most [`liveness_bound`] old |
 //! | `/readiness`                                  | the node is the ready coordinator with a writable server, or its server is a streaming replica (within `?lag=` if given) |
 //!
+//! A server whose data is not the cluster's (`PgState::other_cluster`: another
+//! cluster's volume, or this node's own `initdb` that lost the race) passes none of
+//! these but `/liveness`: clients are never sent to it.
+//!
 //! Everything else is 503, with a JSON body in Patroni's spirit (`state`, `role`,
 //! `timeline`, `xlog`, `replication_state`) built from [`PgState`], plus what bully
 //! knows (`bully`) and, on a 503, the `reason`. `lag` is a byte count or a size with a
