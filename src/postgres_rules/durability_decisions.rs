@@ -78,6 +78,17 @@ fn reached(ids: &[NodeId]) -> Vec<PeerWal> {
         .collect()
 }
 
+/// Following node 3, whose server is known.
+const FOLLOWING_3: Office = Office::Following {
+    leader: 3,
+    server: Some(3),
+};
+
+/// A standby's server, stopped cleanly.
+const STANDBY_STOPPED: Server = Server::Stopped {
+    was_primary: false,
+    clean: true,
+};
 #[test]
 fn a_primary_whose_standbys_stop_streaming_acknowledges_alone_only_after_a_majority_keeps_it() {
     let mut c = cluster();
@@ -255,10 +266,7 @@ fn a_new_cluster_commits_its_identity_before_its_first_promotion_and_never_initd
 #[test]
 fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
     let c = cluster();
-    let following = Office::Following {
-        leader: 3,
-        server: Some(3),
-    };
+    let following = FOLLOWING_3;
     let d = decide_fresh(following, &Server::Absent, &[], &c);
     assert!(
         matches!(&d.act, Act::Wait(w) if w.contains("missing")),
@@ -292,14 +300,8 @@ fn a_foreign_data_dir_this_nodes_own_initdb_made_is_replaced_by_a_clone() {
     let mut made = cluster();
     made.server_system_id = 7;
     made.made_here = 7;
-    let following = Office::Following {
-        leader: 3,
-        server: Some(3),
-    };
-    let stopped = Server::Stopped {
-        was_primary: false,
-        clean: true,
-    };
+    let following = FOLLOWING_3;
+    let stopped = STANDBY_STOPPED;
     for server in [running(true, ""), stopped.clone()] {
         made.leader_primary = true;
         let d = decide_fresh(following, &server, &[], &made);
@@ -337,14 +339,8 @@ fn assert_never_promoted(c: &Cluster) {
 fn paused_the_manager_starts_stops_and_promotes_nothing() {
     let mut c = cluster();
     c.paused = true;
-    let following = Office::Following {
-        leader: 3,
-        server: Some(3),
-    };
-    let stopped = Server::Stopped {
-        was_primary: false,
-        clean: true,
-    };
+    let following = FOLLOWING_3;
+    let stopped = STANDBY_STOPPED;
     for (office, server) in [
         (following, stopped.clone()),
         (following, running(false, "")),
