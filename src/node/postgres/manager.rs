@@ -1687,17 +1687,16 @@ async fn peer_position(
     let client = sql::connect(reported.listen, user, password, SQL_TIMEOUT)
         .await
         .ok()?;
-    let system = sql::system_identifier(&client, SQL_TIMEOUT).await.ok()?;
-    if own_system != 0 && system != own_system {
-        tracing::warn!(
+    let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
+    if own_system != 0 && d.system_id != own_system {
+        tracing::debug!(
             listen = %reported.listen,
-            system,
+            system = d.system_id,
             own_system,
             "postgres: a peer's server holds another cluster: not counted as reached"
         );
         return None;
     }
-    let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
     let branch = sql::wal_branch(&client, d.timeline, SQL_TIMEOUT)
         .await
         .ok()?;

@@ -24,6 +24,10 @@ pub struct Described {
     pub synchronous_standby_names: String,
     /// A primary's standbys that stream now, by application name, with their flushed WAL.
     pub standbys: Vec<(String, u64)>,
+    /// Its system identifier: a promotion check counts only servers of its own cluster
+    /// (src/sim/postgres/strangers.rs found a stranger's volume making up a majority,
+    /// seed 7910).
+    pub system_id: u64,
 }
 
 /// What a failed round trip says: the server's own message when it sent one (the
@@ -75,7 +79,8 @@ const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
     coalesce((SELECT status = 'streaming' FROM pg_stat_wal_receiver), false),
     current_setting('primary_conninfo'),
     current_setting('synchronous_standby_names'),
-    (SELECT min_recovery_end_timeline FROM pg_control_recovery())";
+    (SELECT min_recovery_end_timeline FROM pg_control_recovery()),
+    (SELECT system_identifier FROM pg_control_system())";
 
 const STANDBYS: &str = "SELECT application_name, coalesce(flush_lsn::text, '0/0')
     FROM pg_stat_replication WHERE state = 'streaming'";
@@ -120,6 +125,7 @@ pub async fn describe(client: &Client, timeout: Duration) -> Result<Described, S
         true => received.max(replayed).unwrap_or(0),
     };
     Ok(Described {
+        system_id: row.get::<_, Option<i64>>(11).unwrap_or(0) as u64,
         in_recovery,
         timeline,
         wal,
@@ -230,18 +236,6 @@ pub async fn wal_branch(client: &Client, timeline: u32, timeout: Duration) -> Re
         names: names.iter().map(|row| row.get(0)).collect(),
     };
     Ok(records.wal_branch(timeline, &history))
-}
-
-/// The system identifier of the server behind `client` (`pg_control_system()`): a
-/// promotion check counts only servers of its own cluster (src/sim/postgres/
-/// strangers.rs found a stranger's volume making up a majority, seed 7910).
-pub async fn system_identifier(client: &Client, timeout: Duration) -> Result<u64, String> {
-    let asked = client.query_one("SELECT system_identifier FROM pg_control_system()", &[]);
-    let row = tokio::time::timeout(timeout, asked)
-        .await
-        .map_err(|_| "the server did not answer".to_string())?
-        .map_err(|e| format!("reading the system identifier: {}", why(&e)))?;
-    Ok(row.get::<_, i64>(0) as u64)
 }
 
 /// Writes a branch record into the data dir of the server behind `client` (a
