@@ -68,10 +68,16 @@ pub enum Record {
     /// The process was stopped (SIGSTOP); its inbox queues and no timer fires.
     Paused,
     /// Simulator: a coordinator was paused in office, and its lease runs out at
-    /// `until_ms` (simulated time, rounded up) unless it resumes first: its office ends
-    /// then at the latest (the checker's pause bound assumes a renewal just before the
-    /// pause, which a coordinator cut off from its majority did not get).
-    PausedLease { until_ms: Millis },
+    /// `until_ms` (simulated time) unless it resumes first: its office ends then at the
+    /// latest (the checker's pause bound assumes a renewal just before the pause, which
+    /// a coordinator cut off from its majority did not get). Resumed later than that,
+    /// acks queued meanwhile for rounds sent before the pause can renew the lease up to
+    /// `renewable_until_ms` at most.
+    PausedLease {
+        until_ms: Millis,
+        #[serde(default)]
+        renewable_until_ms: Millis,
+    },
     /// The process continued (SIGCONT).
     Resumed,
     /// A partition started: this node can no longer reach these nodes.
@@ -341,9 +347,13 @@ impl fmt::Display for Entry {
             },
             Record::Crashed => write!(f, "CRASHED"),
             Record::Paused => write!(f, "PAUSED"),
-            Record::PausedLease { until_ms } => {
-                write!(f, "paused in office, lease until {until_ms} ms")
-            }
+            Record::PausedLease {
+                until_ms,
+                renewable_until_ms,
+            } => write!(
+                f,
+                "paused in office, lease until {until_ms} ms (renewable by queued acks to {renewable_until_ms} ms)"
+            ),
             Record::Resumed => write!(f, "RESUMED"),
             Record::Partitioned { cut_off } => write!(f, "PARTITIONED from {cut_off:?}"),
             Record::Lossy { percent } => write!(f, "LOSSY {percent}%"),

@@ -74,6 +74,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use writers::Attempt;
 
+/// Every node but `old`.
+fn others(old: NodeId) -> Vec<NodeId> {
+    IDS.into_iter().filter(|&id| id != old).collect()
+}
+
 /// How long the pauses and the cut last at least: 3 s, or `PG_TEST_FAULT_S` seconds.
 fn fault_span() -> Duration {
     let seconds = std::env::var("PG_TEST_FAULT_S").map_or(3, |s| {
@@ -312,8 +317,7 @@ impl Scene {
         let old = self.primary;
         let fault = Instant::now();
         self.c.kill_host(old);
-        let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
-        self.primary = self.c.wait_primary(&others).await;
+        self.primary = self.c.wait_primary(&others(old)).await;
         self.wait_writes_on(self.primary, fault).await;
         let settled = Instant::now();
         self.c.restart_host(old);
@@ -335,7 +339,7 @@ impl Scene {
         let fences = self.c.keepers.lines_with(old, FENCED).len();
         let fault = Instant::now();
         self.c.t.cluster.pause(old).unwrap();
-        self.fail_over_and_heal(old, fault, |s| s.c.t.cluster.resume(old).unwrap())
+        self.fail_over_and_heal(&others(old), fault, |s| s.c.t.cluster.resume(old).unwrap())
             .await;
         let what = format!("node {old}'s keeper fencing its server");
         primary::wait_logged(&self.c.t, &what, Duration::from_secs(10), || async {
@@ -348,8 +352,10 @@ impl Scene {
     }
 
     /// SIGSTOP of the primary's server (all its processes) for [`fault_span`]: its node's
-    /// health check fails, the node steps down; the fence's shutdown is pending in the
-    /// frozen server and takes effect the moment it is continued.
+    /// health check fails, the node steps down, and its keeper's fence SIGKILLs the
+    /// frozen server by the lease's end (a stopped process dies too). Who leads next
+    /// is a race: a standby, or the same node again with a fresh server its manager
+    /// started after the kill (equal WAL, the higher ID). Never the frozen server.
     async fn pause_the_primarys_server(&mut self) {
         let scenario = &format!(
             "SIGSTOP of the primary's server for {} s",
@@ -357,11 +363,20 @@ impl Scene {
         );
         phase(scenario);
         let old = self.primary;
+        let frozen = self.c.pg.pid(old).expect("the primary's postmaster");
         let fault = Instant::now();
         self.c.pg.pause(old);
-        self.fail_over_and_heal(old, fault, |s| s.c.pg.resume(old))
+        self.fail_over_and_heal(&IDS, fault, |s| s.c.pg.resume(old))
             .await;
-        let rejoined = self.wait_rejoined(old).await;
+        let rejoined = match self.primary == old {
+            true => {
+                let now = self.c.pg.pid(old);
+                assert_ne!(now, Some(frozen), "{scenario}: the frozen server leads");
+                eprintln!("=== node {old} leads again, with a fresh server (was PID {frozen})");
+                Instant::now()
+            }
+            false => self.wait_rejoined(old).await,
+        };
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
@@ -378,23 +393,23 @@ impl Scene {
         let old = self.primary;
         let fault = Instant::now();
         self.c.cut_off(old, true);
-        self.fail_over_and_heal(old, fault, |s| s.c.cut_off(old, false))
+        self.fail_over_and_heal(&others(old), fault, |s| s.c.cut_off(old, false))
             .await;
         let rejoined = self.wait_rejoined(old).await;
         self.judge(scenario, fault, Some(Instant::now()), Some(rejoined))
             .await;
     }
 
-    /// After a fault on node `old` at `fault`: waits for another primary and its first
-    /// commits, holds the fault until [`fault_span`] has passed, then `heal`s it.
+    /// After a fault at `fault`: waits for a primary `among` these nodes
+    /// and its first commits, holds the fault until [`fault_span`] has passed, then
+    /// `heal`s it.
     async fn fail_over_and_heal(
         &mut self,
-        old: NodeId,
+        among: &[NodeId],
         fault: Instant,
         heal: impl FnOnce(&mut Self),
     ) {
-        let others: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
-        self.primary = self.c.wait_primary(&others).await;
+        self.primary = self.c.wait_primary(among).await;
         self.wait_writes_on(self.primary, fault).await;
         eprintln!(
             "=== node {} took commits {} ms after the fault",
@@ -414,7 +429,7 @@ impl Scene {
         let scenario = "a lagging standby with the higher ID, then kill -9 of the primary's host";
         phase(scenario);
         let old = self.primary;
-        let standbys: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
+        let standbys = others(old);
         let (fresh, lagging) = (standbys[0], standbys[1]);
         let receiver = postgres_cluster::walreceiver_pid(self.local(lagging))
             .await
@@ -477,7 +492,7 @@ impl Scene {
     async fn wipe_a_standby_and_reinit_another(&mut self) {
         let scenario = "a standby's data dir wiped; bully pg reload and reinit";
         phase(scenario);
-        let standbys: Vec<NodeId> = IDS.into_iter().filter(|&id| id != self.primary).collect();
+        let standbys = others(self.primary);
         let (wiped, reinit) = (standbys[0], standbys[1]);
         let fault = Instant::now();
         self.c.kill_host(wiped);

@@ -58,6 +58,8 @@ pub fn offices_with(
 ) -> Vec<Office> {
     // node -> (epoch, start, end bound while paused)
     let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
+    // node -> how far acks queued while it was paused can renew its lease (simulator)
+    let mut renewable: BTreeMap<NodeId, Millis> = BTreeMap::new();
     let mut out = Vec::new();
     let close = |out: &mut Vec<Office>,
                  node,
@@ -100,15 +102,26 @@ pub fn offices_with(
                     office.2 = Some(office.2.unwrap_or(t + d).min(t + d));
                 }
             }
-            Record::PausedLease { until_ms } => {
+            Record::PausedLease {
+                until_ms,
+                renewable_until_ms,
+            } => {
                 if let Some(office) = open.get_mut(&node) {
                     office.2 = Some(office.2.map_or(*until_ms, |b| b.min(*until_ms)));
+                    renewable.insert(node, *renewable_until_ms);
                 }
             }
             Record::Resumed => {
+                let queued = renewable.remove(&node);
                 if let Some(office) = open.get_mut(&node) {
-                    if office.2.is_some_and(|b| t < b) {
-                        office.2 = None; // resumed in time: the lease may go on
+                    match office.2 {
+                        // Resumed in time: the lease may go on.
+                        Some(b) if t < b => office.2 = None,
+                        // Resumed late: acks queued for rounds sent before the pause
+                        // may still renew it, as far as those rounds reach; its own
+                        // demotion then says where the office ended.
+                        Some(b) => office.2 = Some(b.max(queued.unwrap_or(b))),
+                        None => {}
                     }
                 }
             }

@@ -29,34 +29,31 @@ fn fact(fact: Fact) -> Record {
     Record::Fact(fact)
 }
 
+fn est(term: u64, leader: NodeId) -> Record {
+    fact(Fact::Established {
+        epoch: ep(term, leader),
+    })
+}
+
+/// `leader` lost the office of term `term`, its lease having ended at `office_ended_at`.
+fn demoted(term: u64, leader: NodeId, office_ended_at: Millis) -> Record {
+    fact(Fact::Demoted {
+        epoch: ep(term, leader),
+        reason: crate::protocol::DemotionReason::LeaseLost,
+        office_ended_at,
+    })
+}
+
 #[test]
 fn i6_offices_overlap_and_pause_bound() {
-    use crate::protocol::DemotionReason;
-    let est = |t, l| fact(Fact::Established { epoch: ep(t, l) });
     let h = vec![
         Entry::new(100, 2, est(1, 2)),
         Entry::new(500, 1, est(2, 1)),
-        Entry::new(
-            600,
-            2,
-            fact(Fact::Demoted {
-                epoch: ep(1, 2),
-                reason: DemotionReason::LeaseLost,
-                office_ended_at: 450,
-            }),
-        ),
+        Entry::new(600, 2, demoted(1, 2, 450)),
     ];
     assert_eq!(check_no_overlap(&h, 300), vec![], "office ended at 450");
     let mut late = h.clone();
-    late[2] = Entry::new(
-        600,
-        2,
-        fact(Fact::Demoted {
-            epoch: ep(1, 2),
-            reason: DemotionReason::LeaseLost,
-            office_ended_at: 550,
-        }),
-    );
+    late[2] = Entry::new(600, 2, demoted(1, 2, 550));
     assert_eq!(
         kinds(&check_no_overlap(&late, 300)),
         vec![Invariant::NoOverlap]
@@ -75,6 +72,36 @@ fn i6_offices_overlap_and_pause_bound() {
         kinds(&check_no_overlap(&paused, 400)),
         vec![Invariant::NoOverlap]
     );
+}
+
+#[test]
+fn a_paused_coordinators_office_ends_with_the_lease_it_held_unless_queued_acks_renew_it() {
+    // Seed 399221 (10⁶-seed leader run): 2 was cut off from its majority, so its lease
+    // ran out at 300 although rounds it sent reach 480; paused at 250, it never ran
+    // again. 1 established at 400, after the promises to 2 ran out: no overlap.
+    let paused_lease = |until_ms, renewable_until_ms| Record::PausedLease {
+        until_ms,
+        renewable_until_ms,
+    };
+    let never_resumed = vec![
+        Entry::new(100, 2, est(1, 2)),
+        Entry::new(250, 2, Record::Paused),
+        Entry::new(250, 2, paused_lease(300, 480)),
+        Entry::new(400, 1, est(2, 1)),
+        Entry::new(900, 2, Record::Crashed),
+    ];
+    assert_eq!(check_no_overlap(&never_resumed, 383), vec![]);
+    // Resumed late (at 350): acks queued for its rounds may renew the lease to 480, so
+    // until its demotion says otherwise it may be in office to 480 (seed 1350).
+    let mut resumed_late = never_resumed.clone();
+    resumed_late.insert(3, Entry::new(350, 2, Record::Resumed));
+    assert_eq!(
+        kinds(&check_no_overlap(&resumed_late, 383)),
+        vec![Invariant::NoOverlap]
+    );
+    // Its demotion then says the lease ended at 300: no overlap.
+    resumed_late.insert(4, Entry::new(355, 2, demoted(1, 2, 300)));
+    assert_eq!(check_no_overlap(&resumed_late, 383), vec![]);
 }
 
 #[test]

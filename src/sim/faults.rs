@@ -224,14 +224,22 @@ impl Sim {
             self.record(id, Record::Paused);
             // A machine sabotaged to ignore its lease keeps office past it: no bound.
             let honours_lease = self.config.flaw != Some(Flaw::IgnoreLease);
-            let lease_until = self.nodes.get(&id).and_then(|n| {
-                // Rounds sent before the pause renew the lease once their queued acks
-                // are handled after it: the latest the office can last unrenewed.
-                let until = n.machine.as_ref()?.lease_until_at_most()?;
-                honours_lease.then(|| n.real(until))
+            let lease = self.nodes.get(&id).and_then(|n| {
+                // The lease as it stands ends the office of a process that never runs
+                // again; rounds sent before the pause renew it once their queued acks
+                // are handled after a late resume, as far as those rounds reach.
+                let machine = n.machine.as_ref()?;
+                let (until, renewable) = (machine.lease_until()?, machine.lease_until_at_most()?);
+                honours_lease.then(|| (n.real(until), n.real(renewable)))
             });
-            if let Some(until_ms) = lease_until {
-                self.record(id, Record::PausedLease { until_ms });
+            if let Some((until_ms, renewable_until_ms)) = lease {
+                self.record(
+                    id,
+                    Record::PausedLease {
+                        until_ms,
+                        renewable_until_ms,
+                    },
+                );
             }
             for peer in self.config.processes() {
                 if peer != id && self.is_up(peer) {
