@@ -114,14 +114,11 @@ pub fn offices_with(
             Record::Resumed => {
                 let queued = renewable.remove(&node);
                 if let Some(office) = open.get_mut(&node) {
-                    match office.2 {
-                        // Resumed in time: the lease may go on.
-                        Some(b) if t < b => office.2 = None,
-                        // Resumed late: acks queued for rounds sent before the pause
-                        // may still renew it, as far as those rounds reach; its own
-                        // demotion then says where the office ended.
-                        Some(b) => office.2 = Some(b.max(queued.unwrap_or(b))),
-                        None => {}
+                    // Resumed in time, the lease goes on: before it ran out, or before
+                    // the rounds sent ahead of the pause run out, whose acks (queued
+                    // meanwhile) renew it. Its own demotion then says where it ended.
+                    if office.2.is_some_and(|b| t < b.max(queued.unwrap_or(b))) {
+                        office.2 = None;
                     }
                 }
             }

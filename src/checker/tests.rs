@@ -91,8 +91,9 @@ fn a_paused_coordinators_office_ends_with_the_lease_it_held_unless_queued_acks_r
         Entry::new(900, 2, Record::Crashed),
     ];
     assert_eq!(check_no_overlap(&never_resumed, 383), vec![]);
-    // Resumed late (at 350): acks queued for its rounds may renew the lease to 480, so
-    // until its demotion says otherwise it may be in office to 480 (seed 1350).
+    // Resumed at 350, after its lease but before its rounds ran out: acks queued for
+    // them may renew the lease, and it may lead on (seeds 1350, 3845), until its
+    // demotion says otherwise.
     let mut resumed_late = never_resumed.clone();
     resumed_late.insert(3, Entry::new(350, 2, Record::Resumed));
     assert_eq!(
@@ -100,8 +101,13 @@ fn a_paused_coordinators_office_ends_with_the_lease_it_held_unless_queued_acks_r
         vec![Invariant::NoOverlap]
     );
     // Its demotion then says the lease ended at 300: no overlap.
-    resumed_late.insert(4, Entry::new(355, 2, demoted(1, 2, 300)));
-    assert_eq!(check_no_overlap(&resumed_late, 383), vec![]);
+    let mut demoted_at_resume = resumed_late.clone();
+    demoted_at_resume.insert(4, Entry::new(355, 2, demoted(1, 2, 300)));
+    assert_eq!(check_no_overlap(&demoted_at_resume, 383), vec![]);
+    // Resumed after its rounds ran out, nothing renews it: the office ended at 300.
+    let mut too_late = never_resumed.clone();
+    too_late.insert(4, Entry::new(500, 2, Record::Resumed));
+    assert_eq!(check_no_overlap(&too_late, 383), vec![]);
 }
 
 #[test]
