@@ -18,15 +18,29 @@ fn leader_through(t: &TestCluster, through: &[NodeId]) -> (Option<NodeId>, Strin
     let c = &t.cluster;
     let endpoints: Vec<String> = through.iter().map(|&id| c.addr(id).to_string()).collect();
     let tls = c.client_tls();
+    let mut args: Vec<std::ffi::OsString> = vec!["--endpoints".into(), endpoints.join(",").into()];
+    for (flag, file) in [
+        ("--ca", &tls.ca),
+        ("--cert", &tls.cert),
+        ("--key", &tls.key),
+    ] {
+        args.extend([flag.into(), file.into()]);
+    }
+    leader_asked(&args)
+}
+
+/// Runs `bully leader --json --config <node id's file>`: its node first, then its
+/// peers (src/cli/leader.rs, `OWN_NODE_ALONE`).
+fn leader_by_config(t: &TestCluster, id: NodeId) -> (Option<NodeId>, String) {
+    leader_asked(&["--config".into(), t.cluster.config_path(id).into()])
+}
+
+/// `bully leader --json --timeout 2s ARGS`: the node it names (none on exit 1) and the
+/// whole output for failure messages.
+fn leader_asked(args: &[std::ffi::OsString]) -> (Option<NodeId>, String) {
     let out = std::process::Command::new(common::binary())
-        .args(["leader", "--json", "--timeout", "2s", "--endpoints"])
-        .arg(endpoints.join(","))
-        .arg("--ca")
-        .arg(&tls.ca)
-        .arg("--cert")
-        .arg(&tls.cert)
-        .arg("--key")
-        .arg(&tls.key)
+        .args(["leader", "--json", "--timeout", "2s"])
+        .args(args)
         .output()
         .expect("bully leader ran");
     let text = common::text(&out);
@@ -39,6 +53,32 @@ fn leader_through(t: &TestCluster, through: &[NodeId]) -> (Option<NodeId>, Strin
         "exit 0 exactly when a coordinator is named: {text}"
     );
     (named, text)
+}
+
+/// `bully leader --config` of follower 1 names coordinator 3, from its own node's
+/// answer or its peers'; then with node 1 down (its file still given) through the
+/// peers, once node 1 was asked alone for a moment. Node 1 is started again.
+async fn by_config_with_its_node_up_then_down(t: &mut TestCluster, mode: Mode) {
+    for i in 0..10 {
+        let (named, text) = leader_by_config(t, 1);
+        assert_eq!(named, Some(3), "{mode}: --config query {i}: {text}");
+    }
+    t.cluster.kill(1).expect("kill -9 node 1");
+    for i in 0..5 {
+        let started = Instant::now();
+        let (named, text) = leader_by_config(t, 1);
+        assert_eq!(
+            named,
+            Some(3),
+            "{mode}: --config query {i} with node 1 down: {text}"
+        );
+        eprintln!(
+            "{mode}: --config of node 1, down, named node 3 in {:?}",
+            started.elapsed()
+        );
+    }
+    t.cluster.start(1).expect("start node 1");
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
 }
 
 async fn through_followers_then_after_a_kill(mode: Mode) {
@@ -57,6 +97,7 @@ async fn through_followers_then_after_a_kill(mode: Mode) {
         }
         eprintln!("{mode}: 40 of 40 through {through:?} named node 3");
     }
+    by_config_with_its_node_up_then_down(&mut t, mode).await;
 
     t.cluster.kill(3).expect("kill -9 node 3");
     let killed = Instant::now();

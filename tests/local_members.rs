@@ -56,3 +56,20 @@ fn local_adds_and_removes_members() {
     local.type_line("quit");
     local.lines_until("stopped every node", within);
 }
+
+/// SIGTERM stops `bully local` as `quit` does, though its stdin is still open: the
+/// nodes are stopped and the command exits (it used to stop the nodes, then hang on
+/// the read of stdin).
+#[test]
+fn local_exits_on_sigterm_with_stdin_open() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let within = Duration::from_secs(60);
+    let mut local = Session::local_three(&binary(), dir.path(), within);
+    bully::signals::send(local.pid(), bully::signals::Signal::SIGTERM).expect("SIGTERM");
+    local.lines_until("stopped every node", within);
+    let status = local.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some(),
+        "bully local still runs 10 s after stopping its nodes"
+    );
+}

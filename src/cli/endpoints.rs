@@ -2,7 +2,8 @@
 //! and for `--cluster` its peers too), or `--endpoints a,b,c` / `BULLY_ENDPOINTS` with
 //! the client files from `--certs` / `BULLY_CERTS`. Only the CA and a client
 //! certificate are read, never a node's key. Every node is asked at once, so one
-//! that is down costs nothing while another answers.
+//! that is down costs nothing while another answers (`bully leader --config` asks its
+//! own node a moment ahead of the others: [`ask_all_with`]'s `lead`).
 
 use super::QueryArgs;
 use crate::api::Status;
@@ -46,6 +47,9 @@ impl std::fmt::Display for Endpoint {
 pub struct Targets {
     pub endpoints: Vec<Endpoint>,
     pub tls: TlsFiles,
+    /// With `--config`, the mode that file names: the first endpoint is then that
+    /// file's node (on this host, usually; a member like any other).
+    pub own_mode: Option<crate::protocol::Mode>,
 }
 
 /// One node's answer (its status, unless another question was asked), or why there was
@@ -102,9 +106,11 @@ pub fn targets_or_exit(args: &QueryArgs, peers: bool) -> Result<Targets, std::pr
 /// peer's) and the client files beside its CA; with `--endpoints`, those addresses and
 /// the client files in `--certs`. `--ca/--cert/--key` override either.
 pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, TargetsError> {
+    let mut own_mode = None;
     let (endpoints, default_dir) = match (&args.config, args.endpoints.is_empty()) {
         (Some(path), _) => {
             let config = crate::config::load(path)?;
+            own_mode = Some(config.mode);
             let mut own = config.listen;
             if own.ip().is_unspecified() {
                 own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
@@ -151,7 +157,11 @@ pub fn targets(args: &QueryArgs, peers: bool) -> Result<Targets, TargetsError> {
             return Err(TargetsError::MissingFile { flag, file });
         }
     }
-    Ok(Targets { endpoints, tls })
+    Ok(Targets {
+        endpoints,
+        tls,
+        own_mode,
+    })
 }
 
 /// Connects to one endpoint, resolving a host name now.
@@ -199,7 +209,7 @@ pub async fn ask_all(targets: &Targets, timeout: Duration, all: bool) -> Vec<Ans
         true => Enough::All,
         false => Enough::AfterFirst,
     };
-    ask_all_with(targets, timeout, enough, status).await
+    ask_all_with(targets, timeout, enough, None, status).await
 }
 
 /// When [`ask_all_with`] stops waiting for more answers.
@@ -214,11 +224,15 @@ pub enum Enough<T> {
     When(fn(&T) -> bool),
 }
 
-/// [`ask_all`] with another question: `call` on each endpoint at once.
+/// [`ask_all`] with another question: `call` on each endpoint at once, or, with
+/// `lead`, on the first endpoint alone until it answers or `lead` passes (with
+/// `--config` it is the node on this host, whose answer usually settles the question:
+/// one handshake instead of one per member on a busy host), then on the rest.
 pub async fn ask_all_with<T, F, Fut>(
     targets: &Targets,
     timeout: Duration,
     enough: Enough<T>,
+    lead: Option<Duration>,
     call: F,
 ) -> Vec<Answer<T>>
 where
@@ -227,31 +241,54 @@ where
     Fut: std::future::Future<Output = Result<T, ClientError>> + Send,
 {
     let mut pending = JoinSet::new();
-    for (i, endpoint) in targets.endpoints.iter().enumerate() {
-        let (endpoint, tls, call) = (endpoint.clone(), targets.tls.clone(), call.clone());
+    let ask = |pending: &mut JoinSet<(usize, Answer<T>)>, i: usize| {
+        let endpoint = targets.endpoints[i].clone();
+        let (tls, call) = (targets.tls.clone(), call.clone());
         pending.spawn(async move {
             let status = ask_with(&endpoint, &tls, timeout, call).await;
             (i, Answer { endpoint, status })
         });
+    };
+    let started = Instant::now();
+    let count = targets.endpoints.len();
+    let lead_until = lead.filter(|_| count > 1).map(|d| started + d);
+    let mut unasked: Vec<usize> = match lead_until {
+        Some(_) => (1..count).collect(),
+        None => Vec::new(),
+    };
+    for i in (0..count).filter(|i| !unasked.contains(i)) {
+        ask(&mut pending, i);
     }
-    let mut deadline = Instant::now() + timeout;
+    let mut deadline = started + timeout;
     let mut answers: Vec<(usize, Answer<T>)> = Vec::new();
-    while !pending.is_empty() {
-        let next = tokio::time::timeout_at(deadline, pending.join_next()).await;
-        let Ok(Some(Ok((i, answer)))) = next else {
-            break;
+    while !pending.is_empty() || !unasked.is_empty() {
+        let wait_until = match (unasked.is_empty(), lead_until) {
+            (false, Some(lead)) => deadline.min(lead),
+            _ => deadline,
         };
-        let first = answer.status.is_ok() && answers.iter().all(|(_, a)| a.status.is_err());
-        if first && !matches!(enough, Enough::All) {
-            deadline = deadline.min(Instant::now() + AFTER_FIRST);
+        let next = tokio::time::timeout_at(wait_until, pending.join_next()).await;
+        match next {
+            Ok(Some(Ok((i, answer)))) => {
+                let first = answer.status.is_ok() && answers.iter().all(|(_, a)| a.status.is_err());
+                if first && !matches!(enough, Enough::All) {
+                    deadline = deadline.min(Instant::now() + AFTER_FIRST);
+                }
+                let settled = match (&enough, &answer.status) {
+                    (Enough::When(test), Ok(answer)) => test(answer),
+                    _ => false,
+                };
+                answers.push((i, answer));
+                if settled {
+                    break;
+                }
+            }
+            // The lead ran out: the others are asked now.
+            Err(_) if !unasked.is_empty() && Instant::now() < deadline => {}
+            _ => break,
         }
-        let settled = match (&enough, &answer.status) {
-            (Enough::When(test), Ok(answer)) => test(answer),
-            _ => false,
-        };
-        answers.push((i, answer));
-        if settled {
-            break;
+        // The first endpoint did not settle it: ask the rest.
+        for i in std::mem::take(&mut unasked) {
+            ask(&mut pending, i);
         }
     }
     pending.abort_all();
@@ -348,5 +385,6 @@ pub fn listed_elsewhere(targets: &Targets, statuses: &[&Status]) -> Targets {
     Targets {
         endpoints,
         tls: targets.tls.clone(),
+        own_mode: None,
     }
 }

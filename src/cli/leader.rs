@@ -1,5 +1,6 @@
 //! `bully leader`: which node leads, asked of every endpoint at once (with `--config`,
-//! the node and all its peers), each answering read-index style
+//! the node in that file first, then all its peers unless its answer settles it, see
+//! [`OWN_NODE_ALONE`]), each answering read-index style
 //! (docs/design.md#asking-who-leads, src/node/serve/forward.rs): a coordinator answers
 //! for itself, read against its own lease (Q4); any other member asks the coordinator it
 //! follows and returns that answer beside its own.
@@ -60,6 +61,16 @@ pub struct Seen {
     /// Why the view does not count, when it does not.
     pub why: Option<String>,
 }
+
+/// With `--config` of a quorum-mode node, how long the node in that file is asked
+/// alone before its peers are asked too: its answer settles the question (its
+/// coordinator's word, relayed read-index style) and on loopback comes within a few
+/// milliseconds, while asking every member at once costs a handshake each, which on
+/// two cores doubled the time (benches/query_latency.rs). An answer that does not
+/// settle it, or none by then, and the peers are asked at once. Classic mode waits
+/// for every answer anyway (two coordinators in a partition are reported), so all
+/// are asked at once.
+const OWN_NODE_ALONE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// Classic mode: how long after its last heartbeat a follower's view is named, the D
 /// after which the follower suspects the coordinator itself.
@@ -185,7 +196,8 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
     };
     let ask = |client: Client| async move { client.leader().await };
     let enough = endpoints::Enough::When(settles);
-    let answers = endpoints::ask_all_with(&targets, args.timeout, enough, ask).await;
+    let lead = (targets.own_mode == Some(Mode::Quorum)).then_some(OWN_NODE_ALONE);
+    let answers = endpoints::ask_all_with(&targets, args.timeout, enough, lead, ask).await;
     let replies: Vec<Reply> = answers
         .iter()
         .filter_map(|a| a.status.as_ref().ok().cloned())

@@ -336,7 +336,7 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match cli.command {
             Commands::Certs { action } => certs::run(&action),
             Commands::Node {
@@ -373,8 +373,17 @@ pub fn run(cli: Cli) -> ExitCode {
             // Handled before the runtime starts; the same call here keeps the match whole.
             Commands::RunGuard { command } => crate::keeper::guard::run(&command),
         }
-    })
+    });
+    // Not a plain drop, which waits for every blocking task: a read of stdin (`local`'s
+    // commands) blocks until a line comes, so SIGTERM stopped the nodes and then hung.
+    // The command's own work is done; what it awaited has ended.
+    runtime.shutdown_timeout(BLOCKING_TASKS_AT_EXIT);
+    code
 }
+
+/// How long a command's leftover blocking tasks get at its exit (a read of stdin
+/// cannot be cancelled; nothing the command needs runs there by then).
+const BLOCKING_TASKS_AT_EXIT: Duration = Duration::from_millis(200);
 
 /// Prints one value as a JSON line (every `--json` output).
 fn print_json(value: &impl serde::Serialize) {

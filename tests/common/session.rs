@@ -61,6 +61,25 @@ impl Session {
         }
     }
 
+    /// The command's process ID (it leads its process group).
+    pub fn pid(&self) -> u32 {
+        self._group.0.id()
+    }
+
+    /// Waits up to `within` for the command to exit; its status, if it did.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self._group.0.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Types one line.
     pub fn type_line(&mut self, line: &str) {
         writeln!(self.stdin, "{line}").expect("type into the session");
