@@ -23,7 +23,7 @@ mod durability;
 mod memory;
 
 pub use durability::{uncovered, SyncRecord, SyncView};
-pub use memory::{Done, Memory};
+pub use memory::{Done, Memory, UNANSWERED_LOOKS};
 
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;

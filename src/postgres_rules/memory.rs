@@ -48,7 +48,19 @@ pub struct Memory {
     /// the WAL it needs next is no longer there ([`WalRemoved`]); `None`: it is, or it
     /// could not be asked. The executor sets it every look.
     pub wal_removed: Option<WalRemoved>,
+    /// Looks in a row at which the server ran but did not answer (a disk or CPU stall,
+    /// a slow checkpoint): [`Memory::verdict`] holds the last verdict through the first
+    /// [`UNANSWERED_LOOKS`]` - 1` of them.
+    pub unanswered: u32,
+    /// The health verdict the last look sent (`None` before the first).
+    pub sent_verdict: Option<bool>,
 }
+
+/// Looks in a row a running server may miss before its node is ineligible: a stall
+/// shorter than that (on real hosts two SQL timeouts and a pause: over 1 s, more than
+/// D at the default timing) costs the coordinator no office, so a busy database host
+/// sees no failover storm (issue 49).
+pub const UNANSWERED_LOOKS: u32 = 2;
 
 impl Memory {
     /// What a look saw of the server, noted before the decision (by the manager and the
@@ -74,6 +86,10 @@ impl Memory {
     /// rejoin worked), and whether its upstream removed the WAL it needs.
     pub fn on_look(&mut self, office: &Office, server: &Server, removed: Option<WalRemoved>) {
         self.observe(server);
+        self.unanswered = match server {
+            Server::Unreachable => self.unanswered.saturating_add(1),
+            _ => 0,
+        };
         match server {
             Server::Stopped {
                 was_primary: true, ..
@@ -91,6 +107,19 @@ impl Memory {
             None => self.not_streaming = 0,
         }
         self.wal_removed = removed;
+    }
+
+    /// The health verdict this look sends, given the one its decision reached: a server
+    /// that missed fewer than [`UNANSWERED_LOOKS`] looks in a row keeps the verdict it
+    /// had; one that stays silent gets the decision's (ineligible). Noted for the next
+    /// look, as the executor and the simulator both send it.
+    pub fn verdict(&mut self, decided: bool) -> bool {
+        let verdict = match (self.unanswered, self.sent_verdict) {
+            (n, Some(held)) if (1..UNANSWERED_LOOKS).contains(&n) => held,
+            _ => decided,
+        };
+        self.sent_verdict = Some(verdict);
+        verdict
     }
 
     /// How an act the executor ran ended.
@@ -259,4 +288,35 @@ mod tests {
         m.on_look(&Office::Nobody, &standby(false), None);
         assert_eq!(m.not_streaming, 0);
     }
+}
+
+#[test]
+fn a_silent_server_keeps_the_verdict_for_fewer_looks_than_the_grace() {
+    let mut memory = Memory::default();
+    let office = Office::Nobody;
+    assert!(
+        memory.verdict(true),
+        "an answered look's verdict is the decision's"
+    );
+    memory.on_look(&office, &Server::Unreachable, None);
+    assert!(
+        memory.verdict(false),
+        "the first silent look keeps the eligible verdict"
+    );
+    for _ in 1..UNANSWERED_LOOKS {
+        memory.on_look(&office, &Server::Unreachable, None);
+    }
+    assert!(
+        !memory.verdict(false),
+        "a server silent for the grace: ineligible"
+    );
+    memory.on_look(&office, &Server::Absent, None);
+    assert_eq!(memory.unanswered, 0, "an answer ends the streak");
+    assert!(memory.verdict(true));
+    let mut fresh = Memory::default();
+    fresh.on_look(&office, &Server::Unreachable, None);
+    assert!(
+        !fresh.verdict(false),
+        "no verdict to keep before the first one"
+    );
 }

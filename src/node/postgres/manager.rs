@@ -44,9 +44,6 @@ const RESEND: Duration = Duration::from_millis(500);
 /// How soon a server that missed a look is looked at again.
 const UNANSWERED_PAUSE: Duration = Duration::from_millis(100);
 
-/// Looks in a row a running server may miss before the node is ineligible.
-const UNANSWERED_LOOKS: u32 = 2;
-
 /// How long after the majority answered the promotion check waits for the others.
 const STRAGGLERS: Duration = Duration::from_millis(30);
 
@@ -110,8 +107,6 @@ struct Loop {
     /// What the last look did or waits for.
     note: String,
     last_sent: Option<(Verdict, Instant)>,
-    /// Looks in a row the running server did not answer.
-    unanswered: u32,
     /// On a primary: the standbys this node wrote its branch to before promoting
     /// (`Cluster::knows_branch` adds those whose reports show it since).
     knows: std::collections::BTreeSet<NodeId>,
@@ -152,7 +147,6 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         standby_seen: BTreeMap::new(),
         note: "starting".into(),
         last_sent: None,
-        unanswered: 0,
         seen_timeline: None,
         knows: Default::default(),
         reached: Vec::new(),
@@ -170,7 +164,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         // A server that missed a look is looked at again soon, after a pause (its round
         // trip may fail at once: looking again at once spun a core), and orders are
         // still taken meanwhile.
-        let pause = match state.unanswered {
+        let pause = match state.unanswered() {
             0 => interval,
             _ => interval.min(UNANSWERED_PAUSE),
         };
@@ -412,17 +406,9 @@ impl Loop {
         let memory = self.remember(&server, &office, described.as_ref(), removed);
         let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
         let keeper = !status.keepers.is_empty();
-        self.unanswered = match server {
-            Server::Unreachable => self.unanswered + 1,
-            _ => 0,
-        };
-        // A server that misses a look or two (starting, a slow checkpoint) keeps the
-        // verdict it had; one that stays silent makes the node ineligible.
-        let held = self.last_sent.as_ref().map(|(v, _)| v.healthy);
-        let eligible = match (self.unanswered, held) {
-            (1..UNANSWERED_LOOKS, Some(healthy)) => healthy,
-            _ => decision.eligible && keeper,
-        };
+        // A server that misses a look (starting, a slow checkpoint, a disk stall) keeps
+        // the verdict it had; one that stays silent makes the node ineligible.
+        let eligible = self.lock_memory().verdict(decision.eligible && keeper);
         let act = decision.act.clone();
         let token = match office {
             Office::Leading { token } => Some(token),
@@ -752,6 +738,16 @@ impl Loop {
         }
     }
 
+    /// The memory shared with the runtime's status (src/postgres_rules/memory.rs).
+    fn lock_memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.m.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Looks in a row at which the running server did not answer.
+    fn unanswered(&self) -> u32 {
+        self.lock_memory().unanswered
+    }
+
     /// Notes what this look saw in the memory (src/postgres_rules/memory.rs), and
     /// returns a copy for `decide`.
     fn remember(
@@ -788,7 +784,7 @@ impl Loop {
             // Nothing acts on a server that cannot be told apart from a stranger.
             found @ (postmaster::Found::Unreadable(_) | postmaster::Found::Doubtful { .. }) => {
                 // Said once per streak: the looks that follow come every pause.
-                if self.unanswered == 0 {
+                if self.unanswered() == 0 {
                     tracing::warn!("postgres: {}", found.describe());
                 }
                 self.local = None;
@@ -1268,8 +1264,7 @@ impl Loop {
     /// Notes how an act ended in the memory (src/postgres_rules/memory.rs).
     fn done(&self, done: Done) {
         let rules = self.rules();
-        let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.on_done(done, &rules);
+        self.lock_memory().on_done(done, &rules);
     }
 
     /// Writes bully's include file: the upstream, the synchronous names and, on the

@@ -6,7 +6,8 @@
 //! an election on stale estimates, standbys the primary refuses to stream to (a
 //! password or an hba line: their servers and nodes still answer), a dead member's
 //! volume not mounted when it comes back, and every member rebooted with no volume
-//! mounted. At the heal the operator mounts the volumes back and runs `bully pg reinit`
+//! mounted (servers that stall, their nodes running on: src/sim/postgres/stalls.rs).
+//! At the heal the operator mounts the volumes back and runs `bully pg reinit`
 //! for a member whose data dir is gone.
 
 use super::decisions::Memory;
@@ -163,6 +164,7 @@ impl World {
         m.last_wait = None;
         m.report = None;
         m.knows_branch = None;
+        m.server_stall = None;
     }
 
     fn restart(&mut self, id: NodeId) {
@@ -227,6 +229,7 @@ impl World {
             m.manager_stalled_until = now.min(m.manager_stalled_until);
             m.cut_off_until = now.min(m.cut_off_until);
             m.lagging_until = now.min(m.lagging_until);
+            m.server_stall = None;
             m.fail_promote = false;
             m.fail_rewind = false;
             m.fail_clone = false;

@@ -57,6 +57,7 @@ mod processes;
 mod replication;
 mod retention;
 mod server;
+mod stalls;
 mod strangers;
 mod world;
 
@@ -181,6 +182,10 @@ pub enum Sabotage {
     TrustsPidFile,
     /// The promotion check reads no synchronous record: the majority rule alone.
     PromoteIgnoresRecord,
+    /// The verdict before issue 49's stalls: a look at which the server runs but does
+    /// not answer makes the node ineligible at once, so a disk or CPU stall of the
+    /// primary's host shorter than D is a failover (src/sim/postgres/stalls.rs).
+    NoUnansweredGrace,
     /// The old new-cluster rule: `initdb` whenever every other member reports no data,
     /// whatever the records and this node's notes say (the tester's empty second
     /// cluster, issue 49).
@@ -221,6 +226,9 @@ pub struct Spec {
     /// Draw the initdb race and strangers' volumes (src/sim/postgres/strangers.rs);
     /// off, as `wal_removal`.
     pub strangers: bool,
+    /// Draw servers that stall, their nodes running on (src/sim/postgres/stalls.rs);
+    /// off, as `wal_removal`.
+    pub server_stalls: bool,
 }
 
 impl Spec {
@@ -239,6 +247,7 @@ impl Spec {
             wal_removal: true,
             pauses: true,
             strangers: true,
+            server_stalls: true,
         }
     }
 }

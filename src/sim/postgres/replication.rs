@@ -19,6 +19,7 @@ impl World {
             .data_members()
             .filter(|m| m.pg.as_ref().is_some_and(|d| d.primary()))
             .map(|m| m.id)
+            .filter(|&id| !self.server_stalled(id))
             .collect();
         for id in primaries {
             let count = self.rng.gen_range(0..3u64);
@@ -45,10 +46,11 @@ impl World {
             let Some(State::Standby { upstream, .. }) = m.pg.as_ref().map(|d| d.state) else {
                 continue;
             };
-            let lagging = m.lagging_until > self.now || m.refused_until > self.now;
+            let lagging =
+                m.lagging_until > self.now || m.refused_until > self.now || self.server_stalled(id);
             let own = m.pg.as_ref().map_or(0, |d| d.wal.len());
             let source = upstream
-                .filter(|&u| u != id && self.reach(id, u))
+                .filter(|&u| u != id && self.reach(id, u) && !self.server_stalled(u))
                 .filter(|&u| {
                     let up = self.member(u).pg.as_ref().filter(|d| d.running());
                     // Its next position must still be on the upstream (retention.rs),

@@ -9,6 +9,7 @@ use super::decisions::{
 use super::log::{Event, Log};
 use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
+use super::stalls::{ServerStall, Stalls};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::postmaster::PidFile;
@@ -73,6 +74,8 @@ pub(super) struct Member {
     /// The others have not heard of its data nor its estimate until then (its
     /// `initdb` raced a newer epoch: src/sim/postgres/strangers.rs).
     pub unreported_until: u64,
+    /// Its server runs but does not answer in this stall (src/sim/postgres/stalls.rs).
+    pub server_stall: Option<ServerStall>,
     /// The PID of its server's live postmaster (src/sim/postgres/processes.rs).
     pub postmaster: Option<i32>,
     /// `postmaster.pid` in its data dir: written at a start, removed by a clean stop,
@@ -106,6 +109,7 @@ impl Member {
             refused_until: 0,
             made: None,
             unreported_until: 0,
+            server_stall: None,
             postmaster: None,
             pid_file: None,
         }
@@ -236,6 +240,8 @@ pub(super) struct World {
     pub strangers: Strangers,
     /// The host's processes, for `postmaster.pid` (src/sim/postgres/processes.rs).
     pub processes: Processes,
+    /// Servers' stalls' own draws (src/sim/postgres/stalls.rs).
+    pub stalls: Stalls,
     /// A signal sent to a process that was not the member's postmaster: the run fails.
     pub foreign_signal: Option<String>,
 }
@@ -282,6 +288,7 @@ impl World {
             pause: Pause::new(seed),
             strangers: Strangers::new(seed),
             processes: Processes::new(seed, spec.strangers),
+            stalls: Stalls::new(seed),
             foreign_signal: None,
         };
         if spec.start == Start::Running {
@@ -310,6 +317,7 @@ impl World {
             };
             m.pg = Some(data);
             m.eligible = true;
+            m.memory.sent_verdict = Some(true);
             m.held = true;
         }
         // Every standby cloned the primary: each knows its branch.
@@ -462,6 +470,7 @@ impl World {
         }
         self.draw_pause(faults);
         self.draw_stranger(faults);
+        self.draw_server_stall(faults);
         self.end_office_if_due();
         if let Some(why) = self.foreign_signal.take() {
             return Err(why);
@@ -475,7 +484,7 @@ impl World {
             self.look(id)?;
             self.check_one_primary()?;
         }
-        self.renew_office();
+        self.renew_office()?;
         self.commit();
         self.replicate();
         self.retain(faults);
@@ -637,24 +646,27 @@ impl World {
     }
 
     /// A leader that is running, reaches a majority and is still eligible renews its
-    /// lease; an ineligible one resigns.
-    fn renew_office(&mut self) {
+    /// lease; an ineligible one resigns (a failure over a stall its verdict should
+    /// have held through: [`World::check_resigned`]).
+    fn renew_office(&mut self) -> Result<(), String> {
         let Some(h) = self.office else {
-            return;
+            return Ok(());
         };
         let leader = self.member(h.leader);
         if leader.stalled_until > self.now || !leader.alive {
-            return;
+            return Ok(());
         }
         if !leader.eligible && leader.manager_stalled_until <= self.now {
+            self.check_resigned(h.leader)?;
             self.end_office("it resigned (ineligible)");
-            return;
+            return Ok(());
         }
         if self.voting(h.leader) && self.majority_votes() {
             if let Some(h) = self.office.as_mut() {
                 h.lease_end = self.now + LEASE;
             }
         }
+        Ok(())
     }
 
     /// The manager's look: the runtime's bookkeeping, `decide`, and its act applied.
@@ -669,6 +681,7 @@ impl World {
         let m = self.member(id);
         let office = self.office_of(id);
         let server = match &m.pg {
+            Some(_) if self.server_stalled(id) => Server::Unreachable,
             Some(d) => d.seen(self.reading()),
             None => Server::Absent,
         };
@@ -717,7 +730,10 @@ impl World {
             self.event(Event::Read { id, own, peers });
         }
         let Decision { act, eligible } = self.sabotaged(id, decision, office, &server, &cluster);
-        self.member_mut(id).eligible = eligible;
+        let graceless = self.spec.sabotage == Some(Sabotage::NoUnansweredGrace);
+        let m = self.member_mut(id);
+        let verdict = m.memory.verdict(eligible);
+        m.eligible = if graceless { eligible } else { verdict };
         self.apply(id, office, act, &cluster, &peers)?;
         self.keep_slots(id, &cluster);
         Ok(())
@@ -1050,7 +1066,11 @@ impl World {
                 wal: match (&m.pg, self.report_seen_by(id, m.id)) {
                     (_, None) => None,
                     (None, Some(_)) => absent,
-                    (Some(d), Some(_)) if d.running() && !stranger(d) => Some(d.position(reading)),
+                    (Some(d), Some(_))
+                        if d.running() && !stranger(d) && !self.server_stalled(m.id) =>
+                    {
+                        Some(d.position(reading))
+                    }
                     (Some(_), Some(_)) => None,
                 },
             })

@@ -1,0 +1,130 @@
+//! A server that stops answering for a while while its node and manager run on: a
+//! disk or CPU stall of the database host (a checkpoint, a bulk load or a base backup
+//! flooding the disk; a busy CPU). Its manager's looks find it running but silent
+//! (`Server::Unreachable`); it commits, streams and serves nothing meanwhile, and the
+//! promotion check cannot read it. Drawn with its own RNG (`Spec::server_stalls`), so
+//! the seeds recorded before keep their course when off.
+//!
+//! A stall shorter than the verdict's grace (`postgres_rules::UNANSWERED_LOOKS` looks
+//! in a row, held by `Memory::verdict` for the manager and the simulator alike) must
+//! cost the coordinator no office: on a busy database host one failover at most, and
+//! none for a stall shorter than D (issue 49). [`World::check_resigned`] fails a run
+//! whose coordinator resigned over such a stall; without the grace (the sabotage
+//! `NoUnansweredGrace`) every stall of the primary's server is a failover.
+
+use super::decisions::UNANSWERED_LOOKS;
+use super::world::World;
+use crate::protocol::NodeId;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+/// The chance a fault step stalls a server, in percent.
+const STALL_PERCENT: u32 = 2;
+/// The longest stall drawn, in looks: from shorter than the grace to well past it.
+const LONGEST: u64 = 4;
+
+/// The stall draws' own RNG.
+#[derive(Debug)]
+pub(super) struct Stalls {
+    rng: SmallRng,
+}
+
+impl Stalls {
+    pub fn new(seed: u64) -> Stalls {
+        Stalls {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5354_414c_4c5f_5f5f),
+        }
+    }
+}
+
+/// One server's stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ServerStall {
+    /// The first step it did not answer.
+    pub from: u64,
+    /// It answers again from this step.
+    pub until: u64,
+    /// Its node had sent an eligible verdict when the stall began (the one a grace
+    /// holds).
+    pub eligible_before: bool,
+}
+
+impl World {
+    /// During fault steps: maybe a running server stalls, the primary's more often.
+    pub(super) fn draw_server_stall(&mut self, faults: bool) {
+        if !faults || !self.spec.server_stalls || !self.stalls.rng.gen_ratio(STALL_PERCENT, 100) {
+            return;
+        }
+        let running: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| m.alive && m.pg.as_ref().is_some_and(|d| d.running()))
+            .map(|m| m.id)
+            .collect();
+        let leader = self
+            .office
+            .map(|h| h.leader)
+            .filter(|l| running.contains(l));
+        let id = match leader {
+            Some(l) if self.stalls.rng.gen_bool(0.6) => l,
+            _ => match running.choose(&mut self.stalls.rng) {
+                Some(&id) => id,
+                None => return,
+            },
+        };
+        let looks = self.stalls.rng.gen_range(1..=LONGEST);
+        let now = self.now;
+        // A server stalled already stays so, the longer of the two.
+        let stall = match self
+            .member(id)
+            .server_stall
+            .filter(|_| self.server_stalled(id))
+        {
+            Some(s) => ServerStall {
+                until: s.until.max(now + looks),
+                ..s
+            },
+            None => ServerStall {
+                from: now,
+                until: now + looks,
+                eligible_before: self.member(id).memory.sent_verdict == Some(true),
+            },
+        };
+        self.member_mut(id).server_stall = Some(stall);
+        let name = match looks < u64::from(UNANSWERED_LOOKS) {
+            true => "server stalled (shorter than the grace)",
+            false => "server stalled",
+        };
+        self.fault(name, id);
+    }
+
+    /// Whether `id`'s server runs but does not answer now.
+    pub(super) fn server_stalled(&self, id: NodeId) -> bool {
+        let m = self.member(id);
+        m.server_stall.is_some_and(|s| s.until > self.now)
+            && m.pg.as_ref().is_some_and(|d| d.running())
+    }
+
+    /// The coordinator `leader` resigns as ineligible: a failure if its server's stall
+    /// has lasted fewer looks than the verdict holds through, and it was eligible
+    /// before (a failover storm on a busy host).
+    pub(super) fn check_resigned(&self, leader: NodeId) -> Result<(), String> {
+        let m = self.member(leader);
+        match m.server_stall {
+            Some(s) if self.server_stalled(leader) && s.eligible_before => {
+                // Its last look found the server silent (not stopped, say, which is
+                // another reason to resign), fewer times in a row than the grace.
+                let missed = m.memory.unanswered;
+                match (1..UNANSWERED_LOOKS).contains(&missed) {
+                    true => Err(format!(
+                        "failover storm: coordinator {leader} resigned after its server \
+                         missed {missed} look(s), fewer than the {UNANSWERED_LOOKS} its \
+                         verdict holds through"
+                    )),
+                    false => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
