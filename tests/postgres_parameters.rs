@@ -7,6 +7,8 @@
 //! - Bad edits change nothing: a file that is not TOML, a key bully owns (`port`), and
 //!   a value PostgreSQL refuses each give a clear error, and neither bully's include
 //!   file nor the server's setting moves.
+//! - `maintenance_work_mem` changed in one file and its node sent SIGHUP (`systemctl
+//!   reload`): the server has the new value, as after `bully pg reload`.
 //! - `shared_buffers` changed and reloaded: `bully status --cluster` shows it pending a
 //!   restart on every member, and so does Patroni's `pending_restart` on an HTTP route.
 //! - `bully pg restart N` of each standby, then of the primary: the new value on every
@@ -47,6 +49,8 @@ use std::time::Instant;
 
 /// `work_mem` as every server starts (PostgreSQL's default) and as reloaded.
 const WORK_MEM: &str = "7MB";
+/// `maintenance_work_mem` as reloaded by SIGHUP (PostgreSQL's default is 64MB).
+const MAINTENANCE_WORK_MEM: &str = "96MB";
 /// `shared_buffers` as changed: above PostgreSQL's default 128MB.
 const SHARED_BUFFERS: &str = "160MB";
 
@@ -133,6 +137,16 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
         assert_eq!(show(c.local(victim), "work_mem").await, WORK_MEM, "{what}");
         std::fs::write(&path, &good).unwrap();
     }
+
+    phase("maintenance_work_mem changed in one file; its node reloaded by SIGHUP");
+    set_parameter(&c, victim, "maintenance_work_mem", MAINTENANCE_WORK_MEM);
+    let node = c.t.cluster.pid(victim).expect("the node's PID");
+    bully::signals::send(node, bully::signals::Signal::SIGHUP).expect("SIGHUP");
+    let what = format!("node {victim}'s server with the reloaded maintenance_work_mem");
+    primary::wait_logged(&c.t, &what, AGREE, || async {
+        (show(c.local(victim), "maintenance_work_mem").await == MAINTENANCE_WORK_MEM).then_some(())
+    })
+    .await;
 
     phase("shared_buffers changed and reloaded: pending a restart on every member");
     let default_buffers = show(c.local(leader), "shared_buffers").await;

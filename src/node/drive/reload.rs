@@ -4,9 +4,12 @@
 //! connections, its state machine and its term stay as they are, so a reload never
 //! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
-//! What the protocol or the peers depend on (`id`, `listen`, `data_dir`, `mode`,
-//! `witness`, `preempt`, `timing`, `peers`), and the `[watchdog]` device the runtime
-//! holds, need a restart: a reload that changes those
+//! Changed `[postgres] parameters` go to the PostgreSQL manager as a `bully pg reload`
+//! of its own (it rereads the file and tells which apply now and which wait for
+//! `bully pg restart`). What the protocol or the peers depend on (`id`, `listen`,
+//! `data_dir`, `mode`, `witness`, `preempt`, `timing`, `peers`), the `[watchdog]`
+//! device the runtime holds, and the other `[postgres]` keys need a restart: a reload
+//! that changes those
 //! applies the rest and names the fields it left alone. A reload that cannot be applied
 //! (a certificate that does not load, an HTTP address in use) changes nothing.
 //! The running services themselves are `services`'s.
@@ -29,6 +32,10 @@ pub struct Reloaded {
     pub readiness: Readiness,
     /// One line for the log and the `Done` answer.
     pub summary: String,
+    /// `[postgres] parameters` changed: the runtime hands the manager a `bully pg
+    /// reload` of its own (src/node/postgres/parameters.rs), whose answer says which
+    /// apply now and which wait for `bully pg restart`.
+    pub postgres_parameters: bool,
 }
 
 /// Applies `new` to the running services, hooks and certificates: the fallible steps
@@ -51,6 +58,10 @@ pub async fn reload(
         Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
         _ => None,
     };
+    let parameters = |c: &NodeConfig| c.postgres.as_ref().map(|p| p.parameters.clone());
+    let postgres_parameters = applied.postgres.is_some()
+        && new.postgres.is_some()
+        && parameters(&new) != parameters(applied);
     let http_changed = new.http != applied.http;
     let health_changed = new.health != applied.health;
     let health_removed = health_changed && new.health.is_none();
@@ -61,7 +72,10 @@ pub async fn reload(
         services.serve_http(listener);
     }
     hooks.reconfigure(new.hooks.clone());
-    let summary = summary(health_changed, http_changed, &ignored);
+    let mut summary = summary(health_changed, http_changed, &ignored);
+    if postgres_parameters {
+        summary.push_str("; [postgres] parameters handed to the manager (`bully pg reload`)");
+    }
     // Keep the fields that need a restart as they run, so the next reload reports
     // them again rather than believing they took effect.
     let mut applied = new;
@@ -74,6 +88,7 @@ pub async fn reload(
         health_removed,
         readiness: Readiness::from_config(services.applied()),
         summary,
+        postgres_parameters,
     })
 }
 
@@ -111,7 +126,7 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         ("timing", running.timing != new.timing),
         ("peers", running.peers != new.peers),
         ("watchdog", running.watchdog != new.watchdog),
-        ("postgres", running.postgres != new.postgres),
+        ("postgres", but_parameters(running) != but_parameters(new)),
     ];
     fields
         .into_iter()
@@ -120,7 +135,16 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         .collect()
 }
 
-/// Copies the restart-only fields of `running` into `config`.
+/// `[postgres]` without its `parameters`, which a reload hands to the manager.
+fn but_parameters(config: &NodeConfig) -> Option<crate::config::postgres::PostgresConfig> {
+    config.postgres.clone().map(|mut p| {
+        p.parameters = Default::default();
+        p
+    })
+}
+
+/// Copies the restart-only fields of `running` into `config` (`[postgres]` whole: the
+/// manager keeps the parameters it applied, src/node/postgres/parameters.rs).
 fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.id = running.id;
     config.listen = running.listen;
@@ -156,5 +180,20 @@ mod tests {
         keep_restart_fields(&mut new, running.clone());
         assert!(restart_needed(&running, &new).is_empty());
         assert_eq!(new.hooks.on_change.as_deref(), Some("true"));
+    }
+
+    #[test]
+    fn postgres_parameters_need_no_restart_its_other_keys_do() {
+        let mut running = config();
+        running.postgres = Some(crate::config::postgres::PostgresConfig::new(
+            "/tmp/bully-2-pg",
+            "127.0.0.1:5432".parse().unwrap(),
+        ));
+        let mut new = running.clone();
+        let pg = new.postgres.as_mut().unwrap();
+        pg.parameters.insert("work_mem".into(), "7MB".into());
+        assert!(restart_needed(&running, &new).is_empty());
+        new.postgres.as_mut().unwrap().listen = "127.0.0.1:5999".parse().unwrap();
+        assert_eq!(restart_needed(&running, &new), ["postgres"]);
     }
 }

@@ -37,6 +37,8 @@ pub struct Services {
     postgres_memory: Arc<std::sync::Mutex<crate::postgres_rules::Memory>>,
     /// `bully pg` orders, for whichever manager runs.
     postgres_orders: crate::node::postgres::Orders,
+    /// Where orders to the manager are sent (a reload's changed parameters).
+    postgres_tx: mpsc::Sender<crate::node::postgres::Order>,
     pg_sync: crate::node::postgres::SyncStore,
     /// The server parameters `bully pg reload` last applied, for every manager after.
     postgres_parameters: crate::node::postgres::Reloaded,
@@ -53,6 +55,8 @@ pub struct ServiceLinks {
     pub schedule: Schedule,
     /// Where `bully pg` orders arrive (src/node/postgres/).
     pub postgres_orders: crate::node::postgres::Orders,
+    /// Their sending end, for a reload's changed `[postgres] parameters`.
+    pub postgres_tx: mpsc::Sender<crate::node::postgres::Order>,
     /// The synchronous record this node keeps (src/node/postgres/sync_store.rs).
     pub pg_sync: crate::node::postgres::SyncStore,
 }
@@ -79,6 +83,7 @@ impl Services {
             http: None,
             postgres_memory: Default::default(),
             postgres_orders: links.postgres_orders,
+            postgres_tx: links.postgres_tx,
             pg_sync: links.pg_sync,
             postgres_parameters: Default::default(),
         };
@@ -87,6 +92,11 @@ impl Services {
             services.serve_http(listener);
         }
         services
+    }
+
+    /// Where to send the manager an order (a reload's changed parameters).
+    pub fn postgres_orders(&self) -> mpsc::Sender<crate::node::postgres::Order> {
+        self.postgres_tx.clone()
     }
 
     /// The config the services run from.

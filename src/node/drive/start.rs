@@ -330,6 +330,7 @@ fn serve(
         health_verdicts: verdicts_tx,
         schedule: schedule.clone(),
         postgres_orders,
+        postgres_tx: postgres_tx.clone(),
         pg_sync: pg_sync.clone(),
     };
     let services = Services::start(config, links, http, tasks);

@@ -40,7 +40,7 @@ mod secrets;
 mod sql;
 mod sync_store;
 
-pub use order::{order, Order, Pending};
+pub use order::{hand, order, Order, Pending};
 pub use parameters::Reloaded;
 pub use sync_store::SyncStore;
 

@@ -40,6 +40,25 @@ pub struct Taken {
     reply: oneshot::Sender<Answer>,
 }
 
+/// Hands `verb` to the manager through `orders` and waits for its answer: the API's
+/// `bully pg` verbs and a reload's (SIGHUP) changed parameters both go this way.
+pub async fn hand(
+    orders: &tokio::sync::mpsc::Sender<Order>,
+    verb: PgVerb,
+    wait: Duration,
+) -> Answer {
+    let (order, pending) = order(verb, wait);
+    match tokio::time::timeout_at(pending.take_by(), orders.send(order)).await {
+        Ok(Ok(())) => pending.answer().await,
+        Ok(Err(_)) => Err("the PostgreSQL manager is not running".to_string()),
+        Err(_) => Err(format!(
+            "the PostgreSQL manager's queue stayed full for {} s: `{}` will not run",
+            wait.as_secs(),
+            verb.word()
+        )),
+    }
+}
+
 /// A new order for `verb`, to be taken up within `wait`.
 pub fn order(verb: PgVerb, wait: Duration) -> (Order, Pending) {
     let take_by = Instant::now() + wait;

@@ -109,7 +109,7 @@ impl Api {
 
 /// How long a `bully pg` order may wait for the manager to take it up; past that it
 /// is dropped, never run late (src/node/postgres/order.rs).
-const POSTGRES_ORDER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const POSTGRES_ORDER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Hands `verb` to the PostgreSQL manager and waits for its answer.
 async fn postgres_order(
@@ -119,16 +119,7 @@ async fn postgres_order(
     if context.status.borrow().postgres.is_none() {
         return Err("this node keeps no PostgreSQL server (no [postgres] section)".into());
     }
-    let (order, pending) = crate::node::postgres::order(verb, POSTGRES_ORDER_WAIT);
-    match tokio::time::timeout_at(pending.take_by(), context.postgres.send(order)).await {
-        Ok(Ok(())) => pending.answer().await,
-        Ok(Err(_)) => Err("the PostgreSQL manager is not running".to_string()),
-        Err(_) => Err(format!(
-            "the PostgreSQL manager's queue stayed full for {} s: `{}` will not run",
-            POSTGRES_ORDER_WAIT.as_secs(),
-            verb.word()
-        )),
-    }
+    crate::node::postgres::hand(&context.postgres, verb, POSTGRES_ORDER_WAIT).await
 }
 
 /// The answer to a command the runtime accepted or refused.
