@@ -13,42 +13,15 @@
 //! `NoUnansweredGrace`) every stall of the primary's server is a failover.
 
 use super::decisions::UNANSWERED_LOOKS;
-use super::world::World;
+use super::world::{ServerStall, World};
 use crate::protocol::NodeId;
-use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// The chance a fault step stalls a server, in percent.
 const STALL_PERCENT: u32 = 2;
 /// The longest stall drawn, in looks: from shorter than the grace to well past it.
 const LONGEST: u64 = 4;
-
-/// The stall draws' own RNG.
-#[derive(Debug)]
-pub(super) struct Stalls {
-    rng: SmallRng,
-}
-
-impl Stalls {
-    pub fn new(seed: u64) -> Stalls {
-        Stalls {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5354_414c_4c5f_5f5f),
-        }
-    }
-}
-
-/// One server's stall.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ServerStall {
-    /// The first step it did not answer.
-    pub from: u64,
-    /// It answers again from this step.
-    pub until: u64,
-    /// Its node had sent an eligible verdict when the stall began (the one a grace
-    /// holds).
-    pub eligible_before: bool,
-}
 
 impl World {
     /// During fault steps: maybe a running server stalls, the primary's more often.

@@ -9,7 +9,6 @@ use super::decisions::{
 use super::log::{Event, Log};
 use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
-use super::stalls::{ServerStall, Stalls};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::postmaster::PidFile;
@@ -205,6 +204,32 @@ impl Strangers {
             rng: SmallRng::seed_from_u64(seed ^ 0x5354_5241_4e47_4552),
         }
     }
+}
+
+/// The draws of src/sim/postgres/stalls.rs.
+#[derive(Debug)]
+pub(super) struct Stalls {
+    pub rng: SmallRng,
+}
+
+impl Stalls {
+    pub fn new(seed: u64) -> Stalls {
+        Stalls {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5354_414c_4c5f_5f5f),
+        }
+    }
+}
+
+/// One server's stall (src/sim/postgres/stalls.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ServerStall {
+    /// The first step it did not answer.
+    pub from: u64,
+    /// It answers again from this step.
+    pub until: u64,
+    /// Its node had sent an eligible verdict when the stall began (the one a grace
+    /// holds).
+    pub eligible_before: bool,
 }
 
 /// The cluster.
