@@ -593,6 +593,34 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
     assert_eq!(sent(&new), vec![(2, ack(ep(5, 2), 0))]);
 }
 
+/// A pre-vote that reached the node while its store recovered went unanswered; the
+/// node's own pre-vote afterwards asks above that term, not for it, so the two
+/// candidates never declare one term (seed 914415 of the leader-answer run), while its
+/// term cell stays the highest reported (the other candidate's declaration is still
+/// accepted).
+#[test]
+fn store_recovery_asks_above_a_term_asked_of_it_meanwhile() {
+    let mut m = recovering_one();
+    assert!(sent(&deliver(&mut m, 2, 4, pre_vote(5), 30)).is_empty());
+    tick(&mut m, 300);
+    deliver(&mut m, 2, 3, Body::TermReport, 310);
+    let recovered = deliver(&mut m, 3, 3, Body::TermReport, 320);
+    assert!(
+        facts(&recovered).contains(&Fact::Recovered { term: 4 }),
+        "the term cell: the highest term reported or seen in a claim, not the one asked: {recovered:?}"
+    );
+    // Nobody answers: in time it asks for a term of its own (bounded: 10 s of ticks).
+    let asked = (330..10_000).step_by(10).find_map(|now| {
+        sent(&tick(&mut m, now))
+            .into_iter()
+            .find_map(|(_, body)| match body {
+                Body::PreVote { term, .. } => Some(term),
+                _ => None,
+            })
+    });
+    assert_eq!(asked, Some(6), "it asks above the unanswered PreVote(5)");
+}
+
 #[test]
 fn store_recovery_follows_the_coordinator_of_the_reported_term() {
     // The highest term reported is usually the running coordinator's: it accepted no

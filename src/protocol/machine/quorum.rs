@@ -344,7 +344,8 @@ impl Machine {
             self.enter(State::Electing { until }, now);
             return;
         }
-        let Some(term) = self.seen.checked_add(1) else {
+        let above = self.seen.max(self.quorum_state().asked_unanswered);
+        let Some(term) = above.checked_add(1) else {
             self.idle(now);
             return;
         };

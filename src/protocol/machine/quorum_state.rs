@@ -41,6 +41,11 @@ pub(super) struct QuorumState {
     /// The newest coordinator heartbeat (or declaration, round 0) received, shown in our
     /// pre-votes (see `Machine::hears_us`).
     pub(super) heard: Option<Heard>,
+    /// The highest term a candidate asked us for while our store recovered and we could
+    /// neither vote nor answer: our own next pre-vote asks above it, so the two never
+    /// declare one term (seed 914415 of the leader-answer run). Not a term seen: it
+    /// raises no term cell, so that candidate's declaration is still accepted.
+    pub(super) asked_unanswered: u64,
 }
 
 impl QuorumState {
@@ -55,6 +60,7 @@ impl QuorumState {
             deferred: None,
             voted: None,
             heard: None,
+            asked_unanswered: 0,
         }
     }
 

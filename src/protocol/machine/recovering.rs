@@ -31,7 +31,16 @@ impl Machine {
                 self.observe_accepted(accepted);
                 false
             }
-            Body::PreVote { .. } => false,
+            // Unanswered, the term a candidate asks for is remembered apart: this node's
+            // own next pre-vote asks above it (seed 914415 of the leader-answer run: a
+            // node recovering its store ignored node 1's PreVote(2), then asked for term
+            // 2 itself, and both declared it).
+            Body::PreVote { term, .. } => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.asked_unanswered = q.asked_unanswered.max(term);
+                }
+                false
+            }
             Body::Answer
             | Body::Ack { .. }
             | Body::Probe
