@@ -132,8 +132,8 @@ fn bully_in(dir: &Path, args: &[String]) -> Command {
 }
 
 /// The coordinator `bully leader` names and the epoch's term, once it answers as the
-/// walkthrough shows: `3 (epoch 1@3, fencing token 1048579, quorum mode, answered by
-/// the coordinator)`.
+/// walkthrough shows: `3 (epoch 1@3, fencing token 1048579, quorum mode, confirmed by
+/// the coordinator to node 1)`.
 fn leader(dir: &Path, args: &[String]) -> Option<(u64, u64)> {
     let out = bully_in(dir, args).output().expect("run bully leader");
     let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -151,8 +151,12 @@ fn leader(dir: &Path, args: &[String]) -> Option<(u64, u64)> {
         Some(term * (1 << 20) + id),
         "token in: {line}"
     );
-    // Only the coordinator's own answer counts; a follower's view is worded otherwise.
-    (rest == "quorum mode, answered by the coordinator)").then_some((id, term))
+    // Only the coordinator's word counts, to us or to the node in the config file that
+    // asked it for us (src/cli/leader.rs, `OWN_NODE_ALONE`); a follower's view is worded
+    // otherwise.
+    let confirmed = rest == "quorum mode, answered by the coordinator)"
+        || rest.starts_with("quorum mode, confirmed by the coordinator to node ");
+    confirmed.then_some((id, term))
 }
 
 /// Starts `bully watch`; its lines arrive on the returned channel.
