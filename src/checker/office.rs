@@ -57,15 +57,13 @@ pub fn offices_with(
     lease_bound_ms: impl Fn(NodeId) -> Option<Millis>,
 ) -> Vec<Office> {
     // node -> (epoch, start, end bound while paused)
-    let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<Millis>)> = BTreeMap::new();
-    // node -> how far acks queued while it was paused can renew its lease (simulator)
-    let mut renewable: BTreeMap<NodeId, Millis> = BTreeMap::new();
+    let mut open: BTreeMap<NodeId, (Epoch, Millis, Option<PauseBound>)> = BTreeMap::new();
     let mut out = Vec::new();
     let close = |out: &mut Vec<Office>,
                  node,
-                 (epoch, from, bound): (Epoch, Millis, Option<Millis>),
+                 (epoch, from, paused): (Epoch, Millis, Option<PauseBound>),
                  at: Millis| {
-        let until = bound.map_or(at, |b| b.min(at)).max(from);
+        let until = paused.map_or(at, |p| p.until.min(at)).max(from);
         out.push(Office {
             node,
             epoch,
@@ -99,7 +97,7 @@ pub fn offices_with(
             }
             Record::Paused => {
                 if let (Some(office), Some(d)) = (open.get_mut(&node), lease_bound_ms(node)) {
-                    office.2 = Some(office.2.unwrap_or(t + d).min(t + d));
+                    office.2 = Some(PauseBound::at_most(office.2, t + d, None));
                 }
             }
             Record::PausedLease {
@@ -107,17 +105,19 @@ pub fn offices_with(
                 renewable_until_ms,
             } => {
                 if let Some(office) = open.get_mut(&node) {
-                    office.2 = Some(office.2.map_or(*until_ms, |b| b.min(*until_ms)));
-                    renewable.insert(node, *renewable_until_ms);
+                    let renewable = Some(*renewable_until_ms);
+                    office.2 = Some(PauseBound::at_most(office.2, *until_ms, renewable));
                 }
             }
             Record::Resumed => {
-                let queued = renewable.remove(&node);
                 if let Some(office) = open.get_mut(&node) {
                     // Resumed in time, the lease goes on: before it ran out, or before
                     // the rounds sent ahead of the pause run out, whose acks (queued
                     // meanwhile) renew it. Its own demotion then says where it ended.
-                    if office.2.is_some_and(|b| t < b.max(queued.unwrap_or(b))) {
+                    if office
+                        .2
+                        .is_some_and(|p| t < p.until.max(p.renewable.unwrap_or(0)))
+                    {
                         office.2 = None;
                     }
                 }
@@ -130,6 +130,25 @@ pub fn offices_with(
     }
     out.sort_by_key(|o| (o.from_ms, o.node));
     out
+}
+
+/// A paused coordinator's office: it ends by `until` unless the process resumes first,
+/// or (simulator) before `renewable`, how far acks queued meanwhile for rounds sent
+/// before the pause can renew its lease.
+#[derive(Debug, Clone, Copy)]
+struct PauseBound {
+    until: Millis,
+    renewable: Option<Millis>,
+}
+
+impl PauseBound {
+    /// `earlier` tightened to end by `until`; `renewable` when given, else the earlier.
+    fn at_most(earlier: Option<PauseBound>, until: Millis, renewable: Option<Millis>) -> Self {
+        PauseBound {
+            until: earlier.map_or(until, |e| e.until.min(until)),
+            renewable: renewable.or(earlier.and_then(|e| e.renewable)),
+        }
+    }
 }
 
 /// How long after a coordinator stops processing (a pause) its term of office can last

@@ -58,10 +58,10 @@ pub async fn reload(
         Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
         _ => None,
     };
-    let parameters = |c: &NodeConfig| c.postgres.as_ref().map(|p| p.parameters.clone());
-    let postgres_parameters = applied.postgres.is_some()
-        && new.postgres.is_some()
-        && parameters(&new) != parameters(applied);
+    let postgres_parameters = match (&applied.postgres, &new.postgres) {
+        (Some(running), Some(wanted)) => running.parameters != wanted.parameters,
+        _ => false,
+    };
     let http_changed = new.http != applied.http;
     let health_changed = new.health != applied.health;
     let health_removed = health_changed && new.health.is_none();

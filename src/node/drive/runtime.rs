@@ -416,15 +416,7 @@ impl Runtime {
             Ok(reloaded) => {
                 tracing::info!("{}", reloaded.summary);
                 if reloaded.postgres_parameters {
-                    let orders = self.services.postgres_orders();
-                    tokio::spawn(async move {
-                        let verb = crate::api::postgres::PgVerb::Reload;
-                        let wait = crate::node::serve::api::POSTGRES_ORDER_WAIT;
-                        match crate::node::postgres::hand(&orders, verb, wait).await {
-                            Ok(answer) => tracing::info!("reload: postgres: {answer}"),
-                            Err(why) => tracing::warn!("reload: postgres: {why}"),
-                        }
-                    });
+                    self.services.reload_postgres_parameters();
                 }
                 self.publisher.set_readiness(reloaded.readiness);
                 if reloaded.health_removed {

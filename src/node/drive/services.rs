@@ -94,11 +94,20 @@ impl Services {
         services
     }
 
-    /// Where to send the manager an order (a reload's changed parameters).
-    pub fn postgres_orders(&self) -> mpsc::Sender<crate::node::postgres::Order> {
-        self.postgres_tx.clone()
+    /// A reload changed `[postgres] parameters`: the manager gets a `bully pg reload` of
+    /// its own, as one of the node's tasks (ended with the node), and its answer goes
+    /// to the log.
+    pub fn reload_postgres_parameters(&self) {
+        let orders = self.postgres_tx.clone();
+        self.tasks.spawn(async move {
+            let verb = crate::api::postgres::PgVerb::Reload;
+            let wait = crate::node::serve::api::POSTGRES_ORDER_WAIT;
+            match crate::node::postgres::hand(&orders, verb, wait).await {
+                Ok(answer) => tracing::info!("reload: postgres: {answer}"),
+                Err(why) => tracing::warn!("reload: postgres: {why}"),
+            }
+        });
     }
-
     /// The config the services run from.
     pub fn applied(&self) -> &NodeConfig {
         &self.applied

@@ -58,7 +58,6 @@ impl World {
                 ..s
             },
             None => ServerStall {
-                from: now,
                 until: now + looks,
                 eligible_before: self.member(id).memory.sent_verdict == Some(true),
             },

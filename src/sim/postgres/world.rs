@@ -223,8 +223,6 @@ impl Stalls {
 /// One server's stall (src/sim/postgres/stalls.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ServerStall {
-    /// The first step it did not answer.
-    pub from: u64,
     /// It answers again from this step.
     pub until: u64,
     /// Its node had sent an eligible verdict when the stall began (the one a grace
