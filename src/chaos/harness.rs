@@ -258,7 +258,9 @@ impl Harness {
             match change {
                 Change::Add { .. } if retried && text.contains("already a member") => {
                     let list = self.wait_for_seat(id, asked).await?;
-                    return Ok(format!("node {id} joined (member list {list}) on a retry"));
+                    return Ok(format!(
+                        "node {id} joined as a voting member (member list {list}) on a retry"
+                    ));
                 }
                 Change::Remove { .. } if retried && text.contains("not a member") => {
                     return Ok(format!("node {id} left the cluster on a retry"));
