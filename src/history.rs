@@ -317,9 +317,14 @@ impl fmt::Display for Entry {
                     f,
                     "DEMOTED {epoch} ({reason}; office ended at {office_ended_at} ms)"
                 ),
-                Fact::RecoveryStarted { needed } => {
-                    write!(f, "EMPTY STORE: waits for {needed} peers' terms")
-                }
+                Fact::RecoveryStarted {
+                    needed,
+                    survivors: false,
+                } => write!(f, "EMPTY STORE: waits for {needed} peers' terms"),
+                Fact::RecoveryStarted {
+                    needed,
+                    survivors: true,
+                } => write!(f, "SURVIVOR: waits for {needed} survivors' terms"),
                 Fact::Recovered { term } => write!(f, "RECOVERED term {term}"),
                 Fact::GivenUp { by } => write!(f, "GIVEN UP (refused by n{by})"),
             },
@@ -411,6 +416,7 @@ mod tests {
                     promise_ms: 0,
                     recovered: false,
                     given_up: false,
+                    awaits_survivors: false,
                 }),
             },
             Entry {

@@ -23,6 +23,7 @@ fn cells(term: u64, accepted: Option<Epoch>, incarnation: u64) -> Cells {
         promise_ms: bully::protocol::Timing::default().suspect_after_ms,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     }
 }
 

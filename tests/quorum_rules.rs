@@ -210,6 +210,7 @@ fn restart_holdoff() {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     };
     let mut m = start(config(1, &[2, 3]), before, 1_000);
     let declaration = deliver(&mut m, 2, 2, Body::Coordinator { epoch: ep(2, 2) }, 1_200);
@@ -517,7 +518,10 @@ fn recovering_one() -> Machine {
     let mut m = Machine::start(config, fresh(), 0);
     let started = drain(&mut m);
     assert!(
-        facts(&started).contains(&Fact::RecoveryStarted { needed: 2 }),
+        facts(&started).contains(&Fact::RecoveryStarted {
+            needed: 2,
+            survivors: false
+        }),
         "an empty store announces its recovery: {started:?}"
     );
     m.handle(Event::PeerUp(2), 0);
@@ -576,6 +580,7 @@ fn store_recovery_accepts_and_votes_nothing_before_enough_peers_reported() {
             promise_ms: bully::protocol::Timing::default().suspect_after_ms,
             recovered: true,
             given_up: false,
+            awaits_survivors: false,
         })),
         "the highest reported term becomes the term cell, and the store is marked \
          recovered: {two:?}"
@@ -657,6 +662,7 @@ fn store_recovery_is_only_for_an_empty_store() {
             promise_ms: 0,
             recovered: false,
             given_up: false,
+            awaits_survivors: false,
         },
         0,
     );
@@ -951,4 +957,65 @@ fn given_up_a_new_member_on_an_empty_store_is_not_given_up() {
         "{acted:?}"
     );
     assert!(!facts(&acted).contains(&Fact::GivenUp { by: 1 }));
+}
+
+#[test]
+fn a_forced_recoverys_survivor_waits_for_every_other_survivors_term() {
+    // Seed 228623 (src/protocol/recovery.rs): survivors {1, 2, 3}; node 3 alone saw
+    // term 6. Node 1, recovered to term 3, must neither vote nor declare until both
+    // others reported, one report (a majority with itself) is not enough, and its
+    // term cell then holds the highest: its next declaration is above term 6.
+    let survivor = Cells {
+        term: 3,
+        accepted: Some(ep(2, 2)),
+        incarnation: 1,
+        awaits_survivors: true,
+        ..Cells::default()
+    };
+    let mut m = Machine::start(config(1, &[2, 3]), survivor, 0);
+    m.handle(Event::PeerUp(2), 0);
+    m.handle(Event::PeerUp(3), 0);
+    let mut all = drain(&mut m);
+    assert!(
+        facts(&all).contains(&Fact::RecoveryStarted {
+            needed: 2,
+            survivors: true
+        }),
+        "{all:?}"
+    );
+    let asked = tick(&mut m, 1);
+    assert!(
+        sent(&asked).contains(&(2, Body::TermQuery))
+            && sent(&asked).contains(&(3, Body::TermQuery)),
+        "asks at once: {asked:?}"
+    );
+    let mut now = 1;
+    while now < 3_000 {
+        now += 50;
+        all.extend(tick(&mut m, now));
+        all.extend(deliver(&mut m, 2, 3, Body::TermReport, now));
+        all.extend(deliver(&mut m, 2, 3, pre_vote(4), now));
+    }
+    assert!(
+        !sent(&all)
+            .iter()
+            .any(|(_, b)| matches!(b, Body::Vote { .. })),
+        "no vote before every survivor reported: {all:?}"
+    );
+    assert!(
+        !facts(&all)
+            .iter()
+            .any(|f| matches!(f, Fact::Declared { .. } | Fact::Recovered { .. })),
+        "{all:?}"
+    );
+    let done = deliver(&mut m, 3, 6, Body::TermReport, now);
+    assert!(
+        done.iter()
+            .any(|a| matches!(a, Action::Persist(c) if c.term == 6 && !c.awaits_survivors)),
+        "the highest term, persisted with the wait over: {done:?}"
+    );
+    assert!(
+        facts(&done).contains(&Fact::Recovered { term: 6 }),
+        "{done:?}"
+    );
 }

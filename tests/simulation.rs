@@ -913,6 +913,13 @@ fn sabotaged_deaf_handover_is_caught_as_flapping() {
 /// - 7746024: a coordinator crashed while seating a learner; the node that lost the list
 ///   skipped the learner, which took itself for a voter, and both declared term 3 (the
 ///   lost list now opens a stale-view window, src/checker/uniqueness.rs).
+///
+/// And two of the quorum run from 0 after this round's leader-answer work:
+/// - 228623, a flaw of the node: a term one survivor of a forced recovery saw alone was
+///   declared again by the others (`a_term_one_survivor_saw_alone_is_never_declared_again`).
+/// - 845427, the judge's: a lone survivor recovered beside the old majority, and each
+///   side declared term 3 before they met; I2's soft check now runs per side, as I6
+///   and I7 did (`sides` in src/sim/scenario/judge.rs).
 #[test]
 fn seeds_of_the_million_run_pass() {
     for (seed, mode) in [
@@ -922,6 +929,8 @@ fn seeds_of_the_million_run_pass() {
         (7_156_709, Mode::Classic),
         (7_512_363, Mode::Classic),
         (7_746_024, Mode::Classic),
+        (228_623, Mode::Quorum),
+        (845_427, Mode::Quorum),
     ] {
         let outcome = run_seed(seed, mode);
         assert!(outcome.passed(), "{}", outcome.report());
@@ -1128,6 +1137,34 @@ fn a_forced_recovery_meeting_the_old_majority_leaves_one_side_leading() {
         },
     );
 }
+
+#[test]
+fn a_term_one_survivor_saw_alone_is_never_declared_again() {
+    // Seed 228623 of the leader-answer run: node 7 declared 2@7, acked only by members
+    // the forced recovery of {6, 7, 8} then left out; 6 and 8 never saw term 2, so each
+    // stamped its list at 2 and node 8 declared 2@8 while 7 was cut off. The old rule
+    // (Flaw::SurvivorsTrustOwnTerms: a survivor votes and leads on its own terms) must
+    // be caught as two coordinators of one term; the same seeds pass on the new one
+    // (each survivor waits for every other's term first, src/protocol/recovery.rs).
+    caught_then_fixed(
+        "a survivor on its own terms",
+        Operator::Forced,
+        Flaw::SurvivorsTrustOwnTerms,
+        (SURVIVOR_TRIES, 3),
+        |o| {
+            let mut v = o.violations.iter();
+            v.find(|v| v.invariant == Invariant::OnePerTerm)
+                .map(ToString::to_string)
+        },
+        |o| {
+            o.history
+                .iter()
+                .any(|e| matches!(e.record, Record::Fact(Fact::Recovered { .. })))
+        },
+    );
+}
+
+const SURVIVOR_TRIES: u64 = 3000;
 
 #[test]
 fn a_store_rolled_back_while_down_is_refused_not_used() {

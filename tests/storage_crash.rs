@@ -49,6 +49,7 @@ fn epoch_cells(term: u64, incarnation: u64) -> Cells {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     }
 }
 

@@ -272,6 +272,7 @@ mod tests {
                     promise_ms: 0,
                     recovered: false,
                     given_up: false,
+                    awaits_survivors: false,
                 }),
             ),
             Entry::new(

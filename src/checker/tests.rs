@@ -16,6 +16,7 @@ fn persisted(term: u64, accepted: Option<Epoch>) -> Record {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     })
 }
 

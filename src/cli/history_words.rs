@@ -155,9 +155,14 @@ fn fact_text(fact: &Fact) -> Option<String> {
         Fact::Demoted { epoch, reason, .. } => {
             format!("demoted from epoch {epoch}: {}", demotion(reason))
         }
-        Fact::RecoveryStarted { needed } => {
-            format!("started on an empty store: waits for {needed} peers' terms")
-        }
+        Fact::RecoveryStarted {
+            needed,
+            survivors: false,
+        } => format!("started on an empty store: waits for {needed} peers' terms"),
+        Fact::RecoveryStarted {
+            needed,
+            survivors: true,
+        } => format!("a forced recovery's survivor: waits for {needed} survivors' terms"),
         Fact::Recovered { term } => format!("recovered its term from its peers: {term}"),
         Fact::MembersChanged { id, voters } => {
             format!("lives by member list {id} ({voters} voters)")

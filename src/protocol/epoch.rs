@@ -59,6 +59,13 @@ pub struct Cells {
     /// ends it. Not in the history's JSON, like `promise_ms`.
     #[serde(default, skip_serializing)]
     pub given_up: bool,
+    /// A forced recovery (`bully recover`) stored this node's list and no other survivor
+    /// has reported its term since: in quorum mode the node votes and leads nothing
+    /// until every other survivor has, so that no term a survivor alone saw is used
+    /// again (src/protocol/majority_loss.rs). Not in the history's JSON, like
+    /// `promise_ms`.
+    #[serde(default, skip_serializing)]
+    pub awaits_survivors: bool,
 }
 
 impl Epoch {

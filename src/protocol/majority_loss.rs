@@ -7,8 +7,11 @@
 //! node that hears of the new list prefers it to any list this node ever saw; the
 //! leader in the stamp keeps two survivors' recovered lists apart (one identity, one
 //! list: `checker/lists.rs`), and the term cell raised to the stamp's term makes the
-//! survivor's next declaration higher still. Pure: the command that reads and writes
-//! the store is `node/drive/forced_recovery.rs`.
+//! survivor's next declaration higher still. With other survivors, the node also waits
+//! for each one's term before it votes or leads (`Cells::awaits_survivors`,
+//! src/protocol/recovery.rs): a term another survivor alone saw is above this node's
+//! stamp. Pure: the command that reads and writes the store is
+//! `node/drive/forced_recovery.rs`.
 
 use super::epoch::{Cells, Epoch, NodeId};
 use super::membership::{ConfigId, Member, Membership};
@@ -20,7 +23,8 @@ use std::fmt;
 pub struct ForcedRecovery {
     /// The cells before: what this node had seen.
     pub cells_before: Cells,
-    /// The cells to store: the term cell raised to the new list's stamp.
+    /// The cells to store: the term cell raised to the new list's stamp, and the wait
+    /// for the other survivors' terms.
     pub cells: Cells,
     /// The list this node held before (stored, or seeded from its config file).
     pub from: Membership,
@@ -46,7 +50,8 @@ pub enum RecoverRefused {
     /// Every member is named: nothing was lost.
     NothingLost,
     /// The named survivors still hold a majority of the voters: the cluster elects and
-    /// changes its list by itself (`bully member remove`), safely.
+    /// changes its list by itself (`bully member remove`), safely. Not refused while
+    /// the store still waits for the survivors of an earlier forced recovery.
     StillAMajority { survivors: usize, voters: usize },
 }
 
@@ -123,7 +128,9 @@ pub fn plan(
     if lost.is_empty() {
         return Err(RecoverRefused::NothingLost);
     }
-    if current.has_majority(survivors) {
+    // A survivor still waiting for another survivor that never came up cannot elect
+    // (src/protocol/recovery.rs): recovering again without that one is the way out.
+    if current.has_majority(survivors) && !cells.awaits_survivors {
         return Err(RecoverRefused::StillAMajority {
             survivors: survivors.len(),
             voters: current.voters().len(),
@@ -139,7 +146,11 @@ pub fn plan(
     };
     Ok(ForcedRecovery {
         cells_before: *cells,
-        cells: Cells { term, ..*cells },
+        cells: Cells {
+            term,
+            awaits_survivors: survivors.len() > 1,
+            ..*cells
+        },
         from: current.clone(),
         list,
         lost,
@@ -176,6 +187,7 @@ mod tests {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     };
 
     #[test]
@@ -193,6 +205,10 @@ mod tests {
         assert_eq!(plan.cells.term, 10);
         assert_eq!(plan.cells.accepted, CELLS.accepted);
         assert_eq!(plan.cells.incarnation, CELLS.incarnation);
+        assert!(
+            plan.cells.awaits_survivors,
+            "node 2's terms are not known here"
+        );
         let kept: Vec<NodeId> = plan.list.members.iter().map(|m| m.id).collect();
         assert_eq!(kept, vec![1, 2]);
         assert_eq!(plan.list.members[1].addr, "h:2", "addresses are kept");
@@ -206,6 +222,30 @@ mod tests {
         let two = plan(2, &CELLS, &five(), &[1, 2].into()).unwrap();
         assert_ne!(one.list.id, two.list.id);
         assert_eq!(one.list.members, two.list.members);
+        let alone = plan(1, &CELLS, &five(), &[1].into()).unwrap();
+        assert!(
+            !alone.cells.awaits_survivors,
+            "no other survivor to wait for"
+        );
+    }
+
+    #[test]
+    fn a_survivor_that_never_came_up_is_recovered_without() {
+        let first = plan(1, &CELLS, &five(), &[1, 2, 3].into());
+        assert!(first.is_err(), "three of five are a majority");
+        let survivors = {
+            let mut list = five();
+            list.members.truncate(3);
+            list
+        };
+        let waiting = Cells {
+            awaits_survivors: true,
+            ..CELLS
+        };
+        let again = plan(1, &waiting, &survivors, &[1, 2].into()).unwrap();
+        assert_eq!(again.list.members.len(), 2);
+        let settled = plan(1, &CELLS, &survivors, &[1, 2].into()).unwrap_err();
+        assert!(matches!(settled, RecoverRefused::StillAMajority { .. }));
     }
 
     #[test]

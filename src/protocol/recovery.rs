@@ -48,6 +48,15 @@
 //! would wait for each other for ever.
 //! A damaged or rolled-back `db` is refused at open (src/storage/mod.rs); a whole data
 //! dir restored from an older copy is not empty and is not detected (docs/guarantees.md).
+//!
+//! The same queries serve a forced recovery (`bully recover`, src/protocol/majority_loss.rs,
+//! quorum mode): each survivor stamps its new list one above the highest term *it* saw,
+//! but the old majority that could tell every term is gone, so a term that one survivor
+//! alone saw (its own declaration, acked by members now lost) could be declared again by
+//! the others: two coordinators of one term (seed 228623 of the simulation). Until
+//! **every** other survivor has reported ([`Recovery::after_forced`]), the node votes and
+//! leads nothing; its next declaration is then above every term any survivor saw. Its
+//! store forgot nothing, so it vouches all along.
 
 use super::epoch::{Millis, NodeId};
 use super::timing::Timing;
@@ -70,6 +79,9 @@ pub(super) struct Recovery {
     /// that this store may have forgotten, so it no longer vouches (rule 4). Terms seen
     /// in pre-votes and elections alone prove nothing was accepted.
     claimed: bool,
+    /// After a forced recovery: every other voter must report, not `M − q + 1`, and the
+    /// store (which forgot nothing) vouches all along.
+    every: bool,
 }
 
 impl Recovery {
@@ -82,6 +94,21 @@ impl Recovery {
             heard: BTreeMap::new(),
             needed: reports_needed(peers + 1, majority),
             claimed: false,
+            every: false,
+        }
+    }
+
+    /// The wait of a survivor of a forced recovery whose list holds `peers` other
+    /// voters, started at `now`: it asks at once (its store lost nothing, so no promise
+    /// needs to run out) and needs every one of them.
+    pub(super) fn after_forced(peers: usize, now: Millis) -> Recovery {
+        Recovery {
+            query_at: now,
+            asked: false,
+            heard: BTreeMap::new(),
+            needed: peers,
+            claimed: false,
+            every: true,
         }
     }
 
@@ -93,7 +120,11 @@ impl Recovery {
     /// majorities it must meet lie among the others alone).
     pub(super) fn relist(&mut self, others: &BTreeSet<NodeId>, majority: usize, votes: bool) {
         self.heard.retain(|p, _| others.contains(p));
-        self.needed = reports_needed(others.len() + usize::from(votes), majority);
+        self.needed = if self.every {
+            others.len()
+        } else {
+            reports_needed(others.len() + usize::from(votes), majority)
+        };
     }
 
     /// When the machine must act next for this recovery (send or repeat the query).
@@ -143,9 +174,11 @@ impl Recovery {
         self.claimed = true;
     }
 
-    /// Whether a message showed an accepted or declared epoch since the start.
-    pub(super) fn claimed(&self) -> bool {
-        self.claimed
+    /// Whether this store may have forgotten a term it accepted, as far as a message
+    /// showed (rule 4): an epoch was claimed since the start of a store recovery. A
+    /// forced recovery's store forgot nothing.
+    pub(super) fn may_have_forgotten(&self) -> bool {
+        self.claimed && !self.every
     }
 
     /// How many peers have reported, and how many must.

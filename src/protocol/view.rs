@@ -113,7 +113,13 @@ pub enum Fact {
     },
     /// This node started on an empty store and waits for its peers' terms before it
     /// votes or leads (src/protocol/recovery.rs): `needed` of them must report.
-    RecoveryStarted { needed: usize },
+    /// `survivors`: not an empty store but a forced recovery's survivor, waiting for
+    /// every other survivor.
+    RecoveryStarted {
+        needed: usize,
+        #[serde(default)]
+        survivors: bool,
+    },
     /// Enough peers reported: the node's term cell is now `term`, the highest reported,
     /// and it votes and leads by the usual rules from here on.
     Recovered { term: u64 },

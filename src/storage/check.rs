@@ -31,13 +31,27 @@ pub struct Stamp {
     /// Saves since the store first had a generation (0: none yet, a fresh store or one
     /// written before the check existed).
     pub generation: u64,
-    /// Every cell, `promise_ms`, `recovered` and `given_up` included.
+    /// Every cell, `promise_ms`, `recovered` and `given_up` included; the check file
+    /// leaves `awaits_survivors` out ([`Stamp::as_checked`]).
     pub cells: Cells,
     /// The stored member list's identity; `None` while none was stored.
     pub members: Option<ConfigId>,
 }
 
 impl Stamp {
+    /// The stamp as the check file holds it: without `awaits_survivors`, which the file
+    /// never held (it came later, and the file's form stays). Nothing is lost: the save
+    /// that sets it (`bully recover`) raises the term and replaces the list, and it
+    /// only goes back to false later, so a store rolled back past either save is told
+    /// by those and by the generation.
+    fn as_checked(&self) -> Stamp {
+        let cells = Cells {
+            awaits_survivors: false,
+            ..self.cells
+        };
+        Stamp { cells, ..*self }
+    }
+
     /// Whether `self`, a newer generation than `older`, could follow it: no cell and no
     /// member list went back (saves never move them backwards).
     fn follows(&self, older: &Stamp) -> bool {
@@ -141,6 +155,7 @@ fn decode(bytes: &[u8]) -> Result<Stamp, String> {
             promise_ms: p.promise_ms,
             recovered: p.recovered,
             given_up: p.given_up,
+            awaits_survivors: false,
         },
         members: p.members,
     })
@@ -172,6 +187,7 @@ pub fn judge(stored: &Stamp, check: Option<&Stamp>) -> Verdict {
     let Some(check) = check else {
         return Verdict::Current;
     };
+    let stored = &stored.as_checked();
     if stored.generation < check.generation {
         Verdict::RolledBack
     } else if stored.generation == check.generation {
@@ -218,6 +234,7 @@ mod tests {
                 promise_ms: 1500,
                 recovered: false,
                 given_up: false,
+                awaits_survivors: false,
             },
             members: None,
         }
@@ -252,5 +269,18 @@ mod tests {
                 "{refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_forced_recoverys_wait_is_not_in_the_check_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut stored = stamp(5, 5);
+        stored.cells.awaits_survivors = true;
+        write(dir.path(), &stored).unwrap();
+        let Ok(Some(recorded)) = read(dir.path()) else {
+            panic!("the check file was written")
+        };
+        assert!(!recorded.cells.awaits_survivors, "the file's form stays");
+        assert_eq!(judge(&stored, Some(&recorded)), Verdict::Current);
     }
 }

@@ -65,6 +65,19 @@ const RECOVERED: &str = "recovered";
 /// Whether a forced recovery gave this node up (`Cells::given_up`); absent in stores
 /// from before it existed (read as false).
 const GIVEN_UP: &str = "given_up";
+/// Whether a forced recovery still waits for the other survivors' terms
+/// (`Cells::awaits_survivors`); absent in stores from before it existed (read as false).
+const AWAITS_SURVIVORS: &str = "awaits_survivors";
+/// Every key of a cell, in [`decode_cells`]'s order.
+const CELL_KEYS: [&str; 7] = [
+    TERM,
+    ACCEPTED,
+    INCARNATION,
+    PROMISE,
+    RECOVERED,
+    GIVEN_UP,
+    AWAITS_SURVIVORS,
+];
 /// The members this store's forced recovery gave up (`bully recover`), whom the
 /// transport refuses as given up rather than as strangers; absent: none.
 const GAVE_UP: &str = "gave_up";
@@ -213,17 +226,11 @@ impl Storage {
                 .get(key)
                 .map_err(|e| StorageError::from_sled(&self.dir, e))
         };
-        let (term, accepted, incarnation) = (get(TERM)?, get(ACCEPTED)?, get(INCARNATION)?);
-        let (promise, recovered, given_up) = (get(PROMISE)?, get(RECOVERED)?, get(GIVEN_UP)?);
-        decode_cells(
-            term.as_deref(),
-            accepted.as_deref(),
-            incarnation.as_deref(),
-            promise.as_deref(),
-            recovered.as_deref(),
-            given_up.as_deref(),
-        )
-        .map_err(|detail| StorageError::corrupt(&self.dir, detail))
+        let mut raw = Vec::with_capacity(CELL_KEYS.len());
+        for key in CELL_KEYS {
+            raw.push(get(key)?);
+        }
+        decode_cells(&raw).map_err(|detail| StorageError::corrupt(&self.dir, detail))
     }
 
     /// Reads the stored member list; `None` if none was ever stored (the config file's
@@ -315,6 +322,10 @@ impl Storage {
                         encode_value(&cells.recovered).map_err(encode_err)?,
                     ),
                     (GIVEN_UP, encode_value(&cells.given_up).map_err(encode_err)?),
+                    (
+                        AWAITS_SURVIVORS,
+                        encode_value(&cells.awaits_survivors).map_err(encode_err)?,
+                    ),
                 ])
             })
             .transpose()?;
@@ -338,15 +349,11 @@ impl Storage {
         let outcome = self.db.transaction(|tx| {
             let abort = |e| sled::transaction::ConflictableTransactionError::Abort(e);
             let corrupt = |detail| abort(StorageError::corrupt(&self.dir, detail));
-            let stored = decode_cells(
-                tx.get(TERM)?.as_deref(),
-                tx.get(ACCEPTED)?.as_deref(),
-                tx.get(INCARNATION)?.as_deref(),
-                tx.get(PROMISE)?.as_deref(),
-                tx.get(RECOVERED)?.as_deref(),
-                tx.get(GIVEN_UP)?.as_deref(),
-            )
-            .map_err(corrupt)?;
+            let mut raw = Vec::with_capacity(CELL_KEYS.len());
+            for key in CELL_KEYS {
+                raw.push(tx.get(key)?);
+            }
+            let stored = decode_cells(&raw).map_err(corrupt)?;
             let generation = decode_generation(tx.get(GENERATION)?.as_deref()).map_err(corrupt)?;
             let stored_list = tx
                 .get(MEMBERS)?
@@ -421,29 +428,24 @@ fn goes_backwards(stored: &Cells, new: &Cells) -> bool {
         || (stored.given_up && !new.given_up)
 }
 
-/// Turns the raw values into cells: all absent is a fresh store; one of the first three
-/// absent, or any undecodable, is corruption (saves always write them together). The
-/// promise's D, the recovery mark and the given-up mark may be absent: a store from
-/// before they existed (read as 0 and false).
-fn decode_cells(
-    term: Option<&[u8]>,
-    accepted: Option<&[u8]>,
-    incarnation: Option<&[u8]>,
-    promise: Option<&[u8]>,
-    recovered: Option<&[u8]>,
-    given_up: Option<&[u8]>,
-) -> Result<Cells, String> {
-    let none = [term, accepted, incarnation, promise, recovered, given_up];
-    if none.iter().all(Option::is_none) {
+/// Turns the raw values of [`CELL_KEYS`] into cells: all absent is a fresh store; one of
+/// the first three absent, or any undecodable, is corruption (saves always write them
+/// together). The later cells may be absent: a store from before they existed (read as
+/// 0 and false).
+fn decode_cells(raw: &[Option<sled::IVec>]) -> Result<Cells, String> {
+    if raw.iter().all(Option::is_none) {
         return Ok(Cells::default());
     }
+    let at = |i: usize| raw.get(i).and_then(|v| v.as_deref());
+    let later = |i: usize| at(i).map_or(Ok(false), |bytes| decode_cell(CELL_KEYS[i], Some(bytes)));
     Ok(Cells {
-        term: decode_cell(TERM, term)?,
-        accepted: decode_cell(ACCEPTED, accepted)?,
-        incarnation: decode_cell(INCARNATION, incarnation)?,
-        promise_ms: promise.map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
-        recovered: recovered.map_or(Ok(false), |bytes| decode_cell(RECOVERED, Some(bytes)))?,
-        given_up: given_up.map_or(Ok(false), |bytes| decode_cell(GIVEN_UP, Some(bytes)))?,
+        term: decode_cell(TERM, at(0))?,
+        accepted: decode_cell(ACCEPTED, at(1))?,
+        incarnation: decode_cell(INCARNATION, at(2))?,
+        promise_ms: at(3).map_or(Ok(0), |bytes| decode_cell(PROMISE, Some(bytes)))?,
+        recovered: later(4)?,
+        given_up: later(5)?,
+        awaits_survivors: later(6)?,
     })
 }
 

@@ -10,6 +10,7 @@ fn cells(term: u64, leader: u64, incarnation: u64) -> Cells {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     }
 }
 
@@ -56,12 +57,14 @@ fn saved_cells_round_trip() {
             promise_ms: 0,
             recovered: false,
             given_up: false,
+            awaits_survivors: false,
         },
         cells(3, 2, 1),
         Cells {
             promise_ms: 3000,
             recovered: false,
             given_up: false,
+            awaits_survivors: true,
             ..cells(4, 2, 2)
         },
         cells(u64::MAX, u64::MAX, u64::MAX),
@@ -79,6 +82,24 @@ fn cells_survive_drop_and_reopen() {
     storage.save(&cells(8, 5, 3)).unwrap();
     drop(storage);
     assert_eq!(reopen(&dir).load().unwrap(), cells(8, 5, 3));
+}
+
+#[test]
+fn a_forced_recoverys_wait_survives_a_reopen_and_ends() {
+    let waiting = Cells {
+        awaits_survivors: true,
+        ..cells(7, 3, 2)
+    };
+    let (_tmp, dir) = closed_store_with(waiting);
+    let storage = reopen(&dir);
+    assert_eq!(
+        storage.load().unwrap(),
+        waiting,
+        "the check file accepts it"
+    );
+    storage.save(&cells(7, 3, 3)).unwrap();
+    drop(storage);
+    assert_eq!(reopen(&dir).load().unwrap(), cells(7, 3, 3));
 }
 
 #[test]
@@ -123,6 +144,7 @@ fn saving_an_older_epoch_is_refused_and_changes_nothing() {
             promise_ms: 0,
             recovered: false,
             given_up: false,
+            awaits_survivors: false,
         },
     ] {
         let err = storage.save(&older).expect_err("regression refused");

@@ -273,10 +273,21 @@ impl Publisher {
             Fact::Demoted { epoch, reason, .. } => {
                 tracing::info!(%epoch, %reason, "no longer coordinator")
             }
-            Fact::RecoveryStarted { needed } => tracing::warn!(
+            Fact::RecoveryStarted {
+                needed,
+                survivors: false,
+            } => tracing::warn!(
                 needed,
                 "the store is empty: a first start, or this node lost its data dir; it votes \
                  and leads nothing until {needed} other members have reported their terms"
+            ),
+            Fact::RecoveryStarted {
+                needed,
+                survivors: true,
+            } => tracing::warn!(
+                needed,
+                "a forced recovery's survivor: it votes and leads nothing until the {needed} \
+                 other survivors have reported their terms (start each of them)"
             ),
             Fact::Recovered { term } => {
                 tracing::info!(term, "store recovered: peers reported terms up to {term}")

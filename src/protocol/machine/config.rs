@@ -161,6 +161,11 @@ pub enum Flaw {
     /// before `Cells::given_up`): the old majority and the survivors both lead for as
     /// long as they run (src/protocol/machine/given_up.rs).
     IgnoresGivenUp,
+    /// A survivor of a forced recovery votes and leads at once, on the term it saw
+    /// alone (the rule before `Cells::awaits_survivors`): a term one survivor declared
+    /// before the loss, unseen by the others, is declared again by them
+    /// (src/protocol/recovery.rs).
+    SurvivorsTrustOwnTerms,
     /// Not the machine's: the simulator's store model skips the store check
     /// (src/storage/check.rs), so a store rolled back to an older copy while its node
     /// was down is used as current (the rule before `cells.check`).

@@ -164,8 +164,19 @@ impl Machine {
         // An empty store may be a lost one: learn the terms it forgot first (from the
         // voters: only their acceptances made a term).
         let empty = loaded.term == 0 && loaded.accepted.is_none();
-        let recovery = (empty && config.recover_empty_store && other_voters > 0).then(|| {
-            let mut recovery = Recovery::new(other_voters, majority, &config.timing, now);
+        // A survivor of a forced recovery learns every other survivor's terms first
+        // (quorum mode: classic promises no term to one coordinator, and leads alone).
+        let forced = loaded.awaits_survivors
+            && config.mode == Mode::Quorum
+            && !config.has(Flaw::SurvivorsTrustOwnTerms);
+        let recovery = if empty && config.recover_empty_store && other_voters > 0 {
+            Some(Recovery::new(other_voters, majority, &config.timing, now))
+        } else if forced && other_voters > 0 {
+            Some(Recovery::after_forced(other_voters, now))
+        } else {
+            None
+        };
+        let recovery = recovery.map(|mut recovery| {
             let voters = members.voters();
             let others = voters.iter().copied().filter(|&v| v != config.id).collect();
             recovery.relist(&others, majority, voters.contains(&config.id));
@@ -202,7 +213,8 @@ impl Machine {
         machine.persist(cells);
         if let Some(recovery) = &machine.recovery {
             let (_, needed) = recovery.progress();
-            machine.fact(Fact::RecoveryStarted { needed });
+            let survivors = !empty;
+            machine.fact(Fact::RecoveryStarted { needed, survivors });
         }
         machine.broadcast(Body::Probe);
         machine.publish();

@@ -59,7 +59,10 @@ impl Machine {
     /// one, and say so (`TermUnknown`), so that two stores lost in a row do not vouch
     /// for each other (src/protocol/recovery.rs).
     pub(super) fn answer_term_query(&mut self, from: NodeId) {
-        let claimed = self.recovery.as_ref().is_some_and(Recovery::claimed);
+        let claimed = self
+            .recovery
+            .as_ref()
+            .is_some_and(Recovery::may_have_forgotten);
         let forgot = claimed && !self.cells.recovered;
         let body = if forgot && self.only_knowing_stores_vouch() {
             Body::TermUnknown
@@ -89,12 +92,14 @@ impl Machine {
         }
         self.recovery = None;
         let term = self.seen;
-        if term > self.cells.term || !self.cells.recovered {
+        if term > self.cells.term || !self.cells.recovered || self.cells.awaits_survivors {
             // The mark that this store has recovered: from now on it vouches, even
-            // while its cells hold no term (`Cells::recovered`).
+            // while its cells hold no term (`Cells::recovered`); a forced recovery's
+            // wait is over.
             self.persist(Cells {
                 term: term.max(self.cells.term),
                 recovered: true,
+                awaits_survivors: false,
                 ..self.cells
             });
         }

@@ -39,6 +39,9 @@ pub(super) enum Todo {
     LoseStore {
         second: bool,
     },
+    /// One survivor of a forced recovery is cut off from the others with the members
+    /// to be lost, and their coordinator crashes (`forced.rs`).
+    ForcedAhead,
     /// The survivors of a forced recovery are cut off and stopped (`forced.rs`).
     ForceRecovery,
     /// ...then recovered with `bully recover --force` and started again.
@@ -136,6 +139,7 @@ impl Adversary {
             Todo::ChangeMembers => self.change_members(),
             Todo::Roll(id) => self.roll(id),
             Todo::LoseStore { second } => self.lose_store_in_a_row(second),
+            Todo::ForcedAhead => self.one_survivor_ahead(),
             Todo::ForceRecovery => self.begin_forced_recovery(),
             Todo::ForcedRestart => self.finish_forced_recovery(),
             Todo::RollBackStore => self.roll_back_a_store(),
@@ -226,7 +230,7 @@ impl Adversary {
         }
     }
 
-    fn crash(&mut self, id: NodeId, why: &str) {
+    pub(super) fn crash(&mut self, id: NodeId, why: &str) {
         self.note(format!("crash n{id} ({why})"));
         self.sim.crash(id);
         self.notices_for(id);

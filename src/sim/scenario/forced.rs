@@ -7,6 +7,12 @@
 //! given_up.rs), and the judge checks that (`judge.rs`). Before that rule both sides
 //! led for as long as they ran (sabotage `Flaw::IgnoresGivenUp`).
 //!
+//! Half the plans with two survivors or more first put one survivor *ahead*: cut off
+//! from the others with the members to be lost, whose coordinators crash one after the
+//! other, it sees terms the other survivors never see, and after the recovery it starts
+//! last. The survivors must still never declare those terms again
+//! (src/protocol/recovery.rs; sabotage `Flaw::SurvivorsTrustOwnTerms`).
+//!
 //! Quorum mode only (classic mode has no majority to lose), in seeds without
 //! membership changes. Drawn from its own RNG: a seed that draws none runs as before.
 
@@ -51,10 +57,19 @@ pub(super) fn draw_forced(
         .collect();
     survivors.sort_unstable();
     let cut = rng.gen_bool(0.7);
+    // Its own RNG, so that the plans drawn before it existed stay as they were.
+    let mut ahead_rng = SmallRng::seed_from_u64(seed ^ 0x0f0c_ed00_0000_0006);
+    let ahead = if survivors.len() >= 2 && ahead_rng.gen_bool(0.5) {
+        ahead_rng.gen_range(1..=3)
+    } else {
+        0
+    };
     Some(ForcedPlan {
         rng,
         survivors,
         cut,
+        ahead,
+        ahead_done: 0,
     })
 }
 
@@ -65,7 +80,47 @@ impl Adversary {
             return;
         };
         let at = self.sim.now() + plan.rng.gen_range(300..=3000);
-        self.schedule(at, Todo::ForceRecovery);
+        let todo = if plan.ahead > 0 {
+            Todo::ForcedAhead
+        } else {
+            Todo::ForceRecovery
+        };
+        self.schedule(at, todo);
+    }
+
+    /// The first survivor goes ahead: cut off from the other survivors with the members
+    /// to be lost, whose coordinator (unless it is that survivor) crashes, so that side
+    /// elects above any term the others see; once per round of the plan, and the
+    /// recovery follows a while after the last.
+    pub(super) fn one_survivor_ahead(&mut self) {
+        let Some(plan) = self.forced.as_mut() else {
+            return;
+        };
+        let Some((&first, behind)) = plan.survivors.split_first() else {
+            return;
+        };
+        let behind = behind.to_vec();
+        plan.ahead_done += 1;
+        let next = if plan.ahead_done < plan.ahead {
+            Todo::ForcedAhead
+        } else {
+            Todo::ForceRecovery
+        };
+        let next_in = plan.rng.gen_range(200..=1500);
+        let ahead: Vec<NodeId> = self
+            .ids()
+            .into_iter()
+            .filter(|n| !behind.contains(n))
+            .collect();
+        let groups = vec![behind, ahead.clone()];
+        self.note(format!("partition {groups:?} (survivor n{first} ahead)"));
+        self.sim.partition(&groups);
+        let coordinator = self.coordinator().filter(|&c| c != first);
+        if let Some(c) = coordinator.filter(|c| ahead.contains(c)) {
+            self.crash(c, "coordinator");
+        }
+        let at = self.sim.now() + next_in;
+        self.schedule(at, next);
     }
 
     /// The operator cuts the survivors off (most often) and stops each of them.
@@ -106,6 +161,9 @@ impl Adversary {
         };
         let survivors = plan.survivors.clone();
         let heal_in = plan.cut.then(|| plan.rng.gen_range(300..=4000));
+        // The survivor that went ahead starts last, as an operator bringing the hosts
+        // up one by one might.
+        let last = (plan.ahead > 0).then(|| (survivors[0], plan.rng.gen_range(100..=2000)));
         for &id in &survivors {
             if self.sim.is_up(id) {
                 self.note(format!("stop n{id} again (recover needs it stopped)"));
@@ -122,8 +180,17 @@ impl Adversary {
             }
         }
         for &id in &survivors {
-            self.note(format!("start n{id} (recovered)"));
-            self.sim.start(id);
+            match last {
+                Some((ahead, start_in)) if ahead == id => {
+                    self.note(format!("n{id} (recovered) starts in {start_in} ms"));
+                    let at = self.sim.now() + start_in;
+                    self.schedule(at, Todo::Start(id));
+                }
+                _ => {
+                    self.note(format!("start n{id} (recovered)"));
+                    self.sim.start(id);
+                }
+            }
         }
         if let Some(heal_in) = heal_in {
             let at = self.sim.now() + heal_in;

@@ -129,7 +129,17 @@ impl Judge {
                 // `start`), silent like one in a preempt delay.
                 quiet.before_ms += timing.suspect_after_ms;
             }
-            violations.extend(check_unique_terms(history, quiet));
+            // After a forced recovery used beside the old majority, each side numbers
+            // its own terms (seed 845427: the given-up side and the lone survivor both
+            // declared term 3 before they met); within a side they are unique as ever.
+            match sim.forced() {
+                None => violations.extend(check_unique_terms(history, quiet)),
+                Some(forced) => {
+                    for side in sides(history, forced) {
+                        violations.extend(check_unique_terms(&side, quiet));
+                    }
+                }
+            }
         }
         // Q4 for readers: every answer naming a coordinator lies within its office (in
         // classic mode a paused coordinator's office lasts until it notices).
@@ -235,6 +245,16 @@ impl Judge {
     }
 }
 
+/// The history of the survivors of a forced recovery, and that of the members it gave
+/// up: two clusters from then on, each numbering its own terms.
+fn sides(history: &[Entry], forced: &Forced) -> [Vec<Entry>; 2] {
+    let (survivors, given_up) = history
+        .iter()
+        .cloned()
+        .partition(|e| forced.survivors.contains(&e.node));
+    [survivors, given_up]
+}
+
 /// I6 and I7 after a forced recovery used while the old majority ran: two clusters
 /// exist from then on, the survivors and the members they gave up, each with its own
 /// terms. Within each side, I6 and I7 hold as always. Across them, the given-up side
@@ -249,13 +269,7 @@ fn forced_recovery_checks(
     settle: Millis,
 ) -> Vec<Violation> {
     let mut violations = Vec::new();
-    let survivor = |node: NodeId| forced.survivors.contains(&node);
-    for side in [true, false] {
-        let entries: Vec<Entry> = history
-            .iter()
-            .filter(|e| survivor(e.node) == side)
-            .cloned()
-            .collect();
+    for entries in sides(history, forced) {
         violations.extend(check_no_overlap_with(&entries, bound));
         violations.extend(check_one_per_term(&entries));
     }

@@ -19,6 +19,12 @@ pub(super) struct ForcedPlan {
     pub(super) survivors: Vec<NodeId>,
     /// Whether the survivors are cut off from the rest while they recover.
     pub(super) cut: bool,
+    /// How many coordinators one survivor sees crash while it is ahead: cut off with the
+    /// members to be lost from the other survivors, it sees terms they never do, and it
+    /// starts last after the recovery (`forced.rs`); 0: none goes ahead.
+    pub(super) ahead: u8,
+    /// How many of those rounds went by.
+    pub(super) ahead_done: u8,
 }
 
 /// The membership changes one seed asks for.
