@@ -71,7 +71,7 @@ fn ids(members: &[crate::protocol::Member]) -> String {
 }
 
 /// What every recovery gives up, and what the operator must do after it.
-const WARNINGS: [&str; 13] = [
+const WARNINGS: [&str; 15] = [
     "What can be lost:",
     "  - whatever the lost members accepted after this node last heard from them: newer",
     "    epochs (a coordinator this node never followed) and member-list changes committed",
@@ -82,8 +82,10 @@ const WARNINGS: [&str; 13] = [
     "  - never start a lost member again on its old data dir: wipe it, then add it back",
     "    as a new member once the survivors lead (`bully member add ID ADDR`).",
     "  - with more than one node in --members: run this same command (same --members)",
-    "    on each of them before starting any, then start them. A survivor left out of",
-    "    --members counts as lost.",
+    "    on each of them before starting any, then start them all: none votes or leads",
+    "    until every other one has reported its terms. A survivor left out of --members",
+    "    counts as lost; one that cannot come up holds the others back: stop them and",
+    "    recover again without it.",
     "  - start this node as before: `bully node --config F` (no --new-cluster).",
 ];
 
