@@ -87,6 +87,9 @@ fn holds(members: usize, witness: bool, synchronous: Synchronous) {
             "every member rebooted without its volume",
             "server stalled (shorter than the grace)",
             "server stalled",
+            "bully pg reload",
+            "bully pg restart (stopped, started as a standby)",
+            "bully pg restart (the leading primary, in place)",
         ] {
             assert!(
                 total.faults.get(host_fault).is_some_and(|&n| n > 0),
@@ -155,23 +158,30 @@ fn new_cluster() -> Spec {
     }
 }
 
-/// `members` in `synchronous` mode with `sabotage` switched on; pauses and servers'
-/// stalls are drawn only for their own sabotages (each other one is caught by the
-/// check of what it breaks, not by a promotion it makes while paused or a stall).
+/// `members` in `synchronous` mode with `sabotage` switched on; pauses, servers' stalls
+/// and the operator's restarts are drawn only for their own sabotages (each other one is
+/// caught by the check of what it breaks, not by a promotion it makes while paused or a
+/// stall).
 fn sabotaged(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Spec {
     Spec {
         sabotage: Some(sabotage),
         pauses: sabotage == Sabotage::PauseIgnored,
         server_stalls: sabotage == Sabotage::NoUnansweredGrace,
+        restarts: matches!(
+            sabotage,
+            Sabotage::RestartThroughLooks | Sabotage::RestartIgnoresOffice
+        ),
         ..Spec::new(members, synchronous)
     }
 }
 
 /// `spec` as the seeds named in this file ran when they were found: before servers'
-/// stalls were drawn (src/sim/postgres/stalls.rs), whose draws change a seed's course.
+/// stalls (src/sim/postgres/stalls.rs) and the operator's restarts
+/// (src/sim/postgres/restarts.rs) were drawn, whose draws change a seed's course.
 fn as_found(spec: Spec) -> Spec {
     Spec {
         server_stalls: false,
+        restarts: false,
         ..spec
     }
 }
@@ -573,4 +583,31 @@ fn sabotaged_a_manager_ignoring_the_pause_is_caught() {
 fn sabotaged_an_ineligible_verdict_at_the_first_silent_look_is_a_failover_storm() {
     let v = caught(3, Synchronous::Quorum, Sabotage::NoUnansweredGrace);
     assert!(v.what.contains("failover storm"), "{v}");
+}
+
+/// `bully pg restart` of the leading primary (src/sim/postgres/restarts.rs): with the
+/// manager's looks running through the restart, as before issue 49's rule
+/// (`restart_primary_in_place` in src/node/postgres/manager.rs), the silent server
+/// makes the node ineligible after `UNANSWERED_LOOKS` looks and the office moves (4.7 s
+/// write gaps on real hosts); the check that a restart in place alone costs no office
+/// catches it.
+#[test]
+fn sabotaged_looks_through_a_restart_in_place_are_a_failover() {
+    let v = caught(3, Synchronous::Quorum, Sabotage::RestartThroughLooks);
+    assert!(v.what.contains("failover during a restart in place"), "{v}");
+}
+
+/// The restart in place as src/node/postgres/manager.rs has it at this writing
+/// (`restart_primary_in_place` starts the server a primary without asking whether its
+/// office still holds): the node stopped whole mid-restart loses its lease, its
+/// keeper's fence finds no server, a standby is promoted, and the node wakes to start
+/// a second writable primary (found by the default sweep at seed 277, 5 members). The
+/// simulator's restart starts the server only within the office it began in.
+#[test]
+fn sabotaged_a_restart_in_place_ignoring_the_office_is_a_second_primary() {
+    let v = caught(5, Synchronous::Quorum, Sabotage::RestartIgnoresOffice);
+    assert!(v.what.contains("two writable primaries"), "{v}");
+    if let Err(violation) = run_seed(277, &Spec::new(5, Synchronous::Quorum)) {
+        panic!("seed 277 breaks again:\n{violation}");
+    }
 }

@@ -165,6 +165,8 @@ impl World {
         m.report = None;
         m.knows_branch = None;
         m.server_stall = None;
+        // The order dies with its manager.
+        m.restart = None;
     }
 
     fn restart(&mut self, id: NodeId) {

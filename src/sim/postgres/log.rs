@@ -63,7 +63,8 @@ pub(super) enum Event {
         weak: bool,
     },
     Healed,
-    /// What the operator did after the heal (src/sim/postgres/operator.rs).
+    /// What the operator did: after the heal (src/sim/postgres/operator.rs), or a
+    /// `bully pg` order during the faults (src/sim/postgres/restarts.rs).
     Operator(String),
 }
 

@@ -42,7 +42,8 @@
 //! office, elections, the step), `apply` (an `Act` applied as the runtime would, with its
 //! `Memory` bookkeeping, as src/node/postgres/manager.rs keeps it), `faults` (what each
 //! seed draws), `replication` (commits, streaming, acknowledgements), `log` (the history
-//! a violation carries).
+//! a violation carries), `restarts` (the operator's `bully pg reload` and `bully pg
+//! restart N` during the faults).
 //!
 //! [`Position`]: crate::postgres_rules::Position
 //!
@@ -55,6 +56,7 @@ mod operator;
 mod pause;
 mod processes;
 mod replication;
+mod restarts;
 mod retention;
 mod server;
 mod stalls;
@@ -201,6 +203,18 @@ pub enum Sabotage {
     /// upstream's timeline), so a standby past retention is stopped, rewound and started
     /// for ever and never cloned (seed 0, 3 members, quorum).
     NoOpRewindResets,
+    /// The restart before issue 49's rule: while `bully pg restart` restarts the
+    /// leading primary in place, the manager's looks run on and find the server not
+    /// answering, so after `UNANSWERED_LOOKS` of them the node is ineligible and the
+    /// office moves (4.7 s write gaps on real hosts; src/sim/postgres/restarts.rs).
+    RestartThroughLooks,
+    /// The restart in place as src/node/postgres/manager.rs has it at this writing:
+    /// `restart_primary_in_place` starts the server as its data dir left it, a primary,
+    /// without asking whether the office it began in still holds. A node stopped whole
+    /// mid-restart (SIGSTOP, swap) loses its lease, its keeper's fence finds no server,
+    /// a standby is promoted, and the node wakes to start a second writable primary
+    /// (seed 277, 5 members; src/sim/postgres/restarts.rs).
+    RestartIgnoresOffice,
 }
 
 /// What to simulate.
@@ -229,6 +243,9 @@ pub struct Spec {
     /// Draw servers that stall, their nodes running on (src/sim/postgres/stalls.rs);
     /// off, as `wal_removal`.
     pub server_stalls: bool,
+    /// Draw the operator's `bully pg reload` and `bully pg restart N`
+    /// (src/sim/postgres/restarts.rs); off, as `wal_removal`.
+    pub restarts: bool,
 }
 
 impl Spec {
@@ -248,6 +265,7 @@ impl Spec {
             pauses: true,
             strangers: true,
             server_stalls: true,
+            restarts: true,
         }
     }
 }

@@ -80,6 +80,9 @@ pub(super) struct Member {
     /// `postmaster.pid` in its data dir: written at a start, removed by a clean stop,
     /// left behind by a crash.
     pub pid_file: Option<PidFile>,
+    /// The operator's `bully pg restart` of its leading primary, under way
+    /// (src/sim/postgres/restarts.rs).
+    pub restart: Option<InPlace>,
 }
 
 impl Member {
@@ -111,6 +114,7 @@ impl Member {
             server_stall: None,
             postmaster: None,
             pid_file: None,
+            restart: None,
         }
     }
 
@@ -220,6 +224,37 @@ impl Stalls {
     }
 }
 
+/// The draws of src/sim/postgres/restarts.rs.
+#[derive(Debug)]
+pub(super) struct Restarts {
+    pub rng: SmallRng,
+}
+
+impl Restarts {
+    pub fn new(seed: u64) -> Restarts {
+        Restarts {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5245_5354_4152_5453),
+        }
+    }
+}
+
+/// A restart in place of the leading primary (src/sim/postgres/restarts.rs): its
+/// server is stopped until then, and its manager runs no look meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct InPlace {
+    /// The server starts again at the first step from then at which its node and
+    /// manager run.
+    pub until: u64,
+    /// [`World::faults_logged`] when it began: another fault since excuses an office
+    /// change.
+    pub faults_before: u64,
+    /// Its node took part in the protocol with a majority and its lease outlived the
+    /// step when it began: nothing but another fault can cost it the lease then.
+    pub sound: bool,
+    /// The office it began in: the server starts again as a primary only within it.
+    pub token: u64,
+}
+
 /// One server's stall (src/sim/postgres/stalls.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ServerStall {
@@ -267,6 +302,11 @@ pub(super) struct World {
     pub stalls: Stalls,
     /// A signal sent to a process that was not the member's postmaster: the run fails.
     pub foreign_signal: Option<String>,
+    /// The operator's `bully pg` orders' own draws (src/sim/postgres/restarts.rs).
+    pub restarts: Restarts,
+    /// Faults logged so far, whatever drew them (a restart in place checks that none
+    /// came during it).
+    pub faults_logged: u64,
 }
 
 impl World {
@@ -313,6 +353,8 @@ impl World {
             processes: Processes::new(seed, spec.strangers),
             stalls: Stalls::new(seed),
             foreign_signal: None,
+            restarts: Restarts::new(seed),
+            faults_logged: 0,
         };
         if spec.start == Start::Running {
             world.bootstrapped();
@@ -440,6 +482,7 @@ impl World {
     }
 
     pub fn event(&mut self, event: Event) {
+        self.faults_logged += u64::from(matches!(event, Event::Fault(_)));
         self.log.push(self.now, event);
     }
 
@@ -474,11 +517,11 @@ impl World {
     }
 
     /// Taking part in the protocol: connected and not stopped.
-    fn voting(&self, id: NodeId) -> bool {
+    pub(super) fn voting(&self, id: NodeId) -> bool {
         self.connected(id) && self.member(id).stalled_until <= self.now
     }
 
-    fn majority_votes(&self) -> bool {
+    pub(super) fn majority_votes(&self) -> bool {
         let n = self.members.iter().filter(|m| self.voting(m.id)).count();
         n >= self.majority()
     }
@@ -494,7 +537,8 @@ impl World {
         self.draw_pause(faults);
         self.draw_stranger(faults);
         self.draw_server_stall(faults);
-        self.end_office_if_due();
+        self.draw_order(faults);
+        self.end_office_if_due()?;
         if let Some(why) = self.foreign_signal.take() {
             return Err(why);
         }
@@ -540,13 +584,16 @@ impl World {
     }
 
     /// The lease ended: the office ends and the keeper fences the old primary, whatever
-    /// its manager is doing.
-    fn end_office_if_due(&mut self) {
+    /// its manager is doing (a failure if only a restart in place could explain it:
+    /// [`World::check_office_kept`]).
+    fn end_office_if_due(&mut self) -> Result<(), String> {
         if let Some(h) = self.office {
             if h.lease_end <= self.now {
+                self.check_office_kept(h.leader, "its lease ended")?;
                 self.end_office("the lease ended");
             }
         }
+        Ok(())
     }
 
     /// Ends the office now (lease end or resignation) and fences its primary.
@@ -681,6 +728,7 @@ impl World {
         }
         if !leader.eligible && leader.manager_stalled_until <= self.now {
             self.check_resigned(h.leader)?;
+            self.check_office_kept(h.leader, "it resigned, ineligible")?;
             self.end_office("it resigned (ineligible)");
             return Ok(());
         }
@@ -695,7 +743,11 @@ impl World {
     /// The manager's look: the runtime's bookkeeping, `decide`, and its act applied.
     fn look(&mut self, id: NodeId) -> Result<(), String> {
         let m = self.member(id);
-        if !m.alive || m.stalled_until > self.now || m.manager_stalled_until > self.now {
+        if !m.alive
+            || m.stalled_until > self.now
+            || m.manager_stalled_until > self.now
+            || self.looks_held(id)
+        {
             return Ok(());
         }
         self.adopt_branch(id);
@@ -703,8 +755,10 @@ impl World {
         self.reconcile_process(id);
         let m = self.member(id);
         let office = self.office_of(id);
+        // A restart in place under way is looked at only under `RestartThroughLooks`:
+        // the server starting answers nothing yet.
         let server = match &m.pg {
-            Some(_) if self.server_stalled(id) => Server::Unreachable,
+            Some(_) if self.server_stalled(id) || m.restart.is_some() => Server::Unreachable,
             Some(d) => d.seen(self.reading()),
             None => Server::Absent,
         };
