@@ -128,6 +128,9 @@ fn resolve_paths(config: &mut NodeConfig, base: &Path) {
         paths.extend(pg.bin_dir.as_mut());
         paths.extend(pg.superuser.password_file.as_mut());
         paths.extend(pg.replication.password_file.as_mut());
+        paths.extend(pg.tls_ca.as_mut());
+        paths.extend(pg.tls_cert.as_mut());
+        paths.extend(pg.tls_key.as_mut());
     }
     for path in paths {
         // An empty, blank or padded path stays as written so that validation reports it.

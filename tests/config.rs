@@ -969,3 +969,56 @@ fn bad_postgres_sections_are_named_with_their_key() {
         "must not lie inside the node's data_dir",
     );
 }
+
+#[test]
+fn postgres_tls_is_off_by_default_and_its_keys_are_checked() {
+    use bully::config::postgres::TlsMode;
+    let f = Fixture::new();
+    let off = f.parse(&with_postgres("")).unwrap().postgres.unwrap();
+    assert_eq!(off.tls, TlsMode::Off, "today's behaviour by default");
+    let on = f.parse(&with_postgres("tls = \"on\"\n")).unwrap();
+    assert_eq!(on.postgres.unwrap().tls, TlsMode::On);
+    // The user's files, relative to the config's directory like every path.
+    let own = "tls = \"on\"\ntls_ca = \"certs/ca.pem\"\ntls_cert = \"certs/node-2.pem\"\n\
+               tls_key = \"certs/node-2.key\"\n";
+    let pg = f.parse(&with_postgres(own)).unwrap().postgres.unwrap();
+    assert_eq!(
+        pg.tls_key.as_deref(),
+        Some(f.path("certs/node-2.key").as_path())
+    );
+    f.expect_error(
+        &with_postgres("tls = \"yes\"\n"),
+        "postgres.tls",
+        "unknown variant `yes`, expected `off` or `on`",
+    );
+    f.expect_error(
+        &with_postgres("tls_ca = \"certs/ca.pem\"\n"),
+        "postgres.tls_ca",
+        "is used only with tls = \"on\"",
+    );
+    f.expect_error(
+        &with_postgres(
+            "tls = \"on\"\ntls_ca = \"certs/ca.pem\"\ntls_cert = \"certs/node-2.pem\"\n",
+        ),
+        "postgres.tls_key",
+        "tls_ca, tls_cert and tls_key go together",
+    );
+    f.expect_error(
+        &with_postgres(&own.replace("node-2.key", "missing.key")),
+        "postgres.tls_key",
+        "cannot access",
+    );
+    f.expect_error(
+        &with_postgres(&own.replace("\"certs/ca.pem\"", "\" certs/ca.pem\"")),
+        "postgres.tls_ca",
+        "starts or ends with whitespace",
+    );
+    f.expect_error(
+        &with_postgres("tls = \"on\"\n[postgres.parameters]\nssl_key_file = \"/k\"\n"),
+        "postgres.parameters",
+        "`ssl_key_file` is set by bully itself with tls = \"on\"",
+    );
+    // Off, the user may still set PostgreSQL's own TLS parameters.
+    f.parse(&with_postgres("[postgres.parameters]\nssl = \"on\"\n"))
+        .expect("ssl is the user's with tls off");
+}

@@ -50,6 +50,27 @@ pub struct PostgresConfig {
     /// anyone at a member's address in as the superuser.
     #[serde(default)]
     pub auth: Auth,
+    /// TLS between the members' servers (docs/postgresql.md, "TLS between the
+    /// members"): `"on"` gives the server a certificate (`ssl = on`), turns the
+    /// `pg_hba.conf` lines bully adds for the members into `hostssl` (and refuses
+    /// bully's roles from those addresses without TLS), and has the standbys,
+    /// `pg_basebackup`, `pg_rewind` and the node's own round trips verify the server
+    /// against the CA (`sslmode=verify-ca`). `"off"`: no TLS setting of bully's.
+    #[serde(default)]
+    pub tls: TlsMode,
+    /// With `tls = "on"`: the CA the members verify each other's servers against (the
+    /// user's). Unset, with `tls_cert` and `tls_key` unset too: the node's `[tls]` CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// With `tls = "on"`: the server's certificate, signed by `tls_ca`. Unset: the
+    /// node's `[tls]` certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// With `tls = "on"`: the key of `tls_cert`. bully copies it beside the server's
+    /// data dir (mode 0600, the server's user's), as PostgreSQL requires. Unset: the
+    /// node's `[tls]` key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
     /// Server parameters bully writes to its include file (`shared_buffers = "1GB"`);
     /// the ones bully must own itself (`port`, `listen_addresses`, `primary_conninfo`,
     /// `synchronous_standby_names`, ...) are refused here.
@@ -117,6 +138,22 @@ pub enum Auth {
     #[serde(rename = "trust")]
     Trust,
 }
+
+/// Whether the members' servers and their clients speak TLS (`[postgres] tls`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TlsMode {
+    /// No TLS setting of bully's: the server and libpq's defaults, as before.
+    #[default]
+    #[serde(rename = "off")]
+    Off,
+    /// The server takes TLS only from the members (for bully's roles), and every
+    /// client of bully's verifies it against the CA.
+    #[serde(rename = "on")]
+    On,
+}
+
+/// Server parameters bully sets itself when `[postgres] tls = "on"`.
+pub const TLS_PARAMETERS: &[&str] = &["ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"];
 
 /// A PostgreSQL role and how it proves who it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +234,10 @@ impl PostgresConfig {
             superuser: Credentials::default_superuser(),
             replication: Credentials::default_replication(),
             auth: Auth::default(),
+            tls: TlsMode::default(),
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
             parameters: BTreeMap::new(),
             synchronous: Synchronous::default(),
             maximum_lag_on_failover: Self::default_maximum_lag(),
@@ -207,6 +248,53 @@ impl PostgresConfig {
             copy_timeout_ms: Self::default_copy_timeout_ms(),
             interval_ms: Self::default_interval_ms(),
         }
+    }
+
+    /// The user's TLS files (`tls_ca`, `tls_cert`, `tls_key`) with their keys, those
+    /// that are set.
+    pub fn tls_files(&self) -> Vec<(&'static str, &PathBuf)> {
+        [
+            ("postgres.tls_ca", &self.tls_ca),
+            ("postgres.tls_cert", &self.tls_cert),
+            ("postgres.tls_key", &self.tls_key),
+        ]
+        .into_iter()
+        .filter_map(|(key, path)| path.as_ref().map(|p| (key, p)))
+        .collect()
+    }
+
+    /// What is wrong with the TLS keys: files without `tls = "on"`, some of the three
+    /// files but not all (a certificate must be signed by the CA the others verify it
+    /// against: the user's three together, or the node's), or a parameter bully sets
+    /// for TLS itself.
+    fn tls_problem(&self) -> Option<(&'static str, String)> {
+        let files = self.tls_files();
+        if self.tls == TlsMode::Off {
+            let (key, _) = files.first()?;
+            return Some((
+                key,
+                "is used only with tls = \"on\"; set it, or leave the file out".into(),
+            ));
+        }
+        if !files.is_empty() && files.len() < 3 {
+            let missing = ["postgres.tls_ca", "postgres.tls_cert", "postgres.tls_key"]
+                .into_iter()
+                .find(|key| !files.iter().any(|(k, _)| k == key))?;
+            return Some((
+                missing,
+                "tls_ca, tls_cert and tls_key go together: all three (your CA, and the \
+                 server's certificate and key it signed), or none (the node's [tls] files)"
+                    .into(),
+            ));
+        }
+        let name = self
+            .parameters
+            .keys()
+            .find(|name| TLS_PARAMETERS.contains(&name.as_str()))?;
+        Some((
+            "postgres.parameters",
+            format!("`{name}` is set by bully itself with tls = \"on\"; leave it out"),
+        ))
     }
 
     /// Where the other members reach this server.
@@ -225,6 +313,9 @@ impl PostgresConfig {
                 "postgres.parameters",
                 format!("`{name}` is set by bully itself; leave it out"),
             ));
+        }
+        if let Some(problem) = self.tls_problem() {
+            return Some(problem);
         }
         if let Some(name) = self.parameters.keys().find(|name| {
             name.is_empty()

@@ -163,10 +163,14 @@ impl NodeConfig {
                  files are wiped and recovered separately)",
             ));
         }
-        match postgres.problem() {
-            Some((field, message)) => Err(invalid(field, message)),
-            None => Ok(()),
+        if let Some((field, message)) = postgres.problem() {
+            return Err(invalid(field, message));
         }
+        for (field, path) in postgres.tls_files() {
+            check_path(field, path)?;
+            check_user_file(path).map_err(|m| invalid(field, m))?;
+        }
+        Ok(())
     }
 
     fn check_tls_files(&self) -> Result<(), Invalid> {
@@ -231,6 +235,18 @@ pub(super) fn path_problem(path: &Path) -> Option<String> {
     None
 }
 
+/// Checks that `path`, a file the user provides (not one `bully certs` makes), exists
+/// and is a file this process can open.
+fn check_user_file(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Err(e) => Err(format!("cannot access {}: {e}", path.display())),
+        Ok(meta) if !meta.is_file() => Err(format!("{} is not a file", path.display())),
+        Ok(_) => File::open(path)
+            .map(drop)
+            .map_err(|e| format!("file {} is not readable: {e}", path.display())),
+    }
+}
+
 /// Checks that `path` is a file this process can open; the message for a missing file
 /// says how to make the cluster's certificates.
 fn check_readable_file(path: &Path, members: &[NodeId]) -> Result<(), String> {
@@ -245,10 +261,6 @@ fn check_readable_file(path: &Path, members: &[NodeId]) -> Result<(), String> {
                 nodes.join(",")
             ))
         }
-        Err(e) => Err(format!("cannot access {}: {e}", path.display())),
-        Ok(meta) if !meta.is_file() => Err(format!("{} is not a file", path.display())),
-        Ok(_) => File::open(path)
-            .map(drop)
-            .map_err(|e| format!("file {} is not readable: {e}", path.display())),
+        _ => check_user_file(path),
     }
 }

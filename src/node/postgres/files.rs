@@ -5,6 +5,7 @@
 //! dir is PostgreSQL's and the user's.
 
 use super::quote::{self, conninfo_value};
+use super::tls;
 use crate::config::postgres::{PostgresConfig, OWNED_INCLUDE};
 use crate::postgres_rules::application_name;
 use crate::protocol::NodeId;
@@ -41,8 +42,16 @@ pub fn has_data(data_dir: &Path) -> bool {
 }
 
 /// A libpq connection string to `server` as `user`, quoted as libpq wants; a
-/// password comes from `passfile` (see src/node/postgres/secrets.rs), never inline.
-pub fn conninfo(server: SocketAddr, user: &str, passfile: Option<&Path>, app: &str) -> String {
+/// password comes from `passfile` (see src/node/postgres/secrets.rs), never inline;
+/// with `ca` (`[postgres] tls = "on"`), the server is verified against it
+/// (src/node/postgres/tls.rs).
+pub fn conninfo(
+    server: SocketAddr,
+    user: &str,
+    passfile: Option<&Path>,
+    app: &str,
+    ca: Option<&Path>,
+) -> String {
     let mut text = format!(
         "host={} port={} user={} application_name={}",
         server.ip(),
@@ -56,6 +65,9 @@ pub fn conninfo(server: SocketAddr, user: &str, passfile: Option<&Path>, app: &s
             " passfile={}",
             conninfo_value(&passfile.display().to_string())
         );
+    }
+    if let Some(ca) = ca {
+        text.push_str(&tls::conninfo_words(ca));
     }
     text
 }
@@ -91,6 +103,10 @@ pub fn owned_conf(
     if !config.parameters.contains_key("unix_socket_directories") {
         set("unix_socket_directories", conf_string(""));
     }
+    let tls = tls::installed(config);
+    for (name, value) in tls.iter().flat_map(tls::server_settings) {
+        set(name, conf_string(&value));
+    }
     set("hot_standby", "on".into());
     set("wal_log_hints", "on".into());
     let primary = upstream
@@ -100,6 +116,7 @@ pub fn owned_conf(
                 &config.replication.user,
                 passfile,
                 &application_name(id),
+                tls.as_ref().map(|t| t.ca.as_path()),
             )
         })
         .unwrap_or_default();
@@ -363,6 +380,60 @@ mod tests {
             unlimited.contains("max_slot_wal_keep_size = '-1'\n"),
             "{unlimited}"
         );
+    }
+
+    #[test]
+    fn with_tls_on_the_server_gets_its_files_and_the_standby_verifies_the_ca() {
+        use crate::config::postgres::TlsMode;
+        let mut config = PostgresConfig::new("/var/lib/pg/n'1", "10.0.0.1:5432".parse().unwrap());
+        let upstream = Some("10.0.0.3:5433".parse().unwrap());
+        let off = owned_conf(&config, 1, upstream, None, "");
+        assert!(
+            !off.contains("ssl"),
+            "no TLS setting of bully's when off: {off}"
+        );
+        config.tls = TlsMode::On;
+        let on = owned_conf(&config, 1, upstream, None, "");
+        for line in [
+            "ssl = 'on'\n",
+            "ssl_cert_file = '/var/lib/pg/n''1.server.pem'\n",
+            "ssl_key_file = '/var/lib/pg/n''1.server.key'\n",
+            "ssl_ca_file = '/var/lib/pg/n''1.ca.pem'\n",
+        ] {
+            assert!(on.contains(line), "{line:?} missing from:\n{on}");
+        }
+        // The standby's conninfo, read back as the config lexer and then libpq do.
+        let conninfo = conninfo_of(&on);
+        let pairs = quote::readers::conninfo(&conninfo).unwrap();
+        let get = |key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("sslmode"), Some("verify-ca"), "{conninfo}");
+        assert_eq!(
+            get("sslrootcert"),
+            Some("/var/lib/pg/n'1.ca.pem"),
+            "{conninfo}"
+        );
+        assert_eq!(get("host"), Some("10.0.0.3"), "{conninfo}");
+        assert_eq!(
+            crate::node::postgres::sql::upstream_of(&conninfo),
+            Some("10.0.0.3:5433".parse().unwrap()),
+            "the manager still reads its upstream back"
+        );
+        let plain = conninfo_of(&off);
+        assert!(!plain.contains("sslmode"), "{plain}");
+    }
+
+    /// The `primary_conninfo` an include file holds, as the server reads it.
+    fn conninfo_of(text: &str) -> String {
+        let literal = text
+            .lines()
+            .find_map(|l| l.strip_prefix("primary_conninfo = "))
+            .unwrap();
+        quote::readers::conf_string(literal).unwrap()
     }
 
     #[test]

@@ -85,6 +85,11 @@ pub struct Manager {
     pub config_file: Option<PathBuf>,
     /// Where `bully pg reload` leaves the parameters for the managers after this one.
     pub reloaded: super::Reloaded,
+    /// `[postgres] tls = "on"`: where the server's TLS files come from (the user's or
+    /// the node's `[tls]`), copied beside the data dir at every write of `bully.conf`.
+    pub tls: Option<crate::certs::TlsFiles>,
+    /// How the round trips to the servers connect (TLS with `tls = "on"`).
+    pub connector: super::tls::Connector,
 }
 
 /// Aborts the heartbeat task it holds when dropped.
@@ -848,6 +853,7 @@ impl Loop {
         if !matches!(&self.local, Some(c) if !c.is_closed()) {
             let c = &self.m.config;
             let client = sql::connect(
+                &self.m.connector,
                 c.listen,
                 &c.superuser.user,
                 self.m.superuser_password.as_deref(),
@@ -875,6 +881,7 @@ impl Loop {
                     self.m.config.superuser.user.clone(),
                     self.m.superuser_password.clone(),
                 );
+                let connector = &self.m.connector;
                 async move {
                     let read = match reported {
                         None => None,
@@ -882,7 +889,10 @@ impl Loop {
                         // of servers that hold data (src/sim/postgres/ found a wiped
                         // member outvoting one that was only down).
                         Some(s) if matches!(s.role, PgRole::Absent | PgRole::Missing) => None,
-                        Some(s) => peer_position(&s, own_system, &user, password.as_deref()).await,
+                        Some(s) => {
+                            let login = (connector, user.as_str(), password.as_deref());
+                            peer_position(&s, own_system, login).await
+                        }
                     };
                     let (wal, timeline) = read.unzip();
                     (PeerWal { id: m, wal }, timeline)
@@ -1125,8 +1135,11 @@ impl Loop {
         let writes = below.filter_map(|&(m, _)| {
             let listen = self.m.peers.get(m).flatten()?.listen;
             let (user, password) = (c.superuser.user.clone(), self.m.superuser_password.clone());
+            let connector = &self.m.connector;
             Some(async move {
-                let client = sql::connect(listen, &user, password.as_deref(), SQL_TIMEOUT).await?;
+                let client =
+                    sql::connect(connector, listen, &user, password.as_deref(), SQL_TIMEOUT)
+                        .await?;
                 sql::write_branch(&client, timeline, term, SQL_TIMEOUT).await?;
                 Ok::<NodeId, String>(m)
             })
@@ -1220,6 +1233,7 @@ impl Loop {
         let listen = self.m.peers.get(*upstream).flatten()?.listen;
         let c = &self.m.config;
         let client = sql::connect(
+            &self.m.connector,
             listen,
             &c.superuser.user,
             self.m.superuser_password.as_deref(),
@@ -1277,6 +1291,7 @@ impl Loop {
         token: Option<u64>,
     ) -> Result<(), String> {
         let passfile = self.passfile()?;
+        self.install_tls()?;
         let mut text = files::owned_conf(
             &self.m.config,
             self.m.id,
@@ -1337,9 +1352,8 @@ impl Loop {
         }
         ran?;
         let hba = c.data_dir.join("pg_hba.conf");
-        let mut text =
-            std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
-        text.push_str(&secrets::hba_lines(c, &addresses));
+        let text = std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
+        let text = secrets::hba_file(c, &addresses, &text);
         files::write_owned(&hba, &text, owner)?;
         tracing::info!(data_dir = %c.data_dir.display(), auth = secrets::method(c.auth), ?addresses, "postgres: initdb done (a new cluster)");
         Ok(())
@@ -1359,22 +1373,28 @@ impl Loop {
             ));
         }
         self.make_data_dir()?;
+        let passfile = self.passfile()?;
+        let ca = self.install_tls()?.map(|t| t.ca);
+        // The application name is pg_basebackup's own: its WAL stream must not pass for
+        // a standby (`bully_<id>`) in the primary's pg_stat_replication.
+        let source = files::conninfo(
+            from,
+            &c.replication.user,
+            passfile.as_deref(),
+            "pg_basebackup",
+            ca.as_deref(),
+        );
         let args = vec![
             "-D".to_string(),
             dir.display().to_string(),
-            "-h".into(),
-            from.ip().to_string(),
-            "-p".into(),
-            from.port().to_string(),
-            "-U".into(),
-            c.replication.user.clone(),
+            format!("--dbname={source}"),
             "-X".into(),
             "stream".into(),
             "-c".into(),
             "fast".into(),
             "-w".into(),
         ];
-        let env = secrets::passfile_env(self.passfile()?.as_deref());
+        let env = secrets::passfile_env(passfile.as_deref());
         tracing::info!(%from, "postgres: cloning (pg_basebackup)");
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
         // On a failure pg_basebackup removes what it wrote; the empty dir stays for the
@@ -1388,14 +1408,16 @@ impl Loop {
 
     async fn rewind(&self, from: std::net::SocketAddr) -> Result<(), String> {
         let c = &self.m.config;
-        let source =
-            files::conninfo(from, &c.superuser.user, None, "bully_rewind") + " dbname=postgres";
+        let ca = self.install_tls()?.map(|t| t.ca);
+        let source = files::conninfo(from, &c.superuser.user, None, "bully_rewind", ca.as_deref())
+            + " dbname=postgres";
         let args = vec![
             "-D".to_string(),
             c.data_dir.display().to_string(),
             format!("--source-server={source}"),
         ];
         let source = sql::connect(
+            &self.m.connector,
             from,
             &c.superuser.user,
             self.m.superuser_password.as_deref(),
@@ -1433,6 +1455,17 @@ impl Loop {
     fn passfile(&self) -> Result<Option<PathBuf>, String> {
         let passwords = self.passwords()?;
         secrets::write_passfile(&self.m.config, &passwords, self.m.programs.owner())
+    }
+
+    /// With `[postgres] tls = "on"`: copies the TLS files as they are now beside the
+    /// data dir (src/node/postgres/tls.rs), for the server and for libpq's programs
+    /// (a clone, a rewind, a standby's WAL receiver); their paths.
+    fn install_tls(&self) -> Result<Option<super::tls::Installed>, String> {
+        let Some(sources) = &self.m.tls else {
+            return Ok(None);
+        };
+        let dir = &self.m.config.data_dir;
+        super::tls::install(sources, dir, self.m.programs.owner()).map(Some)
     }
 
     /// A fresh clone from `from` with the old data dir kept aside, then a start as its
@@ -1676,10 +1709,9 @@ fn member_named(name: &str) -> Option<NodeId> {
 async fn peer_position(
     reported: &PgState,
     own_system: u64,
-    user: &str,
-    password: Option<&str>,
+    (connector, user, password): (&super::tls::Connector, &str, Option<&str>),
 ) -> Option<(Position, u32)> {
-    let client = sql::connect(reported.listen, user, password, SQL_TIMEOUT)
+    let client = sql::connect(connector, reported.listen, user, password, SQL_TIMEOUT)
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;

@@ -12,6 +12,8 @@
 //! - `secrets`: the roles' passwords (their files, generated ones), the passfile the
 //!   server's libpq reads them from, and the `pg_hba.conf` lines of a new cluster;
 //!   `quote`: quoting by PostgreSQL's config lexer, libpq's conninfo and pgpass rules;
+//! - `tls`: `[postgres] tls = "on"`: the server's certificate and key beside its data
+//!   dir, and the clients' verification of it (libpq's and the manager's own);
 //! - `peers`: the other members' servers, from their statuses;
 //! - `sync_store`: the synchronous record this node keeps for the cluster (every node
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
@@ -39,6 +41,7 @@ mod records;
 mod secrets;
 mod sql;
 mod sync_store;
+pub mod tls;
 
 pub use order::{hand, order, Order, Pending};
 pub use parameters::Reloaded;
@@ -111,14 +114,16 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
         interval,
         group.clone(),
     ));
+    let tls_sources = tls::sources(&pg, &config.tls);
     let setup = programs::Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref()).and_then(
         |programs| {
             let passwords = secrets::Passwords::prepare(&pg, &config.data_dir)?;
-            Ok((programs, passwords))
+            let connector = tls::Connector::new(tls_sources.as_ref())?;
+            Ok((programs, passwords, connector))
         },
     );
     match setup {
-        Ok((programs, passwords)) => {
+        Ok((programs, passwords, connector)) => {
             // A standby's WAL receiver rereads the passfile at its next connection: a
             // password file changed and reloaded reaches it without a restart.
             if files::has_data(&pg.data_dir) {
@@ -145,6 +150,8 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 made: held::IdNote::new(&config.data_dir, held::MADE_FILE),
                 config_file: config.config_file.clone(),
                 reloaded: links.parameters,
+                tls: tls_sources,
+                connector,
             };
             group.spawn(manager::run(manager, group.clone()));
         }

@@ -17,8 +17,20 @@ const DEFAULT_ROOT_USER: &str = "postgres";
 #[derive(Debug, Clone)]
 pub struct Programs {
     bin_dir: PathBuf,
-    /// The user to switch to (uid, gid, name); `None`: run as the node's own user.
-    run_as: Option<(Uid, Gid, String)>,
+    /// The user to switch to; `None`: run as the node's own user.
+    run_as: Option<RunAs>,
+}
+
+/// The user the programs run as, when not the node's own.
+#[derive(Debug, Clone)]
+struct RunAs {
+    uid: Uid,
+    gid: Gid,
+    name: String,
+    /// Their home directory: libpq looks for `~/.postgresql/` files under `$HOME`, and
+    /// the node's own (root's, which they cannot read) made every TLS connection fail
+    /// ("could not open certificate file", src/node/postgres/real_server_tests.rs).
+    home: PathBuf,
 }
 
 /// What a program run gave: its exit status and what it printed.
@@ -45,12 +57,17 @@ impl Programs {
         let run_as = match run_as.or(root.then_some(DEFAULT_ROOT_USER)) {
             None => None,
             Some(name) => match User::from_name(name) {
-                Ok(Some(user)) => Some((user.uid, user.gid, name.to_string())),
+                Ok(Some(user)) => Some(RunAs {
+                    uid: user.uid,
+                    gid: user.gid,
+                    name: name.to_string(),
+                    home: user.dir,
+                }),
                 Ok(None) => return Err(format!("[postgres] run_as: no user `{name}`")),
                 Err(e) => return Err(format!("[postgres] run_as: cannot look up `{name}`: {e}")),
             },
         };
-        if let Some((uid, _, name)) = &run_as {
+        if let Some(RunAs { uid, name, .. }) = &run_as {
             if !root && *uid != Uid::effective() {
                 return Err(format!(
                     "[postgres] run_as = \"{name}\": only a node running as root can run the \
@@ -66,16 +83,17 @@ impl Programs {
 
     /// The user files handed to the server must belong to (`None`: the node's own).
     pub fn owner(&self) -> Option<(Uid, Gid)> {
-        self.run_as.as_ref().map(|(uid, gid, _)| (*uid, *gid))
+        self.run_as.as_ref().map(|r| (r.uid, r.gid))
     }
 
     /// A command for program `name`, as the configured user, with `env` added.
     pub fn command(&self, name: &str, args: &[String], env: &[(String, String)]) -> Command {
         let mut command = Command::new(self.bin_dir.join(name));
         command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
-        if let Some((uid, gid, user)) = &self.run_as {
-            command.uid(uid.as_raw()).gid(gid.as_raw());
-            command.env("USER", user).env("LOGNAME", user);
+        if let Some(user) = &self.run_as {
+            command.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+            command.env("USER", &user.name).env("LOGNAME", &user.name);
+            command.env("HOME", &user.home);
         }
         command.stdin(Stdio::null());
         command

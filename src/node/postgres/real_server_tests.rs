@@ -2,15 +2,22 @@
 //! `bully.conf` settings holding quotes, backslashes, spaces, newlines and non-ASCII
 //! (`SHOW`/`current_setting` give them back exactly), the superuser's password through
 //! initdb's `--pwfile`, the replication role's SCRAM verifier and the passfile (libpq's
-//! `psql` logs in with it), and role DDL kept out of a `log_statement = 'all'` log.
+//! `psql` logs in with it), and role DDL kept out of a `log_statement = 'all'` log;
+//! with `[postgres] tls = "on"`, the server bully configures with the node's
+//! certificate, verified by the manager's connector and by libpq (`verify-ca`), and
+//! refusing bully's roles without TLS.
 //! Skipped, saying so, when PostgreSQL is not installed.
 
 use super::files;
 use super::programs::Programs;
 use super::secrets::{self, Passwords};
 use super::sql;
-use crate::config::postgres::PostgresConfig;
-use std::path::Path;
+use super::tls::{self, Connector};
+use crate::certs::TlsFiles;
+use crate::config::postgres::{PostgresConfig, TlsMode};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The values the test writes: everything the formats escape.
@@ -39,17 +46,10 @@ impl Drop for Server {
 
 #[tokio::test]
 async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
-    let Ok(programs) = Programs::find(None, None) else {
-        eprintln!("skipped: PostgreSQL is not installed (no /usr/lib/postgresql/*/bin)");
+    let Some((programs, dir, root)) = scratch() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let owner = programs.owner();
-    let root = dir.path().join("pg root");
-    std::fs::create_dir(&root).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    files::give(&root, owner).unwrap();
     let listen = crate::ports::free_tcp_addrs(1).unwrap()[0];
     let mut config = PostgresConfig::new(root.join("data"), listen);
     config.replication.user = r"rep'l\i ca é".into();
@@ -65,27 +65,14 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
         superuser: Some(VALUES[0].into()),
         replication: Some(r"re'pl\\ica: é".into()),
     };
-    std::fs::create_dir(&config.data_dir).unwrap();
-    std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    files::give(&config.data_dir, owner).unwrap();
     let pwfile =
         secrets::initdb_pwfile(&config, passwords.superuser.as_deref().unwrap(), owner).unwrap();
-    let args: Vec<String> = [
-        "-D",
-        &config.data_dir.display().to_string(),
-        "-U",
-        "postgres",
-        "--auth-local=trust",
-        "--auth-host=scram-sha-256",
+    initdb(
+        &programs,
+        &config,
         &format!("--pwfile={}", pwfile.display()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    programs
-        .run("initdb", &args, &[], Duration::from_secs(120))
-        .await
-        .expect("initdb");
+    )
+    .await;
     let passfile = secrets::write_passfile(&config, &passwords, owner)
         .unwrap()
         .unwrap();
@@ -95,33 +82,9 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
     files::write_conf(&config.data_dir, &text, owner).unwrap();
 
     let log = dir.path().join("server.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let mut command = programs.command(
-        "postgres",
-        &["-D".into(), config.data_dir.display().to_string()],
-        &[],
-    );
-    command
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .process_group(0);
-    let child = command.spawn().expect("postgres starts");
-    let _server = Server(child.id().unwrap() as i32);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client = loop {
-        let su = passwords.superuser.as_deref();
-        match sql::connect(listen, "postgres", su, Duration::from_secs(1)).await {
-            Ok(client) => break client,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!(
-                "the server did not let the superuser in: {e}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            ),
-        }
-    };
+    let _server = start(&programs, &config, &log);
+    let su = passwords.superuser.as_deref();
+    let client = let_in(&Connector::Plain, listen, su, &log).await;
     for (i, value) in VALUES.iter().enumerate() {
         let row = client
             .query_one(&format!("SELECT current_setting('bully.probe{i}')"), &[])
@@ -135,7 +98,8 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
         .unwrap()
         .get(0);
     let app = crate::postgres_rules::application_name(7);
-    let expected = files::conninfo(upstream, &config.replication.user, Some(&passfile), &app);
+    let user = &config.replication.user;
+    let expected = files::conninfo(upstream, user, Some(&passfile), &app, None);
     assert_eq!(conninfo, expected);
     assert!(!text.contains("password"), "{text}");
 
@@ -169,6 +133,177 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
     let logged = wait_for_text(&log, "logged-probe").await;
     assert!(!logged.contains("ROLE"), "role DDL was logged:\n{logged}");
     assert!(!logged.contains("SCRAM-SHA-256$"), "{logged}");
+}
+
+/// A scratch directory the server's user can reach (`<tmp>/pg root`, theirs) and the
+/// programs; `None`, saying so, when PostgreSQL is not installed.
+fn scratch() -> Option<(Programs, tempfile::TempDir, PathBuf)> {
+    let Ok(programs) = Programs::find(None, None) else {
+        eprintln!("skipped: PostgreSQL is not installed (no /usr/lib/postgresql/*/bin)");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pg root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    files::give(&root, programs.owner()).unwrap();
+    Some((programs, dir, root))
+}
+
+/// `initdb` of `config.data_dir` (made first, the server user's, mode 0700) with host
+/// logins by `auth` (`--pwfile=...` for SCRAM, or `--auth-host=trust`).
+async fn initdb(programs: &Programs, config: &PostgresConfig, auth: &str) {
+    std::fs::create_dir(&config.data_dir).unwrap();
+    std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    files::give(&config.data_dir, programs.owner()).unwrap();
+    let mut args: Vec<String> = [
+        "-D",
+        &config.data_dir.display().to_string(),
+        "-U",
+        "postgres",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--auth-local=trust".into());
+    match auth.strip_prefix("--pwfile=") {
+        Some(_) => args.extend(["--auth-host=scram-sha-256".into(), auth.into()]),
+        None => args.push(auth.into()),
+    }
+    programs
+        .run("initdb", &args, &[], Duration::from_secs(120))
+        .await
+        .expect("initdb");
+}
+
+/// Starts the server of `config`, its output in `log`; killed when the guard drops.
+fn start(programs: &Programs, config: &PostgresConfig, log: &Path) -> Server {
+    let out = std::fs::File::create(log).unwrap();
+    let mut command = programs.command(
+        "postgres",
+        &["-D".into(), config.data_dir.display().to_string()],
+        &[],
+    );
+    command
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0);
+    let child = command.spawn().expect("postgres starts");
+    Server(child.id().unwrap() as i32)
+}
+
+/// The superuser's session on `listen` by `connector`, once the server lets it in
+/// (within 30 s; else a panic with the server's log).
+async fn let_in(
+    connector: &Connector,
+    listen: SocketAddr,
+    password: Option<&str>,
+    log: &Path,
+) -> tokio_postgres::Client {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match sql::connect(
+            connector,
+            listen,
+            "postgres",
+            password,
+            Duration::from_secs(1),
+        )
+        .await
+        {
+            Ok(client) => return client,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!(
+                "the server did not let the superuser in: {e}\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Whether the session behind `client` is encrypted (`pg_stat_ssl`).
+const OWN_SSL: &str = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+
+#[tokio::test]
+async fn a_tls_server_takes_verified_clients_and_refuses_the_members_plain_ones() {
+    let Some((programs, dir, root)) = scratch() else {
+        return;
+    };
+    let owner = programs.owner();
+    let listen = crate::ports::free_tcp_addrs(1).unwrap()[0];
+    let mut config = PostgresConfig::new(root.join("data"), listen);
+    config.tls = TlsMode::On;
+    config.auth = crate::config::postgres::Auth::Trust;
+    // bully's CA and node 1's certificate, which names `node-1.bully`, not 127.0.0.1.
+    let certs = dir.path().join("certs");
+    crate::certs::init(&certs, &[1]).unwrap();
+    let node = TlsFiles::for_node(&certs, 1);
+    let stranger = dir.path().join("stranger");
+    crate::certs::init(&stranger, &[1]).unwrap();
+    let strangers = TlsFiles::for_node(&stranger, 1);
+
+    initdb(&programs, &config, "--auth-host=trust").await;
+    let hba = config.data_dir.join("pg_hba.conf");
+    let initdb_text = std::fs::read_to_string(&hba).unwrap();
+    let members = [listen.ip()];
+    let text = secrets::hba_file(&config, &members, &initdb_text);
+    files::write_owned(&hba, &text, owner).unwrap();
+    let installed = tls::install(&node, &config.data_dir, owner).unwrap();
+    let text = files::owned_conf(&config, 1, None, None, "");
+    files::write_conf(&config.data_dir, &text, owner).unwrap();
+    let log = dir.path().join("server.log");
+    let _server = start(&programs, &config, &log);
+
+    // The manager's own round trips: TLS, verified against bully's CA.
+    let verified = Connector::new(Some(&node)).unwrap();
+    let client = let_in(&verified, listen, None, &log).await;
+    let row = client.query_one(OWN_SSL, &[]).await.unwrap();
+    assert!(row.get::<_, bool>(0), "the manager's session is encrypted");
+    // Without TLS, bully's roles from a member address are refused (hostnossl reject
+    // before initdb's own `host all all 127.0.0.1/32 trust`).
+    let plain = sql::connect(
+        &Connector::Plain,
+        listen,
+        "postgres",
+        None,
+        Duration::from_secs(2),
+    );
+    let Err(refused) = plain.await else {
+        panic!("a plain login was let in");
+    };
+    assert!(refused.contains("no encryption"), "{refused}");
+    // A server whose certificate another CA signed is not trusted.
+    let other = Connector::new(Some(&strangers)).unwrap();
+    let wrong = sql::connect(&other, listen, "postgres", None, Duration::from_secs(2));
+    assert!(wrong.await.is_err(), "a server of another CA was trusted");
+
+    // libpq (psql, as a standby's WAL receiver would connect): verify-ca with the copy
+    // of the CA beside the data dir; refused against another CA.
+    let psql = |ca: PathBuf| {
+        let info = files::conninfo(listen, "postgres", None, "probe", Some(&ca));
+        let args = [
+            format!("{info} dbname=postgres"),
+            "-Atc".into(),
+            OWN_SSL.into(),
+        ];
+        let programs = programs.clone();
+        async move {
+            programs
+                .run("psql", &args, &[], Duration::from_secs(30))
+                .await
+        }
+    };
+    let ran = psql(installed.ca.clone())
+        .await
+        .expect("psql verifies the server");
+    assert_eq!(ran.stdout.trim(), "t");
+    let other_ca = tls::install(&strangers, &root.join("stranger"), owner).unwrap();
+    let refused = psql(other_ca.ca)
+        .await
+        .expect_err("a server of another CA was trusted");
+    assert!(refused.contains("certificate verify failed"), "{refused}");
 }
 
 /// The server's log once it holds `probe` (a bounded wait: the logger writes late).

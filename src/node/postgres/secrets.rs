@@ -9,11 +9,13 @@
 //!   user), named by `passfile=` in `primary_conninfo` and by `PGPASSFILE` for
 //!   `pg_basebackup` and `pg_rewind`, never inline in `bully.conf`;
 //! - `pg_hba.conf` gets one line per role and member address ([`hba_lines`]), not
-//!   `0.0.0.0/0`, and `trust` only with `auth = "trust"`.
+//!   `0.0.0.0/0`, and `trust` only with `auth = "trust"`; with `tls = "on"` the lines
+//!   are `hostssl`, and bully's roles without TLS from those addresses are rejected
+//!   ([`hba_refusals`]).
 
 use super::files::give;
 use super::quote::pgpass_field;
-use crate::config::postgres::{Auth, Credentials, PostgresConfig};
+use crate::config::postgres::{Auth, Credentials, PostgresConfig, TlsMode};
 use nix::unistd::{Gid, Uid};
 use rand::Rng;
 use std::fmt::Write as _;
@@ -163,11 +165,24 @@ pub fn write_passfile(
     }
     let path = passfile_of(&config.data_dir);
     let text = passfile_text(config, passwords)?;
-    let tmp = path.with_extension("pgpass.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    create_private(&tmp, &text, owner)?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    replace_private(&path, &text, owner)?;
     Ok(Some(path))
+}
+
+/// Replaces `path` with `text`, private ([`create_private`]) from its first byte: a
+/// file beside it (`<path>.tmp`), then renamed over it, so a reader sees the old file
+/// or the new one.
+pub(super) fn replace_private(
+    path: &Path,
+    text: &str,
+    owner: Option<(Uid, Gid)>,
+) -> Result<(), String> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    create_private(&tmp, text, owner)?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The environment that points libpq's programs at the passfile.
@@ -191,25 +206,71 @@ fn hba_role(name: &str) -> String {
     format!("\"{name}\"")
 }
 
+/// `ip` as a `pg_hba.conf` address of one host (/32 or /128).
+fn hba_net(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(_) => format!("{ip}/32"),
+        IpAddr::V6(_) => format!("{ip}/128"),
+    }
+}
+
 /// The `pg_hba.conf` lines a new cluster gets after `initdb`: replication and the
-/// superuser from each member address (one host each, /32 or /128), by `auth`.
+/// superuser from each member address (one host each), by `auth`; `hostssl` with
+/// `[postgres] tls = "on"`, so a member's standby or manager gets in over TLS only.
 pub fn hba_lines(config: &PostgresConfig, addresses: &[IpAddr]) -> String {
     let method = method(config.auth);
+    let kind = match config.tls {
+        TlsMode::Off => "host",
+        TlsMode::On => "hostssl",
+    };
     let mut text = String::from(
         "\n# Added by bully after initdb: the members' standbys and managers, from the \
          members' addresses. Yours from now on.\n",
     );
+    let repl = hba_role(&config.replication.user);
+    let su = hba_role(&config.superuser.user);
     for ip in addresses {
-        let net = match ip {
-            IpAddr::V4(_) => format!("{ip}/32"),
-            IpAddr::V6(_) => format!("{ip}/128"),
-        };
-        let repl = hba_role(&config.replication.user);
-        let su = hba_role(&config.superuser.user);
-        let _ = writeln!(text, "host replication {repl} {net} {method}");
-        let _ = writeln!(text, "host all {su} {net} {method}");
+        let net = hba_net(ip);
+        let _ = writeln!(text, "{kind} replication {repl} {net} {method}");
+        let _ = writeln!(text, "{kind} all {su} {net} {method}");
     }
     text
+}
+
+/// With `[postgres] tls = "on"`, the lines that go first in `pg_hba.conf`: bully's two
+/// roles from a member address without TLS are rejected, before `initdb`'s own lines
+/// for `127.0.0.1` and `::1` could let them in (a member at a loopback address, as in
+/// tests/postgres_tls.rs). Other roles are left to the user's lines. Empty when off.
+pub fn hba_refusals(config: &PostgresConfig, addresses: &[IpAddr]) -> String {
+    if config.tls == TlsMode::Off {
+        return String::new();
+    }
+    let roles = format!(
+        "{},{}",
+        hba_role(&config.replication.user),
+        hba_role(&config.superuser.user)
+    );
+    let mut text = String::from(
+        "# Added by bully after initdb ([postgres] tls = \"on\"): its roles from the \
+         members' addresses only over TLS. Yours from now on.\n",
+    );
+    for ip in addresses {
+        let net = hba_net(ip);
+        let _ = writeln!(text, "hostnossl replication {roles} {net} reject");
+        let _ = writeln!(text, "hostnossl all {roles} {net} reject");
+    }
+    text.push('\n');
+    text
+}
+
+/// `pg_hba.conf` as `initdb` wrote it (`initdb_text`) with bully's lines for the
+/// members: [`hba_refusals`] before it, [`hba_lines`] after.
+pub fn hba_file(config: &PostgresConfig, addresses: &[IpAddr], initdb_text: &str) -> String {
+    format!(
+        "{}{initdb_text}{}",
+        hba_refusals(config, addresses),
+        hba_lines(config, addresses)
+    )
 }
 
 /// The member addresses `hosts` (`host:port`, names resolved now) name, with
@@ -335,6 +396,34 @@ mod tests {
         assert!(!text.contains("0.0.0.0/0") && !text.contains("::/0") && !text.contains("trust"));
         config.auth = Auth::Trust;
         assert!(hba_lines(&config, &addresses).contains("10.0.0.2/32 trust\n"));
+    }
+
+    #[test]
+    fn with_tls_on_members_get_in_over_tls_only() {
+        use crate::config::postgres::TlsMode;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        let addresses: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "fd00::3".parse().unwrap()];
+        let initdb = "host all all 127.0.0.1/32 trust\n";
+        let off = hba_file(&config, &addresses, initdb);
+        assert!(
+            off.starts_with(initdb),
+            "nothing before initdb's lines: {off}"
+        );
+        assert!(!off.contains("hostssl") && !off.contains("reject"), "{off}");
+        config.tls = TlsMode::On;
+        let on = hba_file(&config, &addresses, initdb);
+        let at = |line: &str| on.find(line).unwrap_or_else(|| panic!("{line:?}:\n{on}"));
+        let roles = "\"rep:l\\ica\",\"postgres\"";
+        let refused = at(&format!("hostnossl all {roles} 127.0.0.1/32 reject\n"));
+        at(&format!(
+            "hostnossl replication {roles} fd00::3/128 reject\n"
+        ));
+        let ssl = at("hostssl replication \"rep:l\\ica\" 127.0.0.1/32 scram-sha-256\n");
+        at("hostssl all \"postgres\" fd00::3/128 scram-sha-256\n");
+        assert!(refused < at(initdb) && at(initdb) < ssl, "the order: {on}");
+        let host_lines = on.lines().filter(|l| l.starts_with("host ")).count();
+        assert_eq!(host_lines, 1, "only initdb's own: {on}");
     }
 
     #[tokio::test]

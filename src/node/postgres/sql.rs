@@ -1,12 +1,13 @@
-//! The SQL round trips the manager makes (tokio-postgres, no TLS: the servers are on
-//! the members' own network, as their replication is): connecting with a deadline, the
-//! one query that describes a server, promotion, reload, and the replication role.
+//! The SQL round trips the manager makes (tokio-postgres; TLS with `[postgres] tls =
+//! "on"`, src/node/postgres/tls.rs): connecting with a deadline, the one query that
+//! describes a server, promotion, reload, and the replication role.
 
+use super::tls::Connector;
 use crate::api::postgres::parse_lsn;
 use crate::postgres_rules::{Slot, SlotChange};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 /// What one query told about a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,8 +40,10 @@ pub fn why(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// Connects to `server` as `user` within `timeout`.
+/// Connects to `server` as `user` within `timeout`, by `connector` (plain, or TLS
+/// with `[postgres] tls = "on"`).
 pub async fn connect(
+    connector: &Connector,
     server: SocketAddr,
     user: &str,
     password: Option<&str>,
@@ -57,15 +60,10 @@ pub async fn connect(
     if let Some(password) = password {
         config.password(password);
     }
-    let connecting = config.connect(NoTls);
-    let (client, connection) = tokio::time::timeout(timeout, connecting)
+    tokio::time::timeout(timeout, connector.connect(config))
         .await
         .map_err(|_| format!("no answer from {server} within {timeout:?}"))?
-        .map_err(|e| format!("{server}: {e}"))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+        .map_err(|e| format!("{server}: {}", why(&e)))
 }
 
 const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
