@@ -24,6 +24,7 @@
 use super::decisions::Office;
 use super::log::Event;
 use super::server::State;
+use super::stalls::leader_or_any;
 use super::world::{InPlace, World};
 use super::Sabotage;
 use crate::protocol::NodeId;
@@ -58,18 +59,10 @@ impl World {
             .into_iter()
             .filter(|&id| self.member(id).pg.as_ref().is_some_and(|d| d.running()))
             .collect();
-        let leader = self
-            .office
-            .map(|h| h.leader)
-            .filter(|l| running.contains(l));
-        let id = match leader {
-            Some(l) if self.restarts.rng.gen_bool(0.6) => l,
-            _ => match running.choose(&mut self.restarts.rng) {
-                Some(&id) => id,
-                None => return,
-            },
-        };
-        self.restart_server(id);
+        let leader = self.office.map(|h| h.leader);
+        if let Some(id) = leader_or_any(leader, &running, &mut self.restarts.rng) {
+            self.restart_server(id);
+        }
     }
 
     /// Whether `id`'s manager takes an order now: it runs, and no order is under way.

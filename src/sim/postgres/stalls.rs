@@ -15,6 +15,7 @@
 use super::decisions::UNANSWERED_LOOKS;
 use super::world::{ServerStall, World};
 use crate::protocol::NodeId;
+use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -22,6 +23,20 @@ use rand::Rng;
 const STALL_PERCENT: u32 = 2;
 /// The longest stall drawn, in looks: from shorter than the grace to well past it.
 const LONGEST: u64 = 4;
+
+/// One of `among` drawn with `rng`, `leader` more often when it is among them: the
+/// primary's host is where a stall or a restart costs most (src/sim/postgres/restarts.rs
+/// draws its restarts so too).
+pub(super) fn leader_or_any(
+    leader: Option<NodeId>,
+    among: &[NodeId],
+    rng: &mut SmallRng,
+) -> Option<NodeId> {
+    match leader.filter(|l| among.contains(l)) {
+        Some(l) if rng.gen_bool(0.6) => Some(l),
+        _ => among.choose(rng).copied(),
+    }
+}
 
 impl World {
     /// During fault steps: maybe a running server stalls, the primary's more often.
@@ -34,16 +49,9 @@ impl World {
             .filter(|m| m.alive && m.pg.as_ref().is_some_and(|d| d.running()))
             .map(|m| m.id)
             .collect();
-        let leader = self
-            .office
-            .map(|h| h.leader)
-            .filter(|l| running.contains(l));
-        let id = match leader {
-            Some(l) if self.stalls.rng.gen_bool(0.6) => l,
-            _ => match running.choose(&mut self.stalls.rng) {
-                Some(&id) => id,
-                None => return,
-            },
+        let leader = self.office.map(|h| h.leader);
+        let Some(id) = leader_or_any(leader, &running, &mut self.stalls.rng) else {
+            return;
         };
         let looks = self.stalls.rng.gen_range(1..=LONGEST);
         let now = self.now;
