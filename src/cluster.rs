@@ -198,6 +198,11 @@ impl Cluster {
 
     /// Starts a node's process; its output goes to its log file.
     pub fn start(&mut self, id: NodeId) -> Result<()> {
+        self.start_with(id, &[])
+    }
+
+    /// [`Cluster::start`] with more flags for `bully node` (`--change-mode`).
+    pub fn start_with(&mut self, id: NodeId, flags: &[&str]) -> Result<()> {
         if self.is_running(id) {
             bail!("node {id} is already running");
         }
@@ -213,6 +218,7 @@ impl Cluster {
         if std::mem::take(&mut member.new) {
             command.arg("--new-cluster");
         }
+        command.args(flags);
         let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -472,6 +478,7 @@ fn node_config(
         listen,
         data_dir: data_dir.to_path_buf(),
         new_cluster: false,
+        change_mode: false,
         config_file: None,
         preempt: spec.preempt,
         mode: spec.mode,

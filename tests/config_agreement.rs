@@ -3,7 +3,9 @@
 //! `classic` among quorum nodes, two members added on some hosts only. Throughout,
 //! never two coordinators at once (every node's status polled); the odd node reports
 //! itself ineligible with the reason, both ends log the refusal naming both sides and
-//! count it by reason, and the others elect.
+//! count it by reason, and the others elect. And the mode as cluster state: a member
+//! whose file was edited to another mode refuses to start, until the whole cluster
+//! changes with `bully node --change-mode`.
 
 mod common;
 
@@ -242,4 +244,71 @@ async fn two_members_added_at_once_never_give_two_coordinators() {
     for old in [1, 2] {
         assert_never_declared(&t, old);
     }
+}
+
+/// Issue 47's mode edit: two members restarted with `mode = "classic"` under a partition
+/// led beside the quorum side's coordinator. The mode is stored at a store's first
+/// start (src/node/drive/start.rs): a member whose file names another mode refuses to
+/// start (exit 2, saying how to change the cluster), the others keep leading, and the
+/// whole cluster changes only when every node is stopped and started again with its
+/// new file and `--change-mode`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_edited_in_one_file_is_refused_until_the_whole_cluster_changes() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    t.start_all();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    t.cluster.stop(1, Duration::from_secs(10)).unwrap();
+    t.cluster
+        .edit_config(1, |c| c.mode = Mode::Classic)
+        .unwrap();
+
+    let config = t.cluster.config_path(1).display().to_string();
+    let mut refused = std::process::Command::new(common::binary())
+        .args(["node", "--config", &config])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bully node ran");
+    let deadline = Instant::now() + AGREE;
+    let status = loop {
+        if let Some(status) = refused.try_wait().expect("wait for bully node") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!("node 1 ran with mode = classic beside quorum nodes");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut said).unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("runs the cluster in quorum mode") && said.contains("--change-mode"),
+        "{said}"
+    );
+    t.wait_for_leader(&[2, 3], 3, AGREE).await;
+
+    // The whole cluster changes: every node stopped, every file set, each started once
+    // with --change-mode; they elect in classic mode.
+    for id in [2, 3] {
+        t.cluster.stop(id, Duration::from_secs(10)).unwrap();
+        t.cluster
+            .edit_config(id, |c| c.mode = Mode::Classic)
+            .unwrap();
+    }
+    for id in [1, 2, 3] {
+        t.cluster.start_with(id, &["--change-mode"]).unwrap();
+    }
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    let views = t.views(&[1, 2, 3]).await;
+    for (id, view) in &views {
+        let mode = view.as_ref().map(|s| s.mode);
+        assert_eq!(mode, Some(Mode::Classic), "node {id}: {view:?}");
+    }
+    // Stored: a plain restart in classic mode is no longer refused.
+    t.cluster.stop(2, Duration::from_secs(10)).unwrap();
+    t.cluster.start(2).unwrap();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
 }

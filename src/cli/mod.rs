@@ -56,9 +56,9 @@ pub enum Commands {
     /// Run a node until SIGTERM or Ctrl-C.
     ///
     /// SIGHUP (`systemctl reload`) re-reads the config file and applies hooks, health,
-    /// http and tls without leaving the cluster; id, listen, data_dir, mode, witness,
-    /// preempt, timing and peers need a restart. Under systemd (`Type=notify`) the node
-    /// reports ready once it knows a coordinator.
+    /// http and tls without leaving the cluster; id, listen, data_dir, witness, preempt,
+    /// timing and peers need a restart, and the mode is the cluster's (--change-mode).
+    /// Under systemd (`Type=notify`) the node reports ready once it knows a coordinator.
     Node {
         /// The node's TOML config (see config/node1.toml).
         #[arg(long, short)]
@@ -69,6 +69,12 @@ pub enum Commands {
         /// data dir (it could vote twice in one term). Ignored once the store holds a term.
         #[arg(long)]
         new_cluster: bool,
+        /// The mode in the config file replaces the one this node's store was first
+        /// started in. The mode is the cluster's: stop every node, set the new mode in
+        /// every file, then start each once with this flag. Without it a node whose file
+        /// names another mode refuses to start.
+        #[arg(long)]
+        change_mode: bool,
     },
     /// Print the coordinator, as it says itself under its lease: all endpoints asked at
     /// once (with --config the node and its peers), and a follower asks the coordinator
@@ -342,7 +348,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Commands::Node {
                 config,
                 new_cluster,
-            } => node::run(&config, new_cluster).await,
+                change_mode,
+            } => node::run(&config, new_cluster, change_mode).await,
             Commands::Leader(args) => leader::run(&args).await,
             Commands::Status { query, cluster } => match cluster {
                 true => cluster_status::run(&query).await,

@@ -9,8 +9,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 /// Runs the node; exit 2 on a config or start error, 1 on a fatal runtime error.
-/// `new_cluster`: an empty store votes at once (`bully node --new-cluster`).
-pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
+/// `new_cluster`: an empty store votes at once (`bully node --new-cluster`);
+/// `change_mode`: the file's mode replaces the stored one (`--change-mode`).
+pub async fn run(path: &Path, new_cluster: bool, change_mode: bool) -> ExitCode {
     // Before anything slow: SIGHUP's default action would end the process.
     let mut hangup = match signal(SignalKind::hangup()) {
         Ok(hangup) => Some(hangup),
@@ -22,6 +23,7 @@ pub async fn run(path: &Path, new_cluster: bool) -> ExitCode {
     let config = match crate::config::load(path) {
         Ok(config) => crate::config::NodeConfig {
             new_cluster,
+            change_mode,
             config_file: Some(path.to_path_buf()),
             ..config
         },

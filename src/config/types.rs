@@ -28,6 +28,11 @@ pub struct NodeConfig {
     /// instead of recovering the terms it may have lost (src/protocol/recovery.rs).
     #[serde(skip)]
     pub new_cluster: bool,
+    /// Set by `bully node --change-mode`, never by the file: the file's `mode` replaces
+    /// the one the store was first started in (every node stopped, every file changed;
+    /// src/node/drive/start.rs).
+    #[serde(skip)]
+    pub change_mode: bool,
     /// The file the node was started from (`bully node --config F`), never set by the
     /// file itself: `bully pg reload` rereads its `[postgres] parameters`
     /// (src/node/postgres/parameters.rs). `None` for a node started from a config built

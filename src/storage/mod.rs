@@ -83,6 +83,9 @@ const CELL_KEYS: [&str; 7] = [
 const GAVE_UP: &str = "gave_up";
 /// The member list (docs/design.md#membership); absent until the first one is stored.
 const MEMBERS: &str = "members";
+/// The mode the cluster runs (`quorum` or `classic`), stored at this store's first
+/// start: cluster state, not the config file's (src/node/drive/start.rs).
+const MODE: &str = "mode";
 /// The write generation, +1 per save, written with the cells it counts: what the
 /// check file is compared with on open. Absent in stores written before the check
 /// existed, which read as 0.
@@ -274,6 +277,35 @@ impl Storage {
         gave_up: &[Member],
     ) -> Result<(), StorageError> {
         self.write(Some(cells), Some(list), Some(gave_up))
+    }
+
+    /// The mode stored at the store's first start (`None`: never started, or started
+    /// by a version that did not store it).
+    pub fn load_mode(&self) -> Result<Option<crate::protocol::Mode>, StorageError> {
+        let raw = self
+            .db
+            .get(MODE)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        raw.map(|bytes| {
+            decode_value(&bytes).map_err(|e| {
+                StorageError::corrupt(&self.dir, format!("the stored mode does not decode: {e}"))
+            })
+        })
+        .transpose()
+    }
+
+    /// Stores `mode` as the cluster's, flushed and fsynced (a crash keeps it or none).
+    pub fn save_mode(&self, mode: crate::protocol::Mode) -> Result<(), StorageError> {
+        let bytes = encode_value(&mode).map_err(|e| {
+            StorageError::corrupt(&self.dir, format!("cannot encode the mode: {e}"))
+        })?;
+        self.db
+            .insert(MODE, bytes)
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        self.db
+            .flush()
+            .map_err(|e| StorageError::from_sled(&self.dir, e))?;
+        durable::sync_store(&self.dir).map_err(|e| StorageError::io(&self.dir, e))
     }
 
     /// The members a forced recovery on this store gave up, with the addresses the list

@@ -637,3 +637,18 @@ fn the_member_list_is_checked_too() {
     std::fs::write(dir.join("db"), &copy).unwrap();
     assert_refused(&dir, "list rolled back");
 }
+
+#[test]
+fn the_mode_is_stored_once_and_survives_a_reopen() {
+    let (_tmp, dir) = data_dir();
+    let storage = Storage::open(&dir).unwrap();
+    assert_eq!(
+        storage.load_mode().unwrap(),
+        None,
+        "a fresh store holds none"
+    );
+    storage.save_mode(crate::protocol::Mode::Classic).unwrap();
+    drop(storage);
+    let mode = reopen(&dir).load_mode().unwrap();
+    assert_eq!(mode, Some(crate::protocol::Mode::Classic));
+}

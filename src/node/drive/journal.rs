@@ -50,6 +50,16 @@ impl Journal {
         Ok(self.storage.load_members()?)
     }
 
+    /// The mode stored at the store's first start (src/node/drive/start.rs).
+    pub fn load_mode(&self) -> Result<Option<crate::protocol::Mode>, NodeError> {
+        Ok(self.storage.load_mode()?)
+    }
+
+    /// Stores the cluster's mode (flushed): at the first start, or `--change-mode`.
+    pub fn save_mode(&self, mode: crate::protocol::Mode) -> Result<(), NodeError> {
+        Ok(self.storage.save_mode(mode)?)
+    }
+
     /// The members a forced recovery on this store gave up (`bully recover`).
     pub fn load_gave_up(&self) -> Result<Vec<crate::protocol::Member>, NodeError> {
         Ok(self.storage.load_gave_up()?)

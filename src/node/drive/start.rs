@@ -177,6 +177,7 @@ impl Stored {
         let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
         let pause = PauseFile::open(&config.data_dir)?;
         let pg_sync = SyncStore::open(&config.data_dir).map_err(NodeError::SyncRecord)?;
+        settle_mode(&journal, config)?;
         let stored_members = journal.load_members()?;
         let gave_up = journal.load_gave_up()?;
         if let Some(disagreement) = stored_members
@@ -196,6 +197,30 @@ impl Stored {
             members: stored_members.unwrap_or_else(|| members::seed(config)),
             gave_up,
         })
+    }
+}
+
+/// The mode is cluster state: stored at the store's first start (or its first start by
+/// a version that stores it), and from then on a config file naming another mode is
+/// refused, unless `bully node --change-mode` says the whole cluster changes (issue 47:
+/// two members restarted in classic mode under a partition led beside the quorum
+/// side's coordinator for 8.6 s).
+fn settle_mode(journal: &Journal, config: &NodeConfig) -> Result<(), NodeError> {
+    match journal.load_mode()? {
+        Some(stored) if stored == config.mode => Ok(()),
+        Some(stored) if !config.change_mode => Err(NodeError::ModeDiffers {
+            stored,
+            file: config.mode,
+        }),
+        stored => {
+            if let Some(stored) = stored {
+                tracing::warn!(
+                    "--change-mode: the cluster's mode changes from {stored} to {} on this node",
+                    config.mode
+                );
+            }
+            Ok(journal.save_mode(config.mode)?)
+        }
     }
 }
 

@@ -23,6 +23,20 @@ pub enum NodeError {
     PauseFile { path: String, why: String },
     #[error("cannot read the synchronous record: {0}")]
     SyncRecord(String),
+    /// The config file names another mode than the one the store was first started in
+    /// (src/node/drive/start.rs): the mode is the cluster's, and a node on another mode
+    /// beside the others could lead beside their coordinator.
+    #[error(
+        "this node's store runs the cluster in {stored} mode, but the config file says \
+         mode = \"{file}\"; the mode is the cluster's, not one file's (two members edited \
+         under a partition could lead beside the others). Put mode = \"{stored}\" back, \
+         or change the whole cluster: stop every node, set the mode in every file, and \
+         start each once with `bully node --change-mode`"
+    )]
+    ModeDiffers {
+        stored: crate::protocol::Mode,
+        file: crate::protocol::Mode,
+    },
     #[error("cannot listen for HTTP on {addr}: {source}")]
     Http {
         addr: SocketAddr,
@@ -53,6 +67,7 @@ impl NodeError {
             NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
             NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
             NodeError::Http { .. } => Some("http.listen"),
+            NodeError::ModeDiffers { .. } => Some("mode"),
             _ => None,
         }
     }
