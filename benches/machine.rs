@@ -36,6 +36,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     };
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
@@ -65,6 +66,7 @@ fn coordinator(nodes: u64) -> (Machine, Millis) {
         promise_ms: 0,
         recovered: false,
         given_up: false,
+        awaits_survivors: false,
     };
     let mut machine = Machine::start(config(nodes, nodes), cells, 0);
     let now = machine.next_deadline();
