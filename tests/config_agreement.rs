@@ -312,3 +312,34 @@ async fn a_mode_edited_in_one_file_is_refused_until_the_whole_cluster_changes() 
     t.cluster.start(2).unwrap();
     t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
 }
+
+/// Issue 47's member-list edit: members restarted with files naming only each other
+/// counted a majority of their own list. A node stores its file's list at its first
+/// start (src/node/drive/start.rs), so a file edited later is not counted: node 1
+/// restarted with `[[peers]]` naming node 2 alone still lives by all three, says so in
+/// its log, and follows node 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_list_edited_in_one_file_is_not_counted() {
+    let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
+    t.start_all();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    t.cluster.stop(1, Duration::from_secs(10)).unwrap();
+    t.cluster
+        .edit_config(1, |c| c.peers.retain(|p| p.id == 2))
+        .unwrap();
+    t.cluster.start(1).unwrap();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    let views = t.views(&[1]).await;
+    let listed: Vec<NodeId> = views[&1]
+        .as_ref()
+        .and_then(|s| s.members.as_ref())
+        .map(|l| l.members.iter().map(|m| m.id).collect())
+        .unwrap_or_default();
+    assert_eq!(listed, [1, 2, 3], "node 1 lives by the stored list");
+    let log = std::fs::read_to_string(t.cluster.log_path(1)).unwrap();
+    assert!(
+        log.contains("the stored list rules"),
+        "the start says the file differs\n{}",
+        t.log_tail()
+    );
+}

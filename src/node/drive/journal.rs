@@ -65,6 +65,12 @@ impl Journal {
         Ok(self.storage.load_gave_up()?)
     }
 
+    /// Writes and flushes the member list at start, before the runtime runs
+    /// (src/node/drive/start.rs stores the config file's list on a first start).
+    pub fn save_members(&self, list: &Membership) -> Result<(), NodeError> {
+        Ok(self.storage.save_members(list)?)
+    }
+
     /// Writes and flushes the member list (docs/design.md#membership).
     pub async fn persist_members(&mut self, list: Membership) -> Result<(), NodeError> {
         let storage = Arc::clone(&self.storage);

@@ -97,8 +97,8 @@ pub fn file_disagrees(stored: &Membership, config: &NodeConfig) -> Option<String
     (in_file != listed).then(|| {
         format!(
             "the config file lists members {in_file:?}, the stored member list {} has \
-             {listed:?}; the stored list rules (change it with `bully member`, the file \
-             only seeds a first start)",
+             {listed:?}; the stored list rules (change it with `bully member`; the file \
+             seeded the first start only, its addresses are still dialed)",
             stored.id
         )
     })

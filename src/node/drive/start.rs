@@ -171,19 +171,17 @@ struct Stored {
 }
 
 impl Stored {
-    /// Opens the data dir, refusing a locked or corrupted one; warns when the stored
-    /// member list and the config file disagree (the stored one counts).
+    /// Opens the data dir, refusing a locked or corrupted one or a mode the store was
+    /// not started in; stores the file's member list on a first start, and warns when
+    /// the stored list and the config file disagree (the stored one counts).
     fn open(config: &NodeConfig) -> Result<Stored, NodeError> {
         let (journal, cells) = Journal::open(&config.data_dir, config.id)?;
         let pause = PauseFile::open(&config.data_dir)?;
         let pg_sync = SyncStore::open(&config.data_dir).map_err(NodeError::SyncRecord)?;
         settle_mode(&journal, config)?;
-        let stored_members = journal.load_members()?;
+        let members = stored_or_seeded(&journal, config)?;
         let gave_up = journal.load_gave_up()?;
-        if let Some(disagreement) = stored_members
-            .as_ref()
-            .and_then(|stored| members::file_disagrees(stored, config))
-        {
+        if let Some(disagreement) = members::file_disagrees(&members, config) {
             tracing::warn!("{disagreement}");
         }
         if cells.given_up {
@@ -194,10 +192,24 @@ impl Stored {
             cells,
             pause,
             pg_sync,
-            members: stored_members.unwrap_or_else(|| members::seed(config)),
+            members,
             gave_up,
         })
     }
+}
+
+/// The member list the store holds; a store that holds none (a first start, or a store
+/// written by a version that left the file's list unstored until the first `bully
+/// member` change) stores the config file's list now, so that from here on an edited
+/// `[[peers]]` never counts (issue 47: two members restarted with files naming only
+/// each other counted a majority of two under a partition and led beside the others).
+fn stored_or_seeded(journal: &Journal, config: &NodeConfig) -> Result<Membership, NodeError> {
+    if let Some(stored) = journal.load_members()? {
+        return Ok(stored);
+    }
+    let seeded = members::seed(config);
+    journal.save_members(&seeded)?;
+    Ok(seeded)
 }
 
 /// The mode is cluster state: stored at the store's first start (or its first start by
