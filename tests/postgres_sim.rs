@@ -597,12 +597,13 @@ fn sabotaged_looks_through_a_restart_in_place_are_a_failover() {
     assert!(v.what.contains("failover during a restart in place"), "{v}");
 }
 
-/// The restart in place as src/node/postgres/manager.rs has it at this writing
-/// (`restart_primary_in_place` starts the server a primary without asking whether its
-/// office still holds): the node stopped whole mid-restart loses its lease, its
+/// The restart in place before `office_kept` (src/node/postgres/manager.rs:
+/// `restart_primary_in_place` started the server a primary without asking whether its
+/// office still held): the node stopped whole mid-restart loses its lease, its
 /// keeper's fence finds no server, a standby is promoted, and the node wakes to start
 /// a second writable primary (found by the default sweep at seed 277, 5 members). The
-/// simulator's restart starts the server only within the office it began in.
+/// simulator's restart, as the manager's now, starts the server only within the office
+/// it began in.
 #[test]
 fn sabotaged_a_restart_in_place_ignoring_the_office_is_a_second_primary() {
     let v = caught(5, Synchronous::Quorum, Sabotage::RestartIgnoresOffice);

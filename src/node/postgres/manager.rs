@@ -216,7 +216,9 @@ impl Loop {
                     return Err("the server is not running; the manager starts it by itself".into());
                 }
                 match (primary, office) {
-                    (true, Office::Leading { .. }) => self.restart_primary_in_place(timeout).await,
+                    (true, Office::Leading { token }) => {
+                        self.restart_primary_in_place(token, timeout).await
+                    }
                     _ => {
                         self.stop_server(timeout).await?;
                         Ok("stopped; the manager starts it again as a standby".into())
@@ -337,19 +339,37 @@ impl Loop {
     /// ends only once the server answers as a primary again: a look in between would
     /// see a server that does not answer yet and, after two such looks, make the node
     /// ineligible, which gave the office away (issue 49: 4.7 s write gaps).
-    async fn restart_primary_in_place(&mut self, timeout: Duration) -> Result<String, String> {
+    ///
+    /// The server starts again as a primary only within the office `token` the order
+    /// began in, asked just before the start and again once it answers: a node stopped
+    /// whole mid-restart (a SIGSTOP, swap) woke after its lease, the keeper's fence had
+    /// found no server to stop, and its server came back as a second writable primary
+    /// beside the one elected meanwhile (seed 277 of tests/postgres_sim.rs, sabotage
+    /// `RestartIgnoresOffice`). Outside that office the server is left stopped, and the
+    /// next look rewinds it and starts it as a standby. The same office, not merely "this
+    /// node leads": a re-election may have let another primary serve in between.
+    async fn restart_primary_in_place(
+        &mut self,
+        token: u64,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let _beat = self.heartbeat(None);
         let started = Instant::now();
         self.stop_server(timeout).await?;
+        self.office_kept(token)?;
         self.start_server(None, false).await?;
         let deadline = started + timeout;
         loop {
             let answer = match self.describe_local().await {
                 Ok(d) if !d.in_recovery => {
+                    if let Err(why) = self.office_kept(token) {
+                        self.stop_server(timeout).await?;
+                        return Err(why);
+                    }
                     return Ok(format!(
                         "restarted in place as the primary in {} ms; the office is kept",
                         started.elapsed().as_millis()
-                    ))
+                    ));
                 }
                 Ok(_) => "it answers as a standby".to_string(),
                 Err(e) => e,
@@ -360,6 +380,19 @@ impl Loop {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether this node still holds the office `token` under its lease (a restart in
+    /// place goes on only then); else why not, for the operator's answer.
+    fn office_kept(&self, token: u64) -> Result<(), String> {
+        let status = self.m.status.borrow().as_of_now();
+        match self.office(&status) {
+            Office::Leading { token: now } if now == token => Ok(()),
+            _ => Err(format!(
+                "the office {token} ended during the restart; the server is left stopped and \
+                 the next look starts it as a standby"
+            )),
         }
     }
 

@@ -208,9 +208,9 @@ pub enum Sabotage {
     /// answering, so after `UNANSWERED_LOOKS` of them the node is ineligible and the
     /// office moves (4.7 s write gaps on real hosts; src/sim/postgres/restarts.rs).
     RestartThroughLooks,
-    /// The restart in place as src/node/postgres/manager.rs has it at this writing:
-    /// `restart_primary_in_place` starts the server as its data dir left it, a primary,
-    /// without asking whether the office it began in still holds. A node stopped whole
+    /// The restart in place before `office_kept` (src/node/postgres/manager.rs):
+    /// `restart_primary_in_place` started the server as its data dir left it, a primary,
+    /// without asking whether the office it began in still held. A node stopped whole
     /// mid-restart (SIGSTOP, swap) loses its lease, its keeper's fence finds no server,
     /// a standby is promoted, and the node wakes to start a second writable primary
     /// (seed 277, 5 members; src/sim/postgres/restarts.rs).

@@ -13,8 +13,8 @@
 //!   office it began in still holds. If that office ended meanwhile (another fault: a
 //!   node stopped whole loses its lease, and its keeper's fence finds no server to
 //!   stop) the server stays stopped for the next look, which rewinds it and starts it
-//!   as a standby. The manager at this writing starts it as a primary all the same: the
-//!   sabotage `RestartIgnoresOffice`, two writable primaries at seed 277 (5 members).
+//!   as a standby. The manager before that rule started it as a primary all the same:
+//!   the sabotage `RestartIgnoresOffice`, two writable primaries at seed 277 (5 members).
 //!
 //! [`World::check_office_kept`] fails a run whose coordinator lost its office during a
 //! restart in place with no other fault meanwhile; with the looks running through the
