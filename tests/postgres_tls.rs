@@ -47,18 +47,10 @@ fn tls_on(config: &mut PostgresConfig) {
     config.tls = TlsMode::On;
 }
 
-/// The superuser's login to the server at `addr` by `connector` (trust: the cluster
-/// runs with `auth = "trust"`).
+/// The superuser's login to the server at `addr` (trust: the cluster runs with
+/// `auth = "trust"`).
 fn login(addr: SocketAddr) -> tokio_postgres::Config {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(addr.ip().to_string())
-        .port(addr.port())
-        .user("postgres")
-        .dbname("postgres")
-        .application_name("bully-test")
-        .connect_timeout(PROBE * 4);
-    config
+    postgres_cluster::login(addr, PROBE * 4)
 }
 
 /// A session on `addr` over TLS verified against the cluster's CA, within [`PROBE`]

@@ -237,6 +237,20 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> Option<tokio_postgr
     connect_as(addr, timeout, None).await
 }
 
+/// The login of the tests' sessions: user postgres, database postgres, connecting
+/// within `connect_timeout`, over whatever connector the caller picks.
+pub fn login(addr: SocketAddr, connect_timeout: Duration) -> tokio_postgres::Config {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("postgres")
+        .dbname("postgres")
+        .application_name("bully-test")
+        .connect_timeout(connect_timeout);
+    config
+}
+
 /// A client of the server at `addr` as user postgres, with `password` (SCRAM) or
 /// without (trust), or `None` if it does not answer within `timeout`. Its connection
 /// runs on a task of its own.
@@ -245,14 +259,7 @@ pub async fn connect_as(
     timeout: Duration,
     password: Option<&str>,
 ) -> Option<tokio_postgres::Client> {
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(addr.ip().to_string())
-        .port(addr.port())
-        .user("postgres")
-        .dbname("postgres")
-        .application_name("bully-test")
-        .connect_timeout(Duration::from_secs(2));
+    let mut config = login(addr, Duration::from_secs(2));
     if let Some(password) = password {
         config.password(password);
     }
