@@ -4,12 +4,13 @@
 //! `initdb`, the `pg_hba.conf` lines the other members need. Everything else in the data
 //! dir is PostgreSQL's and the user's.
 
+use super::owned::give;
 use super::quote::{self, conninfo_value};
 use super::tls;
 use crate::config::postgres::{PostgresConfig, OWNED_INCLUDE};
 use crate::postgres_rules::application_name;
 use crate::protocol::NodeId;
-use nix::unistd::{chown, Gid, Uid};
+use nix::unistd::{Gid, Uid};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -172,15 +173,6 @@ pub fn write_owned(path: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result
         let _ = dir.sync_all();
     }
     Ok(())
-}
-
-/// Hands `path` to `owner`, if one is set.
-pub fn give(path: &Path, owner: Option<(Uid, Gid)>) -> Result<(), String> {
-    match owner {
-        None => Ok(()),
-        Some((uid, gid)) => chown(path, Some(uid), Some(gid))
-            .map_err(|e| format!("cannot hand {} to uid {uid}: {e}", path.display())),
-    }
 }
 
 /// Writes bully's include file and makes sure `postgresql.conf` includes it last.

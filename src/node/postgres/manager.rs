@@ -7,6 +7,7 @@
 use super::control;
 use super::files;
 use super::held::IdNote;
+use super::owned;
 use super::parameters;
 use super::peers::PeerServers;
 use super::programs::Programs;
@@ -1346,7 +1347,7 @@ impl Loop {
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
-        files::give(dir, self.m.programs.owner())
+        owned::give(dir, self.m.programs.owner())
     }
 
     async fn init_db(&self) -> Result<(), String> {

@@ -19,6 +19,7 @@
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
 //! - `held`: the note that this node's server held the cluster's data;
 //! - `order`: an operator's verb on its way in, dropped once its deadline passed;
+//! - `owned`: files handed to the server's user, and private ones (mode 0600);
 //! - `parameters`: `bully pg reload` (the config file's `[postgres] parameters` reread
 //!   and applied) and the parameters a server holds for its next restart.
 //!
@@ -31,6 +32,7 @@ pub(crate) mod files;
 mod held;
 mod manager;
 mod order;
+mod owned;
 mod parameters;
 mod peers;
 mod programs;

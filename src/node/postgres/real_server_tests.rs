@@ -9,6 +9,7 @@
 //! Skipped, saying so, when PostgreSQL is not installed.
 
 use super::files;
+use super::owned;
 use super::programs::Programs;
 use super::secrets::{self, Passwords};
 use super::sql;
@@ -146,7 +147,7 @@ fn scratch() -> Option<(Programs, tempfile::TempDir, PathBuf)> {
     let root = dir.path().join("pg root");
     std::fs::create_dir(&root).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    files::give(&root, programs.owner()).unwrap();
+    owned::give(&root, programs.owner()).unwrap();
     Some((programs, dir, root))
 }
 
@@ -155,7 +156,7 @@ fn scratch() -> Option<(Programs, tempfile::TempDir, PathBuf)> {
 async fn initdb(programs: &Programs, config: &PostgresConfig, auth: &str) {
     std::fs::create_dir(&config.data_dir).unwrap();
     std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    files::give(&config.data_dir, programs.owner()).unwrap();
+    owned::give(&config.data_dir, programs.owner()).unwrap();
     let mut args: Vec<String> = [
         "-D",
         &config.data_dir.display().to_string(),

@@ -13,15 +13,13 @@
 //!   are `hostssl`, and bully's roles without TLS from those addresses are rejected
 //!   ([`hba_refusals`]).
 
-use super::files::give;
+use super::owned::{create_private, replace_private};
 use super::quote::pgpass_field;
 use crate::config::postgres::{Auth, Credentials, PostgresConfig, TlsMode};
 use nix::unistd::{Gid, Uid};
 use rand::Rng;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::IpAddr;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// How many characters a generated password has (from 62: about 190 bits).
@@ -169,22 +167,6 @@ pub fn write_passfile(
     Ok(Some(path))
 }
 
-/// Replaces `path` with `text`, private ([`create_private`]) from its first byte: a
-/// file beside it (`<path>.tmp`), then renamed over it, so a reader sees the old file
-/// or the new one.
-pub(super) fn replace_private(
-    path: &Path,
-    text: &str,
-    owner: Option<(Uid, Gid)>,
-) -> Result<(), String> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    create_private(&tmp, text, owner)?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 /// The environment that points libpq's programs at the passfile.
 pub fn passfile_env(passfile: Option<&Path>) -> Vec<(String, String)> {
     passfile
@@ -301,21 +283,6 @@ pub fn initdb_pwfile(
     let _ = std::fs::remove_file(&path);
     create_private(&path, &format!("{password}\n"), owner)?;
     Ok(path)
-}
-
-/// Creates `path` with `text`, mode 0600 from its first byte (never an existing file),
-/// flushed, then handed to `owner`.
-fn create_private(path: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Result<(), String> {
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    give(path, owner)
 }
 
 #[cfg(test)]

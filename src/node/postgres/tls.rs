@@ -17,8 +17,8 @@
 //! server holds a key the cluster's CA signed, which only the members' (and bully's
 //! clients') certificates are: a closed CA, as the QUIC transport's.
 
+use super::owned::replace_private;
 use super::quote::conninfo_value;
-use super::secrets::replace_private;
 use crate::certs::{load_roots, TlsFiles};
 use crate::config::postgres::{PostgresConfig, TlsMode};
 use nix::unistd::{Gid, Uid};
