@@ -82,7 +82,8 @@ pub fn installed(config: &PostgresConfig) -> Option<Installed> {
 /// Copies `sources` beside the server's data dir, owned by `owner`, mode 0600 from
 /// their creation, each replaced by a rename (a running server rereads them at a
 /// reload). Done before every write of `bully.conf`, so a changed file is in force at
-/// the next start.
+/// the next start; a copy that already holds the source's bytes is left as it is (the
+/// include file is rewritten on every repoint and synchronous change: no fsync there).
 pub fn install(
     sources: &TlsFiles,
     data_dir: &Path,
@@ -96,6 +97,9 @@ pub fn install(
     ] {
         let text = std::fs::read_to_string(from)
             .map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        if std::fs::read_to_string(to).is_ok_and(|held| held == text) {
+            continue;
+        }
         replace_private(to, &text, owner)?;
     }
     Ok(installed)
