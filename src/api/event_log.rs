@@ -1,95 +1,39 @@
 //! The append-only event log in a node's data dir (`events.jsonl`): one JSON history
-//! entry per line, written before the action it records is revealed, so tests and the
-//! chaos runner can check I1–I5 on real processes after a kill -9.
+//! entry per line, queued before the action it records is revealed and written by a
+//! thread of its own, so tests and the chaos runner can check I1–I5 on real processes
+//! after a kill -9, and a stalled disk never stalls the node.
 
+use super::log_writer::{ends_mid_line, Writer, FLUSH_WAIT};
 use crate::history::{Entry, Record};
 use crate::protocol::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::Arc;
+
+pub use super::log_writer::{WriteFailures, FAILURE_LOG_EVERY, QUEUE_BOUND};
 
 /// File name of the event log inside a data dir.
 pub const EVENT_LOG: &str = "events.jsonl";
 
-/// After the first failed append of a run of failures (logged at once), how often
-/// another is logged: a full disk fails every record, and one error line per record
-/// would fill the journal too.
-pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
-
-/// Appends that failed (a full or failing disk: the record is lost), shared by every
-/// handle on one log, so a node can export the count
-/// (`bully_event_log_write_errors_total`): the checker and `bully history` read this
-/// log, and a record lost without a trace would go unnoticed.
-#[derive(Debug, Default)]
-pub struct WriteFailures {
-    count: AtomicU64,
-    /// Whether the last append failed: the next success ends the run of failures.
-    failing: AtomicBool,
-    /// When a failure was last logged and the count then; `None` outside a run.
-    logged: Mutex<Option<(Instant, u64)>>,
-}
-
-impl WriteFailures {
-    /// Appends that failed so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    /// Counts one failed append at `now`; whether and how to log it: the first of a
-    /// run of failures at once, then at most one line per [`FAILURE_LOG_EVERY`].
-    fn failed(&self, now: Instant) -> Option<Loud> {
-        let total = self.count.fetch_add(1, Ordering::Relaxed) + 1;
-        self.failing.store(true, Ordering::Relaxed);
-        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
-        let loud = match *logged {
-            None => Loud::First,
-            Some((at, then)) if now.saturating_duration_since(at) >= FAILURE_LOG_EVERY => {
-                Loud::Again { lost: total - then }
-            }
-            Some(_) => return None,
-        };
-        *logged = Some((now, total));
-        Some(loud)
-    }
-
-    /// An append succeeded: ends a run of failures (the next failure is logged at
-    /// once again); whether one ended.
-    fn succeeded(&self) -> bool {
-        if !self.failing.swap(false, Ordering::Relaxed) {
-            return false;
-        }
-        *self.logged.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        true
-    }
-}
-
-/// Which line a failed append gets.
-#[derive(Debug, PartialEq, Eq)]
-enum Loud {
-    /// The first failure of a run.
-    First,
-    /// Still failing: `lost` records since the last line.
-    Again { lost: u64 },
-}
-
-/// Appends history entries for one node. Each line is one `write` call on an
-/// unbuffered file, so a killed process leaves whole lines behind; should a write be
-/// torn anyway, [`EventLog::open`] ends that line before appending, so only the torn
-/// record is lost (counted by [`crate::history::parse_json_lines`]).
+/// Appends history entries for one node. Each record is stamped when it is appended
+/// and queued for the log's writer thread (src/api/log_writer.rs), which writes it
+/// with one `write` call on an unbuffered file, in append order: a stalled disk never
+/// stalls the caller, and a killed process leaves whole lines behind (at worst the
+/// newest records, still queued, are lost: a suffix, so what the checker reads stays
+/// a true prefix of what the node did). Should a write be torn anyway,
+/// [`EventLog::open`] ends that line before appending, so only the torn record is lost
+/// (counted by [`crate::history::parse_json_lines`]).
 pub struct EventLog {
     node: NodeId,
-    file: File,
-    path: PathBuf,
-    failures: Arc<WriteFailures>,
+    writer: Arc<Writer>,
 }
 
 impl EventLog {
-    /// Opens (or creates) the log in `data_dir`. A last line left unfinished by a
-    /// kill is ended first, so the next record does not run into it.
+    /// Opens (or creates) the log in `data_dir` and starts its writer thread. A last
+    /// line left unfinished by a kill is ended first, so the next record does not run
+    /// into it.
     pub fn open(data_dir: &Path, node: NodeId) -> std::io::Result<EventLog> {
         let path = data_dir.join(EVENT_LOG);
         let mut file = OpenOptions::new()
@@ -102,32 +46,28 @@ impl EventLog {
         }
         Ok(EventLog {
             node,
-            file,
-            path,
-            failures: Arc::default(),
+            writer: Arc::new(Writer::start(file, path)?),
         })
     }
 
-    /// A second handle on the same open file, for a task that records on its own (the
-    /// hook runner): both append whole lines to one file description, so their lines
-    /// interleave but never mix.
+    /// A second handle on the same log, for a task that records on its own (the hook
+    /// runner): both queue to one writer, so their lines interleave but never mix.
     pub fn try_clone(&self) -> std::io::Result<EventLog> {
         Ok(EventLog {
             node: self.node,
-            file: self.file.try_clone()?,
-            path: self.path.clone(),
-            failures: Arc::clone(&self.failures),
+            writer: Arc::clone(&self.writer),
         })
     }
 
     /// The count of failed appends, shared with every clone of this handle.
     pub fn failures(&self) -> Arc<WriteFailures> {
-        Arc::clone(&self.failures)
+        self.writer.failures()
     }
 
-    /// Appends one record stamped with wall-clock time. A failed write loses the
-    /// record: it is counted ([`EventLog::failures`]) and logged, the first of a run
-    /// at once and then at most once per [`FAILURE_LOG_EVERY`].
+    /// Appends one record stamped with wall-clock time; returns at once. A record the
+    /// disk does not take (a failed write, or a queue left full by a stalled disk) is
+    /// lost: counted ([`EventLog::failures`]) and logged, the first of a run at once
+    /// and then at most once per [`FAILURE_LOG_EVERY`].
     pub fn append(&mut self, record: Record) {
         let entry = Entry {
             at_ms: crate::wall_clock::wall_ms(),
@@ -136,52 +76,15 @@ impl EventLog {
         };
         let mut line = entry.to_json_line();
         line.push('\n');
-        if self.failures.failing.load(Ordering::Relaxed) {
-            // A failed write may have left part of a line: end it, as `open` does, so
-            // this record does not run into it.
-            if ends_mid_line(&mut self.file).unwrap_or(false) {
-                let _ = self.file.write_all(b"\n");
-            }
-        }
-        match self.file.write_all(line.as_bytes()) {
-            Ok(()) => {
-                if self.failures.succeeded() {
-                    let total = self.failures.count();
-                    tracing::warn!(
-                        total,
-                        "appending to {} works again; records were lost while it failed",
-                        self.path.display()
-                    );
-                }
-            }
-            Err(e) => match self.failures.failed(Instant::now()) {
-                Some(Loud::First) => tracing::error!(
-                    "cannot append to {}: {e}; event-log records are lost until writes \
-                     work again (counted in bully_event_log_write_errors_total)",
-                    self.path.display()
-                ),
-                Some(Loud::Again { lost }) => tracing::error!(
-                    lost,
-                    total = self.failures.count(),
-                    "still cannot append to {}: {e}",
-                    self.path.display()
-                ),
-                None => {}
-            },
-        }
+        self.writer.send(line);
     }
-}
 
-/// Whether the file's last byte is something other than a newline.
-fn ends_mid_line(file: &mut File) -> std::io::Result<bool> {
-    let len = file.metadata()?.len();
-    if len == 0 {
-        return Ok(false);
+    /// Waits (at most a couple of seconds) until every record appended so far through
+    /// any handle is written; whether it was. For readers of the file that must see
+    /// them: `bully history` through this node, tests.
+    pub fn flush(&self) -> bool {
+        self.writer.flush(FLUSH_WAIT)
     }
-    let mut last = [0u8; 1];
-    file.seek(SeekFrom::Start(len - 1))?;
-    file.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
 }
 
 /// Reads a node's event log; lines torn by a kill are skipped with a warning.
@@ -309,6 +212,7 @@ mod tests {
         drop(file);
         let mut log = EventLog::open(dir.path(), 1).expect("open after the kill");
         log.append(Record::Started { incarnation: 2 });
+        assert!(log.flush());
         let incarnations: Vec<u64> = read_log(dir.path())
             .expect("read")
             .into_iter()
@@ -334,52 +238,84 @@ mod tests {
         let failures = log.failures();
         assert_eq!(failures.count(), 0);
         log.append(Record::Started { incarnation: 1 });
+        assert!(log.flush());
         assert_eq!(failures.count(), 1, "the lost record is counted");
         hooks.append(Record::Started { incarnation: 2 });
         log.append(Record::Started { incarnation: 3 });
+        assert!(hooks.flush());
         assert_eq!(failures.count(), 3, "by every handle");
     }
 
+    /// Issue 49: a disk that stalls (a FIFO nobody reads, its pipe full: every write
+    /// blocks). Appends still return at once; past the queue's bound they are counted
+    /// as lost; once the disk moves again, every queued record is written, in order.
     #[test]
-    fn failures_are_logged_first_at_once_then_at_a_bounded_rate() {
-        let failures = WriteFailures::default();
-        let t0 = Instant::now();
-        assert_eq!(failures.failed(t0), Some(Loud::First));
-        let soon = t0 + FAILURE_LOG_EVERY / 2;
-        assert_eq!(failures.failed(soon), None, "within the interval");
-        assert_eq!(failures.failed(soon), None);
-        let later = t0 + FAILURE_LOG_EVERY;
-        assert_eq!(
-            failures.failed(later),
-            Some(Loud::Again { lost: 3 }),
-            "the lines in between are summed"
-        );
-        assert_eq!(failures.failed(later), None);
-        assert!(failures.succeeded(), "a run of failures ended");
-        assert!(!failures.succeeded(), "only once");
-        assert_eq!(
-            failures.failed(later),
-            Some(Loud::First),
-            "a new run is loud again"
-        );
-        assert_eq!(failures.count(), 6);
-    }
-
-    #[test]
-    fn a_line_left_by_a_failed_write_is_ended_before_the_next_record() {
+    fn a_stalled_disk_never_stalls_the_appender() {
+        use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut log = EventLog::open(dir.path(), 1).expect("open");
-        log.append(Record::Started { incarnation: 1 });
-        // A write cut short by a full disk: part of a line, then the error.
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(dir.path().join(EVENT_LOG))
-            .expect("reopen");
-        file.write_all(b"{\"at_ms\":12,\"node\":1,\"rec").unwrap();
-        log.failures.failed(Instant::now());
-        log.append(Record::Started { incarnation: 2 });
-        let kept = read_log(dir.path()).expect("read");
-        assert_eq!(kept.len(), 2, "{kept:?}");
+        let path = dir.path().join(EVENT_LOG);
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+        let mut reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(nonblocking)
+            .open(&path)
+            .expect("reader");
+        let log = EventLog::open(dir.path(), 1).expect("open the FIFO");
+        let mut filler = OpenOptions::new()
+            .write(true)
+            .custom_flags(nonblocking)
+            .open(&path)
+            .expect("filler");
+        while filler.write(&[b'\n'; 4096]).is_ok() {}
+        let failures = log.failures();
+        let appends = QUEUE_BOUND + 10;
+        let (done, appended) = std::sync::mpsc::channel();
+        let mut appender = log.try_clone().expect("handle");
+        std::thread::spawn(move || {
+            for incarnation in 0..appends as u64 {
+                appender.append(Record::Started { incarnation });
+            }
+            let _ = done.send(appender);
+        });
+        let appender = appended
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the appends returned while the disk is stalled");
+        let lost = failures.count() as usize;
+        assert!(
+            (9..=10).contains(&lost),
+            "{lost} lost: only what overflows the queue"
+        );
+        // The disk moves again: every queued record is written.
+        let drained = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let mut chunk = vec![0u8; 1 << 16];
+            while std::time::Instant::now() < deadline {
+                match reader.read(&mut chunk) {
+                    Ok(n) if n > 0 => bytes.extend_from_slice(&chunk[..n]),
+                    _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+                let lines = bytes.windows(11).filter(|w| w == b"incarnation").count();
+                if lines + lost >= appends {
+                    break;
+                }
+            }
+            bytes
+        });
+        assert!(appender.flush(), "written once the disk moves");
+        let bytes = drained.join().expect("drain");
+        let written: Vec<u64> = crate::history::parse_json_lines(&bytes)
+            .entries
+            .into_iter()
+            .filter_map(|e| match e.record {
+                Record::Started { incarnation } => Some(incarnation),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(written.len() + lost, appends);
+        assert!(written.windows(2).all(|w| w[0] < w[1]), "in append order");
+        assert_eq!(written[0], 0, "the oldest are kept, the newest dropped");
     }
 }
 

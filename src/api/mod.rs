@@ -22,6 +22,7 @@ pub mod event_log;
 mod health;
 mod ineligible;
 pub mod keeper;
+mod log_writer;
 mod pause;
 pub mod postgres;
 mod request;

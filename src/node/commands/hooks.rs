@@ -244,6 +244,9 @@ async fn run_hooks(
         let run = match queued {
             Queued::Run(run) => run,
             Queued::Finish(done) => {
+                // Its log handle goes first: the last handle on a log writes what is
+                // queued before it is gone (src/api/log_writer.rs).
+                drop(reports);
                 let _ = done.send(());
                 return;
             }

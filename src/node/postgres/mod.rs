@@ -155,7 +155,12 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 tls: tls_sources,
                 connector,
             };
-            group.spawn(manager::run(manager, group.clone()));
+            // On a thread of its own: its file writes, fsyncs and child processes
+            // must not stall the node's heartbeats (issue 49: a busy database host).
+            if let Err(e) = group.spawn_on_thread("postgres", manager::run(manager, group.clone()))
+            {
+                tracing::error!("postgres: cannot start the manager's thread: {e}");
+            }
         }
         Err(why) => {
             group.spawn(cannot_run(

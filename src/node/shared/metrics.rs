@@ -361,6 +361,7 @@ mod tests {
         log.try_clone()
             .unwrap()
             .append(Record::Started { incarnation: 2 });
+        assert!(log.flush());
         assert_eq!(m.snapshot_for(&status).event_log_write_errors, 2);
     }
 }

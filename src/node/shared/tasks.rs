@@ -74,6 +74,30 @@ impl NodeTasks {
         })
     }
 
+    /// Runs `task` on a thread of its own, with a runtime of its own, counted as
+    /// [`NodeTasks::spawn`] counts: its blocking work (file writes and their fsyncs,
+    /// child processes, `/proc` reads) then never stalls the node's runtime, which is
+    /// one thread (src/cli/mod.rs) and must keep its heartbeats on a busy host.
+    pub fn spawn_on_thread<F>(&self, name: &str, task: F) -> std::io::Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        self.alive.send_modify(|n| *n += 1);
+        let alive = Alive(Arc::clone(&self.alive));
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                runtime.block_on(task);
+                // The tasks it spawned (database connections) end with it.
+                drop(runtime);
+                drop(alive);
+            })?;
+        Ok(())
+    }
+
     /// Trips the signal: every task of this group (and of its children) winds down.
     pub fn stop(&self) {
         self.stop.trip();
@@ -133,6 +157,26 @@ mod tests {
         tasks.stop();
         assert!(tasks.is_stopped());
         assert_eq!(tasks.wait(SOON).await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_task_on_its_own_thread_blocks_nothing_and_is_counted() {
+        let tasks = NodeTasks::new();
+        let group = tasks.clone();
+        let (blocked, unblock) = std::sync::mpsc::channel::<()>();
+        tasks
+            .spawn_on_thread("blocking", async move {
+                // A write to a stalled disk: the whole thread waits.
+                let _ = unblock.recv();
+                group.stopped().await;
+            })
+            .unwrap();
+        assert_eq!(tasks.alive(), 1);
+        // This runtime still runs while the other thread is blocked.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(blocked);
+        tasks.stop();
+        assert_eq!(tasks.wait(SOON).await, 0, "counted until it ended");
     }
 
     #[tokio::test]
