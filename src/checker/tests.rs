@@ -231,6 +231,7 @@ fn quiet(before_ms: Millis) -> QuietWindow {
     QuietWindow {
         before_ms,
         stale_view_ms: 400,
+        election_ms: 600,
     }
 }
 
@@ -291,6 +292,25 @@ fn i2_soft_not_while_a_lost_declaration_or_list_misleads_a_live_node() {
         kinds(&check_unique_terms(&beat, quiet(500))),
         vec![Invariant::Uniqueness]
     );
+    // Classic seed 665150: a lost Election (or its Answer) leaves its sender's election
+    // unanswered until it ends, a starting node's start-up wait later: counted for
+    // `election_ms` (600 here) after the loss, and no longer.
+    for body in [&Body::Election { accepted: None }, &Body::Answer] {
+        let unanswered = [vec![lost(1, body)], twins.to_vec()].concat();
+        assert_eq!(
+            check_unique_terms(&unanswered, quiet(200)),
+            vec![],
+            "{body:?}"
+        );
+        let short = QuietWindow {
+            election_ms: 100,
+            ..quiet(200)
+        };
+        assert_eq!(
+            kinds(&check_unique_terms(&unanswered, short)),
+            vec![Invariant::Uniqueness]
+        );
+    }
 }
 
 #[test]

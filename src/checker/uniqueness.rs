@@ -45,12 +45,22 @@ fn misleads_when_lost(body: &Body) -> bool {
     matches!(body, Body::Coordinator { .. } | Body::Members { .. })
 }
 
+/// A message whose loss leaves its election without the Answer that would have held
+/// its sender back: that sender declares when its election ends, which a starting node
+/// puts off until its start-up wait ends (classic seed 665150 of the leader-answer
+/// million run: an Election lost under message loss 30 ms before the heal, and the
+/// sender, restarted 300 ms earlier, declared 280 ms after the heal beside the node
+/// that should have answered it).
+fn unanswered_when_lost(body: &Body) -> bool {
+    matches!(body, Body::Election { .. } | Body::Answer)
+}
+
 /// Time intervals (inclusive) in which some fault was happening: a point for each
 /// fault record, the whole span of every pause, partition and lossy period
 /// (open-ended when it never ends), and `stale_view_ms` after a declaration or member
 /// list that a live node lost (its sender crashed mid-broadcast), see
 /// [`misleads_when_lost`].
-fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis, Millis)> {
+fn disturbed_intervals(entries: &[Entry], quiet: QuietWindow) -> Vec<(Millis, Millis)> {
     let mut open: HashMap<(NodeId, bool), Millis> = HashMap::new();
     let mut down: HashSet<NodeId> = HashSet::new();
     let mut spans = Vec::new();
@@ -66,7 +76,10 @@ fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis,
             Record::Lost { msg, .. }
                 if misleads_when_lost(&msg.body) && !down.contains(&entry.node) =>
             {
-                spans.push((t, t + stale_view_ms));
+                spans.push((t, t + quiet.stale_view_ms));
+            }
+            Record::Lost { msg, .. } if unanswered_when_lost(&msg.body) => {
+                spans.push((t, t + quiet.election_ms));
             }
             _ => {}
         }
@@ -117,7 +130,9 @@ fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis,
 /// declared either
 /// (a) when its Election, sent T earlier, got no Answer from the higher one, H — so H
 ///     was down, ineligible, paused or cut off at `t1 - T - delay` and came back (a
-///     fault record) after that;
+///     fault record) after that, or the Election or the Answer was lost (counted for
+///     `T + 3D` after the loss: a starting node declares only once its start-up wait
+///     ends, `quiet.election_ms`);
 /// (b) without asking H: H was reported down (a fault record), or H was not a voter in
 ///     the list L held because L lost the list that seated H (a stale list, counted for
 ///     D after the loss like a stale view), or H was L's leader and
@@ -131,7 +146,7 @@ fn disturbed_intervals(entries: &[Entry], stale_view_ms: Millis) -> Vec<(Millis,
 /// A crash that cuts A's broadcast short happens at or after `t1`. So every cause lies
 /// within `T + heartbeat + 2 delays` before `t1`, or later, or in a stale view.
 pub fn check_unique_terms(entries: &[Entry], quiet: QuietWindow) -> Vec<Violation> {
-    let spans = disturbed_intervals(entries, quiet.stale_view_ms);
+    let spans = disturbed_intervals(entries, quiet);
     let mut by_term: BTreeMap<u64, Vec<(Millis, NodeId)>> = BTreeMap::new();
     for (at, node, epoch) in declarations(entries) {
         by_term.entry(epoch.term).or_default().push((at, node));
@@ -171,6 +186,9 @@ pub struct QuietWindow {
     /// After a live node lost a declaration: D, until it suspects the leader that the
     /// lost declaration replaced.
     pub stale_view_ms: Millis,
+    /// After an Election or Answer was lost: the longest its sender's election may
+    /// still run, T or a starting node's whole start-up wait (3D), `T + 3D`.
+    pub election_ms: Millis,
 }
 
 /// The quiet window for `timing` on a network whose delays stay below `max_delay_ms`.
@@ -184,5 +202,6 @@ pub fn quiet_window(timing: &Timing, max_delay_ms: Millis) -> QuietWindow {
             + 2 * max_delay_ms
             + timing.preempt_delay_ms,
         stale_view_ms: timing.suspect_after_ms,
+        election_ms: timing.answer_timeout_ms + timing.startup_wait_ms(),
     }
 }

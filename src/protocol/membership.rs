@@ -174,6 +174,22 @@ impl fmt::Display for ChangeRefused {
     }
 }
 
+/// The member list a node starts with: the one its store holds, else its config
+/// file's (`file`), which must then be stored at once (the `bool`), so that from a
+/// node's first start on an edited `[[peers]]` never counts (issue 47: two members
+/// restarted under a cut with files naming only each other counted a majority of two).
+/// The node's start (src/node/drive/start.rs) and the simulator's (src/sim/faults.rs)
+/// both take their list here.
+pub fn list_at_start(
+    stored: Option<Membership>,
+    file: impl FnOnce() -> Membership,
+) -> (Membership, bool) {
+    match stored {
+        Some(stored) => (stored, false),
+        None => (file(), true),
+    }
+}
+
 impl Membership {
     /// A list seeded from a config file: this node and its peers, never confirmed.
     pub fn seeded(members: Vec<Member>) -> Membership {

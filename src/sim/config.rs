@@ -40,6 +40,10 @@ pub struct SimConfig {
     /// running lives differ in D refuse each other's hello and exchange nothing, as the
     /// transport does (src/transport/agreement.rs).
     pub node_timing: BTreeMap<NodeId, Timing>,
+    /// Nodes whose config file names other peers than the cluster's (an operator
+    /// edited it, [`crate::sim::Sim::edit_peers`]): what a start that finds no stored
+    /// list seeds from (issue 47; [`crate::protocol::membership::list_at_start`]).
+    pub file_peers: BTreeMap<NodeId, Vec<NodeId>>,
 }
 
 impl SimConfig {
@@ -60,6 +64,7 @@ impl SimConfig {
             release_bound_ms: None,
             hook_ms: BTreeMap::new(),
             node_timing: BTreeMap::new(),
+            file_peers: BTreeMap::new(),
         }
     }
 

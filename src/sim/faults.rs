@@ -6,6 +6,7 @@ use super::{CrashPoint, Sim};
 use crate::checker::check_crash;
 use crate::history::Record;
 use crate::protocol::majority_loss;
+use crate::protocol::membership::list_at_start;
 use crate::protocol::{seed_members, Cells, Event, Flaw, Machine, MachineConfig, NodeId, Timing};
 use rand::Rng;
 use std::collections::BTreeSet;
@@ -30,8 +31,11 @@ impl Sim {
         };
         let incarnation = node.disk.incarnation + 1;
         let local = node.local(self.now);
-        let members = node.members.clone();
-        let machine = Machine::start_with(config, node.disk, members, local);
+        let (members, seeded) = list_at_start(node.members.clone(), || seed_members(&config));
+        if seeded && self.config.flaw != Some(Flaw::FileListCounts) {
+            node.members = Some(members.clone());
+        }
+        let machine = Machine::start_with(config, node.disk, Some(members), local);
         let alone = machine.members().others(id).is_empty();
         node.machine = Some(machine);
         if alone {
@@ -60,8 +64,11 @@ impl Sim {
     fn machine_config(&self, id: NodeId, eligible: bool) -> MachineConfig {
         let config = &self.config;
         // A member's config file lists the other members; a spare's lists the cluster
-        // it is to join.
-        let peers = config.ids.iter().copied().filter(|&p| p != id).collect();
+        // it is to join; an edited one what the operator wrote.
+        let peers = match config.file_peers.get(&id) {
+            Some(peers) => peers.clone(),
+            None => config.ids.iter().copied().filter(|&p| p != id).collect(),
+        };
         MachineConfig::new(id, peers)
             .with_timing(config.timing_of(id))
             .with_preempt(config.preempt)
@@ -165,6 +172,15 @@ impl Sim {
     /// (the running life keeps the timing it started with, as a real node does).
     pub fn reconfigure(&mut self, id: NodeId, timing: Timing) {
         self.config.node_timing.insert(id, timing);
+    }
+
+    /// An operator edits node `id`'s config file to name `peers` (`None`: the
+    /// cluster's again). Counted only by a start that finds no stored list.
+    pub fn edit_peers(&mut self, id: NodeId, peers: Option<Vec<NodeId>>) {
+        match peers {
+            Some(peers) => self.config.file_peers.insert(id, peers),
+            None => self.config.file_peers.remove(&id),
+        };
     }
 
     /// The disk of a node that is down is lost (a replaced disk, a container without

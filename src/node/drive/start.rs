@@ -204,12 +204,14 @@ impl Stored {
 /// `[[peers]]` never counts (issue 47: two members restarted with files naming only
 /// each other counted a majority of two under a partition and led beside the others).
 fn stored_or_seeded(journal: &Journal, config: &NodeConfig) -> Result<Membership, NodeError> {
-    if let Some(stored) = journal.load_members()? {
-        return Ok(stored);
+    let (list, seeded) =
+        crate::protocol::membership::list_at_start(journal.load_members()?, || {
+            members::seed(config)
+        });
+    if seeded {
+        journal.save_members(&list)?;
     }
-    let seeded = members::seed(config);
-    journal.save_members(&seeded)?;
-    Ok(seeded)
+    Ok(list)
 }
 
 /// The mode is cluster state: stored at the store's first start (or its first start by

@@ -176,4 +176,10 @@ pub enum Flaw {
     /// src/protocol/machine/leader_query.rs): it names a coordinator that died or lost
     /// its lease since.
     FollowerWindow,
+    /// Not the machine's: the simulator's start stores no member list until the first
+    /// membership change, so each start takes the config file's `[[peers]]` (the rule
+    /// before issue 47, [`crate::protocol::membership::list_at_start`]): members
+    /// restarted under a cut with files naming only each other count a majority of
+    /// their own.
+    FileListCounts,
 }

@@ -11,7 +11,7 @@
 //! checker's `Transition` (src/model/transition.rs) enumerates every edge, message
 //! delivery and clock included. Hence three types, one meaning where they overlap.
 
-use super::plans::{DamagePlan, ForcedPlan, MemberPlan, RollPlan, TwoLost};
+use super::plans::{DamagePlan, FileEditPlan, ForcedPlan, MemberPlan, RollPlan, TwoLost};
 use crate::protocol::membership::majority_of;
 use crate::protocol::{recovery, MessageKind, Millis, Mode, NodeId, Role};
 use crate::sim::{CrashPoint, Sim, SimConfig};
@@ -48,6 +48,11 @@ pub(super) enum Todo {
     ForcedRestart,
     /// A store goes back to an older copy while its node is down (`damage.rs`).
     RollBackStore,
+    /// The operator cuts a minority off and restarts it with files naming only each
+    /// other (`file_edits.rs`).
+    EditFiles,
+    /// ...and later puts the files back.
+    RestoreFiles,
 }
 
 /// The adversary: its own RNG (so the sim's delay draws do not shift its choices),
@@ -69,6 +74,8 @@ pub(super) struct Adversary {
     pub(super) forced: Option<ForcedPlan>,
     /// The store this seed rolls back, if it does (`damage.rs`).
     pub(super) damage: Option<DamagePlan>,
+    /// The member lists this seed's operator edits in files, if any (`file_edits.rs`).
+    pub(super) file_edit: Option<FileEditPlan>,
 }
 
 impl Adversary {
@@ -96,6 +103,7 @@ impl Adversary {
             two_lost,
             forced,
             damage,
+            file_edit: None,
         }
     }
 
@@ -143,6 +151,8 @@ impl Adversary {
             Todo::ForceRecovery => self.begin_forced_recovery(),
             Todo::ForcedRestart => self.finish_forced_recovery(),
             Todo::RollBackStore => self.roll_back_a_store(),
+            Todo::EditFiles => self.edit_files(),
+            Todo::RestoreFiles => self.restore_files(),
             _ => {}
         }
         debug_assert_eq!(now, self.sim.now());
@@ -407,7 +417,7 @@ impl Adversary {
         let Some(id) = self.coordinator_or_pick(up) else {
             return;
         };
-        if self.is_survivor(id) {
+        if self.is_survivor(id) || self.file_edited(id) {
             return;
         }
         self.note(format!("n{id} loses its store"));

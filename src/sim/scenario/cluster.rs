@@ -73,6 +73,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         slow_hooks: false,
         forced_recovery: false,
         store_rolled_back: false,
+        file_edit: false,
         faults: 0,
     };
     let config = SimConfig {
@@ -89,6 +90,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         release_bound_ms: None,
         hook_ms: BTreeMap::new(),
         node_timing,
+        file_peers: BTreeMap::new(),
     };
     (config, flavor)
 }

@@ -15,6 +15,7 @@
 mod adversary;
 mod cluster;
 mod damage;
+mod file_edits;
 mod forced;
 mod judge;
 mod membership;
@@ -88,7 +89,15 @@ pub fn run_seed_drawing(
     flavor.forced_recovery = forced.is_some();
     let damage = damage::draw_damage(seed, operator);
     flavor.store_rolled_back = damage.is_some();
+    let file_edit = file_edits::draw_file_edit(
+        seed,
+        &config.ids,
+        operator,
+        plan.is_some() || two_lost.is_some() || forced.is_some() || damage.is_some(),
+    );
+    flavor.file_edit = file_edit.is_some();
     let mut adv = Adversary::new(rng, config, plan, roll, two_lost, forced, damage);
+    adv.file_edit = file_edit;
     adv.steps.extend(hook_steps);
     flavor.ineligible = adv.start_cluster();
     adv.plan_membership();
@@ -96,6 +105,7 @@ pub fn run_seed_drawing(
     adv.plan_two_lost();
     adv.plan_forced();
     adv.plan_damage();
+    adv.plan_file_edit();
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 

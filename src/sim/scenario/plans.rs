@@ -1,6 +1,6 @@
 //! The plans the adversary carries for one seed (src/sim/scenario/adversary.rs):
-//! each drawn from its own RNG by the module that acts on it (`damage`, `forced`,
-//! `membership`, `operator`). Only the data lives here, below the adversary, so the
+//! each drawn from its own RNG by the module that acts on it (`damage`, `file_edits`,
+//! `forced`, `membership`, `operator`). Only the data lives here, below the adversary, so the
 //! adversary can hold the plans while the modules that act on them extend it.
 
 use crate::protocol::{NodeId, Timing};
@@ -44,6 +44,13 @@ pub(super) struct RollPlan {
     pub(super) from: BTreeMap<NodeId, Timing>,
     /// The order the operator goes through the nodes.
     pub(super) order: Vec<NodeId>,
+}
+
+/// The member-list edits one seed does (`file_edits.rs`).
+pub(super) struct FileEditPlan {
+    pub(super) rng: SmallRng,
+    /// The members whose files will name only each other: a minority.
+    pub(super) group: Vec<NodeId>,
 }
 
 /// Two stores lost in a row, the second while the first node still recovers.

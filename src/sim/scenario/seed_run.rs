@@ -84,6 +84,9 @@ pub struct Flavor {
     pub forced_recovery: bool,
     /// A store goes back to an older copy while its node is down (`damage.rs`).
     pub store_rolled_back: bool,
+    /// An operator restarts a minority under a cut with files naming only each other
+    /// (`file_edits.rs`).
+    pub file_edit: bool,
     pub faults: usize,
 }
 
