@@ -1177,6 +1177,35 @@ fn a_term_one_survivor_saw_alone_is_never_declared_again() {
 
 const SURVIVOR_TRIES: u64 = 3000;
 
+#[test]
+fn a_mode_edited_in_files_under_a_cut_never_counts() {
+    // Issue 47's second break, on real processes: {1, 2} cut off and restarted with
+    // `mode = "classic"` led beside the quorum side's coordinator for 8.6 s. The
+    // simulator's operator does the same to a minority (src/sim/scenario/file_edits.rs).
+    // The old rule (Flaw::FileModeCounts: each start runs its file's mode) must be
+    // caught as two coordinators; on the same seeds the start is refused (exit 2) and
+    // nothing else changes.
+    caught_then_fixed(
+        "a mode taken from edited files",
+        Operator::Some,
+        Flaw::FileModeCounts,
+        (FILE_EDIT_TRIES, 3),
+        |o| {
+            let mut v = o.violations.iter();
+            let two =
+                v.find(|v| matches!(v.invariant, Invariant::NoOverlap | Invariant::OnePerTerm));
+            two.filter(|_| said(o, "file naming mode"))
+                .map(ToString::to_string)
+        },
+        |o| said(o, "refused, exit 2"),
+    );
+}
+
+/// Whether the seed's steps say `words`.
+fn said(o: &SeedRun, words: &str) -> bool {
+    o.steps.iter().any(|s| s.contains(words))
+}
+
 /// Seeds of the default range tried for file edits: one in ten draws one (those that
 /// lose or roll back no store, src/sim/scenario/file_edits.rs).
 const FILE_EDIT_TRIES: u64 = 3000;
@@ -1189,8 +1218,7 @@ fn a_member_list_edited_in_files_under_a_cut_never_counts() {
     // cluster (src/sim/scenario/file_edits.rs). The old rule (Flaw::FileListCounts: a
     // start takes the file's list until a membership change) must be caught as two
     // coordinators; the same seeds pass with the list stored at the first start.
-    let edited =
-        |o: &SeedRun| o.flavor.file_edit && o.steps.iter().any(|s| s.contains("to edit files"));
+    let edited = |o: &SeedRun| said(o, "file naming only");
     caught_then_fixed(
         "a member list taken from edited files",
         Operator::Some,
@@ -1212,7 +1240,6 @@ fn a_store_rolled_back_while_down_is_refused_not_used() {
     // older term and voted again in terms it had voted in. The store check refuses such a
     // store (src/storage/check.rs), and the operator wipes it; the simulator's rule before
     // the check (Flaw::TrustsDamagedStore) must be caught, and the same seeds pass with it.
-    let said = |o: &SeedRun, words: &str| o.steps.iter().any(|s| s.contains(words));
     caught_then_fixed(
         "a store used after it went back",
         Operator::Always,

@@ -29,6 +29,6 @@ pub use machine::{
 };
 pub use membership::{Change, ChangeRefused, ConfigId, Member, Membership, Seat};
 pub use message::{Body, Heard, Message, MessageKind};
-pub use mode::{Mode, Preempt};
+pub use mode::{mode_at_start, Mode, Preempt};
 pub use timing::Timing;
 pub use view::{DemotionReason, Fact, Role, View};

@@ -28,6 +28,21 @@ impl fmt::Display for Mode {
     }
 }
 
+/// What a start does with the mode its config file names (`file`) and the one its store
+/// holds (`stored`, `None` on a first start): the mode to run and whether to store it
+/// now, or the stored mode when the file names another and `change` (`bully node
+/// --change-mode`) was not given: the start is refused. The mode is cluster state,
+/// stored at a store's first start (issue 47: two members restarted in classic mode
+/// under a cut led beside the quorum side's coordinator for 8.6 s). The node's start
+/// (src/node/drive/start.rs) and the simulator's (src/sim/faults.rs) both decide here.
+pub fn mode_at_start(stored: Option<Mode>, file: Mode, change: bool) -> Result<(Mode, bool), Mode> {
+    match stored {
+        Some(stored) if stored == file => Ok((file, false)),
+        Some(stored) if !change => Err(stored),
+        _ => Ok((file, true)),
+    }
+}
+
 /// Whether a restarted higher node takes over from a healthy lower coordinator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -37,4 +52,24 @@ pub enum Preempt {
     Always,
     /// A (re)started node follows any live coordinator; the newest epoch wins.
     Never,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_mode_rules_unless_the_change_is_asked_for() {
+        use Mode::{Classic, Quorum};
+        assert_eq!(mode_at_start(None, Classic, false), Ok((Classic, true)));
+        assert_eq!(
+            mode_at_start(Some(Quorum), Quorum, false),
+            Ok((Quorum, false))
+        );
+        assert_eq!(mode_at_start(Some(Quorum), Classic, false), Err(Quorum));
+        assert_eq!(
+            mode_at_start(Some(Quorum), Classic, true),
+            Ok((Classic, true))
+        );
+    }
 }

@@ -44,6 +44,9 @@ pub struct SimConfig {
     /// edited it, [`crate::sim::Sim::edit_peers`]): what a start that finds no stored
     /// list seeds from (issue 47; [`crate::protocol::membership::list_at_start`]).
     pub file_peers: BTreeMap<NodeId, Vec<NodeId>>,
+    /// Nodes whose config file names another mode than `mode` ([`crate::sim::Sim::edit_mode`]):
+    /// a start whose store holds a mode refuses it ([`crate::protocol::mode_at_start`]).
+    pub file_mode: BTreeMap<NodeId, Mode>,
 }
 
 impl SimConfig {
@@ -65,6 +68,7 @@ impl SimConfig {
             hook_ms: BTreeMap::new(),
             node_timing: BTreeMap::new(),
             file_peers: BTreeMap::new(),
+            file_mode: BTreeMap::new(),
         }
     }
 
@@ -72,6 +76,11 @@ impl SimConfig {
     /// Faults, links and notices concern them all, members or not.
     pub fn processes(&self) -> Vec<NodeId> {
         self.ids.iter().chain(&self.spares).copied().collect()
+    }
+
+    /// The mode node `id`'s config file names.
+    pub fn mode_of(&self, id: NodeId) -> Mode {
+        self.file_mode.get(&id).copied().unwrap_or(self.mode)
     }
 
     /// The timing node `id` runs with.

@@ -7,7 +7,10 @@ use crate::checker::check_crash;
 use crate::history::Record;
 use crate::protocol::majority_loss;
 use crate::protocol::membership::list_at_start;
-use crate::protocol::{seed_members, Cells, Event, Flaw, Machine, MachineConfig, NodeId, Timing};
+use crate::protocol::mode_at_start;
+use crate::protocol::{
+    seed_members, Cells, Event, Flaw, Machine, MachineConfig, Mode, NodeId, Timing,
+};
 use rand::Rng;
 use std::collections::BTreeSet;
 
@@ -21,11 +24,27 @@ impl Sim {
         if node.machine.is_some() {
             return;
         }
+        let file_mode = self.config.mode_of(id);
+        let mode = match mode_at_start(node.stored_mode, file_mode, false) {
+            _ if self.config.flaw == Some(Flaw::FileModeCounts) => file_mode,
+            Ok((mode, store)) => {
+                if store {
+                    node.stored_mode = Some(mode);
+                }
+                mode
+            }
+            // `bully node` exits 2 (the store holds another mode): it stays down.
+            Err(_) => return,
+        };
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
         node.life += 1;
         node.stalled = false;
         node.timing = self.config.timing_of(id);
+        node.mode = mode;
         let eligible = node.eligible;
-        let config = self.machine_config(id, eligible);
+        let config = self.machine_config(id, eligible).with_mode(mode);
         let Some(node) = self.nodes.get_mut(&id) else {
             return;
         };
@@ -183,6 +202,20 @@ impl Sim {
         };
     }
 
+    /// The mode node `id`'s store holds, if it holds one.
+    pub fn stored_mode(&self, id: NodeId) -> Option<Mode> {
+        self.nodes.get(&id).and_then(|n| n.stored_mode)
+    }
+
+    /// An operator edits node `id`'s config file to name `mode` (`None`: the
+    /// cluster's again). A start whose store holds another mode is refused.
+    pub fn edit_mode(&mut self, id: NodeId, mode: Option<Mode>) {
+        match mode {
+            Some(mode) => self.config.file_mode.insert(id, mode),
+            None => self.config.file_mode.remove(&id),
+        };
+    }
+
     /// The disk of a node that is down is lost (a replaced disk, a container without
     /// its volume): its next start is on an empty store. Crashes it first if it is up.
     pub fn lose_store(&mut self, id: NodeId) {
@@ -193,6 +226,7 @@ impl Sim {
         node.disk = Cells::default();
         node.past.clear();
         node.members = None;
+        node.stored_mode = None;
         node.revealed = None;
         node.declared_term = 0;
         self.record(id, Record::StoreLost);

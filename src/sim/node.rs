@@ -1,6 +1,6 @@
 //! One simulated process: its machine while up, its disk, and its own clock.
 
-use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis, NodeId, Timing};
+use crate::protocol::{Cells, Epoch, Event, Machine, Membership, Millis, Mode, NodeId, Timing};
 use std::collections::{BTreeSet, VecDeque};
 
 /// One simulated process and its disk.
@@ -36,6 +36,10 @@ pub(super) struct SimNode {
     /// The timing its current (or last) life started with: what its transport's hello
     /// shows, and what peers compare D with (src/transport/agreement.rs).
     pub(super) timing: Timing,
+    /// The mode its store holds (`None`: never started, or a lost store).
+    pub(super) stored_mode: Option<Mode>,
+    /// The mode its current (or last) life runs: what its transport's hello shows.
+    pub(super) mode: Mode,
     /// The members a forced recovery of this store gave up (`bully recover`): its
     /// transport refuses them as given up (src/transport/accept.rs). On the disk.
     pub(super) gave_up: BTreeSet<NodeId>,

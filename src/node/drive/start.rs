@@ -220,22 +220,21 @@ fn stored_or_seeded(journal: &Journal, config: &NodeConfig) -> Result<Membership
 /// two members restarted in classic mode under a partition led beside the quorum
 /// side's coordinator for 8.6 s).
 fn settle_mode(journal: &Journal, config: &NodeConfig) -> Result<(), NodeError> {
-    match journal.load_mode()? {
-        Some(stored) if stored == config.mode => Ok(()),
-        Some(stored) if !config.change_mode => Err(NodeError::ModeDiffers {
+    let stored = journal.load_mode()?;
+    let (mode, store) = crate::protocol::mode_at_start(stored, config.mode, config.change_mode)
+        .map_err(|stored| NodeError::ModeDiffers {
             stored,
             file: config.mode,
-        }),
-        stored => {
-            if let Some(stored) = stored {
-                tracing::warn!(
-                    "--change-mode: the cluster's mode changes from {stored} to {} on this node",
-                    config.mode
-                );
-            }
-            Ok(journal.save_mode(config.mode)?)
-        }
+        })?;
+    if let Some(stored) = stored.filter(|&s| s != mode) {
+        tracing::warn!(
+            "--change-mode: the cluster's mode changes from {stored} to {mode} on this node"
+        );
     }
+    if store {
+        journal.save_mode(mode)?;
+    }
+    Ok(())
 }
 
 /// Binds the keeper socket in the data dir (`NodeConfig::keeper_socket`), so a path

@@ -182,4 +182,9 @@ pub enum Flaw {
     /// restarted under a cut with files naming only each other count a majority of
     /// their own.
     FileListCounts,
+    /// Not the machine's: the simulator's start stores no mode, so each start runs the
+    /// mode its config file names (the rule before issue 47,
+    /// [`crate::protocol::mode_at_start`]): members restarted in classic mode under a
+    /// cut lead beside the quorum side's coordinator.
+    FileModeCounts,
 }

@@ -91,6 +91,7 @@ pub(super) fn choose_cluster(seed: u64, mode: Mode, rng: &mut SmallRng) -> (SimC
         hook_ms: BTreeMap::new(),
         node_timing,
         file_peers: BTreeMap::new(),
+        file_mode: BTreeMap::new(),
     };
     (config, flavor)
 }

@@ -1,12 +1,14 @@
-//! The operator edits config files' member lists (issue 47), as the tester did to real
-//! processes: under a cut, a minority of the members is restarted with files that name
-//! only each other. A node stores its list at its first start
-//! ([`crate::protocol::membership::list_at_start`]), so the edit must change nothing:
-//! the minority finds no majority of the stored list and elects nobody. Under the old
-//! rule ([`crate::protocol::Flaw::FileListCounts`]: each start takes the file's list
-//! until a membership change) the minority counts a majority of its own and leads
-//! beside the rest, which I6 and I7 catch. The files are put back a while after the
-//! heal, as an operator who noticed would.
+//! The operator edits the cluster's keys in config files (issue 47), as the tester did
+//! to real processes: under a cut, a minority of the members is restarted with files
+//! that name only each other, or that name the other mode. A node stores its list and
+//! its mode at its first start ([`crate::protocol::membership::list_at_start`],
+//! [`crate::protocol::mode_at_start`]), so the edit must change nothing: the minority
+//! finds no majority of the stored list and elects nobody, and a start whose file names
+//! another mode is refused (exit 2) and stays down. Under the old rules
+//! ([`crate::protocol::Flaw::FileListCounts`], [`crate::protocol::Flaw::FileModeCounts`]:
+//! each start takes the file's list or mode) the minority leads beside the rest, which
+//! I6 and I7 catch. The files are put back a while after the heal, as an operator who
+//! noticed would, and the nodes that stayed down are started again.
 //!
 //! Drawn from the plan's own RNG, and not in seeds that change members, lose two
 //! stores in a row, force a recovery or roll a store back (then wiped): a store lost
@@ -17,7 +19,7 @@
 use super::adversary::{Adversary, Todo};
 use super::operator::Operator;
 use super::plans::FileEditPlan;
-use crate::protocol::{membership::majority_of, Millis, NodeId};
+use crate::protocol::{membership::majority_of, Millis, Mode, NodeId};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -42,7 +44,8 @@ pub(super) fn draw_file_edit(
     let size = rng.gen_range(1..=minority);
     let mut group: Vec<NodeId> = ids.choose_multiple(&mut rng, size).copied().collect();
     group.sort_unstable();
-    Some(FileEditPlan { rng, group })
+    let mode = rng.gen_bool(0.5);
+    Some(FileEditPlan { rng, group, mode })
 }
 
 impl Adversary {
@@ -57,7 +60,8 @@ impl Adversary {
 
     /// Whether node `id`'s file is edited now (its store is then never lost).
     pub(super) fn file_edited(&self, id: NodeId) -> bool {
-        self.sim.config().file_peers.contains_key(&id)
+        let config = self.sim.config();
+        config.file_peers.contains_key(&id) || config.file_mode.contains_key(&id)
     }
 
     /// Cuts the group off, edits each of its files to name only the group, restarts
@@ -91,6 +95,7 @@ impl Adversary {
             .iter()
             .map(|_| (plan.rng.gen_bool(0.5), plan.rng.gen_range(1..=300)))
             .collect();
+        let mode = plan.mode;
         let rest: Vec<NodeId> = self
             .ids()
             .into_iter()
@@ -99,10 +104,25 @@ impl Adversary {
         let groups = vec![group.clone(), rest];
         self.note(format!("partition {groups:?} (to edit files)"));
         self.sim.partition(&groups);
+        let other_mode = match self.sim.config().mode {
+            Mode::Quorum => Mode::Classic,
+            Mode::Classic => Mode::Quorum,
+        };
         for (&id, &(clean, back_in)) in group.iter().zip(&restarts) {
-            let peers: Vec<NodeId> = group.iter().copied().filter(|&p| p != id).collect();
-            self.sim.edit_peers(id, Some(peers.clone()));
-            let what = format!("a file naming only {peers:?}");
+            let what = if mode {
+                self.sim.edit_mode(id, Some(other_mode));
+                let refused = match self.sim.stored_mode(id) {
+                    Some(stored) if stored != other_mode => {
+                        format!(" (its store holds {stored}: refused, exit 2)")
+                    }
+                    _ => String::new(),
+                };
+                format!("a file naming mode {other_mode}{refused}")
+            } else {
+                let peers: Vec<NodeId> = group.iter().copied().filter(|&p| p != id).collect();
+                self.sim.edit_peers(id, Some(peers.clone()));
+                format!("a file naming only {peers:?}")
+            };
             if !self.sim.is_up(id) {
                 self.note(format!("n{id} gets {what} while down"));
                 continue;
@@ -123,7 +143,16 @@ impl Adversary {
         };
         for &id in &group {
             self.sim.edit_peers(id, None);
+            self.sim.edit_mode(id, None);
         }
         self.note(format!("the files of {group:?} are put back"));
+        // A start refused for its mode left its node down: started again.
+        for id in group {
+            if !self.sim.is_up(id) {
+                self.note(format!("start n{id} on its file put back"));
+                let now = self.sim.now();
+                self.schedule(now, Todo::Start(id));
+            }
+        }
     }
 }

@@ -49,8 +49,10 @@ pub(super) struct RollPlan {
 /// The member-list edits one seed does (`file_edits.rs`).
 pub(super) struct FileEditPlan {
     pub(super) rng: SmallRng,
-    /// The members whose files will name only each other: a minority.
+    /// The members whose files are edited: a minority.
     pub(super) group: Vec<NodeId>,
+    /// The edit names the other mode; else the group's files name only each other.
+    pub(super) mode: bool,
 }
 
 /// Two stores lost in a row, the second while the first node still recovers.
