@@ -18,6 +18,13 @@ use std::time::Duration;
 /// How long one voter may take to answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(400);
 
+/// How long the other voters still get once enough have answered: a live node on the
+/// same network answers within it, so a read still sees every live voter's record (as
+/// the simulator's model of it, src/sim/postgres/world.rs `sync_view`), while a dead
+/// one (the old primary's node at a failover) costs this, not [`ANSWER_WITHIN`]. A
+/// voter slower than this counts as one that did not answer.
+const LATE_ANSWERS: Duration = Duration::from_millis(30);
+
 /// A voter that did not answer on its kept connection in time is not asked twice.
 const WITHIN: Within = Within {
     kept: ANSWER_WITHIN,
@@ -59,10 +66,17 @@ impl Records {
         }
     }
 
-    /// The newest record among the voters that answered, if they are a majority.
+    /// The newest record among the voters that answered (this node included), if they
+    /// are a majority. Once a majority has, the others get [`LATE_ANSWERS`] more: a
+    /// dead member's node (the old primary's, at a failover) held every read up for
+    /// [`ANSWER_WITHIN`] (0.4 s of a 0.95 s failover).
     pub async fn read(&self, status: &Status) -> SyncView {
         let own = self.store.current().await;
-        let (answers, voters) = self.ask_voters(status, None).await;
+        let (answers, voters) = self
+            .ask_voters(status, None, |answers, voters| {
+                1 + answers.len() >= majority_of(voters)
+            })
+            .await;
         let answered: Vec<Option<SyncRecord>> = std::iter::once(own).chain(answers).collect();
         match answered.len() >= majority_of(voters) {
             true => SyncView::Read(SyncRecord::newest(answered.iter().flatten())),
@@ -70,33 +84,61 @@ impl Records {
         }
     }
 
-    /// Stores `record` here and on every other voter; how many keep it now.
+    /// Stores `record` here and on every other voter; how many keep it now. Once a
+    /// majority keeps it, the others get [`LATE_ANSWERS`] more.
     pub async fn commit(&self, status: &Status, record: &SyncRecord) -> Result<Kept, String> {
         let own = self.store.keep(record.clone()).await?;
-        let (answers, voters) = self.ask_voters(status, Some(record.clone())).await;
-        let by = std::iter::once(own)
-            .chain(answers)
-            .filter(|kept| kept.as_ref() == Some(record))
-            .count();
+        let keeps = |kept: &Option<SyncRecord>| kept.as_ref() == Some(record);
+        let own_keeps = usize::from(keeps(&own));
+        let (answers, voters) = self
+            .ask_voters(status, Some(record.clone()), |answers, voters| {
+                own_keeps + answers.iter().filter(|a| keeps(a)).count() >= majority_of(voters)
+            })
+            .await;
+        let by = own_keeps + answers.iter().filter(|a| keeps(a)).count();
         Ok(Kept { by, voters })
     }
 
-    /// Asks every other voter at once (`keep`: to keep that record first); the
-    /// records of those that answered, and how many voters there are (this node
-    /// included).
+    /// Asks every other voter at once (`keep`: to keep that record first) until all
+    /// have answered or timed out, or [`LATE_ANSWERS`] after `enough` said the answers
+    /// so far (and the count of voters, this node included) suffice; the records of
+    /// those that answered, and how many voters there are.
     async fn ask_voters(
         &self,
         status: &Status,
         keep: Option<SyncRecord>,
+        enough: impl Fn(&[Option<SyncRecord>], usize) -> bool,
     ) -> (Vec<Option<SyncRecord>>, usize) {
+        use futures::StreamExt;
         let others = self.voters(status);
         let voters = others.len() + 1;
-        let asked = others.into_iter().map(|(id, addr)| {
-            let request = Request::PgSync { keep: keep.clone() };
-            async move { self.ask(id, &addr, request).await }
-        });
-        let answers = futures::future::join_all(asked).await;
-        (answers.into_iter().flatten().collect(), voters)
+        let mut asked: futures::stream::FuturesUnordered<_> = others
+            .into_iter()
+            .map(|(id, addr)| {
+                let request = Request::PgSync { keep: keep.clone() };
+                async move { self.ask(id, &addr, request).await }
+            })
+            .collect();
+        let mut answers = Vec::new();
+        let mut late: Option<tokio::time::Instant> = None;
+        loop {
+            if late.is_none() && enough(&answers, voters) {
+                late = Some(tokio::time::Instant::now() + LATE_ANSWERS);
+            }
+            let next = match late {
+                Some(until) => match tokio::time::timeout_at(until, asked.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+                None => asked.next().await,
+            };
+            match next {
+                Some(Some(answer)) => answers.push(answer),
+                Some(None) => {}
+                None => break,
+            }
+        }
+        (answers, voters)
     }
 
     /// The other voters and where they are: from the node's list, else its config.
