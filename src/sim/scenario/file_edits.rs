@@ -64,9 +64,9 @@ impl Adversary {
         config.file_peers.contains_key(&id) || config.file_mode.contains_key(&id)
     }
 
-    /// Cuts the group off, edits each of its files to name only the group, restarts
-    /// those that run (a clean stop or a kill), and schedules the heal and the files
-    /// put back.
+    /// Cuts the group off among the members that have run, edits each of their files
+    /// (to name only the group, or the other mode), restarts those that run (a clean
+    /// stop or a kill), and schedules the heal and the files put back.
     pub(super) fn edit_files(&mut self) {
         let Some(plan) = self.file_edit.as_mut() else {
             return;
