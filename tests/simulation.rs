@@ -1190,15 +1190,16 @@ fn a_mode_edited_in_files_under_a_cut_never_counts() {
         Operator::Some,
         Flaw::FileModeCounts,
         (FILE_EDIT_TRIES, 3),
-        |o| {
-            let mut v = o.violations.iter();
-            let two =
-                v.find(|v| matches!(v.invariant, Invariant::NoOverlap | Invariant::OnePerTerm));
-            two.filter(|_| said(o, "file naming mode"))
-                .map(ToString::to_string)
-        },
+        |o| two_coordinators_after(o, "file naming mode"),
         |o| said(o, "refused, exit 2"),
     );
+}
+
+/// The first I6 or I7 violation of a seed whose steps say `words` (a file edit).
+fn two_coordinators_after(o: &SeedRun, words: &str) -> Option<String> {
+    let mut v = o.violations.iter();
+    let two = v.find(|v| matches!(v.invariant, Invariant::NoOverlap | Invariant::OnePerTerm));
+    two.filter(|_| said(o, words)).map(ToString::to_string)
 }
 
 /// Whether the seed's steps say `words`.
@@ -1224,12 +1225,7 @@ fn a_member_list_edited_in_files_under_a_cut_never_counts() {
         Operator::Some,
         Flaw::FileListCounts,
         (FILE_EDIT_TRIES, 3),
-        |o| {
-            let mut v = o.violations.iter();
-            let two =
-                v.find(|v| matches!(v.invariant, Invariant::NoOverlap | Invariant::OnePerTerm));
-            two.filter(|_| edited(o)).map(ToString::to_string)
-        },
+        |o| two_coordinators_after(o, "file naming only"),
         edited,
     );
 }

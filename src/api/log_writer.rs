@@ -160,7 +160,7 @@ impl Writer {
             ),
             Err(TrySendError::Disconnected(_)) => "its writer thread has ended".to_string(),
         };
-        self.report_failure(&why);
+        report(&self.failures, &self.path, &why);
     }
 
     /// Waits up to `within` for every line queued so far to be written; whether they
@@ -185,10 +185,6 @@ impl Writer {
         written
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .is_ok()
-    }
-
-    fn report_failure(&self, why: &str) {
-        report(&self.failures, &self.path, why);
     }
 }
 
