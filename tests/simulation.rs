@@ -14,7 +14,9 @@ use bully::checker::{
     lease_bound_ms, quiet_window, Convergence, Invariant, Leader,
 };
 use bully::history::{last_fault_ms, tail, Record};
-use bully::protocol::{Body, ConfigId, Epoch, Fact, Flaw, MessageKind, Millis, Mode, NodeId, Role};
+use bully::protocol::{
+    Body, ConfigId, DemotionReason, Epoch, Fact, Flaw, MessageKind, Millis, Mode, NodeId, Role,
+};
 use bully::sim::scenario::{
     asks_for_changes, run_seed, run_seed_changing, run_seed_drawing, run_seed_with, Changes,
     Flavor, Gap, Operator, SeedRun,
@@ -947,6 +949,39 @@ fn seeds_of_the_million_run_pass() {
         );
     }
     assert!(run_seed(40_220_982, Mode::Quorum).flavor.mixed_timing);
+}
+
+#[test]
+fn a_coordinator_that_stores_a_newer_list_gives_way() {
+    // Classic seed 735049 of the leader-answer million run: 2@4 (cut off with node 29)
+    // wrote v0; after the heal node 29 spread it to coordinator 2@3, which had written
+    // v1 under 2@3 already. Kept in office (Flaw::KeepsOfficeOverNewerList), 2@3 then
+    // confirmed v0@2@4 as v0 under its own epoch and proposed v1 again, with other
+    // members: two lists of one identity. On the rule (newer_list,
+    // src/protocol/machine/membership.rs) it gives way as for any newer epoch.
+    let (seed, mode) = (735_049, Mode::Classic);
+    let old = run_seed_with(seed, mode, Some(Flaw::KeepsOfficeOverNewerList));
+    let caught = first_violation_of(&old, Invariant::ListIdentity);
+    assert!(
+        caught.is_some(),
+        "the old rule passes seed {seed}:\n{}",
+        old.report()
+    );
+    let new = run_seed_with(seed, mode, None);
+    assert!(new.passed(), "{}", new.report());
+    let gave_way = new.history.iter().any(|e| {
+        matches!(
+            e.record,
+            Record::Fact(Fact::Demoted {
+                reason: DemotionReason::NewerEpoch,
+                ..
+            })
+        ) && e.at_ms >= 4_000
+    });
+    assert!(
+        gave_way,
+        "seed {seed}: no coordinator gave way after the heal"
+    );
 }
 
 /// Seeds with several membership changes each ([`Changes::Many`], both modes) on which

@@ -187,4 +187,9 @@ pub enum Flaw {
     /// [`crate::protocol::mode_at_start`]): members restarted in classic mode under a
     /// cut lead beside the quorum side's coordinator.
     FileModeCounts,
+    /// A coordinator that stores a list written under a newer epoch than its office
+    /// stays in office (the rule before newer_list, src/protocol/machine/membership.rs):
+    /// classic seed 735049 then confirmed that list under its own epoch with a version
+    /// it had already written, two lists of one identity.
+    KeepsOfficeOverNewerList,
 }

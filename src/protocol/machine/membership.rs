@@ -21,6 +21,9 @@
 //!   acked the coordinator's epoch under the current list. `replace` turns a member back
 //!   into a learner (a lost disk: its promises are gone), so it earns its seat again.
 //! - hand_over_first: the coordinator never removes or replaces itself.
+//! - newer_list: a coordinator that stores a list written under a newer epoch than its
+//!   office gives way as for any newer epoch (newer_news, `handover.rs`): every list it
+//!   could write would be older than the one it holds.
 //! - removed: a node that stores a list without itself, or as a learner, is ineligible;
 //!   a coordinator that learns it was removed leaves office.
 
@@ -158,10 +161,24 @@ impl Machine {
         if list.id <= self.members.id {
             return;
         }
+        let stamp = list.id.stamp;
         self.adopt(list, now);
         // Tell the sender at once that we hold it (it may be counting us).
         let accepted = self.cells.accepted;
         self.send(from, Body::Ack { accepted, round: 0 });
+        // newer_list: a list written under a newer epoch than our office is news of
+        // that epoch. Kept in office, we could only write lists older than the one we
+        // hold, and a confirmation would reuse an identity we already wrote (classic
+        // seed 735049: v1 written twice under 2@3, with different members).
+        if let State::Coordinator { epoch, .. } = self.state {
+            if stamp > Some(epoch)
+                && !self
+                    .config
+                    .has(super::config::Flaw::KeepsOfficeOverNewerList)
+            {
+                self.newer_news(now);
+            }
+        }
     }
 
     /// Stores `list` as ours, before any later action, and lives by it from now on.
