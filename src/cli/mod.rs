@@ -323,17 +323,19 @@ pub fn run(cli: Cli) -> ExitCode {
         return crate::keeper::guard::run(command);
     }
     // A node handles a few messages per heartbeat: one thread does it with no
-    // cross-thread wake-ups, which were most of an idle node's CPU time. The commands
-    // that drive whole clusters (local, chaos) get two workers.
+    // cross-thread wake-ups, which were most of an idle node's CPU time. A query or
+    // command is one short exchange, where starting worker threads and waking them
+    // cost more than the exchange on two cores (benches/query_latency.rs). `run` too:
+    // its guard's parent-death signal (PR_SET_PDEATHSIG) follows the thread that
+    // started it, which must live as long as the keeper. Only the commands that drive
+    // whole clusters (local, chaos) get two workers.
     let mut builder = match cli.command {
-        // `run` too: its guard's parent-death signal (PR_SET_PDEATHSIG) follows the
-        // thread that started it, which must live as long as the keeper.
-        Commands::Node { .. } | Commands::Run(_) => tokio::runtime::Builder::new_current_thread(),
-        _ => {
+        Commands::Local(_) | Commands::Chaos(_) => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(2);
             b
         }
+        _ => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
