@@ -36,8 +36,10 @@ pub enum ClientError {
     },
     #[error("{addr} did not answer within {0:?}", .timeout)]
     Timeout { addr: SocketAddr, timeout: Duration },
-    /// A request or answer could not be written or read.
-    #[error("{addr} answered with something unexpected: {source}")]
+    /// A request or answer could not be written or read: the bytes were wrong, or the
+    /// stream failed underneath (the node died or restarted mid-request), after which
+    /// nobody can say whether a command took effect.
+    #[error("{addr} {}", broken_words(.source))]
     Broken {
         addr: SocketAddr,
         source: FrameError,
@@ -51,6 +53,18 @@ pub enum ClientError {
     },
     #[error("{addr} refused: {0}", .reason)]
     Refused { addr: SocketAddr, reason: String },
+}
+
+/// What [`ClientError::Broken`] says: a lost stream is not a bad answer, and a command
+/// sent on it may or may not have been carried out.
+fn broken_words(source: &FrameError) -> String {
+    match source {
+        FrameError::Io(e) => format!(
+            "lost the connection before answering ({e}); a command may or may not have \
+             taken effect: see `bully status --cluster`"
+        ),
+        FrameError::Codec(_) => format!("answered with something unexpected: {source}"),
+    }
 }
 
 /// The least a step-down request waits for its answer (the handover itself).

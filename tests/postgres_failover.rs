@@ -13,7 +13,8 @@
 //!
 //! Scenarios, each on whichever node is the primary then (`preempt = "never"`: no
 //! failback): kill -9 of the primary's host processes (server, bully node, keeper),
-//! then that host restarted; SIGSTOP of the primary's bully node for 3 s; SIGSTOP of
+//! then that host restarted; kill -9, then SIGTERM, of the primary's bully node while
+//! `bully pg restart` restarts its server in place; SIGSTOP of the primary's bully node for 3 s; SIGSTOP of
 //! the primary's server for 3 s; the primary's host cut off (bully links and server)
 //! for 3 s; a standby with the higher ID lagging behind (its WAL receiver SIGSTOPped)
 //! when the primary's host is killed; a standby's data dir wiped (reported missing and
@@ -87,6 +88,9 @@ fn fault_span() -> Duration {
     });
     Duration::from_secs(seconds)
 }
+/// How many `bully pg restart`s the restart scenario asks for at most to see the
+/// primary's server down once (a restart in place takes a few hundred ms).
+const RESTART_TRIES: u32 = 5;
 /// What the keeper logs once it stopped (or killed) its node's server.
 const FENCED: &str = "fence: the postgres server";
 
@@ -120,6 +124,10 @@ async fn postgres_primary_under_load_behind_haproxy() {
     let began = Instant::now();
     let mut s = Scene::start().await;
     s.kill_the_primary_host().await;
+    s.stop_the_primarys_node_during_its_restart(Signal::SIGKILL)
+        .await;
+    s.stop_the_primarys_node_during_its_restart(Signal::SIGTERM)
+        .await;
     s.pause_the_primarys_bully().await;
     s.pause_the_primarys_server().await;
     s.cut_off_the_primary().await;
@@ -322,6 +330,97 @@ impl Scene {
         let settled = Instant::now();
         self.c.restart_host(old);
         let rejoined = self.wait_rejoined(old).await;
+        self.judge(scenario, fault, Some(settled), Some(rejoined))
+            .await;
+    }
+
+    /// `bully pg restart` of the primary's server (in place: its node keeps the office),
+    /// and its bully node sent `signal` once the server stopped for it: SIGKILL (its
+    /// keeper and whatever the restart started left running) or SIGTERM (a clean stop).
+    /// The restart answers with an error; the keeper's fence stops any server the
+    /// restart started by the lease's end, and a stopping node starts none; a standby
+    /// takes over with every commit; the node, started again, brings its server back as
+    /// a standby. The signal must land inside the restart: a restart that ended first is
+    /// asked again, a bounded number of times.
+    async fn stop_the_primarys_node_during_its_restart(&mut self, signal: Signal) {
+        let scenario = &format!("{signal:?} of the primary's node during its bully pg restart");
+        phase(scenario);
+        let old = self.primary;
+        let via = self.c.t.cluster.config_path(others(old)[0]);
+        let server = self.local(old);
+        let mut caught = None;
+        for attempt in 1..=RESTART_TRIES {
+            let mut restart = tokio::process::Command::new(common::binary())
+                .args(["pg", "restart", &old.to_string(), "--config"])
+                .arg(&via)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start bully pg restart");
+            // Bounded by the restart's own answer: a server that stopped, or the
+            // restart's end (it finished before this test saw the server down).
+            let stopped = loop {
+                if postgres_cluster::role(server).await.is_none() {
+                    break true;
+                }
+                if restart.try_wait().expect("poll bully pg restart").is_some() {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            if stopped {
+                let fault = Instant::now();
+                // A kill is noted in the history (the checker ends the node's office
+                // there); a SIGTERM'd node logs its own leaving.
+                match signal {
+                    Signal::SIGKILL => self.c.t.cluster.kill(old).unwrap(),
+                    _ => self.c.t.cluster.signal(old, signal).unwrap(),
+                }
+                caught = Some((fault, restart));
+                break;
+            }
+            let out = restart.wait_with_output().await.unwrap();
+            eprintln!(
+                "=== {scenario}: attempt {attempt}: the restart ended before the server was seen down: {}",
+                common::text(&out).trim()
+            );
+            self.wait_writes_on(old, Instant::now()).await;
+        }
+        let (fault, restart) = caught.unwrap_or_else(|| {
+            panic!("{scenario}: no restart of {RESTART_TRIES} was caught with its server down")
+        });
+        self.primary = self.c.wait_primary(&others(old)).await;
+        self.wait_writes_on(self.primary, fault).await;
+        let settled = Instant::now();
+        let deadline = Instant::now() + AGREE;
+        while self.c.t.cluster.is_running(old) {
+            assert!(
+                Instant::now() < deadline,
+                "{scenario}: node {old} still runs {AGREE:?} after the signal"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.c.t.cluster.start(old).unwrap();
+        let rejoined = self.wait_rejoined(old).await;
+        // The answer: the node refused the restart as its office ended (a clean stop),
+        // or the client lost the connection (after a kill, once QUIC's idle timeout
+        // passed).
+        let answer = tokio::time::timeout(AGREE, restart.wait_with_output())
+            .await
+            .expect("bully pg restart did not answer after its node stopped")
+            .unwrap();
+        let text = common::text(&answer);
+        eprintln!("=== {scenario}: the restart answered: {}", text.trim());
+        let said = [
+            "may or may not have taken effect",
+            "ended during the restart",
+            "stopping",
+        ];
+        assert!(
+            !answer.status.success() && said.iter().any(|s| text.contains(s)),
+            "{scenario}: the restart's answer does not say its node was lost or stopped: {text}"
+        );
         self.judge(scenario, fault, Some(settled), Some(rejoined))
             .await;
     }
