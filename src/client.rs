@@ -44,7 +44,8 @@ pub enum ClientError {
         addr: SocketAddr,
         source: FrameError,
     },
-    #[error("{addr} answered with something unexpected: stream closed before an answer")]
+    /// The node closed the request's stream without an answer (it was stopping).
+    #[error("{addr} closed the request without answering (stopping?); {UNKNOWN_OUTCOME}")]
     NoAnswer { addr: SocketAddr },
     #[error("{addr} answered with something unexpected: unexpected answer {answer:?}")]
     Unexpected {
@@ -55,14 +56,17 @@ pub enum ClientError {
     Refused { addr: SocketAddr, reason: String },
 }
 
+/// What a client says when a request got no answer: a command it carried may have run.
+const UNKNOWN_OUTCOME: &str =
+    "a command may or may not have taken effect: see `bully status --cluster`";
+
 /// What [`ClientError::Broken`] says: a lost stream is not a bad answer, and a command
 /// sent on it may or may not have been carried out.
 fn broken_words(source: &FrameError) -> String {
     match source {
-        FrameError::Io(e) => format!(
-            "lost the connection before answering ({e}); a command may or may not have \
-             taken effect: see `bully status --cluster`"
-        ),
+        FrameError::Io(e) => {
+            format!("lost the connection before answering ({e}); {UNKNOWN_OUTCOME}")
+        }
         FrameError::Codec(_) => format!("answered with something unexpected: {source}"),
     }
 }

@@ -4,7 +4,7 @@
 
 use bully::protocol::{
     Action, Body, Cells, Change, ChangeRefused, ConfigId, Epoch, Event, Fact, Machine,
-    MachineConfig, Member, Membership, Message, Millis, NodeId, Role, Seat,
+    MachineConfig, Member, Membership, Message, Millis, Misbehaviour, NodeId, Role, Seat,
 };
 
 #[path = "common/drive.rs"]
@@ -245,6 +245,32 @@ fn members_spread() {
     assert!(lists_sent(&quiet).is_empty());
     let again = deliver(&mut m, 1, 0, Body::Probe, 80 + 300);
     assert_eq!(lists_sent(&again).len(), 1);
+}
+
+#[test]
+fn term_jump_of_a_list() {
+    // A member list from any sender is read before the sender is known, so its stamp is
+    // checked on its own: one stamped impossibly far above our term is misbehaviour,
+    // stored nowhere, and raises no term (it would end every election, and a
+    // coordinator holding it gives way: newer_list).
+    let (coordinator, _) = with_learner_four();
+    let v1 = coordinator.members().clone();
+    let forged = v1.restamped(ep(u64::MAX - 1, 3), 0);
+    let mut m = drive::start_connected(config(2, &[1, 3]), Cells::default(), 0);
+    let seen = m.seen_term();
+    let got = deliver(&mut m, 3, 1, Body::Members { list: forged }, 50);
+    assert_eq!(
+        got,
+        vec![Action::Misbehaved {
+            peer: 3,
+            what: Misbehaviour::TermJump
+        }]
+    );
+    assert_eq!(m.seen_term(), seen);
+    assert_ne!(m.members().id, v1.id);
+    // The same list at a possible term is stored.
+    let got = deliver(&mut m, 3, 1, Body::Members { list: v1.clone() }, 60);
+    assert_eq!(stored(&got).as_ref(), Some(&v1));
 }
 
 #[test]

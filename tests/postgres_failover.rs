@@ -358,15 +358,27 @@ impl Scene {
                 .kill_on_drop(true)
                 .spawn()
                 .expect("start bully pg restart");
-            // Bounded by the restart's own answer: a server that stopped, or the
-            // restart's end (it finished before this test saw the server down).
+            // The server seen answering, then not answering twice in a row (one probe
+            // may time out on a busy machine); bounded by the restart's own end (it
+            // finished before this test saw the server down) and by AGREE.
+            let deadline = Instant::now() + AGREE;
+            let (mut seen_up, mut misses) = (false, 0);
             let stopped = loop {
-                if postgres_cluster::role(server).await.is_none() {
+                match postgres_cluster::role(server).await {
+                    Some(_) => (seen_up, misses) = (true, 0),
+                    None if seen_up => misses += 1,
+                    None => {}
+                }
+                if misses >= 2 {
                     break true;
                 }
                 if restart.try_wait().expect("poll bully pg restart").is_some() {
                     break false;
                 }
+                assert!(
+                    Instant::now() < deadline,
+                    "{scenario}: attempt {attempt}: neither the server stopped nor the restart ended within {AGREE:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(5)).await;
             };
             if stopped {
@@ -374,7 +386,7 @@ impl Scene {
                 // A kill is noted in the history (the checker ends the node's office
                 // there); a SIGTERM'd node logs its own leaving.
                 match signal {
-                    Signal::SIGKILL => self.c.t.cluster.kill(old).unwrap(),
+                    Signal::SIGKILL => self.c.kill_node(old),
                     _ => self.c.t.cluster.signal(old, signal).unwrap(),
                 }
                 caught = Some((fault, restart));

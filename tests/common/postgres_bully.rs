@@ -374,6 +374,16 @@ impl BullyPg {
     /// process group of its own, which a kill of the node alone leaves running), its
     /// keeper, and its server (the postmaster and its children, found by PID).
     pub fn kill_host(&mut self, id: NodeId) {
+        self.kill_node(id);
+        self.keepers.kill(id);
+        self.pg.kill(id);
+    }
+
+    /// kill -9 of node `id`'s `bully node` and of each program it had running (a
+    /// `pg_ctl`, `pg_rewind` or `pg_basebackup` in flight, each the leader of a process
+    /// group of its own); its server and keeper run on. The kill is noted in the
+    /// cluster's history.
+    pub fn kill_node(&mut self, id: NodeId) {
         let server = self.pg.pid(id);
         let programs: Vec<u32> = match self.t.cluster.pid(id) {
             Some(node) => server_pids(node)
@@ -387,8 +397,6 @@ impl BullyPg {
         for pid in programs {
             let _ = signals::send_group(pid, Signal::SIGKILL);
         }
-        self.keepers.kill(id);
-        self.pg.kill(id);
     }
 
     /// Node `id`'s host boots again: its keeper and node (which starts its server as a

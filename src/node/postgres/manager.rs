@@ -361,12 +361,15 @@ impl Loop {
         self.start_server(None, false).await?;
         let deadline = started + timeout;
         loop {
+            // An office that ends while the server starts (the node stopping, a lost
+            // lease) ends the restart at once: the server is stopped again, and the
+            // operator hears why now rather than at the timeout.
+            if let Err(why) = self.office_kept(token) {
+                self.stop_server(timeout).await?;
+                return Err(why);
+            }
             let answer = match self.describe_local().await {
                 Ok(d) if !d.in_recovery => {
-                    if let Err(why) = self.office_kept(token) {
-                        self.stop_server(timeout).await?;
-                        return Err(why);
-                    }
                     return Ok(format!(
                         "restarted in place as the primary in {} ms; the office is kept",
                         started.elapsed().as_millis()

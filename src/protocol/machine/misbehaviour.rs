@@ -3,11 +3,13 @@
 //! Elections going down, Answers going up, claims for an epoch led by someone else, and
 //! one rule of docs/design.md with a test of its own:
 //!
-//! - term_jump: a message whose term is more than [`MAX_TERM_JUMP`] above ours is
-//!   misbehaviour: one forged term near `u64::MAX` would otherwise end all elections.
+//! - term_jump: a message whose term (or a member list's stamp, [`stamp_jumps`]) is
+//!   more than [`MAX_TERM_JUMP`] above ours is misbehaviour: one forged term near
+//!   `u64::MAX` would otherwise end all elections.
 
 use super::config::MachineConfig;
 use crate::protocol::epoch::NodeId;
+use crate::protocol::membership::Membership;
 use crate::protocol::message::{Body, Message};
 use crate::protocol::reveal::Reveal;
 
@@ -73,6 +75,15 @@ pub(super) fn misbehaviour(
             _ => None,
         },
     }
+}
+
+/// term_jump for a member list, which any sender may send (a node may not know its
+/// writer yet): whether its stamp names a term more than [`MAX_TERM_JUMP`] above
+/// `seen`.
+pub(super) fn stamp_jumps(seen: u64, list: &Membership) -> bool {
+    list.id
+        .stamp
+        .is_some_and(|stamp| stamp.term > seen.saturating_add(MAX_TERM_JUMP))
 }
 
 /// The highest term a message body names, besides the sender's own term.

@@ -301,6 +301,14 @@ impl Machine {
             Event::Message { from, msg } => {
                 // A newer list may come from a member we do not know of yet.
                 if let Body::Members { list } = msg.body {
+                    // term_jump: a list stamped impossibly far above our term would
+                    // raise it (and, in office, make us give way) for good.
+                    if misbehaviour::stamp_jumps(self.seen, &list) {
+                        let what = Misbehaviour::TermJump;
+                        self.actions
+                            .push_back(Action::Misbehaved { peer: from, what });
+                        return;
+                    }
                     self.on_members(from, list, now);
                     return self.publish();
                 }
