@@ -122,6 +122,13 @@ impl Memory {
         verdict
     }
 
+    /// The operator's `bully pg failover --accept-loss`, heard while leading under
+    /// `token`: that office may promote over commits the newest record vouches for. A
+    /// later office does not inherit it.
+    pub fn accept_loss_in(&mut self, token: u64) {
+        self.accept_loss = Some(token);
+    }
+
     /// How an act the executor ran ended.
     pub fn on_done(&mut self, done: Done, rules: &Rules) {
         match done {

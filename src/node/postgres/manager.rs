@@ -234,11 +234,7 @@ impl Loop {
                         self.m.id, self.m.id
                     ));
                 };
-                self.m
-                    .memory
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .accept_loss = Some(token);
+                self.lock_memory().accept_loss_in(token);
                 tracing::warn!(
                     token,
                     "postgres: the operator accepts losing commits to promote"

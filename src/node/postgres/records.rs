@@ -18,12 +18,25 @@ use std::time::Duration;
 /// How long one voter may take to answer.
 const ANSWER_WITHIN: Duration = Duration::from_millis(400);
 
-/// How long the other voters still get once enough have answered: a live node on the
-/// same network answers within it, so a read still sees every live voter's record (as
-/// the simulator's model of it, src/sim/postgres/world.rs `sync_view`), while a dead
-/// one (the old primary's node at a failover) costs this, not [`ANSWER_WITHIN`]. A
-/// voter slower than this counts as one that did not answer.
+/// How long the other voters still get once enough have answered a read: a live node
+/// on the same network answers within it, so a read still sees every live voter's
+/// record (as the simulator's model of it, src/sim/postgres/world.rs `sync_view`),
+/// while a dead one (the old primary's node at a failover) costs this, not
+/// [`ANSWER_WITHIN`]. A voter slower than this counts as one that did not answer.
 const LATE_ANSWERS: Duration = Duration::from_millis(30);
+
+/// What a call does with the voters that have not answered once enough have.
+#[derive(Clone, Copy)]
+enum Rest {
+    /// Waits up to this much longer for their answers (a read: the newest record may
+    /// be on any of them).
+    Wait(Duration),
+    /// Leaves them to finish in the background (a commit: a majority made it
+    /// committed, and every live voter still gets the record, a moment later, as the
+    /// simulator's model has it; a late arrival never replaces a newer record,
+    /// src/node/postgres/sync_store.rs).
+    Finish,
+}
 
 /// A voter that did not answer on its kept connection in time is not asked twice.
 const WITHIN: Within = Within {
@@ -72,8 +85,9 @@ impl Records {
     /// [`ANSWER_WITHIN`] (0.4 s of a 0.95 s failover).
     pub async fn read(&self, status: &Status) -> SyncView {
         let own = self.store.current().await;
+        let rest = Rest::Wait(LATE_ANSWERS);
         let (answers, voters) = self
-            .ask_voters(status, None, |answers, voters| {
+            .ask_voters(status, None, rest, |answers, voters| {
                 1 + answers.len() >= majority_of(voters)
             })
             .await;
@@ -84,29 +98,36 @@ impl Records {
         }
     }
 
-    /// Stores `record` here and on every other voter; how many keep it now. Once a
-    /// majority keeps it, the others get [`LATE_ANSWERS`] more.
+    /// Stores `record` here and on every other voter; how many keep it now. It answers
+    /// as soon as a majority keeps it ([`Rest::Finish`]): a failover's commit no longer
+    /// waits [`LATE_ANSWERS`] for the dead primary's node.
     pub async fn commit(&self, status: &Status, record: &SyncRecord) -> Result<Kept, String> {
         let own = self.store.keep(record.clone()).await?;
         let keeps = |kept: &Option<SyncRecord>| kept.as_ref() == Some(record);
         let own_keeps = usize::from(keeps(&own));
         let (answers, voters) = self
-            .ask_voters(status, Some(record.clone()), |answers, voters| {
-                own_keeps + answers.iter().filter(|a| keeps(a)).count() >= majority_of(voters)
-            })
+            .ask_voters(
+                status,
+                Some(record.clone()),
+                Rest::Finish,
+                |answers, voters| {
+                    own_keeps + answers.iter().filter(|a| keeps(a)).count() >= majority_of(voters)
+                },
+            )
             .await;
         let by = own_keeps + answers.iter().filter(|a| keeps(a)).count();
         Ok(Kept { by, voters })
     }
 
     /// Asks every other voter at once (`keep`: to keep that record first) until all
-    /// have answered or timed out, or [`LATE_ANSWERS`] after `enough` said the answers
-    /// so far (and the count of voters, this node included) suffice; the records of
-    /// those that answered, and how many voters there are.
+    /// have answered or timed out, or until `enough` says the answers so far (and the
+    /// count of voters, this node included) suffice, and then as `rest` says; the
+    /// records of those that answered, and how many voters there are.
     async fn ask_voters(
         &self,
         status: &Status,
         keep: Option<SyncRecord>,
+        rest: Rest,
         enough: impl Fn(&[Option<SyncRecord>], usize) -> bool,
     ) -> (Vec<Option<SyncRecord>>, usize) {
         use futures::StreamExt;
@@ -116,14 +137,21 @@ impl Records {
             .into_iter()
             .map(|(id, addr)| {
                 let request = Request::PgSync { keep: keep.clone() };
-                async move { self.ask(id, &addr, request).await }
+                let records = self.clone();
+                async move { records.ask(id, &addr, request).await }
             })
             .collect();
         let mut answers = Vec::new();
         let mut late: Option<tokio::time::Instant> = None;
         loop {
             if late.is_none() && enough(&answers, voters) {
-                late = Some(tokio::time::Instant::now() + LATE_ANSWERS);
+                match rest {
+                    Rest::Wait(more) => late = Some(tokio::time::Instant::now() + more),
+                    Rest::Finish => {
+                        tokio::spawn(async move { while asked.next().await.is_some() {} });
+                        break;
+                    }
+                }
             }
             let next = match late {
                 Some(until) => match tokio::time::timeout_at(until, asked.next()).await {

@@ -74,7 +74,7 @@ impl World {
             for a in self.acked.iter_mut().filter(|a| a.alone_in == overridden) {
                 a.accepted = true;
             }
-            self.member_mut(h.leader).memory.accept_loss = Some(h.token);
+            self.member_mut(h.leader).memory.accept_loss_in(h.token);
             let words = format!("bully pg failover --to {} --accept-loss", h.leader);
             self.event(Event::Operator(words));
         }
