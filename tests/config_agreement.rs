@@ -317,13 +317,15 @@ async fn a_mode_edited_in_one_file_is_refused_until_the_whole_cluster_changes() 
 /// counted a majority of their own list. A node stores its file's list at its first
 /// start (src/node/drive/start.rs), so a file edited later is not counted: node 1
 /// restarted with `[[peers]]` naming node 2 alone still lives by all three, says so in
-/// its log, and follows node 3.
+/// its log and its status (`bully status`, `status --cluster`), and follows node 3.
+/// With the file put back, its status says nothing of it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_list_edited_in_one_file_is_not_counted() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     t.start_all();
     t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
     t.cluster.stop(1, Duration::from_secs(10)).unwrap();
+    let original = std::fs::read_to_string(t.cluster.config_path(1)).unwrap();
     t.cluster
         .edit_config(1, |c| c.peers.retain(|p| p.id == 2))
         .unwrap();
@@ -342,4 +344,34 @@ async fn a_member_list_edited_in_one_file_is_not_counted() {
         "the start says the file differs\n{}",
         t.log_tail()
     );
+    let all = t.views(&[1, 2, 3]).await;
+    let differs = |id: NodeId| all[&id].as_ref().and_then(|s| s.file_differs.clone());
+    let said = differs(1).unwrap_or_default();
+    assert!(
+        said.contains("[1, 2]") && said.contains("[1, 2, 3]"),
+        "node 1's status names both lists: {said:?}"
+    );
+    assert_eq!((differs(2), differs(3)), (None, None), "their files agree");
+    let config = t.cluster.config_path(1);
+    let config = config.to_str().unwrap();
+    let status = common::bully(&["status", "--config", config]);
+    let shown = common::text(&status);
+    assert!(
+        status.status.success() && shown.contains("config file differs: ") && shown.contains(&said),
+        "bully status shows it: {shown}"
+    );
+    let cluster = common::bully(&["status", "--cluster", "--config", config]);
+    let shown = common::text(&cluster);
+    assert!(
+        shown.contains(&format!("warning: node 1: {said}")),
+        "status --cluster warns of it: {shown}"
+    );
+    // The file put back: nothing to say.
+    t.cluster.stop(1, Duration::from_secs(10)).unwrap();
+    std::fs::write(t.cluster.config_path(1), &original).unwrap();
+    t.cluster.start(1).unwrap();
+    t.wait_for_leader(&[1, 2, 3], 3, AGREE).await;
+    let again = t.views(&[1]).await;
+    let differs = again[&1].as_ref().map(|s| s.file_differs.clone());
+    assert_eq!(differs, Some(None), "node 1's file agrees again");
 }

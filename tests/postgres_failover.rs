@@ -584,9 +584,25 @@ impl Scene {
                 "was never asked to promote"
             }
         );
+        // On failure, what each node said of its eligibility, estimate and election.
+        let said = || {
+            let words = [
+                "election by",
+                "eligibility changed",
+                "holds newer WAL",
+                "declared",
+            ];
+            let tail = self.c.t.cluster.log_tail(200);
+            let lines: Vec<&str> = tail
+                .lines()
+                .filter(|l| l.starts_with("---") || words.iter().any(|w| l.contains(w)))
+                .collect();
+            lines.join("\n")
+        };
         assert!(
             !elected_first,
-            "{scenario}: with est(S) the lagging standby must not be elected"
+            "{scenario}: with est(S) the lagging standby must not be elected\n{}",
+            said()
         );
         self.c.wait_primary(&[fresh, lagging]).await;
         self.c.restart_host(old);

@@ -49,6 +49,11 @@ pub struct Status {
     /// if it does: "watchdog unavailable (device: error)".
     #[serde(default)]
     pub watchdog_unavailable: Option<String>,
+    /// What this host's config file says of a cluster key (the member list) that the
+    /// cluster's stored state says otherwise: the file's value never counts (issue 47),
+    /// and this says so until the file or the cluster comes to agree.
+    #[serde(default)]
+    pub file_differs: Option<String>,
     pub incarnation: u64,
     /// The newest epoch in this node's flushed cells.
     pub accepted: Option<Epoch>,
@@ -155,6 +160,7 @@ impl Status {
             stepped_down_until_ms: None,
             config_conflict: None,
             watchdog_unavailable: None,
+            file_differs: None,
             incarnation: cells.incarnation,
             accepted: cells.accepted,
             term: cells.term,

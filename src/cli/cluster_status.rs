@@ -44,6 +44,11 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
         if let Some(text) = endpoints::disagreement(&answers) {
             eprintln!("warning: {text}");
         }
+        for status in answers.iter().filter_map(|a| a.status.as_ref().ok()) {
+            if let Some(differs) = &status.file_differs {
+                eprintln!("warning: node {}: {differs}", status.id);
+            }
+        }
         if let Some(pause) = endpoints::newest_pause(&answers).filter(|p| p.paused) {
             println!("{pause}");
         }

@@ -102,6 +102,9 @@ pub async fn status(args: &QueryArgs) -> ExitCode {
     if status.pause.paused {
         println!("  {}", status.pause);
     }
+    if let Some(differs) = &status.file_differs {
+        println!("  config file differs: {differs}");
+    }
     if let Some(est) = status.estimate {
         let stale = if est.fresh {
             ""

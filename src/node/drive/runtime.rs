@@ -419,6 +419,7 @@ impl Runtime {
                     self.services.reload_postgres_parameters();
                 }
                 self.publisher.set_readiness(reloaded.readiness);
+                self.check_file();
                 if reloaded.health_removed {
                     self.eligibility.set_health(HealthState::Unchecked);
                     self.publisher.health(HealthState::Unchecked);
@@ -593,6 +594,7 @@ impl Runtime {
         if (list.id, &keep) == (self.applied_members.0, &self.applied_members.1) {
             return;
         }
+        self.check_file();
         let me = self.machine.id();
         self.office.peers = list.others(me).len();
         let listed = super::members::dial_list(list, me, self.services.applied());
@@ -602,6 +604,14 @@ impl Runtime {
         self.transport.set_peers(dial.clone());
         self.applied_dial = dial;
         self.applied_members = (list.id, keep);
+    }
+
+    /// Shows in the status what the host's config file says otherwise than the stored
+    /// member list (it never counts): after every change of either.
+    fn check_file(&self) {
+        let differs =
+            super::members::file_disagrees(self.machine.members(), self.services.applied());
+        self.publisher.file_differs(differs);
     }
 
     /// Answers the operator's membership change once it is done or failed.

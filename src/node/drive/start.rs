@@ -315,6 +315,7 @@ fn initial_status(
     status.timing = config.timing;
     status.watchdog_unavailable = gates.watchdog_unavailable.clone();
     status.pause = pause.current().clone();
+    status.file_differs = members::file_disagrees(machine.members(), config);
     status
 }
 

@@ -185,6 +185,18 @@ impl Publisher {
         });
     }
 
+    /// What the host's config file says otherwise than the cluster's stored state, if
+    /// anything (src/node/drive/members.rs, `file_disagrees`).
+    pub fn file_differs(&self, text: Option<String>) {
+        self.status.send_if_modified(|s| {
+            let changed = s.file_differs != text;
+            if changed {
+                s.file_differs = text;
+            }
+            changed
+        });
+    }
+
     /// The cells were flushed (in `took`).
     pub fn persisted(&self, cells: Cells, took: Duration) {
         self.metrics.observe_persist(took);
