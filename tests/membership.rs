@@ -106,6 +106,7 @@ async fn three_to_five_to_three_with_member_commands_only() {
         t.cluster.start(id).unwrap();
     }
     t.wait_for_leader(&[1, 2, 3], 3, STEP).await;
+    wait_file_differs(&t, &[(1, false), (2, false), (3, false)]).await;
     for id in [4, 5] {
         t.cluster.start(id).unwrap();
     }
@@ -116,6 +117,8 @@ async fn three_to_five_to_three_with_member_commands_only() {
     wait_for_members(&t, &[1, 2, 3, 4], &[1, 2, 3, 4]).await;
     // Node 4, now a voter above 3, takes over (preempt always).
     t.wait_for_leader(&[1, 2, 3, 4], 4, STEP).await;
+    // The change made node 2's file (1–3) and node 4's (1–5) differ from the list.
+    wait_file_differs(&t, &[(2, true), (4, true)]).await;
 
     // Add 5 while node 1 is killed. Node 5 is paused, so it stays a learner until it is
     // resumed: meanwhile a second add is refused.
@@ -170,6 +173,8 @@ async fn three_to_five_to_three_with_member_commands_only() {
     t.cluster.start(1).unwrap();
     wait_for_members(&t, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5]).await;
     t.wait_for_leader(&[1, 2, 3, 4, 5], 5, STEP).await;
+    // Now nodes 4's and 5's files agree with the list; node 2's still does not.
+    wait_file_differs(&t, &[(2, true), (4, false), (5, false)]).await;
 
     // Shrink: remove 1, then 2 while node 3 is paused (SIGSTOP) and comes back.
     change(&t, 3, &["remove", "1"], "node 1 left").await;
@@ -179,6 +184,25 @@ async fn three_to_five_to_three_with_member_commands_only() {
     let list = wait_for_members(&t, &[3, 4, 5], &[3, 4, 5]).await;
     eprintln!("final member list {list}");
     assert_the_end(&t, &files).await;
+}
+
+/// Waits until each `(node, differs)` holds: the node's status says (or does not say)
+/// that its config file's member list differs from the stored one.
+async fn wait_file_differs(t: &TestCluster, expected: &[(NodeId, bool)]) {
+    let ids: Vec<NodeId> = expected.iter().map(|&(id, _)| id).collect();
+    let what = format!("file_differs as {expected:?}");
+    common::wait_until(&what, STEP, || async {
+        let views = t.views(&ids).await;
+        expected
+            .iter()
+            .all(|&(id, differs)| {
+                views[&id]
+                    .as_ref()
+                    .is_some_and(|s| s.file_differs.is_some() == differs)
+            })
+            .then_some(())
+    })
+    .await;
 }
 
 /// What both tests end with, once nodes 1 and 2 were removed: they know they are out
