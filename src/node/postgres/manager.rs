@@ -467,12 +467,14 @@ impl Loop {
                 (e, false)
             }
         };
+        if note != self.note {
+            tracing::info!("postgres: {note}");
+        }
+        self.note = note;
         if promoted {
             // What this look saw is a standby no more: the next look, at once, sees the
             // primary, keeps its slots and reports it (25 ms sooner than after this
             // look's slot work and a report of the standby it was).
-            tracing::info!("postgres: {note}");
-            self.note = note;
             self.look_again = true;
             return;
         }
@@ -482,10 +484,6 @@ impl Loop {
             self.keep_slots(&cluster, leading_primary).await;
             self.follow_passwords(leading_primary).await;
         }
-        if note != self.note {
-            tracing::info!("postgres: {note}");
-        }
-        self.note = note;
         if decision.eligible && !keeper {
             self.note = format!(
                 "{}; not eligible: no keeper connected (run `bully run --config` on this host)",
