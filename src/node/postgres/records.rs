@@ -28,9 +28,9 @@ const LATE_ANSWERS: Duration = Duration::from_millis(30);
 /// What a call does with the voters that have not answered once enough have.
 #[derive(Clone, Copy)]
 enum Rest {
-    /// Waits up to this much longer for their answers (a read: the newest record may
-    /// be on any of them).
-    Wait(Duration),
+    /// Waits up to [`LATE_ANSWERS`] longer for their answers (a read: the newest
+    /// record may be on any of them).
+    Wait,
     /// Leaves them to finish in the background (a commit: a majority made it
     /// committed, and every live voter still gets the record, a moment later, as the
     /// simulator's model has it; a late arrival never replaces a newer record,
@@ -85,9 +85,8 @@ impl Records {
     /// [`ANSWER_WITHIN`] (0.4 s of a 0.95 s failover).
     pub async fn read(&self, status: &Status) -> SyncView {
         let own = self.store.current().await;
-        let rest = Rest::Wait(LATE_ANSWERS);
         let (answers, voters) = self
-            .ask_voters(status, None, rest, |answers, voters| {
+            .ask_voters(status, None, Rest::Wait, |answers, voters| {
                 1 + answers.len() >= majority_of(voters)
             })
             .await;
@@ -99,8 +98,8 @@ impl Records {
     }
 
     /// Stores `record` here and on every other voter; how many keep it now. It answers
-    /// as soon as a majority keeps it ([`Rest::Finish`]): a failover's commit no longer
-    /// waits [`LATE_ANSWERS`] for the dead primary's node.
+    /// as soon as a majority keeps it ([`Rest::Finish`]): a primary narrowing its
+    /// acknowledgements no longer waits [`LATE_ANSWERS`] for a dead voter's node.
     pub async fn commit(&self, status: &Status, record: &SyncRecord) -> Result<Kept, String> {
         let own = self.store.keep(record.clone()).await?;
         let keeps = |kept: &Option<SyncRecord>| kept.as_ref() == Some(record);
@@ -146,7 +145,7 @@ impl Records {
         loop {
             if late.is_none() && enough(&answers, voters) {
                 match rest {
-                    Rest::Wait(more) => late = Some(tokio::time::Instant::now() + more),
+                    Rest::Wait => late = Some(tokio::time::Instant::now() + LATE_ANSWERS),
                     Rest::Finish => {
                         tokio::spawn(async move { while asked.next().await.is_some() {} });
                         break;

@@ -58,8 +58,8 @@ pub(super) fn misbehaviour(
     if !member {
         return Some(Misbehaviour::UnknownPeer);
     }
-    let ceiling = seen.saturating_add(MAX_TERM_JUMP);
-    if msg.term > ceiling || message_epoch_term(&msg.body).is_some_and(|t| t > ceiling) {
+    let jumps = |term: u64| jumps(seen, term);
+    if jumps(msg.term) || message_epoch_term(&msg.body).is_some_and(jumps) {
         return Some(Misbehaviour::TermJump);
     }
     // A sender with an estimate source orders elections by (est, id): its Elections
@@ -81,9 +81,12 @@ pub(super) fn misbehaviour(
 /// writer yet): whether its stamp names a term more than [`MAX_TERM_JUMP`] above
 /// `seen`.
 pub(super) fn stamp_jumps(seen: u64, list: &Membership) -> bool {
-    list.id
-        .stamp
-        .is_some_and(|stamp| stamp.term > seen.saturating_add(MAX_TERM_JUMP))
+    list.id.stamp.is_some_and(|stamp| jumps(seen, stamp.term))
+}
+
+/// term_jump itself: whether `term` is more than [`MAX_TERM_JUMP`] above `seen`.
+fn jumps(seen: u64, term: u64) -> bool {
+    term > seen.saturating_add(MAX_TERM_JUMP)
 }
 
 /// The highest term a message body names, besides the sender's own term.
