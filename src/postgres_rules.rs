@@ -20,9 +20,11 @@
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
 mod durability;
+mod engine;
 mod memory;
 
 pub use durability::{uncovered, SyncRecord, SyncView};
+pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};
 
 use crate::protocol::membership::majority_of;
@@ -217,6 +219,10 @@ pub struct Rules {
     pub reinit_on_failed_rewind: bool,
     /// Looks in a row without streaming after which a standby is rewound.
     pub stuck_after: u32,
+    /// How long after a standby was last seen streaming it still counts toward `ANY k`
+    /// under `quorum`, in ms (the runtime: [`STANDBY_GRACE_MS`]; a new primary counts
+    /// every standby that long).
+    pub standby_grace_ms: u64,
 }
 
 /// What to do with the local server now.
@@ -683,7 +689,7 @@ fn stopped(
     rules: &Rules,
 ) -> Decision {
     let cannot_start = memory.failed_starts >= FAILED_STARTS;
-    let rewind_wanted = memory.needs_rewind || was_primary || cannot_start;
+    let rewind_wanted = rewind_wanted(was_primary, memory);
     match office {
         Office::Following {
             server: Some(from), ..
@@ -711,9 +717,37 @@ fn start(upstream: Option<NodeId>) -> Decision {
     }
 }
 
+/// Whether a stopped server must be rewound before it follows: it was primary, it could
+/// not follow, or it failed to start [`FAILED_STARTS`] times in a row.
+pub fn rewind_wanted(was_primary: bool, memory: &Memory) -> bool {
+    memory.needs_rewind || was_primary || memory.failed_starts >= FAILED_STARTS
+}
+
+/// Whether a server that must rejoin may still be rewound: rewinding is on and fewer
+/// than [`REWIND_ATTEMPTS`] failed.
+fn may_rewind(memory: &Memory, rules: &Rules) -> bool {
+    rules.rewind && memory.rewind_failures < REWIND_ATTEMPTS
+}
+
+/// Whether a server that must rejoin has no way left: no rewind may be tried and
+/// cloning afresh is off. It waits, out, for the operator.
+pub fn cannot_rejoin(memory: &Memory, rules: &Rules) -> bool {
+    !may_rewind(memory, rules) && !rules.reinit_on_failed_rewind
+}
+
+/// Whether the rules leave this member's server for the operator: rewinds failed (or
+/// are off) with cloning afresh off, or the WAL its standby needs is gone with cloning
+/// afresh off. Its manager waits and says so; the simulator's progress check accepts
+/// exactly these members not streaming.
+pub fn left_for_operator(was_primary: bool, memory: &Memory, rules: &Rules) -> bool {
+    memory.out.is_some()
+        || cannot_rejoin(memory, rules) && rewind_wanted(was_primary, memory)
+        || !rules.reinit_on_failed_rewind && memory.wal_removed.is_some_and(|r| r.settled)
+}
+
 /// Rewind, or clone afresh after too many failed rewinds (when allowed).
 fn rejoin(from: NodeId, memory: &Memory, rules: &Rules) -> Decision {
-    let act = if rules.rewind && memory.rewind_failures < REWIND_ATTEMPTS {
+    let act = if may_rewind(memory, rules) {
         Act::Rewind { from }
     } else if rules.reinit_on_failed_rewind {
         Act::Reinit { from }
@@ -1078,6 +1112,7 @@ mod tests {
             rewind: true,
             reinit_on_failed_rewind: true,
             stuck_after: 3,
+            standby_grace_ms: STANDBY_GRACE_MS,
         }
     }
 
@@ -1439,6 +1474,7 @@ mod wal_tests {
             rewind: true,
             reinit_on_failed_rewind: reinit,
             stuck_after: 3,
+            standby_grace_ms: STANDBY_GRACE_MS,
         }
     }
 
@@ -1621,6 +1657,7 @@ mod start_tests {
             rewind: true,
             reinit_on_failed_rewind: true,
             stuck_after: 3,
+            standby_grace_ms: STANDBY_GRACE_MS,
         };
         let following = Office::Following {
             leader: 3,

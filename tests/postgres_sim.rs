@@ -176,12 +176,14 @@ fn sabotaged(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Sp
 }
 
 /// `spec` as the seeds named in this file ran when they were found: before servers'
-/// stalls (src/sim/postgres/stalls.rs) and the operator's restarts
-/// (src/sim/postgres/restarts.rs) were drawn, whose draws change a seed's course.
+/// stalls (src/sim/postgres/stalls.rs), the operator's restarts
+/// (src/sim/postgres/restarts.rs) and the primary's grace for standbys it no longer sees
+/// (src/postgres_rules/engine.rs) were drawn, whose draws change a seed's course.
 fn as_found(spec: Spec) -> Spec {
     Spec {
         server_stalls: false,
         restarts: false,
+        standby_grace: false,
         ..spec
     }
 }

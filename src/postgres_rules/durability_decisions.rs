@@ -27,6 +27,7 @@ fn rules() -> Rules {
         rewind: true,
         reinit_on_failed_rewind: true,
         stuck_after: 3,
+        standby_grace_ms: super::STANDBY_GRACE_MS,
     }
 }
 

@@ -232,6 +232,7 @@ mod tests {
             rewind: true,
             reinit_on_failed_rewind: reinit,
             stuck_after: 3,
+            standby_grace_ms: super::super::STANDBY_GRACE_MS,
         }
     }
 

@@ -33,8 +33,8 @@ pub struct Services {
     health_generation: u64,
     /// The running endpoint's group, if any.
     http: Option<NodeTasks>,
-    /// What the PostgreSQL manager remembers across its restarts.
-    postgres_memory: Arc<std::sync::Mutex<crate::postgres_rules::Memory>>,
+    /// The PostgreSQL manager's engine, kept across its restarts.
+    postgres_engine: Arc<std::sync::Mutex<crate::postgres_rules::Engine>>,
     /// `bully pg` orders, for whichever manager runs.
     postgres_orders: crate::node::postgres::Orders,
     /// Where orders to the manager are sent (a reload's changed parameters).
@@ -81,7 +81,7 @@ impl Services {
             health: None,
             health_generation: 0,
             http: None,
-            postgres_memory: Default::default(),
+            postgres_engine: Default::default(),
             postgres_orders: links.postgres_orders,
             postgres_tx: links.postgres_tx,
             pg_sync: links.pg_sync,
@@ -154,7 +154,7 @@ impl Services {
                 status: self.status.clone(),
                 verdicts: self.health_verdicts.clone(),
                 generation: self.health_generation,
-                memory: Arc::clone(&self.postgres_memory),
+                engine: Arc::clone(&self.postgres_engine),
                 orders: Arc::clone(&self.postgres_orders),
                 pg_sync: self.pg_sync.clone(),
                 parameters: Arc::clone(&self.postgres_parameters),

@@ -21,15 +21,14 @@ use crate::config::postgres::PostgresConfig;
 use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
-    self as rules, Act, Cluster, Done, Memory, Office, PeerWal, Position, Rules, Running, Server,
-    SyncRecord, SyncView, WalRemoved,
+    self as rules, Act, Cluster, Command, Done, Engine, Look, Office, PeerWal, Position, Rules,
+    Running, Server, SyncRecord, SyncView, WalRemoved,
 };
 use crate::postmaster;
 use crate::protocol::{NodeId, Role};
 use futures::StreamExt;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,10 +47,6 @@ const UNANSWERED_PAUSE: Duration = Duration::from_millis(100);
 /// How long after the majority answered the promotion check waits for the others.
 const STRAGGLERS: Duration = Duration::from_millis(30);
 
-/// A standby not seen streaming for this long no longer counts toward `ANY k` under
-/// `synchronous = "quorum"` (a new primary counts every standby for this long first).
-const STANDBY_GRACE: Duration = Duration::from_secs(5);
-
 /// How long a standby with the right upstream may go without streaming before it is
 /// stopped and rewound (its timeline cannot follow).
 const STUCK_FOR: Duration = Duration::from_secs(15);
@@ -67,8 +62,9 @@ pub struct Manager {
     pub peers: PeerServers,
     pub verdicts: mpsc::Sender<Verdict>,
     pub generation: u64,
-    /// Survives the manager's restarts (a reload, a stall).
-    pub memory: Arc<Mutex<Memory>>,
+    /// The manager's state and decisions (src/postgres_rules/engine.rs); survives the
+    /// manager's restarts (a reload, a stall).
+    pub engine: Arc<Mutex<Engine>>,
     /// `bully pg` orders (shared with the managers before and after this one).
     pub orders: super::Orders,
     /// The superuser's password as the node started (src/node/postgres/secrets.rs); the
@@ -108,14 +104,9 @@ impl Drop for Heartbeat {
 struct Loop {
     m: Manager,
     local: Option<tokio_postgres::Client>,
-    /// When each standby was last seen streaming from this primary.
-    standby_seen: BTreeMap<NodeId, Instant>,
     /// What the last look did or waits for.
     note: String,
     last_sent: Option<(Verdict, Instant)>,
-    /// On a primary: the standbys this node wrote its branch to before promoting
-    /// (`Cluster::knows_branch` adds those whose reports show it since).
-    knows: std::collections::BTreeSet<NodeId>,
     /// The members whose servers the last promotion check reached, each with the
     /// timeline it read there.
     reached: Vec<(NodeId, u32)>,
@@ -153,11 +144,9 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
     let mut state = Loop {
         m: manager,
         local: None,
-        standby_seen: BTreeMap::new(),
         note: "starting".into(),
         last_sent: None,
         seen_timeline: None,
-        knows: Default::default(),
         reached: Vec::new(),
         tasks: tasks.clone(),
         last_replayed: None,
@@ -241,7 +230,7 @@ impl Loop {
                         self.m.id, self.m.id
                     ));
                 };
-                self.lock_memory().accept_loss_in(token);
+                self.lock_engine().accept_loss_in(token);
                 tracing::warn!(
                     token,
                     "postgres: the operator accepts losing commits to promote"
@@ -409,11 +398,7 @@ impl Loop {
         let (mut server, described) = self.observe().await;
         self.adopt_branch(&mut server);
         let office = self.office(&status);
-        let own = match &server {
-            Server::Running(r) => Some((r.timeline, r.wal.branch)),
-            _ => None,
-        };
-        let mut cluster = self.cluster(&status, &office, described.as_ref(), own);
+        let mut cluster = self.cluster(&status, &office, described.as_ref());
         self.identify(&mut cluster, &server).await;
         self.system_id = cluster.server_system_id;
         self.other_cluster = rules::foreign(&cluster).is_some();
@@ -439,7 +424,6 @@ impl Loop {
             cluster.system_id = view.system_id();
         }
         cluster.sync = view;
-        self.note_held(&cluster, &server);
         self.reached = answers
             .iter()
             .filter_map(|(p, timeline)| Some((p.id, (*timeline)?)))
@@ -448,25 +432,49 @@ impl Loop {
         let removed = self
             .wal_removed(&server, &office, &cluster, described.as_ref())
             .await;
-        let memory = self.remember(&server, &office, described.as_ref(), removed);
-        let decision = rules::decide(office, &server, &peers, &cluster, &memory, &self.rules());
+        let look = Look {
+            now_ms: BootInstant::now().as_nanos() / 1_000_000,
+            office,
+            server: server.clone(),
+            peers,
+            reports: self.reports(&cluster),
+            standbys: streaming_standbys(described.as_ref()),
+            cluster,
+            removed,
+        };
+        let rules = self.rules();
+        let (decision, cluster) = self.lock_engine().handle(look, &rules);
         let keeper = !status.keepers.is_empty();
         // A server that misses a look (starting, a slow checkpoint, a disk stall) keeps
         // the verdict it had; one that stays silent makes the node ineligible.
-        let eligible = self.lock_memory().verdict(decision.eligible && keeper);
-        let act = decision.act.clone();
-        let promotes = matches!(act, Act::Promote);
+        let decided = decision.eligible;
+        let eligible = self.lock_engine().settle(rules::Decision {
+            eligible: decided && keeper,
+            ..decision
+        });
         let token = match office {
             Office::Leading { token } => Some(token),
             _ => None,
         };
-        let (note, promoted) = match self.act(act, &server, &cluster, token, &status).await {
-            Ok(note) => (note, promotes),
-            Err(e) => {
-                tracing::warn!("postgres: {e}");
-                (e, false)
+        let (mut note, mut promoted) = (String::new(), false);
+        loop {
+            let command = self.lock_engine().poll_command();
+            match command {
+                None => break,
+                Some(Command::NoteHeld { system_id }) => self.note_held(system_id),
+                Some(Command::Act(act)) => {
+                    let promotes = matches!(act, Act::Promote);
+                    (note, promoted) = match self.act(act, &server, &cluster, token, &status).await
+                    {
+                        Ok(note) => (note, promotes),
+                        Err(e) => {
+                            tracing::warn!("postgres: {e}");
+                            (e, false)
+                        }
+                    };
+                }
             }
-        };
+        }
         if note != self.note {
             tracing::info!("postgres: {note}");
         }
@@ -484,7 +492,7 @@ impl Loop {
             self.keep_slots(&cluster, leading_primary).await;
             self.follow_passwords(leading_primary).await;
         }
-        if decision.eligible && !keeper {
+        if decided && !keeper {
             self.note = format!(
                 "{}; not eligible: no keeper connected (run `bully run --config` on this host)",
                 self.note
@@ -537,6 +545,7 @@ impl Loop {
             rewind: c.rewind,
             reinit_on_failed_rewind: c.reinit_on_failed_rewind,
             stuck_after: (STUCK_FOR.as_millis() / interval.as_millis().max(1)) as u32,
+            standby_grace_ms: rules::STANDBY_GRACE_MS,
         }
     }
 
@@ -558,16 +567,9 @@ impl Loop {
         }
     }
 
-    /// The members around this node, from its list (or config) and their reports.
-    /// The members around this node, from its list (or config) and their reports;
-    /// `own` is this server's timeline and branch when it runs.
-    fn cluster(
-        &self,
-        status: &Status,
-        office: &Office,
-        described: Option<&Described>,
-        own: Option<(u32, u64)>,
-    ) -> Cluster {
+    /// The members around this node, from its list (or config) and their reports (the
+    /// engine adds which standbys know this primary's branch, and how many stream).
+    fn cluster(&self, status: &Status, office: &Office, described: Option<&Described>) -> Cluster {
         let (voters, data_voters): (usize, Vec<NodeId>) = match &status.members {
             Some(list) => (
                 list.voters().len(),
@@ -606,46 +608,14 @@ impl Loop {
             _ => None,
         };
         let leader_primary = leader_state.is_some();
-        // Standbys know this primary's branch when it wrote it to them before the
-        // promotion, or when their reports show its timeline with its branch.
-        let knows_branch: Vec<NodeId> = match own {
-            Some((timeline, branch)) => others
-                .iter()
-                .copied()
-                .filter(|m| {
-                    self.knows.contains(m)
-                        || matches!(self.m.peers.get(*m), Some(Some(s))
-                            if s.timeline == Some(timeline) && s.branch == Some(branch))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        let streaming = described
-            .map(|d| {
-                let names: Vec<&str> = d.standbys.iter().map(|(n, _)| n.as_str()).collect();
-                // Every live standby counts toward k, known or not: the names alone
-                // gate which of them acknowledge (a standby not yet known to hold the
-                // branch stands under a name nothing connects as), so commits wait for
-                // one to learn it rather than be acknowledged by the primary alone.
-                others
-                    .iter()
-                    .filter(|&&m| {
-                        let seen = names.contains(&rules::application_name(m).as_str());
-                        self.standby_seen
-                            .get(&m)
-                            .is_some_and(|at| seen || at.elapsed() < STANDBY_GRACE)
-                    })
-                    .count()
-            })
-            .unwrap_or(0);
         Cluster {
             id: self.m.id,
             data_voters,
             voters,
             all_absent,
             leader_primary,
-            streaming,
-            knows_branch,
+            streaming: 0,
+            knows_branch: Vec::new(),
             sync: SyncView::Unread,
             // Until `identify` reads a record this node keeps: the coordinator's
             // primary's, which is the cluster's (a promotion commits the identity first).
@@ -779,48 +749,37 @@ impl Loop {
         self.m.made.clear()
     }
 
-    /// Notes that this node's server runs with the cluster's data (or with data of a
-    /// cluster not known yet): a missing data dir is then a lost volume.
-    fn note_held(&self, cluster: &Cluster, server: &Server) {
-        let own = cluster.server_system_id;
-        let ours = cluster.system_id == 0 || cluster.system_id == own;
-        if matches!(server, Server::Running(_)) && own != 0 && ours {
-            if let Err(e) = self.m.held.note(own) {
-                tracing::warn!("postgres: {e}");
-            }
+    /// Notes that this node's server runs with the cluster's data (`Command::NoteHeld`):
+    /// a missing data dir is then a lost volume.
+    fn note_held(&self, system_id: u64) {
+        if let Err(e) = self.m.held.note(system_id) {
+            tracing::warn!("postgres: {e}");
         }
     }
 
-    /// The memory shared with the runtime's status (src/postgres_rules/memory.rs).
-    fn lock_memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.m.memory.lock().unwrap_or_else(|e| e.into_inner())
+    /// The other members' reports as the engine weighs them: the timeline and branch
+    /// of each running server.
+    fn reports(&self, cluster: &Cluster) -> Vec<(NodeId, Option<(u32, u64)>)> {
+        cluster
+            .data_voters
+            .iter()
+            .filter(|&&m| m != self.m.id)
+            .filter_map(|&m| {
+                let report = self.m.peers.get(m).flatten()?;
+                Some((m, report.timeline.zip(report.branch)))
+            })
+            .collect()
+    }
+
+    /// The engine, shared with the managers before and after this one
+    /// (src/postgres_rules/engine.rs).
+    fn lock_engine(&self) -> std::sync::MutexGuard<'_, Engine> {
+        self.m.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Looks in a row at which the running server did not answer.
     fn unanswered(&self) -> u32 {
-        self.lock_memory().unanswered
-    }
-
-    /// Notes what this look saw in the memory (src/postgres_rules/memory.rs), and
-    /// returns a copy for `decide`.
-    fn remember(
-        &mut self,
-        server: &Server,
-        office: &Office,
-        described: Option<&Described>,
-        removed: Option<WalRemoved>,
-    ) -> Memory {
-        let mut memory = self.m.memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.on_look(office, server, removed);
-        if let Some(d) = described.filter(|d| !d.in_recovery) {
-            let now = Instant::now();
-            for (name, _) in &d.standbys {
-                if let Some(id) = member_named(name) {
-                    self.standby_seen.insert(id, now);
-                }
-            }
-        }
-        memory.clone()
+        self.lock_engine().memory().unanswered
     }
 
     /// The local server: its data dir, its postmaster, one SQL round trip.
@@ -1035,23 +994,13 @@ impl Loop {
                 };
                 let next = files::next_timeline(&c.data_dir, r.timeline);
                 files::record_branch(&c.data_dir, next, term, self.m.programs.owner())?;
-                self.knows = self.write_branch_to_reached(next, term).await;
+                let told = self.write_branch_to_reached(next, term).await;
                 // The names hold every standby that knows the branch before the first
                 // commit is taken, so no commit is acknowledged by the new primary
                 // alone, nor by a standby that would rank it below an older branch.
-                let mut knowing = cluster.clone();
-                knowing.knows_branch = self.knows.iter().copied().collect();
-                let names = rules::synchronous_names(
-                    self.m.id,
-                    &knowing,
-                    cluster.data_voters.len(),
-                    c.synchronous,
-                );
+                let rules = self.rules();
+                let names = self.lock_engine().promoting(next, &told, cluster, &rules);
                 self.write_conf(None, &names, token)?;
-                let now = Instant::now();
-                for &m in cluster.data_voters.iter().filter(|&&m| m != self.m.id) {
-                    self.standby_seen.insert(m, now);
-                }
                 let password = self.passwords()?.replication;
                 self.forget_made()?;
                 let client = self.local_client().await?;
@@ -1095,12 +1044,7 @@ impl Loop {
                 let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
                 // A standby whose upstream removed its WAL is cloned while it runs.
-                let removed = self
-                    .m
-                    .memory
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .wal_removed;
+                let removed = self.lock_engine().memory().wal_removed;
                 self.stop_server(timeout).await?;
                 self.reinit_from(from).await?;
                 let why = match removed {
@@ -1167,11 +1111,7 @@ impl Loop {
     /// Writes this office's branch for `timeline` into the data dir of every server the
     /// promotion check reached whose timeline is below it, at once; returns the members
     /// that took it.
-    async fn write_branch_to_reached(
-        &self,
-        timeline: u32,
-        term: u64,
-    ) -> std::collections::BTreeSet<NodeId> {
+    async fn write_branch_to_reached(&self, timeline: u32, term: u64) -> Vec<NodeId> {
         let c = &self.m.config;
         // A peer already on `timeline`'s number (as the promotion check just read it)
         // is on another branch's timeline (two promotions on two sides of a fault can
@@ -1192,12 +1132,10 @@ impl Loop {
                 Ok::<NodeId, String>(m)
             })
         });
-        let mut knows = std::collections::BTreeSet::new();
+        let mut knows = Vec::new();
         for result in futures::future::join_all(writes).await {
             match result {
-                Ok(m) => {
-                    knows.insert(m);
-                }
+                Ok(m) => knows.push(m),
                 Err(e) => tracing::warn!("postgres: the branch did not reach a standby: {e}"),
             }
         }
@@ -1212,12 +1150,7 @@ impl Loop {
         else {
             return;
         };
-        let memory = self
-            .m
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let memory = self.lock_engine().memory().clone();
         let record = rules::identity_record(token, cluster, &memory, system_id);
         if let Err(e) = self.commit_record(status, record).await {
             tracing::warn!("postgres: the new cluster's identity: {e}");
@@ -1323,10 +1256,10 @@ impl Loop {
         }
     }
 
-    /// Notes how an act ended in the memory (src/postgres_rules/memory.rs).
+    /// Tells the engine how an act ended (src/postgres_rules/engine.rs).
     fn done(&self, done: Done) {
         let rules = self.rules();
-        self.lock_memory().on_done(done, &rules);
+        self.lock_engine().on_done(done, &rules);
     }
 
     /// Writes bully's include file: the upstream, the synchronous names and, on the
@@ -1776,4 +1709,18 @@ async fn peer_position(
         .await
         .ok()?;
     Some((Position { branch, lsn: d.wal }, d.timeline))
+}
+
+/// The other members whose standbys stream from this primary now, by the application
+/// names `pg_stat_replication` shows (none on a standby).
+fn streaming_standbys(described: Option<&Described>) -> Vec<NodeId> {
+    described
+        .filter(|d| !d.in_recovery)
+        .map(|d| {
+            d.standbys
+                .iter()
+                .filter_map(|(name, _)| member_named(name))
+                .collect()
+        })
+        .unwrap_or_default()
 }

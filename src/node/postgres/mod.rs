@@ -55,7 +55,7 @@ use crate::boot_clock::BootInstant;
 use crate::config::NodeConfig;
 use crate::node::commands::health::Verdict;
 use crate::node::shared::tasks::NodeTasks;
-use crate::postgres_rules::Memory;
+use crate::postgres_rules::Engine;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -79,8 +79,8 @@ pub struct Links {
     pub status: watch::Receiver<Status>,
     pub verdicts: mpsc::Sender<Verdict>,
     pub generation: u64,
-    /// Kept by the services across the manager's restarts.
-    pub memory: Arc<Mutex<Memory>>,
+    /// The manager's engine, kept by the services across the manager's restarts.
+    pub engine: Arc<Mutex<Engine>>,
     /// `bully pg` orders.
     pub orders: Orders,
     /// The synchronous record this node keeps.
@@ -143,7 +143,7 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 peers: servers,
                 verdicts: links.verdicts,
                 generation: links.generation,
-                memory: links.memory,
+                engine: links.engine,
                 orders: links.orders,
                 superuser_password: passwords.superuser,
                 member_hosts,

@@ -55,7 +55,7 @@ impl World {
                     return Ok(());
                 }
                 if let Office::Leading { token } = office {
-                    let memory = &self.member(id).memory;
+                    let memory = self.member(id).engine.memory();
                     let record = identity_record(token, cluster, memory, system_id);
                     self.commit_record(id, record);
                 }
@@ -146,24 +146,24 @@ impl World {
         }
         let majority = kept >= self.majority();
         let trusts_older = self.spec.sabotage == Some(Sabotage::TrustsOlderRecord);
-        let older = self.member_mut(id).memory.committed.take();
+        let older = self.member(id).engine.memory().committed.clone();
         let done = Done::SyncWritten {
             record,
             kept_by_majority: majority,
         };
         self.done(id, done);
         if trusts_older && !majority {
-            self.member_mut(id).memory.committed = older;
+            self.member_mut(id).engine.sabotage_memory().committed = older;
         }
         self.summary.records += 1;
         self.summary.records_committed += u64::from(majority);
     }
 
-    /// How an act ended, noted in member `id`'s memory as the runtime notes it
-    /// (src/postgres_rules/memory.rs).
+    /// How an act ended, told to member `id`'s engine as the runtime tells it
+    /// (src/postgres_rules/engine.rs).
     pub(super) fn done(&mut self, id: NodeId, done: Done) {
         let rules = self.rules;
-        self.member_mut(id).memory.on_done(done, &rules);
+        self.member_mut(id).engine.on_done(done, &rules);
     }
 
     /// The source of a copy, if it can serve one: reachable and running.
@@ -239,8 +239,9 @@ impl World {
                 // The old loop: a rewind that exits 0 resets the count.
                 if self.spec.sabotage == Some(Sabotage::NoOpRewindResets) {
                     let m = self.member_mut(id);
-                    m.memory.rewind_failures = 0;
-                    m.memory.could_not_follow = false;
+                    let memory = m.engine.sabotage_memory();
+                    memory.rewind_failures = 0;
+                    memory.could_not_follow = false;
                 }
                 self.summary.rewinds += 1;
             }
@@ -302,17 +303,9 @@ impl World {
                 reached
             }
         };
-        let names = synchronous_names(
-            id,
-            &Cluster {
-                knows_branch: knows_branch.clone(),
-                ..cluster.clone()
-            },
-            cluster.data_voters.len(),
-            self.rules.synchronous,
-        );
+        let rules = self.rules;
         let m = self.member_mut(id);
-        m.knows_branch = Some((next, knows_branch.clone()));
+        let names = m.engine.promoting(next, &knows_branch, cluster, &rules);
         if let Some(d) = m.pg.as_mut() {
             d.record_branch(next, term);
         }

@@ -10,7 +10,7 @@
 //! At the heal the operator mounts the volumes back and runs `bully pg reinit`
 //! for a member whose data dir is gone.
 
-use super::decisions::Memory;
+use super::decisions::Engine;
 use super::log::Event;
 use super::world::World;
 use crate::protocol::NodeId;
@@ -159,11 +159,10 @@ impl World {
         if let Some(d) = m.pg.as_mut() {
             d.stop(false);
         }
-        m.memory = Memory::default();
+        m.engine = Engine::default();
         m.eligible = false;
         m.last_wait = None;
         m.report = None;
-        m.knows_branch = None;
         m.server_stall = None;
         // The order dies with its manager.
         m.restart = None;

@@ -246,6 +246,10 @@ pub struct Spec {
     /// Draw the operator's `bully pg reload` and `bully pg restart N`
     /// (src/sim/postgres/restarts.rs); off, as `wal_removal`.
     pub restarts: bool,
+    /// Draw how long a primary keeps counting a standby it no longer sees toward k
+    /// (`Rules::standby_grace_ms`: none in half the seeds, up to the runtime's 20 looks
+    /// in the rest), from a stream of its own; off, none, as `wal_removal`.
+    pub standby_grace: bool,
 }
 
 impl Spec {
@@ -266,6 +270,7 @@ impl Spec {
             strangers: true,
             server_stalls: true,
             restarts: true,
+            standby_grace: true,
         }
     }
 }

@@ -40,8 +40,8 @@ impl World {
         }
         let Some(h) = self.office else {
             for id in self.data_members().map(|m| m.id).collect::<Vec<_>>() {
-                if self.member(id).memory.out.is_some() {
-                    self.member_mut(id).memory = Default::default();
+                if self.member(id).engine.memory().out.is_some() {
+                    self.member_mut(id).engine = Default::default();
                     self.event(Event::Operator(format!("systemctl restart bully on {id}")));
                 }
             }
@@ -67,14 +67,14 @@ impl World {
             && record
                 .as_ref()
                 .is_some_and(|record| !record.covered_by(&with_data));
-        if hopeless && self.member(h.leader).memory.accept_loss != Some(h.token) {
+        if hopeless && self.member(h.leader).engine.memory().accept_loss != Some(h.token) {
             // What the flag accepts: the commits acknowledged under that record, which
             // it no longer vouches for (a copy elsewhere may rank below the promoted).
             let overridden = record.map(|r| r.token);
             for a in self.acked.iter_mut().filter(|a| a.alone_in == overridden) {
                 a.accepted = true;
             }
-            self.member_mut(h.leader).memory.accept_loss_in(h.token);
+            self.member_mut(h.leader).engine.accept_loss_in(h.token);
             let words = format!("bully pg failover --to {} --accept-loss", h.leader);
             self.event(Event::Operator(words));
         }

@@ -100,7 +100,8 @@ impl World {
             let weak = self.weak();
             let alone_in = self
                 .member(id)
-                .memory
+                .engine
+                .memory()
                 .committed
                 .as_ref()
                 .filter(|r| r.alone && r.primary == id && named_k <= r.k)

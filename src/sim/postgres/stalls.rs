@@ -67,7 +67,7 @@ impl World {
             },
             None => ServerStall {
                 until: now + looks,
-                eligible_before: self.member(id).memory.sent_verdict == Some(true),
+                eligible_before: self.member(id).engine.memory().sent_verdict == Some(true),
             },
         };
         self.member_mut(id).server_stall = Some(stall);
@@ -94,7 +94,7 @@ impl World {
             Some(s) if self.server_stalled(leader) && s.eligible_before => {
                 // Its last look found the server silent (not stopped, say, which is
                 // another reason to resign), fewer times in a row than the grace.
-                let missed = m.memory.unanswered;
+                let missed = m.engine.memory().unanswered;
                 match (1..UNANSWERED_LOOKS).contains(&missed) {
                     true => Err(format!(
                         "failover storm: coordinator {leader} resigned after its server \

@@ -3,8 +3,9 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    decide, rank, synchronous_count, synchronous_names, Act, Cluster, Decision, Done, Memory,
-    Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, FAILED_STARTS,
+    left_for_operator, rank, rewind_wanted, synchronous_count, synchronous_names, too_few_reached,
+    Act, Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal, Position, Rules, Server,
+    StopReason, SyncRecord, SyncView,
 };
 use super::log::{Event, Log};
 use super::processes::{Claim, Processes};
@@ -22,6 +23,9 @@ use std::collections::VecDeque;
 pub(super) const LEASE: u64 = 3;
 /// How many past estimates a member keeps (stale elections read one of them).
 const EST_KEPT: usize = 5;
+/// What one step stands for on the engine's clock: one look at the manager's default
+/// `[postgres] interval_ms`.
+pub(super) const STEP_MS: u64 = 250;
 
 /// One member: its node (alive, stalled, cut off) and its server (`None`: no data).
 #[derive(Debug)]
@@ -38,7 +42,9 @@ pub(super) struct Member {
     /// Its standby receives nothing until then.
     pub lagging_until: u64,
     pub pg: Option<Data>,
-    pub memory: Memory,
+    /// Its manager's engine (src/postgres_rules/engine.rs): the runtime's own state and
+    /// decisions, driven here as the runtime drives them. A node restart starts a new one.
+    pub engine: Engine,
     /// The last decision's health verdict (false until the first look).
     pub eligible: bool,
     pub last_wait: Option<String>,
@@ -52,10 +58,6 @@ pub(super) struct Member {
     /// `report`): the outer `None`, nothing since the node started; the inner, the
     /// timeline and branch of a running server (`None`: not running then).
     pub report: Option<Option<(u32, u64)>>,
-    /// What its manager keeps while its server is primary (src/node/postgres/manager.rs):
-    /// the timeline the set is for, and the other data voters known to have recorded
-    /// that timeline's branch ([`Cluster::knows_branch`]). Lost when the node restarts.
-    pub knows_branch: Option<(u32, Vec<NodeId>)>,
     /// The synchronous record its node keeps (src/node/postgres/sync_store.rs): in the
     /// node's data dir, so it survives a restart; a replaced disk loses it.
     pub record: Option<SyncRecord>,
@@ -96,7 +98,7 @@ impl Member {
             cut_off_until: 0,
             lagging_until: 0,
             pg: None,
-            memory: Memory::default(),
+            engine: Engine::default(),
             eligible: false,
             last_wait: None,
             fail_promote: false,
@@ -104,7 +106,6 @@ impl Member {
             fail_clone: false,
             est_history: VecDeque::new(),
             report: None,
-            knows_branch: None,
             record: None,
             held: false,
             unmounted: None,
@@ -309,6 +310,17 @@ pub(super) struct World {
     pub faults_logged: u64,
 }
 
+/// `Rules::standby_grace_ms` for `seed`: the runtime's is 20 looks; shorter ones (none in
+/// half the seeds) let the faults drawn reach a primary that lowers k. Drawn from a
+/// stream of its own, so a seed without it runs as it did before it was drawn.
+fn standby_grace(seed: u64, spec: &Spec) -> u64 {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    match spec.standby_grace && rng.gen_bool(0.5) {
+        true => STEP_MS * rng.gen_range(1..=20),
+        false => 0,
+    }
+}
+
 impl World {
     pub fn new(seed: u64, spec: Spec) -> World {
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -319,6 +331,7 @@ impl World {
             rewind: rng.gen_bool(0.8),
             reinit_on_failed_rewind: rng.gen_bool(0.7),
             stuck_after: rng.gen_range(2..5),
+            standby_grace_ms: standby_grace(seed, &spec),
         };
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
             .map(|id| Member::new(id, false))
@@ -382,19 +395,26 @@ impl World {
             };
             m.pg = Some(data);
             m.eligible = true;
-            m.memory.sent_verdict = Some(true);
             m.held = true;
+            // Each node sent an eligible verdict before the run begins.
+            m.engine.settle(Decision {
+                act: Act::Wait("bootstrapped".into()),
+                eligible: true,
+            });
+            while m.engine.poll_command().is_some() {}
         }
-        // Every standby cloned the primary: each knows its branch.
-        let others = self.data_members().map(|m| m.id).filter(|&m| m != 1);
-        self.member_mut(1).knows_branch = Some((2, others.collect()));
-        // Its names as the runtime writes them when it promotes (every standby named).
-        let names = synchronous_names(
-            1,
-            &self.cluster_for(1),
-            self.spec.members - 1,
-            self.spec.synchronous,
-        );
+        // Every standby cloned the primary: each knows its branch, and the names are
+        // the ones the engine gives a promotion told so (every standby named).
+        let others: Vec<NodeId> = self
+            .data_members()
+            .map(|m| m.id)
+            .filter(|&m| m != 1)
+            .collect();
+        let (cluster, rules) = (self.cluster_for(1), self.rules);
+        let names = self
+            .member_mut(1)
+            .engine
+            .promoting(2, &others, &cluster, &rules);
         let primary = self.member_mut(1).pg.as_mut().expect("member 1's data");
         primary.decided = true;
         primary.names = names;
@@ -740,7 +760,8 @@ impl World {
         Ok(())
     }
 
-    /// The manager's look: the runtime's bookkeeping, `decide`, and its act applied.
+    /// The manager's look: what its executor observes handed to the engine, and the
+    /// commands the engine gives run in order.
     fn look(&mut self, id: NodeId) -> Result<(), String> {
         let m = self.member(id);
         if !m.alive
@@ -751,7 +772,6 @@ impl World {
             return Ok(());
         }
         self.adopt_branch(id);
-        self.confirm_branch(id);
         self.reconcile_process(id);
         let m = self.member(id);
         let office = self.office_of(id);
@@ -770,13 +790,12 @@ impl World {
             (Server::Stopped { .. }, Claim::Ours(_)) => Server::Unreachable,
             (server, _) => server,
         };
-        let cluster = self.cluster_for(id);
         let peers: Vec<PeerWal> = match office {
             Office::Leading { .. } => self.peers_of(id),
             _ => Vec::new(),
         };
+        let cluster = self.cluster_for(id);
         let removed = self.wal_removed_seen(id, &server, office, &cluster);
-        let rules = self.rules;
         let reported = match self.reading() {
             Reading::TimelineNumbers => Reading::Lineage,
             reading => reading,
@@ -789,29 +808,36 @@ impl World {
             }
             _ => None,
         });
+        let look = Look {
+            now_ms: self.now * STEP_MS,
+            office,
+            server: server.clone(),
+            peers: peers.clone(),
+            reports: self.reports_seen_by(id),
+            standbys: self.standbys_counted(id),
+            cluster,
+            removed,
+        };
+        let rules = self.rules;
         let m = self.member_mut(id);
         m.report = report;
-        m.memory.on_look(&office, &server, removed);
-        // The node notes that its server holds the cluster's data (src/node/postgres/
-        // held.rs): a running server of the cluster's system, or of a cluster not known
-        // yet.
-        if let Server::Running(_) = server {
-            let own = m.pg.as_ref().map_or(0, |d| d.system_id);
-            if cluster.system_id == 0 || cluster.system_id == own {
-                m.held = true;
-            }
-        }
-        let decision = decide(office, &server, &peers, &cluster, &m.memory, &rules);
+        let (decision, cluster) = m.engine.handle(look, &rules);
         if let (Act::Promote, Server::Running(r)) = (&decision.act, &server) {
             let (own, peers) = (r.wal, peers.clone());
             self.event(Event::Read { id, own, peers });
         }
-        let Decision { act, eligible } = self.sabotaged(id, decision, office, &server, &cluster);
+        let decision = self.sabotaged(id, decision, office, &server, &cluster, &peers);
         let graceless = self.spec.sabotage == Some(Sabotage::NoUnansweredGrace);
+        let decided = decision.eligible;
         let m = self.member_mut(id);
-        let verdict = m.memory.verdict(eligible);
-        m.eligible = if graceless { eligible } else { verdict };
-        self.apply(id, office, act, &cluster, &peers)?;
+        let verdict = m.engine.settle(decision);
+        m.eligible = if graceless { decided } else { verdict };
+        while let Some(command) = self.member_mut(id).engine.poll_command() {
+            match command {
+                Command::NoteHeld { .. } => self.member_mut(id).held = true,
+                Command::Act(act) => self.apply(id, office, act, &cluster, &peers)?,
+            }
+        }
         self.keep_slots(id, &cluster);
         Ok(())
     }
@@ -852,28 +878,13 @@ impl World {
         }
     }
 
-    /// A primary's manager adds to [`Member::knows_branch`] every other data voter whose
-    /// latest report shows the primary's timeline and branch (it sees a standby adopt the
-    /// branch a look later, through the standby's report). A set for another timeline,
-    /// or none (the manager restarted), is rebuilt from the reports alone; a server that
-    /// is not primary keeps none.
-    fn confirm_branch(&mut self, id: NodeId) {
-        let Some(d) = self.member(id).pg.as_ref().filter(|d| d.primary()) else {
-            self.member_mut(id).knows_branch = None;
-            return;
-        };
-        let timeline = d.wal.timeline();
-        let shown = Some(Some((timeline, d.branch_of(timeline))));
-        let mut known = match self.member_mut(id).knows_branch.take() {
-            Some((tl, known)) if tl == timeline => known,
-            _ => Vec::new(),
-        };
-        for m in self.data_members().filter(|m| m.id != id) {
-            if !known.contains(&m.id) && self.report_seen_by(id, m.id) == shown {
-                known.push(m.id);
-            }
-        }
-        self.member_mut(id).knows_branch = Some((timeline, known));
+    /// The other data members' reports as member `id`'s node has them fresh
+    /// ([`World::report_seen_by`]), for the engine.
+    fn reports_seen_by(&self, id: NodeId) -> Vec<(NodeId, Option<(u32, u64)>)> {
+        self.data_members()
+            .filter(|m| m.id != id)
+            .filter_map(|m| Some((m.id, self.report_seen_by(id, m.id)?)))
+            .collect()
     }
 
     /// Member `of`'s last report as `reader`'s node has it (src/node/postgres/peers.rs):
@@ -894,19 +905,20 @@ impl World {
         office: Office,
         server: &Server,
         cluster: &Cluster,
+        peers: &[PeerWal],
     ) -> Decision {
         let Decision { act, eligible } = decided;
-        let memory = &self.member(id).memory;
+        let memory = self.member(id).engine.memory();
         let standby = match server {
             Server::Running(r) if r.in_recovery => Some(r),
             _ => None,
         };
         let following = matches!(office, Office::Following { .. });
         let (act, eligible) = match (&act, self.spec.sabotage) {
-            (Act::Wait(why), Some(Sabotage::SkipMajority))
+            (Act::Wait(_), Some(Sabotage::SkipMajority))
                 if standby.is_some()
                     && matches!(office, Office::Leading { .. })
-                    && why.contains("a majority") =>
+                    && too_few_reached(peers, cluster, &self.rules) =>
             {
                 (Act::Promote, true)
             }
@@ -943,9 +955,7 @@ impl World {
             (Act::StartStandby { upstream: None }, Some(Sabotage::RewindWaits))
                 if following
                     && matches!(server, Server::Stopped { was_primary, .. }
-                        if *was_primary
-                            || memory.needs_rewind
-                            || memory.failed_starts >= FAILED_STARTS) =>
+                        if rewind_wanted(*was_primary, memory)) =>
             {
                 let why = "a former primary waits for the coordinator's server";
                 (Act::Wait(why.into()), false)
@@ -967,9 +977,9 @@ impl World {
         Decision { act, eligible }
     }
 
-    /// The cluster as member `id` knows it.
+    /// The cluster as member `id`'s executor knows it (the engine adds which standbys
+    /// know its branch, and how many stream: [`Look::cluster`]).
     pub fn cluster_for(&self, id: NodeId) -> Cluster {
-        let knows_branch = self.knows_branch(id);
         let m = self.member(id);
         let sync = match self.office_of(id) {
             Office::Leading { .. } => self.sync_view(id),
@@ -1011,14 +1021,16 @@ impl World {
                     || m.unreported_until > self.now
             }),
             leader_primary,
-            streaming: match self.spec.sabotage {
-                Some(Sabotage::StreamingOnlyKnown) => self
-                    .streaming_standbys(id)
-                    .filter(|m| knows_branch.contains(m))
-                    .count(),
-                _ => self.live_standbys(id),
+            streaming: 0,
+            // Under the sabotage `NamesIgnoreBranch`, every other data voter.
+            knows_branch: match self.spec.sabotage {
+                Some(Sabotage::NamesIgnoreBranch) => self
+                    .data_members()
+                    .map(|m| m.id)
+                    .filter(|&m| m != id)
+                    .collect(),
+                _ => Vec::new(),
             },
-            knows_branch,
             sync,
             system_id,
             server_system_id: m.pg.as_ref().map_or(0, |d| d.system_id),
@@ -1062,30 +1074,17 @@ impl World {
         self.reach(asker, of) && self.member(of).stalled_until <= self.now
     }
 
-    /// [`Cluster::knows_branch`] for `id`: its manager's set for its server's timeline
-    /// (none for another timeline), or every other data voter under the sabotage
-    /// `NamesIgnoreBranch`.
-    fn knows_branch(&self, id: NodeId) -> Vec<NodeId> {
-        if self.spec.sabotage == Some(Sabotage::NamesIgnoreBranch) {
-            return self
-                .data_members()
-                .map(|m| m.id)
-                .filter(|&m| m != id)
-                .collect();
-        }
-        let m = self.member(id);
-        match (&m.knows_branch, &m.pg) {
-            (Some((timeline, known)), Some(d)) if *timeline == d.wal.timeline() => known.clone(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// How many other data members' standbys stream from `id`'s server now: the live
-    /// standbys `quorum` may lower k to (src/node/postgres/manager.rs, `cluster`), whether
-    /// or not they are known to have recorded its branch (the names gate which of them
-    /// acknowledge).
-    pub(super) fn live_standbys(&self, id: NodeId) -> usize {
-        self.streaming_standbys(id).count()
+    /// The other data members whose standbys stream from `id`'s server now, as its
+    /// executor tells the engine (the sabotage `StreamingOnlyKnown`: only those known
+    /// to hold its branch).
+    fn standbys_counted(&self, id: NodeId) -> Vec<NodeId> {
+        let timeline = self.member(id).pg.as_ref().map(|d| d.wal.timeline());
+        let known = timeline.map_or_else(Vec::new, |t| self.member(id).engine.knows_branch(t));
+        self.streaming_standbys(id)
+            .filter(|m| {
+                self.spec.sabotage != Some(Sabotage::StreamingOnlyKnown) || known.contains(m)
+            })
+            .collect()
     }
 
     /// What each standby streaming from `id`'s server has flushed of its WAL, as the
@@ -1215,7 +1214,10 @@ impl World {
                 });
                 format!(
                     "{}: server {server:?}, {:?}, eligible {}, waits {:?}",
-                    m.id, m.memory, m.eligible, m.last_wait
+                    m.id,
+                    m.engine.memory(),
+                    m.eligible,
+                    m.last_wait
                 )
             })
             .collect();
@@ -1225,10 +1227,15 @@ impl World {
     /// Whether `m` stays out as the decisions allow: rewinding failed (or is off) and
     /// cloning afresh is not allowed.
     fn legitimately_out(&self, m: &Member) -> bool {
-        m.memory.out.is_some()
-            || m.last_wait
-                .as_deref()
-                .is_some_and(|w| w.contains("reinit_on_failed_rewind is off"))
+        let memory = m.engine.memory();
+        let was_primary = matches!(
+            m.pg.as_ref().map(|d| d.state),
+            Some(State::Stopped {
+                was_primary: true,
+                ..
+            })
+        );
+        left_for_operator(was_primary, memory, &self.rules)
     }
 
     /// Settled: a ready leader with a primary, every other data member streaming from
@@ -1261,7 +1268,7 @@ impl World {
                     m.id,
                     h.leader,
                     m.pg.as_ref().map(|d| d.state),
-                    m.memory,
+                    m.engine.memory(),
                     m.last_wait
                 ));
             }
