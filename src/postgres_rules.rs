@@ -1,8 +1,10 @@
 //! The PostgreSQL manager's decisions (docs/design.md#keeping-postgresql), pure: given
 //! what the node's office is and what the servers answered, what to do next with the
-//! local server, and whether the node may lead. The runtime (src/node/postgres/) only
-//! observes and acts; the simulator (src/sim/postgres/) drives these very functions with
-//! drawn answers (a lagging standby, a promotion or a rewind that fails), which is why
+//! local server, and whether the node may lead. [`Engine`] (src/postgres_rules/engine.rs)
+//! holds what the manager keeps between looks and takes these decisions. The runtime
+//! (src/node/postgres/) only observes and acts; the simulator (src/sim/postgres/) drives
+//! the same engine with drawn answers (a lagging standby, a promotion or a rewind that
+//! fails), which is why
 //! they sit below it, beside the protocol, and not in the node's policy wing
 //! (`tests/layering.rs` holds them to the same purity).
 //!

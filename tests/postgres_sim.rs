@@ -75,10 +75,15 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
 }
 
 fn holds(members: usize, witness: bool, synchronous: Synchronous) {
-    let spec = Spec {
+    holds_as(Spec {
         witness,
         ..Spec::new(members, synchronous)
-    };
+    });
+}
+
+/// `spec` holds over the seeds, and a long sweep drew every host fault.
+fn holds_as(spec: Spec) {
+    let synchronous = spec.synchronous;
     let total = sweep(&spec).unwrap_or_else(|violation| panic!("{violation}"));
     if seeds().len() >= 1000 {
         for host_fault in [
@@ -141,6 +146,44 @@ fn two_members_and_a_witness_strict() {
     holds(2, true, Synchronous::Strict);
 }
 
+/// `members` (and a witness) in `synchronous` mode, the office held by the members'
+/// real machines and fenced by their keepers (src/sim/postgres/protocol.rs).
+fn on_the_protocol(members: usize, witness: bool, synchronous: Synchronous) -> Spec {
+    Spec {
+        witness,
+        protocol: true,
+        ..Spec::new(members, synchronous)
+    }
+}
+
+#[test]
+fn three_members_quorum_on_the_protocol() {
+    holds_as(on_the_protocol(3, false, Synchronous::Quorum));
+}
+
+#[test]
+fn three_members_strict_on_the_protocol() {
+    holds_as(on_the_protocol(3, false, Synchronous::Strict));
+}
+
+#[test]
+fn five_members_quorum_on_the_protocol() {
+    holds_as(on_the_protocol(5, false, Synchronous::Quorum));
+}
+
+#[test]
+fn two_members_and_a_witness_strict_on_the_protocol() {
+    holds_as(on_the_protocol(2, true, Synchronous::Strict));
+}
+
+#[test]
+fn a_new_cluster_bootstraps_on_the_protocol() {
+    holds_as(Spec {
+        protocol: true,
+        ..new_cluster()
+    });
+}
+
 #[test]
 fn a_new_cluster_bootstraps() {
     let spec = new_cluster();
@@ -190,7 +233,12 @@ fn as_found(spec: Spec) -> Spec {
 
 /// A sabotage must be caught, and the report must name the seed that reproduces it.
 fn caught(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Violation {
-    let spec = sabotaged(members, synchronous, sabotage);
+    caught_as(sabotaged(members, synchronous, sabotage))
+}
+
+/// A sabotage in `spec` is caught, as [`caught`].
+fn caught_as(spec: Spec) -> Violation {
+    let sabotage = spec.sabotage.expect("a sabotage");
     let violation = sweep(&spec).expect_err("the sabotage went unnoticed");
     let again = run_seed(violation.seed, &spec).expect_err("the seed reproduces it");
     assert_eq!(again, violation, "same seed, same run");
@@ -234,6 +282,28 @@ fn k_one_lower_is_caught() {
 #[test]
 fn a_keeper_that_does_not_fence_is_caught() {
     let v = caught(3, Synchronous::Quorum, Sabotage::NoFence);
+    assert!(v.what.contains("two writable primaries"), "{v}");
+}
+
+/// On the real protocol too: the machines elect a successor once the lease is over,
+/// whether or not the keeper fenced.
+#[test]
+fn a_keeper_that_does_not_fence_is_caught_on_the_protocol() {
+    let v = caught_as(Spec {
+        protocol: true,
+        ..sabotaged(3, Synchronous::Quorum, Sabotage::NoFence)
+    });
+    assert!(v.what.contains("two writable primaries"), "{v}");
+}
+
+/// The keeper's own clock is what fences a node stopped whole: one that waits for its
+/// node's word leaves the old primary writing beside the successor's.
+#[test]
+fn a_keeper_that_waits_for_its_node_is_caught_on_the_protocol() {
+    let v = caught_as(Spec {
+        protocol: true,
+        ..sabotaged(3, Synchronous::Quorum, Sabotage::KeeperWaitsForItsNode)
+    });
     assert!(v.what.contains("two writable primaries"), "{v}");
 }
 

@@ -1,9 +1,7 @@
-//! What the PostgreSQL manager remembers between looks, and the one place it is
-//! kept: the executor (src/node/postgres/manager.rs) and the simulator
-//! (src/sim/postgres/apply.rs) both report what a look saw ([`Memory::on_look`]) and how
-//! each act they ran ended ([`Memory::on_done`]), and neither touches a field itself.
-//! With [`super::decide`] this is the manager's engine without I/O: observations in,
-//! typed acts out, outcomes back.
+//! What the PostgreSQL manager remembers of its acts between looks. The engine
+//! (src/postgres_rules/engine.rs) keeps it: it notes what each look saw
+//! ([`Memory::on_look`]) and how each act ended ([`Memory::on_done`]), as the runtime's
+//! executor and the simulator tell it; neither touches a field itself.
 
 use super::{Office, Rules, Server, StopReason, SyncRecord, WalRemoved, REWIND_ATTEMPTS};
 

@@ -209,6 +209,14 @@ impl Sim {
             .map(|m| m.role_at(node.local(self.now)))
     }
 
+    /// Quorum mode: when (in real time) a running node's coordinator role ends unless
+    /// more acks arrive; `None` when it is not coordinator or holds no lease.
+    pub fn lease_until(&self, id: NodeId) -> Option<Millis> {
+        let node = self.nodes.get(&id)?;
+        let until = node.machine.as_ref()?.lease_until()?;
+        Some(node.real(until))
+    }
+
     /// Whether the node is running (not crashed, not yet unstarted).
     pub fn is_up(&self, id: NodeId) -> bool {
         self.nodes.get(&id).is_some_and(|n| n.machine.is_some())

@@ -269,9 +269,9 @@ impl World {
         cluster: &Cluster,
         peers: &[PeerWal],
     ) -> Result<(), String> {
-        // The office's term (the simulator's office counter, unique and increasing).
+        // The office's term, as the runtime records it.
         let term = match office {
-            Office::Leading { token } => token,
+            Office::Leading { token } => self.term_of(token),
             _ => 0,
         };
         let Some(next) = self.member(id).pg.as_ref().filter(|d| d.running()) else {

@@ -156,6 +156,7 @@ impl World {
     fn kill(&mut self, id: NodeId) {
         let m = self.member_mut(id);
         m.alive = false;
+        m.life += 1;
         if let Some(d) = m.pg.as_mut() {
             d.stop(false);
         }

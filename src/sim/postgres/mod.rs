@@ -1,9 +1,10 @@
-//! A deterministic simulator of the PostgreSQL manager's pure decisions
-//! (src/postgres_rules.rs): N members, each a node and a modelled PostgreSQL
+//! A deterministic simulator of the PostgreSQL manager's engine
+//! (src/postgres_rules/engine.rs): N members, each a node and a modelled PostgreSQL
 //! server, stepped in lockstep from one u64 seed. Each step draws faults, ends an
 //! office whose lease ran out (the keeper fences its primary), elects by `(est, id)`
-//! when no one holds the office (docs/design.md#elected-by-data-est), calls `decide`
-//! for every member whose manager runs and applies its `Act` to the model, then lets
+//! when no one holds the office (docs/design.md#elected-by-data-est), hands every
+//! member's engine whose manager runs its look (`Engine::handle`) and runs the commands
+//! it gives against the model, as the runtime's executor runs them, then lets
 //! the primary commit, the standbys stream and the commits be acknowledged as
 //! `synchronous_standby_names` says. After every step it checks what the decisions
 //! promise:
@@ -30,8 +31,8 @@
 //! coordinator reads a peer's branch from the peer's own records (by SQL, with its LSN).
 //! A primary names in `synchronous_standby_names` only the standbys known to have
 //! recorded its branch (`Cluster::knows_branch`): the peers it wrote it to, then each
-//! whose report shows its timeline and branch; a restarted manager rebuilds the set
-//! from the reports alone.
+//! whose report shows its timeline and branch (the engine keeps the set); a restarted
+//! node's new engine rebuilds it from the reports alone.
 //!
 //! - WAL retention (`retention`): one slot per member on every server, and a drawn
 //!   removal of the WAL no slot holds; a standby past it must be cloned afresh, not
@@ -55,6 +56,7 @@ mod log;
 mod operator;
 mod pause;
 mod processes;
+mod protocol;
 mod replication;
 mod restarts;
 mod retention;
@@ -92,6 +94,10 @@ pub enum Sabotage {
     KMinusOne,
     /// The keeper does not fence the primary of a node whose lease ended.
     NoFence,
+    /// A keeper that fences only when its node says the office ended, not at the end
+    /// of the last grant by its own clock: a node stopped whole (or cut off and
+    /// stalled) says nothing while its server writes on (`Spec::protocol` only).
+    KeeperWaitsForItsNode,
     /// The old wait for a rewind: a member to be rewound stops (a standby) or waits
     /// stopped and ineligible (a former primary) as soon as a coordinator is known,
     /// whether or not its server is a primary yet, and a standby that does not stream
@@ -250,6 +256,9 @@ pub struct Spec {
     /// (`Rules::standby_grace_ms`: none in half the seeds, up to the runtime's 20 looks
     /// in the rest), from a stream of its own; off, none, as `wal_removal`.
     pub standby_grace: bool,
+    /// The office from the members' real machines, fenced by their keepers at the
+    /// grants' ends (src/sim/postgres/protocol.rs); off, modelled here.
+    pub protocol: bool,
 }
 
 impl Spec {
@@ -271,6 +280,7 @@ impl Spec {
             server_stalls: true,
             restarts: true,
             standby_grace: true,
+            protocol: false,
         }
     }
 }

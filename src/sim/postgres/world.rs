@@ -34,6 +34,8 @@ pub(super) struct Member {
     /// A witness votes and keeps no server.
     pub witness: bool,
     pub alive: bool,
+    /// Kills so far: a kill ends the node's life, whatever comes after it in the step.
+    pub life: u64,
     /// The whole node is stopped until then (no looks, no votes, no lease renewal).
     pub stalled_until: u64,
     /// Only its manager is stopped until then (no looks).
@@ -93,6 +95,7 @@ impl Member {
             id,
             witness,
             alive: true,
+            life: 0,
             stalled_until: 0,
             manager_stalled_until: 0,
             cut_off_until: 0,
@@ -308,6 +311,9 @@ pub(super) struct World {
     /// Faults logged so far, whatever drew them (a restart in place checks that none
     /// came during it).
     pub faults_logged: u64,
+    /// With `Spec::protocol`: the members' real machines, which hold the office
+    /// (src/sim/postgres/protocol.rs); `None`: the office is modelled here.
+    pub protocol: Option<super::protocol::Protocol>,
 }
 
 /// `Rules::standby_grace_ms` for `seed`: the runtime's is 20 looks; shorter ones (none in
@@ -368,7 +374,13 @@ impl World {
             foreign_signal: None,
             restarts: Restarts::new(seed),
             faults_logged: 0,
+            protocol: None,
         };
+        if spec.protocol {
+            let ids: Vec<NodeId> = world.members.iter().map(|m| m.id).collect();
+            let witness = world.members.iter().find(|m| m.witness).map(|m| m.id);
+            world.protocol = Some(super::protocol::Protocol::new(seed, &ids, witness));
+        }
         if spec.start == Start::Running {
             world.bootstrapped();
         }
@@ -451,6 +463,7 @@ impl World {
     }
 
     pub fn run(&mut self) -> Result<(), String> {
+        self.start_protocol()?;
         for _ in 0..self.spec.fault_steps {
             self.step(true)?;
         }
@@ -558,11 +571,15 @@ impl World {
         self.draw_stranger(faults);
         self.draw_server_stall(faults);
         self.draw_order(faults);
-        self.end_office_if_due()?;
+        match self.protocol.is_some() {
+            true => self.run_protocol()?,
+            false => self.end_office_if_due()?,
+        }
         if let Some(why) = self.foreign_signal.take() {
             return Err(why);
         }
-        if self.office.is_none() && self.now >= self.no_election_before {
+        let modelled = self.protocol.is_none();
+        if modelled && self.office.is_none() && self.now >= self.no_election_before {
             self.elect();
         }
         let mut order: Vec<NodeId> = self.data_members().map(|m| m.id).collect();
@@ -571,7 +588,10 @@ impl World {
             self.look(id)?;
             self.check_one_primary()?;
         }
-        self.renew_office()?;
+        match modelled {
+            true => self.renew_office()?,
+            false => self.tell_verdicts(),
+        }
         self.commit();
         self.replicate();
         self.retain(faults);
@@ -623,17 +643,33 @@ impl World {
         };
         self.event(Event::OfficeEnded { id: h.leader, why });
         self.no_election_before = self.now + self.rng.gen_range(1..3);
+        self.fence(h.leader);
+    }
+
+    /// The keeper's fence of member `id`'s server, through the pid file's check: a
+    /// primary stops (the sabotage `NoFence`: nothing happens).
+    pub(super) fn fence(&mut self, id: NodeId) {
         if self.spec.sabotage == Some(Sabotage::NoFence) {
             return;
         }
-        if !self.signal_server(h.leader, "the keeper's fence") {
+        if !self.signal_server(id, "the keeper's fence") {
             return;
         }
-        let leader = self.member_mut(h.leader);
+        let leader = self.member_mut(id);
         if let Some(data) = leader.pg.as_mut().filter(|d| d.primary()) {
             data.stop(true);
             self.summary.fences += 1;
-            self.event(Event::Fenced(h.leader));
+            self.event(Event::Fenced(id));
+        }
+    }
+
+    /// The term of the office whose fencing token is `token`: the modelled office's
+    /// counter is both; a real epoch's token folds its leader in
+    /// (src/protocol/epoch.rs).
+    pub(super) fn term_of(&self, token: u64) -> u64 {
+        match self.protocol {
+            Some(_) => token >> crate::protocol::TOKEN_LEADER_BITS,
+            None => token,
         }
     }
 
