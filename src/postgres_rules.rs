@@ -330,6 +330,20 @@ pub fn lineage_branch(
         .unwrap_or(0)
 }
 
+/// What a standby streaming from its upstream records of the upstream's history: the
+/// upstream's reported timeline and branch, when that branch is newer than the record
+/// this server holds for the timeline (`recorded`). The upstream's timeline began in
+/// its branch's office, a fact to keep whether or not this standby's replay reached
+/// that timeline yet. The runtime (src/node/postgres/manager.rs) and the simulator
+/// (src/sim/postgres/world.rs) both ask this.
+pub fn branch_to_adopt(
+    report: Option<(u32, u64)>,
+    recorded: impl Fn(u32) -> u64,
+) -> Option<(u32, u64)> {
+    let (timeline, branch) = report?;
+    (branch != 0 && recorded(timeline) < branch).then_some((timeline, branch))
+}
+
 /// k of `ANY k (...)`: every commit a primary acknowledges is then on k + 1 servers,
 /// and every majority of `voters` (witnesses included, all of them in the worst case)
 /// meets them: k + 1 + (majority - witnesses) > data members ⇔ k ≥ voters - majority.

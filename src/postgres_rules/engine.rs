@@ -207,7 +207,11 @@ impl Engine {
         primary.map_or_else(Vec::new, |(timeline, _)| self.knows_branch(timeline))
     }
 
-    /// The other data voters whose standbys stream now or did within the grace.
+    /// The other data voters whose standbys stream now or did within the grace. Every
+    /// live standby counts toward k, known to hold the branch or not: the names alone
+    /// gate which of them acknowledge (one not known yet stands under a name nothing
+    /// connects as), so commits wait for one to learn it rather than be acknowledged by
+    /// the primary alone.
     fn live_standbys(&mut self, cluster: &Cluster, standbys: &[NodeId], grace_ms: u64) -> usize {
         for &m in standbys {
             self.seen.insert(m, self.now_ms);

@@ -514,19 +514,15 @@ impl Loop {
         else {
             return;
         };
-        let Some(report) = self.m.peers.get(upstream).flatten() else {
-            return;
-        };
-        // The upstream's timeline began in its branch's office: a fact of history to
-        // keep, whether or not this standby's replay has reached that timeline yet.
-        let (Some(timeline), Some(branch)) = (report.timeline, report.branch) else {
-            return;
-        };
+        let report = self.m.peers.get(upstream).flatten();
+        let report = report.and_then(|r| r.timeline.zip(r.branch));
         let dir = &self.m.config.data_dir;
         // The highest record for a timeline is the one read (`files::branch_of`).
-        if branch == 0 || files::branch_of(dir, timeline) >= branch {
+        let Some((timeline, branch)) =
+            rules::branch_to_adopt(report, |tl| files::branch_of(dir, tl))
+        else {
             return;
-        }
+        };
         match files::record_branch(dir, timeline, branch, self.m.programs.owner()) {
             Ok(()) if timeline == running.timeline => {
                 running.wal.branch = files::wal_branch(dir, timeline)

@@ -273,10 +273,12 @@ impl World {
     }
 
     /// A coordinator without a lease yet (declared, not established): elected, not
-    /// ready.
+    /// ready. One whose lease lapsed is no coordinator at all (as the runtime reads its
+    /// status: `Status::as_of_now`).
     fn coordinator_elected(&self, p: &Protocol) -> Option<Holder> {
         self.members
             .iter()
+            .filter(|m| p.sim.lease_until(m.id).is_none())
             .filter_map(|m| {
                 let view = p.sim.view(m.id).filter(|v| v.role == Role::Coordinator)?;
                 let token = view.epoch?.token();

@@ -3,9 +3,9 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    left_for_operator, rank, rewind_wanted, synchronous_count, synchronous_names, too_few_reached,
-    Act, Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal, Position, Rules, Server,
-    StopReason, SyncRecord, SyncView,
+    branch_to_adopt, left_for_operator, rank, rewind_wanted, synchronous_count, synchronous_names,
+    too_few_reached, Act, Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal,
+    Position, Rules, Server, StopReason, SyncRecord, SyncView,
 };
 use super::log::{Event, Log};
 use super::processes::{Claim, Processes};
@@ -903,12 +903,10 @@ impl World {
         else {
             return;
         };
-        let Some(Some((timeline, branch))) = self.report_seen_by(id, upstream) else {
+        let report = self.report_seen_by(id, upstream).flatten();
+        let Some((timeline, branch)) = branch_to_adopt(report, |tl| d.branch_of(tl)) else {
             return;
         };
-        if branch == 0 || branch == d.branch_of(timeline) {
-            return;
-        }
         if let Some(d) = self.member_mut(id).pg.as_mut() {
             d.record_branch(timeline, branch);
         }
