@@ -53,6 +53,7 @@
 mod apply;
 mod faults;
 mod log;
+mod machines;
 mod operator;
 mod pause;
 mod processes;

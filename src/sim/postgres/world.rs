@@ -8,6 +8,7 @@ use super::decisions::{
     Position, Rules, Server, StopReason, SyncRecord, SyncView,
 };
 use super::log::{Event, Log};
+use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
 use super::{Sabotage, Spec, Start, Summary, Violation};
@@ -23,9 +24,6 @@ use std::collections::VecDeque;
 pub(super) const LEASE: u64 = 3;
 /// How many past estimates a member keeps (stale elections read one of them).
 const EST_KEPT: usize = 5;
-/// What one step stands for on the engine's clock: one look at the manager's default
-/// `[postgres] interval_ms`.
-pub(super) const STEP_MS: u64 = 250;
 
 /// One member: its node (alive, stalled, cut off) and its server (`None`: no data).
 #[derive(Debug)]
@@ -313,7 +311,7 @@ pub(super) struct World {
     pub faults_logged: u64,
     /// With `Spec::protocol`: the members' real machines, which hold the office
     /// (src/sim/postgres/protocol.rs); `None`: the office is modelled here.
-    pub protocol: Option<super::protocol::Protocol>,
+    pub protocol: Option<Protocol>,
 }
 
 /// `Rules::standby_grace_ms` for `seed`: the runtime's is 20 looks; shorter ones (none in
@@ -379,7 +377,7 @@ impl World {
         if spec.protocol {
             let ids: Vec<NodeId> = world.members.iter().map(|m| m.id).collect();
             let witness = world.members.iter().find(|m| m.witness).map(|m| m.id);
-            world.protocol = Some(super::protocol::Protocol::new(seed, &ids, witness));
+            world.protocol = Some(Protocol::new(seed, &ids, witness));
         }
         if spec.start == Start::Running {
             world.bootstrapped();
