@@ -227,6 +227,22 @@ pub struct Rules {
     pub standby_grace_ms: u64,
 }
 
+#[cfg(test)]
+impl Rules {
+    /// The rules the decisions' unit tests start from: `quorum`, no lag tolerated,
+    /// rewind then reinit allowed, stuck after 3 looks, the runtime's standby grace.
+    pub(crate) fn for_test() -> Rules {
+        Rules {
+            synchronous: Synchronous::Quorum,
+            maximum_lag_on_failover: 0,
+            rewind: true,
+            reinit_on_failed_rewind: true,
+            stuck_after: 3,
+            standby_grace_ms: STANDBY_GRACE_MS,
+        }
+    }
+}
+
 /// What to do with the local server now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Act {

@@ -21,14 +21,7 @@ fn cluster() -> Cluster {
 }
 
 fn rules() -> Rules {
-    Rules {
-        synchronous: Synchronous::Quorum,
-        maximum_lag_on_failover: 0,
-        rewind: true,
-        reinit_on_failed_rewind: true,
-        stuck_after: 3,
-        standby_grace_ms: super::STANDBY_GRACE_MS,
-    }
+    Rules::for_test()
 }
 
 fn running(in_recovery: bool, names: &str) -> Server {

@@ -234,17 +234,13 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Position, Running, SyncView, Synchronous};
+    use super::super::{Position, Running, SyncView};
     use super::*;
 
     fn rules(grace_ms: u64) -> Rules {
         Rules {
-            synchronous: Synchronous::Quorum,
-            maximum_lag_on_failover: 0,
-            rewind: true,
-            reinit_on_failed_rewind: true,
-            stuck_after: 3,
             standby_grace_ms: grace_ms,
+            ..Rules::for_test()
         }
     }
 
