@@ -1683,14 +1683,7 @@ mod start_tests {
             knows_branch: vec![1, 3],
             ..Cluster::of(2, &[1, 2, 3])
         };
-        let rules = Rules {
-            synchronous: Synchronous::Quorum,
-            maximum_lag_on_failover: 0,
-            rewind: true,
-            reinit_on_failed_rewind: true,
-            stuck_after: 3,
-            standby_grace_ms: STANDBY_GRACE_MS,
-        };
+        let rules = Rules::for_test();
         let following = Office::Following {
             leader: 3,
             server: Some(3),
