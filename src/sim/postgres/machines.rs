@@ -2,7 +2,7 @@
 //! protocol's simulator (src/sim/mod.rs) and what the world last told it. How the
 //! world drives it is in src/sim/postgres/protocol.rs.
 
-use crate::protocol::{Millis, Mode, NodeId, Preempt, Role};
+use crate::protocol::{Millis, Mode, NodeId, Preempt};
 use crate::sim::{Sim, SimConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -55,13 +55,5 @@ impl Protocol {
     /// The protocol's time at the world's step `now`.
     pub fn at(&self, now: u64) -> Millis {
         self.origin + now * STEP_MS
-    }
-
-    /// The lease end of `id`'s machine while it is coordinator (the protocol's time).
-    pub fn lease(&self, id: NodeId) -> Option<Millis> {
-        let view = self.sim.view(id)?;
-        (view.role == Role::Coordinator)
-            .then(|| self.sim.lease_until(id))
-            .flatten()
     }
 }

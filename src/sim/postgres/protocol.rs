@@ -163,7 +163,7 @@ impl World {
         for m in &self.members {
             let id = m.id;
             let publishes = p.sim.is_up(id) && !p.sim.is_paused(id);
-            let lease = p.lease(id).filter(|&end| end > t);
+            let lease = p.sim.lease_until(id).filter(|&end| end > t);
             if let (Some(end), Some(view)) = (lease, p.sim.view(id)) {
                 leaders.push((view.epoch.map_or(0, |e| e.token()), id, end));
             }
