@@ -11,6 +11,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 /// The most frequent message: a coordinator's heartbeat.
 fn heartbeat() -> Message {
     Message {
+        promise_ms: 0,
         term: 41,
         config: Default::default(),
         est: None,

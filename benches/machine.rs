@@ -40,6 +40,7 @@ fn follower(nodes: u64) -> (Machine, Message) {
     };
     let mut machine = Machine::start(config(1, nodes), cells, 0);
     let heartbeat = Message {
+        promise_ms: 0,
         term: 41,
         config: Default::default(),
         est: None,

@@ -10,7 +10,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
 /// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -118,6 +118,7 @@ mod tests {
     #[test]
     fn message_round_trips_through_a_frame() {
         let msg = Message {
+            promise_ms: 0,
             term: 7,
             config: Default::default(),
             est: None,
@@ -154,6 +155,7 @@ mod tests {
     #[test]
     fn wrong_version_is_refused() {
         let mut frame = encode_frame(&Message {
+            promise_ms: 0,
             term: 1,
             config: Default::default(),
             est: None,
@@ -180,6 +182,7 @@ mod tests {
     #[test]
     fn truncated_and_trailing_frames_are_refused() {
         let frame = encode_frame(&Message {
+            promise_ms: 0,
             term: 1,
             config: Default::default(),
             est: None,

@@ -436,6 +436,7 @@ mod tests {
                 record: Record::Received {
                     from: 2,
                     msg: Message {
+                        promise_ms: 0,
                         term: 3,
                         config: Default::default(),
                         est: None,

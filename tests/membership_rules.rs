@@ -31,6 +31,7 @@ fn deliver_under(
     now: Millis,
 ) -> Vec<Action> {
     let msg = Message {
+        promise_ms: 0,
         term,
         config: list,
         est: None,
@@ -315,6 +316,7 @@ fn removed() {
         addr: String::new(),
     };
     let without_two = Membership {
+        settings: None,
         id: ConfigId {
             stamp: Some(ep(1, 3)),
             version: 1,

@@ -53,6 +53,7 @@ fn send(to: NodeId, term: u64, body: Body) -> Action {
     Action::Send {
         to,
         msg: Message {
+            promise_ms: 0,
             term,
             config: Default::default(),
             est: None,

@@ -1123,7 +1123,7 @@ fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
         "the old hold-off rule",
         Operator::Always,
         Flaw::HoldoffByNewD,
-        (400, 1),
+        (20000, 1),
         |o| first_violation_of(o, Invariant::NoOverlap),
         |_| true,
     );

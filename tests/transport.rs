@@ -34,6 +34,7 @@ fn init_logs() {
 
 fn msg(term: u64) -> Message {
     Message {
+        promise_ms: 0,
         term,
         config: Default::default(),
         est: None,

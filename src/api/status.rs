@@ -203,6 +203,9 @@ impl Status {
             .collect();
         self.members = Some(list.clone());
         self.members_committed = committed;
+        if let Some(settings) = list.settings {
+            self.timing = settings.timing;
+        }
     }
 
     /// The status as a reader must see it at `now` (Q4): a coordinator whose lease has

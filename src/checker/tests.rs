@@ -244,6 +244,7 @@ fn i2_soft_not_while_a_lost_declaration_or_list_misleads_a_live_node() {
             Record::Lost {
                 from: 3,
                 msg: Message {
+                    promise_ms: 0,
                     term: 2,
                     config: Default::default(),
                     est: None,
@@ -395,6 +396,7 @@ fn i5_wrong_leader_two_coordinators_and_late_flap() {
 fn list(version: u64, ids: &[NodeId], learner: Option<NodeId>) -> crate::protocol::Membership {
     use crate::protocol::{ConfigId, Member, Membership, Seat};
     Membership {
+        settings: None,
         id: ConfigId {
             stamp: Some(ep(2, 3)),
             version,

@@ -20,6 +20,7 @@ mod query;
 mod recover;
 mod run;
 mod run_dir;
+mod settings;
 mod switch_time;
 mod table;
 
@@ -153,6 +154,14 @@ pub enum Commands {
     Member {
         #[command(subcommand)]
         action: member::MemberAction,
+    },
+    /// See and change the cluster settings (timing, preemption) at runtime: show, set
+    /// KEY=VALUE, edit. They live in the replicated member list: a host's config file
+    /// seeds a new cluster only, and a change goes to any member, which passes it to
+    /// the coordinator; every member lives by it once it is committed, with no restart.
+    Config {
+        #[command(subcommand)]
+        action: settings::ConfigAction,
     },
     /// Recovery from a lost majority, on a stopped survivor: its store is made to hold
     /// a new member list of the --members only, stamped and with a term above every
@@ -372,6 +381,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 false => query::step_down(&query, for_, to, at).await,
             },
             Commands::Member { action } => member::run(action).await,
+            Commands::Config { action } => settings::run(action).await,
             Commands::Pg { verb } => pg::run(&verb).await,
             Commands::Recover(args) => recover::run(&args),
             Commands::Run(args) => run::run(&args).await,

@@ -49,10 +49,13 @@ impl Promise {
 pub struct Lease {
     /// Members (itself included) whose acks make a majority.
     majority: usize,
-    /// `super::timing::lease_span_ms`: how long after an acked send the lease lasts.
+    /// `super::timing::lease_span_ms`: how long after an acked send the lease lasts,
+    /// for rounds sent from now on (the cluster's D may change in office).
     span: Millis,
-    /// Rounds sent and not yet superseded by a majority-acked newer one, oldest first.
-    sent: VecDeque<(u64, Millis)>,
+    /// Rounds sent and not yet superseded by a majority-acked newer one, oldest first,
+    /// each with its send time and the span it was sent under: the followers that ack
+    /// it promise the D that span was cut from (docs/design.md#cluster-settings).
+    sent: VecDeque<(u64, Millis, Millis)>,
     /// Highest round each peer has acked.
     acked: BTreeMap<NodeId, u64>,
     round: u64,
@@ -71,7 +74,7 @@ impl Lease {
         Lease {
             majority,
             span,
-            sent: VecDeque::from([(0, declared_at)]),
+            sent: VecDeque::from([(0, declared_at, span)]),
             acked: voters.into_iter().map(|v| (v, 0)).collect(),
             round: 0,
             until: declared_at + span,
@@ -87,8 +90,19 @@ impl Lease {
     /// renews it to its send time plus the span once a majority's acks arrive (acks
     /// queued while the process was stopped are handled after it resumes).
     pub fn until_at_most(&self) -> Millis {
-        let newest_sent = self.sent.back().map_or(0, |&(_, at)| at + self.span);
+        let newest_sent = self.sent.back().map_or(0, |&(_, at, span)| at + span);
         self.until.max(newest_sent)
+    }
+
+    /// The cluster's D changed in office: rounds sent from now on last `span`, and
+    /// no round already sent counts for more (a repeat of it, sent to a peer that
+    /// reconnects, asks the new D). The lease already earned stands: the followers whose
+    /// acks earned it promised the D those rounds were sent under.
+    pub fn respan(&mut self, span: Millis) {
+        self.span = span;
+        for (_, _, sent_span) in self.sent.iter_mut() {
+            *sent_span = (*sent_span).min(span);
+        }
     }
 
     /// The member list changed while in office: from now on `majority` of `voters`
@@ -108,7 +122,7 @@ impl Lease {
     /// Starts a new heartbeat round sent at `now`; returns its number.
     pub fn next_round(&mut self, now: Millis) -> u64 {
         self.round += 1;
-        self.sent.push_back((self.round, now));
+        self.sent.push_back((self.round, now, self.span));
         if self.majority <= 1 {
             // A one-member cluster is its own majority for every round.
             self.until = self.until.max(now + self.span);
@@ -139,9 +153,9 @@ impl Lease {
         while self.sent.len() > 1 && self.sent[1].0 <= majority_round {
             self.sent.pop_front();
         }
-        if let Some(&(r, at)) = self.sent.front() {
+        if let Some(&(r, at, span)) = self.sent.front() {
             if r <= majority_round {
-                self.until = self.until.max(at + self.span);
+                self.until = self.until.max(at + span);
             }
         }
     }
@@ -170,6 +184,35 @@ mod tests {
             1400,
             "an ack of a round never sent counts for nothing"
         );
+    }
+
+    #[test]
+    fn a_round_keeps_the_span_it_was_sent_under() {
+        let mut lease = Lease::new(2, 200, 1000, [1]);
+        let r1 = lease.next_round(1100);
+        lease.respan(2_900);
+        let r2 = lease.next_round(1200);
+        lease.ack(1, r1);
+        assert_eq!(lease.until(), 1300, "round 1 was sent under the short span");
+        lease.ack(1, r2);
+        assert_eq!(lease.until(), 4100, "round 2 under the long one");
+        let r3 = lease.next_round(1300);
+        lease.respan(100);
+        assert_eq!(
+            lease.until(),
+            4100,
+            "a shorter span takes back nothing earned"
+        );
+        assert_eq!(lease.until_at_most(), 4100);
+        let r4 = lease.next_round(5000);
+        lease.ack(1, r3);
+        assert_eq!(
+            lease.until(),
+            4100,
+            "round 3 now counts for the short span only"
+        );
+        lease.ack(1, r4);
+        assert_eq!(lease.until(), 5100);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! it, but a node that learns of a new member must know where to dial it.
 
 use super::epoch::{Epoch, NodeId};
+use super::settings::ClusterSettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -72,11 +73,34 @@ impl Member {
     }
 }
 
-/// A configuration: its identity and its members (this node included, ascending by ID).
+/// A configuration: its identity, its members (this node included, ascending by ID) and
+/// the cluster settings they live by (docs/design.md#cluster-settings).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Membership {
     pub id: ConfigId,
     pub members: Vec<Member>,
+    /// `None` only in a list stored before the settings were cluster state: its holder
+    /// lives by its config file's until a coordinator writes the next list, which
+    /// always carries them.
+    pub settings: Option<ClusterSettings>,
+}
+
+/// A list as stored before the settings were part of it (decoded only to upgrade a
+/// store in place, src/storage/mod.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ListBeforeSettings {
+    pub id: ConfigId,
+    pub members: Vec<Member>,
+}
+
+impl From<ListBeforeSettings> for Membership {
+    fn from(old: ListBeforeSettings) -> Membership {
+        Membership {
+            id: old.id,
+            members: old.members,
+            settings: None,
+        }
+    }
 }
 
 /// One change an operator asks for. Each moves at most one member in or out of the
@@ -97,6 +121,13 @@ pub enum Change {
     Replace { id: NodeId },
     /// A caught-up learner takes its seat (the coordinator does this on its own).
     Promote { id: NodeId },
+    /// `bully config set`: the cluster settings become `to`, if they are still `from`
+    /// (so two operators' edits never silently undo each other). Appended last:
+    /// variants are encoded by position.
+    Settings {
+        from: ClusterSettings,
+        to: ClusterSettings,
+    },
 }
 
 impl Change {
@@ -107,7 +138,13 @@ impl Change {
             | Change::Remove { id }
             | Change::Replace { id }
             | Change::Promote { id } => *id,
+            Change::Settings { .. } => 0,
         }
+    }
+
+    /// Whether this change is about the settings, not a member.
+    pub fn is_settings(&self) -> bool {
+        matches!(self, Change::Settings { .. })
     }
 }
 
@@ -124,6 +161,7 @@ impl fmt::Display for Change {
             Change::Remove { id } => write!(f, "remove {id}"),
             Change::Replace { id } => write!(f, "replace {id}"),
             Change::Promote { id } => write!(f, "promote learner {id}"),
+            Change::Settings { to, .. } => write!(f, "set the cluster settings to {to}"),
         }
     }
 }
@@ -149,6 +187,8 @@ pub enum ChangeRefused {
     NoLeaderLeft,
     /// A learner is still catching up; one learner at a time.
     LearnerPending,
+    /// Settings: they are no longer what the edit started from. Appended last.
+    SettingsChanged,
 }
 
 impl fmt::Display for ChangeRefused {
@@ -169,6 +209,10 @@ impl fmt::Display for ChangeRefused {
             ChangeRefused::NoLeaderLeft => "the change would leave no member that may lead",
             ChangeRefused::LearnerPending => {
                 "a learner is still catching up; one new member at a time"
+            }
+            ChangeRefused::SettingsChanged => {
+                "the cluster settings changed since this edit read them; read them again \
+                 (`bully config show`) and retry"
             }
         })
     }
@@ -199,7 +243,14 @@ impl Membership {
         Membership {
             id: ConfigId::default(),
             members,
+            settings: None,
         }
+    }
+
+    /// This list carrying `settings`.
+    pub fn with_settings(mut self, settings: ClusterSettings) -> Membership {
+        self.settings = Some(settings);
+        self
     }
 
     /// The member `id`, if it is one.
@@ -254,6 +305,7 @@ impl Membership {
                 version,
             },
             members: self.members.clone(),
+            settings: self.settings.clone(),
         }
     }
 
@@ -267,7 +319,14 @@ impl Membership {
         let id = change.subject();
         let existing = self.get(id);
         let mut members = self.members.clone();
+        let mut settings = self.settings.clone();
         match change {
+            Change::Settings { from, to } => {
+                if settings.as_ref() != Some(from) {
+                    return Err(ChangeRefused::SettingsChanged);
+                }
+                settings = Some(*to);
+            }
             Change::Add { addr, seat, .. } => {
                 if existing.is_some() {
                     return Err(ChangeRefused::AlreadyMember);
@@ -320,6 +379,7 @@ impl Membership {
                 version: self.id.version + 1,
             },
             members,
+            settings,
         })
     }
 }

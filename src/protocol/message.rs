@@ -30,6 +30,11 @@ pub struct Message {
     /// unknown, or that is ineligible; otherwise its fresh value. Elections order
     /// nodes by `(est, id)` when it is present.
     pub est: Option<u64>,
+    /// The D the sender leases under: a follower that acks its declaration or
+    /// heartbeat promises at least this long, whatever its own D, so a coordinator and
+    /// a follower that hold different cluster settings for a while keep Q3
+    /// (docs/design.md#cluster-settings). 0: not said (the receiver's own D).
+    pub promise_ms: u64,
     pub body: Body,
 }
 
@@ -41,6 +46,7 @@ impl Message {
             term,
             config: ConfigId::default(),
             est: None,
+            promise_ms: 0,
             body,
         }
     }

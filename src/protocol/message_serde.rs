@@ -1,8 +1,8 @@
 //! The serde form of [`Message`]. On the wire (bincode, which is not human-readable)
-//! every field is written, `est` included (`WIRE_VERSION` 4, src/codec.rs). In JSON
-//! (histories and event logs, human-readable) `est` is left out while it is `None`,
-//! so the history of a run without estimates is byte for byte what it was before
-//! estimates existed (the simulator's fingerprints in tests/simulation.rs).
+//! every field is written, `est` and `promise_ms` included (`WIRE_VERSION` 5,
+//! src/codec.rs). In JSON (histories and event logs, human-readable) `est` is left out
+//! while it is `None` and `promise_ms` while it is 0, so a history recorded before
+//! either existed still reads.
 
 use super::membership::ConfigId;
 use super::message::{Body, Message};
@@ -14,6 +14,7 @@ struct WireRef<'a> {
     term: u64,
     config: ConfigId,
     est: Option<u64>,
+    promise_ms: u64,
     body: &'a Body,
 }
 
@@ -22,6 +23,7 @@ struct Wire {
     term: u64,
     config: ConfigId,
     est: Option<u64>,
+    promise_ms: u64,
     body: Body,
 }
 
@@ -32,6 +34,8 @@ struct ReadableRef<'a> {
     config: ConfigId,
     #[serde(skip_serializing_if = "Option::is_none")]
     est: Option<u64>,
+    #[serde(skip_serializing_if = "is_zero")]
+    promise_ms: u64,
     body: &'a Body,
 }
 
@@ -41,6 +45,8 @@ struct Readable {
     config: ConfigId,
     #[serde(default)]
     est: Option<u64>,
+    #[serde(default)]
+    promise_ms: u64,
     body: Body,
 }
 
@@ -51,6 +57,7 @@ impl Serialize for Message {
                 term: self.term,
                 config: self.config,
                 est: self.est,
+                promise_ms: self.promise_ms,
                 body: &self.body,
             }
             .serialize(serializer)
@@ -59,6 +66,7 @@ impl Serialize for Message {
                 term: self.term,
                 config: self.config,
                 est: self.est,
+                promise_ms: self.promise_ms,
                 body: &self.body,
             }
             .serialize(serializer)
@@ -68,18 +76,23 @@ impl Serialize for Message {
 
 impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Message, D::Error> {
-        let (term, config, est, body) = if deserializer.is_human_readable() {
+        let (term, config, est, promise_ms, body) = if deserializer.is_human_readable() {
             let r = Readable::deserialize(deserializer)?;
-            (r.term, r.config, r.est, r.body)
+            (r.term, r.config, r.est, r.promise_ms, r.body)
         } else {
             let w = Wire::deserialize(deserializer)?;
-            (w.term, w.config, w.est, w.body)
+            (w.term, w.config, w.est, w.promise_ms, w.body)
         };
         Ok(Message {
             term,
             config,
             est,
+            promise_ms,
             body,
         })
     }
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }

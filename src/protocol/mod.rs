@@ -3,7 +3,8 @@
 //!
 //! From the bottom up: `epoch.rs` (node IDs, time, epochs, the durable cells),
 //! `mode.rs` (the algorithm and preemption choices), `timing.rs` (the timing knobs and
-//! the lease span they give), `message.rs` (what peers send each other), `view.rs`
+//! the lease span they give), `settings.rs` (what the member list carries for every
+//! member to live by), `message.rs` (what peers send each other), `view.rs`
 //! (what a node reports), `lease.rs` and `recovery.rs` (quorum mode's lease
 //! bookkeeping, an empty store's recovery), `reveal.rs` (what a message tells about
 //! its sender's stored cells, for invariant I3), and `machine/` (the state machine
@@ -19,16 +20,18 @@ mod message_serde;
 mod mode;
 pub mod recovery;
 pub mod reveal;
+pub mod settings;
 mod timing;
 mod view;
 
 pub use epoch::{Cells, Epoch, Millis, NodeId, MAX_NODE_ID, TOKEN_LEADER_BITS};
 pub use machine::{
-    confirmed, seed_members, Action, Event, Flaw, Machine, MachineConfig, Misbehaviour, SelfReport,
-    MAX_TERM_JUMP,
+    confirmed, seed_members, settings_of, Action, Event, Flaw, Machine, MachineConfig,
+    Misbehaviour, SelfReport, MAX_TERM_JUMP,
 };
 pub use membership::{Change, ChangeRefused, ConfigId, Member, Membership, Seat};
 pub use message::{Body, Heard, Message, MessageKind};
 pub use mode::{mode_at_start, Mode, Preempt};
+pub use settings::ClusterSettings;
 pub use timing::Timing;
 pub use view::{DemotionReason, Fact, Role, View};

@@ -130,15 +130,15 @@ impl Sim {
     }
 
     /// Whether the transports of `a` and `b` accept each other's hello: the lives that
-    /// run now must have the same D and mode, or each refuses the other's connection
-    /// and no message passes either way (src/transport/agreement.rs). A node that is
-    /// down has no hello to refuse.
+    /// run now must have the same mode, or each refuses the other's connection and no
+    /// message passes either way (src/transport/agreement.rs; D is cluster state and
+    /// may differ while a change spreads). A node that is down has no hello to refuse.
     fn hellos_agree(&self, a: NodeId, b: NodeId) -> bool {
         let hello = |id: NodeId| {
             self.nodes
                 .get(&id)
                 .filter(|n| n.machine.is_some())
-                .map(|n| (n.timing.suspect_after_ms, n.mode))
+                .map(|n| n.mode)
         };
         match (hello(a), hello(b)) {
             (Some(ha), Some(hb)) => ha == hb,

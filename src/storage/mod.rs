@@ -45,6 +45,7 @@ pub(crate) use durable::{remove_file_durably, write_file_durably};
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
+use crate::protocol::membership::ListBeforeSettings;
 use crate::protocol::{Cells, Member, Membership};
 use serde::de::DeserializeOwned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -244,9 +245,20 @@ impl Storage {
             .get(MEMBERS)
             .map_err(|e| StorageError::from_sled(&self.dir, e))?;
         raw.map(|bytes| {
-            decode_value::<Membership>(&bytes).map_err(|e| {
-                StorageError::corrupt(&self.dir, format!("the member list does not decode: {e}"))
-            })
+            decode_value::<Membership>(&bytes)
+                .or_else(|e| {
+                    // A store from before the settings were part of the list: its
+                    // holder lives by its file's until the next list is written.
+                    decode_value::<ListBeforeSettings>(&bytes)
+                        .map(Membership::from)
+                        .map_err(|_| e)
+                })
+                .map_err(|e| {
+                    StorageError::corrupt(
+                        &self.dir,
+                        format!("the member list does not decode: {e}"),
+                    )
+                })
         })
         .transpose()
     }

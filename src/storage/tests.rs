@@ -652,3 +652,31 @@ fn the_mode_is_stored_once_and_survives_a_reopen() {
     let mode = reopen(&dir).load_mode().unwrap();
     assert_eq!(mode, Some(crate::protocol::Mode::Classic));
 }
+
+/// A list stored before the cluster settings were part of it still loads, without
+/// settings (its node lives by its file's until the next list is written); a list
+/// with settings loads with them; bytes that are neither are corrupt.
+#[test]
+fn a_list_stored_before_the_settings_loads_without_them() {
+    let (_tmp, dir) = closed_store_with(cells(3, 2, 1));
+    let storage = reopen(&dir);
+    let list = one_member_list(3, 2);
+    let old = ListBeforeSettings {
+        id: list.id,
+        members: list.members.clone(),
+    };
+    let bytes = crate::codec::encode_value(&old).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(list.clone()));
+    let settings = crate::protocol::ClusterSettings::new(
+        crate::protocol::Timing::default(),
+        crate::protocol::Preempt::Never,
+    );
+    let with = list.with_settings(settings);
+    let bytes = crate::codec::encode_value(&with).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(with));
+    storage.db.insert(MEMBERS, &[9u8, 9, 9][..]).unwrap();
+    let err = storage.load_members().unwrap_err().to_string();
+    assert!(err.contains("the member list does not decode"), "{err}");
+}

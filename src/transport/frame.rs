@@ -88,6 +88,7 @@ mod tests {
     /// Any message will do: frames do not look inside.
     fn msg(term: u64) -> Message {
         Message {
+            promise_ms: 0,
             term,
             config: Default::default(),
             est: None,

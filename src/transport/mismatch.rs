@@ -11,7 +11,10 @@ pub enum MismatchKind {
     Members,
     /// One runs `quorum`, the other `classic`.
     Mode,
-    /// `timing.suspect_after_ms` (D) differs.
+    /// `timing.suspect_after_ms` (D) differs: what builds before the timing was
+    /// cluster state refused (docs/design.md#cluster-settings). This build never
+    /// refuses over D; the kind stays so a peer's close code and the refusal metric's
+    /// `timing` label keep their meaning.
     Timing,
 }
 

@@ -34,6 +34,7 @@ pub fn message(from: NodeId, term: u64, body: Body) -> Event {
     Event::Message {
         from,
         msg: Message {
+            promise_ms: 0,
             term,
             config: Default::default(),
             est: None,

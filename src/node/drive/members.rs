@@ -4,7 +4,7 @@
 //! list says (the stored one rules; the file seeded the first list only).
 
 use crate::config::NodeConfig;
-use crate::protocol::{Member, Membership, NodeId, Seat};
+use crate::protocol::{ClusterSettings, Member, Membership, NodeId, Seat};
 use crate::transport::PeerAddr;
 
 /// The list a node starts from when its store holds none: itself and its `[[peers]]`,
@@ -28,7 +28,13 @@ pub fn seed(config: &NodeConfig) -> Membership {
         learner: false,
         addr: p.addr.to_string(),
     }));
-    Membership::seeded(members)
+    Membership::seeded(members).with_settings(file_settings(config))
+}
+
+/// The cluster settings `config` names: what the first coordinator's list carries for
+/// a new cluster, and what a file is compared with afterwards.
+pub fn file_settings(config: &NodeConfig) -> ClusterSettings {
+    ClusterSettings::new(config.timing, config.preempt)
 }
 
 /// Whom to dial for `list`: every other member, at the address this node's config file
@@ -87,19 +93,49 @@ pub fn keep_departing(
     dial
 }
 
-/// What the config file's member list says that the stored list does not, if anything:
-/// one line for a warning at start. The stored list rules.
-pub fn file_disagrees(stored: &Membership, config: &NodeConfig) -> Option<String> {
+/// What the config file says of the cluster that the list this node holds does not, if
+/// anything: one line for a warning at start and for `bully status`. The list rules;
+/// the file seeded the first start only (docs/design.md#cluster-settings).
+pub fn file_disagrees(held: &Membership, config: &NodeConfig) -> Option<String> {
+    let parts: Vec<String> = [members_differ(held, config), settings_differ(held, config)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn members_differ(held: &Membership, config: &NodeConfig) -> Option<String> {
     let mut in_file: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     in_file.push(config.id);
     in_file.sort_unstable();
-    let listed: Vec<NodeId> = stored.members.iter().map(|m| m.id).collect();
+    let listed: Vec<NodeId> = held.members.iter().map(|m| m.id).collect();
     (in_file != listed).then(|| {
         format!(
             "the config file lists members {in_file:?}, the stored member list {} has \
              {listed:?}; the stored list rules (change it with `bully member`; the file \
              seeded the first start only, its addresses are still dialed)",
-            stored.id
+            held.id
+        )
+    })
+}
+
+/// The cluster keys whose value in the file is not the cluster's, both values named.
+fn settings_differ(held: &Membership, config: &NodeConfig) -> Option<String> {
+    let cluster = held.settings?;
+    let file = file_settings(config).entries();
+    let differ: Vec<String> = cluster
+        .entries()
+        .into_iter()
+        .zip(file)
+        .filter(|(ours, theirs)| ours.1 != theirs.1)
+        .map(|((key, value), (_, in_file))| format!("{key} is {value} (the file says {in_file})"))
+        .collect();
+    (!differ.is_empty()).then(|| {
+        format!(
+            "cluster settings differ from the config file: {}; the cluster's rule (member \
+             list {}; change them with `bully config set`)",
+            differ.join(", "),
+            held.id
         )
     })
 }
@@ -134,5 +170,23 @@ mod tests {
         assert!(file_disagrees(&grown, &config)
             .unwrap()
             .contains("stored list rules"));
+    }
+
+    #[test]
+    fn a_cluster_key_in_the_file_is_named_with_both_values() {
+        let config = config();
+        let list = seed(&config);
+        let mut slower = file_settings(&config);
+        slower.timing.suspect_after_ms = 3000;
+        let held = list.clone().with_settings(slower);
+        let said = file_disagrees(&held, &config).expect("differs");
+        assert!(
+            said.contains("timing.suspect_after_ms is 3000 (the file says 300)"),
+            "{said}"
+        );
+        assert!(!said.contains("heartbeat_ms"), "{said}");
+        let mut legacy = list;
+        legacy.settings = None;
+        assert_eq!(file_disagrees(&legacy, &config), None, "nothing to compare");
     }
 }

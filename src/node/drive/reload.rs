@@ -73,6 +73,13 @@ pub async fn reload(
     }
     hooks.reconfigure(new.hooks.clone());
     let mut summary = summary(health_changed, http_changed, &ignored);
+    let before = services.applied();
+    if (new.timing, new.preempt) != (before.timing, before.preempt) {
+        summary.push_str(
+            "; timing and preempt are cluster settings: the file's values are not applied \
+             (`bully status` names what differs; change them with `bully config set`)",
+        );
+    }
     if postgres_parameters {
         summary.push_str("; [postgres] parameters handed to the manager (`bully pg reload`)");
     }
@@ -122,8 +129,6 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         ("data_dir", running.data_dir != new.data_dir),
         ("mode", running.mode != new.mode),
         ("witness", running.witness != new.witness),
-        ("preempt", running.preempt != new.preempt),
-        ("timing", running.timing != new.timing),
         ("peers", running.peers != new.peers),
         ("watchdog", running.watchdog != new.watchdog),
         ("postgres", but_parameters(running) != but_parameters(new)),
@@ -151,8 +156,6 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.data_dir = running.data_dir;
     config.mode = running.mode;
     config.witness = running.witness;
-    config.preempt = running.preempt;
-    config.timing = running.timing;
     config.peers = running.peers;
     config.watchdog = running.watchdog;
     config.postgres = running.postgres;
@@ -180,6 +183,10 @@ mod tests {
         keep_restart_fields(&mut new, running.clone());
         assert!(restart_needed(&running, &new).is_empty());
         assert_eq!(new.hooks.on_change.as_deref(), Some("true"));
+        // Cluster settings: not the file's to apply, so no restart applies them either.
+        new.timing.suspect_after_ms = 3_000;
+        new.preempt = crate::protocol::Preempt::Never;
+        assert!(restart_needed(&running, &new).is_empty());
     }
 
     #[test]

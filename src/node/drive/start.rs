@@ -56,13 +56,16 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
 /// publishing side, the serving side; then the runtime that joins them is spawned.
 pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle, NodeError> {
     let stored = Stored::open(&config)?;
+    // The transport's waits, the watchdog's timeout and the eligibility's waits follow
+    // the timing the cluster lives by, not the file's (docs/design.md#cluster-settings).
+    let living = living_by(&config, &stored.members);
     let keeper_socket = bind_keeper_socket(&config)?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
-    let (transport, transport_events, applied_dial) = start_transport(&config, &stored).await?;
+    let (transport, transport_events, applied_dial) = start_transport(&living, &stored).await?;
     let local_addr = transport.local_addr();
     let clock = Clock::new();
-    let gates = LeadingGates::at_start(&config);
+    let gates = LeadingGates::at_start(&living);
     let start_ms = clock.now();
     let Stored {
         journal,
@@ -108,7 +111,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
         pg_sync,
     };
     let serving = serve(&config, with, &status_rx, &metrics, &tasks);
-    let eligibility = eligibility(&config, start_ms, &gates, &pause);
+    let eligibility = eligibility(&living, start_ms, &gates, &pause);
     let stop = Shutdown::new();
     let ended = Shutdown::new();
     let (release_done, released) = mpsc::unbounded_channel();
@@ -203,6 +206,17 @@ impl Stored {
 /// member` change) stores the config file's list now, so that from here on an edited
 /// `[[peers]]` never counts (issue 47: two members restarted with files naming only
 /// each other counted a majority of two under a partition and led beside the others).
+/// `config` with the cluster settings of `list` in place of the file's (a list stored
+/// before the settings were part of it keeps the file's).
+fn living_by(config: &NodeConfig, list: &Membership) -> NodeConfig {
+    let mut living = config.clone();
+    if let Some(settings) = list.settings {
+        living.timing = settings.timing;
+        living.preempt = settings.preempt;
+    }
+    living
+}
+
 fn stored_or_seeded(journal: &Journal, config: &NodeConfig) -> Result<Membership, NodeError> {
     let (list, seeded) =
         crate::protocol::membership::list_at_start(journal.load_members()?, || {
@@ -312,7 +326,7 @@ fn initial_status(
     let peers: Vec<NodeId> = config.peers.iter().map(|p| p.id).collect();
     let mut status = Status::initial(machine.view(), config.mode, cells, &peers, wall_ms());
     status.health = gates.health;
-    status.timing = config.timing;
+    status.timing = machine.timing();
     status.watchdog_unavailable = gates.watchdog_unavailable.clone();
     status.pause = pause.current().clone();
     status.file_differs = members::file_disagrees(machine.members(), config);

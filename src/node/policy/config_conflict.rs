@@ -10,12 +10,11 @@
 //!   their own ({1,2} of [1,2,3] and {3,4,5} of [1..5]), and a refusal only
 //!   disconnects: both sides would elect. Every node that sees the conflict stands
 //!   down, so at worst no node leads; never two.
-//! - **Mode and D.** A node is ineligible while more than N - q peers were seen to run
-//!   another mode or another `timing.suspect_after_ms`: the members that agree with it
-//!   are then fewer than q, so it is on the minority side of a half-done change. In a
-//!   rolling change of D on 3 nodes, the first changed node stands down and the other
-//!   two still lead; once two are changed, the last old one stands down. A `classic`
-//!   member among quorum members, which would lead alone once refused, stands down.
+//! - **Mode.** A node is ineligible while more than N - q peers were seen to run
+//!   another mode: the members that agree with it are then fewer than q, so it is on
+//!   the minority side of a half-done change. A `classic` member among quorum members,
+//!   which would lead alone once refused, stands down. (D is no longer compared: it is
+//!   cluster state, changed online, docs/design.md#cluster-settings.)
 //!
 //! A peer that disagreed keeps counting, even while down, until it connects with a
 //! config that agrees: it would come back as it was.
@@ -123,7 +122,7 @@ impl ConfigConflicts {
         let spare = self.members - majority;
         (settings.len() > spare).then(|| {
             format!(
-                "mode or suspect_after_ms differs from {} ({} of {} members; more than {spare} \
+                "mode differs from {} ({} of {} members; more than {spare} \
                  leaves the agreeing ones short of a majority)",
                 nodes(&settings),
                 settings.len(),

@@ -74,6 +74,9 @@ impl<R> PendingChange<R> {
             Change::Promote { id } => member
                 .is_some_and(|m| !m.learner)
                 .then(|| format!("node {id} took its seat (member list v{version})")),
+            Change::Settings { to, .. } => (list.settings.as_ref() == Some(to)).then(|| {
+                format!("the cluster settings are committed (member list v{version}); every member lives by them")
+            }),
         };
         if let Some(done) = done {
             return Progress::Done(done);
@@ -103,6 +106,7 @@ mod tests {
 
     fn list(members: &[(u64, bool)]) -> Membership {
         Membership {
+            settings: None,
             id: ConfigId {
                 stamp: Some(Epoch { term: 1, leader: 3 }),
                 version: 2,

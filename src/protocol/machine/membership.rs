@@ -181,9 +181,18 @@ impl Machine {
         }
     }
 
-    /// Stores `list` as ours, before any later action, and lives by it from now on.
-    fn adopt(&mut self, list: Membership, now: Millis) {
+    /// Stores `list` as ours, before any later action, and lives by it from now on,
+    /// its settings included (a list without them keeps ours).
+    fn adopt(&mut self, mut list: Membership, now: Millis) {
         let me = self.config.id;
+        let ours = self.members.settings.clone();
+        let settings = list
+            .settings
+            .get_or_insert_with(|| ours.unwrap_or_else(|| super::settings_of(&self.config)));
+        if (settings.timing, settings.preempt) != (self.config.timing, self.config.preempt) {
+            let settings = settings.clone();
+            self.live_by(&settings, now);
+        }
         self.members = list.clone();
         self.actions.push_back(Action::PersistMembers(list));
         self.fact(Fact::MembersChanged {
@@ -291,9 +300,13 @@ impl Machine {
         };
         if self.members.id.stamp != Some(epoch) {
             // learner: a learner added under an earlier coordinator gets its seat from
-            // this one, which confirms its list first (one_change).
+            // this one, which confirms its list first (one_change). A list still seeded
+            // from the config files is confirmed at once too: the first coordinator's
+            // settings become the cluster's, and no member lives by its own file's
+            // from then on (docs/design.md#cluster-settings).
             let learner = self.members.members.iter().any(|m| m.learner);
-            if learner && self.member_state.pending.is_none() {
+            let seeded = self.members.id.stamp.is_none();
+            if (learner || seeded) && self.member_state.pending.is_none() {
                 let version = self.members.id.version;
                 let confirmed = self.members.restamped(epoch, version);
                 self.write_list(confirmed, None, now);

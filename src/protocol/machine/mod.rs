@@ -76,6 +76,7 @@ use crate::protocol::membership::{Member, Membership, Seat};
 use crate::protocol::message::{Body, Message};
 use crate::protocol::mode::{Mode, Preempt};
 use crate::protocol::recovery::Recovery;
+use crate::protocol::settings::ClusterSettings;
 use crate::protocol::timing::Timing;
 use crate::protocol::view::{DemotionReason, Fact, Role, View};
 use estimate::Estimates;
@@ -138,6 +139,9 @@ pub struct Machine {
     /// bind (until the restart hold-off ends; 0 otherwise): stored with every write,
     /// so a crash during the hold-off keeps it for the next life.
     carried_promise_ms: Millis,
+    /// Until when `carried_promise_ms` may bind besides the restart hold-off: the end of
+    /// the last promise made under a D longer than ours (promise_span, `quorum.rs`).
+    carried_until: Millis,
     /// A voluntary departure waiting for the driver's release (`release.rs`).
     releasing: Option<release::Releasing>,
 }
@@ -157,7 +161,18 @@ impl Machine {
         members: Option<Membership>,
         now: Millis,
     ) -> Machine {
-        let members = members.unwrap_or_else(|| seed_members(&config));
+        let mut members = members.unwrap_or_else(|| seed_members(&config));
+        // A list stored before the settings were part of it: live by the file's until
+        // a coordinator writes the next list (docs/design.md#cluster-settings).
+        let settings = members
+            .settings
+            .get_or_insert_with(|| settings_of(&config))
+            .clone();
+        let config = MachineConfig {
+            timing: settings.timing,
+            preempt: settings.preempt,
+            ..config
+        };
         let others = members.others(config.id).len();
         let majority = crate::protocol::membership::majority_of(members.voters().len());
         let other_voters = members.voters().iter().filter(|&&v| v != config.id).count();
@@ -204,6 +219,7 @@ impl Machine {
             preempt_pending: false,
             estimates: Estimates::default(),
             carried_promise_ms: carried_promise(&config, &loaded),
+            carried_until: 0,
             releasing: None,
             members,
             config,
@@ -326,6 +342,7 @@ impl Machine {
                     return;
                 }
                 let newly_heard = self.heard_from(from);
+                self.note_asked(from, msg.promise_ms);
                 self.observe(msg.term);
                 self.note_est(from, msg.est, now);
                 self.note_list(from, msg.config, now);
@@ -593,5 +610,10 @@ pub fn seed_members(config: &MachineConfig) -> Membership {
             .iter()
             .map(|&p| seat(p, config.witnesses.contains(&p))),
     );
-    Membership::seeded(members)
+    Membership::seeded(members).with_settings(settings_of(config))
+}
+
+/// The cluster settings a config names: what a new cluster's first list carries.
+pub fn settings_of(config: &MachineConfig) -> ClusterSettings {
+    ClusterSettings::new(config.timing, config.preempt)
 }

@@ -76,9 +76,22 @@ impl Machine {
             term: self.seen,
             config: self.members.id,
             est: self.envelope_est(),
+            promise_ms: self.promise_asked(&body),
             body,
         };
         self.actions.push_back(Action::Send { to, msg });
+    }
+
+    /// The D a message asks its receiver to promise for (`Message::promise_ms`): ours,
+    /// on a quorum declaration or heartbeat (the messages an ack promises for); 0 on
+    /// every other message and in classic mode, which promises nothing.
+    fn promise_asked(&self, body: &Body) -> Millis {
+        let asks = matches!(body, Body::Coordinator { .. } | Body::Heartbeat { .. });
+        if asks && self.quorum.is_some() {
+            self.config.timing.suspect_after_ms
+        } else {
+            0
+        }
     }
 
     /// Sends `body` to every peer.

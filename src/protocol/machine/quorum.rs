@@ -39,7 +39,8 @@ use super::Machine;
 use crate::protocol::epoch::{Epoch, Millis, NodeId};
 use crate::protocol::lease::{Lease, Promise};
 use crate::protocol::message::{Body, Heard};
-use crate::protocol::timing::lease_span_ms;
+use crate::protocol::settings::ClusterSettings;
+use crate::protocol::timing::{lease_span_ms, Timing};
 use crate::protocol::view::DemotionReason;
 
 /// Why a quorum rule may expect quorum mode's state.
@@ -161,10 +162,18 @@ impl Machine {
         self.ack(epoch, round, now);
     }
 
-    /// Acks the leader of `epoch` and promises it the lease (Q3).
+    /// Acks the leader of `epoch` and promises it the lease (Q3): for the longer of our
+    /// D and the one its messages ask (promise_span), never ending an earlier promise
+    /// to it sooner, and stored before the ack goes out when it binds longer than our
+    /// store says.
     pub(super) fn ack(&mut self, epoch: Epoch, round: u64, now: Millis) {
-        let until = now + self.config.timing.suspect_after_ms;
+        let span = self.promise_span_for(epoch.leader);
+        let mut until = now + span;
+        if let Some(earlier) = self.quorum_state().promise.filter(|p| p.epoch == epoch) {
+            until = until.max(earlier.until);
+        }
         self.quorum_state_mut().promise = Some(Promise { epoch, until });
+        self.carry_promise(span, until);
         self.send(
             epoch.leader,
             Body::Ack {
@@ -186,13 +195,18 @@ impl Machine {
     ) {
         self.observe_accepted(accepted);
         match self.state {
-            State::Declaring { epoch, sent_at, .. } if accepted == Some(epoch) => {
+            State::Declaring {
+                epoch,
+                sent_at,
+                asked_ms,
+                ..
+            } if accepted == Some(epoch) => {
                 if !self.counts(from) {
                     return; // a learner's acceptance is no vote
                 }
                 self.quorum_state_mut().votes.insert(from);
                 if self.is_majority(&self.quorum_state().votes) {
-                    self.establish(epoch, sent_at, now);
+                    self.establish(epoch, sent_at, asked_ms, now);
                 }
             }
             State::Coordinator { epoch, .. } if accepted == Some(epoch) => {
@@ -379,7 +393,8 @@ impl Machine {
         quorum.deferred = None;
         quorum.count_afresh(own);
         if self.is_majority(&self.quorum_state().votes) {
-            self.establish(epoch, now, now);
+            let asked = self.config.timing.suspect_after_ms;
+            self.establish(epoch, now, asked, now);
             return;
         }
         self.enter(
@@ -387,16 +402,21 @@ impl Machine {
                 epoch,
                 sent_at: now,
                 until: now + self.config.timing.coordinator_timeout_ms,
+                asked_ms: self.config.timing.suspect_after_ms,
             },
             now,
         );
     }
 
-    /// A majority accepted `epoch`, declared at `sent_at` (Q2): take office with a
-    /// lease counted from the declaration (Q3).
-    fn establish(&mut self, epoch: Epoch, sent_at: Millis, now: Millis) {
+    /// A majority accepted `epoch`, declared at `sent_at` asking promises of at least
+    /// `asked_ms` (Q2): take office with a lease counted from the declaration (Q3) and
+    /// cut from the smaller of that D and ours.
+    fn establish(&mut self, epoch: Epoch, sent_at: Millis, asked_ms: Millis, now: Millis) {
         let timing = self.config.timing;
-        let span = lease_span_ms(&timing);
+        let span = lease_span_ms(&Timing {
+            suspect_after_ms: asked_ms.min(timing.suspect_after_ms),
+            ..timing
+        });
         let voters = self
             .quorum_state()
             .votes
@@ -422,17 +442,87 @@ impl Machine {
     }
 }
 
-/// restart_holdoff: when the earlier life's longer promises stop binding.
+/// restart_holdoff and promise_span: when a promise longer than our own D stops
+/// binding, and what our store says of it meanwhile.
 impl Machine {
-    /// Once the restart hold-off is over, an earlier life's longer D binds nothing:
-    /// the next write stores this life's own D (`Cells::promise_ms`).
+    /// Once the restart hold-off is over and every promise made under a longer D than
+    /// ours has run out, a longer D binds nothing: the next write stores this life's
+    /// own D (`Cells::promise_ms`).
     pub(super) fn drop_expired_promise(&mut self, now: Millis) {
         let over = self
             .quorum
             .as_ref()
             .map_or(true, |q| now >= q.holdoff_until);
-        if over {
+        if over && now >= self.carried_until {
             self.carried_promise_ms = 0;
+        }
+    }
+
+    /// promise_span: remembers the D `from`'s message asked (0: it said none).
+    pub(super) fn note_asked(&mut self, from: NodeId, promise_ms: Millis) {
+        if let Some(quorum) = self.quorum.as_mut().filter(|_| promise_ms > 0) {
+            quorum.asked.insert(from, promise_ms);
+        }
+    }
+
+    /// promise_span: how long an ack to `leader` promises: the longer of our D and the
+    /// D its last message asked (or, if none reached this life yet, the longest our
+    /// store says we may have promised).
+    fn promise_span_for(&self, leader: NodeId) -> Millis {
+        let own = self.config.timing.suspect_after_ms;
+        if self.config.has(Flaw::PromiseOwnD) {
+            return own;
+        }
+        let asked = self
+            .quorum
+            .as_ref()
+            .and_then(|q| q.asked.get(&leader).copied())
+            .unwrap_or(self.cells.promise_ms);
+        own.max(asked)
+    }
+
+    /// A promise of `span` binding until `until`, or promises made under a D we no
+    /// longer run with: while they bind, every write stores the longer D, and if the
+    /// store says less it is written now, before the ack or anything else that relies
+    /// on it (persist-then-act), so a crash restarts into the right hold-off (Q5).
+    pub(super) fn carry_promise(&mut self, span: Millis, until: Millis) {
+        if self.quorum.is_none() {
+            return;
+        }
+        if span > self.config.timing.suspect_after_ms {
+            self.carried_promise_ms = self.carried_promise_ms.max(span);
+            self.carried_until = self.carried_until.max(until);
+        }
+        let binding = self
+            .config
+            .timing
+            .suspect_after_ms
+            .max(self.carried_promise_ms);
+        if binding > self.cells.promise_ms {
+            self.persist(self.cells);
+        }
+    }
+
+    /// The cluster settings changed (a newer list carries others): live by them from
+    /// now on. A shorter D keeps binding the promises made under the longer one; a
+    /// coordinator cuts the rounds it sends from now on from the new D, and no round
+    /// already sent counts for more than the new span (a repeat of it asks the new D).
+    pub(super) fn live_by(&mut self, settings: &ClusterSettings, now: Millis) {
+        let old = self.config.timing.suspect_after_ms;
+        self.config.timing = settings.timing;
+        self.config.preempt = settings.preempt;
+        let new = settings.timing.suspect_after_ms;
+        if new < old {
+            self.carry_promise(old, now + old);
+        } else {
+            self.carry_promise(new, now);
+        }
+        if let State::Declaring { asked_ms, .. } = &mut self.state {
+            *asked_ms = (*asked_ms).min(new);
+        }
+        let span = lease_span_ms(&settings.timing);
+        if let Some(lease) = self.quorum.as_mut().and_then(|q| q.lease.as_mut()) {
+            lease.respan(span);
         }
     }
 }

@@ -34,6 +34,9 @@ pub(super) enum State {
         epoch: Epoch,
         sent_at: Millis,
         until: Millis,
+        /// The smallest D its declaration asked promises for (the cluster's D may
+        /// change while it waits): the lease it takes is cut from this.
+        asked_ms: Millis,
     },
     Follower {
         epoch: Epoch,

@@ -1,12 +1,14 @@
-//! The operator's day as faults: in some seeds an operator rolls a config change through
-//! the cluster, one node after another (the next sometimes before the last is back),
-//! each stopped cleanly (SIGTERM) or killed, and started again on the new file, while
-//! the adversary's other faults go on. The change is D raised or lowered three to ten
-//! times, sometimes with a new heartbeat. Until the roll has passed every node, the
-//! nodes on the old D and those on the new one refuse each other's hello
-//! (src/transport/agreement.rs, modelled in `src/sim/network.rs`), which splits the
-//! cluster by itself; now and then the operator's network also cuts off the
-//! coordinator with a minority just as a node restarts.
+//! The operator's day as faults: in some seeds an operator changes the timing, D raised
+//! or lowered three to ten times, sometimes with a new heartbeat. It asks for it with
+//! `bully config set` (a settings change through the coordinator, at the first node
+//! and now and then again), and also rolls it through the files, one node after
+//! another (the next sometimes before the last is back), each stopped cleanly
+//! (SIGTERM) or killed and started again on the new file, while the adversary's other
+//! faults go on. The timing is cluster state (docs/design.md#cluster-settings): the
+//! edited file must change nothing, and the set must keep every invariant while it
+//! spreads, the members on the old D and the new one talking to each other. Now and
+//! then the operator's network also cuts off the coordinator with a minority just as
+//! a node restarts.
 //!
 //! On request (`Operator::TwoLost`) two stores are lost in a row: a node loses its disk
 //! and restarts on an empty store, and before its recovery has ended
@@ -21,7 +23,7 @@
 
 use super::adversary::{Adversary, Todo};
 use super::plans::{RollPlan, TwoLost};
-use crate::protocol::{Millis, NodeId, Timing};
+use crate::protocol::{Change, ClusterSettings, Millis, NodeId, Timing};
 use crate::sim::SimConfig;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -218,6 +220,11 @@ impl Adversary {
             "D={} heartbeat={}",
             timing.suspect_after_ms, timing.heartbeat_ms
         );
+        let first = plan.order.first() == Some(&id);
+        let ask = first || plan.rng.gen_bool(0.3);
+        if ask {
+            self.set_timing(timing);
+        }
         self.sim.reconfigure(id, timing);
         if !self.sim.is_up(id) {
             self.note(format!("n{id} config rolled to {what} while down"));
@@ -230,6 +237,32 @@ impl Adversary {
         if let (true, Some(c)) = (cut, coordinator.filter(|&c| c != id)) {
             self.cut_off_with_a_minority(c, id, heal_in);
         }
+    }
+
+    /// `bully config set` of the roll's timing, asked of the coordinator (of any member
+    /// now and then, which passes it on only if it leads), from the settings that node
+    /// holds: the way the timing changes since it is cluster state
+    /// (docs/design.md#cluster-settings). The file edit beside it must change nothing.
+    fn set_timing(&mut self, timing: Timing) {
+        let up = self.up();
+        let leader = self.coordinator();
+        let Some(plan) = self.operator.as_mut() else {
+            return;
+        };
+        let target = match leader {
+            Some(c) if plan.rng.gen_bool(0.8) => Some(c),
+            _ => up.choose(&mut plan.rng).copied(),
+        };
+        let Some(target) = target else {
+            return;
+        };
+        let Some(from) = self.sim.members(target).and_then(|l| l.settings) else {
+            return;
+        };
+        let to = ClusterSettings { timing, ..from };
+        self.note(format!("ask n{target}: config set {to}"));
+        self.sim
+            .change_members(target, Change::Settings { from, to });
     }
 
     /// The network cuts `coordinator` and a minority off from the rest (`restarting`

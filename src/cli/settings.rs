@@ -1,0 +1,260 @@
+//! `bully config`: the cluster settings as the cluster holds them, and changes to them
+//! (docs/design.md#cluster-settings), Patroni's `edit-config` for bully. A change is
+//! read from the coordinator's list, applied here, and sent to the first member that
+//! answers, which passes it to the coordinator; the answer comes once the list that
+//! carries it is committed. A host's file never changes them.
+
+use super::query::{connect_first, first_status, print_answer};
+use super::{print_json, QueryArgs};
+use crate::api::Status;
+use crate::protocol::{Change, ClusterSettings, Role};
+use clap::Subcommand;
+use std::process::ExitCode;
+
+/// What `bully config` does.
+#[derive(Debug, Subcommand, Clone)]
+pub enum ConfigAction {
+    /// The cluster settings every member lives by (the coordinator's, if it answers),
+    /// one `key = value` per line, and the list version that carries them.
+    Show(QueryArgs),
+    /// Set cluster keys, e.g. `bully config set timing.suspect_after_ms=3000`. Every
+    /// member lives by the new values once the coordinator has committed them; no node
+    /// restarts. Exit 0: committed, 1: refused or not committed, 2: no member answered
+    /// or a bad KEY=VALUE.
+    Set {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// KEY=VALUE pairs; the keys are those `bully config show` prints.
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Open the cluster settings in $VISUAL or $EDITOR (else `vi`) and set what was
+    /// changed, as `set` does.
+    Edit(QueryArgs),
+}
+
+/// Runs `bully config ...`.
+pub async fn run(action: ConfigAction) -> ExitCode {
+    match action {
+        ConfigAction::Show(query) => show(&query).await,
+        ConfigAction::Set { query, assignments } => {
+            let pairs: Result<Vec<(String, String)>, String> =
+                assignments.iter().map(|a| split_assignment(a)).collect();
+            match pairs {
+                Ok(pairs) => set(&query, &pairs).await,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        ConfigAction::Edit(query) => edit(&query).await,
+    }
+}
+
+/// `KEY=VALUE` split at the first `=`, both sides trimmed.
+fn split_assignment(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))?;
+    Ok((key.trim().to_string(), value.trim().to_string()))
+}
+
+/// The settings `status` reports, or the exit code after saying why there are none.
+fn settings_of(status: &Status) -> Result<ClusterSettings, ExitCode> {
+    status
+        .members
+        .as_ref()
+        .and_then(|list| list.settings)
+        .ok_or_else(|| {
+            eprintln!(
+                "error: node {} reports no cluster settings (an older version?)",
+                status.id
+            );
+            ExitCode::from(2)
+        })
+}
+
+/// `bully config show`.
+async fn show(query: &QueryArgs) -> ExitCode {
+    let status = match first_status(query).await {
+        Ok(status) => status,
+        Err(code) => return code,
+    };
+    let settings = match settings_of(&status) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
+    let version = status.members.as_ref().map(|l| l.id);
+    if query.json {
+        let entries: serde_json::Map<String, serde_json::Value> = settings
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect();
+        print_json(&serde_json::json!({
+            "asked": status.id,
+            "coordinator": status.coordinator(),
+            "committed": status.members_committed,
+            "list": version.map(|v| v.to_string()),
+            "mode": status.mode.to_string(),
+            "settings": entries,
+        }));
+        return ExitCode::SUCCESS;
+    }
+    let whose = match (status.role, status.members_committed) {
+        (Role::Coordinator, true) => "committed",
+        (Role::Coordinator, false) => "change in progress",
+        _ => "as held by this follower",
+    };
+    if let Some(version) = version {
+        println!(
+            "# cluster settings, member list {version}, from node {} ({whose})",
+            status.id
+        );
+    }
+    println!(
+        "# mode = {} (changed offline only: docs/modes.md)",
+        status.mode
+    );
+    for (key, value) in settings.entries() {
+        println!("{key} = {value}");
+    }
+    if let Some(differs) = &status.file_differs {
+        println!("# node {}: {differs}", status.id);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `bully config set`: `pairs` applied to the coordinator's settings, sent as one change.
+async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
+    let status = match first_status(query).await {
+        Ok(status) => status,
+        Err(code) => return code,
+    };
+    let from = match settings_of(&status) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
+    let to = match apply(from, pairs) {
+        Ok(to) => to,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if to == from {
+        println!("nothing to change: the cluster already lives by {to}");
+        return ExitCode::SUCCESS;
+    }
+    let client = match connect_first(query, |s| s.role == Role::Coordinator).await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
+    print_answer(client.change_members(Change::Settings { from, to }).await)
+}
+
+/// `from` with every pair set, or the first reason one cannot be.
+fn apply(from: ClusterSettings, pairs: &[(String, String)]) -> Result<ClusterSettings, String> {
+    from.with_all(pairs)
+}
+
+/// `bully config edit`.
+async fn edit(query: &QueryArgs) -> ExitCode {
+    let status = match first_status(query).await {
+        Ok(status) => status,
+        Err(code) => return code,
+    };
+    let from = match settings_of(&status) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
+    let pairs = match edited_pairs(&from) {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    set(query, &pairs).await
+}
+
+/// Writes `settings` to a temporary file, runs the editor on it, and reads back the
+/// `key = value` lines (`#` starts a comment).
+fn edited_pairs(settings: &ClusterSettings) -> Result<Vec<(String, String)>, String> {
+    let file = tempfile::Builder::new()
+        .prefix("bully-config-")
+        .suffix(".conf")
+        .tempfile()
+        .map_err(|e| format!("cannot create a temporary file: {e}"))?;
+    let mut text = String::from("# bully cluster settings: change values, save and quit\n");
+    for (key, value) in settings.entries() {
+        text.push_str(&format!("{key} = {value}\n"));
+    }
+    std::fs::write(file.path(), text).map_err(|e| format!("cannot write the file: {e}"))?;
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .unwrap_or_else(|_| "vi".into());
+    let ran = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file.path())
+        .status()
+        .map_err(|e| format!("cannot run the editor `{editor}`: {e}"))?;
+    if !ran.success() {
+        return Err(format!(
+            "the editor `{editor}` exited with {ran}; nothing changed"
+        ));
+    }
+    let edited =
+        std::fs::read_to_string(file.path()).map_err(|e| format!("cannot read it back: {e}"))?;
+    parse_lines(&edited)
+}
+
+/// The `key = value` lines of `text`, comments and blank lines left out.
+fn parse_lines(text: &str) -> Result<Vec<(String, String)>, String> {
+    text.lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(n, line)| split_assignment(line).map_err(|e| format!("line {}: {e}", n + 1)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Preempt, Timing};
+
+    #[test]
+    fn pairs_apply_together_and_a_bad_one_is_named() {
+        let base = ClusterSettings::new(Timing::default(), Preempt::Always);
+        let pairs = vec![
+            split_assignment("timing.heartbeat_ms = 1000").unwrap(),
+            split_assignment("timing.suspect_after_ms=3000").unwrap(),
+        ];
+        let to = apply(base, &pairs).unwrap();
+        assert_eq!(to.timing.suspect_after_ms, 3000);
+        assert_eq!(to.timing.heartbeat_ms, 1000);
+        let reversed: Vec<_> = pairs.iter().rev().cloned().collect();
+        assert_eq!(apply(base, &reversed).unwrap(), to, "either order");
+        let alone = vec![pairs[0].clone()];
+        let err = apply(base, &alone).unwrap_err();
+        assert!(err.contains("at least 3 x timing.heartbeat_ms"), "{err}");
+        assert!(split_assignment("timing.heartbeat_ms").is_err());
+    }
+
+    #[test]
+    fn an_edited_file_reads_back_as_the_lines_it_holds() {
+        let base = ClusterSettings::new(Timing::default(), Preempt::Always);
+        let mut text = String::from("# header\n\n");
+        for (k, v) in base.entries() {
+            text.push_str(&format!("{k} = {v}  # was\n"));
+        }
+        let pairs = parse_lines(&text).unwrap();
+        assert_eq!(apply(base, &pairs).unwrap(), base);
+        let err = parse_lines("# x\npreempt never\n").unwrap_err();
+        assert!(err.starts_with("line 2:"), "{err}");
+    }
+}
