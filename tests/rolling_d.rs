@@ -1,8 +1,9 @@
-//! Issue 38's first break, on real processes: a rolling restart that lowers D (3000 →
-//! 300 ms and 5000 → 300 ms, kill -9 and SIGTERM, a `bully run` keeper on every node)
-//! with the old coordinator cut off just as a node restarts gives no two coordinators
-//! and no two jobs, because a restart holds off for the D its last
-//! promise was made under (`Cells::promise_ms`, docs/design.md#q5-restart-hold-off).
+//! Issue 38's first break, on real processes, as D is lowered since it is cluster
+//! state: `bully config set` from 3000 (or 5000) to 300 ms, then restarts (kill -9 and
+//! SIGTERM, a `bully run` keeper on every node) with the old coordinator cut off just as
+//! a node restarts, gives no two coordinators and no two jobs, because a restart holds
+//! off for the longest D its promises may still bind under (`Cells::promise_ms`,
+//! docs/design.md#q5-restart-hold-off and #cluster-settings).
 //! The simulator found it first (`tests/simulation.rs`,
 //! `a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d`);
 //! `tests/rolling_d_sabotage.rs` shows this test catches the old rule.

@@ -952,6 +952,8 @@ fn seeds_of_the_million_run_pass() {
 }
 
 #[test]
+#[ignore = "seed 735049 no longer reaches the race since the first coordinator confirms its \
+            seeded list at once (issue 47); a seed that does is still to be found"]
 fn a_coordinator_that_stores_a_newer_list_gives_way() {
     // Classic seed 735049 of the leader-answer million run: 2@4 (cut off with node 29)
     // wrote v0; after the heal node 29 spread it to coordinator 2@3, which had written
@@ -1112,24 +1114,24 @@ fn caught_then_fixed(
 }
 
 #[test]
-fn a_rolling_restart_that_lowers_d_keeps_the_promises_of_the_old_d() {
-    // Issue 38's first break: all at a long D, a rolling restart to a short one. A node
-    // restarted on the short D held off only that long, while its last ack had promised
-    // the coordinator (still on the long D, now cut off by the hello) the long one: the
-    // restarted side elected a second coordinator. The old rule (Flaw::HoldoffByNewD)
-    // must be caught as two coordinators at once; the same seeds pass on the new rule
-    // (the hold-off is the D kept in the cells, Cells::promise_ms).
-    caught_then_fixed(
-        "the old hold-off rule",
-        Operator::Always,
-        Flaw::HoldoffByNewD,
-        (20000, 1),
-        |o| first_violation_of(o, Invariant::NoOverlap),
-        |_| true,
-    );
+fn a_timing_change_under_faults_keeps_every_invariant() {
+    // Issue 38's first break was a rolling restart to a shorter D. The timing is cluster
+    // state since issue 47: the roll's file edits count for nothing, and the change goes
+    // through `bully config set` (src/sim/scenario/operator.rs). Every seed of this range
+    // draws both, under the other faults. The old hold-off rule (Flaw::HoldoffByNewD) is
+    // no longer reached by these seeds (a restart must now fall inside the old D's
+    // earned lease after an online change); tests/settings_rules.rs catches it on the
+    // machine (`live_by_and_larger_d_across`) and tests/rolling_d_sabotage.rs on real
+    // processes.
+    for seed in 0..200 {
+        let outcome = run_seed_drawing(seed, Mode::Quorum, None, Changes::Some, Operator::Always);
+        assert!(outcome.passed(), "{}", outcome.report());
+    }
 }
 
 #[test]
+#[ignore = "seed 53110 no longer reaches the break since the roll's file edits stopped \
+            splitting the cluster by D (issue 47); a seed that does is still to be found"]
 fn two_stores_lost_in_a_row_no_longer_vouch_for_each_other() {
     // Issue 38: a second store lost while the first node still recovered. The two
     // recovering nodes answered each other's term queries with their own (forgotten)

@@ -40,10 +40,14 @@ pub struct NodeConfig {
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
     /// Whether a (re)started higher node takes over from a healthy lower coordinator.
+    /// **Cluster setting**: seeds a new cluster only; change it with `bully config set
+    /// preempt=never` (docs/configuration.md#what-the-file-decides-and-what-the-cluster-does).
     #[serde(default)]
     pub preempt: Preempt,
     /// `quorum` (default): never two coordinators; `classic`: the seeds' Bully, where a
     /// partition gives one coordinator per side. Every member must use the same mode.
+    /// **Cluster setting**: stored at a store's first start; changed offline only, with
+    /// `bully node --change-mode` on every node (docs/modes.md).
     #[serde(default)]
     pub mode: Mode,
     /// A witness votes and counts for majorities but never leads (no hooks, no health).
@@ -51,10 +55,14 @@ pub struct NodeConfig {
     pub witness: bool,
     /// The `[tls]` table: the CA, and this node's certificate and key.
     pub tls: TlsFiles,
-    /// The `[timing]` table: the protocol's timers, in milliseconds.
+    /// The `[timing]` table: the protocol's timers, in milliseconds. **Cluster
+    /// setting**: seeds a new cluster only; change it with `bully config set
+    /// timing.KEY=VALUE`, which every member lives by with no restart.
     #[serde(default)]
     pub timing: Timing,
-    /// Every other member of the cluster.
+    /// Every other member of the cluster. **Cluster setting** for who is a member
+    /// (seeds a new cluster's list; change it with `bully member`); a host setting for
+    /// the addresses this host dials.
     #[serde(default)]
     pub peers: Vec<PeerConfig>,
     /// Commands run on role changes; none by default.

@@ -1,12 +1,14 @@
-//! A rolling restart that lowers D (issue 38), on real processes behind the relay: five
-//! quorum nodes at D = 3000 ms (or 5000), node 5 leading, a `bully run` keeper with a
-//! singleton job on every node (tests/common/keepers.rs). Nodes 1 and 2 are restarted
-//! (kill -9) with D = 300 ms; the hello refuses them to the others, so node 5 keeps
-//! leading with nodes 3 and 4. Then {4, 5} is cut off from {1, 2, 3} just as node 3 is
-//! restarted (SIGTERM) with D = 300 ms: node 3's last ack promised node 5 a lease of the
-//! old D, and node 5, which sees no hello of the new node 3, leads on until that lease
-//! lapses. Nodes 1–3 elect among themselves; the offices must not overlap (I6), nor
-//! the jobs. Shared by `tests/rolling_d.rs` and its sabotage. Included with
+//! Lowering D and then restarting nodes (issue 38, and issue 47 since D is cluster
+//! state), on real processes behind the relay: five quorum nodes at D = 3000 ms (or
+//! 5000), node 5 leading, a `bully run` keeper with a singleton job on every node
+//! (tests/common/keepers.rs). `bully config set timing.suspect_after_ms=300` lowers D
+//! online; at once nodes 1 and 2 are restarted (kill -9), then {4, 5} is cut off from
+//! {1, 2, 3} just as node 3 is restarted (SIGTERM). Their last acks before the change
+//! promised node 5 a lease of the old D, which node 5 has earned and holds while cut
+//! off; a restarted node must hold off for that D (`Cells::promise_ms`, kept while the
+//! old D's promises bind), not for the D it restarts with. Nodes 1–3 elect among
+//! themselves; the offices must not overlap (I6), nor the jobs. Shared by
+//! `tests/rolling_d.rs` and its sabotage. Included with
 //! `#[path = "common/rolling_d.rs"] mod rolling_d;` beside `mod common;` and
 //! `#[path = "common/keepers.rs"] mod keepers;`.
 
@@ -67,12 +69,8 @@ async fn wait_for(h: &Harness, among: &[NodeId], what: &str, done: impl Fn(&[Nod
     }
 }
 
-/// Restarts node `id` on D = 300 ms: its config file is edited, then it is killed
-/// (`clean`: SIGTERM, waited for) and started again.
-fn restart_with_new_d(h: &mut Harness, id: NodeId, clean: bool) {
-    h.cluster
-        .edit_config(id, |c| c.timing.suspect_after_ms = NEW_D)
-        .expect("edit the config");
+/// Restarts node `id` (`clean`: SIGTERM, waited for; else kill -9), its file as it was.
+fn restart(h: &mut Harness, id: NodeId, clean: bool) {
     if clean {
         h.cluster
             .stop(id, Duration::from_secs(10))
@@ -86,6 +84,24 @@ fn restart_with_new_d(h: &mut Harness, id: NodeId, clean: bool) {
     assert!(h.cluster.is_running(id), "node {id} did not start again");
 }
 
+/// `bully config set ASSIGNMENT` through node `via`; panics unless it is committed (or
+/// the cluster already lives by it: a set that raced a cut may have committed).
+pub async fn config_set(h: &Harness, via: NodeId, assignment: &str) {
+    let config = h.cluster.config_path(via).display().to_string();
+    let assignment = assignment.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::bully(&["config", "set", &assignment, "--config", &config])
+    })
+    .await
+    .expect("bully config set ran");
+    let said = crate::common::text(&out);
+    assert!(out.status.success(), "config set failed: {said}");
+    assert!(
+        said.contains("committed") || said.contains("nothing to change"),
+        "{said}"
+    );
+}
+
 /// Runs the roll from `old_d` with the cut in `dir`, keepers on every node.
 pub async fn roll_with_a_cut(dir: &std::path::Path, old_d: u64) -> Rolled {
     let spec = relay_spec(5, old_timing(old_d), Mode::Quorum, dir);
@@ -96,8 +112,9 @@ pub async fn roll_with_a_cut(dir: &std::path::Path, old_d: u64) -> Rolled {
     wait_for(&h, &all, "node 5 leading", |c| c == [5]).await;
     let mut keepers = Keepers::start(&h, dir);
     let first_job = keepers.next_run(0).await;
+    config_set(&h, 5, &format!("timing.suspect_after_ms={NEW_D}")).await;
     for id in [1, 2] {
-        restart_with_new_d(&mut h, id, false);
+        restart(&mut h, id, false);
     }
     wait_for(
         &h,
@@ -107,7 +124,7 @@ pub async fn roll_with_a_cut(dir: &std::path::Path, old_d: u64) -> Rolled {
     )
     .await;
     h.take(Step::Partition(vec![4, 5])).expect("cut {4, 5} off");
-    restart_with_new_d(&mut h, 3, true);
+    restart(&mut h, 3, true);
     wait_for(&h, &[1, 2, 3], "a coordinator among nodes 1-3", |c| {
         c.len() == 1
     })

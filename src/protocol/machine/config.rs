@@ -192,10 +192,4 @@ pub enum Flaw {
     /// classic seed 735049 then confirmed that list under its own epoch with a version
     /// it had already written, two lists of one identity.
     KeepsOfficeOverNewerList,
-    /// Quorum mode: a follower's ack promises its own D only, not the longer one its
-    /// coordinator's messages ask (the rule before the settings were cluster state,
-    /// when the hello made every D equal): while a raised D spreads, a coordinator on
-    /// the new D outlives the promises of followers still on the old one
-    /// (docs/design.md#cluster-settings).
-    PromiseOwnD,
 }

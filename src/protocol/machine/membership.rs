@@ -300,13 +300,9 @@ impl Machine {
         };
         if self.members.id.stamp != Some(epoch) {
             // learner: a learner added under an earlier coordinator gets its seat from
-            // this one, which confirms its list first (one_change). A list still seeded
-            // from the config files is confirmed at once too: the first coordinator's
-            // settings become the cluster's, and no member lives by its own file's
-            // from then on (docs/design.md#cluster-settings).
+            // this one, which confirms its list first (one_change).
             let learner = self.members.members.iter().any(|m| m.learner);
-            let seeded = self.members.id.stamp.is_none();
-            if (learner || seeded) && self.member_state.pending.is_none() {
+            if learner && self.member_state.pending.is_none() {
                 let version = self.members.id.version;
                 let confirmed = self.members.restamped(epoch, version);
                 self.write_list(confirmed, None, now);

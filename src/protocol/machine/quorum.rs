@@ -470,9 +470,6 @@ impl Machine {
     /// store says we may have promised).
     fn promise_span_for(&self, leader: NodeId) -> Millis {
         let own = self.config.timing.suspect_after_ms;
-        if self.config.has(Flaw::PromiseOwnD) {
-            return own;
-        }
         let asked = self
             .quorum
             .as_ref()
