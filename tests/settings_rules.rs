@@ -181,7 +181,9 @@ fn larger_d_across_in_office_keeps_the_earned_lease_only() {
     // and the change follows.
     drive::feed(
         &mut m,
-        Event::ChangeMembers(bully::protocol::Change::Settings { from, to }),
+        Event::ChangeMembers(bully::protocol::Change::Settings {
+            set: vec![("timing.suspect_after_ms".into(), "300".into())],
+        }),
         200,
     );
     let confirmed = m.members().id;

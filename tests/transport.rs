@@ -733,17 +733,31 @@ async fn a_peer_whose_member_list_differs_by_two_is_refused() {
     shutdown(&nodes).await;
 }
 
-/// Two real transports whose D (or mode) differ: each end refuses the other, reports
-/// the conflict to its runtime naming both sides field by field, counts it by reason,
-/// and never reports the other up.
+/// Two real transports whose mode differs: each end refuses the other, reports the
+/// conflict to its runtime naming both sides field by field, counts it by reason, and
+/// never reports the other up. Two whose D differs connect: D is cluster state that
+/// differs while a change spreads (docs/design.md#cluster-settings).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn peers_whose_mode_or_d_differ_are_refused_at_both_ends() {
+async fn peers_whose_mode_differs_are_refused_at_both_ends_and_another_d_is_not() {
     init_logs();
     let dir = certs_dir(&[1, 2]);
-    let cases = [
-        (Mode::Quorum, timing_of(100, 1500), MismatchKind::Timing),
-        (Mode::Classic, Timing::default(), MismatchKind::Mode),
-    ];
+    {
+        let (s1, s2) = (socket(), socket());
+        let (a1, a2) = (s1.local_addr().unwrap(), s2.local_addr().unwrap());
+        let node1 = start_node(dir.path(), 1, vec![(2, a2)], s1).await;
+        let cfg2 = config(dir.path(), 2, vec![(1, a1)], timing_of(100, 1500));
+        let (t, rx) = Transport::start_on(cfg2, s2).await.unwrap();
+        let node2 = Node { t, rx };
+        common::wait_until("peers on another D connect", WAIT, || {
+            let up = [&node1, &node2]
+                .iter()
+                .all(|n| !n.t.connected_peers().is_empty());
+            async move { up.then_some(()) }
+        })
+        .await;
+        shutdown(&[node1, node2]).await;
+    }
+    let cases = [(Mode::Classic, Timing::default(), MismatchKind::Mode)];
     for (mode2, timing2, kind) in cases {
         let (s1, s2) = (socket(), socket());
         let (a1, a2) = (s1.local_addr().unwrap(), s2.local_addr().unwrap());

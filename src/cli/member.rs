@@ -2,7 +2,7 @@
 //! (docs/design.md#membership). A change goes to the first node that answers, which
 //! passes it to the coordinator; the answer comes once the list is committed.
 
-use super::query::{connect_first, first_status, print_answer};
+use super::query::{connect_first, leader_status, print_answer};
 use super::{print_json, QueryArgs};
 use crate::protocol::{Change, NodeId, Role, Seat};
 use clap::Subcommand;
@@ -77,7 +77,7 @@ pub async fn run(action: MemberAction) -> ExitCode {
 
 /// `bully member list`.
 async fn list(query: &QueryArgs) -> ExitCode {
-    let status = match first_status(query).await {
+    let status = match leader_status(query).await {
         Ok(status) => status,
         Err(code) => return code,
     };

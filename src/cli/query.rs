@@ -11,20 +11,44 @@ use std::time::Duration;
 /// Asks every endpoint at once and returns the first status, after reporting on stderr
 /// any endpoint that failed (when none answered) and any disagreement between them.
 pub(super) async fn first_status(args: &QueryArgs) -> Result<Status, ExitCode> {
+    answered_status(args, false).await
+}
+
+/// As [`first_status`], but the coordinator's status if it is among the answers: what
+/// the cluster holds (its member list, its settings), not one follower's view.
+pub(super) async fn leader_status(args: &QueryArgs) -> Result<Status, ExitCode> {
+    answered_status(args, true).await
+}
+
+async fn answered_status(args: &QueryArgs, prefer_leader: bool) -> Result<Status, ExitCode> {
     let targets = endpoints::targets(args, false).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })?;
-    let answers = endpoints::ask_all(&targets, args.timeout, false).await;
+    let answers = if prefer_leader {
+        let status = |client: Client| async move { client.status().await };
+        let leads: fn(&Status) -> bool = |s| s.role == Role::Coordinator;
+        let enough = endpoints::Enough::When(leads);
+        endpoints::ask_all_with(&targets, args.timeout, enough, None, status).await
+    } else {
+        endpoints::ask_all(&targets, args.timeout, false).await
+    };
     if let Some(text) = endpoints::disagreement(&answers) {
         eprintln!("warning: {text}");
     }
     let mut errors = Vec::new();
+    let mut first = None;
     for answer in answers {
         match answer.status {
-            Ok(status) => return Ok(status),
+            Ok(status) if prefer_leader && status.role == Role::Coordinator => return Ok(status),
+            Ok(status) => {
+                first.get_or_insert(status);
+            }
             Err(e) => errors.push(e),
         }
+    }
+    if let Some(status) = first {
+        return Ok(status);
     }
     for e in errors {
         eprintln!("error: {e}");

@@ -4,7 +4,7 @@
 //! answers, which passes it to the coordinator; the answer comes once the list that
 //! carries it is committed. A host's file never changes them.
 
-use super::query::{connect_first, first_status, print_answer};
+use super::query::{connect_first, leader_status, print_answer};
 use super::{print_json, QueryArgs};
 use crate::api::Status;
 use crate::protocol::{Change, ClusterSettings, Role};
@@ -77,7 +77,7 @@ fn settings_of(status: &Status) -> Result<ClusterSettings, ExitCode> {
 
 /// `bully config show`.
 async fn show(query: &QueryArgs) -> ExitCode {
-    let status = match first_status(query).await {
+    let status = match leader_status(query).await {
         Ok(status) => status,
         Err(code) => return code,
     };
@@ -126,32 +126,32 @@ async fn show(query: &QueryArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `bully config set`: `pairs` applied to the coordinator's settings, sent as one change.
+/// `bully config set`: `pairs` sent as one change, which the coordinator applies to the
+/// settings it holds.
 async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
-    let status = match first_status(query).await {
+    let client = match connect_first(query, |s| s.role == Role::Coordinator).await {
+        Ok(client) => client,
+        Err(code) => return code,
+    };
+    let status = match client.status().await {
         Ok(status) => status,
-        Err(code) => return code,
-    };
-    let from = match settings_of(&status) {
-        Ok(settings) => settings,
-        Err(code) => return code,
-    };
-    let to = match apply(from, pairs) {
-        Ok(to) => to,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    if to == from {
-        println!("nothing to change: the cluster already lives by {to}");
-        return ExitCode::SUCCESS;
-    }
-    let client = match connect_first(query, |s| s.role == Role::Coordinator).await {
-        Ok(client) => client,
+    let from = match settings_of(&status) {
+        Ok(settings) => settings,
         Err(code) => return code,
     };
-    print_answer(client.change_members(Change::Settings { from, to }).await)
+    // Checked here against the settings of the node asked, so a bad value never leaves
+    // this host; the coordinator applies the pairs to its own.
+    if let Err(e) = apply(from, pairs) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let set = pairs.to_vec();
+    print_answer(client.change_members(Change::Settings { set }).await)
 }
 
 /// `from` with every pair set, or the first reason one cannot be.
@@ -161,7 +161,7 @@ fn apply(from: ClusterSettings, pairs: &[(String, String)]) -> Result<ClusterSet
 
 /// `bully config edit`.
 async fn edit(query: &QueryArgs) -> ExitCode {
-    let status = match first_status(query).await {
+    let status = match leader_status(query).await {
         Ok(status) => status,
         Err(code) => return code,
     };

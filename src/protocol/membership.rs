@@ -121,13 +121,11 @@ pub enum Change {
     Replace { id: NodeId },
     /// A caught-up learner takes its seat (the coordinator does this on its own).
     Promote { id: NodeId },
-    /// `bully config set`: the cluster settings become `to`, if they are still `from`
-    /// (so two operators' edits never silently undo each other). Appended last:
-    /// variants are encoded by position.
-    Settings {
-        from: ClusterSettings,
-        to: ClusterSettings,
-    },
+    /// `bully config set`: each `(key, value)` set on the cluster settings the
+    /// coordinator holds (`ClusterSettings::with_all`), so an edit changes only the keys
+    /// it names, whichever member it was asked of. Appended last: variants are encoded
+    /// by position.
+    Settings { set: Vec<(String, String)> },
 }
 
 impl Change {
@@ -161,7 +159,10 @@ impl fmt::Display for Change {
             Change::Remove { id } => write!(f, "remove {id}"),
             Change::Replace { id } => write!(f, "replace {id}"),
             Change::Promote { id } => write!(f, "promote learner {id}"),
-            Change::Settings { to, .. } => write!(f, "set the cluster settings to {to}"),
+            Change::Settings { set } => {
+                let pairs: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "config set {}", pairs.join(" "))
+            }
         }
     }
 }
@@ -187,8 +188,9 @@ pub enum ChangeRefused {
     NoLeaderLeft,
     /// A learner is still catching up; one learner at a time.
     LearnerPending,
-    /// Settings: they are no longer what the edit started from. Appended last.
-    SettingsChanged,
+    /// Settings: the edit does not apply to the settings the coordinator holds (an
+    /// unknown key, or timing the algorithm cannot run on). Appended last.
+    BadSettings,
 }
 
 impl fmt::Display for ChangeRefused {
@@ -210,9 +212,10 @@ impl fmt::Display for ChangeRefused {
             ChangeRefused::LearnerPending => {
                 "a learner is still catching up; one new member at a time"
             }
-            ChangeRefused::SettingsChanged => {
-                "the cluster settings changed since this edit read them; read them again \
-                 (`bully config show`) and retry"
+            ChangeRefused::BadSettings => {
+                "the edit does not apply to the cluster's settings (see `bully config show`; \
+                 the timing must keep timing.suspect_after_ms at least 3 x \
+                 timing.heartbeat_ms)"
             }
         })
     }
@@ -321,11 +324,9 @@ impl Membership {
         let mut members = self.members.clone();
         let mut settings = self.settings.clone();
         match change {
-            Change::Settings { from, to } => {
-                if settings.as_ref() != Some(from) {
-                    return Err(ChangeRefused::SettingsChanged);
-                }
-                settings = Some(*to);
+            Change::Settings { set } => {
+                let base = settings.ok_or(ChangeRefused::BadSettings)?;
+                settings = Some(base.with_all(set).map_err(|_| ChangeRefused::BadSettings)?);
             }
             Change::Add { addr, seat, .. } => {
                 if existing.is_some() {

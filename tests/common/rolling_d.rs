@@ -84,8 +84,7 @@ fn restart(h: &mut Harness, id: NodeId, clean: bool) {
     assert!(h.cluster.is_running(id), "node {id} did not start again");
 }
 
-/// `bully config set ASSIGNMENT` through node `via`; panics unless it is committed (or
-/// the cluster already lives by it: a set that raced a cut may have committed).
+/// `bully config set ASSIGNMENT` through node `via`; panics unless it is committed.
 pub async fn config_set(h: &Harness, via: NodeId, assignment: &str) {
     let config = h.cluster.config_path(via).display().to_string();
     let assignment = assignment.to_string();
@@ -96,10 +95,7 @@ pub async fn config_set(h: &Harness, via: NodeId, assignment: &str) {
     .expect("bully config set ran");
     let said = crate::common::text(&out);
     assert!(out.status.success(), "config set failed: {said}");
-    assert!(
-        said.contains("committed") || said.contains("nothing to change"),
-        "{said}"
-    );
+    assert!(said.contains("committed"), "{said}");
 }
 
 /// Runs the roll from `old_d` with the cut in `dir`, keepers on every node.

@@ -74,7 +74,10 @@ impl<R> PendingChange<R> {
             Change::Promote { id } => member
                 .is_some_and(|m| !m.learner)
                 .then(|| format!("node {id} took its seat (member list v{version})")),
-            Change::Settings { to, .. } => (list.settings.as_ref() == Some(to)).then(|| {
+            Change::Settings { set } => list
+                .settings
+                .is_some_and(|now| now.with_all(set) == Ok(now))
+                .then(|| {
                 format!("the cluster settings are committed (member list v{version}); every member lives by them")
             }),
         };

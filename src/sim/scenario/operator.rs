@@ -23,7 +23,7 @@
 
 use super::adversary::{Adversary, Todo};
 use super::plans::{RollPlan, TwoLost};
-use crate::protocol::{Change, ClusterSettings, Millis, NodeId, Timing};
+use crate::protocol::{Change, Millis, NodeId, Timing};
 use crate::sim::SimConfig;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -262,13 +262,19 @@ impl Adversary {
         let Some(target) = target else {
             return;
         };
-        let Some(from) = self.sim.members(target).and_then(|l| l.settings) else {
-            return;
-        };
-        let to = ClusterSettings { timing, ..from };
-        self.note(format!("ask n{target}: config set {to}"));
-        self.sim
-            .change_members(target, Change::Settings { from, to });
+        let set = vec![
+            (
+                "timing.heartbeat_ms".into(),
+                timing.heartbeat_ms.to_string(),
+            ),
+            (
+                "timing.suspect_after_ms".into(),
+                timing.suspect_after_ms.to_string(),
+            ),
+        ];
+        let change = Change::Settings { set };
+        self.note(format!("ask n{target}: {change}"));
+        self.sim.change_members(target, change);
     }
 
     /// The network cuts `coordinator` and a minority off from the rest (`restarting`
