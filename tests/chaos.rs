@@ -384,6 +384,10 @@ fn quorum_chaos_with_a_rolling_timing_change_has_no_violation() {
 /// src/sabotage.rs): the checker must catch it as overlapping offices.
 #[cfg(debug_assertions)]
 #[test]
+#[ignore = "since the timing is cluster state (issue 47) the roll's restarts no longer \
+            change D, and its config set lowers D online, where the old hold-off matters \
+            only inside the old D's earned lease: caught by tests/settings_rules.rs and \
+            tests/rolling_d_sabotage.rs, not yet by this seed"]
 fn sabotaged_rolling_hold_off_is_caught_by_a_config_chaos_run() {
     let seed = rolling_seed();
     let args = rolling_run_args(seed);

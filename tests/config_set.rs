@@ -8,8 +8,7 @@
 //! report that they differ.
 
 mod common;
-// Only `rolling_d::config_set` is used here.
-#[allow(dead_code)]
+// Only `rolling_d::config_set` and `coordinators` are used here.
 #[path = "common/keepers.rs"]
 mod keepers;
 #[allow(dead_code)]
@@ -20,29 +19,17 @@ use bully::chaos::harness::Harness;
 use bully::chaos::plan::Step;
 use bully::checker::{check_no_overlap, check_one_per_term, lease_bound_ms};
 use bully::history::Record;
-use bully::protocol::{Mode, NodeId, Role, Timing};
+use bully::protocol::{Mode, NodeId, Timing};
 use std::time::{Duration, Instant};
 
 /// Every wait for a condition: far above what the protocol needs, for CI's 2 cores.
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The members that say they are coordinator, among `among`.
-async fn coordinators(h: &Harness, among: &[NodeId]) -> Vec<NodeId> {
-    let mut out = Vec::new();
-    for &id in among {
-        let status = h.cluster.status(id, Duration::from_millis(800)).await;
-        if status.is_ok_and(|s| s.role == Role::Coordinator) {
-            out.push(id);
-        }
-    }
-    out
-}
-
 /// Waits until exactly one of `among` leads; returns it and how long that took.
 async fn one_leader(h: &Harness, among: &[NodeId], what: &str) -> (NodeId, Duration) {
     let started = Instant::now();
     loop {
-        let now = coordinators(h, among).await;
+        let now = rolling_d::coordinators(h, among).await;
         if let [one] = now[..] {
             return (one, started.elapsed());
         }

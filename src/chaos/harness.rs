@@ -593,6 +593,33 @@ impl Harness {
         })
     }
 
+    /// The timing a [`Step::Reconfigure`] of node `n` rolls it to: the other one.
+    fn roll_target(&self, n: NodeId) -> Timing {
+        match self.availability.is_rolled(n) {
+            true => self.timing,
+            false => rolled_timing(&self.timing),
+        }
+    }
+
+    /// Before a [`Step::Reconfigure`] of node `n`: `bully config set` of the timing it
+    /// rolls to, through any member (the timing is cluster state, so the file edit
+    /// that follows counts for nothing: docs/design.md#cluster-settings). The answer
+    /// once committed, or why not (a cut or a kill may keep it from committing).
+    pub async fn set_timing_for(&self, n: NodeId, timeout: Duration) -> Result<String> {
+        let timing = self.roll_target(n);
+        let set = vec![
+            (
+                "timing.heartbeat_ms".into(),
+                timing.heartbeat_ms.to_string(),
+            ),
+            (
+                "timing.suspect_after_ms".into(),
+                timing.suspect_after_ms.to_string(),
+            ),
+        ];
+        self.change_members(Change::Settings { set }, timeout).await
+    }
+
     /// A [`Step::Reconfigure`]: stops node `n` if it runs (SIGTERM, or SIGKILL when it
     /// is paused and on every other step taken), switches its config to the other
     /// timing and starts it; the time it went down, or now.
@@ -606,10 +633,7 @@ impl Harness {
             }
             false => self.kill_if_running(n)?,
         };
-        let timing = match self.availability.is_rolled(n) {
-            true => self.timing,
-            false => rolled_timing(&self.timing),
-        };
+        let timing = self.roll_target(n);
         self.cluster.edit_config(n, |c| c.timing = timing)?;
         self.cluster.start(n)?;
         Ok(at)

@@ -110,6 +110,13 @@ pub async fn run(config: &ChaosConfig) -> Result<Report> {
                         .push(format!("step `{}` failed: {e:#}", planned.step));
                 }
             }
+            Step::Reconfigure(n) => {
+                match h.set_timing_for(n, change_timeout(&spec)).await {
+                    Ok(text) => progress.event(&format!("config set: {text}")),
+                    Err(e) => progress.event(&format!("config set not committed: {e:#}")),
+                }
+                h.execute(planned.step.clone());
+            }
             _ => h.execute(planned.step.clone()),
         }
     }

@@ -308,7 +308,7 @@ impl Membership {
                 version,
             },
             members: self.members.clone(),
-            settings: self.settings.clone(),
+            settings: self.settings,
         }
     }
 
@@ -322,7 +322,7 @@ impl Membership {
         let id = change.subject();
         let existing = self.get(id);
         let mut members = self.members.clone();
-        let mut settings = self.settings.clone();
+        let mut settings = self.settings;
         match change {
             Change::Settings { set } => {
                 let base = settings.ok_or(ChangeRefused::BadSettings)?;

@@ -41,7 +41,7 @@ pub struct Rolled {
 }
 
 /// The nodes among `among` that say they are coordinator.
-async fn coordinators(h: &Harness, among: &[NodeId]) -> Vec<NodeId> {
+pub async fn coordinators(h: &Harness, among: &[NodeId]) -> Vec<NodeId> {
     let mut out = Vec::new();
     for &id in among {
         let status = h.cluster.status(id, Duration::from_millis(800)).await;
