@@ -75,14 +75,18 @@ fn settings_of(status: &Status) -> Result<ClusterSettings, ExitCode> {
         })
 }
 
+/// The coordinator's status (another member's if it does not answer) and the
+/// settings it reports, or the exit code after saying why not.
+async fn read_settings(query: &QueryArgs) -> Result<(Status, ClusterSettings), ExitCode> {
+    let status = leader_status(query).await?;
+    let settings = settings_of(&status)?;
+    Ok((status, settings))
+}
+
 /// `bully config show`.
 async fn show(query: &QueryArgs) -> ExitCode {
-    let status = match leader_status(query).await {
-        Ok(status) => status,
-        Err(code) => return code,
-    };
-    let settings = match settings_of(&status) {
-        Ok(settings) => settings,
+    let (status, settings) = match read_settings(query).await {
+        Ok(read) => read,
         Err(code) => return code,
     };
     let version = status.members.as_ref().map(|l| l.id);
@@ -146,7 +150,7 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
     };
     // Checked here against the settings of the node asked, so a bad value never leaves
     // this host; the coordinator applies the pairs to its own.
-    if let Err(e) = apply(from, pairs) {
+    if let Err(e) = from.with_all(pairs) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
@@ -154,19 +158,10 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
     print_answer(client.change_members(Change::Settings { set }).await)
 }
 
-/// `from` with every pair set, or the first reason one cannot be.
-fn apply(from: ClusterSettings, pairs: &[(String, String)]) -> Result<ClusterSettings, String> {
-    from.with_all(pairs)
-}
-
 /// `bully config edit`.
 async fn edit(query: &QueryArgs) -> ExitCode {
-    let status = match leader_status(query).await {
-        Ok(status) => status,
-        Err(code) => return code,
-    };
-    let from = match settings_of(&status) {
-        Ok(settings) => settings,
+    let from = match read_settings(query).await {
+        Ok((_, settings)) => settings,
         Err(code) => return code,
     };
     let pairs = match edited_pairs(&from) {
@@ -234,13 +229,13 @@ mod tests {
             split_assignment("timing.heartbeat_ms = 1000").unwrap(),
             split_assignment("timing.suspect_after_ms=3000").unwrap(),
         ];
-        let to = apply(base, &pairs).unwrap();
+        let to = base.with_all(&pairs).unwrap();
         assert_eq!(to.timing.suspect_after_ms, 3000);
         assert_eq!(to.timing.heartbeat_ms, 1000);
         let reversed: Vec<_> = pairs.iter().rev().cloned().collect();
-        assert_eq!(apply(base, &reversed).unwrap(), to, "either order");
+        assert_eq!(base.with_all(&reversed).unwrap(), to, "either order");
         let alone = vec![pairs[0].clone()];
-        let err = apply(base, &alone).unwrap_err();
+        let err = base.with_all(&alone).unwrap_err();
         assert!(err.contains("at least 3 x timing.heartbeat_ms"), "{err}");
         assert!(split_assignment("timing.heartbeat_ms").is_err());
     }
@@ -253,7 +248,7 @@ mod tests {
             text.push_str(&format!("{k} = {v}  # was\n"));
         }
         let pairs = parse_lines(&text).unwrap();
-        assert_eq!(apply(base, &pairs).unwrap(), base);
+        assert_eq!(base.with_all(&pairs).unwrap(), base);
         let err = parse_lines("# x\npreempt never\n").unwrap_err();
         assert!(err.starts_with("line 2:"), "{err}");
     }
