@@ -471,9 +471,9 @@ fn sabotage_id_order_is_caught() {
     }
 }
 
-/// A rolling restart onto a lower D (issue 38): every restart runs with D = 3 instead
-/// of 8 (heartbeat 1), and nodes on different D exchange nothing (the hello refuses
-/// them). Two restarts, no other fault: the two restarted nodes form a majority on the
+/// A rolling restart onto a lower D (issue 38): every restart's file names D = 3
+/// instead of 8 (heartbeat 1); a node lives by its stored list's settings where it has
+/// them, and nodes on different D talk (the hello no longer refuses them, issue 47). Two restarts, no other fault: the two restarted nodes form a majority on the
 /// new D while the coordinator still counts on their promises made under the old one.
 /// (Its sabotage, `Flaw::HoldoffByNewD`, is not reached within this bound: the
 /// start-up wait keeps the restarted pair from electing until the old lease has run
@@ -508,6 +508,42 @@ fn lower_d_restarts() -> ModelConfig {
 #[test]
 fn three_nodes_restarted_onto_a_lower_d_keep_their_promises() {
     holds("quorum N=3 restarts onto a lower D", lower_d_restarts());
+}
+
+/// Issue 47: a timing change through the protocol (`bully config set`), then a member
+/// change, both in flight among a crash, a partition, a pause and a health flip, N = 3.
+/// D goes from 10 down to 6 (heartbeat 2) as one committed list change, then member 1
+/// is removed: every hold-off and lease across the change must use the larger D
+/// (promise_span, larger_d_across: docs/design.md#cluster-settings).
+fn timing_then_member_change(d_from: u64, d_to: u64) -> ModelConfig {
+    let mut c = config(&[1, 2, 3], Mode::Quorum, quick3_change());
+    c.timing = bully::protocol::Timing {
+        suspect_after_ms: d_from,
+        ..ModelConfig::small_timing()
+    };
+    c.changes = vec![
+        Change::Settings {
+            set: vec![("timing.suspect_after_ms".into(), d_to.to_string())],
+        },
+        Change::Remove { id: 1 },
+    ];
+    c
+}
+
+#[test]
+fn a_lower_d_then_a_removal_in_flight_keep_every_property() {
+    holds(
+        "quorum N=3 D 10 -> 6, then remove 1",
+        timing_then_member_change(10, 6),
+    );
+}
+
+#[test]
+fn a_higher_d_then_a_removal_in_flight_keep_every_property() {
+    holds(
+        "quorum N=3 D 6 -> 10, then remove 1",
+        timing_then_member_change(6, 10),
+    );
 }
 
 /// Hooks that take time (issue 38): a voluntary departure (here a failing health check)

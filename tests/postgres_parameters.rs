@@ -1,20 +1,24 @@
-//! Parameters without failovers (issue 49), on real processes: the cluster of
-//! `tests/common/postgres_bully.rs` (three nodes each keeping a PostgreSQL 15 server,
-//! keepers, HAProxy).
+//! Parameters as a cluster setting, without failovers (issues 49 and 47), on real
+//! processes: the cluster of `tests/common/postgres_bully.rs` (three nodes each keeping
+//! a PostgreSQL 15 server, keepers, HAProxy).
 //!
-//! - `work_mem` changed in every node's config file and `bully pg reload N` on each:
-//!   `SHOW work_mem` gives the new value on every server, with no restart.
-//! - Bad edits change nothing: a file that is not TOML, a key bully owns (`port`), and
-//!   a value PostgreSQL refuses each give a clear error, and neither bully's include
+//! - `bully config set postgres.parameters.work_mem=7MB`, asked of one member once:
+//!   `SHOW work_mem` gives the new value on every server, with no restart, and the
+//!   command says each member applied it.
+//! - Bad changes change nothing: a key bully owns (`port`) is refused before anything
+//!   is sent (exit 2); a value PostgreSQL refuses (`work_mem=lots`) is committed but
+//!   every server refuses it (exit 1, each member named), and neither bully's include
 //!   file nor the server's setting moves.
-//! - `maintenance_work_mem` changed in one file and its node sent SIGHUP (`systemctl
-//!   reload`): the server has the new value, as after `bully pg reload`.
-//! - `shared_buffers` changed and reloaded: `bully status --cluster` shows it pending a
-//!   restart on every member, and so does Patroni's `pending_restart` on an HTTP route.
-//! - `bully pg restart N` of each standby, then of the primary: the new value on every
-//!   server, nothing pending any more, and no failover: the same coordinator in the
-//!   same epoch, the same primary on the same timeline. A writer through HAProxy
-//!   measures the primary's restart as a write gap (printed).
+//! - A file is never counted: `maintenance_work_mem` changed in one node's file and
+//!   the node sent SIGHUP leaves the server as it was, and the node's status names
+//!   both values; `bully config set` of it reaches every server.
+//! - `shared_buffers` set: `bully config set` and `bully status --cluster` show it
+//!   pending a restart on every member, and so does Patroni's `pending_restart` on an
+//!   HTTP route.
+//! - `bully pg restart` (no node named) restarts the standbys, then the primary, one at
+//!   a time: the new value on every server, nothing pending any more, and no failover:
+//!   the same coordinator in the same epoch, the same primary on the same timeline. A
+//!   writer through HAProxy measures the primary's restart as a write gap (printed).
 //!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user) or
 //! HAProxy.
@@ -71,96 +75,88 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     let leader = c.wait_primary(&IDS).await;
     let before = office(&c, leader).await;
     let timeline_before = timeline(c.local(leader)).await;
-    let pg = |verb: &str, node: NodeId| {
-        let config = c.t.cluster.config_path(leader);
-        common::bully(&[
-            "pg",
-            verb,
-            &node.to_string(),
-            "--config",
-            config.to_str().unwrap(),
-        ])
-    };
+    let config = c.t.cluster.config_path(leader);
+    let config_set =
+        |pair: &str| common::bully(&["config", "set", pair, "--config", config.to_str().unwrap()]);
 
-    phase("work_mem changed in every config file; bully pg reload on each node");
+    phase("work_mem set once for the cluster: every server takes it by a reload");
+    let out = config_set(&format!("postgres.parameters.work_mem={WORK_MEM}"));
+    let text = common::text(&out);
+    assert!(out.status.success(), "config set: {text}");
     for id in IDS {
-        set_parameter(&c, id, "work_mem", WORK_MEM);
-        let out = pg("reload", id);
-        let text = common::text(&out);
-        assert!(out.status.success(), "reload of node {id}: {text}");
-        assert!(text.contains("applied now: work_mem"), "node {id}: {text}");
-    }
-    for id in IDS {
+        assert!(text.contains(&format!("node {id}: applied")), "{text}");
         assert_eq!(show(c.local(id), "work_mem").await, WORK_MEM, "node {id}");
     }
 
-    phase("bad edits: each a clear error, and nothing changes");
+    phase("bad changes: each a clear error, and nothing changes");
     let victim = IDS.into_iter().find(|&id| id != leader).unwrap();
-    let path = c.t.cluster.config_path(victim);
-    let good = std::fs::read_to_string(&path).unwrap();
     let include = c.pg.data_dir(victim).join("bully.conf");
     let include_before = std::fs::read_to_string(&include).unwrap();
-    let file_name = path.file_name().unwrap().to_string_lossy().to_string();
-    // Each edit of the good file, made before any is written.
-    let edits = [
-        (
-            "a file that is not TOML",
-            format!("{good}\n[[[ not toml\n"),
-            file_name.as_str(),
-        ),
-        (
-            "a key bully owns",
-            edited(&path, |c| param(c, "port", "5999")),
-            "set by bully itself",
-        ),
-        (
-            "a value PostgreSQL refuses",
-            edited(&path, |c| param(c, "work_mem", "lots")),
-            "PostgreSQL refuses the new parameters",
-        ),
-    ];
-    for (what, text, says) in edits {
-        std::fs::write(&path, text).unwrap();
-        let out = pg("reload", victim);
-        let answer = common::text(&out);
-        eprintln!("=== {what}: {}", answer.trim());
-        assert_eq!(out.status.code(), Some(1), "{what}: {answer}");
+    let owned = config_set("postgres.parameters.port=5999");
+    let said = common::text(&owned);
+    assert_eq!(owned.status.code(), Some(2), "{said}");
+    assert!(said.contains("set by bully itself"), "{said}");
+    let refused = config_set("postgres.parameters.work_mem=lots");
+    let said = common::text(&refused);
+    eprintln!("=== a value PostgreSQL refuses: {}", said.trim());
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    for id in IDS {
         assert!(
-            answer.contains(says) && answer.contains("nothing changed"),
-            "{what}: {answer}"
+            said.contains(&format!(
+                "node {id}: refused: PostgreSQL refuses the new parameters"
+            )),
+            "node {id}: {said}"
         );
-        assert_eq!(
-            std::fs::read_to_string(&include).unwrap(),
-            include_before,
-            "{what}: bully.conf changed"
-        );
-        assert_eq!(show(c.local(victim), "work_mem").await, WORK_MEM, "{what}");
-        std::fs::write(&path, &good).unwrap();
+        assert_eq!(show(c.local(id), "work_mem").await, WORK_MEM, "node {id}");
     }
+    assert_eq!(
+        std::fs::read_to_string(&include).unwrap(),
+        include_before,
+        "bully.conf changed"
+    );
+    let back = config_set(&format!("postgres.parameters.work_mem={WORK_MEM}"));
+    assert!(back.status.success(), "{}", common::text(&back));
 
-    phase("maintenance_work_mem changed in one file; its node reloaded by SIGHUP");
+    phase("maintenance_work_mem in one file and SIGHUP: not counted");
+    let default_maintenance = show(c.local(victim), "maintenance_work_mem").await;
     set_parameter(&c, victim, "maintenance_work_mem", MAINTENANCE_WORK_MEM);
     let node = c.t.cluster.pid(victim).expect("the node's PID");
     bully::signals::send(node, bully::signals::Signal::SIGHUP).expect("SIGHUP");
-    let what = format!("node {victim}'s server with the reloaded maintenance_work_mem");
+    let want = format!(
+        "postgres.parameters.maintenance_work_mem is unset (the file says {MAINTENANCE_WORK_MEM})"
+    );
+    let what = format!("node {victim}'s status naming the file's maintenance_work_mem");
     primary::wait_logged(&c.t, &what, AGREE, || async {
-        (show(c.local(victim), "maintenance_work_mem").await == MAINTENANCE_WORK_MEM).then_some(())
+        let status = primary::status(&c.t, victim).await?;
+        status.file_differs.filter(|d| d.contains(&want))
     })
     .await;
-
-    phase("shared_buffers changed and reloaded: pending a restart on every member");
-    let default_buffers = show(c.local(leader), "shared_buffers").await;
+    assert_eq!(
+        show(c.local(victim), "maintenance_work_mem").await,
+        default_maintenance,
+        "a file's parameter was applied"
+    );
+    let out = config_set(&format!(
+        "postgres.parameters.maintenance_work_mem={MAINTENANCE_WORK_MEM}"
+    ));
+    assert!(out.status.success(), "{}", common::text(&out));
     for id in IDS {
-        set_parameter(&c, id, "shared_buffers", SHARED_BUFFERS);
-        let out = pg("reload", id);
-        let text = common::text(&out);
-        assert!(out.status.success(), "reload of node {id}: {text}");
-        assert!(
-            text.contains("waiting for a restart") && text.contains("shared_buffers"),
-            "node {id}: {text}"
-        );
+        let value = show(c.local(id), "maintenance_work_mem").await;
+        assert_eq!(value, MAINTENANCE_WORK_MEM, "node {id}");
     }
-    let config = c.t.cluster.config_path(leader);
+
+    phase("shared_buffers set: pending a restart on every member");
+    let default_buffers = show(c.local(leader), "shared_buffers").await;
+    let out = config_set(&format!(
+        "postgres.parameters.shared_buffers={SHARED_BUFFERS}"
+    ));
+    let text = common::text(&out);
+    assert!(out.status.success(), "{text}");
+    for id in IDS {
+        let line =
+            format!("node {id}: applied; pending a restart (`bully pg restart`): shared_buffers");
+        assert!(text.contains(&line), "{text}");
+    }
     let pending_everywhere = common::wait_until(
         "shared_buffers pending on every member in status --cluster",
         AGREE,
@@ -186,23 +182,23 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
         default_buffers
     );
 
-    phase("bully pg restart of each standby, then of the primary, in place");
+    phase("bully pg restart: the standbys, then the primary, one at a time, in place");
     postgres_load::create_table(c.front).await.unwrap();
     let writer = postgres_load::PgWriter::start("params", c.front);
-    for id in IDS.into_iter().filter(|&id| id != leader) {
-        let out = pg("restart", id);
-        assert!(
-            out.status.success(),
-            "restart of node {id}: {}",
-            common::text(&out)
-        );
-        c.wait_rejoined(id, leader).await;
-    }
     let restart = Instant::now();
-    let out = pg("restart", leader);
+    let out = common::bully(&["pg", "restart", "--config", config.to_str().unwrap()]);
     let answer = common::text(&out);
-    assert!(out.status.success(), "restart of the primary: {answer}");
-    eprintln!("=== the primary's restart: {}", answer.trim());
+    eprintln!("=== bully pg restart: {}", answer.trim());
+    assert!(out.status.success(), "{answer}");
+    let order: Vec<NodeId> = IDS
+        .into_iter()
+        .filter(|&id| id != leader)
+        .chain([leader])
+        .collect();
+    assert!(
+        answer.contains(&format!("restarting, one at a time: nodes {order:?}")),
+        "standbys first: {answer}"
+    );
     let answered = Instant::now();
     let what = "a write accepted after the primary's restart";
     common::wait_until(what, AGREE, || async {
@@ -216,7 +212,7 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     let attempts = writer.stop().await;
     let (gap, _) = writers::longest_gap(&attempts, restart, Instant::now());
     eprintln!(
-        "=== write gap of the primary's restart in place: {} ms",
+        "=== longest write gap of the rolling restart in place: {} ms",
         gap.as_millis()
     );
     for line in writers::failures(&attempts, restart, Instant::now()) {
@@ -279,13 +275,6 @@ fn set_parameter(c: &BullyPg, id: NodeId, name: &str, value: &str) {
 fn param(config: &mut NodeConfig, name: &str, value: &str) {
     let pg = config.postgres.as_mut().expect("[postgres]");
     pg.parameters.insert(name.into(), value.into());
-}
-
-/// The config at `path` with `edit` made, rendered without the checks a load makes.
-fn edited(path: &Path, edit: impl FnOnce(&mut NodeConfig)) -> String {
-    let mut config = bully::config::load(path).unwrap();
-    edit(&mut config);
-    bully::config::render(&config).unwrap()
 }
 
 /// `SHOW name` on the server at `addr`.

@@ -172,7 +172,7 @@ fn larger_d_across_in_office_keeps_the_earned_lease_only() {
         102,
     );
     assert_eq!(m.view().role, Role::Coordinator);
-    let from = *m.members().settings.as_ref().expect("settings");
+    let from = m.members().settings.clone().expect("settings");
     let to = ClusterSettings {
         timing: d(300),
         ..from
@@ -204,7 +204,7 @@ fn larger_d_across_in_office_keeps_the_earned_lease_only() {
     );
     assert!(changed
         .iter()
-        .any(|a| matches!(a, Action::PersistMembers(l) if l.settings == Some(to))));
+        .any(|a| matches!(a, Action::PersistMembers(l) if l.settings.as_ref() == Some(&to))));
     assert_eq!(m.timing().suspect_after_ms, 300);
     let beat = tick(&mut m, 2_000);
     let asks: Vec<Millis> = beat

@@ -5,6 +5,7 @@
 //! (src/node/serve/http_routes.rs) and the other members' managers all read the same
 //! record.
 
+use crate::protocol::membership::ConfigId;
 use crate::protocol::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -100,6 +101,17 @@ pub struct PgState {
     /// it. Appended last, as `pending_restart`.
     #[serde(default)]
     pub other_cluster: bool,
+    /// The member list whose PostgreSQL parameters (a cluster setting,
+    /// src/node/postgres/parameters.rs) this server was last given: applied, or refused
+    /// as `parameters_refused` says. `None` before the first. Appended last, as
+    /// `pending_restart`.
+    #[serde(default)]
+    pub parameters_list: Option<ConfigId>,
+    /// Why this server does not run the cluster's parameters (PostgreSQL refused them;
+    /// the ones before stay), until the list changes. Appended last, as
+    /// `pending_restart`.
+    #[serde(default)]
+    pub parameters_refused: Option<String>,
 }
 
 impl PgState {
@@ -122,6 +134,8 @@ impl PgState {
             initdb_unpromoted: false,
             system_id: None,
             other_cluster: false,
+            parameters_list: None,
+            parameters_refused: None,
         }
     }
 

@@ -203,7 +203,7 @@ impl Status {
             .collect();
         self.members = Some(list.clone());
         self.members_committed = committed;
-        if let Some(settings) = list.settings {
+        if let Some(settings) = &list.settings {
             self.timing = settings.timing;
         }
     }

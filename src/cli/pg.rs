@@ -8,7 +8,8 @@
 use super::endpoints;
 use super::query::print_answer;
 use super::QueryArgs;
-use crate::api::postgres::PgVerb;
+use crate::api::postgres::{PgRole, PgVerb};
+use crate::api::Status;
 use crate::protocol::NodeId;
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -31,18 +32,20 @@ pub enum PgCommand {
     /// Restart node N's server in place (fast shutdown, then a start in its role), e.g.
     /// to apply parameters pending a restart: a standby restarts as a standby; the
     /// coordinator's primary restarts as the primary while its node keeps the office
-    /// (no election, the same timeline), answering once it takes writes again.
+    /// (no election, the same timeline), answering once it takes writes again. Without
+    /// N: every server with parameters pending a restart, one at a time, the standbys
+    /// first and the primary last, each back before the next.
     Restart {
         #[command(flatten)]
         query: QueryArgs,
         /// The node whose server it is (its node ID); the command goes to that node.
-        node: NodeId,
+        node: Option<NodeId>,
     },
-    /// Apply node N's `[postgres] parameters` without a restart: N rereads its config
-    /// file (checked as at start: a bad file or a key bully owns changes nothing),
-    /// rewrites its include file `bully.conf` and has the server reread it; the answer
-    /// names what applies now and what waits for `bully pg restart N`
-    /// (`pending_restart`, also shown by `bully status --cluster`).
+    /// Apply the cluster's PostgreSQL parameters (`bully config set
+    /// postgres.parameters.NAME=VALUE`) on node N again and have its server reread its
+    /// files, e.g. after an edit of `postgresql.conf` by hand; the answer names what
+    /// applies now and what waits for `bully pg restart N` (`pending_restart`, also
+    /// shown by `bully status --cluster`).
     Reload {
         #[command(flatten)]
         query: QueryArgs,
@@ -71,7 +74,11 @@ pub enum PgCommand {
 pub async fn run(command: &PgCommand) -> ExitCode {
     let (query, node, verb) = match command {
         PgCommand::Reinit { query, node } => (query, *node, PgVerb::Reinit),
-        PgCommand::Restart { query, node } => (query, *node, PgVerb::Restart),
+        PgCommand::Restart { query, node: None } => return restart_pending(query).await,
+        PgCommand::Restart {
+            query,
+            node: Some(node),
+        } => (query, *node, PgVerb::Restart),
         PgCommand::Reload { query, node } => (query, *node, PgVerb::Reload),
         PgCommand::Failover {
             accept_loss: false, ..
@@ -85,6 +92,12 @@ pub async fn run(command: &PgCommand) -> ExitCode {
         }
         PgCommand::Failover { query, to, .. } => (query, *to, PgVerb::AcceptLoss),
     };
+    ask_node(query, node, verb).await
+}
+
+/// Sends `verb` to node `node`, found among the endpoints and the members they list,
+/// and prints its answer.
+async fn ask_node(query: &QueryArgs, node: NodeId, verb: PgVerb) -> ExitCode {
     // The endpoints, then every member their lists name: node N is found from any
     // member's config or endpoint.
     let (targets, answers) = match endpoints::ask_cluster(query).await {
@@ -110,4 +123,109 @@ pub async fn run(command: &PgCommand) -> ExitCode {
         }
     };
     print_answer(client.postgres(verb).await)
+}
+
+/// `bully pg restart` without N: the servers with parameters pending a restart, in the
+/// order [`restart_order`] gives, one at a time; each restart must succeed and its
+/// server report nothing pending before the next begins, so at most one server is
+/// down at any time and the primary goes last.
+async fn restart_pending(query: &QueryArgs) -> ExitCode {
+    let answers = match endpoints::ask_cluster(query).await {
+        Ok((_, answers)) => answers,
+        Err(code) => return code,
+    };
+    let statuses: Vec<&Status> = answers
+        .iter()
+        .filter_map(|a| a.status.as_ref().ok())
+        .collect();
+    let order = restart_order(&statuses);
+    if order.is_empty() {
+        println!("no server has parameters pending a restart");
+        return ExitCode::SUCCESS;
+    }
+    println!("restarting, one at a time: nodes {order:?}");
+    for node in order {
+        let code = ask_node(query, node, PgVerb::Restart).await;
+        if code != ExitCode::SUCCESS {
+            eprintln!("error: node {node}'s restart failed; the rest were left as they are");
+            return code;
+        }
+        if let Err(why) = back_without_pending(query, node).await {
+            eprintln!("error: {why}; the rest were left as they are");
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The members whose servers hold parameters for their next restart: standbys (and
+/// any other role) by ID, then the primary.
+fn restart_order(statuses: &[&Status]) -> Vec<NodeId> {
+    let mut pending: Vec<(bool, NodeId)> = statuses
+        .iter()
+        .filter_map(|s| {
+            let pg = s.postgres.as_ref()?;
+            (!pg.pending_restart.is_empty()).then_some((pg.role == PgRole::Primary, s.id))
+        })
+        .collect();
+    pending.sort_unstable();
+    pending.dedup();
+    pending.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Waits (within [`AT_LEAST`]) until node `node`'s server runs again with nothing
+/// pending a restart.
+async fn back_without_pending(query: &QueryArgs, node: NodeId) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + AT_LEAST;
+    loop {
+        let (_, answers) = endpoints::ask_cluster(query)
+            .await
+            .map_err(|_| "the members no longer answer".to_string())?;
+        let back = answers
+            .iter()
+            .filter_map(|a| a.status.as_ref().ok())
+            .filter(|s| s.id == node)
+            .filter_map(|s| s.postgres.as_ref())
+            .any(|pg| {
+                matches!(pg.role, PgRole::Primary | PgRole::Replica)
+                    && pg.pending_restart.is_empty()
+            });
+        if back {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "node {node}'s server did not come back without pending parameters within {AT_LEAST:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::postgres::PgState;
+
+    fn member(id: NodeId, role: PgRole, pending: &[&str]) -> Status {
+        let mut status = Status::starting_candidate(id, &[]);
+        let mut pg = PgState::bare("127.0.0.1:5432".parse().unwrap(), role, String::new(), 0);
+        pg.pending_restart = pending.iter().map(|p| p.to_string()).collect();
+        status.postgres = Some(pg);
+        status
+    }
+
+    #[test]
+    fn pending_restarts_go_standbys_first_and_the_primary_last() {
+        let members = [
+            member(3, PgRole::Primary, &["shared_buffers"]),
+            member(1, PgRole::Replica, &["shared_buffers"]),
+            member(2, PgRole::Replica, &[]),
+            member(4, PgRole::Replica, &["max_connections"]),
+        ];
+        let refs: Vec<&Status> = members.iter().collect();
+        assert_eq!(restart_order(&refs), [1, 4, 3]);
+        let none: Vec<&Status> = members[2..3].iter().collect();
+        assert!(restart_order(&none).is_empty());
+    }
 }

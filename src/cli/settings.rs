@@ -4,12 +4,20 @@
 //! answers, which passes it to the coordinator; the answer comes once the list that
 //! carries it is committed. A host's file never changes them.
 
+use super::endpoints;
 use super::query::{connect_first, leader_status, print_answer};
 use super::{print_json, QueryArgs};
 use crate::api::Status;
-use crate::protocol::{Change, ClusterSettings, Role};
+use crate::config::postgres::{parameter_problem, TlsMode};
+use crate::protocol::membership::ConfigId;
+use crate::protocol::{Change, ClusterSettings, Role, PG_PARAMETER_KEY};
 use clap::Subcommand;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How long `bully config set` of PostgreSQL parameters waits for every member's
+/// server to take them up (each manager does at its next look).
+const SERVERS_TAKE_UP: Duration = Duration::from_secs(30);
 
 /// What `bully config` does.
 #[derive(Debug, Subcommand, Clone)]
@@ -17,10 +25,14 @@ pub enum ConfigAction {
     /// The cluster settings every member lives by (the coordinator's, if it answers),
     /// one `key = value` per line, and the list version that carries them.
     Show(QueryArgs),
-    /// Set cluster keys, e.g. `bully config set timing.suspect_after_ms=3000`. Every
+    /// Set cluster keys, e.g. `bully config set timing.suspect_after_ms=3000` or
+    /// `postgres.parameters.work_mem=64MB` (an empty value removes a parameter). Every
     /// member lives by the new values once the coordinator has committed them; no node
-    /// restarts. Exit 0: committed, 1: refused or not committed, 2: no member answered
-    /// or a bad KEY=VALUE.
+    /// restarts. PostgreSQL parameters reach every server by a reload; `set` then waits
+    /// (30 s at most) for each member's server and says what applies now, what waits
+    /// for `bully pg restart` and what PostgreSQL refused. Exit 0: committed (and taken
+    /// up by every server), 1: refused, not committed or refused by a server, 2: no
+    /// member answered or a bad KEY=VALUE.
     Set {
         #[command(flatten)]
         query: QueryArgs,
@@ -65,7 +77,7 @@ fn settings_of(status: &Status) -> Result<ClusterSettings, ExitCode> {
     status
         .members
         .as_ref()
-        .and_then(|list| list.settings)
+        .and_then(|list| list.settings.clone())
         .ok_or_else(|| {
             eprintln!(
                 "error: node {} reports no cluster settings (an older version?)",
@@ -154,8 +166,77 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    if let Some(problem) = pairs.iter().find_map(|(key, value)| {
+        let name = key.strip_prefix(PG_PARAMETER_KEY)?;
+        parameter_problem(name, value, TlsMode::Off).map(|p| format!("{key}: {p}"))
+    }) {
+        eprintln!("error: {problem}");
+        return ExitCode::from(2);
+    }
     let set = pairs.to_vec();
-    print_answer(client.change_members(Change::Settings { set }).await)
+    let committed = print_answer(client.change_members(Change::Settings { set }).await);
+    let for_servers = pairs
+        .iter()
+        .any(|(key, _)| key.starts_with(PG_PARAMETER_KEY));
+    if committed != ExitCode::SUCCESS || !for_servers {
+        return committed;
+    }
+    match leader_status(query).await {
+        Ok(status) => match status.members {
+            Some(list) => servers_take_up(query, list.id).await,
+            None => ExitCode::from(1),
+        },
+        Err(code) => code,
+    }
+}
+
+/// Waits until every answering member with a server reports having taken up the
+/// parameters of member list `list` or a later one, and prints each one's outcome;
+/// exit 1 when a server refused them or did not take them up in time.
+async fn servers_take_up(query: &QueryArgs, list: ConfigId) -> ExitCode {
+    let deadline = Instant::now() + SERVERS_TAKE_UP;
+    loop {
+        let answers = match endpoints::ask_cluster(query).await {
+            Ok((_, answers)) => answers,
+            Err(code) => return code,
+        };
+        let mut servers: Vec<&Status> = answers
+            .iter()
+            .filter_map(|a| a.status.as_ref().ok())
+            .filter(|s| s.postgres.is_some())
+            .collect();
+        servers.sort_by_key(|s| s.id);
+        servers.dedup_by_key(|s| s.id);
+        let taken = |s: &Status| {
+            let pg = s.postgres.as_ref().expect("filtered");
+            pg.parameters_list.is_some_and(|l| l >= list)
+        };
+        let all = servers.iter().all(|s| taken(s));
+        if all || Instant::now() >= deadline {
+            let mut code = ExitCode::SUCCESS;
+            for status in servers {
+                let pg = status.postgres.as_ref().expect("filtered");
+                let line = match (&pg.parameters_refused, taken(status)) {
+                    (_, false) => {
+                        code = ExitCode::from(1);
+                        format!("not taken up in {SERVERS_TAKE_UP:?} ({})", pg.note)
+                    }
+                    (Some(why), true) => {
+                        code = ExitCode::from(1);
+                        format!("refused: {why}")
+                    }
+                    (None, true) if pg.pending_restart.is_empty() => "applied".into(),
+                    (None, true) => format!(
+                        "applied; pending a restart (`bully pg restart`): {}",
+                        pg.pending_restart.join(", ")
+                    ),
+                };
+                println!("node {}: {line}", status.id);
+            }
+            return code;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// `bully config edit`.
@@ -164,7 +245,7 @@ async fn edit(query: &QueryArgs) -> ExitCode {
         Ok((_, settings)) => settings,
         Err(code) => return code,
     };
-    let pairs = match edited_pairs(&from) {
+    let pairs = match edited_pairs(&from).map(|pairs| with_removals(&from, pairs)) {
         Ok(pairs) => pairs,
         Err(e) => {
             eprintln!("error: {e}");
@@ -182,7 +263,10 @@ fn edited_pairs(settings: &ClusterSettings) -> Result<Vec<(String, String)>, Str
         .suffix(".conf")
         .tempfile()
         .map_err(|e| format!("cannot create a temporary file: {e}"))?;
-    let mut text = String::from("# bully cluster settings: change values, save and quit\n");
+    let mut text = String::from(
+        "# bully cluster settings: change values, save and quit\n\
+         # add `postgres.parameters.NAME = VALUE` lines; a removed line removes it\n",
+    );
     for (key, value) in settings.entries() {
         text.push_str(&format!("{key} = {value}\n"));
     }
@@ -205,6 +289,20 @@ fn edited_pairs(settings: &ClusterSettings) -> Result<Vec<(String, String)>, Str
     let edited =
         std::fs::read_to_string(file.path()).map_err(|e| format!("cannot read it back: {e}"))?;
     parse_lines(&edited)
+}
+
+/// `pairs` plus an empty value (a removal) for each PostgreSQL parameter `from` holds
+/// that the edited lines no longer name.
+fn with_removals(
+    from: &ClusterSettings,
+    mut pairs: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    for (key, _) in from.entries() {
+        if key.starts_with(PG_PARAMETER_KEY) && !pairs.iter().any(|(k, _)| *k == key) {
+            pairs.push((key, String::new()));
+        }
+    }
+    pairs
 }
 
 /// The `key = value` lines of `text`, comments and blank lines left out.
@@ -251,5 +349,24 @@ mod tests {
         assert_eq!(base.with_all(&pairs).unwrap(), base);
         let err = parse_lines("# x\npreempt never\n").unwrap_err();
         assert!(err.starts_with("line 2:"), "{err}");
+    }
+
+    #[test]
+    fn a_parameter_line_removed_in_the_editor_is_a_removal() {
+        let params = [("work_mem", "8MB"), ("jit", "off")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let base =
+            ClusterSettings::new(Timing::default(), Preempt::Always).with_pg_parameters(params);
+        let kept: Vec<(String, String)> = base
+            .entries()
+            .into_iter()
+            .filter(|(k, _)| k != "postgres.parameters.jit")
+            .collect();
+        let pairs = with_removals(&base, kept);
+        let to = base.with_all(&pairs).unwrap();
+        let left = to.pg_parameters.unwrap();
+        assert_eq!(left.keys().collect::<Vec<_>>(), ["work_mem"]);
     }
 }

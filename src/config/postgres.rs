@@ -155,6 +155,22 @@ pub enum TlsMode {
 /// Server parameters bully sets itself when `[postgres] tls = "on"`.
 pub const TLS_PARAMETERS: &[&str] = &["ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"];
 
+/// What is wrong with server parameter `name = value` for a cluster whose servers run
+/// with `tls`, if anything: a name bully sets itself (with `tls = "on"` the TLS ones
+/// too), or a name or value no `postgresql.conf` line can hold. The one check of the
+/// file's `[postgres] parameters` and of `bully config set postgres.parameters.NAME`.
+pub fn parameter_problem(name: &str, value: &str, tls: TlsMode) -> Option<String> {
+    if RESERVED_PARAMETERS.contains(&name) {
+        return Some(format!("`{name}` is set by bully itself; leave it out"));
+    }
+    if tls == TlsMode::On && TLS_PARAMETERS.contains(&name) {
+        return Some(format!(
+            "`{name}` is set by bully itself with tls = \"on\"; leave it out"
+        ));
+    }
+    crate::protocol::pg_parameter_syntax(name, value)
+}
+
 /// A PostgreSQL role and how it proves who it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -287,14 +303,10 @@ impl PostgresConfig {
                     .into(),
             ));
         }
-        let name = self
-            .parameters
-            .keys()
-            .find(|name| TLS_PARAMETERS.contains(&name.as_str()))?;
-        Some((
-            "postgres.parameters",
-            format!("`{name}` is set by bully itself with tls = \"on\"; leave it out"),
-        ))
+        self.parameters
+            .iter()
+            .find_map(|(name, value)| parameter_problem(name, value, self.tls))
+            .map(|problem| ("postgres.parameters", problem))
     }
 
     /// Where the other members reach this server.
@@ -304,29 +316,15 @@ impl PostgresConfig {
 
     /// The key and what is wrong with it; `None` when the section is usable.
     pub fn problem(&self) -> Option<(&'static str, String)> {
-        if let Some(name) = self
+        if let Some(problem) = self
             .parameters
-            .keys()
-            .find(|name| RESERVED_PARAMETERS.contains(&name.as_str()))
+            .iter()
+            .find_map(|(name, value)| parameter_problem(name, value, TlsMode::Off))
         {
-            return Some((
-                "postgres.parameters",
-                format!("`{name}` is set by bully itself; leave it out"),
-            ));
+            return Some(("postgres.parameters", problem));
         }
         if let Some(problem) = self.tls_problem() {
             return Some(problem);
-        }
-        if let Some(name) = self.parameters.keys().find(|name| {
-            name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-        }) {
-            return Some((
-                "postgres.parameters",
-                format!("`{name}` is not a PostgreSQL parameter name"),
-            ));
         }
         if self.interval_ms == 0 || self.action_timeout_ms == 0 || self.copy_timeout_ms == 0 {
             return Some((
@@ -362,17 +360,6 @@ impl PostgresConfig {
                     format!("{name:?}: a role name bully writes to pg_hba.conf cannot hold `\"` or control characters"),
                 ));
             }
-        }
-        if let Some(name) = self
-            .parameters
-            .iter()
-            .find(|(_, v)| v.contains('\0'))
-            .map(|(n, _)| n)
-        {
-            return Some((
-                "postgres.parameters",
-                format!("`{name}` holds a NUL, which no postgresql.conf value can"),
-            ));
         }
         None
     }

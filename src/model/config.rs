@@ -58,9 +58,10 @@ pub struct ModelConfig {
     /// Each member's estimate, in the order of `ids`, fed to its machine at every start
     /// and fresh for ever (docs/design.md#elected-by-data-est); empty: no estimates.
     pub estimates: Vec<u64>,
-    /// The timing every restart runs with (`None`: the same as `timing`): a rolling
-    /// restart onto a changed D. Nodes on different D refuse each other's hello, so
-    /// no message passes between them (src/transport/agreement.rs).
+    /// The timing every restart's config file names (`None`: the same as `timing`): a
+    /// rolling restart onto a changed D. A node whose stored list carries settings
+    /// lives by those, not by its file's (docs/design.md#cluster-settings); nodes on
+    /// different D talk, each follower promising the longer D.
     pub restart_timing: Option<Timing>,
     /// The bound on a voluntary departure's release (`MachineConfig::release_bound_ms`;
     /// `None`: no release asked for). With one, the release is a transition of its own

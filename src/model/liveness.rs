@@ -81,8 +81,8 @@ impl Model {
                 taken.push(Transition::Resume(self.config.ids[i]));
             }
         }
-        // A rolling restart onto a new D completes (the operator restarts the rest):
-        // until it has, nodes on the two D refuse each other and no leader is owed.
+        // A rolling restart onto a new D completes (the operator restarts the rest)
+        // before a leader is owed, as before the hello stopped refusing another D.
         if self.config.restart_timing.is_some() {
             for i in 0..self.n() {
                 if self.up(&w, i) && !w.nodes[i].restarted {

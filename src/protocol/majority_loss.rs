@@ -143,7 +143,7 @@ pub fn plan(
             version: current.id.version + 1,
         },
         members: kept,
-        settings: current.settings,
+        settings: current.settings.clone(),
     };
     Ok(ForcedRecovery {
         cells_before: *cells,

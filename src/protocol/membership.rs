@@ -14,7 +14,7 @@
 //! it, but a node that learns of a new member must know where to dial it.
 
 use super::epoch::{Epoch, NodeId};
-use super::settings::ClusterSettings;
+use super::settings::{ClusterSettings, SettingsBeforePg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -99,6 +99,25 @@ impl From<ListBeforeSettings> for Membership {
             id: old.id,
             members: old.members,
             settings: None,
+        }
+    }
+}
+
+/// A list as stored before PostgreSQL's parameters were part of the settings (decoded
+/// only to upgrade a store in place, src/storage/mod.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ListBeforePgSettings {
+    pub id: ConfigId,
+    pub members: Vec<Member>,
+    pub settings: Option<SettingsBeforePg>,
+}
+
+impl From<ListBeforePgSettings> for Membership {
+    fn from(old: ListBeforePgSettings) -> Membership {
+        Membership {
+            id: old.id,
+            members: old.members,
+            settings: old.settings.map(ClusterSettings::from),
         }
     }
 }
@@ -308,7 +327,7 @@ impl Membership {
                 version,
             },
             members: self.members.clone(),
-            settings: self.settings,
+            settings: self.settings.clone(),
         }
     }
 
@@ -322,7 +341,7 @@ impl Membership {
         let id = change.subject();
         let existing = self.get(id);
         let mut members = self.members.clone();
-        let mut settings = self.settings;
+        let mut settings = self.settings.clone();
         match change {
             Change::Settings { set } => {
                 let base = settings.ok_or(ChangeRefused::BadSettings)?;

@@ -9,25 +9,65 @@
 //! different settings for a while still keep Q3; and a node whose D shrinks keeps
 //! storing and honouring the longer one until every promise made under it has run
 //! out (`Machine::carry_promise` in src/protocol/machine/quorum.rs).
+//!
+//! PostgreSQL's server parameters ride along as opaque names and values: the protocol
+//! only stores and orders them; each member's manager applies the committed ones to
+//! its server (src/node/postgres/parameters.rs).
 
 use super::mode::Preempt;
 use super::timing::Timing;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
+/// PostgreSQL server parameters, name to value.
+pub type PgParameters = BTreeMap<String, String>;
+
+/// The prefix of the keys that name a PostgreSQL server parameter.
+pub const PG_PARAMETER_KEY: &str = "postgres.parameters.";
+
 /// The cluster settings a member list carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClusterSettings {
     /// h, D, T, T' and the preempt delay.
     pub timing: Timing,
     /// Whether a restarted higher node takes over from a healthy lower coordinator.
     pub preempt: Preempt,
+    /// The server parameters every member's PostgreSQL runs with (`[postgres]
+    /// parameters` of the seeding file). `None` only in settings stored before the
+    /// parameters were cluster settings: the node fills them from its file at start
+    /// (src/node/drive/start.rs) until a coordinator writes the next list.
+    pub pg_parameters: Option<PgParameters>,
+}
+
+/// The settings as stored before PostgreSQL's parameters were part of them (decoded
+/// only to upgrade a store in place, src/storage/mod.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SettingsBeforePg {
+    pub timing: Timing,
+    pub preempt: Preempt,
+}
+
+impl From<SettingsBeforePg> for ClusterSettings {
+    fn from(old: SettingsBeforePg) -> ClusterSettings {
+        ClusterSettings::new(old.timing, old.preempt)
+    }
 }
 
 impl ClusterSettings {
-    /// Settings with `timing` and `preempt`.
+    /// Settings with `timing` and `preempt`, the PostgreSQL parameters not known yet.
     pub fn new(timing: Timing, preempt: Preempt) -> ClusterSettings {
-        ClusterSettings { timing, preempt }
+        ClusterSettings {
+            timing,
+            preempt,
+            pg_parameters: None,
+        }
+    }
+
+    /// These settings with `parameters` as PostgreSQL's.
+    pub fn with_pg_parameters(mut self, parameters: PgParameters) -> ClusterSettings {
+        self.pg_parameters = Some(parameters);
+        self
     }
 
     /// Every key and its value as `bully config show` prints them, in order.
@@ -44,12 +84,18 @@ impl ClusterSettings {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         out.push(("preempt".into(), preempt_word(self.preempt).into()));
+        for (name, value) in self.pg_parameters.iter().flatten() {
+            out.push((format!("{PG_PARAMETER_KEY}{name}"), value.clone()));
+        }
         out
     }
 
     /// These settings with `key` set to `value`, or why not: an unknown key, a value
     /// that does not parse, or timing the algorithm cannot run on
     /// ([`Timing::validate`]). `mode` is refused with the reason it is not a setting.
+    /// `postgres.parameters.NAME=VALUE` sets a server parameter, an empty VALUE removes
+    /// it; which names bully owns itself is the caller's check
+    /// (`crate::config::postgres::parameter_problem`).
     pub fn with(&self, key: &str, value: &str) -> Result<ClusterSettings, String> {
         let next = self.with_unchecked(key, value)?;
         next.timing.validate()?;
@@ -62,14 +108,14 @@ impl ClusterSettings {
     pub fn with_all(&self, pairs: &[(String, String)]) -> Result<ClusterSettings, String> {
         let next = pairs
             .iter()
-            .try_fold(*self, |s, (key, value)| s.with_unchecked(key, value))?;
+            .try_fold(self.clone(), |s, (key, value)| s.with_unchecked(key, value))?;
         next.timing.validate()?;
         Ok(next)
     }
 
     /// [`ClusterSettings::with`] without the timing check.
     fn with_unchecked(&self, key: &str, value: &str) -> Result<ClusterSettings, String> {
-        let mut next = *self;
+        let mut next = self.clone();
         let number = || {
             value
                 .parse::<u64>()
@@ -89,22 +135,50 @@ impl ClusterSettings {
                 }
             }
             "mode" => return Err(MODE_IS_OFFLINE.into()),
+            _ if key.starts_with(PG_PARAMETER_KEY) => {
+                let name = &key[PG_PARAMETER_KEY.len()..];
+                if let Some(problem) = pg_parameter_syntax(name, value) {
+                    return Err(format!("{key}: {problem}"));
+                }
+                let parameters = next.pg_parameters.get_or_insert_with(PgParameters::new);
+                match value.is_empty() {
+                    true => parameters.remove(name),
+                    false => parameters.insert(name.to_string(), value.to_string()),
+                };
+            }
             _ if key.starts_with("postgres.") => {
                 return Err(format!(
-                    "`{key}` is still read from each host's file: PostgreSQL's settings are \
-                     not cluster settings yet (docs/configuration.md)"
+                    "`{key}` is a host key, read from each host's file; the PostgreSQL \
+                     cluster keys are postgres.parameters.NAME (docs/configuration.md)"
                 ))
             }
             _ => {
                 return Err(format!(
                     "unknown cluster key `{key}`; the cluster keys are timing.heartbeat_ms, \
                      timing.suspect_after_ms, timing.answer_timeout_ms, \
-                     timing.coordinator_timeout_ms, timing.preempt_delay_ms and preempt"
+                     timing.coordinator_timeout_ms, timing.preempt_delay_ms, preempt and \
+                     postgres.parameters.NAME"
                 ))
             }
         }
         Ok(next)
     }
+}
+
+/// What is wrong with a PostgreSQL parameter's name or value as text, if anything: a
+/// name is letters, digits, `_` and `.` (a custom `ext.name` too), and no value holds a
+/// NUL, which no `postgresql.conf` line can.
+pub fn pg_parameter_syntax(name: &str, value: &str) -> Option<String> {
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !name_ok {
+        return Some(format!("`{name}` is not a PostgreSQL parameter name"));
+    }
+    value
+        .contains('\0')
+        .then(|| format!("`{name}` holds a NUL, which no postgresql.conf value can"))
 }
 
 /// Why `bully config set mode=…` is refused (docs/design.md#config-agreement).
@@ -156,9 +230,29 @@ mod tests {
             .with("id", "3")
             .unwrap_err()
             .contains("unknown cluster key"));
-        let err = base
+        let err = base.with("postgres.data_dir", "/x").unwrap_err();
+        assert!(err.contains("host key"), "{err}");
+    }
+
+    #[test]
+    fn postgres_parameters_are_set_and_removed_by_key() {
+        let base = ClusterSettings::new(Timing::default(), Preempt::Always)
+            .with_pg_parameters(PgParameters::new());
+        let set = base
             .with("postgres.parameters.work_mem", "64MB")
-            .unwrap_err();
-        assert!(err.contains("each host's file"), "{err}");
+            .unwrap()
+            .with("postgres.parameters.pg_stat_statements.max", "500")
+            .unwrap();
+        let held = set.pg_parameters.clone().unwrap();
+        assert_eq!(held["work_mem"], "64MB");
+        assert!(set
+            .entries()
+            .contains(&("postgres.parameters.work_mem".into(), "64MB".into())));
+        let removed = set.with("postgres.parameters.work_mem", "").unwrap();
+        assert!(!removed.pg_parameters.unwrap().contains_key("work_mem"));
+        let err = base.with("postgres.parameters.bad name", "1").unwrap_err();
+        assert!(err.contains("not a PostgreSQL parameter name"), "{err}");
+        let err = base.with("postgres.parameters.x", "a\0b").unwrap_err();
+        assert!(err.contains("NUL"), "{err}");
     }
 }

@@ -45,7 +45,7 @@ pub(crate) use durable::{remove_file_durably, write_file_durably};
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
-use crate::protocol::membership::ListBeforeSettings;
+use crate::protocol::membership::{ListBeforePgSettings, ListBeforeSettings};
 use crate::protocol::{Cells, Member, Membership};
 use serde::de::DeserializeOwned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -247,10 +247,14 @@ impl Storage {
         raw.map(|bytes| {
             decode_value::<Membership>(&bytes)
                 .or_else(|e| {
-                    // A store from before the settings were part of the list: its
-                    // holder lives by its file's until the next list is written.
-                    decode_value::<ListBeforeSettings>(&bytes)
+                    // A store from before PostgreSQL's parameters were settings, or
+                    // before the settings were part of the list: its holder fills what
+                    // is missing from its file until the next list is written.
+                    decode_value::<ListBeforePgSettings>(&bytes)
                         .map(Membership::from)
+                        .or_else(|_| {
+                            decode_value::<ListBeforeSettings>(&bytes).map(Membership::from)
+                        })
                         .map_err(|_| e)
                 })
                 .map_err(|e| {

@@ -672,10 +672,29 @@ fn a_list_stored_before_the_settings_loads_without_them() {
         crate::protocol::Timing::default(),
         crate::protocol::Preempt::Never,
     );
-    let with = list.with_settings(settings);
+    let with = list.clone().with_settings(settings.clone());
     let bytes = crate::codec::encode_value(&with).unwrap();
     storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(with.clone()));
+    // Stored before PostgreSQL's parameters were settings: the timing and preemption
+    // load, the parameters are unknown (the node fills them from its file).
+    let before_pg = crate::protocol::membership::ListBeforePgSettings {
+        id: list.id,
+        members: list.members.clone(),
+        settings: Some(crate::protocol::settings::SettingsBeforePg {
+            timing: settings.timing,
+            preempt: settings.preempt,
+        }),
+    };
+    let bytes = crate::codec::encode_value(&before_pg).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
     assert_eq!(storage.load_members().unwrap(), Some(with));
+    let full = list.with_settings(
+        settings.with_pg_parameters([("work_mem".to_string(), "8MB".to_string())].into()),
+    );
+    let bytes = crate::codec::encode_value(&full).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(full));
     storage.db.insert(MEMBERS, &[9u8, 9, 9][..]).unwrap();
     let err = storage.load_members().unwrap_err().to_string();
     assert!(err.contains("the member list does not decode"), "{err}");

@@ -4,8 +4,9 @@
 //! list says (the stored one rules; the file seeded the first list only).
 
 use crate::config::NodeConfig;
-use crate::protocol::{ClusterSettings, Member, Membership, NodeId, Seat};
+use crate::protocol::{ClusterSettings, Member, Membership, NodeId, Seat, PG_PARAMETER_KEY};
 use crate::transport::PeerAddr;
+use std::collections::BTreeMap;
 
 /// The list a node starts from when its store holds none: itself and its `[[peers]]`,
 /// with their addresses, unconfirmed (`ConfigId::default()`).
@@ -34,7 +35,24 @@ pub fn seed(config: &NodeConfig) -> Membership {
 /// The cluster settings `config` names: what the first coordinator's list carries for
 /// a new cluster, and what a file is compared with afterwards.
 pub fn file_settings(config: &NodeConfig) -> ClusterSettings {
-    ClusterSettings::new(config.timing, config.preempt)
+    let parameters = config
+        .postgres
+        .as_ref()
+        .map(|pg| pg.parameters.clone())
+        .unwrap_or_default();
+    ClusterSettings::new(config.timing, config.preempt).with_pg_parameters(parameters)
+}
+
+/// `list` with what its settings miss filled from `config`: a list stored before the
+/// settings were part of it, or before PostgreSQL's parameters were, lives by the
+/// file's until a coordinator writes the next list (docs/design.md#cluster-settings).
+pub fn fill_from_file(mut list: Membership, config: &NodeConfig) -> Membership {
+    let file = file_settings(config);
+    let settings = list.settings.get_or_insert_with(|| file.clone());
+    if settings.pg_parameters.is_none() {
+        settings.pg_parameters = file.pg_parameters;
+    }
+    list
 }
 
 /// Whom to dial for `list`: every other member, at the address this node's config file
@@ -119,16 +137,25 @@ fn members_differ(held: &Membership, config: &NodeConfig) -> Option<String> {
     })
 }
 
-/// The cluster keys whose value in the file is not the cluster's, both values named.
+/// The cluster keys whose value in the file is not the cluster's, both values named (a
+/// key only one side has is "unset" on the other).
 fn settings_differ(held: &Membership, config: &NodeConfig) -> Option<String> {
-    let cluster = held.settings?;
-    let file = file_settings(config).entries();
-    let differ: Vec<String> = cluster
-        .entries()
+    let cluster: BTreeMap<String, String> = held.settings.as_ref()?.entries().into_iter().collect();
+    let file: BTreeMap<String, String> = file_settings(config).entries().into_iter().collect();
+    let unset = || "unset".to_string();
+    let mut keys: Vec<&String> = cluster.keys().chain(file.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    // A member without `[postgres]` (a witness) runs no server: its file has no say.
+    let compared = |key: &str| config.postgres.is_some() || !key.starts_with(PG_PARAMETER_KEY);
+    let differ: Vec<String> = keys
         .into_iter()
-        .zip(file)
-        .filter(|(ours, theirs)| ours.1 != theirs.1)
-        .map(|((key, value), (_, in_file))| format!("{key} is {value} (the file says {in_file})"))
+        .filter(|key| compared(key) && cluster.get(*key) != file.get(*key))
+        .map(|key| {
+            let ours = cluster.get(key).cloned().unwrap_or_else(unset);
+            let theirs = file.get(key).cloned().unwrap_or_else(unset);
+            format!("{key} is {ours} (the file says {theirs})")
+        })
         .collect();
     (!differ.is_empty()).then(|| {
         format!(

@@ -4,9 +4,9 @@
 //! connections, its state machine and its term stay as they are, so a reload never
 //! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
-//! Changed `[postgres] parameters` go to the PostgreSQL manager as a `bully pg reload`
-//! of its own (it rereads the file and tells which apply now and which wait for
-//! `bully pg restart`). What the protocol or the peers depend on (`id`, `listen`,
+//! `timing`, `preempt` and `[postgres] parameters` are cluster settings
+//! (docs/design.md#cluster-settings): a file's values are not applied, by a reload nor by
+//! a restart; `bully config set` changes them. What the protocol or the peers depend on (`id`, `listen`,
 //! `data_dir`, `mode`, `witness`, `preempt`, `timing`, `peers`), the `[watchdog]`
 //! device the runtime holds, and the other `[postgres]` keys need a restart: a reload
 //! that changes those
@@ -32,10 +32,6 @@ pub struct Reloaded {
     pub readiness: Readiness,
     /// One line for the log and the `Done` answer.
     pub summary: String,
-    /// `[postgres] parameters` changed: the runtime hands the manager a `bully pg
-    /// reload` of its own (src/node/postgres/parameters.rs), whose answer says which
-    /// apply now and which wait for `bully pg restart`.
-    pub postgres_parameters: bool,
 }
 
 /// Applies `new` to the running services, hooks and certificates: the fallible steps
@@ -74,14 +70,12 @@ pub async fn reload(
     hooks.reconfigure(new.hooks.clone());
     let mut summary = summary(health_changed, http_changed, &ignored);
     let before = services.applied();
-    if (new.timing, new.preempt) != (before.timing, before.preempt) {
+    if (new.timing, new.preempt) != (before.timing, before.preempt) || postgres_parameters {
         summary.push_str(
-            "; timing and preempt are cluster settings: the file's values are not applied \
-             (`bully status` names what differs; change them with `bully config set`)",
+            "; timing, preempt and [postgres] parameters are cluster settings: the file's \
+             values are not applied (`bully status` names what differs; change them with \
+             `bully config set`)",
         );
-    }
-    if postgres_parameters {
-        summary.push_str("; [postgres] parameters handed to the manager (`bully pg reload`)");
     }
     // Keep the fields that need a restart as they run, so the next reload reports
     // them again rather than believing they took effect.
@@ -95,7 +89,6 @@ pub async fn reload(
         health_removed,
         readiness: Readiness::from_config(services.applied()),
         summary,
-        postgres_parameters,
     })
 }
 

@@ -415,9 +415,6 @@ impl Runtime {
         match result {
             Ok(reloaded) => {
                 tracing::info!("{}", reloaded.summary);
-                if reloaded.postgres_parameters {
-                    self.services.reload_postgres_parameters();
-                }
                 self.publisher.set_readiness(reloaded.readiness);
                 self.check_file();
                 if reloaded.health_removed {

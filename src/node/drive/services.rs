@@ -37,11 +37,7 @@ pub struct Services {
     postgres_engine: Arc<std::sync::Mutex<crate::postgres_rules::Engine>>,
     /// `bully pg` orders, for whichever manager runs.
     postgres_orders: crate::node::postgres::Orders,
-    /// Where orders to the manager are sent (a reload's changed parameters).
-    postgres_tx: mpsc::Sender<crate::node::postgres::Order>,
     pg_sync: crate::node::postgres::SyncStore,
-    /// The server parameters `bully pg reload` last applied, for every manager after.
-    postgres_parameters: crate::node::postgres::Reloaded,
 }
 
 /// What the services read and report to, shared by every check and endpoint started.
@@ -55,8 +51,6 @@ pub struct ServiceLinks {
     pub schedule: Schedule,
     /// Where `bully pg` orders arrive (src/node/postgres/).
     pub postgres_orders: crate::node::postgres::Orders,
-    /// Their sending end, for a reload's changed `[postgres] parameters`.
-    pub postgres_tx: mpsc::Sender<crate::node::postgres::Order>,
     /// The synchronous record this node keeps (src/node/postgres/sync_store.rs).
     pub pg_sync: crate::node::postgres::SyncStore,
 }
@@ -83,9 +77,7 @@ impl Services {
             http: None,
             postgres_engine: Default::default(),
             postgres_orders: links.postgres_orders,
-            postgres_tx: links.postgres_tx,
             pg_sync: links.pg_sync,
-            postgres_parameters: Default::default(),
         };
         services.restart_health();
         if let Some(listener) = listener {
@@ -94,20 +86,6 @@ impl Services {
         services
     }
 
-    /// A reload changed `[postgres] parameters`: the manager gets a `bully pg reload` of
-    /// its own, as one of the node's tasks (ended with the node), and its answer goes
-    /// to the log.
-    pub fn reload_postgres_parameters(&self) {
-        let orders = self.postgres_tx.clone();
-        self.tasks.spawn(async move {
-            let verb = crate::api::postgres::PgVerb::Reload;
-            let wait = crate::node::serve::api::POSTGRES_ORDER_WAIT;
-            match crate::node::postgres::hand(&orders, verb, wait).await {
-                Ok(answer) => tracing::info!("reload: postgres: {answer}"),
-                Err(why) => tracing::warn!("reload: postgres: {why}"),
-            }
-        });
-    }
     /// The config the services run from.
     pub fn applied(&self) -> &NodeConfig {
         &self.applied
@@ -157,7 +135,6 @@ impl Services {
                 engine: Arc::clone(&self.postgres_engine),
                 orders: Arc::clone(&self.postgres_orders),
                 pg_sync: self.pg_sync.clone(),
-                parameters: Arc::clone(&self.postgres_parameters),
             };
             let group = self.tasks.child();
             crate::node::postgres::spawn(&self.applied, links, &group);

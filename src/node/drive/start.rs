@@ -210,7 +210,7 @@ impl Stored {
 /// before the settings were part of it keeps the file's).
 fn living_by(config: &NodeConfig, list: &Membership) -> NodeConfig {
     let mut living = config.clone();
-    if let Some(settings) = list.settings {
+    if let Some(settings) = &list.settings {
         living.timing = settings.timing;
         living.preempt = settings.preempt;
     }
@@ -225,7 +225,7 @@ fn stored_or_seeded(journal: &Journal, config: &NodeConfig) -> Result<Membership
     if seeded {
         journal.save_members(&list)?;
     }
-    Ok(list)
+    Ok(members::fill_from_file(list, config))
 }
 
 /// The mode is cluster state: stored at the store's first start (or its first start by
@@ -383,7 +383,6 @@ fn serve(
         health_verdicts: verdicts_tx,
         schedule: schedule.clone(),
         postgres_orders,
-        postgres_tx: postgres_tx.clone(),
         pg_sync: pg_sync.clone(),
     };
     let services = Services::start(config, links, http, tasks);

@@ -76,7 +76,8 @@ impl<R> PendingChange<R> {
                 .then(|| format!("node {id} took its seat (member list v{version})")),
             Change::Settings { set } => list
                 .settings
-                .is_some_and(|now| now.with_all(set) == Ok(now))
+                .as_ref()
+                .is_some_and(|now| now.with_all(set).as_ref() == Ok(now))
                 .then(|| {
                 format!("the cluster settings are committed (member list v{version}); every member lives by them")
             }),

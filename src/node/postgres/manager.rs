@@ -8,7 +8,7 @@ use super::control;
 use super::files;
 use super::held::IdNote;
 use super::owned;
-use super::parameters;
+use super::parameters::{self, Parameters};
 use super::peers::PeerServers;
 use super::programs::Programs;
 use super::records::Records;
@@ -25,6 +25,7 @@ use crate::postgres_rules::{
     Running, Server, SyncRecord, SyncView, WalRemoved,
 };
 use crate::postmaster;
+use crate::protocol::membership::ConfigId;
 use crate::protocol::{NodeId, Role};
 use futures::StreamExt;
 use nix::sys::signal::kill;
@@ -78,10 +79,6 @@ pub struct Manager {
     pub made: IdNote,
     /// The configured peers' addresses (`host:port`): `pg_hba.conf` lets them in.
     pub member_hosts: Vec<String>,
-    /// The config file the node started from: `bully pg reload` rereads it.
-    pub config_file: Option<PathBuf>,
-    /// Where `bully pg reload` leaves the parameters for the managers after this one.
-    pub reloaded: super::Reloaded,
     /// `[postgres] tls = "on"`: where the server's TLS files come from (the user's or
     /// the node's `[tls]`), copied beside the data dir at every write of `bully.conf`.
     pub tls: Option<crate::certs::TlsFiles>,
@@ -131,6 +128,15 @@ struct Loop {
     /// The last look promoted the server: the next one runs at once, so the new
     /// primary is reported (and HAProxy's check finds it) a look sooner.
     look_again: bool,
+    /// The cluster's parameters as this manager last applied them to the server (or
+    /// left for its next start); `None` before the first, so a manager started beside
+    /// a running server applies the list's once whatever its include file holds.
+    parameters_applied: Option<Parameters>,
+    /// The member list whose parameters were last taken up (applied or refused).
+    parameters_list: Option<ConfigId>,
+    /// The cluster's parameters PostgreSQL refused, and why: not tried again until the
+    /// list gives others.
+    parameters_refused: Option<(Parameters, String)>,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -155,6 +161,9 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         passwords_followed: None,
         passwords_set: None,
         look_again: false,
+        parameters_applied: None,
+        parameters_list: None,
+        parameters_refused: None,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -206,7 +215,11 @@ impl Loop {
                 "the server runs but does not answer; nothing changed (ask again once it does)"
                     .into(),
             ),
-            PgVerb::Reload => self.reload_parameters(described.as_ref(), &office).await,
+            PgVerb::Reload => {
+                let wanted = self.cluster_parameters(&status);
+                self.take_parameters(wanted, described.as_ref(), &office)
+                    .await
+            }
             PgVerb::Restart => {
                 let running = matches!(server, Server::Running(_) | Server::Unreachable);
                 if !running {
@@ -266,22 +279,88 @@ impl Loop {
         }
     }
 
-    /// `bully pg reload`: the config file's `[postgres] parameters`, checked as at
-    /// start, become the manager's (this one's and the next ones'), its include file is
-    /// rewritten with them for the server as it runs now (a standby's upstream, a
-    /// primary's synchronous names and office), and the server rereads it; the answer
-    /// says which changes apply and which wait for a restart
-    /// (src/node/postgres/parameters.rs). A file PostgreSQL would refuse is put back
-    /// as it was before the server rereads anything.
-    async fn reload_parameters(
+    /// The parameters the member list `status` holds gives the servers (the ones this
+    /// manager runs with while it holds no settings), with the list's ID.
+    fn cluster_parameters(&self, status: &Status) -> (Option<ConfigId>, Parameters) {
+        let tls = self.m.config.tls;
+        match parameters::of_the_cluster(status.members.as_ref(), tls) {
+            Some((list, wanted, dropped)) => {
+                if !dropped.is_empty() && self.parameters_list != Some(list) {
+                    tracing::warn!(
+                        "postgres: member list {list} names parameters bully sets itself, \
+                         left out: {}",
+                        dropped.join(", ")
+                    );
+                }
+                (Some(list), wanted)
+            }
+            None => (None, self.m.config.parameters.clone()),
+        }
+    }
+
+    /// A look's part in following the cluster's parameters: the list's are applied when
+    /// they are not what the server was last given, unless PostgreSQL refused that very
+    /// set already. A server that runs but does not answer waits for a later look.
+    async fn follow_parameters(
         &mut self,
+        status: &Status,
+        server: &Server,
+        described: Option<&Described>,
+        office: &Office,
+    ) {
+        let (list, wanted) = self.cluster_parameters(status);
+        let refused = matches!(&self.parameters_refused, Some((set, _)) if *set == wanted);
+        let applied = self.parameters_applied.as_ref() == Some(&wanted);
+        if refused || applied || matches!(server, Server::Unreachable) {
+            self.parameters_list = list.or(self.parameters_list);
+            return;
+        }
+        let verbose = self.parameters_applied.is_some();
+        match self
+            .take_parameters((list, wanted), described, office)
+            .await
+        {
+            Ok(answer) if verbose => tracing::info!("postgres: the cluster's parameters: {answer}"),
+            Ok(answer) => tracing::debug!("postgres: the cluster's parameters: {answer}"),
+            Err(why) => tracing::warn!("postgres: the cluster's parameters: {why}"),
+        }
+    }
+
+    /// Applies `wanted` (from member list `list`) and keeps the outcome for the report:
+    /// applied, or refused with why (the parameters before stay).
+    async fn take_parameters(
+        &mut self,
+        (list, wanted): (Option<ConfigId>, Parameters),
         described: Option<&Described>,
         office: &Office,
     ) -> Result<String, String> {
-        let reread = parameters::reread(self.m.config_file.as_deref(), self.m.id, &self.m.config)?;
+        let outcome = self.apply_parameters(&wanted, described, office).await;
+        self.parameters_list = list.or(self.parameters_list);
+        match &outcome {
+            Ok(_) => {
+                self.parameters_applied = Some(wanted);
+                self.parameters_refused = None;
+            }
+            Err(why) => self.parameters_refused = Some((wanted, why.clone())),
+        }
+        outcome
+    }
+
+    /// `wanted` become the manager's parameters, its include file is rewritten with
+    /// them for the server as it runs now (a standby's upstream, a primary's
+    /// synchronous names and office), and the server rereads it; the answer says which
+    /// changes apply and which wait for a restart (src/node/postgres/parameters.rs). A
+    /// file PostgreSQL would refuse is put back as it was before the server rereads
+    /// anything. A server that does not run gets them at its next start.
+    async fn apply_parameters(
+        &mut self,
+        wanted: &Parameters,
+        described: Option<&Described>,
+        office: &Office,
+    ) -> Result<String, String> {
+        let changed = parameters::changed(&self.m.config.parameters, wanted);
         let Some(d) = described else {
-            self.m.config.parameters = reread.parameters.clone();
-            parameters::keep_reloaded(&self.m.reloaded, &reread.parameters);
+            self.m.config.parameters = wanted.clone();
             return Ok(format!(
                 "node {}: the server is not running; the parameters are written at its next start",
                 self.m.id
@@ -300,8 +379,7 @@ impl Loop {
             .data_dir
             .join(crate::config::postgres::OWNED_INCLUDE);
         let before = std::fs::read_to_string(&include).ok();
-        let started_with =
-            std::mem::replace(&mut self.m.config.parameters, reread.parameters.clone());
+        let started_with = std::mem::replace(&mut self.m.config.parameters, wanted.clone());
         let timeout = Duration::from_millis(self.m.config.action_timeout_ms);
         let written = self.write_conf(upstream, &names, token);
         let checked = match written {
@@ -318,11 +396,10 @@ impl Loop {
             }
             return Err(format!("{why}; nothing changed"));
         }
-        parameters::keep_reloaded(&self.m.reloaded, &reread.parameters);
         let client = self.local_client().await?;
         let seen = parameters::reload_and_wait(client, timeout).await?;
         let pending = parameters::pending(client, SQL_TIMEOUT).await?;
-        let answer = parameters::answer(self.m.id, &reread, &pending, seen);
+        let answer = parameters::answer(self.m.id, &changed, &pending, seen);
         tracing::info!("postgres: {answer}");
         Ok(answer)
     }
@@ -398,6 +475,8 @@ impl Loop {
         let (mut server, described) = self.observe().await;
         self.adopt_branch(&mut server);
         let office = self.office(&status);
+        self.follow_parameters(&status, &server, described.as_ref(), &office)
+            .await;
         let mut cluster = self.cluster(&status, &office, described.as_ref());
         self.identify(&mut cluster, &server).await;
         self.system_id = cluster.server_system_id;
@@ -1617,6 +1696,8 @@ impl Loop {
             initdb_unpromoted: self.initdb_unpromoted(),
             system_id: (self.system_id != 0).then_some(self.system_id),
             other_cluster: self.other_cluster,
+            parameters_list: self.parameters_list,
+            parameters_refused: self.parameters_refused.as_ref().map(|(_, why)| why.clone()),
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {

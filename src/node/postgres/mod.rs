@@ -20,8 +20,9 @@
 //! - `held`: the note that this node's server held the cluster's data;
 //! - `order`: an operator's verb on its way in, dropped once its deadline passed;
 //! - `owned`: files handed to the server's user, and private ones (mode 0600);
-//! - `parameters`: `bully pg reload` (the config file's `[postgres] parameters` reread
-//!   and applied) and the parameters a server holds for its next restart.
+//! - `parameters`: the cluster's server parameters (a cluster setting in the member
+//!   list) followed and applied by reload, and those a server holds for its next
+//!   restart.
 //!
 //! The fence is not here: the keeper (`bully run --config`, src/keeper/) stops the
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
@@ -46,7 +47,6 @@ mod sync_store;
 pub mod tls;
 
 pub use order::{hand, order, Order, Pending};
-pub use parameters::Reloaded;
 pub use sync_store::SyncStore;
 
 use crate::api::postgres::{PgRole, PgState};
@@ -85,17 +85,13 @@ pub struct Links {
     pub orders: Orders,
     /// The synchronous record this node keeps.
     pub pg_sync: SyncStore,
-    /// The parameters `bully pg reload` applied last: kept by the services across the
-    /// manager's restarts, so a later manager writes them, not the start's.
-    pub parameters: Reloaded,
 }
 
 /// Starts the manager and its peer poller in `group` (the node has `[postgres]`).
 pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
-    let Some(mut pg) = config.postgres.clone() else {
+    let Some(pg) = config.postgres.clone() else {
         return;
     };
-    parameters::apply_reloaded(&mut pg, &links.parameters);
     let servers = peers::PeerServers::default();
     let configured: Vec<_> = config
         .peers
@@ -150,8 +146,6 @@ pub fn spawn(config: &NodeConfig, links: Links, group: &NodeTasks) {
                 records,
                 held: held::IdNote::new(&config.data_dir, held::HELD_FILE),
                 made: held::IdNote::new(&config.data_dir, held::MADE_FILE),
-                config_file: config.config_file.clone(),
-                reloaded: links.parameters,
                 tls: tls_sources,
                 connector,
             };

@@ -1,88 +1,45 @@
-//! Server parameters without a failover (issue 49): `bully pg reload` rereads
-//! `[postgres] parameters` from the config file the node started from, validated as at
-//! start (`crate::config::load`), and the manager rewrites its include file with them
-//! (`files::write_conf`, the writer every start uses) and has the server reread it.
-//! What the server could not take without a restart shows as `pending_restart`
-//! (`pg_settings`), in each member's report ([`PgState`](crate::api::postgres::PgState))
-//! until `bully pg restart N` applies it in place.
-//!
-//! Parameters stay per node: each node rereads its own file, so members may differ for
-//! a while (during a rolling change, or on purpose: a smaller `work_mem` on a weaker
-//! host). Parameters that must match across members (`max_connections` and the other
-//! settings a standby needs at least as high as its primary's) are the operator's to
-//! change in the right order, as with PostgreSQL alone.
+//! Server parameters as cluster settings (issue 47, docs/design.md#cluster-settings):
+//! the parameters every member's server runs with are part of the committed member
+//! list, changed with `bully config set postgres.parameters.NAME=VALUE`, never by one
+//! host's file (its `[postgres] parameters` seed a new cluster only). Each manager
+//! follows the list its node holds: it rewrites its include file with the list's
+//! parameters (`files::write_conf`, the writer every start uses), checks that
+//! PostgreSQL would start with it, and has the server reread it. A set PostgreSQL
+//! refuses is put back and reported (`PgState::parameters_refused`) until the list
+//! changes; what the server could not take without a restart shows as
+//! `pending_restart` (`pg_settings`) until `bully pg restart` applies it in place.
+//! `bully pg reload N` applies the list's parameters again and has the server reread its
+//! files (after an edit of `postgresql.conf` by hand).
 
 use super::programs::Programs;
 use super::sql::why;
-use crate::config::postgres::PostgresConfig;
+use crate::config::postgres::{parameter_problem, TlsMode};
+use crate::protocol::membership::{ConfigId, Membership};
 use crate::protocol::NodeId;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
-/// `[postgres] parameters`: name to value.
+/// Server parameters: name to value.
 pub type Parameters = BTreeMap<String, String>;
 
-/// The parameters `bully pg reload` applied last, `None` before the first: held by the
-/// node's services (src/node/drive/services.rs), so a manager started after a stall
-/// writes these, not the ones the node started with.
-pub type Reloaded = Arc<Mutex<Option<Parameters>>>;
-
-/// Puts the last reloaded parameters, if any, into `config` (a manager's start).
-pub fn apply_reloaded(config: &mut PostgresConfig, reloaded: &Reloaded) {
-    if let Some(parameters) = reloaded.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-        config.parameters = parameters;
-    }
-}
-
-/// Keeps `parameters` for the managers after this one.
-pub fn keep_reloaded(reloaded: &Reloaded, parameters: &Parameters) {
-    *reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(parameters.clone());
-}
-
-/// What rereading the config file found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reread {
-    /// The file's `[postgres] parameters`.
-    pub parameters: Parameters,
-    /// The names added, changed or removed against the running parameters.
-    pub changed: Vec<String>,
-    /// The other `[postgres]` keys that differ: they need the node restarted.
-    pub not_applied: Vec<String>,
-}
-
-/// Rereads `file` (the node's config, checked exactly as at start) for node `id`, whose
-/// manager runs with `running`; an error says why nothing changes.
-pub fn reread(file: Option<&Path>, id: NodeId, running: &PostgresConfig) -> Result<Reread, String> {
-    let Some(file) = file else {
-        return Err(
-            "this node was not started from a config file (`bully node --config F`): \
-                    there is none to reread; nothing changed"
-                .into(),
-        );
-    };
-    let config = crate::config::load(file).map_err(|e| format!("{e}; nothing changed"))?;
-    if config.id != id {
-        return Err(format!(
-            "{}: id is {} now, but this node is {id}; nothing changed",
-            file.display(),
-            config.id
-        ));
-    }
-    let Some(new) = config.postgres else {
-        return Err(format!(
-            "{}: [postgres] is gone; removing it needs the node restarted; nothing changed",
-            file.display()
-        ));
-    };
-    Ok(Reread {
-        changed: changed(&running.parameters, &new.parameters),
-        not_applied: other_keys_changed(running, &new),
-        parameters: new.parameters,
-    })
+/// The parameters member list `list` gives the servers, with the list's ID; `None`
+/// while the node holds no settings. A name bully owns itself
+/// (`tls` on or not) is left out and named in the third part: `bully config set`
+/// refuses them, so only a list written another way can hold one.
+pub fn of_the_cluster(
+    list: Option<&Membership>,
+    tls: TlsMode,
+) -> Option<(ConfigId, Parameters, Vec<String>)> {
+    let list = list?;
+    let held = list.settings.as_ref()?.pg_parameters.as_ref()?;
+    let (kept, dropped): (Parameters, Parameters) = held
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .partition(|(name, value)| parameter_problem(name, value, tls).is_none());
+    Some((list.id, kept, dropped.into_keys().collect()))
 }
 
 /// The names whose values differ between `old` and `new` (added and removed ones too).
@@ -96,25 +53,6 @@ pub fn changed(old: &Parameters, new: &Parameters) -> Vec<String> {
     names.sort();
     names.dedup();
     names
-}
-
-/// The `[postgres]` keys other than `parameters` that differ between `running` and
-/// `new`, by their names in the file.
-fn other_keys_changed(running: &PostgresConfig, new: &PostgresConfig) -> Vec<String> {
-    let table = |c: &PostgresConfig| match toml::Value::try_from(c) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => Default::default(),
-    };
-    let (old, new) = (table(running), table(new));
-    let mut keys: Vec<String> = old
-        .keys()
-        .chain(new.keys())
-        .filter(|k| *k != "parameters" && old.get(*k) != new.get(*k))
-        .cloned()
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
 }
 
 /// Whether PostgreSQL would start with the data dir's configuration files as they are
@@ -178,11 +116,11 @@ pub async fn pending(client: &Client, timeout: Duration) -> Result<Vec<String>, 
     Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
 }
 
-/// The answer to `bully pg reload` on node `id`: what changed and applies now, what
-/// waits for a restart, and what the reread could not apply.
-pub fn answer(id: NodeId, reread: &Reread, pending: &[String], seen: bool) -> String {
+/// What applying the list's parameters on node `id` did: which of `changed` apply now,
+/// which wait for a restart, and what was pending before.
+pub fn answer(id: NodeId, changed: &[String], pending: &[String], seen: bool) -> String {
     let (waiting, now): (Vec<&String>, Vec<&String>) =
-        reread.changed.iter().partition(|n| pending.contains(n));
+        changed.iter().partition(|n| pending.contains(n));
     let list = |names: &[&String]| {
         names
             .iter()
@@ -203,21 +141,12 @@ pub fn answer(id: NodeId, reread: &Reread, pending: &[String], seen: bool) -> St
             list(&waiting)
         ),
     };
-    let earlier: Vec<&String> = pending
-        .iter()
-        .filter(|n| !reread.changed.contains(n))
-        .collect();
+    let earlier: Vec<&String> = pending.iter().filter(|n| !changed.contains(n)).collect();
     if !earlier.is_empty() {
         text += &format!("; also pending a restart from before: {}", list(&earlier));
     }
     if !seen {
         text += "; the server was not seen rereading its files in time (see its log)";
-    }
-    if !reread.not_applied.is_empty() {
-        text += &format!(
-            "; not applied (the node must be restarted for them): postgres.{}",
-            reread.not_applied.join(", postgres.")
-        );
     }
     text
 }
@@ -243,65 +172,36 @@ mod tests {
 
     #[test]
     fn the_answer_says_what_applies_and_what_waits() {
-        let reread = Reread {
-            parameters: Parameters::new(),
-            changed: vec!["shared_buffers".into(), "work_mem".into()],
-            not_applied: vec!["interval_ms".into()],
-        };
-        let text = answer(
-            2,
-            &reread,
-            &["shared_buffers".into(), "max_connections".into()],
-            true,
-        );
+        let changed = vec!["shared_buffers".to_string(), "work_mem".to_string()];
+        let pending = ["shared_buffers".to_string(), "max_connections".to_string()];
+        let text = answer(2, &changed, &pending, true);
         assert!(text.contains("applied now: work_mem"), "{text}");
         assert!(
             text.contains("waiting for a restart (`bully pg restart 2`): shared_buffers"),
             "{text}"
         );
         assert!(text.contains("from before: max_connections"), "{text}");
-        assert!(text.contains("postgres.interval_ms"), "{text}");
-        let none = Reread {
-            changed: vec![],
-            not_applied: vec![],
-            ..reread
-        };
-        assert!(answer(2, &none, &[], true).contains("no parameter changed"));
+        assert!(answer(2, &[], &[], true).contains("no parameter changed"));
+        assert!(answer(2, &[], &[], false).contains("not seen rereading"));
     }
 
     #[test]
-    fn a_reread_is_refused_without_a_file_or_with_a_bad_one() {
-        let running = PostgresConfig::new("/tmp/pg", "127.0.0.1:5432".parse().unwrap());
-        let none = reread(None, 1, &running).unwrap_err();
-        assert!(none.contains("nothing changed"), "{none}");
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("node.toml");
-        std::fs::write(&file, "id = [").unwrap();
-        let bad = reread(Some(&file), 1, &running).unwrap_err();
+    fn the_cluster_parameters_leave_out_names_bully_owns() {
+        use crate::protocol::{ClusterSettings, Preempt, Timing};
+        assert!(of_the_cluster(None, TlsMode::Off).is_none(), "no list");
+        let bare = Membership::seeded(vec![]);
         assert!(
-            bad.contains("node.toml") && bad.contains("nothing changed"),
-            "{bad}"
+            of_the_cluster(Some(&bare), TlsMode::Off).is_none(),
+            "no settings"
         );
-    }
-
-    #[test]
-    fn other_postgres_keys_that_changed_are_named() {
-        let running = PostgresConfig::new("/tmp/pg", "127.0.0.1:5432".parse().unwrap());
-        let mut new = running.clone();
-        new.interval_ms = 100;
-        new.parameters.insert("work_mem".into(), "8MB".into());
-        assert_eq!(other_keys_changed(&running, &new), ["interval_ms"]);
-    }
-
-    #[test]
-    fn reloaded_parameters_replace_the_started_ones_for_later_managers() {
-        let reloaded = Reloaded::default();
-        let mut config = PostgresConfig::new("/tmp/pg", "127.0.0.1:5432".parse().unwrap());
-        config.parameters = params(&[("work_mem", "4MB")]);
-        apply_reloaded(&mut config, &reloaded);
-        assert_eq!(config.parameters, params(&[("work_mem", "4MB")]));
-        keep_reloaded(&reloaded, &params(&[("work_mem", "8MB")]));
-        apply_reloaded(&mut config, &reloaded);
-        assert_eq!(config.parameters, params(&[("work_mem", "8MB")]));
+        let settings = ClusterSettings::new(Timing::default(), Preempt::Never)
+            .with_pg_parameters(params(&[("work_mem", "8MB"), ("port", "1"), ("ssl", "on")]));
+        let list = bare.with_settings(settings);
+        let (_, kept, dropped) = of_the_cluster(Some(&list), TlsMode::Off).unwrap();
+        assert_eq!(kept, params(&[("work_mem", "8MB"), ("ssl", "on")]));
+        assert_eq!(dropped, ["port"]);
+        let (_, kept, dropped) = of_the_cluster(Some(&list), TlsMode::On).unwrap();
+        assert_eq!(kept, params(&[("work_mem", "8MB")]));
+        assert_eq!(dropped, ["port", "ssl"]);
     }
 }

@@ -185,12 +185,12 @@ impl Machine {
     /// its settings included (a list without them keeps ours).
     fn adopt(&mut self, mut list: Membership, now: Millis) {
         let me = self.config.id;
-        let ours = self.members.settings;
+        let ours = self.members.settings.clone();
         let settings = list
             .settings
             .get_or_insert_with(|| ours.unwrap_or_else(|| super::settings_of(&self.config)));
         if (settings.timing, settings.preempt) != (self.config.timing, self.config.preempt) {
-            let settings = *settings;
+            let settings = settings.clone();
             self.live_by(&settings, now);
         }
         self.members = list.clone();

@@ -164,7 +164,10 @@ impl Machine {
         let mut members = members.unwrap_or_else(|| seed_members(&config));
         // A list stored before the settings were part of it: live by the file's until
         // a coordinator writes the next list (docs/design.md#cluster-settings).
-        let settings = *members.settings.get_or_insert_with(|| settings_of(&config));
+        let settings = members
+            .settings
+            .get_or_insert_with(|| settings_of(&config))
+            .clone();
         let config = MachineConfig {
             timing: settings.timing,
             preempt: settings.preempt,

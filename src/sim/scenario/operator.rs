@@ -23,7 +23,7 @@
 
 use super::adversary::{Adversary, Todo};
 use super::plans::{RollPlan, TwoLost};
-use crate::protocol::{Change, Millis, NodeId, Timing};
+use crate::protocol::{Change, Millis, Mode, NodeId, Timing};
 use crate::sim::SimConfig;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -252,6 +252,7 @@ impl Adversary {
         }
         let up = self.up();
         let leader = self.coordinator();
+        let quorum = self.sim.config().mode == Mode::Quorum;
         let Some(plan) = self.operator.as_mut() else {
             return;
         };
@@ -262,7 +263,7 @@ impl Adversary {
         let Some(target) = target else {
             return;
         };
-        let set = vec![
+        let mut set = vec![
             (
                 "timing.heartbeat_ms".into(),
                 timing.heartbeat_ms.to_string(),
@@ -272,6 +273,14 @@ impl Adversary {
                 timing.suspect_after_ms.to_string(),
             ),
         ];
+        // The other cluster key of the protocol, now and then, in quorum mode (the
+        // judge's classic allowance reads the seed's preempt). Drawn from a copy of the
+        // plan's RNG, so the seeds recorded before keep their course.
+        let mut fork = plan.rng.clone();
+        if quorum && fork.gen_bool(0.3) {
+            let word = ["always", "never"][fork.gen_range(0..2)];
+            set.push(("preempt".into(), word.into()));
+        }
         let change = Change::Settings { set };
         self.note(format!("ask n{target}: {change}"));
         self.sim.change_members(target, change);
