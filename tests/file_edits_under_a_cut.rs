@@ -94,6 +94,7 @@ async fn two_files_shrunk_to_each_other_under_a_cut_never_give_two_coordinators(
     let dir = tempfile::tempdir().expect("temp dir");
     let mut h = cut_and_edit(dir.path(), |c| {
         c.peers.retain(|p| p.id <= 2);
+        c.timing.heartbeat_ms = 50;
         c.timing.suspect_after_ms = 200;
     })
     .await;

@@ -48,6 +48,16 @@ pub async fn run(args: &QueryArgs) -> ExitCode {
             if let Some(differs) = &status.file_differs {
                 eprintln!("warning: node {}: {differs}", status.id);
             }
+            let refused = status
+                .postgres
+                .as_ref()
+                .and_then(|pg| pg.parameters_refused.as_ref());
+            if let Some(why) = refused {
+                eprintln!(
+                    "warning: node {}: its server does not run the cluster's parameters: {why}",
+                    status.id
+                );
+            }
         }
         if let Some(pause) = endpoints::newest_pause(&answers).filter(|p| p.paused) {
             println!("{pause}");

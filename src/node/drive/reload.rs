@@ -141,9 +141,11 @@ fn but_parameters(config: &NodeConfig) -> Option<crate::config::postgres::Postgr
     })
 }
 
-/// Copies the restart-only fields of `running` into `config` (`[postgres]` whole: the
-/// manager keeps the parameters it applied, src/node/postgres/parameters.rs).
+/// Copies the restart-only fields of `running` into `config`: `[postgres]` but its
+/// `parameters`, which stay the file's so `bully status` can name where the file and
+/// the cluster's differ (the servers run the cluster's, src/node/postgres/parameters.rs).
 fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
+    let file_parameters = config.postgres.as_ref().map(|pg| pg.parameters.clone());
     config.id = running.id;
     config.listen = running.listen;
     config.data_dir = running.data_dir;
@@ -151,7 +153,10 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.witness = running.witness;
     config.peers = running.peers;
     config.watchdog = running.watchdog;
-    config.postgres = running.postgres;
+    config.postgres = running.postgres.map(|mut pg| {
+        pg.parameters = file_parameters.unwrap_or_default();
+        pg
+    });
     // Not a setting: the file the node started from, which `bully pg reload` rereads.
     config.config_file = running.config_file;
 }

@@ -311,6 +311,10 @@ impl Loop {
         let (list, wanted) = self.cluster_parameters(status);
         let refused = matches!(&self.parameters_refused, Some((set, _)) if *set == wanted);
         let applied = self.parameters_applied.as_ref() == Some(&wanted);
+        if applied {
+            // Back to what the server runs (a refused set undone): nothing to apply.
+            self.parameters_refused = None;
+        }
         if refused || applied || matches!(server, Server::Unreachable) {
             self.parameters_list = list.or(self.parameters_list);
             return;
