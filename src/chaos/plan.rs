@@ -56,15 +56,16 @@ pub enum FaultKind {
     /// node, turned by the seed), so departures and pre-emptions wait for it. A setting
     /// of the whole run, not a step.
     SlowHooks,
-    /// A rolling change of timing, as an operator makes one: every member in turn is
-    /// stopped (SIGTERM, or SIGKILL on every other step) and started again on the other
-    /// timing, D and the heartbeat switching between the run's and [`rolled_timing`]'s
-    /// (10 D),
-    /// so one roll raises D and the next lowers it (the promise made under the old D
-    /// must outlive the restart, docs/design.md#q5-restart-hold-off). Peers on two Ds
-    /// refuse each other (docs/design.md#config-agreement): mid-roll the members on the
-    /// minority timing count as cut off. Kills, pauses and cuts may fall between two
-    /// steps of a roll; a roll not finished by the end is finished then.
+    /// A rolling change of timing, as an operator makes one: before each member in turn
+    /// is stopped (SIGTERM, or SIGKILL on every other step) and started again with its
+    /// file on the other timing, the change is asked with `bully config set` (the
+    /// timing is a cluster setting, docs/design.md#cluster-settings: the file's counts
+    /// for nothing). D and the heartbeat switch between the run's and
+    /// [`rolled_timing`]'s (10 D), so one roll raises D and the next lowers it (the
+    /// promise made under the old D must outlive the restart,
+    /// docs/design.md#q5-restart-hold-off). Members on two Ds talk. Kills, pauses and
+    /// cuts may fall between two steps of a roll; a roll not finished by the end is
+    /// finished then.
     Config,
 }
 
@@ -342,10 +343,7 @@ pub struct Availability {
 }
 
 impl Availability {
-    /// How many nodes are killed, paused or cut off: the faults the budget counts. A
-    /// roll's members on the minority timing are not counted (they are the operator's
-    /// doing, and the old coordinator cut off just as the majority changes timing is
-    /// the case a roll must survive), though they are not available.
+    /// How many nodes are killed, paused or cut off: the faults the budget counts.
     pub fn unavailable(&self) -> usize {
         let mut all: BTreeSet<NodeId> = self.killed.union(&self.paused).copied().collect();
         all.extend(self.cut.iter().copied());
@@ -370,20 +368,6 @@ impl Availability {
             .collect()
     }
 
-    /// The members mid-roll on the timing fewer than half of them run: their peers on
-    /// the other D refuse them and they are ineligible (docs/design.md#config-agreement),
-    /// so they count as cut off. Every member on a tie, where no side has a majority.
-    fn off_timing(&self, nodes: u64) -> Vec<NodeId> {
-        let members = self.members(nodes);
-        let (rolled, rest): (Vec<NodeId>, Vec<NodeId>) =
-            members.iter().partition(|n| self.rolled.contains(n));
-        match (2 * rolled.len()).cmp(&members.len()) {
-            std::cmp::Ordering::Greater => rest,
-            std::cmp::Ordering::Less => rolled,
-            std::cmp::Ordering::Equal => members,
-        }
-    }
-
     /// The members: 1..=nodes, plus the nodes added and less the nodes removed at
     /// runtime, ascending. Counts and expected leaders follow this list, as the
     /// nodes' own majorities follow the list they hold (docs/design.md#membership).
@@ -397,15 +381,9 @@ impl Availability {
     /// The members that are running, not paused, not cut off and on the majority's
     /// timing, ascending.
     pub fn available(&self, nodes: u64) -> Vec<NodeId> {
-        let off = self.off_timing(nodes);
         self.members(nodes)
             .into_iter()
-            .filter(|n| {
-                !self.killed.contains(n)
-                    && !self.paused.contains(n)
-                    && !self.cut.contains(n)
-                    && !off.contains(n)
-            })
+            .filter(|n| !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n))
             .collect()
     }
 
@@ -446,9 +424,12 @@ impl Availability {
         self.killed.contains(&id)
     }
 
-    /// Whether a partition is in effect, or a roll has members on two timings.
-    pub fn partitioned(&self, nodes: u64) -> bool {
-        !self.cut.is_empty() || !self.off_timing(nodes).is_empty()
+    /// Whether a partition is in effect. Members mid-roll on two timings are not cut
+    /// off from each other: the hello compares the mode only, and a follower promises
+    /// the longer D (docs/design.md#cluster-settings; before issue 47 they refused each
+    /// other, and a roll's tie left no majority at all).
+    pub fn partitioned(&self, _nodes: u64) -> bool {
+        !self.cut.is_empty()
     }
 
     /// Updates the model for one step.
@@ -798,25 +779,23 @@ mod tests {
     }
 
     #[test]
-    fn mid_roll_the_minority_timing_is_cut_off_and_a_tie_leaves_no_majority() {
+    fn mid_roll_every_member_stays_available_whatever_its_timing() {
         let mut model = Availability::default();
         model.apply(&Step::Reconfigure(1));
         model.apply(&Step::Reconfigure(2));
-        assert_eq!(model.available(5), vec![3, 4, 5]);
-        assert!(model.partitioned(5));
-        model.apply(&Step::Reconfigure(3));
-        assert_eq!(model.available(5), vec![1, 2, 3]);
-        assert_eq!(model.roll_pending(5), vec![4, 5]);
+        assert_eq!(model.available(5), vec![1, 2, 3, 4, 5]);
+        assert!(!model.partitioned(5));
+        assert_eq!(model.roll_pending(5), vec![3, 4, 5]);
         let mut four = Availability::default();
         four.apply(&Step::Reconfigure(1));
         four.apply(&Step::Reconfigure(2));
-        // Four members, two on each timing: none has a majority.
-        assert_eq!(four.available(4), Vec::<NodeId>::new());
-        model.apply(&Step::Reconfigure(4));
-        model.apply(&Step::Reconfigure(5));
-        assert!(!model.partitioned(5));
-        assert_eq!(model.available(5), vec![1, 2, 3, 4, 5]);
+        // Four members, two on each timing: still one cluster.
+        assert_eq!(four.available(4), vec![1, 2, 3, 4]);
+        for n in [3, 4, 5] {
+            model.apply(&Step::Reconfigure(n));
+        }
         assert!(model.rolls_to_rolled());
+        assert!(model.roll_pending(5).is_empty());
     }
 
     #[test]

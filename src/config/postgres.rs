@@ -73,7 +73,9 @@ pub struct PostgresConfig {
     pub tls_key: Option<PathBuf>,
     /// Server parameters bully writes to its include file (`shared_buffers = "1GB"`);
     /// the ones bully must own itself (`port`, `listen_addresses`, `primary_conninfo`,
-    /// `synchronous_standby_names`, ...) are refused here.
+    /// `synchronous_standby_names`, ...) are refused here. **Cluster setting**: seeds a
+    /// new cluster only; change them with `bully config set
+    /// postgres.parameters.NAME=VALUE` (docs/postgresql.md#changing-parameters).
     #[serde(default)]
     pub parameters: BTreeMap<String, String>,
     /// Synchronous replication managed by bully (docs/design.md#keeping-postgresql).

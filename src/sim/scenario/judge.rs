@@ -191,11 +191,17 @@ impl Judge {
                             || sim.members(id).is_some_and(|l| l.id.stamp.is_some())
                             || reporters_down(sim, id, &all_members))
                 });
+            // The preemption policy is a cluster setting: the list the cluster ends on
+            // says it (`bully config set preempt=…` by the operator, operator.rs).
+            let preempt = list
+                .as_ref()
+                .and_then(|l| l.settings.as_ref())
+                .map_or(self.preempt, |s| s.preempt);
             let convergence = Convergence::among_members(
                 list.as_ref(),
                 &members,
                 |id| sim.is_eligible(id),
-                self.preempt == Preempt::Always,
+                preempt == Preempt::Always,
                 deadline_ms,
             );
             let converged = check_convergence(history, &convergence);
