@@ -1130,6 +1130,25 @@ fn a_timing_change_under_faults_keeps_every_invariant() {
 }
 
 #[test]
+fn a_follower_suspects_its_coordinator_no_sooner_than_the_coordinators_d() {
+    // Found by this session's 10⁶-seed classic run (issue 47): a node that lost its
+    // store restarted from a file edited to D = 2400 with a slower heartbeat and led
+    // the others, which still lived by the seeded D = 300 (no `bully config set` had
+    // committed): heartbeats 200 ms apart against a 300 ms suspicion, and the
+    // followers flapped past I5. Every declaration and heartbeat now says the D its
+    // sender leads under, and a follower suspects no sooner (`Machine::suspect_span`).
+    // The old rule (Flaw::SuspectByOwnD) must fail these seeds on I5; they pass on the
+    // new one.
+    for seed in [72_779, 366_054, 529_955, 535_231, 687_641] {
+        let old = run_seed_with(seed, Mode::Classic, Some(Flaw::SuspectByOwnD));
+        let caught = first_violation_of(&old, Invariant::Convergence);
+        assert!(caught.is_some(), "the old rule passes classic seed {seed}");
+        let new = run_seed(seed, Mode::Classic);
+        assert!(new.passed(), "{}", new.report());
+    }
+}
+
+#[test]
 #[ignore = "seed 53110 no longer reaches the break since the roll's file edits stopped \
             splitting the cluster by D (issue 47); a seed that does is still to be found"]
 fn two_stores_lost_in_a_row_no_longer_vouch_for_each_other() {

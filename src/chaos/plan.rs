@@ -383,7 +383,9 @@ impl Availability {
     pub fn available(&self, nodes: u64) -> Vec<NodeId> {
         self.members(nodes)
             .into_iter()
-            .filter(|n| !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n))
+            .filter(|n| {
+                !self.killed.contains(n) && !self.paused.contains(n) && !self.cut.contains(n)
+            })
             .collect()
     }
 

@@ -33,7 +33,8 @@ pub struct Message {
     /// The D the sender leases under: a follower that acks its declaration or
     /// heartbeat promises at least this long, whatever its own D, so a coordinator and
     /// a follower that hold different cluster settings for a while keep Q3
-    /// (docs/design.md#cluster-settings). 0: not said (the receiver's own D).
+    /// (docs/design.md#cluster-settings); in both modes a follower suspects the sender
+    /// no sooner than this. 0: not said (the receiver's own D).
     pub promise_ms: u64,
     pub body: Body,
 }

@@ -86,6 +86,14 @@ pub struct Manager {
     pub connector: super::tls::Connector,
 }
 
+/// Why parameters were not applied.
+enum Unapplied {
+    /// PostgreSQL (or the include file's writer) refused them: the ones before stay.
+    Refused(String),
+    /// Written, but the server did not answer the reload: tried again at a later look.
+    Unanswered(String),
+}
+
 /// Aborts the heartbeat task it holds when dropped.
 struct Heartbeat(Option<tokio::task::JoinHandle<()>>);
 
@@ -339,15 +347,22 @@ impl Loop {
         office: &Office,
     ) -> Result<String, String> {
         let outcome = self.apply_parameters(&wanted, described, office).await;
-        self.parameters_list = list.or(self.parameters_list);
-        match &outcome {
-            Ok(_) => {
+        match outcome {
+            Ok(answer) => {
+                self.parameters_list = list.or(self.parameters_list);
                 self.parameters_applied = Some(wanted);
                 self.parameters_refused = None;
+                Ok(answer)
             }
-            Err(why) => self.parameters_refused = Some((wanted, why.clone())),
+            Err(Unapplied::Refused(why)) => {
+                self.parameters_list = list.or(self.parameters_list);
+                self.parameters_refused = Some((wanted, why.clone()));
+                Err(why)
+            }
+            // Written, but the server was not seen to reread them: the next look
+            // applies them again.
+            Err(Unapplied::Unanswered(why)) => Err(why),
         }
-        outcome
     }
 
     /// `wanted` become the manager's parameters, its include file is rewritten with
@@ -361,7 +376,7 @@ impl Loop {
         wanted: &Parameters,
         described: Option<&Described>,
         office: &Office,
-    ) -> Result<String, String> {
+    ) -> Result<String, Unapplied> {
         let changed = parameters::changed(&self.m.config.parameters, wanted);
         let Some(d) = described else {
             self.m.config.parameters = wanted.clone();
@@ -396,16 +411,19 @@ impl Loop {
         if let Err(why) = checked {
             self.m.config.parameters = started_with;
             if let Some(text) = before {
-                files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())?;
+                files::write_conf(&self.m.config.data_dir, &text, self.m.programs.owner())
+                    .map_err(Unapplied::Refused)?;
             }
-            return Err(format!("{why}; nothing changed"));
+            return Err(Unapplied::Refused(format!("{why}; nothing changed")));
         }
-        let client = self.local_client().await?;
-        let seen = parameters::reload_and_wait(client, timeout).await?;
-        let pending = parameters::pending(client, SQL_TIMEOUT).await?;
-        let answer = parameters::answer(self.m.id, &changed, &pending, seen);
-        tracing::info!("postgres: {answer}");
-        Ok(answer)
+        let client = self.local_client().await.map_err(Unapplied::Unanswered)?;
+        let seen = parameters::reload_and_wait(client, timeout)
+            .await
+            .map_err(Unapplied::Unanswered)?;
+        let pending = parameters::pending(client, SQL_TIMEOUT)
+            .await
+            .map_err(Unapplied::Unanswered)?;
+        Ok(parameters::answer(self.m.id, &changed, &pending, seen))
     }
 
     /// `bully pg restart` of the leading primary: stopped and started again in place,

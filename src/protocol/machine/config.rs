@@ -192,4 +192,9 @@ pub enum Flaw {
     /// classic seed 735049 then confirmed that list under its own epoch with a version
     /// it had already written, two lists of one identity.
     KeepsOfficeOverNewerList,
+    /// A follower suspects its coordinator after its own D, whatever D the coordinator
+    /// said it leads under (the rule before `Machine::suspect_span`): a coordinator on
+    /// a longer D, whose heartbeats come less often, is suspected between two of them,
+    /// and the followers flap (classic seed 72779 of the simulator).
+    SuspectByOwnD,
 }

@@ -34,7 +34,7 @@
 //!   only when the follower knows a newer term, so the coordinator hears of it.
 
 use super::state::State;
-use super::Machine;
+use super::{Flaw, Machine};
 use crate::protocol::epoch::{Cells, Epoch, Millis, NodeId};
 use crate::protocol::message::Body;
 use crate::protocol::view::{DemotionReason, Fact};
@@ -309,10 +309,22 @@ impl Machine {
         self.enter(
             State::Follower {
                 epoch,
-                suspect_at: now + self.config.timing.suspect_after_ms,
+                suspect_at: now + self.suspect_span(epoch.leader),
             },
             now,
         );
+    }
+
+    /// How long a follower waits without hearing `leader` before it suspects it: its
+    /// own D, or the longer D the leader said it leads under (a cluster whose members
+    /// hold different settings for a while, docs/design.md#cluster-settings: a leader
+    /// on a longer D heartbeats less often).
+    pub(super) fn suspect_span(&self, leader: NodeId) -> Millis {
+        let own = self.config.timing.suspect_after_ms;
+        if self.config.has(Flaw::SuspectByOwnD) {
+            return own;
+        }
+        own.max(self.asked.get(&leader).copied().unwrap_or(0))
     }
 
     /// Waits T' without a coordinator, then elects again.

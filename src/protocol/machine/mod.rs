@@ -142,6 +142,10 @@ pub struct Machine {
     /// Until when `carried_promise_ms` may bind besides the restart hold-off: the end of
     /// the last promise made under a D longer than ours (promise_span, `quorum.rs`).
     carried_until: Millis,
+    /// The D each peer's newest declaration or heartbeat said its sender leads under
+    /// (`Message::promise_ms`): a quorum ack to it promises at least that long
+    /// (promise_span, `quorum.rs`), and a follower suspects it no sooner.
+    asked: BTreeMap<NodeId, Millis>,
     /// A voluntary departure waiting for the driver's release (`release.rs`).
     releasing: Option<release::Releasing>,
 }
@@ -220,6 +224,7 @@ impl Machine {
             estimates: Estimates::default(),
             carried_promise_ms: carried_promise(&config, &loaded),
             carried_until: 0,
+            asked: BTreeMap::new(),
             releasing: None,
             members,
             config,

@@ -82,12 +82,13 @@ impl Machine {
         self.actions.push_back(Action::Send { to, msg });
     }
 
-    /// The D a message asks its receiver to promise for (`Message::promise_ms`): ours,
-    /// on a quorum declaration or heartbeat (the messages an ack promises for); 0 on
-    /// every other message and in classic mode, which promises nothing.
+    /// The D a message says its sender leads under (`Message::promise_ms`): ours, on a
+    /// declaration or heartbeat (in quorum mode the messages an ack promises for; in
+    /// classic mode, which promises nothing, it times the receiver's suspicion only);
+    /// 0 on every other message.
     fn promise_asked(&self, body: &Body) -> Millis {
         let asks = matches!(body, Body::Coordinator { .. } | Body::Heartbeat { .. });
-        if asks && self.quorum.is_some() {
+        if asks {
             self.config.timing.suspect_after_ms
         } else {
             0

@@ -458,10 +458,12 @@ impl Machine {
         }
     }
 
-    /// promise_span: remembers the D `from`'s message asked (0: it said none).
+    /// promise_span: remembers the D `from`'s message said it leads under (0: it said
+    /// none), in both modes: a follower also suspects its coordinator no sooner than
+    /// that D (`Machine::suspect_span`).
     pub(super) fn note_asked(&mut self, from: NodeId, promise_ms: Millis) {
-        if let Some(quorum) = self.quorum.as_mut().filter(|_| promise_ms > 0) {
-            quorum.asked.insert(from, promise_ms);
+        if promise_ms > 0 {
+            self.asked.insert(from, promise_ms);
         }
     }
 
@@ -470,11 +472,7 @@ impl Machine {
     /// store says we may have promised).
     fn promise_span_for(&self, leader: NodeId) -> Millis {
         let own = self.config.timing.suspect_after_ms;
-        let asked = self
-            .quorum
-            .as_ref()
-            .and_then(|q| q.asked.get(&leader).copied())
-            .unwrap_or(self.cells.promise_ms);
+        let asked = (self.asked.get(&leader).copied()).unwrap_or(self.cells.promise_ms);
         own.max(asked)
     }
 

@@ -8,7 +8,7 @@
 use crate::protocol::epoch::{Epoch, Millis, NodeId};
 use crate::protocol::lease::{Lease, Promise};
 use crate::protocol::message::Heard;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A pre-vote we granted (see [`QuorumState::voted`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,9 +46,6 @@ pub(super) struct QuorumState {
     /// declare one term (seed 914415 of the leader-answer run). Not a term seen: it
     /// raises no term cell, so that candidate's declaration is still accepted.
     pub(super) asked_unanswered: u64,
-    /// The D each peer's newest message asked promises for (`Message::promise_ms`):
-    /// an ack to it promises at least that long (promise_span, `quorum.rs`).
-    pub(super) asked: BTreeMap<NodeId, Millis>,
 }
 
 impl QuorumState {
@@ -64,7 +61,6 @@ impl QuorumState {
             voted: None,
             heard: None,
             asked_unanswered: 0,
-            asked: BTreeMap::new(),
         }
     }
 

@@ -76,6 +76,8 @@ pub(super) struct Adversary {
     pub(super) damage: Option<DamagePlan>,
     /// The member lists this seed's operator edits in files, if any (`file_edits.rs`).
     pub(super) file_edit: Option<FileEditPlan>,
+    /// The operator asked `bully config set preempt=…` (`operator.rs`).
+    pub(super) preempt_asked: bool,
 }
 
 impl Adversary {
@@ -104,6 +106,7 @@ impl Adversary {
             forced,
             damage,
             file_edit: None,
+            preempt_asked: false,
         }
     }
 

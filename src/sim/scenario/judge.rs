@@ -37,6 +37,14 @@ pub(super) struct Judge {
 }
 
 impl Judge {
+    /// The operator changed the preemption policy online: the highest live node need
+    /// not lead at the end, since `preempt` acts when a node starts, and a running node
+    /// that learns `always` does not take over until its next start (the machine's
+    /// `start` in src/protocol/machine/mod.rs).
+    pub(super) fn preempt_changed(&mut self) {
+        self.preempt = Preempt::Never;
+    }
+
     /// The checks for a cluster of `config`, on a network as slow as the seed chose.
     /// `two_stores_lost`: the seed lost two stores in a row.
     pub(super) fn new(config: &SimConfig, slow_network: bool, two_stores_lost: bool) -> Judge {
@@ -191,17 +199,11 @@ impl Judge {
                             || sim.members(id).is_some_and(|l| l.id.stamp.is_some())
                             || reporters_down(sim, id, &all_members))
                 });
-            // The preemption policy is a cluster setting: the list the cluster ends on
-            // says it (`bully config set preempt=…` by the operator, operator.rs).
-            let preempt = list
-                .as_ref()
-                .and_then(|l| l.settings.as_ref())
-                .map_or(self.preempt, |s| s.preempt);
             let convergence = Convergence::among_members(
                 list.as_ref(),
                 &members,
                 |id| sim.is_eligible(id),
-                preempt == Preempt::Always,
+                self.preempt == Preempt::Always,
                 deadline_ms,
             );
             let converged = check_convergence(history, &convergence);

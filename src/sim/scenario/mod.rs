@@ -109,6 +109,9 @@ pub fn run_seed_drawing(
     flavor.faults = adv.inject_faults();
     adv.calm_down();
 
+    if adv.preempt_asked {
+        judge.preempt_changed();
+    }
     let mut last_fault = last_fault_ms(adv.sim.history()).unwrap_or(0);
     let mut deadline = judge.deadline(last_fault);
     // Each round is a list change: a few at most (a promotion per learner).

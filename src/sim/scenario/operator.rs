@@ -280,6 +280,7 @@ impl Adversary {
         if quorum && fork.gen_bool(0.3) {
             let word = ["always", "never"][fork.gen_range(0..2)];
             set.push(("preempt".into(), word.into()));
+            self.preempt_asked = true;
         }
         let change = Change::Settings { set };
         self.note(format!("ask n{target}: {change}"));
