@@ -50,10 +50,17 @@ fn drain(m: &mut Machine) -> Vec<Action> {
 }
 
 fn send(to: NodeId, term: u64, body: Body) -> Action {
+    // A declaration and a heartbeat say the D their sender leads under, in classic
+    // mode too (a follower suspects no sooner: `Machine::suspect_span`).
+    let leads_under = matches!(body, Body::Coordinator { .. } | Body::Heartbeat { .. });
     Action::Send {
         to,
         msg: Message {
-            promise_ms: 0,
+            promise_ms: if leads_under {
+                bully::protocol::Timing::default().suspect_after_ms
+            } else {
+                0
+            },
             term,
             config: Default::default(),
             est: None,
