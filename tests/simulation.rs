@@ -1149,6 +1149,23 @@ fn a_follower_suspects_its_coordinator_no_sooner_than_the_coordinators_d() {
 }
 
 #[test]
+fn a_higher_follower_takes_over_when_a_lower_node_bullies_its_coordinator() {
+    // Found by this session's 10⁶-seed quorum run (issue 47): the operator set
+    // `preempt=always` online while node 5, the highest, followed coordinator 3; node 4
+    // restarted into the bully rule, asked node 5 (answered: it is alive and higher),
+    // and waited for it to take over, which a follower never did ("answer, don't run"),
+    // so node 4 elected forever past I5. A follower above its coordinator that
+    // preempts now takes over (`on_election`). The old rule
+    // (Flaw::WaitsOverLowerLeader) must fail the seed on I5; it passes on the new one.
+    let seed = 843_935;
+    let old = run_seed_with(seed, Mode::Quorum, Some(Flaw::WaitsOverLowerLeader));
+    let caught = first_violation_of(&old, Invariant::Convergence);
+    assert!(caught.is_some(), "the old rule passes quorum seed {seed}");
+    let new = run_seed(seed, Mode::Quorum);
+    assert!(new.passed(), "{}", new.report());
+}
+
+#[test]
 #[ignore = "seed 53110 no longer reaches the break since the roll's file edits stopped \
             splitting the cluster by D (issue 47); a seed that does is still to be found"]
 fn two_stores_lost_in_a_row_no_longer_vouch_for_each_other() {

@@ -197,4 +197,10 @@ pub enum Flaw {
     /// a longer D, whose heartbeats come less often, is suspected between two of them,
     /// and the followers flap (classic seed 72779 of the simulator).
     SuspectByOwnD,
+    /// A follower above its coordinator that preempts answers a lower node's Election
+    /// but does not take over (the rule before `on_election` ran for it): after an
+    /// online change of `preempt` to `always`, a restarted middle node bullies the lower
+    /// coordinator, is answered by the highest node, and waits for it for ever (quorum
+    /// seed 843935 of the simulator).
+    WaitsOverLowerLeader,
 }

@@ -104,6 +104,16 @@ impl Machine {
         if let State::Coordinator { epoch, .. } = self.state {
             self.answer_election_in_office(from, term, accepted, epoch, now);
         }
+        // Unless we follow a coordinator below us and preempt: the sender bullies our
+        // lower coordinator and waits for us to take over, so we do. Without this a
+        // cluster whose policy was changed to `always` online, its highest node still
+        // following a lower one, left a restarted middle node electing forever (quorum
+        // seed 843935 of the 10⁶ run).
+        if let State::Follower { epoch, .. } = self.state {
+            if self.preempts(epoch.leader) && !self.config.has(Flaw::WaitsOverLowerLeader) {
+                self.preempt_lower(now);
+            }
+        }
     }
 
     /// An Answer from a higher node: it takes over, so wait for its declaration.
