@@ -276,28 +276,11 @@ async fn a_mode_edited_in_one_file_is_refused_until_the_whole_cluster_changes() 
         .edit_config(1, |c| c.mode = Mode::Classic)
         .unwrap();
 
-    let config = t.cluster.config_path(1).display().to_string();
-    let mut refused = std::process::Command::new(common::binary())
-        .args(["node", "--config", &config])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("bully node ran");
-    let deadline = Instant::now() + AGREE;
-    let status = loop {
-        if let Some(status) = refused.try_wait().expect("wait for bully node") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = refused.kill();
-            let _ = refused.wait();
-            panic!("node 1 ran with mode = classic beside quorum nodes");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let config = t.cluster.config_path(1);
+    let Some((code, said)) = common::refused_start(&config, AGREE).await else {
+        panic!("node 1 ran with mode = classic beside quorum nodes");
     };
-    let mut said = String::new();
-    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut said).unwrap();
-    assert_eq!(status.code(), Some(2), "{said}");
+    assert_eq!(code, Some(2), "{said}");
     assert!(
         said.contains("runs the cluster in quorum mode") && said.contains("--change-mode"),
         "{said}"

@@ -141,33 +141,8 @@ async fn two_files_switched_to_classic_under_a_cut_never_give_two_coordinators()
     let dir = tempfile::tempdir().expect("temp dir");
     let mut h = cut_and_edit(dir.path(), |c| c.mode = Mode::Classic).await;
     for id in [1, 2] {
-        let config = h.cluster.config_path(id).display().to_string();
-        let out = tokio::task::spawn_blocking(move || {
-            let mut child = std::process::Command::new(common::binary())
-                .args(["node", "--config", &config])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("bully node ran");
-            let deadline = Instant::now() + WAIT;
-            loop {
-                if let Some(status) = child.try_wait().expect("wait for bully node") {
-                    let mut said = String::new();
-                    let stderr = child.stderr.as_mut().expect("piped");
-                    std::io::Read::read_to_string(stderr, &mut said).expect("stderr");
-                    return Some((status.code(), said));
-                }
-                if Instant::now() >= deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return None;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-        .await
-        .expect("the start ran");
-        let Some((code, said)) = out else {
+        let config = h.cluster.config_path(id);
+        let Some((code, said)) = common::refused_start(&config, WAIT).await else {
             panic!("node {id} ran with mode = classic beside a quorum cluster");
         };
         assert_eq!(code, Some(2), "node {id}: {said}");

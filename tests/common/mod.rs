@@ -35,6 +35,39 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bully"))
 }
 
+/// Starts `bully node --config config` and waits (within `timeout`) for it to exit, as
+/// a node whose start must be refused does: its exit code and what it said on stderr,
+/// or `None` when it was still running at the deadline (it is killed then).
+pub async fn refused_start(
+    config: &std::path::Path,
+    timeout: std::time::Duration,
+) -> Option<(Option<i32>, String)> {
+    let mut child = std::process::Command::new(binary())
+        .arg("node")
+        .arg("--config")
+        .arg(config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bully node ran");
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for bully node") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut said = String::new();
+    let stderr = child.stderr.as_mut().expect("piped");
+    std::io::Read::read_to_string(stderr, &mut said).expect("stderr");
+    Some((status.code(), said))
+}
+
 /// Runs `bully` with `args` to its end (the CLI tests).
 pub fn bully(args: &[&str]) -> std::process::Output {
     std::process::Command::new(binary())
