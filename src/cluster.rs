@@ -479,7 +479,6 @@ fn node_config(
         data_dir: data_dir.to_path_buf(),
         new_cluster: false,
         change_mode: false,
-        config_file: None,
         preempt: spec.preempt,
         mode: spec.mode,
         witness: false,

@@ -1140,12 +1140,18 @@ fn a_follower_suspects_its_coordinator_no_sooner_than_the_coordinators_d() {
     // The old rule (Flaw::SuspectByOwnD) must fail these seeds on I5; they pass on the
     // new one.
     for seed in [72_779, 366_054, 529_955, 535_231, 687_641] {
-        let old = run_seed_with(seed, Mode::Classic, Some(Flaw::SuspectByOwnD));
-        let caught = first_violation_of(&old, Invariant::Convergence);
-        assert!(caught.is_some(), "the old rule passes classic seed {seed}");
-        let new = run_seed(seed, Mode::Classic);
-        assert!(new.passed(), "{}", new.report());
+        fails_i5_on_the_old_rule_only(seed, Mode::Classic, Flaw::SuspectByOwnD);
     }
+}
+
+/// Seed `seed` in `mode` fails I5 on a machine with `flaw` (the rule before a liveness
+/// fix) and passes on the machine as it is.
+fn fails_i5_on_the_old_rule_only(seed: u64, mode: Mode, flaw: Flaw) {
+    let old = run_seed_with(seed, mode, Some(flaw));
+    let caught = first_violation_of(&old, Invariant::Convergence);
+    assert!(caught.is_some(), "the old rule passes {mode} seed {seed}");
+    let new = run_seed(seed, mode);
+    assert!(new.passed(), "{}", new.report());
 }
 
 #[test]
@@ -1157,12 +1163,7 @@ fn a_higher_follower_takes_over_when_a_lower_node_bullies_its_coordinator() {
     // so node 4 elected forever past I5. A follower above its coordinator that
     // preempts now takes over (`on_election`). The old rule
     // (Flaw::WaitsOverLowerLeader) must fail the seed on I5; it passes on the new one.
-    let seed = 843_935;
-    let old = run_seed_with(seed, Mode::Quorum, Some(Flaw::WaitsOverLowerLeader));
-    let caught = first_violation_of(&old, Invariant::Convergence);
-    assert!(caught.is_some(), "the old rule passes quorum seed {seed}");
-    let new = run_seed(seed, Mode::Quorum);
-    assert!(new.passed(), "{}", new.report());
+    fails_i5_on_the_old_rule_only(843_935, Mode::Quorum, Flaw::WaitsOverLowerLeader);
 }
 
 #[test]

@@ -24,7 +24,6 @@ pub async fn run(path: &Path, new_cluster: bool, change_mode: bool) -> ExitCode 
         Ok(config) => crate::config::NodeConfig {
             new_cluster,
             change_mode,
-            config_file: Some(path.to_path_buf()),
             ..config
         },
         Err(e) => {

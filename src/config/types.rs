@@ -33,12 +33,6 @@ pub struct NodeConfig {
     /// src/node/drive/start.rs).
     #[serde(skip)]
     pub change_mode: bool,
-    /// The file the node was started from (`bully node --config F`), never set by the
-    /// file itself: `bully pg reload` rereads its `[postgres] parameters`
-    /// (src/node/postgres/parameters.rs). `None` for a node started from a config built
-    /// in memory, which has no file to reread.
-    #[serde(skip)]
-    pub config_file: Option<PathBuf>,
     /// Whether a (re)started higher node takes over from a healthy lower coordinator.
     /// **Cluster setting**: seeds a new cluster only; change it with `bully config set
     /// preempt=never` (docs/configuration.md#what-the-file-decides-and-what-the-cluster-does).

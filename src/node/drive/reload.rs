@@ -157,8 +157,6 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
         pg.parameters = file_parameters.unwrap_or_default();
         pg
     });
-    // Not a setting: the file the node started from, which `bully pg reload` rereads.
-    config.config_file = running.config_file;
 }
 
 #[cfg(test)]
