@@ -949,6 +949,18 @@ fn bad_postgres_sections_are_named_with_their_key() {
         "not a byte size",
     );
     f.expect_error(
+        &with_postgres("max_slot_wal_keep_size = \"1MB\"\n"),
+        "postgres.max_slot_wal_keep_size",
+        "under one WAL segment",
+    );
+    let one_segment = f
+        .parse(&with_postgres("max_slot_wal_keep_size = \"16MB\"\n"))
+        .expect("one segment is the least a slot keeps");
+    assert_eq!(
+        one_segment.postgres.unwrap().max_slot_wal_keep_size,
+        16 << 20
+    );
+    f.expect_error(
         &with("[postgres]\ndata_dir = \"/var/lib/pg\"\nlisten = \"0.0.0.0:5432\"\n"),
         "postgres.listen",
         "wildcard",

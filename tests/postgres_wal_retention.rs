@@ -1,7 +1,7 @@
 //! A standby down past WAL retention comes back by itself (issue 49), on real processes:
 //! the cluster of `tests/common/postgres_bully.rs` (three nodes, each keeping a
 //! PostgreSQL 15 server, keepers, HAProxy) with retention made small on every server
-//! (`wal_keep_size = 0`, `[postgres] max_slot_wal_keep_size = "1MB"`). A standby's host
+//! (`wal_keep_size = 0`, `[postgres] max_slot_wal_keep_size = "32MB"`). A standby's host
 //! is killed; the primary writes, switches WAL segments and checkpoints until the WAL
 //! that standby needs next is gone (its oldest segment past the standby's position, read
 //! by SQL, and its slot lost); the host is restarted. Asserts: the standby streams from
@@ -38,10 +38,13 @@ const BACK_WITHIN: Duration = Duration::from_secs(120);
 /// At most this many segment switches to push the standby's WAL out.
 const SWITCHES: usize = 40;
 
-/// Retention made small: no `wal_keep_size` floor, 1 MB for a slot.
+/// Retention made small: no `wal_keep_size` floor, two WAL segments for a slot. Not
+/// less: under one segment no slot holds any WAL, and the two first clones, each
+/// switching a segment when its copy ends, invalidated each other's slots forever
+/// (the config now refuses it, src/config/postgres.rs).
 fn small_retention(pg: &mut PostgresConfig) {
     pg.parameters.insert("wal_keep_size".into(), "0".into());
-    pg.max_slot_wal_keep_size = 1 << 20;
+    pg.max_slot_wal_keep_size = 32 << 20;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,8 +93,9 @@ pub struct PostgresConfig {
     /// behind: past it the WAL goes and the member clones itself afresh when it is back
     /// (docs/design.md#keeping-postgresql). `8GB` by default, so a dead member cannot
     /// fill the primary's disk yet a member down for a few hours of ordinary writes
-    /// comes back by streaming; `-1`: no limit (PostgreSQL's default). Written to the
-    /// server as `max_slot_wal_keep_size`.
+    /// comes back by streaming; `-1`: no limit (PostgreSQL's default). At least 16MB
+    /// (one WAL segment; PostgreSQL keeps whole segments, so less keeps nothing and
+    /// clones lose their slots). Written to the server as `max_slot_wal_keep_size`.
     #[serde(
         default = "PostgresConfig::default_max_slot_wal_keep_size",
         deserialize_with = "bytes::deserialize_or_unlimited"
@@ -156,6 +157,11 @@ pub enum TlsMode {
 
 /// Server parameters bully sets itself when `[postgres] tls = "on"`.
 pub const TLS_PARAMETERS: &[&str] = &["ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"];
+
+/// The size of a WAL segment on the servers bully creates (initdb's default):
+/// PostgreSQL keeps a slot's WAL in whole segments, so a smaller
+/// `max_slot_wal_keep_size` keeps none.
+const WAL_SEGMENT_BYTES: i64 = 16 << 20;
 
 /// What is wrong with server parameter `name = value` for a cluster whose servers run
 /// with `tls`, if anything: a name bully sets itself (with `tls = "on"` the TLS ones
@@ -332,6 +338,17 @@ impl PostgresConfig {
             return Some((
                 "postgres.interval_ms",
                 "the interval and the timeouts must be above 0".into(),
+            ));
+        }
+        if (0..WAL_SEGMENT_BYTES).contains(&self.max_slot_wal_keep_size) {
+            return Some((
+                "postgres.max_slot_wal_keep_size",
+                format!(
+                    "{} bytes is under one WAL segment (16MB): PostgreSQL keeps whole \
+                     segments, so no slot would hold any WAL and a clone whose copy spans \
+                     a segment switch loses its slot and starts over; 16MB or more, or -1",
+                    self.max_slot_wal_keep_size
+                ),
             ));
         }
         if self.listen.ip().is_unspecified() {
