@@ -9,8 +9,9 @@
 use serde::{de::DeserializeOwned, Serialize};
 use thiserror::Error;
 
-/// Version byte at the start of every frame; bump it when the message layout changes.
-pub const WIRE_VERSION: u8 = 5;
+/// Version byte at the start of every frame; bump it when the message layout changes
+/// (6: the member list's settings carry PostgreSQL's parameters and synchronous mode).
+pub const WIRE_VERSION: u8 = 6;
 
 /// Hard cap on a frame body. Our largest message (a status with 32 peers) is far below.
 pub const MAX_FRAME: usize = 64 * 1024;

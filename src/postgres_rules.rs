@@ -25,30 +25,14 @@ mod durability;
 mod engine;
 mod memory;
 
+/// The synchronous mode is a cluster setting (src/protocol/settings.rs); the rules read it.
+pub use crate::protocol::settings::Synchronous;
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};
 
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
-use serde::{Deserialize, Serialize};
-
-/// `[postgres] synchronous`: how many standbys a commit waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Synchronous {
-    /// Asynchronous replication: a failover may lose the last commits (bounded by
-    /// `maximum_lag_on_failover`).
-    Off,
-    /// `ANY k (...)` over the live standbys, k such that every acknowledged commit is on
-    /// a server every electable majority contains; with too few standbys the primary
-    /// keeps writing with the ones it has.
-    #[default]
-    Quorum,
-    /// As `quorum`, but the primary refuses writes rather than run with fewer than k
-    /// standbys.
-    Strict,
-}
 
 /// How many times a rewind is tried before the manager clones afresh (or gives up).
 pub const REWIND_ATTEMPTS: u32 = 3;
@@ -1013,6 +997,17 @@ fn promote_act(
             .as_ref()
             .is_some_and(|c| c.token == token && c.system_id == cluster.server_system_id);
     let read = matches!(cluster.sync, SyncView::Read(_));
+    // Under `off` no record bounds the loss, but the cluster's identity still must be
+    // known: a coordinator that reads the records of a minority only (cut off right
+    // after its election) could take a stranger's data dir, or its own raced `initdb`,
+    // for the cluster's (PostgreSQL simulator, new cluster, seed 10626 with
+    // `postgres.synchronous` changed to `off`).
+    if !read && !identity_kept && !cluster.all_absent {
+        return Act::Wait(format!(
+            "waits to promote: {} (the cluster's identity)",
+            uncovered(&SyncView::Unread, &holders).unwrap_or_default()
+        ));
+    }
     if read && !identity_kept && cluster.server_system_id != 0 {
         return Act::CommitSync {
             record: identity_record(token, cluster, memory, cluster.server_system_id),

@@ -9,6 +9,11 @@
 //!   is sent (exit 2); a value PostgreSQL refuses (`work_mem=lots`) is committed but
 //!   every server refuses it (exit 1, each member named), and neither bully's include
 //!   file nor the server's setting moves.
+//! - The synchronous mode is a cluster setting too: `bully config set
+//!   postgres.synchronous=off` empties the primary's `synchronous_standby_names` and
+//!   `=quorum` names the standbys again, each `set` answering once every member runs by
+//!   it; a word that is no mode is refused (exit 2); a member's status names its file's
+//!   `quorum` while the cluster's is `off`.
 //! - A file is never counted: `maintenance_work_mem` changed in one node's file and
 //!   the node sent SIGHUP leaves the server as it was, and the node's status names
 //!   both values; `bully config set` of it reaches every server.
@@ -116,6 +121,35 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     );
     let back = config_set(&format!("postgres.parameters.work_mem={WORK_MEM}"));
     assert!(back.status.success(), "{}", common::text(&back));
+
+    phase("the synchronous mode set off, then quorum again: the primary's names follow");
+    let bad = config_set("postgres.synchronous=sometimes");
+    let said = common::text(&bad);
+    assert_eq!(bad.status.code(), Some(2), "{said}");
+    assert!(said.contains("none of off, quorum and strict"), "{said}");
+    for (mode, named) in [("off", false), ("quorum", true)] {
+        let out = config_set(&format!("postgres.synchronous={mode}"));
+        let text = common::text(&out);
+        assert!(out.status.success(), "config set {mode}: {text}");
+        for id in IDS {
+            assert!(text.contains(&format!("node {id}: applied")), "{text}");
+        }
+        let what = format!("the primary's synchronous_standby_names under {mode}");
+        let names = primary::wait_logged(&c.t, &what, AGREE, || async {
+            let names = show(c.local(leader), "synchronous_standby_names").await;
+            (names.contains("bully_") == named).then_some(names)
+        })
+        .await;
+        eprintln!("=== postgres.synchronous={mode}: the primary names {names:?}");
+        let status = primary::status(&c.t, victim).await.expect("a status");
+        let differs = status.file_differs.unwrap_or_default();
+        let file_named = differs.contains("postgres.synchronous is off (the file says quorum)");
+        assert_eq!(
+            file_named,
+            mode == "off",
+            "node {victim}'s status: {differs}"
+        );
+    }
 
     phase("maintenance_work_mem in one file and SIGHUP: not counted");
     let default_maintenance = show(c.local(victim), "maintenance_work_mem").await;

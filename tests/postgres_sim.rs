@@ -95,6 +95,7 @@ fn holds_as(spec: Spec) {
             "bully pg reload",
             "bully pg restart (stopped, started as a standby)",
             "bully pg restart (the leading primary, in place)",
+            "bully config set postgres.synchronous=off",
         ] {
             assert!(
                 total.faults.get(host_fault).is_some_and(|&n| n > 0),
@@ -102,12 +103,19 @@ fn holds_as(spec: Spec) {
                 total.faults
             );
         }
-        if synchronous != Synchronous::Off {
-            assert!(
-                total.records_committed > 0,
-                "no synchronous record committed"
-            );
-        }
+        let back = match synchronous {
+            Synchronous::Strict => "bully config set postgres.synchronous=strict",
+            _ => "bully config set postgres.synchronous=quorum",
+        };
+        assert!(
+            total.faults.get(back).is_some_and(|&n| n > 0),
+            "the sweep drew no '{back}': {:?}",
+            total.faults
+        );
+        assert!(
+            total.records_committed > 0,
+            "no synchronous record committed"
+        );
     }
 }
 
@@ -214,19 +222,22 @@ fn sabotaged(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Sp
             sabotage,
             Sabotage::RestartThroughLooks | Sabotage::RestartIgnoresOffice
         ),
+        synchronous_changes: sabotage == Sabotage::SynchronousFromFile,
         ..Spec::new(members, synchronous)
     }
 }
 
 /// `spec` as the seeds named in this file ran when they were found: before servers'
 /// stalls (src/sim/postgres/stalls.rs), the operator's restarts
-/// (src/sim/postgres/restarts.rs) and the primary's grace for standbys it no longer sees
-/// (src/postgres_rules/engine.rs) were drawn, whose draws change a seed's course.
+/// (src/sim/postgres/restarts.rs), the primary's grace for standbys it no longer sees
+/// (src/postgres_rules/engine.rs) and the operator's changes of the synchronous mode
+/// (src/sim/postgres/setting.rs) were drawn, whose draws change a seed's course.
 fn as_found(spec: Spec) -> Spec {
     Spec {
         server_stalls: false,
         restarts: false,
         standby_grace: false,
+        synchronous_changes: false,
         ..spec
     }
 }
@@ -515,11 +526,13 @@ fn sabotaged_keeping_a_raced_initdb_never_settles() {
 
 /// After an initdb race with no identity committed, a member whose data its own initdb
 /// made counts as one without data; counted as holding data, no one reaches a majority
-/// of servers of its own system and no one promotes (seed 461).
+/// of servers of its own system and no one promotes (seed 461). The mode stays as the
+/// seed starts: a change to `off` lifts the majority the deadlock needs.
 #[test]
 fn sabotaged_an_unpromoted_initdb_counted_as_data_never_settles() {
     let spec = Spec {
         sabotage: Some(Sabotage::UnpromotedCountsAsData),
+        synchronous_changes: false,
         ..new_cluster()
     };
     let v = sweep(&spec).expect_err("the deadlock went unnoticed");
@@ -683,4 +696,36 @@ fn sabotaged_a_restart_in_place_ignoring_the_office_is_a_second_primary() {
     if let Err(violation) = run_seed(277, &Spec::new(5, Synchronous::Quorum)) {
         panic!("seed 277 breaks again:\n{violation}");
     }
+}
+
+/// `postgres.synchronous` is a cluster setting (issue 47, src/sim/postgres/setting.rs):
+/// the default sweeps draw `bully config set postgres.synchronous` both ways during the
+/// faults, and a promotion decided under `quorum` or `strict` keeps every commit
+/// acknowledged under names written while the node held them. Decisions that read the
+/// host's file instead (the seed's first mode, `off`) after the cluster was set to
+/// `quorum` acknowledge alone commits the cluster promised, and a promotion passes
+/// over them.
+#[test]
+fn sabotaged_a_synchronous_mode_read_from_the_file_loses_acknowledged_commits() {
+    let v = caught(3, Synchronous::Off, Sabotage::SynchronousFromFile);
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+}
+
+/// Found by `PG_SIM_SEEDS=20000` once the sweeps drew `postgres.synchronous` changes: on
+/// a new cluster set to `off`, a coordinator cut off right after its election read the
+/// records of itself alone, did not know the cluster's identity, and promoted the
+/// stranger's data dir mounted on its host (seed 10626: a second system served). Under
+/// `off` a promotion now still needs the records of a majority (or the identity its
+/// office committed); the old rule (`OffPromotesUnread`) fails the same seed.
+#[test]
+fn regression_a_promotion_under_off_needs_the_clusters_identity() {
+    if let Err(violation) = run_seed(10626, &new_cluster()) {
+        panic!("seed 10626 breaks again:\n{violation}");
+    }
+    let old = Spec {
+        sabotage: Some(Sabotage::OffPromotesUnread),
+        ..new_cluster()
+    };
+    let v = run_seed(10626, &old).expect_err("the old rule went unnoticed");
+    assert!(v.what.contains("a second system served"), "{v}");
 }

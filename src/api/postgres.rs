@@ -112,6 +112,11 @@ pub struct PgState {
     /// `pending_restart`.
     #[serde(default)]
     pub parameters_refused: Option<String>,
+    /// The synchronous mode this manager runs its server by (a cluster setting,
+    /// `postgres.synchronous`): what `bully config set` waits for. `None` from a node
+    /// before it was one. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub synchronous: Option<crate::postgres_rules::Synchronous>,
 }
 
 impl PgState {
@@ -136,6 +141,7 @@ impl PgState {
             other_cluster: false,
             parameters_list: None,
             parameters_refused: None,
+            synchronous: None,
         }
     }
 

@@ -9,8 +9,11 @@ use super::query::{connect_first, leader_status, print_answer};
 use super::{print_json, QueryArgs};
 use crate::api::Status;
 use crate::config::postgres::{parameter_problem, TlsMode};
+use crate::postgres_rules::Synchronous;
 use crate::protocol::membership::ConfigId;
-use crate::protocol::{Change, ClusterSettings, Role, PG_PARAMETER_KEY};
+use crate::protocol::{
+    Change, ClusterSettings, Role, PG_KEYS, PG_PARAMETER_KEY, PG_SYNCHRONOUS_KEY,
+};
 use clap::Subcommand;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -26,11 +29,12 @@ pub enum ConfigAction {
     /// one `key = value` per line, and the list version that carries them.
     Show(QueryArgs),
     /// Set cluster keys, e.g. `bully config set timing.suspect_after_ms=3000` or
-    /// `postgres.parameters.work_mem=64MB` (an empty value removes a parameter). Every
-    /// member lives by the new values once the coordinator has committed them; no node
-    /// restarts. PostgreSQL parameters reach every server by a reload; `set` then waits
-    /// (30 s at most) for each member's server and says what applies now, what waits
-    /// for `bully pg restart` and what PostgreSQL refused. Exit 0: committed (and taken
+    /// `postgres.parameters.work_mem=64MB` (an empty value removes a parameter) or
+    /// `postgres.synchronous=off`. Every member lives by the new values once the
+    /// coordinator has committed them; no node restarts. PostgreSQL parameters reach
+    /// every server by a reload, the synchronous mode at each manager's next look; `set`
+    /// then waits (30 s at most) for each member's server and says what applies now,
+    /// what waits for `bully pg restart` and what PostgreSQL refused. Exit 0: committed (and taken
     /// up by every server), 1: refused, not committed or refused by a server, 2: no
     /// member answered or a bad KEY=VALUE.
     Set {
@@ -162,10 +166,18 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
     };
     // Checked here against the settings of the node asked, so a bad value never leaves
     // this host; the coordinator applies the pairs to its own.
-    if let Err(e) = from.with_all(pairs) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
+    let wanted = match from.with_all(pairs) {
+        Ok(wanted) => wanted,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let synchronous = pairs
+        .iter()
+        .any(|(key, _)| key == PG_SYNCHRONOUS_KEY)
+        .then_some(wanted.pg_synchronous)
+        .flatten();
     if let Some(problem) = pairs.iter().find_map(|(key, value)| {
         let name = key.strip_prefix(PG_PARAMETER_KEY)?;
         parameter_problem(name, value, TlsMode::Off).map(|p| format!("{key}: {p}"))
@@ -175,15 +187,13 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
     }
     let set = pairs.to_vec();
     let committed = print_answer(client.change_members(Change::Settings { set }).await);
-    let for_servers = pairs
-        .iter()
-        .any(|(key, _)| key.starts_with(PG_PARAMETER_KEY));
+    let for_servers = pairs.iter().any(|(key, _)| key.starts_with(PG_KEYS));
     if committed != ExitCode::SUCCESS || !for_servers {
         return committed;
     }
     match leader_status(query).await {
         Ok(status) => match status.members {
-            Some(list) => servers_take_up(query, list.id).await,
+            Some(list) => servers_take_up(query, list.id, synchronous).await,
             None => ExitCode::from(1),
         },
         Err(code) => code,
@@ -191,9 +201,14 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
 }
 
 /// Waits until every answering member with a server reports having taken up the
-/// parameters of member list `list` or a later one, and prints each one's outcome;
-/// exit 1 when a server refused them or did not take them up in time.
-async fn servers_take_up(query: &QueryArgs, list: ConfigId) -> ExitCode {
+/// parameters of member list `list` or a later one (and runs by `synchronous`, when
+/// that was set), and prints each one's outcome; exit 1 when a server refused them or
+/// did not take them up in time.
+async fn servers_take_up(
+    query: &QueryArgs,
+    list: ConfigId,
+    synchronous: Option<Synchronous>,
+) -> ExitCode {
     let deadline = Instant::now() + SERVERS_TAKE_UP;
     loop {
         let answers = match endpoints::ask_cluster(query).await {
@@ -210,6 +225,7 @@ async fn servers_take_up(query: &QueryArgs, list: ConfigId) -> ExitCode {
         let taken = |s: &Status| {
             let pg = s.postgres.as_ref().expect("filtered");
             pg.parameters_list.is_some_and(|l| l >= list)
+                && synchronous.is_none_or(|mode| pg.synchronous == Some(mode))
         };
         let all = servers.iter().all(|s| taken(s));
         if all || Instant::now() >= deadline {

@@ -78,7 +78,10 @@ pub struct PostgresConfig {
     /// postgres.parameters.NAME=VALUE` (docs/postgresql.md#changing-parameters).
     #[serde(default)]
     pub parameters: BTreeMap<String, String>,
-    /// Synchronous replication managed by bully (docs/design.md#keeping-postgresql).
+    /// Synchronous replication managed by bully (docs/design.md#keeping-postgresql):
+    /// `quorum`, `strict` or `off`. **Cluster setting**: seeds a new cluster only;
+    /// change it with `bully config set postgres.synchronous=…`
+    /// (docs/postgresql.md#changing-the-synchronous-mode).
     #[serde(default)]
     pub synchronous: Synchronous,
     /// With `synchronous = "off"`: a standby further behind the last primary position

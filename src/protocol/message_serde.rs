@@ -1,5 +1,5 @@
 //! The serde form of [`Message`]. On the wire (bincode, which is not human-readable)
-//! every field is written, `est` and `promise_ms` included (`WIRE_VERSION` 5,
+//! every field is written, `est` and `promise_ms` included (since `WIRE_VERSION` 5,
 //! src/codec.rs). In JSON (histories and event logs, human-readable) `est` is left out
 //! while it is `None` and `promise_ms` while it is 0, so a history recorded before
 //! either existed still reads.

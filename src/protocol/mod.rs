@@ -32,6 +32,9 @@ pub use machine::{
 pub use membership::{Change, ChangeRefused, ConfigId, Member, Membership, Seat};
 pub use message::{Body, Heard, Message, MessageKind};
 pub use mode::{mode_at_start, Mode, Preempt};
-pub use settings::{pg_parameter_syntax, ClusterSettings, PgParameters, PG_PARAMETER_KEY};
+pub use settings::{
+    pg_parameter_syntax, ClusterSettings, PgParameters, PG_KEYS, PG_PARAMETER_KEY,
+    PG_SYNCHRONOUS_KEY,
+};
 pub use timing::Timing;
 pub use view::{DemotionReason, Fact, Role, View};

@@ -23,8 +23,31 @@ use std::fmt;
 /// PostgreSQL server parameters, name to value.
 pub type PgParameters = BTreeMap<String, String>;
 
+/// The prefix of every PostgreSQL cluster key (a member without `[postgres]`, a
+/// witness, has no say in them).
+pub const PG_KEYS: &str = "postgres.";
+
 /// The prefix of the keys that name a PostgreSQL server parameter.
 pub const PG_PARAMETER_KEY: &str = "postgres.parameters.";
+
+/// `postgres.synchronous`: how many standbys a PostgreSQL commit waits for (the rules:
+/// src/postgres_rules.rs). A cluster setting, so every member's manager and promotion
+/// check read one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Asynchronous replication: a failover may lose the last commits (bounded by
+    /// `maximum_lag_on_failover`).
+    Off,
+    /// `ANY k (...)` over the live standbys, k such that every acknowledged commit is on
+    /// a server every electable majority contains; with too few standbys the primary
+    /// keeps writing with the ones it has.
+    #[default]
+    Quorum,
+    /// As `quorum`, but the primary refuses writes rather than run with fewer than k
+    /// standbys.
+    Strict,
+}
 
 /// The cluster settings a member list carries.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,6 +61,9 @@ pub struct ClusterSettings {
     /// parameters were cluster settings: the node fills them from its file at start
     /// (src/node/drive/start.rs) until a coordinator writes the next list.
     pub pg_parameters: Option<PgParameters>,
+    /// The PostgreSQL synchronous mode (`[postgres] synchronous` of the seeding file).
+    /// `None` as `pg_parameters`, and for a cluster that keeps no PostgreSQL.
+    pub pg_synchronous: Option<Synchronous>,
 }
 
 /// The settings as stored before PostgreSQL's parameters were part of them (decoded
@@ -61,6 +87,7 @@ impl ClusterSettings {
             timing,
             preempt,
             pg_parameters: None,
+            pg_synchronous: None,
         }
     }
 
@@ -84,6 +111,9 @@ impl ClusterSettings {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         out.push(("preempt".into(), preempt_word(self.preempt).into()));
+        if let Some(mode) = self.pg_synchronous {
+            out.push((PG_SYNCHRONOUS_KEY.into(), synchronous_word(mode).into()));
+        }
         for (name, value) in self.pg_parameters.iter().flatten() {
             out.push((format!("{PG_PARAMETER_KEY}{name}"), value.clone()));
         }
@@ -135,6 +165,18 @@ impl ClusterSettings {
                 }
             }
             "mode" => return Err(MODE_IS_OFFLINE.into()),
+            PG_SYNCHRONOUS_KEY => {
+                next.pg_synchronous = Some(match value {
+                    "off" => Synchronous::Off,
+                    "quorum" => Synchronous::Quorum,
+                    "strict" => Synchronous::Strict,
+                    _ => {
+                        return Err(format!(
+                            "{key}: `{value}` is none of off, quorum and strict"
+                        ))
+                    }
+                })
+            }
             _ if key.starts_with(PG_PARAMETER_KEY) => {
                 let name = &key[PG_PARAMETER_KEY.len()..];
                 if let Some(problem) = pg_parameter_syntax(name, value) {
@@ -149,15 +191,16 @@ impl ClusterSettings {
             _ if key.starts_with("postgres.") => {
                 return Err(format!(
                     "`{key}` is a host key, read from each host's file; the PostgreSQL \
-                     cluster keys are postgres.parameters.NAME (docs/configuration.md)"
+                     cluster keys are postgres.synchronous and postgres.parameters.NAME \
+                     (docs/configuration.md)"
                 ))
             }
             _ => {
                 return Err(format!(
                     "unknown cluster key `{key}`; the cluster keys are timing.heartbeat_ms, \
                      timing.suspect_after_ms, timing.answer_timeout_ms, \
-                     timing.coordinator_timeout_ms, timing.preempt_delay_ms, preempt and \
-                     postgres.parameters.NAME"
+                     timing.coordinator_timeout_ms, timing.preempt_delay_ms, preempt, \
+                     postgres.synchronous and postgres.parameters.NAME"
                 ))
             }
         }
@@ -186,6 +229,18 @@ pub const MODE_IS_OFFLINE: &str = "mode is not changed online: the two modes dis
      a vote and a lease mean, so no term could be valid under both while the change \
      spreads. Stop every node, change `mode` in every file, and start each once with \
      `bully node --change-mode` (docs/modes.md)";
+
+/// The key of the PostgreSQL synchronous mode.
+pub const PG_SYNCHRONOUS_KEY: &str = "postgres.synchronous";
+
+/// The word a config file and `bully config` use for `mode`.
+pub fn synchronous_word(mode: Synchronous) -> &'static str {
+    match mode {
+        Synchronous::Off => "off",
+        Synchronous::Quorum => "quorum",
+        Synchronous::Strict => "strict",
+    }
+}
 
 fn preempt_word(preempt: Preempt) -> &'static str {
     match preempt {
@@ -232,6 +287,21 @@ mod tests {
             .contains("unknown cluster key"));
         let err = base.with("postgres.data_dir", "/x").unwrap_err();
         assert!(err.contains("host key"), "{err}");
+    }
+
+    #[test]
+    fn the_synchronous_mode_is_set_by_word_and_shown() {
+        let base = ClusterSettings::new(Timing::default(), Preempt::Always);
+        assert!(!base.entries().iter().any(|(k, _)| k == PG_SYNCHRONOUS_KEY));
+        let off = base.with(PG_SYNCHRONOUS_KEY, "off").unwrap();
+        assert_eq!(off.pg_synchronous, Some(Synchronous::Off));
+        assert!(off
+            .entries()
+            .contains(&(PG_SYNCHRONOUS_KEY.to_string(), "off".to_string())));
+        let strict = off.with_all(&[(PG_SYNCHRONOUS_KEY.into(), "strict".into())]);
+        assert_eq!(strict.unwrap().pg_synchronous, Some(Synchronous::Strict));
+        let err = base.with(PG_SYNCHRONOUS_KEY, "sometimes").unwrap_err();
+        assert!(err.contains("none of off, quorum and strict"), "{err}");
     }
 
     #[test]

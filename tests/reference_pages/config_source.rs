@@ -14,6 +14,7 @@ pub const CONFIG_SOURCES: &[&str] = &[
     "src/protocol/timing.rs",
     "src/protocol/mode.rs",
     "src/postgres_rules.rs",
+    "src/protocol/settings.rs",
 ];
 
 /// One type definition and the file it is in.

@@ -4,7 +4,7 @@
 //! list says (the stored one rules; the file seeded the first list only).
 
 use crate::config::NodeConfig;
-use crate::protocol::{ClusterSettings, Member, Membership, NodeId, Seat, PG_PARAMETER_KEY};
+use crate::protocol::{ClusterSettings, Member, Membership, NodeId, Seat, PG_KEYS};
 use crate::transport::PeerAddr;
 use std::collections::BTreeMap;
 
@@ -40,17 +40,24 @@ pub fn file_settings(config: &NodeConfig) -> ClusterSettings {
         .as_ref()
         .map(|pg| pg.parameters.clone())
         .unwrap_or_default();
-    ClusterSettings::new(config.timing, config.preempt).with_pg_parameters(parameters)
+    let mut settings =
+        ClusterSettings::new(config.timing, config.preempt).with_pg_parameters(parameters);
+    settings.pg_synchronous = config.postgres.as_ref().map(|pg| pg.synchronous);
+    settings
 }
 
 /// `list` with what its settings miss filled from `config`: a list stored before the
-/// settings were part of it, or before PostgreSQL's parameters were, lives by the
-/// file's until a coordinator writes the next list (docs/design.md#cluster-settings).
+/// settings were part of it, or before PostgreSQL's parameters and synchronous mode
+/// were (or seeded by a member without `[postgres]`), lives by the file's until a
+/// coordinator writes the next list (docs/design.md#cluster-settings).
 pub fn fill_from_file(mut list: Membership, config: &NodeConfig) -> Membership {
     let file = file_settings(config);
     let settings = list.settings.get_or_insert_with(|| file.clone());
     if settings.pg_parameters.is_none() {
         settings.pg_parameters = file.pg_parameters;
+    }
+    if settings.pg_synchronous.is_none() {
+        settings.pg_synchronous = file.pg_synchronous;
     }
     list
 }
@@ -147,7 +154,7 @@ fn settings_differ(held: &Membership, config: &NodeConfig) -> Option<String> {
     keys.sort();
     keys.dedup();
     // A member without `[postgres]` (a witness) runs no server: its file has no say.
-    let compared = |key: &str| config.postgres.is_some() || !key.starts_with(PG_PARAMETER_KEY);
+    let compared = |key: &str| config.postgres.is_some() || !key.starts_with(PG_KEYS);
     let differ: Vec<String> = keys
         .into_iter()
         .filter(|key| compared(key) && cluster.get(*key) != file.get(*key))
@@ -215,5 +222,34 @@ mod tests {
         let mut legacy = list;
         legacy.settings = None;
         assert_eq!(file_disagrees(&legacy, &config), None, "nothing to compare");
+    }
+
+    #[test]
+    fn the_synchronous_mode_is_filled_from_the_file_and_a_differing_one_named() {
+        let mut config = config();
+        config.postgres = Some(crate::config::postgres::PostgresConfig::new(
+            "/tmp/bully-2-pg",
+            "127.0.0.1:5432".parse().unwrap(),
+        ));
+        let mut list = seed(&config);
+        list.settings.as_mut().unwrap().pg_synchronous = None;
+        let filled = fill_from_file(list, &config);
+        let mode = filled.settings.as_ref().unwrap().pg_synchronous;
+        assert_eq!(mode, Some(crate::postgres_rules::Synchronous::Quorum));
+        assert!(file_disagrees(&filled, &config).is_none());
+        let mut off = filled.clone();
+        off.settings.as_mut().unwrap().pg_synchronous =
+            Some(crate::postgres_rules::Synchronous::Off);
+        let said = file_disagrees(&off, &config).unwrap();
+        assert!(
+            said.contains("postgres.synchronous is off (the file says quorum)"),
+            "{said}"
+        );
+        let witness = NodeConfig {
+            postgres: None,
+            ..config
+        };
+        let said = file_disagrees(&off, &witness).unwrap_or_default();
+        assert!(!said.contains("postgres."), "a witness has no say: {said}");
     }
 }

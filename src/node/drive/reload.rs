@@ -4,7 +4,7 @@
 //! connections, its state machine and its term stay as they are, so a reload never
 //! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
-//! `timing`, `preempt` and `[postgres] parameters` are cluster settings
+//! `timing`, `preempt` and `[postgres] synchronous` and `parameters` are cluster settings
 //! (docs/design.md#cluster-settings): a file's values are not applied, by a reload nor by
 //! a restart; `bully config set` changes them. What the protocol or the peers depend on (`id`, `listen`,
 //! `data_dir`, `mode`, `witness`, `preempt`, `timing`, `peers`), the `[watchdog]`
@@ -54,8 +54,10 @@ pub async fn reload(
         Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
         _ => None,
     };
-    let postgres_parameters = match (&applied.postgres, &new.postgres) {
-        (Some(running), Some(wanted)) => running.parameters != wanted.parameters,
+    let postgres_cluster_keys = match (&applied.postgres, &new.postgres) {
+        (Some(running), Some(wanted)) => {
+            (&running.parameters, running.synchronous) != (&wanted.parameters, wanted.synchronous)
+        }
         _ => false,
     };
     let http_changed = new.http != applied.http;
@@ -70,9 +72,9 @@ pub async fn reload(
     hooks.reconfigure(new.hooks.clone());
     let mut summary = summary(health_changed, http_changed, &ignored);
     let before = services.applied();
-    if (new.timing, new.preempt) != (before.timing, before.preempt) || postgres_parameters {
+    if (new.timing, new.preempt) != (before.timing, before.preempt) || postgres_cluster_keys {
         summary.push_str(
-            "; timing, preempt and [postgres] parameters are cluster settings: the file's \
+            "; timing, preempt, [postgres] synchronous and parameters are cluster settings: the file's \
              values are not applied (`bully status` names what differs; change them with \
              `bully config set`)",
         );
@@ -124,7 +126,10 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         ("witness", running.witness != new.witness),
         ("peers", running.peers != new.peers),
         ("watchdog", running.watchdog != new.watchdog),
-        ("postgres", but_parameters(running) != but_parameters(new)),
+        (
+            "postgres",
+            but_cluster_keys(running) != but_cluster_keys(new),
+        ),
     ];
     fields
         .into_iter()
@@ -133,19 +138,25 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         .collect()
 }
 
-/// `[postgres]` without its `parameters`, which a reload hands to the manager.
-fn but_parameters(config: &NodeConfig) -> Option<crate::config::postgres::PostgresConfig> {
+/// `[postgres]` without its cluster keys (`parameters`, `synchronous`): a file's
+/// values of those never need a restart, they are not applied at all.
+fn but_cluster_keys(config: &NodeConfig) -> Option<crate::config::postgres::PostgresConfig> {
     config.postgres.clone().map(|mut p| {
         p.parameters = Default::default();
+        p.synchronous = Default::default();
         p
     })
 }
 
 /// Copies the restart-only fields of `running` into `config`: `[postgres]` but its
-/// `parameters`, which stay the file's so `bully status` can name where the file and
-/// the cluster's differ (the servers run the cluster's, src/node/postgres/parameters.rs).
+/// cluster keys, which stay the file's so `bully status` can name where the file and
+/// the cluster's differ (the servers run the cluster's, src/node/postgres/parameters.rs
+/// and `follow_synchronous` in src/node/postgres/manager.rs).
 fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
-    let file_parameters = config.postgres.as_ref().map(|pg| pg.parameters.clone());
+    let file_keys = config
+        .postgres
+        .as_ref()
+        .map(|pg| (pg.parameters.clone(), pg.synchronous));
     config.id = running.id;
     config.listen = running.listen;
     config.data_dir = running.data_dir;
@@ -154,7 +165,7 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.peers = running.peers;
     config.watchdog = running.watchdog;
     config.postgres = running.postgres.map(|mut pg| {
-        pg.parameters = file_parameters.unwrap_or_default();
+        (pg.parameters, pg.synchronous) = file_keys.unwrap_or_default();
         pg
     });
 }
@@ -195,6 +206,7 @@ mod tests {
         let mut new = running.clone();
         let pg = new.postgres.as_mut().unwrap();
         pg.parameters.insert("work_mem".into(), "7MB".into());
+        pg.synchronous = crate::postgres_rules::Synchronous::Off;
         assert!(restart_needed(&running, &new).is_empty());
         new.postgres.as_mut().unwrap().listen = "127.0.0.1:5999".parse().unwrap();
         assert_eq!(restart_needed(&running, &new), ["postgres"]);

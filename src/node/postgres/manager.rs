@@ -22,10 +22,11 @@ use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
     self as rules, Act, Cluster, Command, Done, Engine, Look, Office, PeerWal, Position, Rules,
-    Running, Server, SyncRecord, SyncView, WalRemoved,
+    Running, Server, SyncRecord, SyncView, Synchronous, WalRemoved,
 };
 use crate::postmaster;
 use crate::protocol::membership::ConfigId;
+use crate::protocol::settings::synchronous_word;
 use crate::protocol::{NodeId, Role};
 use futures::StreamExt;
 use nix::sys::signal::kill;
@@ -145,6 +146,9 @@ struct Loop {
     /// The cluster's parameters PostgreSQL refused, and why: not tried again until the
     /// list gives others.
     parameters_refused: Option<(Parameters, String)>,
+    /// The synchronous mode the decisions run by: the list's (a cluster setting), the
+    /// file's only while the list holds none (a list stored before it was one).
+    synchronous: Synchronous,
 }
 
 /// Runs the manager until `tasks` stops.
@@ -155,6 +159,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
     let Some(mut orders) = tasks.until_stopped(orders.lock_owned()).await else {
         return;
     };
+    let synchronous = manager.config.synchronous;
     let mut state = Loop {
         m: manager,
         local: None,
@@ -172,6 +177,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         parameters_applied: None,
         parameters_list: None,
         parameters_refused: None,
+        synchronous,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -338,6 +344,24 @@ impl Loop {
         }
     }
 
+    /// A look's part in following the cluster's synchronous mode: the list's, read at
+    /// each look, so every decision of this look (the names, the promotion check) runs
+    /// by one mode (docs/design.md#keeping-postgresql says what a change promises).
+    fn follow_synchronous(&mut self, status: &Status) {
+        let held = status.members.as_ref().and_then(|list| {
+            let mode = list.settings.as_ref()?.pg_synchronous?;
+            Some((list.id, mode))
+        });
+        if let Some((list, mode)) = held.filter(|&(_, mode)| mode != self.synchronous) {
+            tracing::info!(
+                from = synchronous_word(self.synchronous),
+                to = synchronous_word(mode),
+                "postgres: the cluster's synchronous mode changed (member list {list})"
+            );
+            self.synchronous = mode;
+        }
+    }
+
     /// Applies `wanted` (from member list `list`) and keeps the outcome for the report:
     /// applied, or refused with why (the parameters before stay).
     async fn take_parameters(
@@ -499,6 +523,7 @@ impl Loop {
         let office = self.office(&status);
         self.follow_parameters(&status, &server, described.as_ref(), &office)
             .await;
+        self.follow_synchronous(&status);
         let mut cluster = self.cluster(&status, &office, described.as_ref());
         self.identify(&mut cluster, &server).await;
         self.system_id = cluster.server_system_id;
@@ -637,7 +662,7 @@ impl Loop {
         let c = &self.m.config;
         let interval = Duration::from_millis(c.interval_ms);
         Rules {
-            synchronous: c.synchronous,
+            synchronous: self.synchronous,
             maximum_lag_on_failover: c.maximum_lag_on_failover,
             rewind: c.rewind,
             reinit_on_failed_rewind: c.reinit_on_failed_rewind,
@@ -1720,6 +1745,7 @@ impl Loop {
             other_cluster: self.other_cluster,
             parameters_list: self.parameters_list,
             parameters_refused: self.parameters_refused.as_ref().map(|(_, why)| why.clone()),
+            synchronous: Some(self.synchronous),
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {

@@ -110,11 +110,15 @@ impl World {
             Act::SetSynchronous { names } => {
                 debug_assert_eq!(
                     names,
-                    synchronous_names(id, cluster, cluster.streaming, self.rules.synchronous)
+                    synchronous_names(
+                        id,
+                        cluster,
+                        cluster.streaming,
+                        self.rules_of(id).synchronous
+                    )
                 );
-                if let Some(d) = self.member_mut(id).pg.as_mut().filter(|d| d.running()) {
-                    d.names = names;
-                    d.decided = true;
+                if self.member(id).pg.as_ref().is_some_and(|d| d.running()) {
+                    self.write_names(id, names);
                 }
             }
             Act::CommitSync { record } => self.commit_record(id, record),
@@ -162,7 +166,7 @@ impl World {
     /// How an act ended, told to member `id`'s engine as the runtime tells it
     /// (src/postgres_rules/engine.rs).
     pub(super) fn done(&mut self, id: NodeId, done: Done) {
-        let rules = self.rules;
+        let rules = self.rules_of(id);
         self.member_mut(id).engine.on_done(done, &rules);
     }
 
@@ -303,7 +307,7 @@ impl World {
                 reached
             }
         };
-        let rules = self.rules;
+        let rules = self.rules_of(id);
         let m = self.member_mut(id);
         let names = m.engine.promoting(next, &knows_branch, cluster, &rules);
         if let Some(d) = m.pg.as_mut() {
@@ -323,11 +327,11 @@ impl World {
         else {
             return Ok(());
         };
-        d.decided = true;
-        d.names = names;
         d.state = State::Primary;
         d.wal.fork();
         d.pending.clear();
+        self.write_names(id, names);
+        let d = self.member(id).pg.as_ref().expect("the promoted server");
         let timeline = d.wal.timeline();
         let (branch, at) = (d.branch_of(timeline), d.wal.len());
         let system = d.system_id;
@@ -350,6 +354,6 @@ impl World {
             at,
             knows: knows_branch,
         });
-        self.check_holds_acknowledged(id)
+        self.check_promotion(id)
     }
 }

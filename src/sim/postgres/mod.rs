@@ -62,6 +62,7 @@ mod replication;
 mod restarts;
 mod retention;
 mod server;
+mod setting;
 mod stalls;
 mod strangers;
 mod world;
@@ -222,6 +223,17 @@ pub enum Sabotage {
     /// a standby is promoted, and the node wakes to start a second writable primary
     /// (seed 277, 5 members; src/sim/postgres/restarts.rs).
     RestartIgnoresOffice,
+    /// The manager before `postgres.synchronous` was a cluster setting: its decisions
+    /// read the host's file (the seed's first mode) whatever the cluster was set to
+    /// since, so after `bully config set postgres.synchronous=quorum` a primary whose
+    /// file says `off` acknowledges alone, and a promotion passes over those commits
+    /// (src/sim/postgres/setting.rs).
+    SynchronousFromFile,
+    /// The promotion under `off` before the identity rule: a coordinator that read the
+    /// records of fewer than a majority promoted all the same, so one cut off right after
+    /// its election took a stranger's data dir for the cluster's (new cluster, seed
+    /// 10626, with `postgres.synchronous` changed to `off`).
+    OffPromotesUnread,
 }
 
 /// What to simulate.
@@ -257,6 +269,9 @@ pub struct Spec {
     /// (`Rules::standby_grace_ms`: none in half the seeds, up to the runtime's 20 looks
     /// in the rest), from a stream of its own; off, none, as `wal_removal`.
     pub standby_grace: bool,
+    /// Draw the operator's `bully config set postgres.synchronous`
+    /// (src/sim/postgres/setting.rs); off, as `wal_removal`.
+    pub synchronous_changes: bool,
     /// The office from the members' real machines, fenced by their keepers at the
     /// grants' ends (src/sim/postgres/protocol.rs); off, modelled here.
     pub protocol: bool,
@@ -281,6 +296,7 @@ impl Spec {
             server_stalls: true,
             restarts: true,
             standby_grace: true,
+            synchronous_changes: true,
             protocol: false,
         }
     }

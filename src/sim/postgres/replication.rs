@@ -97,7 +97,7 @@ impl World {
                 (Some(Sabotage::KMinusOne), true) => named_k.saturating_sub(1),
                 _ => named_k,
             };
-            let weak = self.weak();
+            let weak = self.weak(id);
             let alone_in = self
                 .member(id)
                 .engine

@@ -135,6 +135,9 @@ pub(super) struct Data {
     /// (false: the names are inherited; the sabotage `KMinusOne` applies one less k
     /// to names the decisions set).
     pub decided: bool,
+    /// The names were written while the node held `off` (src/sim/postgres/setting.rs):
+    /// the commits they acknowledge are not promised. Copied with the names.
+    pub names_off: bool,
     /// Commits this primary wrote and has not acknowledged yet: (position, id).
     pub pending: Vec<(usize, u64)>,
     /// `bully.branch`: (timeline, term) lines in the order written; the last line for
@@ -167,6 +170,7 @@ impl Data {
             },
             names: String::new(),
             decided: false,
+            names_off: false,
             pending: Vec::new(),
             branches: Vec::new(),
             written: Vec::new(),
@@ -182,6 +186,7 @@ impl Data {
         Data {
             wal: source.wal.clone(),
             names: source.names.clone(),
+            names_off: source.names_off,
             branches: source.branches.clone(),
             written: source.written.clone(),
             kept_from: source.kept_from,

@@ -3,14 +3,15 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    branch_to_adopt, left_for_operator, rank, rewind_wanted, synchronous_count, synchronous_names,
-    too_few_reached, Act, Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal,
-    Position, Rules, Server, StopReason, SyncRecord, SyncView,
+    branch_to_adopt, left_for_operator, may_promote, rank, rewind_wanted, synchronous_count,
+    synchronous_names, too_few_reached, Act, Cluster, Command, Decision, Done, Engine, Look,
+    Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView,
 };
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
+use super::setting::SettingChanges;
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::postmaster::PidFile;
@@ -85,10 +86,14 @@ pub(super) struct Member {
     /// The operator's `bully pg restart` of its leading primary, under way
     /// (src/sim/postgres/restarts.rs).
     pub restart: Option<InPlace>,
+    /// The synchronous mode its node holds (src/sim/postgres/setting.rs).
+    pub synchronous: Synchronous,
+    /// A change on its way to its node: the step it arrives, and the mode.
+    pub synchronous_next: Option<(u64, Synchronous)>,
 }
 
 impl Member {
-    fn new(id: NodeId, witness: bool) -> Member {
+    fn new(id: NodeId, witness: bool, synchronous: Synchronous) -> Member {
         Member {
             id,
             witness,
@@ -117,6 +122,8 @@ impl Member {
             postmaster: None,
             pid_file: None,
             restart: None,
+            synchronous,
+            synchronous_next: None,
         }
     }
 
@@ -306,6 +313,8 @@ pub(super) struct World {
     pub foreign_signal: Option<String>,
     /// The operator's `bully pg` orders' own draws (src/sim/postgres/restarts.rs).
     pub restarts: Restarts,
+    /// The operator's changes of the synchronous mode (src/sim/postgres/setting.rs).
+    pub settings: SettingChanges,
     /// Faults logged so far, whatever drew them (a restart in place checks that none
     /// came during it).
     pub faults_logged: u64,
@@ -338,10 +347,14 @@ impl World {
             standby_grace_ms: standby_grace(seed, &spec),
         };
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
-            .map(|id| Member::new(id, false))
+            .map(|id| Member::new(id, false, spec.synchronous))
             .collect();
         if spec.witness {
-            members.push(Member::new(spec.members as NodeId + 1, true));
+            members.push(Member::new(
+                spec.members as NodeId + 1,
+                true,
+                spec.synchronous,
+            ));
         }
         let mut world = World {
             seed,
@@ -371,6 +384,7 @@ impl World {
             stalls: Stalls::new(seed),
             foreign_signal: None,
             restarts: Restarts::new(seed),
+            settings: SettingChanges::new(seed, spec.synchronous),
             faults_logged: 0,
             protocol: None,
         };
@@ -420,14 +434,12 @@ impl World {
             .map(|m| m.id)
             .filter(|&m| m != 1)
             .collect();
-        let (cluster, rules) = (self.cluster_for(1), self.rules);
+        let (cluster, rules) = (self.cluster_for(1), self.rules_of(1));
         let names = self
             .member_mut(1)
             .engine
             .promoting(2, &others, &cluster, &rules);
-        let primary = self.member_mut(1).pg.as_mut().expect("member 1's data");
-        primary.decided = true;
-        primary.names = names;
+        self.write_names(1, names);
         // The identity record the first primary committed before it promoted.
         let everyone: Vec<NodeId> = self
             .data_members()
@@ -569,6 +581,7 @@ impl World {
         self.draw_stranger(faults);
         self.draw_server_stall(faults);
         self.draw_order(faults);
+        self.draw_setting_change(faults);
         match self.protocol.is_some() {
             true => self.run_protocol()?,
             false => self.end_office_if_due()?,
@@ -852,7 +865,7 @@ impl World {
             cluster,
             removed,
         };
-        let rules = self.rules;
+        let rules = self.rules_of(id);
         let m = self.member_mut(id);
         m.report = report;
         let (decision, cluster) = m.engine.handle(look, &rules);
@@ -950,7 +963,7 @@ impl World {
             (Act::Wait(_), Some(Sabotage::SkipMajority))
                 if standby.is_some()
                     && matches!(office, Office::Leading { .. })
-                    && too_few_reached(peers, cluster, &self.rules) =>
+                    && too_few_reached(peers, cluster, &self.rules_of(id)) =>
             {
                 (Act::Promote, true)
             }
@@ -973,7 +986,7 @@ impl World {
             (Act::Wait(_), Some(Sabotage::RewindWaits))
                 if standby.is_some_and(|r| {
                     !r.streaming && r.upstream.is_some() && matches!(office, Office::Following { server, .. } if server == r.upstream)
-                }) && memory.not_streaming >= self.rules.stuck_after
+                }) && memory.not_streaming >= self.rules_of(id).stuck_after
                     && !cluster.leader_primary =>
             {
                 (
@@ -992,6 +1005,17 @@ impl World {
                 let why = "a former primary waits for the coordinator's server";
                 (Act::Wait(why.into()), false)
             }
+            // The old promotion under `off`: the records' identity not needed.
+            (Act::Wait(_), Some(Sabotage::OffPromotesUnread))
+                if standby.is_some()
+                    && matches!(office, Office::Leading { .. })
+                    && self.rules_of(id).synchronous == Synchronous::Off
+                    && cluster.sync == SyncView::Unread
+                    && !cluster.all_absent
+                    && may_promote(standby.expect("a standby").wal, peers, cluster, &self.rules_of(id)).is_ok() =>
+            {
+                (Act::Promote, true)
+            }
             // The old names: a narrower set at once, with no record kept first.
             (Act::CommitSync { record }, Some(Sabotage::NarrowsUncommitted))
                 if server_is_primary(server) && record.alone =>
@@ -1000,7 +1024,7 @@ impl World {
                     id,
                     cluster,
                     cluster.streaming,
-                    self.spec.synchronous,
+                    self.rules_of(id).synchronous,
                 );
                 (Act::SetSynchronous { names }, eligible)
             }
@@ -1185,11 +1209,44 @@ impl World {
             .collect()
     }
 
-    /// Whether acknowledged commits go unchecked: only under `off`. Under `quorum` a
+    /// A promotion of `id`'s server: under `quorum` or `strict` it holds every commit
+    /// promised ([`World::check_holds_acknowledged`]); under `off` the commits it lacks
+    /// are lost by the operator's choice (src/sim/postgres/setting.rs), and no later
+    /// promotion is held to them.
+    pub(super) fn check_promotion(&mut self, id: NodeId) -> Result<(), String> {
+        if self.member(id).synchronous != Synchronous::Off {
+            return self.check_holds_acknowledged(id);
+        }
+        let Some(data) = self.member(id).pg.as_ref() else {
+            return Ok(());
+        };
+        let lacks: Vec<usize> = (self.acked.iter().enumerate())
+            .filter(|(_, a)| !data.wal.holds(a.pos, a.id))
+            .map(|(i, _)| i)
+            .collect();
+        for i in lacks {
+            self.acked[i].accepted = true;
+        }
+        Ok(())
+    }
+
+    /// Whether the commits primary `id` acknowledges go unchecked: only when its names
+    /// were written under `off` (src/sim/postgres/setting.rs). Under `quorum` a
     /// primary that lowers k does so once a majority keeps the narrower set
     /// (src/postgres_rules/durability.rs), so its commits are checked like any other.
-    pub(super) fn weak(&self) -> bool {
-        self.spec.synchronous == Synchronous::Off
+    pub(super) fn weak(&self, id: NodeId) -> bool {
+        self.member(id).pg.as_ref().is_some_and(|d| d.names_off)
+    }
+
+    /// The decisions set member `id`'s `synchronous_standby_names` (on a server that has
+    /// data): they promise what its node's mode says.
+    pub(super) fn write_names(&mut self, id: NodeId, names: String) {
+        let off = self.member(id).synchronous == Synchronous::Off;
+        if let Some(d) = self.member_mut(id).pg.as_mut() {
+            d.names = names;
+            d.decided = true;
+            d.names_off = off;
+        }
     }
 
     /// Never two writable primaries at once.
@@ -1205,7 +1262,8 @@ impl World {
         }
     }
 
-    /// Every acknowledged commit (not weak, not destroyed) is on `id`'s server.
+    /// Every acknowledged commit (not weak, not destroyed, not lost by a promotion under
+    /// `off`) is on `id`'s server.
     pub fn check_holds_acknowledged(&self, id: NodeId) -> Result<(), String> {
         let Some(data) = &self.member(id).pg else {
             return Ok(());
@@ -1267,7 +1325,7 @@ impl World {
                 ..
             })
         );
-        left_for_operator(was_primary, memory, &self.rules)
+        left_for_operator(was_primary, memory, &self.rules_of(m.id))
     }
 
     /// Settled: a ready leader with a primary, every other data member streaming from
