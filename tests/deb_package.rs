@@ -4,9 +4,15 @@
 //! modes, units, a node run as the `bully` user), removed (the operator's edit of the
 //! conffile and enabled units stay) and purged (the conffile, /var/lib/bully and the
 //! enablement links go); the package is
-//! purged again whatever happens, so nothing is left installed.
+//! purged again whatever happens, so nothing is left installed. With PostgreSQL 15 and
+//! a `postgres` user, the install also runs the PostgreSQL recipe on this host
+//! (`deb_package/postgres.rs`: the drop-in, the units as they then run, a primary kept).
 
 mod common;
+#[path = "deb_package/postgres.rs"]
+mod postgres;
+#[path = "common/postgres_cluster.rs"]
+mod postgres_cluster;
 #[path = "common/units.rs"]
 mod units;
 
@@ -18,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// What the package puts on the system, besides directories.
-const FILES: [&str; 9] = [
+const FILES: [&str; 10] = [
     "/usr/bin/bully",
     "/usr/share/man/man1/bully.1.gz",
     "/usr/share/bash-completion/completions/bully",
@@ -27,6 +33,7 @@ const FILES: [&str; 9] = [
     "/usr/lib/systemd/system/bully.service",
     "/usr/lib/systemd/system/bully@.service",
     "/usr/lib/systemd/system/bully-run.service",
+    "/usr/share/bully/systemd/postgres.conf",
     "/etc/bully/node.toml",
 ];
 const CONFFILE: &str = "/etc/bully/node.toml";
@@ -178,6 +185,8 @@ struct Installation {
     had_user: bool,
     had_group: bool,
     node: Option<Child>,
+    /// What the PostgreSQL recipe put on the machine.
+    recipe: postgres::Recipe,
 }
 
 impl Installation {
@@ -204,12 +213,14 @@ impl Installation {
             had_user: getent("passwd").is_some(),
             had_group: getent("group").is_some(),
             node: None,
+            recipe: Default::default(),
         }
     }
 }
 
 impl Drop for Installation {
     fn drop(&mut self) {
+        drop(std::mem::take(&mut self.recipe));
         if let Some(mut node) = self.node.take() {
             let _ = node.kill();
             let _ = node.wait();
@@ -351,6 +362,13 @@ async fn install_remove_and_purge_on_this_machine() {
     node.kill().unwrap();
     node.wait().unwrap();
     installation.node = None;
+
+    // The PostgreSQL recipe on this host, as the node's user postgres (the drop-in).
+    match postgres::skipped() {
+        Some(why) => eprintln!("SKIPPED (one part): the PostgreSQL recipe: {why}"),
+        None => postgres::run(dir.path(), &mut installation.recipe).await,
+    }
+    installation.recipe = Default::default();
 
     // The operator enables the units (this works without systemd running): remove
     // keeps the links, as it keeps the config; purge takes them.

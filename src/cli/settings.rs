@@ -225,7 +225,7 @@ async fn servers_take_up(
         let taken = |s: &Status| {
             let pg = s.postgres.as_ref().expect("filtered");
             pg.parameters_list.is_some_and(|l| l >= list)
-                && synchronous.is_none_or(|mode| pg.synchronous == Some(mode))
+                && synchronous.map_or(true, |mode| pg.synchronous == Some(mode))
         };
         let all = servers.iter().all(|s| taken(s));
         if all || Instant::now() >= deadline {
