@@ -155,7 +155,8 @@ pub enum Commands {
         #[command(subcommand)]
         action: member::MemberAction,
     },
-    /// See and change the cluster settings (timing, preemption) at runtime: show, set
+    /// See and change the cluster settings (timing, preemption, PostgreSQL's synchronous
+    /// mode and parameters) at runtime: show, set
     /// KEY=VALUE, edit. They live in the replicated member list: a host's config file
     /// seeds a new cluster only, and a change goes to any member, which passes it to
     /// the coordinator; every member lives by it once it is committed, with no restart.
