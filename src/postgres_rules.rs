@@ -313,6 +313,25 @@ pub fn application_name(id: NodeId) -> String {
     format!("bully_{id}")
 }
 
+/// Whether `synchronous_standby_names` as a primary runs it (`ANY k (...)`, k > 0)
+/// names member `id`'s standby under its own name: a quorum standby, whose
+/// acknowledgements count (Patroni's `/quorum`, src/node/serve/http_patroni.rs).
+pub fn names_standby(names: &str, id: NodeId) -> bool {
+    let Some(rest) = names.trim().strip_prefix("ANY ") else {
+        return false;
+    };
+    let Some((k, list)) = rest.split_once(' ') else {
+        return false;
+    };
+    let named = list
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')')
+        .split(',')
+        .map(|n| n.trim().trim_matches('"'));
+    k.parse::<usize>().is_ok_and(|k| k > 0) && named.into_iter().any(|n| n == application_name(id))
+}
+
 /// The branch a server's WAL ranks as: the first recorded branch along its timeline's
 /// `lineage`, newest first (the timeline itself, then the ancestors its history names).
 /// A timeline without a record inherits its newest recorded ancestor's branch rather
@@ -1205,6 +1224,21 @@ mod tests {
         }
         assert_eq!(synchronous_count(3), 1);
         assert_eq!(synchronous_count(5), 2);
+    }
+
+    #[test]
+    fn a_standby_is_named_only_under_its_own_name_with_k_above_0() {
+        let names = "ANY 1 (bully_1, bully_unconfirmed_3)";
+        assert!(names_standby(names, 1));
+        assert!(
+            !names_standby(names, 3),
+            "an unconfirmed name acknowledges nothing"
+        );
+        assert!(!names_standby(names, 2));
+        assert!(names_standby("ANY 2 (\"bully_2\", bully_12)", 12));
+        assert!(!names_standby("ANY 0 (bully_1)", 1));
+        assert!(!names_standby("", 1));
+        assert!(!names_standby("bully_1", 1));
     }
 
     #[test]

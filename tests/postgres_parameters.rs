@@ -12,8 +12,9 @@
 //! - The synchronous mode is a cluster setting too: `bully config set
 //!   postgres.synchronous=off` empties the primary's `synchronous_standby_names` and
 //!   `=quorum` names the standbys again, each `set` answering once every member runs by
-//!   it; a word that is no mode is refused (exit 2); a member's status names its file's
-//!   `quorum` while the cluster's is `off`.
+//!   it, and Patroni's `/quorum` and `/async` on each standby follow the names; a word
+//!   that is no mode is refused (exit 2); a member's status names its file's `quorum`
+//!   while the cluster's is `off`.
 //! - A file is never counted: `maintenance_work_mem` changed in one node's file and
 //!   the node sent SIGHUP leaves the server as it was, and the node's status names
 //!   both values; `bully config set` of it reaches every server.
@@ -141,6 +142,19 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
         })
         .await;
         eprintln!("=== postgres.synchronous={mode}: the primary names {names:?}");
+        // Patroni's routes follow the names: each standby is a quorum standby exactly
+        // while the primary names it.
+        for id in IDS.into_iter().filter(|&id| id != leader) {
+            let what = format!("node {id}'s /quorum and /async under {mode}");
+            let http = c.http[&id];
+            primary::wait_logged(&c.t, &what, AGREE, || async move {
+                let quorum = http_get(http, "/quorum").await.ok()?.0;
+                let not_quorum = http_get(http, "/async").await.ok()?.0;
+                let want = if named { (200, 503) } else { (503, 200) };
+                ((quorum, not_quorum) == want).then_some(())
+            })
+            .await;
+        }
         let status = primary::status(&c.t, victim).await.expect("a status");
         let differs = status.file_differs.unwrap_or_default();
         let file_named = differs.contains("postgres.synchronous is off (the file says quorum)");

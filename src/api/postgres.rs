@@ -117,6 +117,11 @@ pub struct PgState {
     /// before it was one. Appended last, as `pending_restart`.
     #[serde(default)]
     pub synchronous: Option<crate::postgres_rules::Synchronous>,
+    /// A replica streaming from the coordinator's primary whose
+    /// `synchronous_standby_names` name it (its acknowledgements count): Patroni's
+    /// `quorum_standby`. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub quorum_standby: bool,
 }
 
 impl PgState {
@@ -142,6 +147,7 @@ impl PgState {
             parameters_list: None,
             parameters_refused: None,
             synchronous: None,
+            quorum_standby: false,
         }
     }
 

@@ -1708,14 +1708,23 @@ impl Loop {
             Server::Running(r) => (Some(r.wal), Some(r.timeline)),
             _ => (None, None),
         };
-        let leader_wal = self
-            .m
-            .status
-            .borrow()
-            .coordinator()
+        let coordinator = self.m.status.borrow().coordinator();
+        let leader_primary = coordinator
             .and_then(|l| self.m.peers.get(l).flatten())
-            .filter(|s| s.role == PgRole::Primary)
-            .and_then(|s| s.wal_position);
+            .filter(|s| s.role == PgRole::Primary);
+        let leader_wal = leader_primary.as_ref().and_then(|s| s.wal_position);
+        let streaming_from = described
+            .filter(|d| d.streaming)
+            .and_then(|d| d.upstream)
+            .and_then(|up| self.member_at(up));
+        // Named by the primary it streams from: Patroni's quorum standby.
+        let quorum_standby = role == PgRole::Replica
+            && streaming_from.is_some()
+            && streaming_from == coordinator
+            && leader_primary
+                .as_ref()
+                .and_then(|p| p.synchronous_standby_names.as_deref())
+                .is_some_and(|names| rules::names_standby(names, self.m.id));
         let wal = described.map(|d| d.wal);
         let state = PgState {
             listen: c.reached_at(),
@@ -1730,10 +1739,7 @@ impl Loop {
                 }
                 _ => None,
             },
-            streaming_from: described
-                .filter(|d| d.streaming)
-                .and_then(|d| d.upstream)
-                .and_then(|up| self.member_at(up)),
+            streaming_from,
             synchronous_standby_names: described
                 .filter(|d| !d.in_recovery)
                 .map(|d| d.synchronous_standby_names.clone()),
@@ -1746,6 +1752,7 @@ impl Loop {
             parameters_list: self.parameters_list,
             parameters_refused: self.parameters_refused.as_ref().map(|(_, why)| why.clone()),
             synchronous: Some(self.synchronous),
+            quorum_standby,
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {

@@ -12,6 +12,17 @@
 //! | `/read-only`                                  | the server answers reads (primary or replica; a replica also within `?lag=` if given) |
 //! | `/liveness`                                   | the node answers and its last observation of the server is at most [`liveness_bound`] old |
 //! | `/readiness`                                  | the node is the ready coordinator with a writable server, or its server is a streaming replica (within `?lag=` if given) |
+//! | `/quorum`, `/sync`, `/synchronous`            | `/replica`, and the coordinator's primary names this standby in `synchronous_standby_names` (`PgState::quorum_standby`) |
+//! | `/async`, `/asynchronous`                     | `/replica`, and not a quorum standby |
+//! | `/read-only-quorum`, `/read-only-sync`, `/read-only-synchronous` | `/primary`, or `/quorum` |
+//! | `/standby-leader`                             | never: bully runs no standby cluster |
+//!
+//! bully's synchronous standbys are always a quorum (`ANY k (...)`, under `quorum` and
+//! `strict` alike), so `/sync` answers as `/quorum` (Patroni answers `/sync` only under
+//! its `synchronous_mode: on`, with `FIRST`-style names); under `off` no standby is one.
+//! `/patroni` is 200 while the node answers, with the status body below plus Patroni's
+//! `quorum_standby`, `pause`, `cluster_unlocked` and `patroni` (`version`, `scope`,
+//! `name`).
 //!
 //! A server whose data is not the cluster's (`PgState::other_cluster`: another
 //! cluster's volume, or this node's own `initdb` that lost the race) passes none of
@@ -55,6 +66,10 @@ pub enum Check {
     ReadOnly,
     Liveness,
     Readiness,
+    Quorum,
+    Async,
+    ReadOnlyQuorum,
+    StandbyLeader,
 }
 
 impl Check {
@@ -66,13 +81,27 @@ impl Check {
             "/read-only" => Check::ReadOnly,
             "/liveness" => Check::Liveness,
             "/readiness" => Check::Readiness,
+            "/quorum" | "/sync" | "/synchronous" => Check::Quorum,
+            "/async" | "/asynchronous" => Check::Async,
+            "/read-only-quorum" | "/read-only-sync" | "/read-only-synchronous" => {
+                Check::ReadOnlyQuorum
+            }
+            "/standby-leader" => Check::StandbyLeader,
             _ => return None,
         })
     }
 
     /// Whether `?lag=` bounds this check (the ones a replica can pass).
     fn reads_lag(self) -> bool {
-        matches!(self, Check::Replica | Check::ReadOnly | Check::Readiness)
+        matches!(
+            self,
+            Check::Replica
+                | Check::ReadOnly
+                | Check::Readiness
+                | Check::Quorum
+                | Check::Async
+                | Check::ReadOnlyQuorum
+        )
     }
 }
 
@@ -87,7 +116,38 @@ pub fn liveness_bound(status: &Status) -> Duration {
 /// part after `?`; `status` is read as of now; `now_ns` is the boot clock now
 /// (`crate::boot_clock::BootInstant::as_nanos`), which `/liveness` compares with.
 pub fn route(path: &str, query: Option<&str>, status: &Status, now_ns: u64) -> Option<Reply> {
+    if path == "/patroni" {
+        return Some(Reply::json(200, &patroni(status)));
+    }
     Check::for_path(path).map(|check| answer(check, query, status, now_ns))
+}
+
+/// Patroni's `/patroni` body: the server (when the node keeps one), Patroni's cluster
+/// flags, and who answers (`patroni.name` is the node's ID; bully has no scope, so
+/// `scope` is `bully`).
+fn patroni(status: &Status) -> Map<String, Value> {
+    let mut body = status
+        .postgres
+        .as_ref()
+        .map(server_json)
+        .unwrap_or_default();
+    if status.postgres.as_ref().is_some_and(|pg| pg.quorum_standby) {
+        body.insert("quorum_standby".into(), true.into());
+    }
+    body.insert("pause".into(), status.pause.paused.into());
+    body.insert(
+        "cluster_unlocked".into(),
+        status.coordinator().is_none().into(),
+    );
+    body.insert(
+        "patroni".into(),
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "scope": "bully",
+            "name": status.id.to_string(),
+        }),
+    );
+    body
 }
 
 /// The answer to `check`.
@@ -137,16 +197,28 @@ pub fn judge(
     }
     match check {
         Check::Primary => primary(status, pg),
-        Check::Replica => {
-            if status.role == Role::Coordinator {
-                return Err(format!(
-                    "node {} is the coordinator, not a replica's node",
-                    status.id
-                ));
+        Check::Replica => replica(status, pg, max_lag),
+        Check::Quorum => {
+            replica(status, pg, max_lag)?;
+            match pg.quorum_standby {
+                true => Ok(()),
+                false => Err("the coordinator's primary does not name this standby in \
+                     synchronous_standby_names"
+                    .into()),
             }
-            running_as(pg, PgRole::Replica)?;
-            within_lag(pg, max_lag)
         }
+        Check::Async => {
+            replica(status, pg, max_lag)?;
+            match pg.quorum_standby {
+                true => Err("a quorum standby (named in synchronous_standby_names)".into()),
+                false => Ok(()),
+            }
+        }
+        Check::ReadOnlyQuorum => primary(status, pg).or_else(|not_primary| {
+            judge(Check::Quorum, status, pg, max_lag, now_ns)
+                .map_err(|not_quorum| format!("{not_primary}; and {not_quorum}"))
+        }),
+        Check::StandbyLeader => Err(STANDBY_LEADER.into()),
         Check::ReadOnly => match pg.role {
             PgRole::Primary => Ok(()),
             PgRole::Replica => within_lag(pg, max_lag),
@@ -176,6 +248,22 @@ pub fn judge(
             Err(format!("{why}; and the server is not a streaming replica"))
         }
     }
+}
+
+/// Why `/standby-leader` never passes.
+const STANDBY_LEADER: &str = "bully runs no standby cluster: there is no standby leader";
+
+/// Patroni's `/replica`: a running replica whose node is not the coordinator, within
+/// `max_lag`.
+fn replica(status: &Status, pg: &PgState, max_lag: Option<u64>) -> Result<(), String> {
+    if status.role == Role::Coordinator {
+        return Err(format!(
+            "node {} is the coordinator, not a replica's node",
+            status.id
+        ));
+    }
+    running_as(pg, PgRole::Replica)?;
+    within_lag(pg, max_lag)
 }
 
 /// Patroni's `/primary`: the ready coordinator with a writable server.
@@ -225,7 +313,13 @@ fn without_server(check: Check, status: &Status) -> Reply {
     match check {
         Check::Primary => coordinator(status),
         Check::Liveness => Reply::text(200, format!("node {} is running\n", status.id)),
-        Check::Replica | Check::ReadOnly | Check::Readiness => Reply::text(
+        Check::Replica
+        | Check::ReadOnly
+        | Check::Readiness
+        | Check::Quorum
+        | Check::Async
+        | Check::ReadOnlyQuorum
+        | Check::StandbyLeader => Reply::text(
             503,
             format!(
                 "node {} keeps no PostgreSQL server ([postgres] is not configured)\n",
@@ -499,6 +593,61 @@ mod tests {
             None,
             "not Patroni's"
         );
+    }
+
+    #[test]
+    fn quorum_and_async_split_the_replicas_by_the_primarys_names() {
+        let mut named = follower(Some(0));
+        named.postgres.as_mut().unwrap().quorum_standby = true;
+        let unnamed = follower(Some(0));
+        for path in [
+            "/quorum",
+            "/sync",
+            "/synchronous",
+            "/read-only-quorum",
+            "/read-only-sync",
+        ] {
+            assert_eq!(code(path, None, &named), 200, "{path}");
+            assert_eq!(code(path, None, &unnamed), 503, "{path}");
+        }
+        for path in ["/async", "/asynchronous"] {
+            assert_eq!(code(path, None, &named), 503, "{path}");
+            assert_eq!(code(path, None, &unnamed), 200, "{path}");
+        }
+        let far = {
+            let mut far = follower(Some(64 << 20));
+            far.postgres.as_mut().unwrap().quorum_standby = true;
+            far
+        };
+        assert_eq!(code("/quorum", Some("lag=16MB"), &far), 503);
+        assert_eq!(code("/async", Some("lag=16MB"), &unnamed), 200);
+        let primary = leader(PgRole::Primary);
+        assert_eq!(code("/read-only-quorum", None, &primary), 200);
+        assert_eq!(code("/quorum", None, &primary), 503);
+        assert_eq!(code("/async", None, &primary), 503);
+        for status in [&primary, &named, &unnamed] {
+            assert_eq!(code("/standby-leader", None, status), 503);
+        }
+    }
+
+    #[test]
+    fn patroni_answers_with_patronis_flags() {
+        let mut named = follower(Some(0));
+        named.postgres.as_mut().unwrap().quorum_standby = true;
+        let reply = route("/patroni", None, &named, NOW).unwrap();
+        assert_eq!(reply.code, 200);
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(body["role"], "replica");
+        assert_eq!(body["quorum_standby"], true);
+        assert_eq!(body["pause"], false);
+        assert_eq!(body["cluster_unlocked"], false);
+        assert_eq!(body["patroni"]["name"], "1");
+        let mut lost = Status::starting_candidate(2, &[1, 3]);
+        lost.postgres = None;
+        let body: Value =
+            serde_json::from_str(&route("/patroni", None, &lost, NOW).unwrap().body).unwrap();
+        assert_eq!(body["cluster_unlocked"], true);
+        assert!(body.get("role").is_none(), "{body}");
     }
 
     #[test]
