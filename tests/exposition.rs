@@ -119,3 +119,53 @@ async fn metrics_parse_strictly_quorum() {
 async fn metrics_parse_strictly_classic() {
     metrics_parse(Mode::Classic).await;
 }
+
+/// A replica's PostgreSQL figures (issue 50): parsed strictly, named the OpenMetrics
+/// way, each with the value its state gives.
+#[test]
+fn postgres_figures_parse_strictly() {
+    use bully::api::postgres::{PgRole, PgState};
+    use bully::api::Status;
+    use bully::node::serve::http_routes::route;
+    use bully::node::Metrics;
+    use bully::postgres_rules::Synchronous;
+    use bully::protocol::{Cells, Role, View};
+    let view = View {
+        id: 1,
+        role: Role::Follower,
+        epoch: None,
+        eligible: true,
+        incarnation: 1,
+    };
+    let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[2, 3], 0);
+    let listen = "127.0.0.1:5432".parse().unwrap();
+    status.postgres = Some(PgState {
+        timeline: Some(3),
+        wal_position: Some(0x300_0148),
+        lag_bytes: Some(4096),
+        streaming_from: Some(2),
+        quorum_standby: true,
+        pending_restart: vec!["shared_buffers".into()],
+        synchronous: Some(Synchronous::Quorum),
+        ..PgState::bare(listen, PgRole::Replica, String::new(), 0)
+    });
+    let reply = route("/metrics", None, &status, &Metrics::new(1), 0);
+    assert_eq!(reply.code, 200, "{}", reply.body);
+    let text = reply.body;
+    for line in [
+        "bully_postgres_role{role=\"replica\"} 1.0",
+        "bully_postgres_role{role=\"primary\"} 0.0",
+        "bully_postgres_timeline 3.0",
+        "bully_postgres_wal_position_bytes 50331976.0",
+        "bully_postgres_replication_lag_bytes 4096.0",
+        "bully_postgres_streaming 1.0",
+        "bully_postgres_quorum_standby 1.0",
+        "bully_postgres_pending_restart_parameters 1.0",
+        "bully_postgres_parameters_refused 0.0",
+        "bully_postgres_synchronous_mode{mode=\"quorum\"} 1.0",
+        "bully_postgres_synchronous_mode{mode=\"off\"} 0.0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}`:\n{text}");
+    }
+    check_strictly(&text, "a replica's PostgreSQL figures");
+}

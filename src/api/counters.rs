@@ -77,6 +77,10 @@ pub struct MetricsSnapshot {
     /// log is what `bully history` and the checker read, so a loss must show.
     #[serde(default)]
     pub event_log_write_errors: u64,
+    /// The PostgreSQL server the node keeps, as its manager last reported it
+    /// (`Status::postgres`); `None` without `[postgres]`.
+    #[serde(default)]
+    pub postgres: Option<super::postgres::PgState>,
 }
 
 /// How often one hook ran and failed.

@@ -4,9 +4,11 @@
 
 use crate::fresh::generated_notice;
 use crate::markdown::{cell, table};
+use bully::api::postgres::{PgRole, PgState};
 use bully::api::{Estimate, Status};
 use bully::node::serve::http_routes::route;
 use bully::node::Metrics;
+use bully::postgres_rules::Synchronous;
 use bully::protocol::{Cells, Mode, Role, View};
 
 /// The page, from the repository root.
@@ -15,8 +17,8 @@ pub const PAGE: &str = "docs/reference/metrics.md";
 /// The node's own families are named with this prefix; the rest are the process's.
 const NODE_PREFIX: &str = "bully_";
 
-/// The text of one scrape of node 2, with an estimate (so `bully_estimate` shows) and
-/// one peer: every labelled family has samples, and those whose values are a fixed
+/// The text of one scrape of node 2, with an estimate (so `bully_estimate` shows), a
+/// PostgreSQL replica (so the `bully_postgres_*` families show) and one peer: every labelled family has samples, and those whose values are a fixed
 /// set (health states, hooks, message types, refusal reasons) show them all, while
 /// `peer` and `version`, which depend on the cluster and the build, have one.
 fn scrape() -> String {
@@ -31,6 +33,19 @@ fn scrape() -> String {
     status.estimate = Some(Estimate {
         value: 1,
         fresh: true,
+    });
+    // A replica's server, so the PostgreSQL families show with every figure.
+    status.postgres = Some(PgState {
+        timeline: Some(2),
+        wal_position: Some(1),
+        lag_bytes: Some(0),
+        synchronous: Some(Synchronous::Quorum),
+        ..PgState::bare(
+            "127.0.0.1:5432".parse().unwrap(),
+            PgRole::Replica,
+            String::new(),
+            0,
+        )
     });
     let metrics = Metrics::new(2);
     let reply = route("/metrics", None, &status, &metrics, 0);

@@ -6,7 +6,9 @@
 //! `bully_health_state{state=...}` with 1 on the current state; `bully_build_info`;
 //! `process_*` as the Go client names them, read from /proc by the procfs crate.
 
+use crate::api::postgres::{PgRole, PgState};
 use crate::api::{HealthState, Histogram, MetricsSnapshot};
+use crate::protocol::settings::{synchronous_word, Synchronous};
 use crate::transport::MismatchKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
@@ -98,6 +100,9 @@ impl Collector for SnapshotCollector {
         encode_role(&mut e, m)?;
         encode_counters(&mut e, m)?;
         encode_traffic(&mut e, m)?;
+        if let Some(pg) = &m.postgres {
+            encode_postgres(&mut e, pg)?;
+        }
         let help = "From losing the coordinator to following one again.";
         histogram(&mut e, "failover_seconds", help, &m.failover)?;
         let help = "Writing and fsyncing the durable cells (every new epoch waits for it).";
@@ -158,6 +163,76 @@ fn encode_role(e: &mut DescriptorEncoder, m: &MetricsSnapshot) -> Result<(), std
         "peer",
         m.peer_up.iter().map(|(id, &up)| (id.to_string(), flag(up))),
     )?;
+    Ok(())
+}
+
+/// The PostgreSQL server the node keeps (issue 50): its role, timeline, WAL, lag,
+/// synchronous standing and pending restart, as its manager last reported them.
+fn encode_postgres(e: &mut DescriptorEncoder, pg: &PgState) -> Result<(), std::fmt::Error> {
+    use MetricType::Gauge;
+    let roles = [
+        PgRole::Primary,
+        PgRole::Replica,
+        PgRole::Stopped,
+        PgRole::Absent,
+        PgRole::Missing,
+        PgRole::Unreachable,
+    ];
+    family(
+        e,
+        "postgres_role",
+        "1 on the role of the PostgreSQL server this node keeps.",
+        Gauge,
+        "role",
+        roles.map(|r| (r.word().to_string(), flag(pg.role == r))),
+    )?;
+    if let Some(timeline) = pg.timeline {
+        let help = "The server's timeline.";
+        single(e, "postgres_timeline", help, Gauge, f64::from(timeline))?;
+    }
+    if let Some(wal) = pg.wal_position {
+        let help = "The server's WAL position (flushed on a primary, received on a replica).";
+        single(e, "postgres_wal_position_bytes", help, Gauge, wal as f64)?;
+    }
+    if let Some(lag) = pg.lag_bytes {
+        let help = "How far this replica's replay is behind the coordinator's primary.";
+        single(e, "postgres_replication_lag_bytes", help, Gauge, lag as f64)?;
+    }
+    let help = "1 while this replica streams from a member's server.";
+    let streaming = pg.streaming_from.is_some();
+    single(e, "postgres_streaming", help, Gauge, flag(streaming))?;
+    let help = "1 while the coordinator's primary names this replica in \
+                synchronous_standby_names (Patroni's quorum standby).";
+    single(
+        e,
+        "postgres_quorum_standby",
+        help,
+        Gauge,
+        flag(pg.quorum_standby),
+    )?;
+    let help = "Parameters the server holds for its next restart (bully pg restart).";
+    let pending = pg.pending_restart.len() as f64;
+    single(
+        e,
+        "postgres_pending_restart_parameters",
+        help,
+        Gauge,
+        pending,
+    )?;
+    let help = "1 while PostgreSQL refuses the cluster's parameters (the ones before stay).";
+    let refused = pg.parameters_refused.is_some();
+    single(e, "postgres_parameters_refused", help, Gauge, flag(refused))?;
+    if let Some(mode) = pg.synchronous {
+        let modes = [Synchronous::Off, Synchronous::Quorum, Synchronous::Strict];
+        family(
+            e,
+            "postgres_synchronous_mode",
+            "1 on the synchronous mode this node's manager runs its server by.",
+            Gauge,
+            "mode",
+            modes.map(|m| (synchronous_word(m).to_string(), flag(mode == m))),
+        )?;
+    }
     Ok(())
 }
 

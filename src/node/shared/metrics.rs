@@ -273,6 +273,7 @@ impl Metrics {
             persist: self.persist.snapshot(),
             peer_up: status.peers.iter().map(|p| (p.id, p.connected)).collect(),
             event_log_write_errors: self.event_log.get().map_or(0, |f| f.count()),
+            postgres: status.postgres.clone(),
             transport: match &*self.transport_counters() {
                 TransportCounters::None => TransportStats::default(),
                 TransportCounters::Live(transport) => transport.stats(),
