@@ -130,14 +130,8 @@ fn postgres_figures_parse_strictly() {
     use bully::node::Metrics;
     use bully::postgres_rules::Synchronous;
     use bully::protocol::{Cells, Role, View};
-    let view = View {
-        id: 1,
-        role: Role::Follower,
-        epoch: None,
-        eligible: true,
-        incarnation: 1,
-    };
-    let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[2, 3], 0);
+    let follower = View::new(1, Role::Follower);
+    let mut status = Status::initial(follower, Mode::Quorum, Cells::default(), &[2, 3], 0);
     let listen = "127.0.0.1:5432".parse().unwrap();
     status.postgres = Some(PgState {
         timeline: Some(3),

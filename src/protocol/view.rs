@@ -52,6 +52,18 @@ pub struct View {
 }
 
 impl View {
+    /// Node `id` in `role` with no epoch yet, eligible, in its first incarnation: the
+    /// view a status is built from where no machine runs (unit tests, generated pages).
+    pub fn new(id: NodeId, role: Role) -> View {
+        View {
+            id,
+            role,
+            epoch: None,
+            eligible: true,
+            incarnation: 1,
+        }
+    }
+
     /// The coordinator this node follows or is, if any.
     pub fn coordinator(&self) -> Option<NodeId> {
         self.role.coordinator_in(self.epoch)

@@ -22,13 +22,7 @@ const NODE_PREFIX: &str = "bully_";
 /// set (health states, hooks, message types, refusal reasons) show them all, while
 /// `peer` and `version`, which depend on the cluster and the build, have one.
 fn scrape() -> String {
-    let view = View {
-        id: 2,
-        role: Role::Coordinator,
-        epoch: None,
-        eligible: true,
-        incarnation: 1,
-    };
+    let view = View::new(2, Role::Coordinator);
     let mut status = Status::initial(view, Mode::Quorum, Cells::default(), &[1], 0);
     status.estimate = Some(Estimate {
         value: 1,

@@ -61,14 +61,13 @@ mod tests {
 
     #[test]
     fn data_dir_is_absolute_for_hooks_running_elsewhere() {
-        let view = View {
-            id: 1,
-            role: Role::Follower,
-            epoch: None,
-            eligible: true,
-            incarnation: 1,
-        };
-        let status = Status::initial(view, Mode::Quorum, Cells::default(), &[], 0);
+        let status = Status::initial(
+            View::new(1, Role::Follower),
+            Mode::Quorum,
+            Cells::default(),
+            &[],
+            0,
+        );
         let env = environment(&status, None, Path::new("data/node1"));
         let dir = &env.iter().find(|(k, _)| k == "BULLY_DATA_DIR").unwrap().1;
         let dir = Path::new(dir);

@@ -313,13 +313,7 @@ fn without_server(check: Check, status: &Status) -> Reply {
     match check {
         Check::Primary => coordinator(status),
         Check::Liveness => Reply::text(200, format!("node {} is running\n", status.id)),
-        Check::Replica
-        | Check::ReadOnly
-        | Check::Readiness
-        | Check::Quorum
-        | Check::Async
-        | Check::ReadOnlyQuorum
-        | Check::StandbyLeader => Reply::text(
+        _ => Reply::text(
             503,
             format!(
                 "node {} keeps no PostgreSQL server ([postgres] is not configured)\n",
