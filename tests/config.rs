@@ -926,6 +926,11 @@ fn a_postgres_section_gets_its_defaults_and_sizes_parse() {
     assert_eq!(pg.superuser.user, "postgres");
     assert_eq!(pg.replication.user, "replicator");
     assert!(pg.rewind && pg.reinit_on_failed_rewind);
+    assert!(
+        pg.data_checksums,
+        "a new cluster has data checksums by default"
+    );
+    assert!(pg.initdb_options.is_empty());
     assert_eq!(pg.reached_at(), pg.listen);
     assert!(config.checks_health(), "the manager gates eligibility");
 }
@@ -947,6 +952,16 @@ fn bad_postgres_sections_are_named_with_their_key() {
         &with_postgres("maximum_lag_on_failover = \"16 furlongs\"\n"),
         "postgres.maximum_lag_on_failover",
         "not a byte size",
+    );
+    f.expect_error(
+        &with_postgres("initdb_options = [\"--pgdata=/elsewhere\"]\n"),
+        "postgres.initdb_options",
+        "set by bully itself",
+    );
+    f.expect_error(
+        &with_postgres("initdb_options = [\"C.UTF-8\"]\n"),
+        "postgres.initdb_options",
+        "is not an option",
     );
     f.expect_error(
         &with_postgres("max_slot_wal_keep_size = \"1MB\"\n"),

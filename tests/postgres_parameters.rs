@@ -2,6 +2,9 @@
 //! processes: the cluster of `tests/common/postgres_bully.rs` (three nodes each keeping
 //! a PostgreSQL 15 server, keepers, HAProxy).
 //!
+//! - The new cluster was made with data checksums (bully's default) and the file's
+//!   `initdb_options` (`--encoding=SQL_ASCII`): every server, the clones too, shows
+//!   both.
 //! - `bully config set postgres.parameters.work_mem=7MB`, asked of one member once:
 //!   `SHOW work_mem` gives the new value on every server, with no restart, and the
 //!   command says each member applied it.
@@ -77,13 +80,26 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
         );
         return;
     }
-    let c = BullyPg::start().await;
+    // The new cluster's initdb with options of the file's (issue 50): an encoding no
+    // environment defaults to, so the servers show it came from there.
+    let c = BullyPg::start_tuned(|pg| {
+        pg.initdb_options = vec!["--encoding=SQL_ASCII".into(), "--locale=C".into()];
+    })
+    .await;
     let leader = c.wait_primary(&IDS).await;
     let before = office(&c, leader).await;
     let timeline_before = timeline(c.local(leader)).await;
     let config = c.t.cluster.config_path(leader);
     let config_set =
         |pair: &str| common::bully(&["config", "set", pair, "--config", config.to_str().unwrap()]);
+
+    for id in IDS {
+        let made = [
+            show(c.local(id), "data_checksums").await,
+            show(c.local(id), "server_encoding").await,
+        ];
+        assert_eq!(made, ["on", "SQL_ASCII"], "node {id}: checksums, encoding");
+    }
 
     phase("work_mem set once for the cluster: every server takes it by a reload");
     let out = config_set(&format!("postgres.parameters.work_mem={WORK_MEM}"));

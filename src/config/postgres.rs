@@ -107,6 +107,18 @@ pub struct PostgresConfig {
     /// A former primary rejoins by `pg_rewind`; off: by a fresh clone.
     #[serde(default = "yes")]
     pub rewind: bool,
+    /// Data checksums on a new cluster's `initdb` (`--data-checksums`): PostgreSQL then
+    /// detects pages a disk or a controller corrupted instead of serving them. Read
+    /// only when the first coordinator runs `initdb`; an existing cluster keeps what it
+    /// was made with.
+    #[serde(default = "yes")]
+    pub data_checksums: bool,
+    /// More `initdb` options for a new cluster, each one word as `initdb` takes it
+    /// (`["--locale=C.UTF-8", "--encoding=UTF8"]`): without them the locale and
+    /// encoding are the service's environment's. Options bully sets itself (the data
+    /// dir, the superuser, authentication, the password file) are refused.
+    #[serde(default)]
+    pub initdb_options: Vec<String>,
     /// When rewinding fails (after its retries), or when the primary removed the WAL a
     /// standby needs, clone afresh, keeping the old data directory aside
     /// (`<data_dir>.aside`); off: the node stays out, saying why.
@@ -160,6 +172,41 @@ pub enum TlsMode {
 
 /// Server parameters bully sets itself when `[postgres] tls = "on"`.
 pub const TLS_PARAMETERS: &[&str] = &["ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"];
+
+/// `initdb` options bully passes itself, by their long and short names.
+const OWNED_INITDB_OPTIONS: &[&str] = &[
+    "-D",
+    "--pgdata",
+    "-U",
+    "--username",
+    "-A",
+    "--auth",
+    "--auth-host",
+    "--auth-local",
+    "--pwfile",
+    "-W",
+    "--pwprompt",
+];
+
+/// What is wrong with one `[postgres] initdb_options` word, if anything.
+fn initdb_option_problem(option: &str) -> Option<String> {
+    if !option.starts_with('-') {
+        return Some(format!(
+            "`{option}` is not an option: each entry is one option as initdb takes it, \
+             e.g. \"--locale=C.UTF-8\""
+        ));
+    }
+    let name = option.split('=').next().unwrap_or(option);
+    let owned = OWNED_INITDB_OPTIONS
+        .iter()
+        .any(|o| name == *o || (o.len() == 2 && option.starts_with(o)));
+    owned.then(|| {
+        format!(
+            "`{option}` is set by bully itself (the data dir, the superuser, \
+             authentication and the password file come from [postgres])"
+        )
+    })
+}
 
 /// The size of a WAL segment on the servers bully creates (initdb's default):
 /// PostgreSQL keeps a slot's WAL in whole segments, so a smaller
@@ -270,6 +317,8 @@ impl PostgresConfig {
             maximum_lag_on_failover: Self::default_maximum_lag(),
             max_slot_wal_keep_size: Self::default_max_slot_wal_keep_size(),
             rewind: true,
+            data_checksums: true,
+            initdb_options: Vec::new(),
             reinit_on_failed_rewind: true,
             action_timeout_ms: Self::default_action_timeout_ms(),
             copy_timeout_ms: Self::default_copy_timeout_ms(),
@@ -336,6 +385,13 @@ impl PostgresConfig {
         }
         if let Some(problem) = self.tls_problem() {
             return Some(problem);
+        }
+        if let Some(problem) = self
+            .initdb_options
+            .iter()
+            .find_map(|o| initdb_option_problem(o))
+        {
+            return Some(("postgres.initdb_options", problem));
         }
         if self.interval_ms == 0 || self.action_timeout_ms == 0 || self.copy_timeout_ms == 0 {
             return Some((

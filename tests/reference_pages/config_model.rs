@@ -143,6 +143,8 @@ enum Shape {
     Table(String),
     Tables(String),
     Map(Box<Shape>),
+    /// A list of plain values (`initdb_options = ["--locale=C"]`).
+    List(Box<Shape>),
 }
 
 impl Walk<'_> {
@@ -297,6 +299,10 @@ impl Walk<'_> {
                     Unit::None,
                 )
             }
+            Shape::List(value) => {
+                let (words, _, _) = self.describe(value, &Serde::default(), "", where_);
+                (format!("list of {words}s"), Vec::new(), Unit::None)
+            }
             Shape::Table(_) | Shape::Tables(_) => unreachable!("tables are sections"),
         }
     }
@@ -331,7 +337,8 @@ impl Walk<'_> {
         if let Some(inner) = unwrap_generic(ty, "Vec") {
             return match self.shape(inner, where_) {
                 Shape::Table(name) => Shape::Tables(name),
-                _ => panic!("{where_}: a list of plain values; teach the page to show one"),
+                Shape::Plain(words) => Shape::List(Box::new(Shape::Plain(words))),
+                _ => panic!("{where_}: a list of these; teach the page to show one"),
             };
         }
         for map in ["BTreeMap", "HashMap"] {

@@ -1444,6 +1444,10 @@ impl Loop {
         if let Some(file) = &pwfile {
             args.push(format!("--pwfile={}", file.display()));
         }
+        if c.data_checksums {
+            args.push("--data-checksums".into());
+        }
+        args.extend(c.initdb_options.iter().cloned());
         let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
         let ran = self
             .m
