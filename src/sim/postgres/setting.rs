@@ -26,30 +26,12 @@ use super::Sabotage;
 use crate::config::postgres::Synchronous;
 use crate::postgres_rules::Rules;
 use crate::protocol::NodeId;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// The chance a fault step draws a change, in percent.
 const CHANGE_PERCENT: u32 = 2;
 /// The most steps the changed list takes to reach a member other than the coordinator.
 const LONGEST_SPREAD: u64 = 4;
-
-/// The draws of the changes, and the mode the cluster was last set to.
-#[derive(Debug)]
-pub(super) struct SettingChanges {
-    pub rng: SmallRng,
-    /// The mode of the last change drawn (the seed's at first).
-    pub last: Synchronous,
-}
-
-impl SettingChanges {
-    pub fn new(seed: u64, first: Synchronous) -> SettingChanges {
-        SettingChanges {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5359_4e43_4d4f_4445),
-            last: first,
-        }
-    }
-}
 
 /// The other mode a change sets: `off` from a synchronous one, back to the seed's own
 /// (or `quorum` for a seed that started `off`).

@@ -11,7 +11,6 @@ use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
 use super::server::{Data, Reading, State};
-use super::setting::SettingChanges;
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::postmaster::PidFile;
@@ -243,6 +242,23 @@ impl Restarts {
     pub fn new(seed: u64) -> Restarts {
         Restarts {
             rng: SmallRng::seed_from_u64(seed ^ 0x5245_5354_4152_5453),
+        }
+    }
+}
+
+/// The draws of src/sim/postgres/setting.rs, and the mode the cluster was last set to.
+#[derive(Debug)]
+pub(super) struct SettingChanges {
+    pub rng: SmallRng,
+    /// The mode of the last change drawn (the seed's at first).
+    pub last: Synchronous,
+}
+
+impl SettingChanges {
+    pub fn new(seed: u64, first: Synchronous) -> SettingChanges {
+        SettingChanges {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5359_4e43_4d4f_4445),
+            last: first,
         }
     }
 }
