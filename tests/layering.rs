@@ -41,11 +41,16 @@ const PROTOCOL: Layer = Layer {
 };
 
 /// The PostgreSQL manager's decisions: below the simulator that drives them, as pure
-/// as the protocol, the protocol's IDs their one crate path (its unit tests too).
+/// as the protocol; their crate paths are the protocol's IDs, its majority and the
+/// synchronous mode, a cluster setting the protocol carries (its unit tests too).
 const POSTGRES_RULES: Layer = Layer {
     dir: "src/postgres_rules.rs",
     also_forbidden: &[("std::time", "clock (the runtime passes what it saw in)")],
-    allowed_crate_paths: &["protocol::NodeId", "protocol::membership::majority_of"],
+    allowed_crate_paths: &[
+        "protocol::NodeId",
+        "protocol::membership::majority_of",
+        "protocol::settings::Synchronous",
+    ],
     tests_too: true,
 };
 
