@@ -6,6 +6,8 @@
 //!   haproxy.cfg: `option httpchk`, OPTIONS /, Patroni's timings) sends every client to
 //!   the primary: each of several sessions through it is on a server out of recovery,
 //!   carrying the coordinator's office.
+//! - `/config` on every member: the cluster settings in Patroni's shape (`ttl`,
+//!   `synchronous_mode: quorum`, `postgresql.parameters`).
 //! - `/patroni` read the way Patroni's tools read it: on every member 200 with the
 //!   server's `role` and `state`, `patroni.name` the node, `cluster_unlocked` false, the
 //!   primary's `xlog.location` and each replica's `replication_state: streaming` and
@@ -84,6 +86,16 @@ async fn patronis_haproxy_section_and_status_route_work_unchanged() {
         );
     }
     eprintln!("=== {SESSIONS} sessions through Patroni's section: the primary (office {office})");
+
+    phase("/config on any member: the cluster settings in Patroni's shape");
+    for id in IDS {
+        let (code, body) = http_get(c.http[&id], "/config").await.expect("/config");
+        assert_eq!(code, 200, "node {id}: {body}");
+        let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(json["synchronous_mode"], "quorum", "node {id}: {json}");
+        assert!(json["ttl"].as_f64().is_some_and(|d| d > 0.0), "{json}");
+        assert!(json["postgresql"]["parameters"].is_object(), "{json}");
+    }
 
     phase("/patroni on every member, read as Patroni's tools read it");
     for id in IDS {

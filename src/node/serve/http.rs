@@ -10,6 +10,7 @@
 //! | `/metrics`     | 200, OpenMetrics text (`node/publish/exposition.rs`)            |
 //! | `/primary`, `/read-write`, `/master`, `/leader`, `/`, `/replica`, `/read-only`, `/liveness`, `/readiness`, `/quorum`, `/sync`, `/async`, `/read-only-quorum`, `/read-only-sync`, `/standby-leader` | Patroni's checks, 200 or 503 (`http_patroni`) |
 //! | `/patroni`     | 200, Patroni's status body (`http_patroni`)                      |
+//! | `/config`      | 200, the cluster settings in Patroni's shape; 502 before any is stored (`http_patroni`) |
 //!
 //! GET, and HEAD and OPTIONS answering like GET without the body; another method is a
 //! 405, a path not listed a 404, and what hyper cannot parse a 400 (or 431 for a head

@@ -20,7 +20,8 @@
 //! bully's synchronous standbys are always a quorum (`ANY k (...)`, under `quorum` and
 //! `strict` alike), so `/sync` answers as `/quorum` (Patroni answers `/sync` only under
 //! its `synchronous_mode: on`, with `FIRST`-style names); under `off` no standby is one.
-//! `/patroni` is 200 while the node answers, with the status body below plus Patroni's
+//! `/config` gives the cluster settings in Patroni's shape where Patroni has the key
+//! (502 before any is stored). `/patroni` is 200 while the node answers, with the status body below plus Patroni's
 //! `quorum_standby`, `pause`, `cluster_unlocked` and `patroni` (`version`, `scope`,
 //! `name`).
 //!
@@ -48,6 +49,7 @@ use super::http_reply::Reply;
 use crate::api::postgres::{PgRole, PgState};
 use crate::api::Status;
 use crate::config::bytes;
+use crate::protocol::settings::Synchronous;
 use crate::protocol::Role;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -119,7 +121,41 @@ pub fn route(path: &str, query: Option<&str>, status: &Status, now_ns: u64) -> O
     if path == "/patroni" {
         return Some(Reply::json(200, &patroni(status)));
     }
+    if path == "/config" {
+        return Some(config(status));
+    }
     Check::for_path(path).map(|check| answer(check, query, status, now_ns))
+}
+
+/// Patroni's `/config`: the cluster settings of the list this node holds, in Patroni's
+/// shape where Patroni has the key (`ttl` and `loop_wait` in seconds, as D and the
+/// heartbeat; `synchronous_mode`, `synchronous_mode_strict`;
+/// `postgresql.parameters`), each setting as `bully config show` names it under
+/// `bully`. 502 while the node holds no settings, as Patroni's without a config in its
+/// DCS.
+fn config(status: &Status) -> Reply {
+    let Some(settings) = status.members.as_ref().and_then(|l| l.settings.as_ref()) else {
+        return Reply::text(502, "no cluster settings stored yet\n");
+    };
+    let t = &settings.timing;
+    let seconds = |ms: u64| ms as f64 / 1000.0;
+    let mut body = json!({
+        "ttl": seconds(t.suspect_after_ms),
+        "loop_wait": seconds(t.heartbeat_ms),
+        "retry_timeout": seconds(t.answer_timeout_ms),
+        "bully": settings.entries().into_iter().map(|(k, v)| (k, Value::from(v))).collect::<Map<String, Value>>(),
+    });
+    if let Some(mode) = settings.pg_synchronous {
+        body["synchronous_mode"] = match mode {
+            Synchronous::Off => false.into(),
+            Synchronous::Quorum | Synchronous::Strict => "quorum".into(),
+        };
+        body["synchronous_mode_strict"] = (mode == Synchronous::Strict).into();
+    }
+    if let Some(parameters) = &settings.pg_parameters {
+        body["postgresql"] = json!({ "parameters": parameters });
+    }
+    Reply::json(200, &body)
 }
 
 /// Patroni's `/patroni` body: the server (when the node keeps one), Patroni's cluster
@@ -622,6 +658,29 @@ mod tests {
         for status in [&primary, &named, &unnamed] {
             assert_eq!(code("/standby-leader", None, status), 503);
         }
+    }
+
+    #[test]
+    fn config_gives_the_cluster_settings_in_patronis_shape() {
+        use crate::protocol::{ClusterSettings, Membership, Preempt, Timing};
+        let mut status = follower(Some(0));
+        status.members = None;
+        assert_eq!(route("/config", None, &status, NOW).unwrap().code, 502);
+        let mut settings = ClusterSettings::new(Timing::default(), Preempt::Always)
+            .with_pg_parameters([("work_mem".to_string(), "64MB".to_string())].into());
+        settings.pg_synchronous = Some(Synchronous::Strict);
+        status.members = Some(Membership::seeded(Vec::new()).with_settings(settings));
+        let reply = route("/config", None, &status, NOW).unwrap();
+        assert_eq!(reply.code, 200);
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(
+            body["ttl"], 0.3,
+            "D of the default timing, in seconds: {body}"
+        );
+        assert_eq!(body["synchronous_mode"], "quorum");
+        assert_eq!(body["synchronous_mode_strict"], true);
+        assert_eq!(body["postgresql"]["parameters"]["work_mem"], "64MB");
+        assert_eq!(body["bully"]["postgres.synchronous"], "strict");
     }
 
     #[test]
