@@ -730,16 +730,17 @@ fn regression_a_promotion_under_off_needs_the_clusters_identity() {
     assert!(v.what.contains("a second system served"), "{v}");
 }
 
-/// Open (found at the end of stop 59 by `PG_SIM_SEEDS=100000` on a new cluster, not yet
-/// fixed): a promotion that fails leaves its own `bully.branch` record for the timeline
-/// number it would have taken (its next, 6, at term 7). Later the member streams
-/// another primary's timeline 6 (term 5) without a rewind, and its stale record makes
-/// its WAL rank as branch 7: it outranks the member holding the commits acknowledged on
-/// the real timeline 6 and is promoted over them (seed 77889, 3 members, with
-/// `postgres.synchronous` changes drawn). Adopting the upstream's record for a timeline
-/// streamed from it also when it is lower, and dropping higher claims coordinators
-/// wrote for that timeline, is the fix under study: lowering a rank must not pass over
-/// commits a divergent history holds, which needs its own sweep.
+/// Open (found at the end of this stop by `PG_SIM_SEEDS=100000` on a new cluster, not
+/// yet fixed; the same 100,000 seeds without `postgres.synchronous` changes pass): a
+/// coordinator that still held `off` (the change back to `quorum` had not reached it)
+/// tried to promote without a majority, and the promotion failed. It left its own
+/// `bully.branch` record for the timeline number it would have taken (6, at term 7).
+/// Later the member streamed another primary's timeline 6 (term 5) from its fork point,
+/// and the stale record made its WAL rank as branch 7: a coordinator under `quorum`
+/// promoted it over the member holding commits acknowledged under `quorum` on the real
+/// timeline 6 (seed 77889, 3 members). Under `quorum` alone the attempt needs a
+/// majority and the sweeps do not reach this. The fix under study: a failed promotion
+/// takes its record back, or a streamed timeline's record is the upstream's.
 #[test]
 #[ignore = "open: a failed promotion's branch record outranks the timeline later streamed (seed 77889)"]
 fn a_failed_promotions_record_does_not_outrank_a_timeline_streamed_later() {
