@@ -34,9 +34,9 @@ pub enum ConfigAction {
     /// coordinator has committed them; no node restarts. PostgreSQL parameters reach
     /// every server by a reload, the synchronous mode at each manager's next look; `set`
     /// then waits (30 s at most) for each member's server and says what applies now,
-    /// what waits for `bully pg restart` and what PostgreSQL refused. Exit 0: committed (and taken
-    /// up by every server), 1: refused, not committed or refused by a server, 2: no
-    /// member answered or a bad KEY=VALUE.
+    /// what waits for `bully pg restart` and what PostgreSQL refused. Exit 0: committed
+    /// (and taken up by every server), 1: refused, not committed or refused by a
+    /// server, 2: no member answered or a bad KEY=VALUE.
     Set {
         #[command(flatten)]
         query: QueryArgs,

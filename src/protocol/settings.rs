@@ -166,16 +166,15 @@ impl ClusterSettings {
             }
             "mode" => return Err(MODE_IS_OFFLINE.into()),
             PG_SYNCHRONOUS_KEY => {
-                next.pg_synchronous = Some(match value {
-                    "off" => Synchronous::Off,
-                    "quorum" => Synchronous::Quorum,
-                    "strict" => Synchronous::Strict,
-                    _ => {
-                        return Err(format!(
-                            "{key}: `{value}` is none of off, quorum and strict"
-                        ))
-                    }
-                })
+                let mode = Synchronous::ALL
+                    .into_iter()
+                    .find(|&mode| synchronous_word(mode) == value);
+                let Some(mode) = mode else {
+                    return Err(format!(
+                        "{key}: `{value}` is none of off, quorum and strict"
+                    ));
+                };
+                next.pg_synchronous = Some(mode);
             }
             _ if key.starts_with(PG_PARAMETER_KEY) => {
                 let name = &key[PG_PARAMETER_KEY.len()..];
@@ -229,6 +228,11 @@ pub const MODE_IS_OFFLINE: &str = "mode is not changed online: the two modes dis
      a vote and a lease mean, so no term could be valid under both while the change \
      spreads. Stop every node, change `mode` in every file, and start each once with \
      `bully node --change-mode` (docs/modes.md)";
+
+impl Synchronous {
+    /// Every mode, in the order the docs and `/metrics` list them.
+    pub const ALL: [Synchronous; 3] = [Synchronous::Off, Synchronous::Quorum, Synchronous::Strict];
+}
 
 /// The key of the PostgreSQL synchronous mode.
 pub const PG_SYNCHRONOUS_KEY: &str = "postgres.synchronous";

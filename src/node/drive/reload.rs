@@ -4,7 +4,7 @@
 //! connections, its state machine and its term stay as they are, so a reload never
 //! causes an election. The HTTP endpoint is restarted only when its address changes.
 //!
-//! `timing`, `preempt` and `[postgres] synchronous` and `parameters` are cluster settings
+//! `timing`, `preempt`, `[postgres] synchronous` and `[postgres] parameters` are cluster settings
 //! (docs/design.md#cluster-settings): a file's values are not applied, by a reload nor by
 //! a restart; `bully config set` changes them. What the protocol or the peers depend on (`id`, `listen`,
 //! `data_dir`, `mode`, `witness`, `preempt`, `timing`, `peers`), the `[watchdog]`
@@ -15,11 +15,13 @@
 //! The running services themselves are `services`'s.
 
 use super::services::Services;
+use crate::config::postgres::PostgresConfig;
 use crate::config::NodeConfig;
 use crate::node::commands::hooks::Hooks;
 use crate::node::policy::readiness::Readiness;
 use crate::node::serve::http;
 use crate::node::shared::error::ReloadError;
+use crate::postgres_rules::Synchronous;
 use crate::transport::Transport;
 use std::net::SocketAddr;
 
@@ -55,9 +57,7 @@ pub async fn reload(
         _ => None,
     };
     let postgres_cluster_keys = match (&applied.postgres, &new.postgres) {
-        (Some(running), Some(wanted)) => {
-            (&running.parameters, running.synchronous) != (&wanted.parameters, wanted.synchronous)
-        }
+        (Some(running), Some(wanted)) => pg_cluster_keys(running) != pg_cluster_keys(wanted),
         _ => false,
     };
     let http_changed = new.http != applied.http;
@@ -138,12 +138,24 @@ pub fn restart_needed(running: &NodeConfig, new: &NodeConfig) -> Vec<&'static st
         .collect()
 }
 
-/// `[postgres]` without its cluster keys (`parameters`, `synchronous`): a file's
-/// values of those never need a restart, they are not applied at all.
-fn but_cluster_keys(config: &NodeConfig) -> Option<crate::config::postgres::PostgresConfig> {
+/// The `[postgres]` keys that are cluster settings (`parameters`, `synchronous`), as a
+/// file gives them: the one list of them here.
+type PgClusterKeys = (std::collections::BTreeMap<String, String>, Synchronous);
+
+fn pg_cluster_keys(pg: &PostgresConfig) -> PgClusterKeys {
+    (pg.parameters.clone(), pg.synchronous)
+}
+
+fn set_pg_cluster_keys(pg: &mut PostgresConfig, (parameters, synchronous): PgClusterKeys) {
+    pg.parameters = parameters;
+    pg.synchronous = synchronous;
+}
+
+/// `[postgres]` without its cluster keys: a file's values of those never need a
+/// restart, they are not applied at all.
+fn but_cluster_keys(config: &NodeConfig) -> Option<PostgresConfig> {
     config.postgres.clone().map(|mut p| {
-        p.parameters = Default::default();
-        p.synchronous = Default::default();
+        set_pg_cluster_keys(&mut p, Default::default());
         p
     })
 }
@@ -153,10 +165,7 @@ fn but_cluster_keys(config: &NodeConfig) -> Option<crate::config::postgres::Post
 /// the cluster's differ (the servers run the cluster's, src/node/postgres/parameters.rs
 /// and `follow_synchronous` in src/node/postgres/manager.rs).
 fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
-    let file_keys = config
-        .postgres
-        .as_ref()
-        .map(|pg| (pg.parameters.clone(), pg.synchronous));
+    let file_keys = config.postgres.as_ref().map(pg_cluster_keys);
     config.id = running.id;
     config.listen = running.listen;
     config.data_dir = running.data_dir;
@@ -165,7 +174,7 @@ fn keep_restart_fields(config: &mut NodeConfig, running: NodeConfig) {
     config.peers = running.peers;
     config.watchdog = running.watchdog;
     config.postgres = running.postgres.map(|mut pg| {
-        (pg.parameters, pg.synchronous) = file_keys.unwrap_or_default();
+        set_pg_cluster_keys(&mut pg, file_keys.unwrap_or_default());
         pg
     });
 }

@@ -223,14 +223,13 @@ fn encode_postgres(e: &mut DescriptorEncoder, pg: &PgState) -> Result<(), std::f
     let refused = pg.parameters_refused.is_some();
     single(e, "postgres_parameters_refused", help, Gauge, flag(refused))?;
     if let Some(mode) = pg.synchronous {
-        let modes = [Synchronous::Off, Synchronous::Quorum, Synchronous::Strict];
         family(
             e,
             "postgres_synchronous_mode",
             "1 on the synchronous mode this node's manager runs its server by.",
             Gauge,
             "mode",
-            modes.map(|m| (synchronous_word(m).to_string(), flag(mode == m))),
+            Synchronous::ALL.map(|m| (synchronous_word(m).to_string(), flag(mode == m))),
         )?;
     }
     Ok(())
