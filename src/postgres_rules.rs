@@ -351,16 +351,27 @@ pub fn lineage_branch(
 
 /// What a standby streaming from its upstream records of the upstream's history: the
 /// upstream's reported timeline and branch, when that branch is newer than the record
-/// this server holds for the timeline (`recorded`). The upstream's timeline began in
-/// its branch's office, a fact to keep whether or not this standby's replay reached
-/// that timeline yet. The runtime (src/node/postgres/manager.rs) and the simulator
-/// (src/sim/postgres/world.rs) both ask this.
+/// this server holds for the timeline (`recorded`), or, once the standby's own WAL is
+/// on that timeline (`own_timeline`), whenever it differs. The upstream's timeline
+/// began in its branch's office, a fact to keep whether or not this standby's replay
+/// reached that timeline yet; and a timeline the standby streamed in *is* the
+/// upstream's, whatever an earlier record said of that number. Such a record can be
+/// higher and false: a promotion that failed leaves the record of the timeline it
+/// would have taken, and another primary may have taken that number from the same
+/// fork under an older office (found by the simulator, seed 77889). Recording the
+/// upstream's branch supersedes the claims coordinators wrote for the timeline
+/// (src/node/postgres/files.rs, `record_branch`). The runtime
+/// (src/node/postgres/manager.rs) and the simulator (src/sim/postgres/world.rs) both
+/// ask this.
 pub fn branch_to_adopt(
     report: Option<(u32, u64)>,
+    own_timeline: u32,
     recorded: impl Fn(u32) -> u64,
 ) -> Option<(u32, u64)> {
     let (timeline, branch) = report?;
-    (branch != 0 && recorded(timeline) < branch).then_some((timeline, branch))
+    let held = recorded(timeline);
+    let adopt = held < branch || (timeline == own_timeline && held != branch);
+    (branch != 0 && adopt).then_some((timeline, branch))
 }
 
 /// k of `ANY k (...)`: every commit a primary acknowledges is then on k + 1 servers,
@@ -1736,5 +1747,21 @@ mod start_tests {
             ..stuck
         };
         assert_eq!(act(&rewinds_failed), Act::Reinit { from: 3 });
+    }
+
+    #[test]
+    fn a_standby_takes_a_newer_branch_ahead_and_its_upstreams_for_the_timeline_it_is_on() {
+        // Held: timeline 6 recorded as term 7 (a promotion to 6 that failed).
+        let held = |tl: u32| if tl == 6 { 7 } else { 3 };
+        // Still on 5: a lower record for 6 is not the standby's to correct yet.
+        assert_eq!(branch_to_adopt(Some((6, 5)), 5, held), None);
+        // A newer one is kept ahead of the switch.
+        assert_eq!(branch_to_adopt(Some((6, 9)), 5, held), Some((6, 9)));
+        // On 6, streamed from an upstream whose 6 began at term 5: the upstream's.
+        assert_eq!(branch_to_adopt(Some((6, 5)), 6, held), Some((6, 5)));
+        // Agreeing, or an upstream that knows no branch: nothing.
+        assert_eq!(branch_to_adopt(Some((6, 7)), 6, held), None);
+        assert_eq!(branch_to_adopt(Some((6, 0)), 6, held), None);
+        assert_eq!(branch_to_adopt(None, 6, held), None);
     }
 }

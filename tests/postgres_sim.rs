@@ -730,21 +730,26 @@ fn regression_a_promotion_under_off_needs_the_clusters_identity() {
     assert!(v.what.contains("a second system served"), "{v}");
 }
 
-/// Open (found at the end of this stop by `PG_SIM_SEEDS=100000` on a new cluster, not
-/// yet fixed; the same 100,000 seeds without `postgres.synchronous` changes pass): a
-/// coordinator that still held `off` (the change back to `quorum` had not reached it)
-/// tried to promote without a majority, and the promotion failed. It left its own
-/// `bully.branch` record for the timeline number it would have taken (6, at term 7).
-/// Later the member streamed another primary's timeline 6 (term 5) from its fork point,
-/// and the stale record made its WAL rank as branch 7: a coordinator under `quorum`
-/// promoted it over the member holding commits acknowledged under `quorum` on the real
-/// timeline 6 (seed 77889, 3 members). Under `quorum` alone the attempt needs a
-/// majority and the sweeps do not reach this. The fix under study: a failed promotion
-/// takes its record back, or a streamed timeline's record is the upstream's.
+/// Found by `PG_SIM_SEEDS=100000` on a new cluster with `postgres.synchronous` changes
+/// drawn (seed 77889, 3 members): a coordinator that still held `off` (the change back
+/// to `quorum` had not reached it) tried to promote without a majority, and the
+/// promotion failed. It left its own `bully.branch` record for the timeline number it
+/// would have taken (6, at term 7). Later the member streamed another primary's
+/// timeline 6 (term 5) from the same fork, and the stale record made its WAL rank as
+/// branch 7: a coordinator under `quorum` promoted it over the member holding commits
+/// acknowledged under `quorum` on the real timeline 6. Now a standby whose WAL is on
+/// the timeline its upstream reports takes the upstream's branch for it whenever the
+/// two differ (`postgres_rules::branch_to_adopt`), superseding the claims written for
+/// it; the old adoption (only a newer branch, `AdoptsOnlyNewer`) fails the same seed.
 #[test]
-#[ignore = "open: a failed promotion's branch record outranks the timeline later streamed (seed 77889)"]
-fn a_failed_promotions_record_does_not_outrank_a_timeline_streamed_later() {
+fn regression_a_failed_promotions_record_yields_to_the_timeline_streamed_later() {
     if let Err(violation) = run_seed(77889, &new_cluster()) {
-        panic!("seed 77889 breaks:\n{violation}");
+        panic!("seed 77889 breaks again:\n{violation}");
     }
+    let old = Spec {
+        sabotage: Some(Sabotage::AdoptsOnlyNewer),
+        ..new_cluster()
+    };
+    let v = run_seed(77889, &old).expect_err("the old adoption went unnoticed");
+    assert!(v.what.contains("acknowledged commit"), "{v}");
 }

@@ -292,7 +292,12 @@ pub fn branch_in(text: &str, timeline: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Records that `timeline` began in the office of `term` (appended, flushed to disk).
+/// Records that `timeline` began in the office of `term` (appended, flushed to disk),
+/// then removes the claims coordinators wrote for it ([`written_name`]): the record
+/// is this server's own knowledge of the timeline (its promotion, or the upstream it
+/// streams it from), and a claim for that number may be a failed promotion's
+/// (`postgres_rules::branch_to_adopt`). A crash between the two leaves a claim that
+/// the next look supersedes again.
 pub fn record_branch(
     data_dir: &Path,
     timeline: u32,
@@ -309,7 +314,15 @@ pub fn record_branch(
     writeln!(file, "{timeline} {term}")
         .and_then(|_| file.sync_all())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    give(&path, owner)
+    give(&path, owner)?;
+    for name in Records::read(data_dir).names {
+        if written_record(&name).is_some_and(|(tl, _)| tl == timeline) {
+            let claim = data_dir.join(&name);
+            std::fs::remove_file(&claim)
+                .map_err(|e| format!("cannot remove {}: {e}", claim.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The timeline PostgreSQL will pick at its next promotion from `timeline`: one past
@@ -429,20 +442,27 @@ mod tests {
     }
 
     #[test]
-    fn branch_records_written_by_a_coordinator_count_and_the_newest_term_wins() {
+    fn claims_written_by_coordinators_count_until_the_server_records_the_timeline() {
         let dir = tempfile::tempdir().unwrap();
         record_branch(dir.path(), 3, 5, None).unwrap();
         assert_eq!(branch_of(dir.path(), 3), 5);
         assert_eq!(branch_of(dir.path(), 4), 0);
         std::fs::write(dir.path().join(written_name(4, 9)), "4 9\n").unwrap();
         std::fs::write(dir.path().join(written_name(4, 7)), "4 7\n").unwrap();
-        assert_eq!(branch_of(dir.path(), 4), 9);
-        record_branch(dir.path(), 4, 8, None).unwrap();
+        std::fs::write(dir.path().join(written_name(3, 6)), "3 6\n").unwrap();
         assert_eq!(
             branch_of(dir.path(), 4),
             9,
             "the highest claim is the newest"
         );
+        assert_eq!(branch_of(dir.path(), 3), 6, "a claim above the record");
+        // The server's own record of 4 (the upstream it streams 4 from) supersedes
+        // both claims for 4, also the higher one, and leaves the claim for 3.
+        record_branch(dir.path(), 4, 8, None).unwrap();
+        assert_eq!(branch_of(dir.path(), 4), 8);
+        assert_eq!(branch_of(dir.path(), 3), 6);
+        let left = Records::read(dir.path()).names;
+        assert_eq!(left, vec![written_name(3, 6)]);
     }
 
     #[test]

@@ -629,7 +629,8 @@ impl Loop {
 
     /// A standby streaming from its upstream records which office began the upstream's
     /// timeline, when its data dir does not say so yet (a timeline switch streamed in,
-    /// or a rewind that needed no copy).
+    /// or a rewind that needed no copy), or says otherwise of the timeline its WAL is on
+    /// (`rules::branch_to_adopt`: a failed promotion's record for that number).
     fn adopt_branch(&self, server: &mut Server) {
         let Server::Running(running) = server else {
             return;
@@ -645,7 +646,7 @@ impl Loop {
         let dir = &self.m.config.data_dir;
         // The highest record for a timeline is the one read (`files::branch_of`).
         let Some((timeline, branch)) =
-            rules::branch_to_adopt(report, |tl| files::branch_of(dir, tl))
+            rules::branch_to_adopt(report, running.timeline, |tl| files::branch_of(dir, tl))
         else {
             return;
         };

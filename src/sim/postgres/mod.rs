@@ -234,6 +234,13 @@ pub enum Sabotage {
     /// its election took a stranger's data dir for the cluster's (new cluster, seed
     /// 10626, with `postgres.synchronous` changed to `off`).
     OffPromotesUnread,
+    /// The old adoption: a streaming standby takes its upstream's branch only when it is
+    /// newer than its own record, so the record a failed promotion left for the
+    /// timeline it would have taken outlives the standby streaming another primary's
+    /// timeline of that number, older, from the same fork, and its WAL outranks the
+    /// commits acknowledged on a newer branch (new cluster, seed 77889, with
+    /// `postgres.synchronous` changes).
+    AdoptsOnlyNewer,
 }
 
 /// What to simulate.

@@ -216,9 +216,11 @@ impl Data {
         self.written.push((timeline, term));
     }
 
-    /// Records that `timeline` began in the office of `term` (`record_branch`).
+    /// Records that `timeline` began in the office of `term` (`record_branch`): the
+    /// claims written for it are superseded.
     pub fn record_branch(&mut self, timeline: u32, term: u64) {
         self.branches.push((timeline, term));
+        self.written.retain(|&(tl, _)| tl != timeline);
     }
 
     /// Where the WAL ends as the runtime reads it locally ([`Reading`]).
@@ -346,6 +348,7 @@ mod tests {
         data.write_branch(3, 9);
         assert_eq!(data.branch_of(3), 9, "a coordinator's record counts too");
         data.record_branch(3, 6);
+        assert_eq!(data.branch_of(3), 6, "a record supersedes the claims");
         data.wal.fork();
         data.wal.commits.push(1);
         assert_eq!(data.wal.timeline(), 2);

@@ -917,7 +917,8 @@ impl World {
     }
 
     /// A streaming standby records its upstream's reported (timeline, branch) when its
-    /// records do not say so yet, whether or not it has streamed that timeline yet
+    /// records do not say so yet, whether or not it has streamed that timeline yet, and
+    /// when they say otherwise of the timeline its WAL is on
     /// (src/node/postgres/manager.rs, `adopt_branch`).
     fn adopt_branch(&mut self, id: NodeId) {
         let Some(d) = &self.member(id).pg else {
@@ -931,7 +932,12 @@ impl World {
             return;
         };
         let report = self.report_seen_by(id, upstream).flatten();
-        let Some((timeline, branch)) = branch_to_adopt(report, |tl| d.branch_of(tl)) else {
+        let own_timeline = match self.spec.sabotage {
+            Some(Sabotage::AdoptsOnlyNewer) => 0,
+            _ => d.wal.timeline(),
+        };
+        let Some((timeline, branch)) = branch_to_adopt(report, own_timeline, |tl| d.branch_of(tl))
+        else {
             return;
         };
         if let Some(d) = self.member_mut(id).pg.as_mut() {
