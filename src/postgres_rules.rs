@@ -24,12 +24,14 @@
 mod durability;
 mod engine;
 mod memory;
+mod tags;
 
 /// The synchronous mode is a cluster setting (src/protocol/settings.rs); the rules read it.
 pub use crate::protocol::settings::Synchronous;
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};
+pub use tags::{election_rank, Tags, MAX_FAILOVER_PRIORITY};
 
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
@@ -149,6 +151,32 @@ pub struct Cluster {
     /// On a primary: the other members' standbys streaming from it, with the WAL each
     /// has flushed (`pg_stat_replication`).
     pub flushed: Vec<(NodeId, u64)>,
+    /// The other data voters tagged `nosync`, as they reported it (src/postgres_rules/tags.rs).
+    pub nosync: Vec<NodeId>,
+}
+
+impl Cluster {
+    /// The other data voters a primary on `id` names in `synchronous_standby_names`: all
+    /// but those tagged `nosync`, unless that leaves fewer than [`full_k`]. k keeps its
+    /// full value either way, so every acknowledged commit still meets every majority:
+    /// where the tags would cost that, they yield to the guarantee.
+    pub fn sync_candidates(&self, id: NodeId) -> Vec<NodeId> {
+        let others: Vec<NodeId> = self
+            .data_voters
+            .iter()
+            .copied()
+            .filter(|&m| m != id)
+            .collect();
+        let syncable: Vec<NodeId> = others
+            .iter()
+            .copied()
+            .filter(|m| !self.nosync.contains(m))
+            .collect();
+        match syncable.len() >= full_k(id, self) {
+            true => syncable,
+            false => others,
+        }
+    }
 }
 
 /// A standby's upstream no longer holds the WAL the standby needs next: its position is
@@ -295,19 +323,6 @@ pub struct Position {
     pub lsn: u64,
 }
 
-/// Bits of [`rank`] that hold the branch; the position holds the rest.
-const BRANCH_BITS: u32 = 20;
-
-/// A [`Position`] packed in a u64 as the estimate est(S) elections compare
-/// (docs/design.md#elected-by-data-est): the branch in the top 20 bits (terms past a
-/// million compare as equal), the WAL position in 16-byte steps below (up to 256 TiB).
-/// Coarse only for elections: the promotion check compares positions exactly.
-pub fn rank(position: Position) -> u64 {
-    let branch = position.branch.min((1 << BRANCH_BITS) - 1);
-    let steps = (position.lsn >> 4).min((1 << (64 - BRANCH_BITS)) - 1);
-    branch << (64 - BRANCH_BITS) | steps
-}
-
 /// The application name a member's standby streams under (`bully_<id>`).
 pub fn application_name(id: NodeId) -> String {
     format!("bully_{id}")
@@ -417,16 +432,14 @@ impl SyncSet {
 }
 
 /// The set a primary on `id` with `streaming` standbys live keeps: every other data
-/// voter is named, under its own name once it knows the primary's branch
+/// voter not tagged `nosync` ([`Cluster::sync_candidates`]) is named, under its own name once it knows the primary's branch
 /// ([`Cluster::knows_branch`]) and under [`unconfirmed_name`] until then; k is
 /// [`full_k`], lowered to the live standbys under `quorum` (never under `strict`), and 0
 /// under `off`.
 pub fn sync_set(id: NodeId, cluster: &Cluster, streaming: usize, mode: Synchronous) -> SyncSet {
     let (standbys, unconfirmed): (Vec<NodeId>, Vec<NodeId>) = cluster
-        .data_voters
-        .iter()
-        .copied()
-        .filter(|&m| m != id)
+        .sync_candidates(id)
+        .into_iter()
         .partition(|m| cluster.knows_branch.contains(m));
     let named = standbys.len() + unconfirmed.len();
     let wanted = full_k(id, cluster);
@@ -1166,10 +1179,7 @@ mod tests {
         Rules {
             synchronous,
             maximum_lag_on_failover: 100,
-            rewind: true,
-            reinit_on_failed_rewind: true,
-            stuck_after: 3,
-            standby_grace_ms: STANDBY_GRACE_MS,
+            ..Rules::for_test()
         }
     }
 
@@ -1288,11 +1298,8 @@ mod tests {
     #[test]
     fn a_later_branch_ranks_above_a_longer_older_one() {
         let pos = |branch, lsn| Position { branch, lsn };
-        assert!(rank(pos(3, 10)) > rank(pos(2, 1 << 40)));
-        assert!(rank(pos(2, 32)) > rank(pos(2, 16)));
+        assert!(election_rank(pos(3, 10), 1) > election_rank(pos(2, 1 << 40), 1));
         assert!(pos(2, 11) > pos(2, 10), "exact for the promotion check");
-        assert_eq!(rank(pos(1, u64::MAX)), rank(pos(1, u64::MAX - 1)));
-        assert_eq!(rank(pos(u64::MAX, 0)), rank(pos(1 << 20, 0)));
     }
 
     #[test]
@@ -1520,6 +1527,7 @@ impl Cluster {
             made_here: 0,
             paused: false,
             flushed: Vec::new(),
+            nosync: Vec::new(),
         }
     }
 }
@@ -1541,12 +1549,8 @@ mod wal_tests {
 
     fn rules(reinit: bool) -> Rules {
         Rules {
-            synchronous: Synchronous::Quorum,
-            maximum_lag_on_failover: 0,
-            rewind: true,
             reinit_on_failed_rewind: reinit,
-            stuck_after: 3,
-            standby_grace_ms: STANDBY_GRACE_MS,
+            ..Rules::for_test()
         }
     }
 

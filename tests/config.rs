@@ -968,6 +968,26 @@ fn bad_postgres_sections_are_named_with_their_key() {
         "postgres.max_slot_wal_keep_size",
         "under one WAL segment",
     );
+    for (tags, why) in [
+        ("nofailover = true", "not supported yet"),
+        ("failover_priority = 0", "not supported yet"),
+        ("clonefrom = true", "not supported yet"),
+        ("failover_priority = 16", "above 15"),
+    ] {
+        f.expect_error(
+            &with_postgres(&format!("[postgres.tags]\n{tags}\n")),
+            "postgres.tags",
+            why,
+        );
+    }
+    let tagged = f
+        .parse(&with_postgres(
+            "[postgres.tags]\nfailover_priority = 3\nnosync = true\nnoloadbalance = true\n",
+        ))
+        .expect("tags bully keeps");
+    let tags = tagged.postgres.unwrap().tags;
+    assert_eq!(tags.failover_priority, 3);
+    assert!(tags.nosync && tags.noloadbalance);
     let one_segment = f
         .parse(&with_postgres("max_slot_wal_keep_size = \"16MB\"\n"))
         .expect("one segment is the least a slot keeps");

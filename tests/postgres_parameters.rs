@@ -82,7 +82,7 @@ async fn parameters_reload_and_restart_in_place_without_a_failover() {
     }
     // The new cluster's initdb with options of the file's (issue 50): an encoding no
     // environment defaults to, so the servers show it came from there.
-    let c = BullyPg::start_tuned(|pg| {
+    let c = BullyPg::start_tuned(|_, pg| {
         pg.initdb_options = vec!["--encoding=SQL_ASCII".into(), "--locale=C".into()];
     })
     .await;

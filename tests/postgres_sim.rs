@@ -40,8 +40,8 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         "{} members{} {:?} {:?}: {} seeds in {:.1?}: {} promotions ({} failed), {} rewinds \
          ({} failed), {} clones ({} failed, {} reinits), {} initdbs, {} fences, {} elections \
          ({} on stale estimates), {} faults {:?}, {} commits, {} acknowledged, {} weak, {} \
-         destroyed, {} out, {} synchronous records ({} committed), {} pauses, settled within \
-         {} steps",
+         destroyed, {} out, {} synchronous records ({} committed), {} pauses, {} elections won \
+         on the failover priority, settled within {} steps",
         spec.members,
         if spec.witness { " + witness" } else { "" },
         spec.synchronous,
@@ -69,6 +69,7 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         total.records,
         total.records_committed,
         total.pauses,
+        total.won_on_priority,
         total.longest_settle,
     );
     Ok(total)
@@ -85,7 +86,17 @@ fn holds(members: usize, witness: bool, synchronous: Synchronous) {
 fn holds_as(spec: Spec) {
     let synchronous = spec.synchronous;
     let total = sweep(&spec).unwrap_or_else(|violation| panic!("{violation}"));
+    assert_eq!(
+        total.nosync_named, 0,
+        "a primary named a nosync member while others were enough"
+    );
     if seeds().len() >= 1000 {
+        // `[postgres.tags]`: the priority changed who was elected between servers alike
+        // (the machines' elections are the protocol's own: counted where modelled).
+        assert!(
+            spec.protocol || total.won_on_priority > 0,
+            "no election was won on the failover priority"
+        );
         for host_fault in [
             "standbys refused streaming",
             "volume not mounted",
@@ -230,14 +241,16 @@ fn sabotaged(members: usize, synchronous: Synchronous, sabotage: Sabotage) -> Sp
 /// `spec` as the seeds named in this file ran when they were found: before servers'
 /// stalls (src/sim/postgres/stalls.rs), the operator's restarts
 /// (src/sim/postgres/restarts.rs), the primary's grace for standbys it no longer sees
-/// (src/postgres_rules/engine.rs) and the operator's changes of the synchronous mode
-/// (src/sim/postgres/setting.rs) were drawn, whose draws change a seed's course.
+/// (src/postgres_rules/engine.rs), the operator's changes of the synchronous mode
+/// (src/sim/postgres/setting.rs) and the members' tags (src/sim/postgres/tags.rs) were
+/// drawn, whose draws change a seed's course.
 fn as_found(spec: Spec) -> Spec {
     Spec {
         server_stalls: false,
         restarts: false,
         standby_grace: false,
         synchronous_changes: false,
+        tags: false,
         ..spec
     }
 }

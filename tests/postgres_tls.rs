@@ -32,6 +32,7 @@ mod tcp_cut;
 use bully::certs::TlsFiles;
 use bully::config::postgres::{PostgresConfig, TlsMode};
 use bully::node::postgres::tls::Connector;
+use bully::protocol::NodeId;
 use postgres_bully::{BullyPg, AGREE, IDS};
 use postgres_cluster::PROBE;
 use primary::{phase, wait_logged};
@@ -43,7 +44,7 @@ use std::net::SocketAddr;
 const SETTLE: std::time::Duration = AGREE.saturating_mul(2);
 
 /// Every member's `[postgres]`: TLS on, bully's CA and the node's certificate.
-fn tls_on(config: &mut PostgresConfig) {
+fn tls_on(_: NodeId, config: &mut PostgresConfig) {
     config.tls = TlsMode::On;
 }
 

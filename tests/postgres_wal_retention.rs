@@ -42,7 +42,7 @@ const SWITCHES: usize = 40;
 /// less: under one segment no slot holds any WAL, and the two first clones, each
 /// switching a segment when its copy ends, invalidated each other's slots forever
 /// (the config now refuses it, src/config/postgres.rs).
-fn small_retention(pg: &mut PostgresConfig) {
+fn small_retention(_: NodeId, pg: &mut PostgresConfig) {
     pg.parameters.insert("wal_keep_size".into(), "0".into());
     pg.max_slot_wal_keep_size = 32 << 20;
 }

@@ -122,6 +122,11 @@ pub struct PgState {
     /// `quorum_standby`. Appended last, as `pending_restart`.
     #[serde(default)]
     pub quorum_standby: bool,
+    /// This member's tags (`[postgres.tags]`): the primary leaves a `nosync` member out
+    /// of its names, a member without data clones from a `clonefrom` one, and `/replica`
+    /// leaves a `noloadbalance` one out. Appended last, as `pending_restart`.
+    #[serde(default)]
+    pub tags: crate::postgres_rules::Tags,
 }
 
 impl PgState {
@@ -148,6 +153,7 @@ impl PgState {
             parameters_refused: None,
             synchronous: None,
             quorum_standby: false,
+            tags: Default::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! file it owns in the data dir (`bully.conf`, included from the end of
 //! `postgresql.conf`); `postgresql.conf` and `pg_hba.conf` stay the user's.
 
-pub use crate::postgres_rules::Synchronous;
+pub use crate::postgres_rules::{Synchronous, Tags};
 
 use super::bytes;
 use super::duration;
@@ -142,6 +142,11 @@ pub struct PostgresConfig {
         deserialize_with = "duration::millis"
     )]
     pub interval_ms: u64,
+    /// `[postgres.tags]`: Patroni's per-node tags, this host's own (not a cluster
+    /// setting): each member reports its tags with its server, so the primary leaves a
+    /// `nosync` member out of its names and elections weigh `failover_priority`.
+    #[serde(default)]
+    pub tags: Tags,
 }
 
 /// How the members' standbys and managers prove who they are to a server.
@@ -323,6 +328,7 @@ impl PostgresConfig {
             action_timeout_ms: Self::default_action_timeout_ms(),
             copy_timeout_ms: Self::default_copy_timeout_ms(),
             interval_ms: Self::default_interval_ms(),
+            tags: Tags::default(),
         }
     }
 
@@ -392,6 +398,9 @@ impl PostgresConfig {
             .find_map(|o| initdb_option_problem(o))
         {
             return Some(("postgres.initdb_options", problem));
+        }
+        if let Some(problem) = self.tags.problem() {
+            return Some(("postgres.tags", problem));
         }
         if self.interval_ms == 0 || self.action_timeout_ms == 0 || self.copy_timeout_ms == 0 {
             return Some((

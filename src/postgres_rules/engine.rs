@@ -218,9 +218,8 @@ impl Engine {
         }
         let now = self.now_ms;
         cluster
-            .data_voters
+            .sync_candidates(cluster.id)
             .iter()
-            .filter(|&&m| m != cluster.id)
             .filter(|m| {
                 standbys.contains(m)
                     || self
@@ -260,6 +259,7 @@ mod tests {
             made_here: 0,
             paused: false,
             flushed: Vec::new(),
+            nosync: Vec::new(),
         }
     }
 

@@ -225,12 +225,8 @@ mod tests {
 
     fn rules(reinit: bool) -> Rules {
         Rules {
-            synchronous: super::super::Synchronous::Quorum,
-            maximum_lag_on_failover: 0,
-            rewind: true,
             reinit_on_failed_rewind: reinit,
-            stuck_after: 3,
-            standby_grace_ms: super::super::STANDBY_GRACE_MS,
+            ..Rules::for_test()
         }
     }
 

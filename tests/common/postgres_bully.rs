@@ -115,7 +115,7 @@ pub struct BullyPg {
     /// How the members log in ([`BullyPg::start_with`]).
     pub secrets: Secrets,
     /// What a test changes in every node's `[postgres]` ([`BullyPg::start_tuned`]).
-    tune: fn(&mut PostgresConfig),
+    tune: fn(NodeId, &mut PostgresConfig),
     pub t: TestCluster,
 }
 
@@ -123,23 +123,23 @@ impl BullyPg {
     /// Creates and starts everything (servers as standbys, keepers, nodes, HAProxy) in a
     /// new temp dir (kept with `BULLY_KEEP_TEST_DIR`); returns before anyone leads.
     pub async fn start() -> BullyPg {
-        Self::start_full(Secrets::Trust, |_| {}).await
+        Self::start_full(Secrets::Trust, |_, _| {}).await
     }
 
     /// [`BullyPg::start`] with the members logging in by `secrets`.
     pub async fn start_with(secrets: Secrets) -> BullyPg {
-        Self::start_full(secrets, |_| {}).await
+        Self::start_full(secrets, |_, _| {}).await
     }
 
     /// As [`BullyPg::start`], with `tune` applied to every node's `[postgres]` (members
-    /// added later too).
-    pub async fn start_tuned(tune: fn(&mut PostgresConfig)) -> BullyPg {
+    /// added later too), given the node's ID.
+    pub async fn start_tuned(tune: fn(NodeId, &mut PostgresConfig)) -> BullyPg {
         Self::start_full(Secrets::Trust, tune).await
     }
 
     /// [`BullyPg::start`] with both: how the members log in, and what each `[postgres]`
     /// changes.
-    async fn start_full(secrets: Secrets, tune: fn(&mut PostgresConfig)) -> BullyPg {
+    async fn start_full(secrets: Secrets, tune: fn(NodeId, &mut PostgresConfig)) -> BullyPg {
         phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
@@ -470,7 +470,7 @@ fn configure(
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
     secrets: &Secrets,
-    tune: fn(&mut PostgresConfig),
+    tune: fn(NodeId, &mut PostgresConfig),
 ) {
     for id in t.cluster.ids() {
         configure_one(t, pg, id, seen[&id], http[&id], secrets, tune);
@@ -485,7 +485,7 @@ fn configure_one(
     seen: SocketAddr,
     http: SocketAddr,
     secrets: &Secrets,
-    tune: fn(&mut PostgresConfig),
+    tune: fn(NodeId, &mut PostgresConfig),
 ) {
     let mut postgres = PostgresConfig {
         bin_dir: Some(pg.bin.clone()),
@@ -502,7 +502,7 @@ fn configure_one(
         }
         Secrets::Generated => {}
     }
-    tune(&mut postgres);
+    tune(id, &mut postgres);
     t.cluster
         .edit_config(id, |c| {
             c.postgres = Some(postgres);

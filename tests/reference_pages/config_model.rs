@@ -12,6 +12,7 @@ pub const ROOT: &str = "NodeConfig";
 
 /// Types a config value may have that are no config type of their own, in plain words.
 const PLAIN_TYPES: &[(&str, &str)] = &[
+    ("u8", "integer"),
     ("u16", "integer"),
     ("u32", "integer"),
     ("u64", "integer"),

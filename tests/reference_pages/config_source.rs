@@ -14,6 +14,7 @@ pub const CONFIG_SOURCES: &[&str] = &[
     "src/protocol/timing.rs",
     "src/protocol/mode.rs",
     "src/postgres_rules.rs",
+    "src/postgres_rules/tags.rs",
     "src/protocol/settings.rs",
 ];
 

@@ -756,6 +756,13 @@ impl Loop {
                         .collect()
                 })
                 .unwrap_or_default(),
+            // The last tags each member reported, also a stale answer's: a member's
+            // tags are its file's, and naming churns on every missed poll otherwise.
+            nosync: others
+                .iter()
+                .copied()
+                .filter(|&m| self.m.peers.last_tags(m).is_some_and(|t| t.nosync))
+                .collect(),
         }
     }
 
@@ -1758,13 +1765,14 @@ impl Loop {
             parameters_refused: self.parameters_refused.as_ref().map(|(_, why)| why.clone()),
             synchronous: Some(self.synchronous),
             quorum_standby,
+            tags: c.tags,
         };
         let fresh_for = 2 * RESEND.max(Duration::from_millis(c.interval_ms)) + SQL_TIMEOUT;
         let verdict = Verdict {
             generation: self.m.generation,
             healthy: eligible,
             estimate: Some(Measured {
-                value: position.map(rules::rank),
+                value: position.map(|p| rules::election_rank(p, c.tags.failover_priority)),
                 fresh_until: BootInstant::now() + fresh_for,
             }),
             postgres: Some(state),

@@ -8,6 +8,7 @@ use crate::api::Status;
 use crate::certs::TlsFiles;
 use crate::client::Client;
 use crate::node::shared::tasks::NodeTasks;
+use crate::postgres_rules::Tags;
 use crate::protocol::NodeId;
 use crate::transport::PeerAddr;
 use std::collections::BTreeMap;
@@ -36,6 +37,13 @@ impl PeerServers {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let (state, at) = seen.get(&id)?;
         (at.elapsed() < FRESH_FOR).then(|| state.clone())
+    }
+
+    /// Member `id`'s tags as it last reported them, fresh or not (a member's tags are
+    /// its file's and change only with a restart).
+    pub fn last_tags(&self, id: NodeId) -> Option<Tags> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&id)?.0.as_ref().map(|state| state.tags)
     }
 
     fn set(&self, id: NodeId, state: Option<PgState>) {

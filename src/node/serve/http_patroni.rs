@@ -199,7 +199,8 @@ pub fn answer(check: Check, query: Option<&str>, status: &Status, now_ns: u64) -
     let Some(pg) = &status.postgres else {
         return without_server(check, status);
     };
-    let verdict = judge(check, status, pg, max_lag, now_ns);
+    let verdict =
+        judge(check, status, pg, max_lag, now_ns).and_then(|()| as_tagged(check, pg, query));
     let mut body = server_json(pg);
     body.insert(
         "bully".into(),
@@ -283,6 +284,33 @@ pub fn judge(
             let why = primary(status, pg).err().unwrap_or_default();
             Err(format!("{why}; and the server is not a streaming replica"))
         }
+    }
+}
+
+/// Patroni's tags on the replica checks: a replica tagged `noloadbalance` passes none
+/// of them, and each `tag_<name>=<value>` in the query must match this member's
+/// `[postgres.tags]` (src/postgres_rules/tags.rs; a tag it does not have never does).
+/// A primary passing `/read-only` or `/read-only-quorum` is not a load-balanced replica.
+fn as_tagged(check: Check, pg: &PgState, query: Option<&str>) -> Result<(), String> {
+    let replica_check = matches!(
+        check,
+        Check::Replica | Check::ReadOnly | Check::Quorum | Check::Async | Check::ReadOnlyQuorum
+    );
+    if !replica_check || pg.role != PgRole::Replica {
+        return Ok(());
+    }
+    if pg.tags.noloadbalance {
+        return Err("tagged noloadbalance: load balancers leave this replica out".into());
+    }
+    let filters = http_query::with_prefix(query, "tag_");
+    match pg
+        .tags
+        .matches(filters.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+    {
+        true => Ok(()),
+        false => Err(format!(
+            "the tags asked for ({filters:?}) are not this member's"
+        )),
     }
 }
 
@@ -481,6 +509,45 @@ mod tests {
         assert_eq!(code("/liveness", None, &status), 200);
         status.postgres.as_mut().unwrap().other_cluster = false;
         assert_eq!(code("/replica", None, &status), 200);
+    }
+
+    #[test]
+    fn a_noloadbalance_replica_and_unmatched_tag_filters_fail_the_replica_checks() {
+        let mut status = follower(Some(0));
+        fn tagged(s: &mut Status) -> &mut crate::postgres_rules::Tags {
+            &mut s.postgres.as_mut().unwrap().tags
+        }
+        tagged(&mut status).nosync = true;
+        assert_eq!(code("/replica", Some("tag_nosync=true"), &status), 200);
+        assert_eq!(
+            code("/replica", Some("lag=1kB&tag_nosync=true"), &status),
+            200
+        );
+        assert_eq!(code("/replica", Some("tag_nosync=false"), &status), 503);
+        assert_eq!(
+            code("/async", Some("tag_zone=a"), &status),
+            503,
+            "no such tag"
+        );
+        assert_eq!(code("/read-only", Some("tag_nosync=false"), &status), 503);
+        tagged(&mut status).noloadbalance = true;
+        for path in ["/replica", "/read-only", "/async"] {
+            assert_eq!(code(path, None, &status), 503, "{path}");
+        }
+        let reply = route("/replica", None, &status, NOW).unwrap();
+        assert!(reply.body.contains("noloadbalance"), "{}", reply.body);
+        assert_eq!(
+            code("/readiness", None, &status),
+            200,
+            "not a balancer's route"
+        );
+        let mut primary = leader(PgRole::Primary);
+        primary.postgres.as_mut().unwrap().tags.noloadbalance = true;
+        assert_eq!(
+            code("/read-only", Some("tag_zone=a"), &primary),
+            200,
+            "a primary"
+        );
     }
 
     #[test]

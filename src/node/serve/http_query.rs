@@ -13,6 +13,22 @@ pub fn param(query: Option<&str>, name: &str) -> Option<String> {
     })
 }
 
+/// Every parameter whose name starts with `prefix`, the prefix cut off, decoded and in
+/// order (`tag_zone=a` for `tag_` gives `("zone", "a")`).
+pub fn with_prefix(query: Option<&str>, prefix: &str) -> Vec<(String, String)> {
+    let Some(query) = query else {
+        return Vec::new();
+    };
+    query
+        .split('&')
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let name = decode(key).strip_prefix(prefix)?.to_string();
+            Some((name, decode(value)))
+        })
+        .collect()
+}
+
 /// `+` as a space and `%XX` as its byte; a `%` not followed by two hex digits is kept
 /// as written, and bytes that are not UTF-8 become U+FFFD, so any input decodes.
 fn decode(text: &str) -> String {
@@ -45,6 +61,19 @@ fn hex_byte(digits: &[u8]) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_every_parameter_with_a_prefix() {
+        let q = Some("lag=1&tag_zone=a%20b&tag_nosync=true&tags=x");
+        assert_eq!(
+            with_prefix(q, "tag_"),
+            vec![
+                ("zone".to_string(), "a b".to_string()),
+                ("nosync".to_string(), "true".to_string())
+            ]
+        );
+        assert!(with_prefix(None, "tag_").is_empty());
+    }
 
     #[test]
     fn finds_the_first_value_decoded() {

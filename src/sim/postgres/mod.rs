@@ -65,6 +65,7 @@ mod server;
 mod setting;
 mod stalls;
 mod strangers;
+mod tags;
 mod world;
 
 /// The decisions under test: the very functions the runtime calls.
@@ -279,6 +280,9 @@ pub struct Spec {
     /// Draw the operator's `bully config set postgres.synchronous`
     /// (src/sim/postgres/setting.rs); off, as `wal_removal`.
     pub synchronous_changes: bool,
+    /// Draw the members' tags (src/sim/postgres/tags.rs); off, every member's are the
+    /// defaults, as `wal_removal`.
+    pub tags: bool,
     /// The office from the members' real machines, fenced by their keepers at the
     /// grants' ends (src/sim/postgres/protocol.rs); off, modelled here.
     pub protocol: bool,
@@ -304,6 +308,7 @@ impl Spec {
             restarts: true,
             standby_grace: true,
             synchronous_changes: true,
+            tags: true,
             protocol: false,
         }
     }
@@ -343,6 +348,12 @@ pub struct Summary {
     pub out: u64,
     /// The most steps any seed needed to settle after its last fault.
     pub longest_settle: u64,
+    /// Elections won on the failover priority: another candidate's WAL ranked alike and
+    /// its ID was higher (src/sim/postgres/tags.rs).
+    pub won_on_priority: u64,
+    /// Names a primary wrote that named a `nosync` member while enough others were left
+    /// for k at its full value (must stay 0).
+    pub nosync_named: u64,
     /// Faults drawn, by kind.
     pub faults: BTreeMap<&'static str, u64>,
 }
@@ -373,6 +384,8 @@ impl Summary {
         self.destroyed += other.destroyed;
         self.out += other.out;
         self.longest_settle = self.longest_settle.max(other.longest_settle);
+        self.won_on_priority += other.won_on_priority;
+        self.nosync_named += other.nosync_named;
         for (kind, n) in &other.faults {
             *self.faults.entry(kind).or_default() += n;
         }

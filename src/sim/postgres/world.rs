@@ -3,9 +3,9 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    branch_to_adopt, left_for_operator, may_promote, rank, rewind_wanted, synchronous_count,
-    synchronous_names, too_few_reached, Act, Cluster, Command, Decision, Done, Engine, Look,
-    Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView,
+    branch_to_adopt, election_rank, left_for_operator, may_promote, names_standby, rewind_wanted,
+    synchronous_count, synchronous_names, too_few_reached, Act, Cluster, Command, Decision, Done,
+    Engine, Look, Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, Tags,
 };
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
@@ -89,6 +89,8 @@ pub(super) struct Member {
     pub synchronous: Synchronous,
     /// A change on its way to its node: the step it arrives, and the mode.
     pub synchronous_next: Option<(u64, Synchronous)>,
+    /// Its tags, as its host's file sets them (src/sim/postgres/tags.rs).
+    pub tags: Tags,
 }
 
 impl Member {
@@ -123,14 +125,17 @@ impl Member {
             restart: None,
             synchronous,
             synchronous_next: None,
+            tags: Tags::default(),
         }
     }
 
-    /// Its estimate now: the rank of its running server's position, else 0
-    /// (`reading`: see [`Data::position`]).
+    /// Its estimate now: the rank of its running server's position and its failover
+    /// priority, else 0 (`reading`: see [`Data::position`]).
     pub fn est(&self, reading: Reading) -> u64 {
         match &self.pg {
-            Some(d) if d.running() => rank(d.position(reading)),
+            Some(d) if d.running() => {
+                election_rank(d.position(reading), self.tags.failover_priority)
+            }
             _ => 0,
         }
     }
@@ -365,6 +370,9 @@ impl World {
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
             .map(|id| Member::new(id, false, spec.synchronous))
             .collect();
+        for (m, tags) in members.iter_mut().zip(super::tags::draw(seed, &spec)) {
+            m.tags = tags;
+        }
         if spec.witness {
             members.push(Member::new(
                 spec.members as NodeId + 1,
@@ -760,7 +768,7 @@ impl World {
             return;
         }
         let stale = self.stale_next.take();
-        let winner = self
+        let candidates: Vec<(u64, NodeId)> = self
             .data_members()
             .filter(|m| self.voting(m.id) && m.eligible && self.may_lead(m.id))
             .map(|m| {
@@ -776,10 +784,18 @@ impl World {
                 };
                 (est, m.id)
             })
-            .max();
-        let Some((est, leader)) = winner else {
+            .collect();
+        let Some((est, leader)) = candidates.iter().copied().max() else {
             return;
         };
+        // The priority's 4 bits aside, another's WAL ranked alike and its ID was higher.
+        if est != 0
+            && candidates
+                .iter()
+                .any(|&(other, id)| other >> 4 == est >> 4 && id > leader)
+        {
+            self.summary.won_on_priority += 1;
+        }
         self.token += 1;
         let ready = self.rng.gen_range(1..3);
         self.office = Some(Holder {
@@ -1120,6 +1136,11 @@ impl World {
             },
             paused: self.pause_seen(),
             flushed: self.flushed(id),
+            nosync: self
+                .data_members()
+                .filter(|m| m.id != id && m.tags.nosync)
+                .map(|m| m.id)
+                .collect(),
         }
     }
 
@@ -1263,6 +1284,16 @@ impl World {
     /// The decisions set member `id`'s `synchronous_standby_names` (on a server that has
     /// data): they promise what its node's mode says.
     pub(super) fn write_names(&mut self, id: NodeId, names: String) {
+        let others: Vec<&Member> = self.data_members().filter(|m| m.id != id).collect();
+        let syncable = others.iter().filter(|m| !m.tags.nosync).count();
+        let full = synchronous_count(self.voters()).min(others.len());
+        if syncable >= full
+            && others
+                .iter()
+                .any(|m| m.tags.nosync && names_standby(&names, m.id))
+        {
+            self.summary.nosync_named += 1;
+        }
         let off = self.member(id).synchronous == Synchronous::Off;
         if let Some(d) = self.member_mut(id).pg.as_mut() {
             d.names = names;

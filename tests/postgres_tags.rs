@@ -1,0 +1,99 @@
+//! `[postgres.tags]` on real processes (issue 50): the cluster of
+//! `tests/common/postgres_bully.rs` (three nodes each keeping a PostgreSQL 15 server,
+//! keepers, HAProxy) with node 1 at `failover_priority = 3`, node 2 at 2 tagged
+//! `noloadbalance`, node 3 at the default 1.
+//!
+//! - The primary's host is killed while the two standbys hold the same WAL (the test
+//!   waits for it): the standby with the higher priority is promoted, where the ID
+//!   order alone would pick the other whenever that one's ID is higher.
+//! - `/replica` on the `noloadbalance` replica is 503, on the other 200, and a
+//!   `tag_` filter passes only where the tag matches.
+//!
+//! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user) or
+//! HAProxy.
+
+mod common;
+#[path = "common/postgres_bully.rs"]
+mod postgres_bully;
+#[path = "common/postgres_cluster.rs"]
+mod postgres_cluster;
+#[path = "common/primary.rs"]
+mod primary;
+#[path = "common/redis_servers.rs"]
+mod redis_servers;
+#[path = "common/resp.rs"]
+mod resp;
+#[path = "common/tcp_cut.rs"]
+mod tcp_cut;
+
+use bully::config::postgres::PostgresConfig;
+use bully::protocol::NodeId;
+use postgres_bully::{BullyPg, AGREE, IDS};
+use postgres_cluster::wal_position;
+use primary::{http_get, phase, wait_logged};
+
+/// Node 1 first, then node 2; node 2 also stays out of the load balancers.
+fn tagged(id: NodeId, pg: &mut PostgresConfig) {
+    pg.tags.failover_priority = match id {
+        1 => 3,
+        2 => 2,
+        _ => 1,
+    };
+    pg.tags.noloadbalance = id == 2;
+}
+
+/// The HTTP status of `path` on node `id`.
+async fn code(c: &BullyPg, id: NodeId, path: &str) -> u16 {
+    http_get(c.http[&id], path).await.expect(path).0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_failover_priority_picks_between_standbys_alike_and_noloadbalance_is_left_out() {
+    if postgres_bully::skipped("[postgres.tags]") {
+        return;
+    }
+    let mut c = BullyPg::start_tuned(tagged).await;
+    let old = c.wait_all_streaming(&|_| String::new()).await;
+    let standbys: Vec<NodeId> = IDS.into_iter().filter(|&id| id != old).collect();
+
+    phase("noloadbalance and tag filters on the replica checks");
+    for &id in &standbys {
+        let want = if id == 2 { 503 } else { 200 };
+        let what = format!("node {id}'s /replica answering {want}");
+        wait_logged(&c.t, &what, AGREE, || async {
+            (code(&c, id, "/replica").await == want).then_some(())
+        })
+        .await;
+        let nosync = code(&c, id, "/replica?tag_nosync=true").await;
+        assert_eq!(nosync, 503, "node {id}: no member is tagged nosync");
+        assert_eq!(code(&c, id, "/readiness").await, 200, "node {id}");
+    }
+
+    phase("kill -9 of the primary's host, the standbys holding the same WAL");
+    let expected = *standbys.iter().min().expect("two standbys");
+    let by_id = *standbys.iter().max().expect("two standbys");
+    wait_logged(
+        &c.t,
+        "both standbys at the primary's WAL position",
+        AGREE,
+        || async {
+            let at = wal_position(c.local(old)).await?;
+            let mut same = true;
+            for &id in &standbys {
+                same &= wal_position(c.local(id)).await? == at;
+            }
+            same.then_some(())
+        },
+    )
+    .await;
+    c.kill_host(old);
+    let promoted = c.wait_primary(&standbys).await;
+    eprintln!(
+        "=== node {old} killed: node {promoted} promoted (priority {}; the ID order picks node {by_id})",
+        if promoted == 1 { 3 } else { 2 }
+    );
+    assert_eq!(
+        promoted, expected,
+        "the standby with the higher failover_priority must be promoted between servers alike"
+    );
+}
