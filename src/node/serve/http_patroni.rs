@@ -17,13 +17,17 @@
 //! | `/read-only-quorum`, `/read-only-sync`, `/read-only-synchronous` | `/primary`, or `/quorum` |
 //! | `/standby-leader`                             | never: bully runs no standby cluster |
 //!
+//! The replica checks (`/replica`, `/read-only`, `/quorum`, `/async`,
+//! `/read-only-quorum`) fail on a replica tagged `noloadbalance`, and pass only where
+//! every `tag_<name>=<value>` in the query matches the member's `[postgres.tags]`.
+//!
 //! bully's synchronous standbys are always a quorum (`ANY k (...)`, under `quorum` and
 //! `strict` alike), so `/sync` answers as `/quorum` (Patroni answers `/sync` only under
 //! its `synchronous_mode: on`, with `FIRST`-style names); under `off` no standby is one.
 //! `/config` gives the cluster settings in Patroni's shape where Patroni has the key
 //! (502 before any is stored). `/patroni` is 200 while the node answers, with the status body below plus Patroni's
-//! `quorum_standby`, `pause`, `cluster_unlocked` and `patroni` (`version`, `scope`,
-//! `name`).
+//! `quorum_standby`, `tags` (when any is set), `pause`, `cluster_unlocked` and
+//! `patroni` (`version`, `scope`, `name`).
 //!
 //! A server whose data is not the cluster's (`PgState::other_cluster`: another
 //! cluster's volume, or this node's own `initdb` that lost the race) passes none of
@@ -169,6 +173,14 @@ fn patroni(status: &Status) -> Map<String, Value> {
         .unwrap_or_default();
     if status.postgres.as_ref().is_some_and(|pg| pg.quorum_standby) {
         body.insert("quorum_standby".into(), true.into());
+    }
+    // Patroni lists a member's tags when it has any set.
+    if let Some(pg) = status
+        .postgres
+        .as_ref()
+        .filter(|pg| pg.tags != Default::default())
+    {
+        body.insert("tags".into(), json!(pg.tags));
     }
     body.insert("pause".into(), status.pause.paused.into());
     body.insert(
@@ -536,6 +548,12 @@ mod tests {
         }
         let reply = route("/replica", None, &status, NOW).unwrap();
         assert!(reply.body.contains("noloadbalance"), "{}", reply.body);
+        let patroni = route("/patroni", None, &status, NOW).unwrap();
+        let body: Value = serde_json::from_str(&patroni.body).unwrap();
+        assert_eq!(body["tags"]["noloadbalance"], true, "{body}");
+        assert_eq!(body["tags"]["failover_priority"], 1, "{body}");
+        let untagged = route("/patroni", None, &follower(Some(0)), NOW).unwrap();
+        assert!(!untagged.body.contains("\"tags\""), "{}", untagged.body);
         assert_eq!(
             code("/readiness", None, &status),
             200,
