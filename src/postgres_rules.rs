@@ -31,7 +31,7 @@ pub use crate::protocol::settings::Synchronous;
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};
-pub use tags::{election_rank, Tags, MAX_FAILOVER_PRIORITY};
+pub use tags::{election_rank, ranks_alike, Tags, MAX_FAILOVER_PRIORITY};
 
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;

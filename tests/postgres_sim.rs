@@ -338,6 +338,19 @@ fn regression(seed: u64, members: usize, synchronous: Synchronous) {
     regression_of(seed, &Spec::new(members, synchronous));
 }
 
+/// A break found at `seed` of `spec` and fixed: the seed passes, and the old rule
+/// brought back as `old_rule` fails it again; returns that violation.
+fn fixed_at(seed: u64, spec: &Spec, old_rule: Sabotage) -> Violation {
+    if let Err(violation) = run_seed(seed, spec) {
+        panic!("seed {seed} breaks again:\n{violation}");
+    }
+    let old = Spec {
+        sabotage: Some(old_rule),
+        ..*spec
+    };
+    run_seed(seed, &old).expect_err("the old rule went unnoticed")
+}
+
 fn regression_of(seed: u64, spec: &Spec) {
     if let Err(violation) = run_seed(seed, &as_found(*spec)) {
         panic!("seed {seed} breaks again:\n{violation}");
@@ -732,14 +745,7 @@ fn sabotaged_a_synchronous_mode_read_from_the_file_loses_acknowledged_commits() 
 /// office committed); the old rule (`OffPromotesUnread`) fails the same seed.
 #[test]
 fn regression_a_promotion_under_off_needs_the_clusters_identity() {
-    if let Err(violation) = run_seed(10626, &new_cluster()) {
-        panic!("seed 10626 breaks again:\n{violation}");
-    }
-    let old = Spec {
-        sabotage: Some(Sabotage::OffPromotesUnread),
-        ..new_cluster()
-    };
-    let v = run_seed(10626, &old).expect_err("the old rule went unnoticed");
+    let v = fixed_at(10626, &new_cluster(), Sabotage::OffPromotesUnread);
     assert!(v.what.contains("a second system served"), "{v}");
 }
 
@@ -756,13 +762,6 @@ fn regression_a_promotion_under_off_needs_the_clusters_identity() {
 /// it; the old adoption (only a newer branch, `AdoptsOnlyNewer`) fails the same seed.
 #[test]
 fn regression_a_failed_promotions_record_yields_to_the_timeline_streamed_later() {
-    if let Err(violation) = run_seed(77889, &new_cluster()) {
-        panic!("seed 77889 breaks again:\n{violation}");
-    }
-    let old = Spec {
-        sabotage: Some(Sabotage::AdoptsOnlyNewer),
-        ..new_cluster()
-    };
-    let v = run_seed(77889, &old).expect_err("the old adoption went unnoticed");
+    let v = fixed_at(77889, &new_cluster(), Sabotage::AdoptsOnlyNewer);
     assert!(v.what.contains("acknowledged commit"), "{v}");
 }

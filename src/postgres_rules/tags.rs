@@ -129,6 +129,12 @@ pub fn election_rank(position: Position, priority: u8) -> u64 {
     branch << (64 - BRANCH_BITS) | steps << PRIORITY_BITS | priority
 }
 
+/// Whether two estimates ([`election_rank`]) hold WAL that ranks alike: they differ in
+/// the failover priority at most, so the priority (then the ID) decides between them.
+pub fn ranks_alike(a: u64, b: u64) -> bool {
+    a >> PRIORITY_BITS == b >> PRIORITY_BITS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +148,14 @@ mod tests {
         assert!(election_rank(pos(3, 10), 0) > election_rank(pos(2, 1 << 40), 15));
         assert!(election_rank(pos(2, 32), 1) > election_rank(pos(2, 16), 15));
         assert!(election_rank(pos(2, 32), 3) > election_rank(pos(2, 32), 2));
+        assert!(ranks_alike(
+            election_rank(pos(2, 32), 1),
+            election_rank(pos(2, 40), 3)
+        ));
+        assert!(!ranks_alike(
+            election_rank(pos(2, 32), 1),
+            election_rank(pos(2, 48), 1)
+        ));
         assert!(
             election_rank(pos(2, 33), 1) < election_rank(pos(2, 32), 2),
             "one step"

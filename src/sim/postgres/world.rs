@@ -3,9 +3,10 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    branch_to_adopt, election_rank, left_for_operator, may_promote, names_standby, rewind_wanted,
-    synchronous_count, synchronous_names, too_few_reached, Act, Cluster, Command, Decision, Done,
-    Engine, Look, Office, PeerWal, Position, Rules, Server, StopReason, SyncRecord, SyncView, Tags,
+    branch_to_adopt, election_rank, full_k, left_for_operator, may_promote, names_standby,
+    ranks_alike, rewind_wanted, synchronous_count, synchronous_names, too_few_reached, Act,
+    Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal, Position, Rules, Server,
+    StopReason, SyncRecord, SyncView, Tags,
 };
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
@@ -788,11 +789,11 @@ impl World {
         let Some((est, leader)) = candidates.iter().copied().max() else {
             return;
         };
-        // The priority's 4 bits aside, another's WAL ranked alike and its ID was higher.
+        // Another's WAL ranked alike and its ID was higher: the priority decided.
         if est != 0
             && candidates
                 .iter()
-                .any(|&(other, id)| other >> 4 == est >> 4 && id > leader)
+                .any(|&(other, id)| ranks_alike(other, est) && id > leader)
         {
             self.summary.won_on_priority += 1;
         }
@@ -1286,8 +1287,7 @@ impl World {
     pub(super) fn write_names(&mut self, id: NodeId, names: String) {
         let others: Vec<&Member> = self.data_members().filter(|m| m.id != id).collect();
         let syncable = others.iter().filter(|m| !m.tags.nosync).count();
-        let full = synchronous_count(self.voters()).min(others.len());
-        if syncable >= full
+        if syncable >= full_k(id, &self.cluster_for(id))
             && others
                 .iter()
                 .any(|m| m.tags.nosync && names_standby(&names, m.id))
