@@ -6,7 +6,8 @@
 //! ```text
 //! cargo bench --bench pg_failover
 //! PG_BENCH_RUNS=3                        runs of each fault (default 3)
-//! PG_BENCH_SYSTEMS=bully,patroni-default,patroni-tight,pgaf-default   (default: all)
+//! PG_BENCH_SYSTEMS=bully,patroni-default,patroni-tight,patroni-quorum,pgaf-default
+//!                                        (default: all)
 //! PG_BENCH_FAULTS=kill,pause,cut,restart (default: kill,pause,cut)
 //! PG_BENCH_HOLD_MS=3000                  how long a pause or cut lasts
 //! ```
@@ -15,7 +16,9 @@
 //! `tests/postgres_failover.rs` sets it up (`tests/common/postgres_bully.rs`); Patroni
 //! 4.1 through `examples/postgres-primary/patroni/patroni.sh` at `--timing default`
 //! (ttl 30, loop_wait 10, retry_timeout 10) and `--timing tight` (ttl 20, loop_wait 1,
-//! retry_timeout 3), synchronous_mode on (`pg_failover/patroni.rs` says why);
+//! retry_timeout 3), synchronous_mode on (`pg_failover/patroni.rs` says why), and as
+//! `patroni-quorum` at `--timing tight` with `synchronous_mode: quorum` (`PT_SYNC_MODE=
+//! quorum`, `synchronous_node_count` 1: `ANY 1 (both standbys)`, as bully's servers);
 //! pg_auto_failover at its defaults through
 //! `examples/postgres-primary/pg_auto_failover/pgaf.sh` (`pg_failover/pgaf.rs`). Each is
 //! measured through HAProxy checking its own notion of the primary: bully's and

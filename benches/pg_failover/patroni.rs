@@ -5,12 +5,16 @@
 //!
 //! Settings (written by `patroni.sh`, why in its README): `synchronous_mode: on` with
 //! one synchronous standby, the only one Patroni may promote besides the old leader —
-//! bully's servers replicate synchronously too (`ANY 1`). Not `synchronous_mode:
-//! quorum` (Patroni 4's `ANY k`): `on` is the mode the issue asks for and the one most
-//! deployments run. Timing `default` is Patroni's own (ttl 30, loop_wait 10,
-//! retry_timeout 10); `tight` is the lowest Patroni 4.1 accepts: it raises ttl to at
-//! least 20, loop_wait to 1 and retry_timeout to 3, and lowers loop_wait until
-//! `loop_wait + 2 * retry_timeout <= ttl`; 20, 1, 3 meet all of it (1 + 6 <= 20).
+//! bully's servers replicate synchronously too (`ANY 1`). `on` is the mode the issue
+//! asks for and the one most deployments run: `patroni-default` and `patroni-tight`
+//! run it. Patroni 4's `synchronous_mode: quorum` is measured too, as `patroni-quorum`
+//! (`PT_SYNC_MODE=quorum`, `synchronous_node_count: 1`): `ANY 1 (both standbys)`, the
+//! setting of bully's servers, and a standby may be promoted once a quorum (1) of the
+//! other voters shows it is not behind; at `tight` timing only. Timing `default` is
+//! Patroni's own (ttl 30, loop_wait 10, retry_timeout 10); `tight` is the lowest
+//! Patroni 4.1 accepts: it raises ttl to at least 20, loop_wait to 1 and retry_timeout
+//! to 3, and lowers loop_wait until `loop_wait + 2 * retry_timeout <= ttl`; 20, 1, 3
+//! meet all of it (1 + 6 <= 20).
 //! `examples/postgres-primary/patroni/README.md` ("Timing") says where that is checked.
 
 use crate::scripted::{in_repo, which, Spec};
@@ -55,8 +59,9 @@ pub fn cannot_run() -> Option<String> {
     })
 }
 
-/// `patroni.sh start --timing TIMING` (`default` or `tight`).
-pub fn spec(timing: &str) -> Spec {
+/// `patroni.sh start --timing TIMING` (`default` or `tight`) with
+/// `PT_SYNC_MODE=SYNC_MODE` (`on` or `quorum`).
+pub fn spec(timing: &str, sync_mode: &str) -> Spec {
     Spec {
         script: "examples/postgres-primary/patroni/patroni.sh",
         prefix: "PT_",
@@ -78,6 +83,7 @@ pub fn spec(timing: &str) -> Spec {
         env: vec![
             ("PT_PATRONI".into(), program().display().to_string()),
             ("PT_DCS".into(), "etcd3".into()),
+            ("PT_SYNC_MODE".into(), sync_mode.into()),
         ],
         pause_what: Some("all"),
     }

@@ -1,7 +1,8 @@
 //! The systems compared and the faults applied, each the same way to every system:
 //! bully's PostgreSQL example (`postgres_bully::BullyPg`, as `tests/postgres_failover.rs`
-//! runs it), Patroni 4.1 at its defaults or at its tightest supported timing
-//! (`patroni::spec`) and pg_auto_failover 2.0 at its defaults (`pgaf::spec`), the last
+//! runs it), Patroni 4.1 at its defaults or at its tightest supported timing with
+//! `synchronous_mode: on`, and at the tightest with `synchronous_mode: quorum`
+//! (`patroni::spec`), and pg_auto_failover 2.0 at its defaults (`pgaf::spec`), the last
 //! two through their scripts (`scripted::Scripted`).
 
 use crate::postgres_bully::{BullyPg, IDS};
@@ -18,15 +19,17 @@ pub enum Kind {
     Bully,
     PatroniDefault,
     PatroniTight,
+    PatroniQuorum,
     PgafDefault,
 }
 
 impl Kind {
     /// Every system, in the table's order.
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::Bully,
         Kind::PatroniDefault,
         Kind::PatroniTight,
+        Kind::PatroniQuorum,
         Kind::PgafDefault,
     ];
 
@@ -36,6 +39,7 @@ impl Kind {
             Kind::Bully => "bully",
             Kind::PatroniDefault => "patroni-default",
             Kind::PatroniTight => "patroni-tight",
+            Kind::PatroniQuorum => "patroni-quorum",
             Kind::PgafDefault => "pgaf-default",
         }
     }
@@ -45,7 +49,9 @@ impl Kind {
     pub fn cannot_run(self) -> Option<String> {
         match self {
             Kind::Bully => None,
-            Kind::PatroniDefault | Kind::PatroniTight => patroni::cannot_run(),
+            Kind::PatroniDefault | Kind::PatroniTight | Kind::PatroniQuorum => {
+                patroni::cannot_run()
+            }
             Kind::PgafDefault => pgaf::cannot_run(),
         }
     }
@@ -113,14 +119,17 @@ impl System {
     pub async fn start(kind: Kind) -> Result<System, String> {
         Ok(match kind {
             Kind::Bully => System::Bully(Box::new(BullyPg::start().await)),
-            Kind::PatroniDefault => {
-                System::Scripted(Box::new(Scripted::start(patroni::spec("default")).await?))
-            }
-            Kind::PatroniTight => {
-                System::Scripted(Box::new(Scripted::start(patroni::spec("tight")).await?))
-            }
+            Kind::PatroniDefault => Self::patroni("default", "on").await?,
+            Kind::PatroniTight => Self::patroni("tight", "on").await?,
+            Kind::PatroniQuorum => Self::patroni("tight", "quorum").await?,
             Kind::PgafDefault => System::Scripted(Box::new(Scripted::start(pgaf::spec()).await?)),
         })
+    }
+
+    /// Patroni at `timing` with `synchronous_mode: sync_mode` (`patroni::spec`).
+    async fn patroni(timing: &str, sync_mode: &str) -> Result<System, String> {
+        let spec = patroni::spec(timing, sync_mode);
+        Ok(System::Scripted(Box::new(Scripted::start(spec).await?)))
     }
 
     /// Where clients write (HAProxy).

@@ -33,4 +33,4 @@ pub use health::{HealthState, UnknownHealthState};
 pub use ineligible::{Ineligible, GIVEN_UP_NOTE};
 pub use pause::Pause;
 pub use request::{LeaderReply, Request, Response};
-pub use status::{Estimate, PeerState, ScheduledSwitchover, Status};
+pub use status::{Estimate, HttpEndpoint, PeerState, ScheduledSwitchover, Status};

@@ -112,6 +112,18 @@ pub struct Status {
     /// without that section.
     #[serde(default)]
     pub postgres: Option<super::postgres::PgState>,
+    /// Where this node's HTTP endpoint listens (`[http]`), so any member's `/cluster`
+    /// can give each member's `api_url`, as Patroni's does; `None` without `[http]`.
+    #[serde(default)]
+    pub http: Option<HttpEndpoint>,
+}
+
+/// A node's HTTP endpoint as others reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpEndpoint {
+    pub listen: std::net::SocketAddr,
+    /// Served over TLS (`[http] tls`): its URLs are `https://`.
+    pub tls: bool,
 }
 
 /// A switchover held for later: to node `to` at wall-clock `at_ms` (ms since the Unix
@@ -184,6 +196,7 @@ impl Status {
             given_up: cells.given_up,
             scheduled_switchover: None,
             postgres: None,
+            http: None,
         };
         status.apply_view(view, now_ms);
         status

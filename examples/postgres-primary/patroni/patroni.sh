@@ -10,8 +10,9 @@
 #   patroni.sh status                           one line per node, then primary=N
 #   patroni.sh primary [--wait SECS]            the current primary's node number
 #   patroni.sh pids N                           patroni=PID postgres=PID children="PIDs"
-#   patroni.sh wait-healthy [SECS]              one primary, one sync standby, one replica,
-#                                               a write through HAProxy commits
+#   patroni.sh wait-healthy [SECS]              one primary, the standbys (PT_SYNC_MODE on: one
+#                                               sync standby, one replica; quorum: two quorum
+#                                               standbys), a write through HAProxy commits
 #   patroni.sh kill N                           kill -9 node N's host: patroni, postmaster
 #                                               and every postgres child (frozen first)
 #   patroni.sh pause N patroni|postgres|all     SIGSTOP (postgres = postmaster + children)
@@ -41,6 +42,11 @@
 #                    a stalled primary woke up: see README.md
 #   PT_SYNC_STRICT   true: synchronous_mode_strict (commits block while no sync standby);
 #                    default false (a new cluster only: it goes into bootstrap.dcs)
+#   PT_SYNC_MODE     on (default): synchronous_mode: on, one named synchronous standby
+#                    (synchronous_standby_names = 'node2'); quorum: Patroni 4's
+#                    synchronous_mode: quorum with synchronous_node_count: 1, both standbys
+#                    in 'ANY 1 (node2,node3)' and a /sync quorum of 1 (a new cluster only:
+#                    it goes into bootstrap.dcs)
 set -euo pipefail
 here=$(cd -- "$(dirname -- "$0")" && pwd)
 PY=/usr/bin/python3
@@ -62,6 +68,7 @@ load_ports() {
         # shellcheck disable=SC1091
         . "$BASE/ports.env"
         SYNC_STRICT=${SYNC_STRICT:-false}
+        SYNC_MODE=${SYNC_MODE:-on}
         DCS=${DCS:-etcd3}
         PATRONI=${PATRONI:-patroni}
         return
@@ -80,6 +87,7 @@ load_ports() {
     }
     case ${PT_DCS:-etcd3} in etcd3 | etcd) DCS=${PT_DCS:-etcd3} ;; *) die "PT_DCS must be etcd3 or etcd (got '$PT_DCS')" ;; esac
     case ${PT_SYNC_STRICT:-false} in true | 1 | yes) SYNC_STRICT=true ;; *) SYNC_STRICT=false ;; esac
+    case ${PT_SYNC_MODE:-on} in on | quorum) SYNC_MODE=${PT_SYNC_MODE:-on} ;; *) die "PT_SYNC_MODE must be on or quorum (got '$PT_SYNC_MODE')" ;; esac
     if [ -n "${PT_PATRONI:-}" ]; then PATRONI=$PT_PATRONI
     elif [ -x "$here/../../../target/patroni-venv/bin/patroni" ]; then
         PATRONI=$(cd "$here/../../../target/patroni-venv/bin" && pwd)/patroni
@@ -93,7 +101,7 @@ load_ports() {
 save_ports() {
     {
         for v in HAPROXY_PORT ETCD_PORT ETCD_PEER_PORT PG_PORT1 PG_PORT2 PG_PORT3 API_PORT1 API_PORT2 \
-            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT DCS PATRONI; do
+            API_PORT3 PROXY_PORT1 PROXY_PORT2 PROXY_PORT3 PG_USER PG_BIN SYNC_STRICT SYNC_MODE DCS PATRONI; do
             printf '%s=%q\n' "$v" "${!v}"
         done
     } > "$BASE/ports.env"
@@ -137,6 +145,16 @@ timing_values() {
     esac
 }
 
+# the bootstrap.dcs lines of PT_SYNC_MODE
+sync_mode_config() {
+    if [ "$SYNC_MODE" = quorum ]; then
+        echo "    synchronous_mode: quorum       # ANY 1 (both standbys); a quorum of them may promote"
+        echo "    synchronous_node_count: 1"
+    else
+        echo "    synchronous_mode: true         # one named sync standby; only it may be promoted"
+    fi
+}
+
 write_patroni_config() { # N TTL LOOP RETRY
     local n=$1 dir=$BASE/node$1
     cat > "$dir/patroni.yml" <<EOF
@@ -157,7 +175,7 @@ bootstrap:
     loop_wait: $3
     retry_timeout: $4
     maximum_lag_on_failover: 1048576
-    synchronous_mode: true         # one named sync standby; only it may be promoted
+$(sync_mode_config)
     synchronous_mode_strict: $SYNC_STRICT
     postgresql:
       use_pg_rewind: true
@@ -290,13 +308,17 @@ current_primary() { # prints N when exactly one node's REST answers GET /primary
     echo "$found"
 }
 
-healthy() { # one leader running, one sync_standby and one replica streaming/running, a write commits
-    local j
+healthy() { # one leader running, the standbys streaming/running (on: one sync_standby and
+    # one replica; quorum: two quorum_standby), a write commits
+    local j sync=1 quorum=0 replica=1
+    [ "$SYNC_MODE" = quorum ] && { sync=0 quorum=2 replica=0; }
     j=$(cluster_json) || return 1
-    echo "$j" | jq -e '[.members[] | select(.state == "running" or .state == "streaming")] as $m
+    echo "$j" | jq -e --argjson s "$sync" --argjson q "$quorum" --argjson r "$replica" \
+        '[.members[] | select(.state == "running" or .state == "streaming")] as $m
         | ([$m[] | select(.role == "leader")] | length) == 1
-        and ([$m[] | select(.role == "sync_standby")] | length) == 1
-        and ([$m[] | select(.role == "replica")] | length) == 1' >/dev/null 2>&1 || return 1
+        and ([$m[] | select(.role == "sync_standby")] | length) == $s
+        and ([$m[] | select(.role == "quorum_standby")] | length) == $q
+        and ([$m[] | select(.role == "replica")] | length) == $r' >/dev/null 2>&1 || return 1
     PGCONNECT_TIMEOUT=2 psql -X -q -h 127.0.0.1 -p "$HAPROXY_PORT" -U postgres -d postgres -tA \
         -c "SET statement_timeout = '3s'; CREATE TABLE IF NOT EXISTS patroni_sh_probe(at timestamptz); INSERT INTO patroni_sh_probe VALUES (now())" \
         >/dev/null 2>&1
@@ -421,7 +443,7 @@ cmd_start() {
     apply_timing "$timing" >/dev/null
     wait_healthy "${PT_START_TIMEOUT:-120}" || exit 1
     for n in 1 2 3; do postmaster_pid "$n" > "$RUN/postgres$n.pid"; done
-    echo "started: HAProxy 127.0.0.1:$HAPROXY_PORT (writes), PostgreSQL $PG_PORT1 $PG_PORT2 $PG_PORT3, Patroni REST $API_PORT1 $API_PORT2 $API_PORT3, etcd $ETCD_PORT; timing=$timing (ttl=$t loop_wait=$l retry_timeout=$r); primary=$(current_primary); base=$BASE"
+    echo "started: HAProxy 127.0.0.1:$HAPROXY_PORT (writes), PostgreSQL $PG_PORT1 $PG_PORT2 $PG_PORT3, Patroni REST $API_PORT1 $API_PORT2 $API_PORT3, etcd $ETCD_PORT; timing=$timing (ttl=$t loop_wait=$l retry_timeout=$r); sync_mode=$SYNC_MODE; primary=$(current_primary); base=$BASE"
 }
 
 cmd_stop() {
@@ -481,7 +503,7 @@ cmd_status() {
         echo "node=$n role=$role state=$state patroni_pid=$(alive "patroni$n" && pidof_rec "patroni$n" || echo -) postgres_pid=$(postmaster_pid "$n" | grep . || echo -) pg_port=$(pg_port "$n") api_port=$(api_port "$n") etcd_link=$(cat "$RUN/proxy$n.state" 2>/dev/null || echo down)"
     done
     prim=$(current_primary)
-    echo "primary=${prim:-none} etcd_leader=$(etcd_leader | grep . || echo none) lease_ttl=$(leader_lease_ttl | grep . || echo -) haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown) dcs=$DCS"
+    echo "primary=${prim:-none} etcd_leader=$(etcd_leader | grep . || echo none) lease_ttl=$(leader_lease_ttl | grep . || echo -) haproxy_port=$HAPROXY_PORT timing=$(cat "$BASE/timing" 2>/dev/null || echo unknown) dcs=$DCS sync_mode=$SYNC_MODE"
 }
 
 cmd_pids() { # N

@@ -416,6 +416,8 @@ impl Runtime {
             Ok(reloaded) => {
                 tracing::info!("{}", reloaded.summary);
                 self.publisher.set_readiness(reloaded.readiness);
+                let http = super::start::http_endpoint(self.services.applied());
+                self.publisher.set_http(http);
                 self.check_file();
                 if reloaded.health_removed {
                     self.eligibility.set_health(HealthState::Unchecked);

@@ -7,8 +7,8 @@
 use crate::api::Status;
 use crate::config::NodeConfig;
 use crate::node::commands::health::{self, HealthCheck, Verdict};
+use crate::node::serve::api::ApiRequests;
 use crate::node::serve::http::{self, HttpState};
-use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use std::path::PathBuf;
@@ -24,8 +24,8 @@ pub struct Services {
     status: watch::Receiver<Status>,
     metrics: Arc<Metrics>,
     health_verdicts: mpsc::Sender<Verdict>,
-    /// The coordinator's pending scheduled switchover, shown in `/status`.
-    schedule: Schedule,
+    /// The client API, which the HTTP endpoint answers through.
+    api: ApiRequests,
     tasks: NodeTasks,
     /// The running check's group, if any.
     health: Option<NodeTasks>,
@@ -47,8 +47,9 @@ pub struct ServiceLinks {
     pub status: watch::Receiver<Status>,
     pub metrics: Arc<Metrics>,
     pub health_verdicts: mpsc::Sender<Verdict>,
-    /// The API's scheduled switchover, which `/status` shows too.
-    pub schedule: Schedule,
+    /// The client API, which the HTTP endpoint answers through (`/status` with the
+    /// scheduled switchover, `/cluster`).
+    pub api: ApiRequests,
     /// Where `bully pg` orders arrive (src/node/postgres/).
     pub postgres_orders: crate::node::postgres::Orders,
     /// The synchronous record this node keeps (src/node/postgres/sync_store.rs).
@@ -70,7 +71,7 @@ impl Services {
             status: links.status,
             metrics: links.metrics,
             health_verdicts: links.health_verdicts,
-            schedule: links.schedule,
+            api: links.api,
             tasks: tasks.clone(),
             health: None,
             health_generation: 0,
@@ -106,9 +107,9 @@ impl Services {
     /// Serves HTTP on `listener` (stop the old endpoint first).
     pub fn serve_http(&mut self, listener: TcpListener) {
         let state = HttpState {
-            status: self.status.clone(),
+            api: self.api.clone(),
             metrics: Arc::clone(&self.metrics),
-            schedule: self.schedule.clone(),
+            pg_data_dir: self.applied.postgres.as_ref().map(|pg| pg.data_dir.clone()),
         };
         let group = self.tasks.child();
         group.spawn(http::serve(listener, state, group.clone()));

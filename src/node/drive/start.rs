@@ -330,7 +330,16 @@ fn initial_status(
     status.watchdog_unavailable = gates.watchdog_unavailable.clone();
     status.pause = pause.current().clone();
     status.file_differs = members::file_disagrees(machine.members(), config);
+    status.http = http_endpoint(config);
     status
+}
+
+/// Where the config puts the node's HTTP endpoint, as its status shows it.
+pub fn http_endpoint(config: &NodeConfig) -> Option<crate::api::HttpEndpoint> {
+    config.http.map(|h| crate::api::HttpEndpoint {
+        listen: h.listen,
+        tls: false,
+    })
 }
 
 /// The serving side of a node: its services (health check, HTTP), its client API, and
@@ -376,16 +385,6 @@ fn serve(
     let (verdicts_tx, health_verdicts) = mpsc::channel(4);
     let schedule = Schedule::default();
     let (postgres_tx, postgres_orders) = crate::node::postgres::orders();
-    let links = ServiceLinks {
-        workdir,
-        status: status.clone(),
-        metrics: Arc::clone(metrics),
-        health_verdicts: verdicts_tx,
-        schedule: schedule.clone(),
-        postgres_orders,
-        pg_sync: pg_sync.clone(),
-    };
-    let services = Services::start(config, links, http, tasks);
     let members = PeerApis {
         peers: config.peers.clone(),
         tls: config.transport_config().tls,
@@ -400,9 +399,19 @@ fn serve(
         members,
         schedule,
         postgres: postgres_tx,
-        pg_sync,
+        pg_sync: pg_sync.clone(),
         tasks: tasks.clone(),
     });
+    let links = ServiceLinks {
+        workdir,
+        status: status.clone(),
+        metrics: Arc::clone(metrics),
+        health_verdicts: verdicts_tx,
+        api: api.requests(),
+        postgres_orders,
+        pg_sync,
+    };
+    let services = Services::start(config, links, http, tasks);
     Serving {
         services,
         api,

@@ -352,6 +352,16 @@ impl Publisher {
         }
     }
 
+    /// Where the node's HTTP endpoint now listens (a reload may move it), so the
+    /// members' `/cluster` give its `api_url`.
+    pub fn set_http(&mut self, http: Option<crate::api::HttpEndpoint>) {
+        self.status.send_if_modified(|s| {
+            let changed = s.http != http;
+            s.http = http;
+            changed
+        });
+    }
+
     /// New readiness settings (a reload): they apply to the next view and the next
     /// finished `on_elected`, except that a coordinator not ready yet is ready at once
     /// when it no longer has to wait (`coordinator_ready = "elected"`, or no

@@ -18,7 +18,7 @@ use crate::node::policy::member_change::CHANGE_TIMEOUT_MS;
 use crate::node::shared::mailbox::{ask_runtime, Command};
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
-use crate::protocol::{Change, Role};
+use crate::protocol::{Change, NodeId, Role};
 use crate::transport::{close, read_frame, write_frame};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,12 +98,69 @@ impl Api {
         });
     }
 
+    /// The same requests, for the HTTP endpoint's routes (`/cluster`, Patroni's write
+    /// routes): answered exactly as over QUIC, so one path serves both.
+    pub fn requests(&self) -> ApiRequests {
+        ApiRequests {
+            context: self.context.clone(),
+        }
+    }
+
     /// Serves every request stream a client opens on `conn` until it closes or the
     /// node stops (then the connection is closed).
     pub fn serve(&self, conn: quinn::Connection) {
         self.context
             .tasks
             .spawn(serve_client(conn, self.context.clone()));
+    }
+}
+
+/// The client API as another of the node's endpoints uses it (src/node/serve/http_conn.rs):
+/// a request answered as a client's over QUIC would be (passed on to the coordinator
+/// where only it serves one), and another member asked as the API asks it.
+#[derive(Clone)]
+pub struct ApiRequests {
+    context: ApiContext,
+}
+
+impl ApiRequests {
+    /// The answer to `request` (never a watch), as the QUIC API gives it.
+    pub async fn answer(&self, request: Request) -> Response {
+        match respond(request, &self.context, true).await {
+            Ok(response) => response,
+            Err(e) => Response::Refused(format!("the node could not answer: {e}")),
+        }
+    }
+
+    /// This node's status as of now, as `Request::Status` answers it.
+    pub fn status_now(&self) -> Status {
+        self.context.schedule.status_now(&self.context.status)
+    }
+
+    /// Member `id`'s status, asked over its API within `within` (connecting and
+    /// answering each), or why there is none.
+    pub async fn member_status(
+        &self,
+        now: &Status,
+        id: NodeId,
+        within: Duration,
+    ) -> Result<Status, String> {
+        let asked = switchover::ask_member(
+            &self.context.members,
+            now,
+            id,
+            Request::Status,
+            Within::quick(within, within),
+        );
+        match tokio::time::timeout(within * 2, asked).await {
+            Ok(Ok(Response::Status(theirs))) => Ok(theirs),
+            Ok(Ok(other)) => Err(format!("node {id} answered {other:?}")),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(format!(
+                "node {id} did not answer within {} ms",
+                (within * 2).as_millis()
+            )),
+        }
     }
 }
 

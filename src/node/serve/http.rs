@@ -11,6 +11,9 @@
 //! | `/primary`, `/read-write`, `/master`, `/leader`, `/`, `/replica`, `/read-only`, `/liveness`, `/readiness`, `/quorum`, `/sync`, `/async`, `/read-only-quorum`, `/read-only-sync`, `/standby-leader` | Patroni's checks, 200 or 503 (`http_patroni`) |
 //! | `/patroni`     | 200, Patroni's status body (`http_patroni`)                      |
 //! | `/config`      | 200, the cluster settings in Patroni's shape; 502 before any is stored (`http_patroni`) |
+//! | `/cluster`     | 200, every member as it answers now, in Patroni's shape (`http_cluster`) |
+//! | `/history`     | 200, the server's timeline switches in Patroni's shape; 503 when its history file cannot be read (`http_history`) |
+//! | `/failsafe`    | 502, as Patroni's without `failsafe_mode`: the members are the DCS (`http_patroni`) |
 //!
 //! GET, and HEAD and OPTIONS answering like GET without the body; another method is a
 //! 405, a path not listed a 404, and what hyper cannot parse a 400 (or 431 for a head

@@ -7,12 +7,9 @@
 //! 431); the rest is `http_routes`' decision. How many connections are open at once is
 //! the accept loop's bound (`http`, `http_slots`).
 
+use super::http_answer;
 use super::http_reply::Reply;
 use super::http_routes;
-use super::scheduled_switchover::Schedule;
-use crate::api::Status;
-use crate::boot_clock::BootInstant;
-use crate::node::shared::metrics::Metrics;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
@@ -21,11 +18,11 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+
+pub use super::http_answer::HttpState;
 
 /// Longest request head accepted (request line plus headers); hyper's smallest buffer,
 /// so with one head per connection it bounds a connection's memory.
@@ -38,15 +35,6 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 const LINGER: Duration = Duration::from_secs(1);
 /// ... and at most this much.
 const LINGER_BYTES: usize = 64 * 1024;
-
-/// What the endpoint reads from.
-#[derive(Clone)]
-pub struct HttpState {
-    pub status: watch::Receiver<Status>,
-    pub metrics: Arc<Metrics>,
-    /// The pending scheduled switchover, which `/status` shows like the API's status.
-    pub schedule: Schedule,
-}
 
 /// Serves one connection to its end, within [`DEADLINE`]; an error says why it ended
 /// early (the caller logs it).
@@ -63,8 +51,8 @@ pub async fn serve(mut stream: TcpStream, state: &HttpState) -> std::io::Result<
 /// One request and its answer. hyper borrows the stream, so that once it is done the
 /// connection can still get a 408 and a lingering close.
 async fn exchange(stream: &mut TcpStream, state: &HttpState) -> std::io::Result<()> {
-    let service = service_fn(|request: Request<Incoming>| {
-        std::future::ready(Ok::<_, Infallible>(respond(&request, state)))
+    let service = service_fn(|request: Request<Incoming>| async move {
+        Ok::<_, Infallible>(respond(request, state).await)
     });
     let served = builder()
         .serve_connection(TokioIo::new(&mut *stream), service)
@@ -97,13 +85,11 @@ fn builder() -> http1::Builder {
 }
 
 /// The answer to one parsed request.
-fn respond(request: &Request<Incoming>, state: &HttpState) -> Response<Full<Bytes>> {
+async fn respond(request: Request<Incoming>, state: &HttpState) -> Response<Full<Bytes>> {
     let method = request.method();
     let reply = if http_routes::allowed(method.as_str()) {
-        let status = state.schedule.status_now(&state.status);
         let uri = request.uri();
-        let now_ns = BootInstant::now().as_nanos();
-        http_routes::route(uri.path(), uri.query(), &status, &state.metrics, now_ns)
+        http_answer::get(uri.path(), uri.query(), state).await
     } else {
         http_routes::method_not_allowed(method.as_str())
     };

@@ -27,7 +27,9 @@
 //! `/config` gives the cluster settings in Patroni's shape where Patroni has the key
 //! (502 before any is stored). `/patroni` is 200 while the node answers, with the status body below plus Patroni's
 //! `quorum_standby`, `tags` (when any is set), `pause`, `cluster_unlocked` and
-//! `patroni` (`version`, `scope`, `name`).
+//! `patroni` (`version`, `scope`, `name`). `/failsafe` is 502, Patroni's answer without
+//! its `failsafe_mode` ([`FAILSAFE`] says why). `/cluster` and `/history` ask beyond
+//! the node's status (`http_cluster`, `http_history`).
 //!
 //! A server whose data is not the cluster's (`PgState::other_cluster`: another
 //! cluster's volume, or this node's own `initdb` that lost the race) passes none of
@@ -127,6 +129,9 @@ pub fn route(path: &str, query: Option<&str>, status: &Status, now_ns: u64) -> O
     }
     if path == "/config" {
         return Some(config(status));
+    }
+    if path == "/failsafe" {
+        return Some(Reply::text(502, FAILSAFE));
     }
     Check::for_path(path).map(|check| answer(check, query, status, now_ns))
 }
@@ -325,6 +330,12 @@ fn as_tagged(check: Check, pg: &PgState, query: Option<&str>) -> Result<(), Stri
         )),
     }
 }
+
+/// Why `/failsafe` is a 502, Patroni's answer when its `failsafe_mode` is off: that
+/// mode keeps a primary whose DCS is down while it reaches every member; bully's
+/// members are its DCS, and a coordinator keeps its lease while a majority answers.
+const FAILSAFE: &str = "bully has no failsafe mode: the members themselves hold the election, \
+                        and the coordinator keeps its lease while a majority of them answers\n";
 
 /// Why `/standby-leader` never passes.
 const STANDBY_LEADER: &str = "bully runs no standby cluster: there is no standby leader";
@@ -742,6 +753,11 @@ mod tests {
         assert_eq!(code("/async", None, &primary), 503);
         for status in [&primary, &named, &unnamed] {
             assert_eq!(code("/standby-leader", None, status), 503);
+            assert_eq!(
+                code("/failsafe", None, status),
+                502,
+                "Patroni's: not enabled"
+            );
         }
     }
 

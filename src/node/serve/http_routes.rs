@@ -49,7 +49,7 @@ pub fn route(
         _ => Reply::text(
             404,
             "not found; try /coordinator, /health, /status or /metrics, or Patroni's \
-             /primary, /replica, /read-only, /liveness or /readiness\n",
+             /primary, /replica, /read-only, /liveness, /readiness, /patroni or /cluster\n",
         ),
     }
 }

@@ -7,8 +7,11 @@
 pub mod api;
 pub mod forward;
 pub mod http;
+pub mod http_answer;
+pub mod http_cluster;
 pub mod http_conn;
 pub mod http_coordinator;
+pub mod http_history;
 pub mod http_patroni;
 pub mod http_query;
 pub mod http_reply;

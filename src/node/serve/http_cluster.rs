@@ -1,0 +1,354 @@
+//! Patroni's `/cluster` on any member: every member that keeps a PostgreSQL server, as
+//! it answers now, in the shape Patroni's `cluster_as_json` gives (what dashboards,
+//! exporters and operators read): `members` sorted by name, each with `name`, `role`
+//! (`leader`, `quorum_standby` or `replica`), `state`, `api_url`, `host`, `port`,
+//! `timeline`, the LSNs and their lag behind the leader's; `pause`,
+//! `scheduled_switchover` and `scope` at the top.
+//!
+//! Patroni reads its members from its DCS; bully asks each member over its API
+//! ([`gather`], every member at once, each within [`ASK_WITHIN`]). A member that does
+//! not answer is listed with `state: "unknown"` and why under `bully.error` (Patroni
+//! lists a member until its key expires); a witness, which keeps no server, is not
+//! listed. The shape is decided apart from the asking ([`cluster_json`]), so it is tested
+//! without a socket.
+
+use super::api::ApiRequests;
+use crate::api::postgres::{lsn_text, PgRole, PgState};
+use crate::api::Status;
+use crate::protocol::{NodeId, Role, Seat};
+use serde_json::{json, Map, Value};
+use std::net::SocketAddr;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// How long one member may take to connect and to answer.
+pub const ASK_WITHIN: Duration = Duration::from_millis(500);
+
+/// One member's answer: its status, or why there is none.
+pub type Answer = (NodeId, Result<Status, String>);
+
+/// The members this node's list names (its own configured peers before it holds a
+/// list), witnesses left out.
+fn data_members(own: &Status) -> Vec<NodeId> {
+    match &own.members {
+        Some(list) => list
+            .members
+            .iter()
+            .filter(|m| m.seat != Seat::Witness)
+            .map(|m| m.id)
+            .collect(),
+        None => std::iter::once(own.id)
+            .chain(own.peers.iter().map(|p| p.id))
+            .collect(),
+    }
+}
+
+/// Every data member's status: this node's own as of now, the others asked at once.
+pub async fn gather(api: &ApiRequests) -> (Status, Vec<Answer>) {
+    let own = api.status_now();
+    let asks = data_members(&own).into_iter().map(|id| {
+        let own = &own;
+        async move {
+            if id == own.id {
+                return (id, Ok(own.clone()));
+            }
+            (id, api.member_status(own, id, ASK_WITHIN).await)
+        }
+    });
+    let answers = futures::future::join_all(asks).await;
+    (own, answers)
+}
+
+/// Patroni's `/cluster` body from the asking node's status and every member's answer.
+pub fn cluster_json(own: &Status, answers: &[Answer]) -> Value {
+    let leader = answers.iter().find_map(|(id, answer)| {
+        let status = answer.as_ref().ok()?;
+        (status.role == Role::Coordinator).then_some((*id, status))
+    });
+    let leader_lsn = leader
+        .and_then(|(_, s)| s.postgres.as_ref())
+        .filter(|pg| pg.role == PgRole::Primary)
+        .and_then(|pg| pg.wal_position);
+    let leader_id = leader.map(|(id, _)| id).or(own.coordinator());
+    let mut members: Vec<Value> = answers
+        .iter()
+        .filter_map(|(id, answer)| match answer {
+            Ok(status) => status
+                .postgres
+                .as_ref()
+                .map(|pg| member_json(own, *id, status, pg, leader_lsn)),
+            Err(why) => Some(unanswered(own, *id, why, leader_id)),
+        })
+        .collect();
+    members.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let mut body = json!({ "members": members, "scope": "bully" });
+    if own.pause.paused {
+        body["pause"] = true.into();
+    }
+    let scheduled = own
+        .scheduled_switchover
+        .or_else(|| leader.and_then(|(_, s)| s.scheduled_switchover));
+    if let Some(plan) = scheduled {
+        let at = UNIX_EPOCH + Duration::from_millis(plan.at_ms);
+        let mut switchover = json!({
+            "at": humantime::format_rfc3339_millis(at).to_string(),
+            "to": plan.to.to_string(),
+        });
+        if let Some(from) = leader_id {
+            switchover["from"] = from.to_string().into();
+        }
+        body["scheduled_switchover"] = switchover;
+    }
+    body
+}
+
+/// One member that answered, with its server.
+fn member_json(
+    own: &Status,
+    id: NodeId,
+    status: &Status,
+    pg: &PgState,
+    leader_lsn: Option<u64>,
+) -> Value {
+    let is_leader = status.role == Role::Coordinator;
+    let role = if is_leader {
+        "leader"
+    } else if pg.quorum_standby {
+        "quorum_standby"
+    } else {
+        "replica"
+    };
+    let state = match pg.role {
+        PgRole::Replica if pg.streaming_from.is_some() && !is_leader => "streaming",
+        _ if pg.readable() => "running",
+        other => other.word(),
+    };
+    let mut member = Map::new();
+    member.insert("name".into(), id.to_string().into());
+    member.insert("role".into(), role.into());
+    member.insert("state".into(), state.into());
+    let host_of = |addr: SocketAddr| reachable_host(own, id, addr);
+    if let Some(http) = status.http {
+        let scheme = if http.tls { "https" } else { "http" };
+        let (host, port) = (host_of(http.listen), http.listen.port());
+        member.insert(
+            "api_url".into(),
+            format!("{scheme}://{}/patroni", join_host_port(&host, port)).into(),
+        );
+    }
+    member.insert("host".into(), host_of(pg.listen).into());
+    member.insert("port".into(), pg.listen.port().into());
+    if let Some(timeline) = pg.timeline {
+        member.insert("timeline".into(), timeline.into());
+    }
+    if !pg.pending_restart.is_empty() {
+        member.insert("pending_restart".into(), true.into());
+    }
+    if pg.tags != Default::default() {
+        member.insert("tags".into(), json!(pg.tags));
+    }
+    if !is_leader {
+        let received = pg.wal_position;
+        let replayed = pg.replayed;
+        let lsn = received.max(replayed);
+        for (key, at) in [("receive_", received), ("replay_", replayed), ("", lsn)] {
+            let (lsn, lag) = lsn_and_lag(at, leader_lsn);
+            member.insert(format!("{key}lsn"), lsn);
+            member.insert(format!("{key}lag"), lag);
+        }
+    }
+    member.insert("bully".into(), json!({ "node_role": status.role }));
+    Value::Object(member)
+}
+
+/// Patroni's pair for one LSN: the position as PostgreSQL writes it and its lag behind
+/// the leader's, 0 when ahead; both `"unknown"` when the position is.
+fn lsn_and_lag(at: Option<u64>, leader: Option<u64>) -> (Value, Value) {
+    match (at, leader) {
+        (None, _) => ("unknown".into(), "unknown".into()),
+        (Some(at), Some(leader)) => (lsn_text(at).into(), leader.saturating_sub(at).into()),
+        (Some(at), None) => (lsn_text(at).into(), "unknown".into()),
+    }
+}
+
+/// A member that did not answer: what the asking node knows of it.
+fn unanswered(own: &Status, id: NodeId, why: &str, leader: Option<NodeId>) -> Value {
+    let role = if Some(id) == leader {
+        "leader"
+    } else {
+        "replica"
+    };
+    json!({
+        "name": id.to_string(),
+        "role": role,
+        "state": "unknown",
+        "bully": { "error": why, "asked_by": own.id },
+    })
+}
+
+/// The host others reach `addr` of member `id` at: its IP, unless it listens on every
+/// address, then the host of the member's address in the list.
+fn reachable_host(own: &Status, id: NodeId, addr: SocketAddr) -> String {
+    if !addr.ip().is_unspecified() {
+        return addr.ip().to_string();
+    }
+    own.members
+        .as_ref()
+        .and_then(|list| list.get(id))
+        .map(|m| host_part(&m.addr))
+        .unwrap_or_else(|| addr.ip().to_string())
+}
+
+/// The host of `host:port` (brackets of an IPv6 literal dropped).
+fn host_part(addr: &str) -> String {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// `host:port`, an IPv6 literal in brackets.
+fn join_host_port(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::HttpEndpoint;
+    use crate::api::ScheduledSwitchover;
+    use crate::protocol::Epoch;
+
+    fn server(role: PgRole, port: u16, at: u64) -> PgState {
+        PgState {
+            timeline: Some(3),
+            wal_position: Some(at),
+            replayed: (role == PgRole::Replica).then_some(at - 8),
+            streaming_from: (role == PgRole::Replica).then_some(3),
+            quorum_standby: port == 5431,
+            ..PgState::bare(
+                format!("127.0.0.1:{port}").parse().unwrap(),
+                role,
+                String::new(),
+                0,
+            )
+        }
+    }
+
+    /// Node `id` of a three-member cluster led by node 3 (epoch 4@3).
+    fn member(id: NodeId, pg: PgState) -> Status {
+        let epoch = Some(Epoch { term: 4, leader: 3 });
+        let role = if id == 3 {
+            Role::Coordinator
+        } else {
+            Role::Follower
+        };
+        let peers: Vec<NodeId> = [1, 2, 3].into_iter().filter(|&p| p != id).collect();
+        let mut status = Status::starting_candidate(id, &peers);
+        status.set_office(role, epoch);
+        status.postgres = Some(pg);
+        status.http = Some(HttpEndpoint {
+            listen: format!("0.0.0.0:800{id}").parse().unwrap(),
+            tls: id == 2,
+        });
+        status
+    }
+
+    fn members(body: &Value) -> &Vec<Value> {
+        body["members"].as_array().unwrap()
+    }
+
+    #[test]
+    fn every_member_in_patronis_shape() {
+        let leader = member(3, server(PgRole::Primary, 5433, 0x3000100));
+        let one = member(1, server(PgRole::Replica, 5431, 0x3000100));
+        let two = member(2, server(PgRole::Replica, 5432, 0x3000000));
+        let answers = vec![(3, Ok(leader)), (1, Ok(one.clone())), (2, Ok(two))];
+        let body = cluster_json(&one, &answers);
+        assert_eq!(body["scope"], "bully");
+        assert_eq!(body.get("pause"), None, "only when paused, as Patroni");
+        let names: Vec<&str> = members(&body)
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["1", "2", "3"], "sorted by name");
+        let [one, two, three] = &members(&body)[..] else {
+            panic!("{body}")
+        };
+        assert_eq!(three["role"], "leader");
+        assert_eq!(three["state"], "running");
+        assert_eq!(three.get("lsn"), None, "the leader has no lag");
+        assert_eq!(three["host"], "127.0.0.1");
+        assert_eq!(three["port"], 5433);
+        assert_eq!(three["timeline"], 3);
+        assert_eq!(one["role"], "quorum_standby");
+        assert_eq!(one["state"], "streaming");
+        assert_eq!(one["lsn"], "0/3000100");
+        assert_eq!(one["lag"], 0);
+        assert_eq!(one["replay_lsn"], "0/30000F8");
+        assert_eq!(one["replay_lag"], 8);
+        assert_eq!(two["role"], "replica");
+        assert_eq!(two["receive_lag"], 0x100);
+        assert_eq!(
+            two["api_url"], "https://0.0.0.0:8002/patroni",
+            "no list: as it listens"
+        );
+    }
+
+    #[test]
+    fn a_silent_member_is_listed_as_unknown_and_a_witness_not_at_all() {
+        let one = member(1, server(PgRole::Replica, 5431, 0x100));
+        let mut witness = one.clone();
+        witness.id = 4;
+        witness.postgres = None;
+        let answers = vec![
+            (1, Ok(one.clone())),
+            (3, Err("node 3 did not answer".to_string())),
+            (4, Ok(witness)),
+        ];
+        let body = cluster_json(&one, &answers);
+        assert_eq!(members(&body).len(), 2, "{body}");
+        let silent = &members(&body)[1];
+        assert_eq!(
+            (
+                silent["name"].as_str(),
+                silent["role"].as_str(),
+                silent["state"].as_str()
+            ),
+            (Some("3"), Some("leader"), Some("unknown")),
+            "the coordinator node 1 follows"
+        );
+        assert_eq!(
+            members(&body)[0]["lag"],
+            "unknown",
+            "no leader position known"
+        );
+    }
+
+    #[test]
+    fn pause_and_a_scheduled_switchover_show_at_the_top() {
+        let mut leader = member(3, server(PgRole::Primary, 5433, 0x100));
+        leader.pause.paused = true;
+        leader.scheduled_switchover = Some(ScheduledSwitchover {
+            to: 1,
+            at_ms: 1_800_000_000_000,
+            for_ms: 1000,
+        });
+        let body = cluster_json(&leader, &[(3, Ok(leader.clone()))]);
+        assert_eq!(body["pause"], true);
+        assert_eq!(
+            body["scheduled_switchover"],
+            json!({ "at": "2027-01-15T08:00:00.000Z", "from": "3", "to": "1" })
+        );
+    }
+
+    #[test]
+    fn hosts_of_members_listening_everywhere_come_from_the_list() {
+        assert_eq!(host_part("db1.example:7000"), "db1.example");
+        assert_eq!(host_part("[::1]:7000"), "::1");
+        assert_eq!(join_host_port("::1", 80), "[::1]:80");
+        assert_eq!(join_host_port("10.0.0.1", 80), "10.0.0.1:80");
+    }
+}
