@@ -132,6 +132,9 @@ fn resolve_paths(config: &mut NodeConfig, base: &Path) {
         paths.extend(pg.tls_cert.as_mut());
         paths.extend(pg.tls_key.as_mut());
     }
+    if let Some(http) = config.http.as_mut() {
+        paths.extend(http.password_file.as_mut());
+    }
     for path in paths {
         // An empty, blank or padded path stays as written so that validation reports it.
         if path.is_relative() && validate::path_problem(path).is_none() {

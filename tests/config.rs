@@ -840,7 +840,7 @@ fn example_commented_sections_are_valid_and_show_the_defaults() {
             },
             HealthConfig::new("")
         );
-        let http = config.http.expect("[http] example");
+        let http = config.http.clone().expect("[http] example");
         assert_eq!(http.coordinator_ready, CoordinatorReady::HookOk);
         assert_eq!(
             http.listen,
@@ -1068,4 +1068,44 @@ fn postgres_tls_is_off_by_default_and_its_keys_are_checked() {
     // Off, the user may still set PostgreSQL's own TLS parameters.
     f.parse(&with_postgres("[postgres.parameters]\nssl = \"on\"\n"))
         .expect("ssl is the user's with tls off");
+}
+
+#[test]
+fn http_write_credentials_need_both_keys_a_readable_file_and_tls() {
+    let fx = Fixture::new();
+    let http = |extra: &str| with(&format!("[http]\nlisten = \"127.0.0.1:8001\"\n{extra}"));
+    fx.expect_error(
+        &http("username = \"admin\"\ntls = true\n"),
+        "http.password_file",
+        "needs a password_file",
+    );
+    fx.expect_error(
+        &http("password_file = \"http.password\"\ntls = true\n"),
+        "http.username",
+        "needs the username",
+    );
+    fx.expect_error(
+        &http("username = \"admin\"\npassword_file = \"missing.password\"\ntls = true\n"),
+        "http.password_file",
+        "cannot access",
+    );
+    fs::write(fx.path("http.password"), "hunter2\n").unwrap();
+    fx.expect_error(
+        &http("username = \"admin\"\npassword_file = \"http.password\"\n"),
+        "http.tls",
+        "never sent in clear",
+    );
+    fx.expect_error(
+        &http("username = \"a:b\"\npassword_file = \"http.password\"\ntls = true\n"),
+        "http.username",
+        "has a ':'",
+    );
+    let config = fx
+        .parse(&http(
+            "username = \"admin\"\npassword_file = \"http.password\"\ntls = true\n",
+        ))
+        .expect("a complete [http]");
+    let http = config.http.expect("[http]");
+    assert!(http.tls);
+    assert!(http.password_file.unwrap().is_absolute(), "resolved");
 }

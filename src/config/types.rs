@@ -241,23 +241,41 @@ impl HealthConfig {
     }
 }
 
-/// The plain-HTTP endpoint (`/coordinator`, `/health`, `/status`, `/metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The HTTP endpoint (`/coordinator`, `/health`, `/status`, `/metrics`, Patroni's
+/// routes; docs/patroni.md#rest-routes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
-    /// The TCP address to bind; keep it on loopback or a trusted network (no TLS).
+    /// The TCP address to bind. Without `tls`, keep it on loopback or a trusted network.
     pub listen: SocketAddr,
     /// When `/coordinator` starts answering 200 on a new coordinator.
     #[serde(default)]
     pub coordinator_ready: CoordinatorReady,
+    /// Serve HTTPS with the node's certificate (`node-<id>.bully`, from the cluster CA
+    /// of `[tls]`); a client certificate from the same CA is asked for, and required by
+    /// the write routes (`POST /switchover`, `/restart`, ...). Off: plain HTTP, and every
+    /// write route is refused (403).
+    #[serde(default)]
+    pub tls: bool,
+    /// With `password_file`: the write routes also need HTTP basic authentication as this
+    /// user (Patroni's `restapi.authentication`), on top of the client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// A file whose first line is `username`'s password (needs `tls`: a password is
+    /// never sent in clear).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
 }
 
 impl HttpConfig {
-    /// An endpoint on `listen` with the default readiness.
+    /// A plain endpoint on `listen` with the default readiness.
     pub fn on(listen: SocketAddr) -> Self {
         HttpConfig {
             listen,
             coordinator_ready: CoordinatorReady::default(),
+            tls: false,
+            username: None,
+            password_file: None,
         }
     }
 }

@@ -53,6 +53,9 @@ impl NodeConfig {
         }
         self.watchdog.check(self.witness)?;
         self.check_postgres()?;
+        if let Some(http) = &self.http {
+            check_http(http)?;
+        }
         self.check_data_dir()?;
         self.check_tls_files()
     }
@@ -185,6 +188,43 @@ impl NodeConfig {
         }
         Ok(())
     }
+}
+
+/// `[http]`: the write routes' basic authentication needs both its keys, and HTTPS
+/// (a password is never sent in clear); the password file must be readable.
+fn check_http(http: &super::HttpConfig) -> Result<(), Invalid> {
+    match (&http.username, &http.password_file) {
+        (None, None) => return Ok(()),
+        (Some(_), None) => {
+            return Err(invalid(
+                "http.password_file",
+                "http.username needs a password_file (its first line is the password)",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "http.username",
+                "http.password_file needs the username it is the password of",
+            ))
+        }
+        (Some(user), Some(file)) => {
+            if user.trim().is_empty() || user.contains(':') {
+                return Err(invalid(
+                    "http.username",
+                    format!("{user:?} is not a user name for basic authentication (blank, or has a ':')"),
+                ));
+            }
+            check_path("http.password_file", file)?;
+            check_user_file(file).map_err(|m| invalid("http.password_file", m))?;
+        }
+    }
+    if !http.tls {
+        return Err(invalid(
+            "http.tls",
+            "http.username and password_file need tls = true: a password is never sent in clear",
+        ));
+    }
+    Ok(())
 }
 
 fn check_health(health: &HealthConfig) -> Result<(), Invalid> {

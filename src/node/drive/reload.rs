@@ -50,9 +50,10 @@ pub async fn reload(
     // Peers are not reloaded; check the certificates against the ones in use.
     tls.peers = applied.transport_config().peers;
     transport.reload_tls(&tls)?;
-    let listen = |config: &NodeConfig| config.http.map(|h| h.listen);
+    let security = super::start::http_security(&new).map_err(ReloadError::HttpSecurity)?;
+    let listen = |config: &NodeConfig| config.http.as_ref().map(|h| h.listen);
     let http_moved = listen(&new) != listen(applied);
-    let listener = match new.http {
+    let listener = match &new.http {
         Some(wanted) if http_moved => Some(bind_http(wanted.listen).await?),
         _ => None,
     };
@@ -66,6 +67,7 @@ pub async fn reload(
     if http_moved {
         services.stop_http();
     }
+    services.set_http_security(security);
     if let Some(listener) = listener {
         services.serve_http(listener);
     }

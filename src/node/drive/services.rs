@@ -9,6 +9,7 @@ use crate::config::NodeConfig;
 use crate::node::commands::health::{self, HealthCheck, Verdict};
 use crate::node::serve::api::ApiRequests;
 use crate::node::serve::http::{self, HttpState};
+use crate::node::serve::http_auth::Security;
 use crate::node::shared::metrics::Metrics;
 use crate::node::shared::tasks::NodeTasks;
 use std::path::PathBuf;
@@ -33,6 +34,9 @@ pub struct Services {
     health_generation: u64,
     /// The running endpoint's group, if any.
     http: Option<NodeTasks>,
+    /// The endpoint's HTTPS and write credentials, shared with it and replaced in
+    /// place by a reload.
+    http_security: Arc<std::sync::RwLock<Security>>,
     /// The PostgreSQL manager's engine, kept across its restarts.
     postgres_engine: Arc<std::sync::Mutex<crate::postgres_rules::Engine>>,
     /// `bully pg` orders, for whichever manager runs.
@@ -50,6 +54,8 @@ pub struct ServiceLinks {
     /// The client API, which the HTTP endpoint answers through (`/status` with the
     /// scheduled switchover, `/cluster`).
     pub api: ApiRequests,
+    /// The endpoint's HTTPS and write credentials, loaded by the start.
+    pub http_security: Security,
     /// Where `bully pg` orders arrive (src/node/postgres/).
     pub postgres_orders: crate::node::postgres::Orders,
     /// The synchronous record this node keeps (src/node/postgres/sync_store.rs).
@@ -76,6 +82,7 @@ impl Services {
             health: None,
             health_generation: 0,
             http: None,
+            http_security: Arc::new(std::sync::RwLock::new(links.http_security)),
             postgres_engine: Default::default(),
             postgres_orders: links.postgres_orders,
             pg_sync: links.pg_sync,
@@ -110,10 +117,19 @@ impl Services {
             api: self.api.clone(),
             metrics: Arc::clone(&self.metrics),
             pg_data_dir: self.applied.postgres.as_ref().map(|pg| pg.data_dir.clone()),
+            security: Arc::clone(&self.http_security),
         };
         let group = self.tasks.child();
         group.spawn(http::serve(listener, state, group.clone()));
         self.http = Some(group);
+    }
+
+    /// New HTTPS material and write credentials (a reload): the next connection uses them.
+    pub fn set_http_security(&mut self, security: Security) {
+        *self
+            .http_security
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = security;
     }
 
     /// Whether `verdict` comes from the check running now.

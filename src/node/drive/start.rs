@@ -24,6 +24,7 @@ use crate::node::policy::readiness::Readiness;
 use crate::node::postgres::SyncStore;
 use crate::node::publish::publisher::{Publisher, Watches};
 use crate::node::serve::api::{Api, ApiParts};
+use crate::node::serve::http_auth::Security;
 use crate::node::serve::keepers::Keepers;
 use crate::node::serve::scheduled_switchover::Schedule;
 use crate::node::serve::switchover::PeerApis;
@@ -60,6 +61,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     // the timing the cluster lives by, not the file's (docs/design.md#cluster-settings).
     let living = living_by(&config, &stored.members);
     let keeper_socket = bind_keeper_socket(&config)?;
+    let http_security = http_security(&config).map_err(NodeError::HttpSecurity)?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events, applied_dial) = start_transport(&living, &stored).await?;
@@ -107,6 +109,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     let with = ServeWith {
         workdir,
         http,
+        http_security,
         local_addr,
         pg_sync,
     };
@@ -336,9 +339,9 @@ fn initial_status(
 
 /// Where the config puts the node's HTTP endpoint, as its status shows it.
 pub fn http_endpoint(config: &NodeConfig) -> Option<crate::api::HttpEndpoint> {
-    config.http.map(|h| crate::api::HttpEndpoint {
+    config.http.as_ref().map(|h| crate::api::HttpEndpoint {
         listen: h.listen,
-        tls: false,
+        tls: h.tls,
     })
 }
 
@@ -360,6 +363,8 @@ struct ServeWith {
     workdir: PathBuf,
     /// The HTTP listener, bound already (a busy port fails the start).
     http: Option<TcpListener>,
+    /// Its HTTPS material and write credentials, loaded already.
+    http_security: Security,
     /// The transport's address, which the API dials members from.
     local_addr: SocketAddr,
     /// The PostgreSQL synchronous record this node keeps.
@@ -378,6 +383,7 @@ fn serve(
     let ServeWith {
         workdir,
         http,
+        http_security,
         local_addr,
         pg_sync,
     } = with;
@@ -408,6 +414,7 @@ fn serve(
         metrics: Arc::clone(metrics),
         health_verdicts: verdicts_tx,
         api: api.requests(),
+        http_security,
         postgres_orders,
         pg_sync,
     };
@@ -435,9 +442,18 @@ fn node_metrics(
     metrics
 }
 
+/// The HTTP endpoint's HTTPS material and write credentials (`[http]`), so a bad
+/// certificate or password file fails the start with a clear error.
+pub fn http_security(config: &NodeConfig) -> Result<Security, String> {
+    match &config.http {
+        Some(http) => Security::load(http, &config.transport_config().tls),
+        None => Ok(Security::default()),
+    }
+}
+
 /// Binds `[http] listen`, if configured, so a busy port fails the start.
 async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError> {
-    let Some(http) = config.http else {
+    let Some(http) = &config.http else {
         return Ok(None);
     };
     let listener = crate::node::serve::http::bind(http.listen)

@@ -35,7 +35,8 @@ impl Readiness {
     pub fn from_config(config: &NodeConfig) -> Readiness {
         Readiness {
             at_once: config.hooks.on_elected.is_none()
-                || config.http.map(|h| h.coordinator_ready) == Some(CoordinatorReady::Elected),
+                || config.http.as_ref().map(|h| h.coordinator_ready)
+                    == Some(CoordinatorReady::Elected),
             on_failure: config.hooks.on_elected_failure,
             resign_for_ms: config.hooks.resign_for_ms,
         }

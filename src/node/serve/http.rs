@@ -15,10 +15,15 @@
 //! | `/history`     | 200, the server's timeline switches in Patroni's shape; 503 when its history file cannot be read (`http_history`) |
 //! | `/failsafe`    | 502, as Patroni's without `failsafe_mode`: the members are the DCS (`http_patroni`) |
 //!
-//! GET, and HEAD and OPTIONS answering like GET without the body; another method is a
-//! 405, a path not listed a 404, and what hyper cannot parse a 400 (or 431 for a head
-//! over [`MAX_HEAD`]), never a panic. One request per connection (the answer says
-//! `connection: close`). No TLS: bind it to loopback or a trusted network.
+//! GET, and HEAD and OPTIONS answering like GET without the body; Patroni's write
+//! routes (`POST /switchover`, `/failover`, `/restart`, `/reinitialize`, `/reload`,
+//! `DELETE /switchover`, `http_write`) only over HTTPS with a client certificate from
+//! the cluster CA, and the basic credentials when `[http] username` is set
+//! (`http_auth`); another method is a 405, a path not listed a 404, and what hyper
+//! cannot parse a 400 (or 431 for a head over [`MAX_HEAD`]), never a panic. One
+//! request per connection (the answer says `connection: close`). With `[http] tls`
+//! the endpoint speaks HTTPS with the node's certificate (`http_tls`); without it,
+//! bind it to loopback or a trusted network.
 //!
 //! Bounds, so slow or stalled clients cannot exhaust the endpoint or delay others
 //! (tests/http_slow_clients.rs): every accepted connection gets its own task at once,
@@ -32,6 +37,7 @@
 
 use super::http_conn;
 use super::http_slots::Slots;
+use super::http_tls::{self, Caller};
 use crate::node::shared::tasks::NodeTasks;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,6 +48,26 @@ pub use super::http_conn::{HttpState, DEADLINE, MAX_HEAD, READ_TIMEOUT};
 /// Connections open at once; a new one beyond this evicts the oldest. With at most
 /// [`MAX_HEAD`] buffered per connection this bounds the endpoint's memory.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// One accepted connection: plain, or HTTPS once its handshake is done within
+/// [`READ_TIMEOUT`] (a client that never finishes it is dropped).
+async fn connection(stream: tokio::net::TcpStream, state: &HttpState) -> std::io::Result<()> {
+    let Some(acceptor) = state.security().acceptor else {
+        return http_conn::serve(stream, state, Caller::default()).await;
+    };
+    let handshake = tokio::time::timeout(READ_TIMEOUT, acceptor.accept(stream));
+    let tls = match handshake.await {
+        Ok(done) => done?,
+        Err(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("TLS handshake not done within {READ_TIMEOUT:?}"),
+            ))
+        }
+    };
+    let caller = http_tls::caller(tls.get_ref().1);
+    http_conn::serve(tls, state, caller).await
+}
 
 /// Binds the listener (so a busy port fails the node's start with a clear error).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -69,7 +95,7 @@ pub async fn serve(listener: TcpListener, state: HttpState, tasks: NodeTasks) {
         let state = state.clone();
         let group = tasks.clone();
         let task = tasks.spawn(async move {
-            if let Some(Err(e)) = group.until_stopped(http_conn::serve(stream, &state)).await {
+            if let Some(Err(e)) = group.until_stopped(connection(stream, &state)).await {
                 tracing::debug!(%remote, "http connection failed: {e}");
             }
             drop(slot);

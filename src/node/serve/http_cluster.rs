@@ -9,11 +9,12 @@
 //! ([`gather`], every member at once, each within [`ASK_WITHIN`]). A member that does
 //! not answer is listed with `state: "unknown"` and why under `bully.error` (Patroni
 //! lists a member until its key expires); a witness, which keeps no server, is not
-//! listed. The shape is decided apart from the asking ([`cluster_json`]), so it is tested
+//! listed. Without `[postgres]` each member is listed by its office alone (`leader` or
+//! `replica`, `state: running`), with no server fields. The shape is decided apart from the asking ([`cluster_json`]), so it is tested
 //! without a socket.
 
 use super::api::ApiRequests;
-use crate::api::postgres::{lsn_text, PgRole, PgState};
+use crate::api::postgres::{lsn_text, PgRole};
 use crate::api::Status;
 use crate::protocol::{NodeId, Role, Seat};
 use serde_json::{json, Map, Value};
@@ -71,12 +72,9 @@ pub fn cluster_json(own: &Status, answers: &[Answer]) -> Value {
     let leader_id = leader.map(|(id, _)| id).or(own.coordinator());
     let mut members: Vec<Value> = answers
         .iter()
-        .filter_map(|(id, answer)| match answer {
-            Ok(status) => status
-                .postgres
-                .as_ref()
-                .map(|pg| member_json(own, *id, status, pg, leader_lsn)),
-            Err(why) => Some(unanswered(own, *id, why, leader_id)),
+        .map(|(id, answer)| match answer {
+            Ok(status) => member_json(own, *id, status, leader_lsn),
+            Err(why) => unanswered(own, *id, why, leader_id),
         })
         .collect();
     members.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -102,14 +100,31 @@ pub fn cluster_json(own: &Status, answers: &[Answer]) -> Value {
 }
 
 /// One member that answered, with its server.
-fn member_json(
-    own: &Status,
-    id: NodeId,
-    status: &Status,
-    pg: &PgState,
-    leader_lsn: Option<u64>,
-) -> Value {
+fn member_json(own: &Status, id: NodeId, status: &Status, leader_lsn: Option<u64>) -> Value {
     let is_leader = status.role == Role::Coordinator;
+    let mut member = Map::new();
+    member.insert("name".into(), id.to_string().into());
+    if let Some(http) = status.http {
+        let scheme = if http.tls { "https" } else { "http" };
+        let host = reachable_host(own, id, http.listen);
+        member.insert(
+            "api_url".into(),
+            format!(
+                "{scheme}://{}/patroni",
+                join_host_port(&host, http.listen.port())
+            )
+            .into(),
+        );
+    }
+    member.insert("bully".into(), json!({ "node_role": status.role }));
+    let Some(pg) = &status.postgres else {
+        member.insert(
+            "role".into(),
+            if is_leader { "leader" } else { "replica" }.into(),
+        );
+        member.insert("state".into(), "running".into());
+        return Value::Object(member);
+    };
     let role = if is_leader {
         "leader"
     } else if pg.quorum_standby {
@@ -122,20 +137,9 @@ fn member_json(
         _ if pg.readable() => "running",
         other => other.word(),
     };
-    let mut member = Map::new();
-    member.insert("name".into(), id.to_string().into());
     member.insert("role".into(), role.into());
     member.insert("state".into(), state.into());
-    let host_of = |addr: SocketAddr| reachable_host(own, id, addr);
-    if let Some(http) = status.http {
-        let scheme = if http.tls { "https" } else { "http" };
-        let (host, port) = (host_of(http.listen), http.listen.port());
-        member.insert(
-            "api_url".into(),
-            format!("{scheme}://{}/patroni", join_host_port(&host, port)).into(),
-        );
-    }
-    member.insert("host".into(), host_of(pg.listen).into());
+    member.insert("host".into(), reachable_host(own, id, pg.listen).into());
     member.insert("port".into(), pg.listen.port().into());
     if let Some(timeline) = pg.timeline {
         member.insert("timeline".into(), timeline.into());
@@ -156,7 +160,6 @@ fn member_json(
             member.insert(format!("{key}lag"), lag);
         }
     }
-    member.insert("bully".into(), json!({ "node_role": status.role }));
     Value::Object(member)
 }
 
@@ -217,6 +220,7 @@ fn join_host_port(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::postgres::PgState;
     use crate::api::HttpEndpoint;
     use crate::api::ScheduledSwitchover;
     use crate::protocol::Epoch;
@@ -299,17 +303,31 @@ mod tests {
 
     #[test]
     fn a_silent_member_is_listed_as_unknown_and_a_witness_not_at_all() {
-        let one = member(1, server(PgRole::Replica, 5431, 0x100));
-        let mut witness = one.clone();
-        witness.id = 4;
-        witness.postgres = None;
+        use crate::protocol::{Member, Membership};
+        let mut one = member(1, server(PgRole::Replica, 5431, 0x100));
+        let seat = |id, seat| Member {
+            id,
+            seat,
+            learner: false,
+            addr: format!("db{id}:7000"),
+        };
+        one.members = Some(Membership::seeded(vec![
+            seat(1, Seat::Voter),
+            seat(3, Seat::Voter),
+            seat(4, Seat::Witness),
+        ]));
+        assert_eq!(data_members(&one), [1, 3], "the witness is not asked");
         let answers = vec![
             (1, Ok(one.clone())),
             (3, Err("node 3 did not answer".to_string())),
-            (4, Ok(witness)),
         ];
         let body = cluster_json(&one, &answers);
         assert_eq!(members(&body).len(), 2, "{body}");
+        assert_eq!(
+            members(&body)[0]["api_url"],
+            "http://db1:8001/patroni",
+            "the list's host"
+        );
         let silent = &members(&body)[1];
         assert_eq!(
             (
@@ -342,6 +360,19 @@ mod tests {
             body["scheduled_switchover"],
             json!({ "at": "2027-01-15T08:00:00.000Z", "from": "3", "to": "1" })
         );
+    }
+
+    #[test]
+    fn without_postgres_members_are_listed_by_office() {
+        let mut leader = member(3, server(PgRole::Primary, 5433, 0x100));
+        leader.postgres = None;
+        let body = cluster_json(&leader, &[(3, Ok(leader.clone()))]);
+        let only = &members(&body)[0];
+        assert_eq!(
+            (only["role"].as_str(), only["state"].as_str()),
+            (Some("leader"), Some("running"))
+        );
+        assert_eq!(only.get("host"), None, "{only}");
     }
 
     #[test]

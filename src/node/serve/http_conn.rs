@@ -4,23 +4,27 @@
 //! `header_read_timeout`, then a 408) and be at most [`MAX_HEAD`] bytes (else a 431);
 //! the whole exchange ends within [`DEADLINE`], so a client that never reads its
 //! answer cannot hold the connection either. hyper answers what it cannot parse (400,
-//! 431); the rest is `http_routes`' decision. How many connections are open at once is
-//! the accept loop's bound (`http`, `http_slots`).
+//! 431); the rest is `http_answer`'s decision. How many connections are open at once is
+//! the accept loop's bound (`http`, `http_slots`). The stream is plain TCP or HTTPS
+//! (`http_tls`); a caller whose client certificate was verified may take up to
+//! [`WRITE_DEADLINE`], as a switchover through a write route takes its time.
 
 use super::http_answer;
 use super::http_reply::Reply;
 use super::http_routes;
+use super::http_tls::Caller;
+use super::http_write;
 use http_body_util::Full;
+use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub use super::http_answer::HttpState;
 
@@ -31,28 +35,49 @@ pub const MAX_HEAD: usize = 8 * 1024;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection may last in all: head, answer, and the lingering close.
 pub const DEADLINE: Duration = Duration::from_secs(10);
+/// The same for a caller with a verified client certificate, the only one a write
+/// route serves: a switchover's answer waits for the new coordinator (at most
+/// `crate::client::STEP_DOWN_TIMEOUT`).
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(45);
 /// The lingering close reads at most this long ...
 const LINGER: Duration = Duration::from_secs(1);
 /// ... and at most this much.
 const LINGER_BYTES: usize = 64 * 1024;
 
-/// Serves one connection to its end, within [`DEADLINE`]; an error says why it ended
+/// A connection's byte stream: TCP, or HTTPS over it.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
+
+/// Serves one connection of `caller` to its end, within [`DEADLINE`] (or
+/// [`WRITE_DEADLINE`] for a verified client certificate); an error says why it ended
 /// early (the caller logs it).
-pub async fn serve(mut stream: TcpStream, state: &HttpState) -> std::io::Result<()> {
-    match tokio::time::timeout(DEADLINE, exchange(&mut stream, state)).await {
+pub async fn serve<S: Stream>(
+    mut stream: S,
+    state: &HttpState,
+    caller: Caller,
+) -> std::io::Result<()> {
+    let deadline = match caller.certificate {
+        Some(_) => WRITE_DEADLINE,
+        None => DEADLINE,
+    };
+    match tokio::time::timeout(deadline, exchange(&mut stream, state, caller)).await {
         Ok(done) => done,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("connection not done within {DEADLINE:?}"),
+            format!("connection not done within {deadline:?}"),
         )),
     }
 }
 
 /// One request and its answer. hyper borrows the stream, so that once it is done the
 /// connection can still get a 408 and a lingering close.
-async fn exchange(stream: &mut TcpStream, state: &HttpState) -> std::io::Result<()> {
+async fn exchange<S: Stream>(
+    stream: &mut S,
+    state: &HttpState,
+    caller: Caller,
+) -> std::io::Result<()> {
     let service = service_fn(|request: Request<Incoming>| async move {
-        Ok::<_, Infallible>(respond(request, state).await)
+        Ok::<_, Infallible>(respond(request, state, caller).await)
     });
     let served = builder()
         .serve_connection(TokioIo::new(&mut *stream), service)
@@ -85,15 +110,41 @@ fn builder() -> http1::Builder {
 }
 
 /// The answer to one parsed request.
-async fn respond(request: Request<Incoming>, state: &HttpState) -> Response<Full<Bytes>> {
-    let method = request.method();
+async fn respond(
+    request: Request<Incoming>,
+    state: &HttpState,
+    caller: Caller,
+) -> Response<Full<Bytes>> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
     let reply = if http_routes::allowed(method.as_str()) {
-        let uri = request.uri();
-        http_answer::get(uri.path(), uri.query(), state).await
+        http_answer::get(&path, request.uri().query(), state).await
+    } else if http_write::is_write(method.as_str(), &path) {
+        let authorization = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match Limited::new(request.into_body(), http_write::MAX_BODY)
+            .collect()
+            .await
+        {
+            Ok(body) => {
+                let write = http_answer::Write {
+                    method: method.as_str(),
+                    path: &path,
+                    authorization: authorization.as_deref(),
+                    body: &body.to_bytes(),
+                    caller,
+                };
+                http_answer::write(write, state).await
+            }
+            Err(e) => Reply::text(413, format!("request body refused: {e}\n")),
+        }
     } else {
         http_routes::method_not_allowed(method.as_str())
     };
-    response(reply, method)
+    response(reply, &method)
 }
 
 /// `reply` as hyper's response. HEAD and OPTIONS get no body (hyper drops HEAD's
@@ -131,7 +182,7 @@ fn timeout_reply() -> Vec<u8> {
 /// request) makes the kernel send a reset, which can destroy the answer in flight. So
 /// shut our side, then read what the client still sends, briefly and boundedly, until
 /// it closes.
-async fn linger(stream: &mut TcpStream) {
+async fn linger<S: Stream>(stream: &mut S) {
     let _ = stream.shutdown().await;
     let drain = async {
         let mut buf = [0u8; 4096];

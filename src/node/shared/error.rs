@@ -42,6 +42,9 @@ pub enum NodeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// `[http] tls` or the write routes' password cannot be loaded.
+    #[error("{0}")]
+    HttpSecurity(String),
     #[error("cannot listen for keepers on {path}: {source}")]
     KeeperSocket {
         path: String,
@@ -67,6 +70,7 @@ impl NodeError {
             NodeError::Transport(TransportError::Bind { .. }) => Some("listen"),
             NodeError::Transport(TransportError::IdentityMismatch { .. }) => Some("tls.cert"),
             NodeError::Http { .. } => Some("http.listen"),
+            NodeError::HttpSecurity(_) => Some("http"),
             NodeError::ModeDiffers { .. } => Some("mode"),
             _ => None,
         }
@@ -114,6 +118,9 @@ pub enum ReloadError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// `[http] tls` or the write routes' password cannot be loaded.
+    #[error("{0}")]
+    HttpSecurity(String),
     /// The node stopped before it could apply the reload.
     #[error("the node is stopping")]
     Stopping,
