@@ -21,6 +21,7 @@
 //! - A member without data clones itself from the coordinator's primary; the first
 //!   coordinator of a cluster where no member has data runs `initdb`.
 
+mod copy_backoff;
 mod durability;
 mod engine;
 mod memory;
@@ -28,6 +29,7 @@ mod tags;
 
 /// The synchronous mode is a cluster setting (src/protocol/settings.rs); the rules read it.
 pub use crate::protocol::settings::Synchronous;
+pub use copy_backoff::{retry_after_ms, LONGEST_RETRY_MS};
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};

@@ -41,7 +41,7 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
          ({} failed), {} clones ({} failed, {} reinits), {} initdbs, {} fences, {} elections \
          ({} on stale estimates), {} faults {:?}, {} commits, {} acknowledged, {} weak, {} \
          destroyed, {} out, {} synchronous records ({} committed), {} pauses, {} elections won \
-         on the failover priority, settled within {} steps",
+         on the failover priority, {} clones after a failed one's backoff, settled within {} steps",
         spec.members,
         if spec.witness { " + witness" } else { "" },
         spec.synchronous,
@@ -70,6 +70,7 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         total.records_committed,
         total.pauses,
         total.won_on_priority,
+        total.clones_after_backoff,
         total.longest_settle,
     );
     Ok(total)
@@ -96,6 +97,10 @@ fn holds_as(spec: Spec) {
         assert!(
             spec.protocol || total.won_on_priority > 0,
             "no election was won on the failover priority"
+        );
+        assert!(
+            total.failed_clones == 0 || total.clones_after_backoff > 0,
+            "clones failed, and none was tried again after its backoff"
         );
         for host_fault in [
             "standbys refused streaming",
@@ -493,6 +498,15 @@ fn regression_a_failed_reinit_keeps_the_old_data() {
 fn sabotaged_a_failed_reinit_losing_the_data_stalls() {
     let v = caught_at(153, 5, Synchronous::Quorum, Sabotage::ReinitLosesData);
     assert!(v.what.contains("no progress"), "{v}");
+}
+
+/// A failed clone is tried again only after its backoff (src/postgres_rules/copy_backoff.rs):
+/// with the failure forgotten at once, a member cloning from a source that fails starts
+/// the next clone at its next look, which the simulator's spacing check catches.
+#[test]
+fn sabotaged_clones_without_a_backoff_are_caught() {
+    let v = caught(3, Synchronous::Quorum, Sabotage::NoCopyBackoff);
+    assert!(v.what.contains("after one failed"), "{v}");
 }
 
 /// The tester's lost inserts (issue 49): standbys that cannot stream (a password, an hba

@@ -130,12 +130,21 @@ pub struct PostgresConfig {
         deserialize_with = "duration::millis"
     )]
     pub action_timeout_ms: u64,
-    /// How long `initdb`, `pg_basebackup` and `pg_rewind` may take.
+    /// How long `initdb` and `pg_rewind` may take.
     #[serde(
         default = "PostgresConfig::default_copy_timeout_ms",
         deserialize_with = "duration::millis"
     )]
     pub copy_timeout_ms: u64,
+    /// A clone (`pg_basebackup`) runs as long as it keeps writing into the data dir, so
+    /// a cluster of any size clones in what it takes; it is killed (and tried again
+    /// after a backoff) once the data dir has not grown for this long. Leave room for
+    /// the primary's checkpoint, which comes before the first byte.
+    #[serde(
+        default = "PostgresConfig::default_clone_stall_timeout_ms",
+        deserialize_with = "duration::millis"
+    )]
+    pub clone_stall_timeout_ms: u64,
     /// How often the manager looks at the server (one SQL round trip).
     #[serde(
         default = "PostgresConfig::default_interval_ms",
@@ -298,6 +307,10 @@ impl PostgresConfig {
         3_600_000
     }
 
+    fn default_clone_stall_timeout_ms() -> u64 {
+        600_000
+    }
+
     fn default_interval_ms() -> u64 {
         250
     }
@@ -327,6 +340,7 @@ impl PostgresConfig {
             reinit_on_failed_rewind: true,
             action_timeout_ms: Self::default_action_timeout_ms(),
             copy_timeout_ms: Self::default_copy_timeout_ms(),
+            clone_stall_timeout_ms: Self::default_clone_stall_timeout_ms(),
             interval_ms: Self::default_interval_ms(),
             tags: Tags::default(),
         }
@@ -402,7 +416,12 @@ impl PostgresConfig {
         if let Some(problem) = self.tags.problem() {
             return Some(("postgres.tags", problem));
         }
-        if self.interval_ms == 0 || self.action_timeout_ms == 0 || self.copy_timeout_ms == 0 {
+        let timeouts = [
+            self.action_timeout_ms,
+            self.copy_timeout_ms,
+            self.clone_stall_timeout_ms,
+        ];
+        if self.interval_ms == 0 || timeouts.contains(&0) {
             return Some((
                 "postgres.interval_ms",
                 "the interval and the timeouts must be above 0".into(),

@@ -125,6 +125,7 @@ impl Engine {
                 .push_back(Command::NoteHeld { system_id: own });
         }
         let decision = decide(office, &server, &peers, &cluster, &self.memory, rules);
+        let decision = super::copy_backoff::hold(decision, &self.memory, now_ms);
         (decision, cluster)
     }
 
@@ -134,6 +135,12 @@ impl Engine {
         let verdict = self.memory.verdict(decision.eligible);
         self.commands.push_back(Command::Act(decision.act));
         verdict
+    }
+
+    /// The clock reading of the last look (ms), which a failed act is dated by
+    /// ([`Done::CopyFailed`]).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
     }
 
     /// The next command to run, if any.

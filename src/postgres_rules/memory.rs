@@ -52,6 +52,10 @@ pub struct Memory {
     pub unanswered: u32,
     /// The health verdict the last look sent (`None` before the first).
     pub sent_verdict: Option<bool>,
+    /// Clones failed in a row, when the next may start (the engine's clock) and why
+    /// the last failed (src/postgres_rules/copy_backoff.rs); `None` since the last
+    /// one that worked.
+    pub copy_failed: Option<(u32, u64, String)>,
 }
 
 /// Looks in a row a running server may miss before its node is ineligible: a stall
@@ -138,6 +142,7 @@ impl Memory {
                 self.could_not_follow |= why == StopReason::CannotFollow;
             }
             Done::Copied => {
+                self.copy_failed = None;
                 self.rejoined();
                 self.rewind_failures = 0;
                 self.could_not_follow = false;
@@ -160,6 +165,11 @@ impl Memory {
                         self.rewind_failures
                     ));
                 }
+            }
+            Done::CopyFailed { why, at_ms } => {
+                let failures = self.copy_failed.as_ref().map_or(0, |f| f.0) + 1;
+                let next = at_ms + super::copy_backoff::retry_after_ms(failures);
+                self.copy_failed = Some((failures, next, why));
             }
             Done::Promoted => self.rejoined(),
             Done::SyncWritten {
@@ -191,6 +201,9 @@ pub enum Done {
     Stopped(StopReason),
     /// A clone (or a reinit) replaced the data dir with the source's.
     Copied,
+    /// A clone (or a reinit) failed, saying this, at the engine's clock reading
+    /// (ms): the next waits (src/postgres_rules/copy_backoff.rs).
+    CopyFailed { why: String, at_ms: u64 },
     /// `pg_rewind` exited 0.
     Rewound,
     /// `pg_rewind` failed, saying this.

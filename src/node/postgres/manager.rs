@@ -1474,7 +1474,21 @@ impl Loop {
         Ok(())
     }
 
+    /// A clone from `from` into the (empty or missing) data dir; a failure is told to
+    /// the engine, which holds the next try back (src/postgres_rules/copy_backoff.rs).
     async fn clone_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
+        let cloned = self.copy_from(from).await;
+        if let Err(why) = &cloned {
+            let at_ms = self.lock_engine().now_ms();
+            self.done(Done::CopyFailed {
+                why: why.clone(),
+                at_ms,
+            });
+        }
+        cloned
+    }
+
+    async fn copy_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
         let c = &self.m.config;
         let dir = &c.data_dir;
         if dir.exists()
@@ -1511,12 +1525,12 @@ impl Loop {
         ];
         let env = secrets::passfile_env(passfile.as_deref());
         tracing::info!(%from, "postgres: cloning (pg_basebackup)");
-        let copy_timeout = Duration::from_millis(c.copy_timeout_ms);
+        let quiet = Duration::from_millis(c.clone_stall_timeout_ms);
         // On a failure pg_basebackup removes what it wrote; the empty dir stays for the
         // next try.
         self.m
             .programs
-            .run("pg_basebackup", &args, &env, copy_timeout)
+            .run_while_growing("pg_basebackup", &args, &env, dir, quiet)
             .await?;
         Ok(())
     }

@@ -108,32 +108,112 @@ impl Programs {
         env: &[(String, String)],
         timeout: Duration,
     ) -> Result<Ran, String> {
-        let mut command = self.command(name, args, env);
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot start {name}: {e}"))?;
-        let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-            Ok(output) => output.map_err(|e| format!("{name}: {e}"))?,
+        let command = self.command(name, args, env);
+        run_bounded(command, name, Bound::Total(timeout)).await
+    }
+
+    /// Runs `name` to its end for as long as it keeps writing into `dir`: killed once
+    /// `dir` has not grown for `quiet` (a clone of any size takes what it takes; a stuck
+    /// one is ended).
+    pub async fn run_while_growing(
+        &self,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+        dir: &Path,
+        quiet: Duration,
+    ) -> Result<Ran, String> {
+        let command = self.command(name, args, env);
+        run_bounded(command, name, Bound::Growing { dir, quiet }).await
+    }
+}
+
+/// How long a program may run.
+#[derive(Debug, Clone, Copy)]
+enum Bound<'a> {
+    /// At most this long in all.
+    Total(Duration),
+    /// As long as `dir` grows: killed once it has not for `quiet`.
+    Growing { dir: &'a Path, quiet: Duration },
+}
+
+/// Runs `command` (program `name`) to its end within `bound`, in a process group of
+/// its own, killed when the bound is passed; an error says what it printed.
+async fn run_bounded(mut command: Command, name: &str, bound: Bound<'_>) -> Result<Ran, String> {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let waited = child.wait_with_output();
+    let output = match bound {
+        Bound::Total(timeout) => match tokio::time::timeout(timeout, waited).await {
+            Ok(output) => output,
             Err(_) => return Err(format!("{name} did not finish within {timeout:?}; killed")),
-        };
-        let ran = Ran {
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        };
-        match output.status.success() {
-            true => Ok(ran),
-            false => Err(format!(
-                "{name} failed ({}): {}",
-                output.status,
-                last_lines(&ran.stderr, 3)
-            )),
+        },
+        Bound::Growing { dir, quiet } => tokio::select! {
+            output = waited => output,
+            () = stalled(dir, quiet) => {
+                return Err(format!(
+                    "{name} wrote nothing into {} for {quiet:?}; killed",
+                    dir.display()
+                ))
+            }
+        },
+    }
+    .map_err(|e| format!("{name}: {e}"))?;
+    let ran = Ran {
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    match output.status.success() {
+        true => Ok(ran),
+        false => Err(format!(
+            "{name} failed ({}): {}",
+            output.status,
+            last_lines(&ran.stderr, 3)
+        )),
+    }
+}
+
+/// Returns once `dir` has not grown for `quiet`: its size is read every tenth of it
+/// (between 50 ms and 10 s).
+async fn stalled(dir: &Path, quiet: Duration) {
+    let every = (quiet / 10).clamp(Duration::from_millis(50), Duration::from_secs(10));
+    let mut last = None;
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        let measured = dir.to_path_buf();
+        let size = tokio::task::spawn_blocking(move || size_of(&measured))
+            .await
+            .unwrap_or(0);
+        if last != Some(size) {
+            last = Some(size);
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= quiet {
+            return;
         }
     }
+}
+
+/// The bytes of the files under `dir` (symbolic links not followed; what cannot be
+/// read counts as nothing).
+fn size_of(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => size_of(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The last `n` lines of `text`, joined, for an error message.
@@ -155,4 +235,81 @@ fn newest_debian_bin_dir() -> Option<PathBuf> {
         .collect();
     versions.sort();
     versions.pop().map(|(_, bin)| bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script);
+        command
+    }
+
+    #[tokio::test]
+    async fn a_copy_that_keeps_writing_runs_past_its_quiet_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("base");
+        // 1.5 s in all, a write every 0.1 s: longer than the 0.6 s quiet bound.
+        let script = format!(
+            "for i in $(seq 15); do echo chunk >> {}; sleep 0.1; done",
+            file.display()
+        );
+        let bound = Bound::Growing {
+            dir: dir.path(),
+            quiet: Duration::from_millis(600),
+        };
+        let ran = run_bounded(shell(&script), "copy", bound).await;
+        assert!(ran.is_ok(), "{ran:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 15);
+    }
+
+    #[tokio::test]
+    async fn a_copy_that_writes_nothing_is_killed_once_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let bound = Bound::Growing {
+            dir: dir.path(),
+            quiet: Duration::from_millis(300),
+        };
+        let killed = run_bounded(shell("sleep 30"), "copy", bound)
+            .await
+            .unwrap_err();
+        assert!(killed.contains("wrote nothing into"), "{killed}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "ended well before the sleep"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_total_bound_still_kills_and_a_failure_says_what_it_printed() {
+        let late = run_bounded(
+            shell("sleep 30"),
+            "prog",
+            Bound::Total(Duration::from_millis(200)),
+        );
+        assert!(late.await.unwrap_err().contains("did not finish within"));
+        let failed = run_bounded(
+            shell("echo nope >&2; exit 3"),
+            "prog",
+            Bound::Total(Duration::from_secs(10)),
+        );
+        let failed = failed.await.unwrap_err();
+        assert!(
+            failed.contains("nope") && failed.contains("prog failed"),
+            "{failed}"
+        );
+    }
+
+    #[test]
+    fn the_size_counts_files_in_subdirectories() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("base")).unwrap();
+        std::fs::write(dir.path().join("PG_VERSION"), "15\n").unwrap();
+        std::fs::write(dir.path().join("base/1"), [0u8; 100]).unwrap();
+        assert_eq!(size_of(dir.path()), 103);
+        assert_eq!(size_of(&dir.path().join("missing")), 0);
+    }
 }

@@ -28,6 +28,7 @@ impl World {
             return Ok(());
         }
         self.check_paused_act(id, &act)?;
+        self.check_copy_spacing(id, &act)?;
         self.check_replaces_only_own(id, &act, cluster)?;
         self.member_mut(id).last_wait = None;
         self.event(Event::Acted {
@@ -167,7 +168,32 @@ impl World {
     /// (src/postgres_rules/engine.rs).
     pub(super) fn done(&mut self, id: NodeId, done: Done) {
         let rules = self.rules_of(id);
-        self.member_mut(id).engine.on_done(done, &rules);
+        let engine = &mut self.member_mut(id).engine;
+        engine.on_done(done, &rules);
+        if self.spec.sabotage == Some(Sabotage::NoCopyBackoff) {
+            self.member_mut(id).engine.sabotage_memory().copy_failed = None;
+        }
+    }
+
+    /// A clone or reinit starts no sooner than the shortest backoff after the last
+    /// one of this member failed (src/postgres_rules/copy_backoff.rs).
+    pub(super) fn check_copy_spacing(&mut self, id: NodeId, act: &Act) -> Result<(), String> {
+        if !matches!(act, Act::Clone { .. } | Act::Reinit { .. }) {
+            return Ok(());
+        }
+        let m = self.member(id);
+        let now = m.engine.now_ms();
+        match m.clone_failed_at {
+            Some(at) if now < at + crate::postgres_rules::retry_after_ms(1) => Err(format!(
+                "{id} started another clone {} ms after one failed (at least {} ms apart)",
+                now - at,
+                crate::postgres_rules::retry_after_ms(1)
+            )),
+            _ => {
+                self.summary.clones_after_backoff += u64::from(m.clone_failed_at.is_some());
+                Ok(())
+            }
+        }
     }
 
     /// The source of a copy, if it can serve one: reachable and running.
@@ -201,12 +227,17 @@ impl World {
         match source {
             Some(source) if !failed => {
                 self.copy_from(id, source);
+                self.member_mut(id).clone_failed_at = None;
                 self.done(id, Done::Copied);
                 self.summary.clones += 1;
             }
             _ => {
                 self.summary.failed_clones += 1;
                 self.event(Event::Failed { id, what: "clone" });
+                let at_ms = self.member(id).engine.now_ms();
+                self.member_mut(id).clone_failed_at = Some(at_ms);
+                let why = "the clone failed".to_string();
+                self.done(id, Done::CopyFailed { why, at_ms });
             }
         }
     }

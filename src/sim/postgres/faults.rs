@@ -10,7 +10,6 @@
 //! At the heal the operator mounts the volumes back and runs `bully pg reinit`
 //! for a member whose data dir is gone.
 
-use super::decisions::Engine;
 use super::log::Event;
 use super::world::World;
 use crate::protocol::NodeId;
@@ -160,7 +159,7 @@ impl World {
         if let Some(d) = m.pg.as_mut() {
             d.stop(false);
         }
-        m.engine = Engine::default();
+        m.fresh_manager();
         m.eligible = false;
         m.last_wait = None;
         m.report = None;

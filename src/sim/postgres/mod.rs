@@ -242,6 +242,9 @@ pub enum Sabotage {
     /// commits acknowledged on a newer branch (new cluster, seed 77889, with
     /// `postgres.synchronous` changes).
     AdoptsOnlyNewer,
+    /// No backoff between clones: a failed clone is forgotten at once, so the next
+    /// look starts another (src/postgres_rules/copy_backoff.rs).
+    NoCopyBackoff,
 }
 
 /// What to simulate.
@@ -328,6 +331,9 @@ pub struct Summary {
     pub failed_rewinds: u64,
     pub clones: u64,
     pub failed_clones: u64,
+    /// Clones (or reinits) started after one of the same member failed: each waited
+    /// its backoff (src/postgres_rules/copy_backoff.rs).
+    pub clones_after_backoff: u64,
     pub reinits: u64,
     pub initdbs: u64,
     /// Maintenance pauses drawn (src/sim/postgres/pause.rs).
@@ -371,6 +377,7 @@ impl Summary {
         self.failed_rewinds += other.failed_rewinds;
         self.clones += other.clones;
         self.failed_clones += other.failed_clones;
+        self.clones_after_backoff += other.clones_after_backoff;
         self.reinits += other.reinits;
         self.initdbs += other.initdbs;
         self.pauses += other.pauses;

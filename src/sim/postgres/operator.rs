@@ -41,7 +41,7 @@ impl World {
         let Some(h) = self.office else {
             for id in self.data_members().map(|m| m.id).collect::<Vec<_>>() {
                 if self.member(id).engine.memory().out.is_some() {
-                    self.member_mut(id).engine = Default::default();
+                    self.member_mut(id).fresh_manager();
                     self.event(Event::Operator(format!("systemctl restart bully on {id}")));
                 }
             }

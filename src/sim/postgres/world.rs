@@ -53,6 +53,8 @@ pub(super) struct Member {
     pub fail_promote: bool,
     pub fail_rewind: bool,
     pub fail_clone: bool,
+    /// The engine's clock when its last clone failed, until one works.
+    pub clone_failed_at: Option<u64>,
     /// Its estimate at the end of the last steps, newest last.
     pub est_history: VecDeque<u64>,
     /// What its last look reported of its server (src/node/postgres/manager.rs,
@@ -95,6 +97,13 @@ pub(super) struct Member {
 }
 
 impl Member {
+    /// A new manager process: the engine starts empty, and what the checks remember of
+    /// the old one's acts goes with it.
+    pub fn fresh_manager(&mut self) {
+        self.engine = Engine::default();
+        self.clone_failed_at = None;
+    }
+
     fn new(id: NodeId, witness: bool, synchronous: Synchronous) -> Member {
         Member {
             id,
@@ -112,6 +121,7 @@ impl Member {
             fail_promote: false,
             fail_rewind: false,
             fail_clone: false,
+            clone_failed_at: None,
             est_history: VecDeque::new(),
             report: None,
             record: None,
