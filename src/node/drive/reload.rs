@@ -50,7 +50,7 @@ pub async fn reload(
     // Peers are not reloaded; check the certificates against the ones in use.
     tls.peers = applied.transport_config().peers;
     transport.reload_tls(&tls)?;
-    let security = super::start::http_security(&new).map_err(ReloadError::HttpSecurity)?;
+    let security = super::services::http_security(&new).map_err(ReloadError::HttpSecurity)?;
     let listen = |config: &NodeConfig| config.http.as_ref().map(|h| h.listen);
     let http_moved = listen(&new) != listen(applied);
     let listener = match &new.http {

@@ -416,7 +416,7 @@ impl Runtime {
             Ok(reloaded) => {
                 tracing::info!("{}", reloaded.summary);
                 self.publisher.set_readiness(reloaded.readiness);
-                let http = super::start::http_endpoint(self.services.applied());
+                let http = super::services::http_endpoint(self.services.applied());
                 self.publisher.set_http(http);
                 self.check_file();
                 if reloaded.health_removed {

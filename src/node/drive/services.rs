@@ -175,3 +175,20 @@ impl Services {
         self.health = Some(group);
     }
 }
+
+/// Where the config puts the node's HTTP endpoint, as its status shows it.
+pub fn http_endpoint(config: &NodeConfig) -> Option<crate::api::HttpEndpoint> {
+    config.http.as_ref().map(|h| crate::api::HttpEndpoint {
+        listen: h.listen,
+        tls: h.tls,
+    })
+}
+
+/// The HTTP endpoint's HTTPS material and write credentials (`[http]`), so a bad
+/// certificate or password file fails the start with a clear error.
+pub fn http_security(config: &NodeConfig) -> Result<Security, String> {
+    match &config.http {
+        Some(http) => Security::load(http, &config.transport_config().tls),
+        None => Ok(Security::default()),
+    }
+}

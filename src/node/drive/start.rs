@@ -61,7 +61,7 @@ pub async fn start_in(config: NodeConfig, workdir: PathBuf) -> Result<NodeHandle
     // the timing the cluster lives by, not the file's (docs/design.md#cluster-settings).
     let living = living_by(&config, &stored.members);
     let keeper_socket = bind_keeper_socket(&config)?;
-    let http_security = http_security(&config).map_err(NodeError::HttpSecurity)?;
+    let http_security = super::services::http_security(&config).map_err(NodeError::HttpSecurity)?;
     let http = bind_http(&config).await?;
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (transport, transport_events, applied_dial) = start_transport(&living, &stored).await?;
@@ -333,17 +333,10 @@ fn initial_status(
     status.watchdog_unavailable = gates.watchdog_unavailable.clone();
     status.pause = pause.current().clone();
     status.file_differs = members::file_disagrees(machine.members(), config);
-    status.http = http_endpoint(config);
+    status.http = super::services::http_endpoint(config);
     status
 }
 
-/// Where the config puts the node's HTTP endpoint, as its status shows it.
-pub fn http_endpoint(config: &NodeConfig) -> Option<crate::api::HttpEndpoint> {
-    config.http.as_ref().map(|h| crate::api::HttpEndpoint {
-        listen: h.listen,
-        tls: h.tls,
-    })
-}
 
 /// The serving side of a node: its services (health check, HTTP), its client API, and
 /// the channels the runtime reads their requests from.
@@ -442,14 +435,6 @@ fn node_metrics(
     metrics
 }
 
-/// The HTTP endpoint's HTTPS material and write credentials (`[http]`), so a bad
-/// certificate or password file fails the start with a clear error.
-pub fn http_security(config: &NodeConfig) -> Result<Security, String> {
-    match &config.http {
-        Some(http) => Security::load(http, &config.transport_config().tls),
-        None => Ok(Security::default()),
-    }
-}
 
 /// Binds `[http] listen`, if configured, so a busy port fails the start.
 async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError> {
