@@ -20,3 +20,9 @@ pub fn ms_of(t: SystemTime) -> u64 {
 pub fn time_of(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
+
+/// A UTC time in RFC 3339 (`2026-11-26T15:00:00Z`; the `T` may be a space and the `Z`
+/// left out), for `bully step-down --at` and Patroni's `scheduled_at`.
+pub fn parse_utc(text: &str) -> Result<SystemTime, String> {
+    humantime::parse_rfc3339_weak(text).map_err(|e| e.to_string())
+}

@@ -14,7 +14,7 @@ mod redis_servers;
 mod resp;
 
 use bully::config::HttpConfig;
-use bully::ports::{free_tcp_addr, free_tcp_addrs};
+use bully::ports::free_tcp_addr;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{installed, wait_until, TestCluster};
 use primary::{http_get, http_raw, phase};
@@ -28,12 +28,7 @@ const AGREE: Duration = Duration::from_secs(20);
 /// A cluster of three with `[http]` on each node, started, node 3 leading.
 async fn started() -> (TestCluster, BTreeMap<NodeId, SocketAddr>) {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
-    let ids = t.cluster.ids();
-    let http: BTreeMap<NodeId, SocketAddr> = ids
-        .iter()
-        .copied()
-        .zip(free_tcp_addrs(ids.len()).unwrap())
-        .collect();
+    let http = primary::http_addrs(&t.cluster.ids());
     for (&id, &listen) in &http {
         t.cluster
             .edit_config(id, |c| c.http = Some(HttpConfig::on(listen)))

@@ -19,12 +19,10 @@ mod primary;
 use base64::Engine;
 use bully::certs::{self, TlsFiles};
 use bully::config::HttpConfig;
-use bully::ports::free_tcp_addrs;
 use bully::protocol::{NodeId, Preempt, Timing};
 use common::{stop_all_and_assert_invariants, wait_until, TestCluster};
-use primary::{http_get, http_raw, phase};
+use primary::{http_addrs, http_get, http_raw, parse_answer, phase};
 use rustls::pki_types::ServerName;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,17 +63,7 @@ async fn https(
         let mut answer = Vec::new();
         // The server closes after one answer (a TLS close_notify, or a bare close).
         let _ = stream.read_to_end(&mut answer).await;
-        let text = String::from_utf8_lossy(&answer).to_string();
-        let code = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        Ok((code, body))
+        Ok(parse_answer(&answer))
     };
     tokio::time::timeout(Duration::from_secs(40), exchange)
         .await
@@ -101,11 +89,7 @@ fn post(path: &str, body: &str, credentials: Option<&str>) -> String {
 async fn https_reads_are_open_and_writes_need_a_certificate_and_the_password() {
     let mut t = TestCluster::new(3, Timing::default(), Preempt::Always);
     let ids = t.cluster.ids();
-    let http: BTreeMap<NodeId, SocketAddr> = ids
-        .iter()
-        .copied()
-        .zip(free_tcp_addrs(ids.len()).unwrap())
-        .collect();
+    let http = http_addrs(&ids);
     let password_file = t.dir.path().join("http.password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
     for (&id, &listen) in &http {

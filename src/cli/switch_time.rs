@@ -32,7 +32,7 @@ pub fn parse(text: &str) -> Result<SwitchTime, String> {
             .map(SwitchTime::In)
             .map_err(|e| e.to_string());
     }
-    humantime::parse_rfc3339_weak(text)
+    crate::wall_clock::parse_utc(text)
         .map(SwitchTime::At)
         .map_err(|e| {
             format!(

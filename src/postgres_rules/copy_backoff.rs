@@ -2,9 +2,11 @@
 //! as long after each further failure, up to a minute ([`retry_after_ms`]). Without it
 //! a member that cannot clone (a password its primary refuses, a full disk, a source
 //! that keeps dying mid-copy) started a fresh `pg_basebackup` at every look, each one
-//! asking the primary for a checkpoint and a full copy. A clone that worked, and the
-//! operator's `bully pg reinit`, start over. The engine holds a clone or reinit back
-//! ([`hold`]) until its time; the simulator runs the same engine.
+//! asking the primary for a checkpoint and a full copy. A clone that worked starts the
+//! count over; a failure is dated when it ends (a clone can run for hours). The engine
+//! holds the clones and reinits it decides back ([`hold`]) until their time; the
+//! operator's `bully pg reinit` is not held (its failure counts all the same); the
+//! simulator runs the same engine.
 
 use super::{Act, Decision, Memory};
 

@@ -61,6 +61,27 @@ pub fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
+/// An HTTP answer as read off the wire: its status code (0 if none) and body.
+pub fn parse_answer(answer: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(answer).to_string();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// A free loopback address for the HTTP endpoint of each of `ids`.
+pub fn http_addrs(ids: &[NodeId]) -> std::collections::BTreeMap<NodeId, SocketAddr> {
+    let addrs = bully::ports::free_tcp_addrs(ids.len()).unwrap();
+    ids.iter().copied().zip(addrs).collect()
+}
+
 /// Sends raw bytes to an HTTP endpoint and returns the status code and body.
 pub async fn http_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<(u16, String)> {
     let exchange = async {
@@ -68,17 +89,7 @@ pub async fn http_raw(addr: SocketAddr, request: &[u8]) -> std::io::Result<(u16,
         stream.write_all(request).await?;
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer).await?;
-        let text = String::from_utf8_lossy(&answer).to_string();
-        let code = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((code, body))
+        Ok(parse_answer(&answer))
     };
     tokio::time::timeout(Duration::from_secs(5), exchange)
         .await

@@ -46,11 +46,12 @@ pub async fn reload(
 ) -> Result<Reloaded, ReloadError> {
     let applied = services.applied();
     let ignored = restart_needed(applied, &new);
+    // Every fallible load first, so a refused reload changes nothing.
+    let security = super::services::http_security(&new).map_err(ReloadError::HttpSecurity)?;
     let mut tls = new.transport_config();
     // Peers are not reloaded; check the certificates against the ones in use.
     tls.peers = applied.transport_config().peers;
     transport.reload_tls(&tls)?;
-    let security = super::services::http_security(&new).map_err(ReloadError::HttpSecurity)?;
     let listen = |config: &NodeConfig| config.http.as_ref().map(|h| h.listen);
     let http_moved = listen(&new) != listen(applied);
     let listener = match &new.http {

@@ -118,6 +118,7 @@ impl Services {
             metrics: Arc::clone(&self.metrics),
             pg_data_dir: self.applied.postgres.as_ref().map(|pg| pg.data_dir.clone()),
             security: Arc::clone(&self.http_security),
+            cluster_asks: Default::default(),
         };
         let group = self.tasks.child();
         group.spawn(http::serve(listener, state, group.clone()));

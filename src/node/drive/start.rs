@@ -337,7 +337,6 @@ fn initial_status(
     status
 }
 
-
 /// The serving side of a node: its services (health check, HTTP), its client API, and
 /// the channels the runtime reads their requests from.
 struct Serving {
@@ -434,7 +433,6 @@ fn node_metrics(
     metrics.set_eligible(eligible);
     metrics
 }
-
 
 /// Binds `[http] listen`, if configured, so a busy port fails the start.
 async fn bind_http(config: &NodeConfig) -> Result<Option<TcpListener>, NodeError> {

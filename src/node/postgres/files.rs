@@ -250,6 +250,25 @@ pub fn wal_branch(data_dir: &Path, timeline: u32) -> u64 {
     Records::read(data_dir).wal_branch(timeline, &history.unwrap_or_default())
 }
 
+/// Removes everything in `dir` (links removed, not followed), keeping `dir` itself: a
+/// clone's partial copy, in a dir that was empty when it began.
+pub fn empty_dir(dir: &Path) -> Result<(), String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        removed.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// PostgreSQL's history file for `timeline`, relative to the data dir: one line per
 /// ancestor timeline, oldest first (timeline 1 has none).
 pub fn history_file(timeline: u32) -> String {
@@ -344,6 +363,26 @@ pub fn standby_signal(data_dir: &Path, owner: Option<(Uid, Gid)>) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_copy_is_emptied_and_the_dir_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(data.join("base/1")).unwrap();
+        std::fs::write(data.join("PG_VERSION"), "15\n").unwrap();
+        let elsewhere = dir.path().join("tablespace");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("kept"), "x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, data.join("link")).unwrap();
+        empty_dir(&data).unwrap();
+        assert!(data.is_dir(), "the dir itself stays");
+        assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0);
+        assert!(
+            elsewhere.join("kept").exists(),
+            "a link is removed, not followed"
+        );
+        assert_eq!(empty_dir(&dir.path().join("missing")), Ok(()));
+    }
 
     #[test]
     fn the_owned_file_names_the_upstream_and_quotes_what_it_must() {

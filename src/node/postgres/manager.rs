@@ -559,7 +559,7 @@ impl Loop {
             .wal_removed(&server, &office, &cluster, described.as_ref())
             .await;
         let look = Look {
-            now_ms: BootInstant::now().as_nanos() / 1_000_000,
+            now_ms: engine_now_ms(),
             office,
             server: server.clone(),
             peers,
@@ -1479,7 +1479,9 @@ impl Loop {
     async fn clone_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
         let cloned = self.copy_from(from).await;
         if let Err(why) = &cloned {
-            let at_ms = self.lock_engine().now_ms();
+            // Dated when it failed, not at the look that started it: a clone can run
+            // for hours, and the backoff counts from its end.
+            let at_ms = engine_now_ms();
             self.done(Done::CopyFailed {
                 why: why.clone(),
                 at_ms,
@@ -1526,12 +1528,20 @@ impl Loop {
         let env = secrets::passfile_env(passfile.as_deref());
         tracing::info!(%from, "postgres: cloning (pg_basebackup)");
         let quiet = Duration::from_millis(c.clone_stall_timeout_ms);
-        // On a failure pg_basebackup removes what it wrote; the empty dir stays for the
-        // next try.
-        self.m
+        let cloned = self
+            .m
             .programs
             .run_while_growing("pg_basebackup", &args, &env, dir, quiet)
-            .await?;
+            .await;
+        if let Err(e) = cloned {
+            // pg_basebackup removes what it wrote when it fails, but not when it is
+            // killed (a stall): the dir was empty when it began, so empty it again, or
+            // the next try would take a partial copy for data.
+            return Err(match files::empty_dir(dir) {
+                Ok(()) => e,
+                Err(why) => format!("{e}; and the partial copy stays: {why}"),
+            });
+        }
         Ok(())
     }
 
@@ -1882,4 +1892,10 @@ fn streaming_standbys(described: Option<&Described>) -> Vec<NodeId> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The engine's clock (src/postgres_rules/engine.rs, `Look::now_ms`): the boot clock in
+/// ms, which counts a suspension too.
+fn engine_now_ms() -> u64 {
+    BootInstant::now().as_nanos() / 1_000_000
 }

@@ -200,17 +200,28 @@ async fn stalled(dir: &Path, quiet: Duration) {
     }
 }
 
-/// The bytes of the files under `dir` (symbolic links not followed; what cannot be
-/// read counts as nothing).
+/// The bytes of the files under `dir`, what cannot be read counting as nothing. A link
+/// to a directory is followed (`pg_tblspc/<oid>`, a `pg_wal` moved elsewhere: a clone
+/// writes its tablespaces there first), at most [`LINK_DEPTH`] deep, so a loop ends.
 fn size_of(dir: &Path) -> u64 {
+    size_within(dir, LINK_DEPTH)
+}
+
+/// How many directory levels [`size_of`] descends.
+const LINK_DEPTH: u32 = 16;
+
+fn size_within(dir: &Path, depth: u32) -> u64 {
+    let Some(below) = depth.checked_sub(1) else {
+        return 0;
+    };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     entries
         .flatten()
-        .map(|entry| match entry.file_type() {
-            Ok(kind) if kind.is_dir() => size_of(&entry.path()),
-            Ok(kind) if kind.is_file() => entry.metadata().map_or(0, |m| m.len()),
+        .map(|entry| match std::fs::metadata(entry.path()) {
+            Ok(meta) if meta.is_dir() => size_within(&entry.path(), below),
+            Ok(meta) if meta.is_file() => meta.len(),
             _ => 0,
         })
         .sum()
@@ -311,5 +322,16 @@ mod tests {
         std::fs::write(dir.path().join("base/1"), [0u8; 100]).unwrap();
         assert_eq!(size_of(dir.path()), 103);
         assert_eq!(size_of(&dir.path().join("missing")), 0);
+        // A tablespace elsewhere, linked as pg_tblspc/<oid>, counts; a loop ends.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("16384"), [0u8; 1000]).unwrap();
+        std::fs::create_dir(dir.path().join("pg_tblspc")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("pg_tblspc/16400")).unwrap();
+        assert_eq!(size_of(dir.path()), 1103);
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("base/loop")).unwrap();
+        assert!(
+            size_of(dir.path()) > 1103,
+            "a loop is followed a bounded number of times"
+        );
     }
 }

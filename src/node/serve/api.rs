@@ -132,6 +132,17 @@ impl ApiRequests {
         }
     }
 
+    /// The answer to `request` if it comes within `within`; past that the request goes
+    /// on as one of the node's tasks (it is never cut off half-done) and this is `None`.
+    pub async fn answer_within(&self, request: Request, within: Duration) -> Option<Response> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let requests = self.clone();
+        self.context.tasks.spawn(async move {
+            let _ = tx.send(requests.answer(request).await);
+        });
+        tokio::time::timeout(within, rx).await.ok()?.ok()
+    }
+
     /// This node's status as of now, as `Request::Status` answers it.
     pub fn status_now(&self) -> Status {
         self.context.schedule.status_now(&self.context.status)

@@ -1,4 +1,4 @@
-//! The plain-HTTP endpoint, `[http] listen` (off unless set): for load balancers
+//! The HTTP endpoint, `[http] listen` (off unless set; HTTPS with `[http] tls`): for load balancers
 //! (HAProxy `option httpchk GET /coordinator`, or a config written for Patroni),
 //! Prometheus and people with curl.
 //!

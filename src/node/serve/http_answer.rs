@@ -26,6 +26,9 @@ pub struct HttpState {
     pub pg_data_dir: Option<PathBuf>,
     /// HTTPS and the write routes' credentials, replaced in place by a reload.
     pub security: Arc<RwLock<Security>>,
+    /// One `/cluster` asks the members at a time: a flood of requests waits here
+    /// rather than opening a connection to every member each.
+    pub cluster_asks: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl HttpState {
@@ -38,46 +41,46 @@ impl HttpState {
     }
 }
 
-/// One request to a write route, as the connection carried it.
-pub struct Write<'a> {
-    pub method: &'a str,
-    pub path: &'a str,
-    /// The `Authorization` header, if sent.
-    pub authorization: Option<&'a str>,
-    pub body: &'a [u8],
-    pub caller: Caller,
+/// How long a write route waits for its act's answer before saying it goes on: inside
+/// the connection's `http_conn::WRITE_DEADLINE`, so the caller always hears back.
+pub const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(35);
+
+/// Whether `caller`, with the `authorization` header it sent, may use a write route
+/// (`http_auth`); checked before its body is read.
+pub fn admit(caller: &Caller, authorization: Option<&str>, state: &HttpState) -> Result<(), Reply> {
+    let security = state.security();
+    http_auth::authorize(caller, authorization, security.basic.as_ref())
 }
 
-/// The answer to a write route (`http_write`): refused unless `http_auth` lets the
-/// caller in, then asked of the client API as the command line would ask it.
-pub async fn write(write: Write<'_>, state: &HttpState) -> Reply {
-    let security = state.security();
-    if let Err(refused) =
-        http_auth::authorize(&write.caller, write.authorization, security.basic.as_ref())
-    {
-        return refused;
-    }
+/// The answer to an admitted write route (`http_write`), asked of the client API as
+/// the command line would ask it; an act still running after [`ANSWER_WITHIN`] (a
+/// reinit's clone) goes on, and the answer is a 202 saying so.
+pub async fn write(method: &str, path: &str, body: &[u8], state: &HttpState) -> Reply {
     let now = state.api.status_now();
     let wall_ms = crate::wall_clock::wall_ms();
-    let ask = match http_write::ask(write.method, write.path, write.body, &now, wall_ms) {
+    let ask = match http_write::ask(method, path, body, &now, wall_ms) {
         Ok(ask) => ask,
         Err(refused) => return refused,
     };
-    tracing::info!(
-        method = write.method,
-        path = write.path,
-        caller = ?write.caller.certificate,
-        "http write route: {:?}",
-        ask.request
-    );
-    let answer = state.api.answer(ask.request).await;
-    http_write::reply_for(answer, ask.scheduled)
+    tracing::info!(method, path, "http write route: {:?}", ask.request);
+    match state.api.answer_within(ask.request, ANSWER_WITHIN).await {
+        Some(answer) => http_write::reply_for(answer, ask.scheduled),
+        None => Reply::text(
+            202,
+            format!(
+                "still running after {} s: it goes on (`bully status` and the node's log \
+                 show how it ends)\n",
+                ANSWER_WITHIN.as_secs()
+            ),
+        ),
+    }
 }
 
 /// The answer to a GET (or HEAD, OPTIONS) of `path` with `query`.
 pub async fn get(path: &str, query: Option<&str>, state: &HttpState) -> Reply {
     match path {
         "/cluster" => {
+            let _one_at_a_time = state.cluster_asks.lock().await;
             let (own, answers) = http_cluster::gather(&state.api).await;
             Reply::json(200, &http_cluster::cluster_json(&own, &answers))
         }

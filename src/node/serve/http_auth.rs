@@ -1,13 +1,14 @@
 //! Who may use the HTTP endpoint's write routes (`http_write`): only a caller over
 //! HTTPS (`[http] tls`) whose client certificate the handshake verified against the
-//! cluster CA, the same certificates `bully certs client` issues for the command
-//! line; with `[http] username` and `password_file`, also HTTP basic authentication
+//! cluster CA and that names a client (`client.bully`: what `bully certs client`
+//! issues for the command line), not a member: a node's key sits on a database host,
+//! beside the server's files under `[postgres] tls`; with `[http] username` and `password_file`, also HTTP basic authentication
 //! as that user (Patroni's `restapi.authentication`). There is no unauthenticated
 //! write path: plain HTTP refuses every write (403). Reads stay open, as Patroni's.
 
 use super::http_reply::Reply;
 use super::http_tls::{self, Caller};
-use crate::certs::TlsFiles;
+use crate::certs::{Identity, TlsFiles};
 use crate::config::HttpConfig;
 use base64::Engine;
 use subtle::ConstantTimeEq;
@@ -81,12 +82,24 @@ pub fn authorize(
              cluster CA (`bully certs client`)\n",
         ));
     }
-    if caller.certificate.is_none() {
-        return Err(Reply::text(
-            403,
-            "write routes need a client certificate from the cluster CA (`bully certs \
-             client`); this connection sent none\n",
-        ));
+    match caller.certificate {
+        Some(Identity::Client) => {}
+        Some(Identity::Node(id)) => {
+            return Err(Reply::text(
+                403,
+                format!(
+                    "write routes take a client certificate (`bully certs client`), not \
+                     node {id}'s\n"
+                ),
+            ))
+        }
+        None => {
+            return Err(Reply::text(
+                403,
+                "write routes need a client certificate from the cluster CA (`bully certs \
+                 client`); this connection sent none\n",
+            ))
+        }
     }
     let Some(basic) = basic else {
         return Ok(());
@@ -125,7 +138,6 @@ fn decode_basic(header: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certs::Identity;
 
     fn header(user_password: &str) -> String {
         let token = base64::engine::general_purpose::STANDARD.encode(user_password);
@@ -153,11 +165,12 @@ mod tests {
             tls: true,
             certificate: Some(Identity::Node(2)),
         };
+        let refused = authorize(&node, None, None).unwrap_err();
         assert_eq!(
-            authorize(&node, None, None),
-            Ok(()),
-            "a member's own certificate"
+            refused.code, 403,
+            "a member's certificate is not a client's"
         );
+        assert!(refused.body.contains("node 2"), "{}", refused.body);
     }
 
     #[test]

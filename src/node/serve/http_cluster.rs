@@ -17,6 +17,7 @@ use super::api::ApiRequests;
 use crate::api::postgres::{lsn_text, PgRole};
 use crate::api::Status;
 use crate::protocol::{NodeId, Role, Seat};
+use crate::transport::PeerAddr;
 use serde_json::{json, Map, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, UNIX_EPOCH};
@@ -78,7 +79,7 @@ pub fn cluster_json(own: &Status, answers: &[Answer]) -> Value {
         })
         .collect();
     members.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let mut body = json!({ "members": members, "scope": "bully" });
+    let mut body = json!({ "members": members, "scope": super::http_patroni::SCOPE });
     if own.pause.paused {
         body["pause"] = true.into();
     }
@@ -106,15 +107,13 @@ fn member_json(own: &Status, id: NodeId, status: &Status, leader_lsn: Option<u64
     member.insert("name".into(), id.to_string().into());
     if let Some(http) = status.http {
         let scheme = if http.tls { "https" } else { "http" };
-        let host = reachable_host(own, id, http.listen);
-        member.insert(
-            "api_url".into(),
-            format!(
-                "{scheme}://{}/patroni",
-                join_host_port(&host, http.listen.port())
-            )
-            .into(),
-        );
+        // A wildcard listener with no member list to name the host: no URL to give.
+        if let Some(authority) = reachable(own, id, http.listen) {
+            member.insert(
+                "api_url".into(),
+                format!("{scheme}://{authority}/patroni").into(),
+            );
+        }
     }
     member.insert("bully".into(), json!({ "node_role": status.role }));
     let Some(pg) = &status.postgres else {
@@ -139,7 +138,11 @@ fn member_json(own: &Status, id: NodeId, status: &Status, leader_lsn: Option<u64
     };
     member.insert("role".into(), role.into());
     member.insert("state".into(), state.into());
-    member.insert("host".into(), reachable_host(own, id, pg.listen).into());
+    let host = reachable(own, id, pg.listen).map(|a| a.host().to_string());
+    member.insert(
+        "host".into(),
+        host.unwrap_or_else(|| pg.listen.ip().to_string()).into(),
+    );
     member.insert("port".into(), pg.listen.port().into());
     if let Some(timeline) = pg.timeline {
         member.insert("timeline".into(), timeline.into());
@@ -188,32 +191,19 @@ fn unanswered(own: &Status, id: NodeId, why: &str, leader: Option<NodeId>) -> Va
     })
 }
 
-/// The host others reach `addr` of member `id` at: its IP, unless it listens on every
-/// address, then the host of the member's address in the list.
-fn reachable_host(own: &Status, id: NodeId, addr: SocketAddr) -> String {
+/// Where others reach `addr` of member `id`: as it is, unless it listens on every
+/// address, then at the host of the member's address in the list (`None` without one).
+fn reachable(own: &Status, id: NodeId, addr: SocketAddr) -> Option<PeerAddr> {
     if !addr.ip().is_unspecified() {
-        return addr.ip().to_string();
+        return addr.to_string().parse().ok();
     }
-    own.members
-        .as_ref()
-        .and_then(|list| list.get(id))
-        .map(|m| host_part(&m.addr))
-        .unwrap_or_else(|| addr.ip().to_string())
-}
-
-/// The host of `host:port` (brackets of an IPv6 literal dropped).
-fn host_part(addr: &str) -> String {
-    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string()
-}
-
-/// `host:port`, an IPv6 literal in brackets.
-fn join_host_port(host: &str, port: u16) -> String {
-    match host.contains(':') {
-        true => format!("[{host}]:{port}"),
-        false => format!("{host}:{port}"),
+    let listed: PeerAddr = own.members.as_ref()?.get(id)?.addr.parse().ok()?;
+    match listed.ip() {
+        Some(ip) => SocketAddr::new(ip.ip(), addr.port())
+            .to_string()
+            .parse()
+            .ok(),
+        None => format!("{}:{}", listed.host(), addr.port()).parse().ok(),
     }
 }
 
@@ -296,8 +286,9 @@ mod tests {
         assert_eq!(two["role"], "replica");
         assert_eq!(two["receive_lag"], 0x100);
         assert_eq!(
-            two["api_url"], "https://0.0.0.0:8002/patroni",
-            "no list: as it listens"
+            two.get("api_url"),
+            None,
+            "a wildcard and no list: no host to give"
         );
     }
 
@@ -377,9 +368,27 @@ mod tests {
 
     #[test]
     fn hosts_of_members_listening_everywhere_come_from_the_list() {
-        assert_eq!(host_part("db1.example:7000"), "db1.example");
-        assert_eq!(host_part("[::1]:7000"), "::1");
-        assert_eq!(join_host_port("::1", 80), "[::1]:80");
-        assert_eq!(join_host_port("10.0.0.1", 80), "10.0.0.1:80");
+        use crate::protocol::{Member, Membership};
+        let mut own = member(1, server(PgRole::Replica, 5431, 0x100));
+        let listed = |id, addr: &str| Member {
+            id,
+            seat: Seat::Voter,
+            learner: false,
+            addr: addr.into(),
+        };
+        own.members = Some(Membership::seeded(vec![
+            listed(1, "db1.example:7000"),
+            listed(2, "[::1]:7000"),
+        ]));
+        let everywhere: SocketAddr = "0.0.0.0:8008".parse().unwrap();
+        let shown = |id| reachable(&own, id, everywhere).map(|a| a.to_string());
+        assert_eq!(shown(1).as_deref(), Some("db1.example:8008"));
+        assert_eq!(shown(2).as_deref(), Some("[::1]:8008"));
+        assert_eq!(shown(3), None, "not listed");
+        let fixed: SocketAddr = "10.0.0.1:8008".parse().unwrap();
+        assert_eq!(
+            reachable(&own, 3, fixed).map(|a| a.to_string()).as_deref(),
+            Some("10.0.0.1:8008")
+        );
     }
 }

@@ -57,8 +57,8 @@ pub async fn serve<S: Stream>(
     caller: Caller,
 ) -> std::io::Result<()> {
     let deadline = match caller.certificate {
-        Some(_) => WRITE_DEADLINE,
-        None => DEADLINE,
+        Some(crate::certs::Identity::Client) => WRITE_DEADLINE,
+        _ => DEADLINE,
     };
     match tokio::time::timeout(deadline, exchange(&mut stream, state, caller)).await {
         Ok(done) => done,
@@ -125,21 +125,19 @@ async fn respond(
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        match Limited::new(request.into_body(), http_write::MAX_BODY)
-            .collect()
-            .await
-        {
-            Ok(body) => {
-                let write = http_answer::Write {
-                    method: method.as_str(),
-                    path: &path,
-                    authorization: authorization.as_deref(),
-                    body: &body.to_bytes(),
-                    caller,
-                };
-                http_answer::write(write, state).await
+        // Who calls is checked before any body is read.
+        match http_answer::admit(&caller, authorization.as_deref(), state) {
+            Err(refused) => refused,
+            Ok(()) => {
+                let limited = Limited::new(request.into_body(), http_write::MAX_BODY);
+                match limited.collect().await {
+                    Ok(body) => {
+                        let body = body.to_bytes();
+                        http_answer::write(method.as_str(), &path, &body, state).await
+                    }
+                    Err(e) => Reply::text(413, format!("request body refused: {e}\n")),
+                }
             }
-            Err(e) => Reply::text(413, format!("request body refused: {e}\n")),
         }
     } else {
         http_routes::method_not_allowed(method.as_str())

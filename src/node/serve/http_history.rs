@@ -90,7 +90,9 @@ pub fn as_patroni(
     let lines = switches.iter().enumerate().map(|(i, s)| {
         let mut line = json!([s.timeline, s.lsn, s.reason]);
         let into_current = i == last && s.timeline + 1 == timeline;
-        if let (true, Some(node)) = (into_current, promoted_by) {
+        // A file time before 1970 (a clock far off) is left out rather than shown.
+        let sane = written >= std::time::UNIX_EPOCH;
+        if let (true, true, Some(node)) = (into_current, sane, promoted_by) {
             let at = humantime::format_rfc3339_millis(written).to_string();
             line.as_array_mut()
                 .expect("built as an array")

@@ -60,6 +60,9 @@ use crate::protocol::Role;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
+/// Patroni's `scope` (its cluster's name): bully has none, so its own name.
+pub const SCOPE: &str = "bully";
+
 /// `/liveness` passes while the server's last observation is at most this old ...
 pub const LIVENESS_FLOOR: Duration = Duration::from_secs(10);
 /// ... or this many lease spans, if that is longer: the manager observes the server
@@ -196,7 +199,7 @@ fn patroni(status: &Status) -> Map<String, Value> {
         "patroni".into(),
         json!({
             "version": env!("CARGO_PKG_VERSION"),
-            "scope": "bully",
+            "scope": SCOPE,
             "name": status.id.to_string(),
         }),
     );

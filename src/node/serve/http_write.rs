@@ -158,20 +158,21 @@ fn switchover(
 }
 
 /// Wall-clock ms of an ISO 8601 time in UTC (`Z` or `+00:00`, as Patroni's clients
-/// send it); another offset is refused rather than misread.
+/// send it); another offset, or none, is refused rather than misread.
 fn utc_ms(text: &str) -> Result<u64, Reply> {
     let trimmed = text.trim();
-    let utc = trimmed
-        .strip_suffix("+00:00")
-        .map(|t| format!("{t}Z"))
-        .unwrap_or_else(|| trimmed.to_string());
-    humantime::parse_rfc3339_weak(&utc)
+    let utc = match trimmed.strip_suffix("+00:00") {
+        Some(time) => format!("{time}Z"),
+        None if trimmed.ends_with('Z') => trimmed.to_string(),
+        None => {
+            return Err(bad(&format!(
+                "`scheduled_at` {text:?} names no UTC offset; give one like 2026-12-03T15:00:00Z"
+            )))
+        }
+    };
+    crate::wall_clock::parse_utc(&utc)
         .map(crate::wall_clock::ms_of)
-        .map_err(|e| {
-            bad(&format!(
-                "`scheduled_at` {text:?}: {e}; give a UTC time like 2026-12-03T15:00:00Z"
-            ))
-        })
+        .map_err(|e| bad(&format!("`scheduled_at` {text:?}: {e}")))
 }
 
 /// Patroni's restart conditions: `restart_pending` (only when the server waits for a
@@ -313,6 +314,12 @@ mod tests {
         );
         let offset = r#"{"candidate": "2", "scheduled_at": "2027-01-15T08:10:00+02:00"}"#;
         assert_eq!(code(asked("POST", "/switchover", offset)), 400, "only UTC");
+        let no_zone = r#"{"candidate": "2", "scheduled_at": "2027-01-15T08:10:00"}"#;
+        assert_eq!(
+            code(asked("POST", "/switchover", no_zone)),
+            400,
+            "a zone is named"
+        );
         assert_eq!(code(asked("POST", "/scale", "")), 404);
     }
 
