@@ -29,7 +29,7 @@ mod tags;
 
 /// The synchronous mode is a cluster setting (src/protocol/settings.rs); the rules read it.
 pub use crate::protocol::settings::Synchronous;
-pub use copy_backoff::{retry_after_ms, LONGEST_RETRY_MS};
+pub use copy_backoff::FIRST_RETRY_MS;
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};

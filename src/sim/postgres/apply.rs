@@ -184,10 +184,10 @@ impl World {
         let m = self.member(id);
         let now = m.engine.now_ms();
         match m.clone_failed_at {
-            Some(at) if now < at + crate::postgres_rules::retry_after_ms(1) => Err(format!(
+            Some(at) if now < at + crate::postgres_rules::FIRST_RETRY_MS => Err(format!(
                 "{id} started another clone {} ms after one failed (at least {} ms apart)",
                 now - at,
-                crate::postgres_rules::retry_after_ms(1)
+                crate::postgres_rules::FIRST_RETRY_MS
             )),
             _ => {
                 self.summary.clones_after_backoff += u64::from(m.clone_failed_at.is_some());
