@@ -67,6 +67,21 @@ pub enum PgCommand {
         #[arg(long)]
         accept_loss: bool,
     },
+    /// Take over a PostgreSQL server that ran without bully, with its data: run on its
+    /// host with this node stopped, before the node first starts. Checks the config's
+    /// `[postgres] data_dir` holds a cluster of the configured binaries' version (owned
+    /// by the server's user, its postgresql.conf inside), stops a server running on it
+    /// (fast shutdown), on a primary makes the replication role and sets both roles'
+    /// passwords from `[postgres]` (single-user mode), adds bully's pg_hba.conf lines
+    /// for the members, and notes the data as this node's. Then start the node: with
+    /// the other members empty (they clone it) or holding standbys of the same cluster,
+    /// the freshest server is promoted and nothing it committed is lost. Running it
+    /// again changes nothing more.
+    Adopt {
+        /// The node's config file.
+        #[arg(long, short = 'c')]
+        config: std::path::PathBuf,
+    },
 }
 
 /// Runs `bully pg ...`: exit 0 when the node did it, 1 when it refused or failed, 2
@@ -91,8 +106,65 @@ pub async fn run(command: &PgCommand) -> ExitCode {
             return ExitCode::from(2);
         }
         PgCommand::Failover { query, to, .. } => (query, *to, PgVerb::AcceptLoss),
+        PgCommand::Adopt { config } => return adopt(config).await,
     };
     ask_node(query, node, verb).await
+}
+
+/// `bully pg adopt --config FILE`: exit 0 once the data dir is this node's to start, 1
+/// when it refused (saying why, having changed nothing after the refusal), 2 when the
+/// config cannot be read.
+async fn adopt(path: &std::path::Path) -> ExitCode {
+    let config = match crate::config::load(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match crate::node::postgres::adopt::adopt(&config).await {
+        Ok(done) => {
+            println!("{}", adopted_words(config.id, &done));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What `bully pg adopt` tells the operator it did.
+fn adopted_words(id: NodeId, done: &crate::node::postgres::adopt::Adopted) -> String {
+    let mut lines = vec![format!(
+        "Adopted {} (system identifier {}) for node {id}.",
+        done.data_dir.display(),
+        done.system_id
+    )];
+    lines.push(match done.stopped {
+        None => "No server was running on it.".into(),
+        Some((pid, false)) => format!("Stopped its server (PID {pid}) cleanly."),
+        Some((pid, true)) => format!(
+            "Its server (PID {pid}) did not stop in time and was killed; PostgreSQL \
+             recovers it at the next start."
+        ),
+    });
+    lines.push(match done.standby {
+        false => "Roles: the replication role exists and both roles' passwords are set.".into(),
+        true => {
+            "A standby's data dir: its roles come from its primary (adopt that one too).".into()
+        }
+    });
+    lines.push(match &done.hba {
+        Some(path) => format!("Added bully's lines for the members to {}.", path.display()),
+        None => "pg_hba.conf already had bully's lines.".into(),
+    });
+    lines.push(
+        "Start the node now (systemctl start --no-block bully bully-run): the freshest \
+         server of the members is promoted once every member answers."
+            .into(),
+    );
+    lines.join("\n")
 }
 
 /// Sends `verb` to node `node`, found among the endpoints and the members they list,

@@ -41,7 +41,7 @@ mod error;
 mod tests;
 
 pub use check::CHECK_FILE;
-pub(crate) use durable::{remove_file_durably, write_file_durably};
+pub(crate) use durable::{create_dir_durably, remove_file_durably, write_file_durably};
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};

@@ -1432,8 +1432,7 @@ impl Loop {
         let owner = self.m.programs.owner();
         // Resolved before anything is written: a member name that does not resolve
         // leaves no half-made cluster.
-        let own = [c.listen.ip(), c.reached_at().ip()];
-        let addresses = secrets::member_addresses(&self.m.member_hosts, &own).await?;
+        let addresses = secrets::addresses_for(c, &self.m.member_hosts).await?;
         self.make_data_dir()?;
         let mut args = vec![
             "-D".to_string(),

@@ -18,6 +18,7 @@
 //! - `sync_store`: the synchronous record this node keeps for the cluster (every node
 //!   has one, witnesses too); `records`: reading and committing it across the voters;
 //! - `held`: the note that this node's server held the cluster's data;
+//! - `adopt`: `bully pg adopt`, a server that ran without bully taken over with its data;
 //! - `order`: an operator's verb on its way in, dropped once its deadline passed;
 //! - `owned`: files handed to the server's user, and private ones (mode 0600);
 //! - `parameters`: the cluster's server parameters (a cluster setting in the member
@@ -28,6 +29,7 @@
 //! server by the lease's deadlines, so a stalled or killed node cannot leave a primary
 //! writing after a successor may have promoted.
 
+pub mod adopt;
 mod control;
 pub(crate) mod files;
 mod held;

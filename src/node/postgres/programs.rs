@@ -109,7 +109,22 @@ impl Programs {
         timeout: Duration,
     ) -> Result<Ran, String> {
         let command = self.command(name, args, env);
-        run_bounded(command, name, Bound::Total(timeout)).await
+        run_bounded(command, name, None, Bound::Total(timeout)).await
+    }
+
+    /// As [`Programs::run`], with `input` written to the program's standard input (a
+    /// single-user server's statements: src/node/postgres/adopt.rs).
+    pub async fn run_with_input(
+        &self,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+        input: &str,
+        timeout: Duration,
+    ) -> Result<Ran, String> {
+        let mut command = self.command(name, args, env);
+        command.stdin(Stdio::piped());
+        run_bounded(command, name, Some(input), Bound::Total(timeout)).await
     }
 
     /// Runs `name` to its end for as long as it keeps writing into `dir`: killed once
@@ -124,7 +139,7 @@ impl Programs {
         quiet: Duration,
     ) -> Result<Ran, String> {
         let command = self.command(name, args, env);
-        run_bounded(command, name, Bound::Growing { dir, quiet }).await
+        run_bounded(command, name, None, Bound::Growing { dir, quiet }).await
     }
 }
 
@@ -138,16 +153,31 @@ enum Bound<'a> {
 }
 
 /// Runs `command` (program `name`) to its end within `bound`, in a process group of
-/// its own, killed when the bound is passed; an error says what it printed.
-async fn run_bounded(mut command: Command, name: &str, bound: Bound<'_>) -> Result<Ran, String> {
+/// its own, killed when the bound is passed, with `input` written to its standard
+/// input (piped by the caller); an error says what it printed.
+async fn run_bounded(
+    mut command: Command,
+    name: &str,
+    input: Option<&str>,
+    bound: Bound<'_>,
+) -> Result<Ran, String> {
     command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    let child = command
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start {name}: {e}"))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        use tokio::io::AsyncWriteExt as _;
+        // Written before the output is read: the input is small (a few statements), so
+        // the pipe takes it whole while the program has not answered yet.
+        stdin
+            .write_all(input.as_bytes())
+            .await
+            .map_err(|e| format!("cannot write to {name}: {e}"))?;
+    }
     let waited = child.wait_with_output();
     let output = match bound {
         Bound::Total(timeout) => match tokio::time::timeout(timeout, waited).await {
@@ -271,7 +301,7 @@ mod tests {
             dir: dir.path(),
             quiet: Duration::from_millis(600),
         };
-        let ran = run_bounded(shell(&script), "copy", bound).await;
+        let ran = run_bounded(shell(&script), "copy", None, bound).await;
         assert!(ran.is_ok(), "{ran:?}");
         assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 15);
     }
@@ -284,7 +314,7 @@ mod tests {
             dir: dir.path(),
             quiet: Duration::from_millis(300),
         };
-        let killed = run_bounded(shell("sleep 30"), "copy", bound)
+        let killed = run_bounded(shell("sleep 30"), "copy", None, bound)
             .await
             .unwrap_err();
         assert!(killed.contains("wrote nothing into"), "{killed}");
@@ -299,12 +329,14 @@ mod tests {
         let late = run_bounded(
             shell("sleep 30"),
             "prog",
+            None,
             Bound::Total(Duration::from_millis(200)),
         );
         assert!(late.await.unwrap_err().contains("did not finish within"));
         let failed = run_bounded(
             shell("echo nope >&2; exit 3"),
             "prog",
+            None,
             Bound::Total(Duration::from_secs(10)),
         );
         let failed = failed.await.unwrap_err();
@@ -312,6 +344,20 @@ mod tests {
             failed.contains("nope") && failed.contains("prog failed"),
             "{failed}"
         );
+    }
+
+    #[tokio::test]
+    async fn input_reaches_the_program_whole() {
+        let mut command = shell("tr a-z A-Z");
+        command.stdin(Stdio::piped());
+        let text = "single-user statements\n".repeat(100);
+        let ran = run_bounded(
+            command,
+            "tr",
+            Some(&text),
+            Bound::Total(Duration::from_secs(10)),
+        );
+        assert_eq!(ran.await.unwrap().stdout, text.to_uppercase());
     }
 
     #[test]

@@ -206,8 +206,8 @@ pub fn hba_lines(config: &PostgresConfig, addresses: &[IpAddr]) -> String {
         TlsMode::On => "hostssl",
     };
     let mut text = String::from(
-        "\n# Added by bully after initdb: the members' standbys and managers, from the \
-         members' addresses. Yours from now on.\n",
+        "\n# Added by bully (after initdb, or by `bully pg adopt`): the members' standbys \
+         and managers, from the members' addresses. Yours from now on.\n",
     );
     let repl = hba_role(&config.replication.user);
     let su = hba_role(&config.superuser.user);
@@ -233,7 +233,7 @@ pub fn hba_refusals(config: &PostgresConfig, addresses: &[IpAddr]) -> String {
         hba_role(&config.superuser.user)
     );
     let mut text = String::from(
-        "# Added by bully after initdb ([postgres] tls = \"on\"): its roles from the \
+        "# Added by bully ([postgres] tls = \"on\"): its roles from the \
          members' addresses only over TLS. Yours from now on.\n",
     );
     for ip in addresses {
@@ -268,6 +268,28 @@ pub async fn member_addresses(hosts: &[String], own: &[IpAddr]) -> Result<Vec<Ip
     addresses.sort();
     addresses.dedup();
     Ok(addresses)
+}
+
+/// The addresses `pg_hba.conf` lets in for a server configured by `config`: the
+/// member hosts `hosts` and the server's own addresses (its manager logs in from
+/// there), as after `initdb` and `bully pg adopt` alike.
+pub async fn addresses_for(
+    config: &PostgresConfig,
+    hosts: &[String],
+) -> Result<Vec<IpAddr>, String> {
+    member_addresses(hosts, &[config.listen.ip(), config.reached_at().ip()]).await
+}
+
+/// `pg_hba.conf`'s text `current` with bully's lines for `addresses` added
+/// ([`hba_file`]), or `None` when it holds them already (a second `bully pg adopt`).
+pub fn hba_with_members(
+    config: &PostgresConfig,
+    addresses: &[IpAddr],
+    current: &str,
+) -> Option<String> {
+    let has = |lines: String| current.contains(lines.trim());
+    let present = has(hba_lines(config, addresses)) && has(hba_refusals(config, addresses));
+    (!present).then(|| hba_file(config, addresses, current))
 }
 
 /// Writes `text` (the superuser's password) where initdb's `--pwfile` reads it and

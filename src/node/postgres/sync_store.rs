@@ -31,21 +31,30 @@ impl SyncStore {
     /// be read or parsed stops the start with the path: guessing would forget which
     /// servers hold the acknowledged commits.
     pub fn open(data_dir: &Path) -> Result<SyncStore, String> {
+        let current = Self::peek(data_dir)?;
+        Ok(SyncStore {
+            inner: Arc::new(Mutex::new(Kept {
+                path: data_dir.join(SYNC_FILE),
+                current,
+            })),
+        })
+    }
+
+    /// The record in `data_dir` without keeping it (`bully pg adopt` checks which
+    /// cluster the node belongs to); an error as [`SyncStore::open`]'s.
+    pub fn peek(data_dir: &Path) -> Result<Option<SyncRecord>, String> {
         let path = data_dir.join(SYNC_FILE);
-        let current = match std::fs::read(&path) {
-            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| {
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
                 format!(
                     "{} cannot be read as a synchronous record ({e}); restore it from a \
                      backup, or copy another member's",
                     path.display()
                 )
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
-        Ok(SyncStore {
-            inner: Arc::new(Mutex::new(Kept { path, current })),
-        })
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
     }
 
     /// The record kept now.
