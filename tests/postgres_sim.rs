@@ -216,6 +216,66 @@ fn a_new_cluster_bootstraps() {
     }
 }
 
+/// `bully pg adopt` (src/sim/postgres/adopted.rs): a server's data made without bully on
+/// member 1, the others empty; every commit in it was acknowledged before bully, and
+/// none may be lost, by the first promotion or after; no initdb ever runs.
+#[test]
+fn an_adopted_server_keeps_every_commit() {
+    for (members, witness, synchronous) in [
+        (3, false, Synchronous::Quorum),
+        (3, false, Synchronous::Strict),
+        (2, true, Synchronous::Strict),
+    ] {
+        let spec = Spec {
+            start: Start::Adopted,
+            witness,
+            ..Spec::new(members, synchronous)
+        };
+        let total = sweep(&spec).unwrap_or_else(|violation| panic!("{violation}"));
+        assert_eq!(total.initdbs, 0, "an initdb beside adopted data");
+        assert!(
+            total.promotions >= total.seeds,
+            "each seed promoted the adopted server"
+        );
+        assert!(total.acknowledged > 0 && total.clones > 0);
+    }
+}
+
+/// A Patroni cluster taken over (src/sim/postgres/adopted.rs): every member holds a
+/// server of one system, the standbys level with the old primary or behind; the commits
+/// the servers lacking them cannot outvote were acknowledged and are kept.
+#[test]
+fn a_cluster_taken_over_keeps_every_commit() {
+    for (members, synchronous) in [(3, Synchronous::Quorum), (5, Synchronous::Quorum)] {
+        let spec = Spec {
+            start: Start::TakenOver,
+            ..Spec::new(members, synchronous)
+        };
+        let total = sweep(&spec).unwrap_or_else(|violation| panic!("{violation}"));
+        assert_eq!(total.initdbs, 0, "an initdb beside adopted data");
+        assert!(total.acknowledged > 0 && total.promotions >= total.seeds);
+    }
+}
+
+/// Adopt must note the data as the node's: without the note, the adopted member's
+/// volume not mounted at its first restart reads as a member that never had data, the
+/// cluster runs initdb and promotes an empty server.
+#[test]
+fn sabotaged_adopt_without_its_note_is_caught() {
+    let spec = Spec {
+        start: Start::Adopted,
+        sabotage: Some(Sabotage::AdoptedUnnoted),
+        ..Spec::new(3, Synchronous::Quorum)
+    };
+    let v = sweep(&spec).expect_err("an adopted volume missing went unnoticed");
+    println!("caught: {v}");
+    assert!(v.what.contains("acknowledged commit"), "{v}");
+    assert_eq!(
+        run_seed(v.seed, &spec).expect_err("the seed reproduces it"),
+        v
+    );
+}
+
 /// Three members in `quorum` mode starting from nothing (initdb, then clones): the
 /// spec of every new-cluster case.
 fn new_cluster() -> Spec {

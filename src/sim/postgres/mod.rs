@@ -50,6 +50,7 @@
 //!
 //! Same seed, same run: nothing reads the clock or iterates a hash map.
 
+mod adopted;
 mod apply;
 mod faults;
 mod log;
@@ -83,6 +84,12 @@ pub enum Start {
     /// Member 1 leads with a primary and every other member streams from it (a cluster
     /// already bootstrapped), so every seed's faults hit a running cluster at once.
     Running,
+    /// Member 1 holds a server's data made without bully (`bully pg adopt`), the others
+    /// none (src/sim/postgres/adopted.rs).
+    Adopted,
+    /// Every member holds data of one system made without bully, member 1's the
+    /// primary's (a Patroni cluster taken over: src/sim/postgres/adopted.rs).
+    TakenOver,
 }
 
 /// A deliberate flaw the simulator applies around the decisions or in its model of the
@@ -201,6 +208,10 @@ pub enum Sabotage {
     /// whatever the records and this node's notes say (the tester's empty second
     /// cluster, issue 49).
     SecondInitdb,
+    /// `bully pg adopt` without its note that the node's server holds the data: a
+    /// volume not mounted at the adopted member's first restart reads as a member
+    /// that never had data.
+    AdoptedUnnoted,
     /// The manager before WAL retention was read: a standby's upstream is never asked
     /// whether it still holds the WAL the standby needs, so a standby past retention is
     /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count

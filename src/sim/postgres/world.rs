@@ -428,8 +428,9 @@ impl World {
             let witness = world.members.iter().find(|m| m.witness).map(|m| m.id);
             world.protocol = Some(Protocol::new(seed, &ids, witness));
         }
-        if spec.start == Start::Running {
-            world.bootstrapped();
+        match spec.start {
+            Start::Running => world.bootstrapped(),
+            start => world.adopted(start),
         }
         world
     }
