@@ -885,6 +885,13 @@ pub enum SlotChange {
     Drop { name: String },
 }
 
+/// Whether the slot `name` is one bully manages (`bully_<id>`, [`application_name`]):
+/// every other slot is the user's (or a former manager's, as Patroni's) and left alone.
+pub fn bully_slot(name: &str) -> bool {
+    name.strip_prefix("bully_")
+        .is_some_and(|id| id.parse::<NodeId>().is_ok())
+}
+
 /// What makes a server's slots one per other data voter, named as the member's standby
 /// streams (`bully_<id>`, its `primary_slot_name`), so the WAL a standby needs stays on
 /// the primary while the standby is down (up to `max_slot_wal_keep_size`):
@@ -907,12 +914,8 @@ pub fn slot_changes(cluster: &Cluster, leading_primary: bool, slots: &[Slot]) ->
         .filter(|&&m| m != cluster.id)
         .map(|&m| application_name(m))
         .collect();
-    let ours = |name: &str| {
-        name.strip_prefix("bully_")
-            .is_some_and(|id| id.parse::<NodeId>().is_ok())
-    };
     let mut changes = Vec::new();
-    for slot in slots.iter().filter(|s| ours(&s.name) && !s.active) {
+    for slot in slots.iter().filter(|s| bully_slot(&s.name) && !s.active) {
         let renew = match leading_primary {
             true => !slot.reserved || slot.lost,
             false => slot.reserved,

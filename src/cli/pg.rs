@@ -159,6 +159,14 @@ fn adopted_words(id: NodeId, done: &crate::node::postgres::adopt::Adopted) -> St
         Some(path) => format!("Added bully's lines for the members to {}.", path.display()),
         None => "pg_hba.conf already had bully's lines.".into(),
     });
+    if !done.other_slots.is_empty() {
+        lines.push(format!(
+            "Replication slots bully does not manage: {}. Each keeps WAL until dropped: once \
+             bully's standbys stream, drop those no one uses (SELECT \
+             pg_drop_replication_slot('NAME') on the primary).",
+            done.other_slots.join(", ")
+        ));
+    }
     lines.push(
         "Start the node now (systemctl start --no-block bully bully-run): the freshest \
          server of the members is promoted once every member answers."

@@ -50,6 +50,9 @@ pub struct Adopted {
     pub standby: bool,
     /// The `pg_hba.conf` it added bully's lines to (`None`: they were there already).
     pub hba: Option<PathBuf>,
+    /// Replication slots on the server that bully does not manage (Patroni's, a
+    /// user's): each holds WAL back until someone drops it.
+    pub other_slots: Vec<String>,
 }
 
 /// Takes over the data dir of `config`'s `[postgres]`; an error says what is wrong and
@@ -93,7 +96,24 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
         stopped,
         standby,
         hba,
+        other_slots: other_slots(dir),
     })
+}
+
+/// The slots in `dir` (`pg_replslot/<name>`) that are not bully's own `bully_<id>`
+/// (src/postgres_rules.rs, `slot_changes`), sorted.
+fn other_slots(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join("pg_replslot")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| !crate::postgres_rules::bully_slot(name))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The node must not run: its manager would act on the data dir meanwhile. Its store
@@ -336,6 +356,16 @@ async fn hba_file(programs: &Programs, dir: &Path) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_other_than_bully_s_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(other_slots(dir.path()).is_empty());
+        for name in ["node2", "bully_3", "bully_x", "debezium"] {
+            std::fs::create_dir_all(dir.path().join("pg_replslot").join(name)).unwrap();
+        }
+        assert_eq!(other_slots(dir.path()), ["bully_x", "debezium", "node2"]);
+    }
 
     #[test]
     fn the_major_version_is_read_from_postgres_version() {
