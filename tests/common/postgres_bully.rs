@@ -140,6 +140,15 @@ impl BullyPg {
     /// [`BullyPg::start`] with both: how the members log in, and what each `[postgres]`
     /// changes.
     async fn start_full(secrets: Secrets, tune: fn(NodeId, &mut PostgresConfig)) -> BullyPg {
+        Self::prepare_with(secrets, tune).await.start()
+    }
+
+    /// Everything but the processes: the temp dir (kept with `BULLY_KEEP_TEST_DIR`), the
+    /// relay, the forwarders and every node's config, with `secrets` and `tune` as in
+    /// [`BullyPg::start_full`]. A test acts on the servers' data dirs before any node
+    /// runs (an existing cluster for `bully pg adopt`: tests/postgres_adopt.rs,
+    /// tests/postgres_patroni_takeover.rs), then calls [`Prepared::start`].
+    pub async fn prepare_with(secrets: Secrets, tune: fn(NodeId, &mut PostgresConfig)) -> Prepared {
         phase("three bully nodes keeping their servers, behind the relay; keepers; HAProxy");
         let mut dir = tempfile::Builder::new()
             .prefix("bully-pg-")
@@ -176,20 +185,9 @@ impl BullyPg {
             .iter()
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
-        let mut t = TestCluster { cluster, dir };
+        let t = TestCluster { cluster, dir };
         configure(&t, &pg, &seen, &http, &secrets, tune);
-        let fronts = [front, reads];
-        let haproxy = Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &local, &http);
-        let configs = IDS
-            .iter()
-            .map(|&id| (id, t.cluster.config_path(id)))
-            .collect();
-        // The keepers first, as cluster.sh starts them: each waits for its node's socket.
-        let keepers = Keepers::start(&binary(), &configs, t.dir.path());
-        t.start_all();
-        BullyPg {
-            haproxy,
-            keepers,
+        Prepared {
             cuts,
             pg,
             relay,
@@ -452,6 +450,87 @@ impl BullyPg {
     }
 }
 
+/// A cluster whose configs are written and whose processes are not started yet
+/// ([`BullyPg::prepare_with`]): a test may set up the servers' data dirs as an operator
+/// would before the first start. Its fields drop in this order: forwarders, servers
+/// (every one still running is killed, also one the test started itself), relay, and
+/// the temp dir last.
+pub struct Prepared {
+    /// Each server as the other hosts will reach it (its forwarder).
+    pub cuts: BTreeMap<NodeId, CutProxy>,
+    /// The servers: where their data dirs are and where they will listen.
+    pub pg: PgServers,
+    pub relay: Relay,
+    pub http: BTreeMap<NodeId, SocketAddr>,
+    /// Where clients will write: HAProxy's front for the primary.
+    pub front: SocketAddr,
+    /// Where clients will read: HAProxy's front for the replicas.
+    pub reads: SocketAddr,
+    /// How the members log in.
+    pub secrets: Secrets,
+    tune: fn(NodeId, &mut PostgresConfig),
+    pub t: TestCluster,
+}
+
+impl Prepared {
+    /// Node `id`'s config file (what `bully pg adopt --config` reads).
+    pub fn config(&self, id: NodeId) -> std::path::PathBuf {
+        self.t.cluster.config_path(id)
+    }
+
+    /// Node `id` keeps the server whose data dir is `dir` (another manager's, taken
+    /// over with `bully pg adopt`): its config's `[postgres] data_dir`, and where the
+    /// test's kills, probes and drop find the server.
+    pub fn use_data_dir(&mut self, id: NodeId, dir: std::path::PathBuf) {
+        self.t
+            .cluster
+            .edit_config(id, |c| {
+                c.postgres.as_mut().expect("[postgres]").data_dir = dir.clone();
+            })
+            .unwrap();
+        self.pg.set_data_dir(id, dir);
+    }
+
+    /// Starts HAProxy, the keepers and the nodes (each starts its server as a standby,
+    /// or clones, or runs initdb); returns before anyone leads.
+    pub fn start(self) -> BullyPg {
+        let Prepared {
+            cuts,
+            pg,
+            relay,
+            http,
+            front,
+            reads,
+            secrets,
+            tune,
+            mut t,
+        } = self;
+        let fronts = [front, reads];
+        let haproxy =
+            Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &pg.addrs, &http);
+        let configs = IDS
+            .iter()
+            .map(|&id| (id, t.cluster.config_path(id)))
+            .collect();
+        // The keepers first, as cluster.sh starts them: each waits for its node's socket.
+        let keepers = Keepers::start(&binary(), &configs, t.dir.path());
+        t.start_all();
+        BullyPg {
+            haproxy,
+            keepers,
+            cuts,
+            pg,
+            relay,
+            http,
+            front,
+            reads,
+            secrets,
+            tune,
+            t,
+        }
+    }
+}
+
 impl Drop for BullyPg {
     /// The bully nodes go first, so no manager starts a server while the servers are
     /// being killed.
@@ -509,4 +588,157 @@ fn configure_one(
             c.http = Some(HttpConfig::on(http));
         })
         .unwrap();
+}
+
+/// `bully pg adopt --config <config>` run to its end on a blocking thread (it stops a
+/// server and runs PostgreSQL in single-user mode: seconds, which a test's async
+/// workers must not wait out).
+pub async fn adopt(config: &std::path::Path) -> std::process::Output {
+    let config = config.display().to_string();
+    tokio::task::spawn_blocking(move || {
+        super::common::bully(&["pg", "adopt", "--config", config.as_str()])
+    })
+    .await
+    .unwrap()
+}
+
+/// The table [`load`] fills: an id and a payload derived from it (`md5(id)`).
+pub const LOADED: &str = "loaded";
+
+/// What a table of loaded rows holds, or must hold: its row count, lowest and highest
+/// id and their sum, and whether every payload is still the one written. With ids
+/// unique (the primary key), `rows == max - min + 1` and the same bounds mean exactly
+/// the same ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub rows: i64,
+    pub min: i64,
+    pub max: i64,
+    pub sum: i64,
+    pub intact: bool,
+}
+
+/// Creates [`LOADED`] through `client` and fills it in `transactions` committed
+/// transactions of `per` rows each (ids 1, 2, ... in order); returns the tally of what
+/// the server acknowledged. Panics on any error: nothing is supposed to fail here.
+pub async fn load(client: &tokio_postgres::Client, transactions: i64, per: i64) -> Tally {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {LOADED} (id bigint PRIMARY KEY, payload text NOT NULL)"
+        ))
+        .await
+        .unwrap();
+    load_more(client, 0, transactions, per).await
+}
+
+/// [`load`]'s rows after id `after` (the table exists): `transactions` more committed
+/// transactions of `per` rows; returns the tally of those rows alone.
+pub async fn load_more(
+    client: &tokio_postgres::Client,
+    after: i64,
+    transactions: i64,
+    per: i64,
+) -> Tally {
+    let statement = client
+        .prepare(&format!(
+            "INSERT INTO {LOADED} SELECT g, md5(g::text) FROM generate_series($1::bigint, $2::bigint) g"
+        ))
+        .await
+        .unwrap();
+    for k in 0..transactions {
+        let (first, last) = (after + k * per + 1, after + (k + 1) * per);
+        client.execute(&statement, &[&first, &last]).await.unwrap();
+    }
+    let (min, max) = (after + 1, after + transactions * per);
+    Tally {
+        rows: max - min + 1,
+        min,
+        max,
+        sum: (min..=max).sum(),
+        intact: true,
+    }
+}
+
+/// Both tallies as one: `earlier` then `later`, ids following on.
+pub fn joined(earlier: Tally, later: Tally) -> Tally {
+    assert_eq!(earlier.max + 1, later.min, "{earlier:?} then {later:?}");
+    Tally {
+        rows: earlier.rows + later.rows,
+        min: earlier.min,
+        max: later.max,
+        sum: earlier.sum + later.sum,
+        intact: earlier.intact && later.intact,
+    }
+}
+
+/// The tally of [`LOADED`] as the server of `client` holds it (a standby's too: a
+/// read-only query), or the error.
+pub async fn tally(client: &tokio_postgres::Client) -> Result<Tally, String> {
+    let sql = format!(
+        "SELECT count(*), coalesce(min(id), 0), coalesce(max(id), 0), \
+         coalesce(sum(id), 0)::bigint, coalesce(bool_and(payload = md5(id::text)), true) \
+         FROM {LOADED}"
+    );
+    let row = tokio::time::timeout(Duration::from_secs(10), client.query_one(&sql, &[]))
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(Tally {
+        rows: row.get(0),
+        min: row.get(1),
+        max: row.get(2),
+        sum: row.get(3),
+        intact: row.get(4),
+    })
+}
+
+/// Waits (within [`AGREE`]) until node `id`'s server, logged in to with `password` (or
+/// by trust), holds exactly `expected` in [`LOADED`] (a standby catching up replays
+/// it); panics with what it last held and the logs.
+pub async fn wait_tally(c: &BullyPg, id: NodeId, password: Option<&str>, expected: Tally) {
+    let deadline = Instant::now() + AGREE;
+    let mut last = String::from("no login");
+    loop {
+        if let Some(client) = connect_as(c.local(id), PROBE * 4, password).await {
+            match tally(&client).await {
+                Ok(found) if found == expected => {
+                    eprintln!("=== node {id}'s server holds every row: {found:?}");
+                    return;
+                }
+                Ok(found) => last = format!("{found:?}"),
+                Err(e) => last = e,
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id}'s server does not hold {expected:?} within {AGREE:?}; last: {last}\n{}",
+            c.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The timeline the server of `client` writes (a primary) or receives (a standby's
+/// WAL receiver), or `None` while a standby receives nothing.
+pub async fn timeline(client: &tokio_postgres::Client) -> Option<i64> {
+    let row = client
+        .query_one(
+            "SELECT CASE WHEN pg_is_in_recovery() \
+             THEN (SELECT received_tli::bigint FROM pg_stat_wal_receiver) \
+             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint \
+             END",
+            &[],
+        )
+        .await
+        .ok()?;
+    row.get(0)
+}
+
+/// The system identifier of the server of `client` (`pg_control_system()`).
+pub async fn system_identifier(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one("SELECT system_identifier FROM pg_control_system()", &[])
+        .await
+        .unwrap()
+        .get(0)
 }

@@ -88,6 +88,8 @@ pub struct PgServers {
     pub root: PathBuf,
     pub addrs: BTreeMap<NodeId, SocketAddr>,
     pub bin: PathBuf,
+    /// Data dirs elsewhere than `root` ([`PgServers::set_data_dir`]).
+    moved: BTreeMap<NodeId, PathBuf>,
 }
 
 impl PgServers {
@@ -110,12 +112,23 @@ impl PgServers {
             root,
             addrs,
             bin: pg_bin().expect("PostgreSQL (check cannot_run first)"),
+            moved: BTreeMap::new(),
         }
     }
 
     /// Node `id`'s data directory.
     pub fn data_dir(&self, id: NodeId) -> PathBuf {
-        self.root.join(format!("node{id}"))
+        match self.moved.get(&id) {
+            Some(dir) => dir.clone(),
+            None => self.root.join(format!("node{id}")),
+        }
+    }
+
+    /// Node `id`'s server lives in `dir`, not under `root`: a data dir bully adopts
+    /// from another manager (tests/postgres_patroni_takeover.rs), so the kills and
+    /// probes, and the kill on drop, find its postmaster there.
+    pub fn set_data_dir(&mut self, id: NodeId, dir: PathBuf) {
+        self.moved.insert(id, dir);
     }
 
     /// The PID of node `id`'s running postmaster.

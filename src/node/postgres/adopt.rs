@@ -296,7 +296,7 @@ fn ident(name: &str) -> String {
 }
 
 /// Runs `script` in single-user mode on the stopped data dir `dir`; an error quotes
-/// PostgreSQL's. Its statements are kept out of the log.
+/// PostgreSQL's. Its statements are kept out of the log, and its commits are local.
 async fn single_user(programs: &Programs, dir: &Path, script: &str) -> Result<(), String> {
     let args: Vec<String> = [
         "--single",
@@ -309,6 +309,12 @@ async fn single_user(programs: &Programs, dir: &Path, script: &str) -> Result<()
         "log_min_duration_statement=-1",
         "-c",
         "log_min_error_statement=panic",
+        // A primary's own synchronous_standby_names (Patroni writes them) would hold
+        // each commit for standbys that cannot connect to a single-user server.
+        "-c",
+        "synchronous_standby_names=",
+        "-c",
+        "synchronous_commit=local",
         "template1",
     ]
     .iter()
