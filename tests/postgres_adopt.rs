@@ -216,6 +216,12 @@ async fn bully_pg_adopt_keeps_every_row_of_a_loaded_database() {
     drop(client);
     let _ = session.await;
 
+    // A synchronous standby named in the file, read by nothing until adopt's
+    // single-user run (Patroni's primary has one): its statements must not wait for it.
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text += "synchronous_standby_names = 'a_standby_that_never_connects'\n";
+    std::fs::write(&conf, text).unwrap();
+
     phase("bully pg adopt on node 1: its server stopped, the roles' passwords and pg_hba set");
     let hba_path = data_dir.join("pg_hba.conf");
     let out = adopt(&p.config(1)).await;
