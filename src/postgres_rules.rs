@@ -155,6 +155,16 @@ pub struct Cluster {
     pub flushed: Vec<(NodeId, u64)>,
     /// The other data voters tagged `nosync`, as they reported it (src/postgres_rules/tags.rs).
     pub nosync: Vec<NodeId>,
+    /// The other data voters tagged `clonefrom` whose standbys stream from the
+    /// coordinator's primary now (their fresh reports): a member without data clones
+    /// from the first of them instead of the primary (Patroni's `clonefrom`: the
+    /// primary's disks and network stay out of a big copy). A source that does not
+    /// stream from the primary is never used: its data may be on another branch.
+    pub clone_sources: Vec<NodeId>,
+    /// Some other data voter has not reported since this node started, which began a
+    /// few seconds ago: a member without data waits for it before it clones from the
+    /// primary, since it may be a `clonefrom` standby.
+    pub reports_pending: bool,
 }
 
 impl Cluster {
@@ -719,9 +729,18 @@ fn absent(office: Office, cluster: &Cluster) -> Decision {
             },
         },
         Office::Following {
-            server: Some(from), ..
+            server: Some(primary),
+            ..
         } if cluster.leader_primary => Decision {
-            act: Act::Clone { from },
+            act: match cluster.clone_sources.first() {
+                Some(&source) => Act::Clone { from: source },
+                None if cluster.reports_pending => Act::Wait(
+                    "waits for every member's first report before it clones from the \
+                     primary (a clonefrom standby among them would serve the copy)"
+                        .into(),
+                ),
+                None => Act::Clone { from: primary },
+            },
             eligible: false,
         },
         _ => Decision {
@@ -1454,6 +1473,24 @@ mod tests {
     }
 
     #[test]
+    fn a_member_without_data_clones_a_clonefrom_standby_and_waits_for_first_reports() {
+        let rules = rules(Synchronous::Quorum);
+        let clone = |sources: Vec<NodeId>, pending: bool| {
+            let cluster = Cluster {
+                clone_sources: sources,
+                reports_pending: pending,
+                ..cluster(&[1, 2, 3, 4])
+            };
+            let memory = Memory::default();
+            decide(following(), &Server::Absent, &[], &cluster, &memory, &rules).act
+        };
+        assert_eq!(clone(vec![2, 4], false), Act::Clone { from: 2 });
+        assert_eq!(clone(vec![2], true), Act::Clone { from: 2 });
+        assert!(matches!(clone(vec![], true), Act::Wait(w) if w.contains("first report")));
+        assert_eq!(clone(vec![], false), Act::Clone { from: addr(3) });
+    }
+
+    #[test]
     fn standbys_follow_the_coordinator_and_a_stuck_one_is_rewound() {
         let d = act(
             following(),
@@ -1533,6 +1570,8 @@ impl Cluster {
             paused: false,
             flushed: Vec::new(),
             nosync: Vec::new(),
+            clone_sources: Vec::new(),
+            reports_pending: false,
         }
     }
 }

@@ -971,7 +971,6 @@ fn bad_postgres_sections_are_named_with_their_key() {
     for (tags, why) in [
         ("nofailover = true", "not supported yet"),
         ("failover_priority = 0", "not supported yet"),
-        ("clonefrom = true", "not supported yet"),
         ("failover_priority = 16", "above 15"),
     ] {
         f.expect_error(
@@ -982,12 +981,13 @@ fn bad_postgres_sections_are_named_with_their_key() {
     }
     let tagged = f
         .parse(&with_postgres(
-            "[postgres.tags]\nfailover_priority = 3\nnosync = true\nnoloadbalance = true\n",
+            "[postgres.tags]\nfailover_priority = 3\nnosync = true\nnoloadbalance = true\n\
+             clonefrom = true\n",
         ))
         .expect("tags bully keeps");
     let tags = tagged.postgres.unwrap().tags;
     assert_eq!(tags.failover_priority, 3);
-    assert!(tags.nosync && tags.noloadbalance);
+    assert!(tags.nosync && tags.noloadbalance && tags.clonefrom);
     let one_segment = f
         .parse(&with_postgres("max_slot_wal_keep_size = \"16MB\"\n"))
         .expect("one segment is the least a slot keeps");

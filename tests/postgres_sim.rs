@@ -41,7 +41,8 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
          ({} failed), {} clones ({} failed, {} reinits), {} initdbs, {} fences, {} elections \
          ({} on stale estimates), {} faults {:?}, {} commits, {} acknowledged, {} weak, {} \
          destroyed, {} out, {} synchronous records ({} committed), {} pauses, {} elections won \
-         on the failover priority, {} clones after a failed one's backoff, settled within {} steps",
+         on the failover priority, {} clones after a failed one's backoff, {} clones from a \
+         clonefrom standby, settled within {} steps",
         spec.members,
         if spec.witness { " + witness" } else { "" },
         spec.synchronous,
@@ -71,6 +72,7 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         total.pauses,
         total.won_on_priority,
         total.clones_after_backoff,
+        total.clones_from_a_standby,
         total.longest_settle,
     );
     Ok(total)
@@ -101,6 +103,11 @@ fn holds_as(spec: Spec) {
         assert!(
             total.failed_clones == 0 || total.clones_after_backoff > 0,
             "clones failed, and none was tried again after its backoff"
+        );
+        // A third data member is needed: neither the primary nor the one cloning.
+        assert!(
+            spec.members < 3 || total.clones == 0 || total.clones_from_a_standby > 0,
+            "no clone came from a clonefrom standby"
         );
         for host_fault in [
             "standbys refused streaming",
@@ -255,6 +262,25 @@ fn a_cluster_taken_over_keeps_every_commit() {
         assert_eq!(total.initdbs, 0, "an initdb beside adopted data");
         assert!(total.acknowledged > 0 && total.promotions >= total.seeds);
     }
+}
+
+/// `clonefrom` (src/postgres_rules/tags.rs): a member without data copies a tagged
+/// standby only while it streams from the coordinator's primary. The sabotage that
+/// takes any tagged member with a running server (a former primary not rewound yet, a
+/// stranger's volume) is caught by the check of each clone's source.
+#[test]
+fn sabotaged_cloning_from_any_tagged_member_is_caught() {
+    let spec = Spec {
+        sabotage: Some(Sabotage::CloneFromAnyTagged),
+        ..Spec::new(3, Synchronous::Quorum)
+    };
+    let v = sweep(&spec).expect_err("a clone from a stale source went unnoticed");
+    println!("caught: {v}");
+    assert!(v.what.contains("not on the primary's"), "{v}");
+    assert_eq!(
+        run_seed(v.seed, &spec).expect_err("the seed reproduces it"),
+        v
+    );
 }
 
 /// Adopt must note the data as the node's: without the note, the adopted member's

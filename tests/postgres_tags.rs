@@ -8,6 +8,9 @@
 //!   order alone would pick the other whenever that one's ID is higher.
 //! - `/replica` on the `noloadbalance` replica is 503, on the other 200, and a
 //!   `tag_` filter passes only where the tag matches.
+//! - Every member is tagged `clonefrom`: a member added after the failover (node 4,
+//!   with an empty data dir) copies the standby left, not the primary (a tagged member
+//!   too), then streams from the primary and holds a row written before it joined.
 //!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user) or
 //! HAProxy.
@@ -32,7 +35,8 @@ use postgres_bully::{BullyPg, AGREE, IDS};
 use postgres_cluster::wal_position;
 use primary::{http_get, phase, wait_logged};
 
-/// Node 1 first, then node 2; node 2 also stays out of the load balancers.
+/// Node 1 first, then node 2; node 2 also stays out of the load balancers; every
+/// member is a source of new members' clones.
 fn tagged(id: NodeId, pg: &mut PostgresConfig) {
     pg.tags.failover_priority = match id {
         1 => 3,
@@ -40,6 +44,8 @@ fn tagged(id: NodeId, pg: &mut PostgresConfig) {
         _ => 1,
     };
     pg.tags.noloadbalance = id == 2;
+    // Every member: whichever standby is left after the failover is a clone source.
+    pg.tags.clonefrom = true;
 }
 
 /// The HTTP status of `path` on node `id`.
@@ -96,4 +102,74 @@ async fn the_failover_priority_picks_between_standbys_alike_and_noloadbalance_is
         promoted, expected,
         "the standby with the higher failover_priority must be promoted between servers alike"
     );
+
+    phase("clonefrom: node 4 added with no data copies the standby left");
+    let source = *standbys
+        .iter()
+        .find(|&&id| id != promoted)
+        .expect("the other standby");
+    let row = tokio_postgres::connect(
+        &format!(
+            "host={} port={} user=postgres dbname=postgres",
+            c.local(promoted).ip(),
+            c.local(promoted).port()
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .map(|(client, conn)| {
+        tokio::spawn(conn);
+        client
+    })
+    .expect("the new primary takes logins");
+    row.batch_execute("CREATE TABLE before_4 (n int); INSERT INTO before_4 VALUES (42)")
+        .await
+        .expect("a write on the new primary");
+    wait_logged(
+        &c.t,
+        "the other standby streaming from the new primary",
+        AGREE,
+        || async {
+            let port = c.cuts[&promoted].addr.port();
+            postgres_cluster::role(c.local(source))
+                .await
+                .filter(|r| r.streams_from(port))
+                .map(|_| ())
+        },
+    )
+    .await;
+    c.add_member(4, promoted).await;
+    let cloned = format!("cloned from {}", c.cuts[&source].addr);
+    let log = c.t.cluster.log_path(4);
+    eprintln!("=== waiting for \"{cloned}\" in {}", log.display());
+    wait_logged(
+        &c.t,
+        "node 4's clone from the other standby",
+        AGREE,
+        || async {
+            std::fs::read_to_string(&log)
+                .ok()?
+                .contains(&cloned)
+                .then_some(())
+        },
+    )
+    .await;
+    wait_logged(
+        &c.t,
+        "node 4 streaming from the primary with the row",
+        AGREE,
+        || async {
+            let port = c.cuts[&promoted].addr.port();
+            let role = postgres_cluster::role(c.local(4)).await?;
+            let client = postgres_cluster::connect(c.local(4), AGREE).await?;
+            let n: i32 = client
+                .query_one("SELECT n FROM before_4", &[])
+                .await
+                .ok()?
+                .get(0);
+            (role.streams_from(port) && n == 42).then_some(())
+        },
+    )
+    .await;
+    eprintln!("=== node 4 {cloned} (node {source}'s standby) and streams from node {promoted}");
 }

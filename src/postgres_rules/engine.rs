@@ -267,6 +267,8 @@ mod tests {
             paused: false,
             flushed: Vec::new(),
             nosync: Vec::new(),
+            clone_sources: Vec::new(),
+            reports_pending: false,
         }
     }
 

@@ -12,9 +12,12 @@
 //!   (`Cluster::sync_candidates`).
 //! - `noloadbalance`: `/replica` answers 503 (Patroni's: load balancers leave it out).
 //!
-//! `nofailover` (and `failover_priority = 0`) and `clonefrom` are read, so a Patroni
-//! file's tags parse, and refused with the reason: a member that never leads needs its
-//! own place in the durability rule (docs/postgresql.md, "Tags").
+//! - `clonefrom`: a member without data clones from this one's standby, not the
+//!   primary, while it streams from the primary (`Cluster::clone_sources`).
+//!
+//! `nofailover` (and `failover_priority = 0`) is read, so a Patroni file's tags parse,
+//! and refused with the reason: a member that never leads needs its own place in the
+//! durability rule (docs/postgresql.md, "Tags").
 
 use super::Position;
 use serde::{Deserialize, Serialize};
@@ -50,8 +53,8 @@ pub struct Tags {
     /// load balancers leave it out (a backup or reporting host).
     #[serde(default)]
     pub noloadbalance: bool,
-    /// Patroni's "clone from this member": parsed and refused with the reason; members
-    /// clone from the primary.
+    /// Patroni's "clone from this member": a member without data copies this one's
+    /// standby while it streams from the primary, sparing the primary the copy.
     #[serde(default)]
     pub clonefrom: bool,
 }
@@ -84,9 +87,6 @@ impl Tags {
                  witness for a voter without a server"
                     .into(),
             );
-        }
-        if self.clonefrom {
-            return Some("clonefrom is not supported yet: members clone from the primary".into());
         }
         (self.failover_priority > MAX_FAILOVER_PRIORITY).then(|| {
             format!(
@@ -185,11 +185,9 @@ mod tests {
         assert_eq!(Tags::default().failover_priority, 1);
         assert_eq!(Tags::default().problem(), None);
         assert!(toml::from_str::<Tags>("nosnyc = true").is_err(), "a typo");
-        for refused in [
-            "nofailover = true",
-            "failover_priority = 0",
-            "clonefrom = true",
-        ] {
+        let clonefrom: Tags = toml::from_str("clonefrom = true").unwrap();
+        assert!(clonefrom.clonefrom && clonefrom.problem().is_none());
+        for refused in ["nofailover = true", "failover_priority = 0"] {
             let tags: Tags = toml::from_str(refused).unwrap();
             assert!(
                 tags.problem().unwrap().contains("not supported yet"),

@@ -149,7 +149,15 @@ struct Loop {
     /// The synchronous mode the decisions run by: the list's (a cluster setting), the
     /// file's only while the list holds none (a list stored before it was one).
     synchronous: Synchronous,
+    /// When the manager started: for [`FIRST_REPORTS_WAIT`].
+    started: Instant,
 }
+
+/// How long a member without data waits, at most, for every other member's first
+/// report before it clones from the primary (`Cluster::reports_pending`): a
+/// `clonefrom` standby not heard from yet would otherwise be passed over (the member
+/// just added, refused by the others until they apply the list that adds it).
+const FIRST_REPORTS_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs the manager until `tasks` stops.
 pub async fn run(manager: Manager, tasks: NodeTasks) {
@@ -174,6 +182,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         passwords_followed: None,
         passwords_set: None,
         look_again: false,
+        started: Instant::now(),
         parameters_applied: None,
         parameters_list: None,
         parameters_refused: None,
@@ -731,6 +740,7 @@ impl Loop {
             _ => None,
         };
         let leader_primary = leader_state.is_some();
+        let leader_system = leader_state.and_then(|s| s.system_id);
         Cluster {
             id: self.m.id,
             data_voters,
@@ -742,7 +752,7 @@ impl Loop {
             sync: SyncView::Unread,
             // Until `identify` reads a record this node keeps: the coordinator's
             // primary's, which is the cluster's (a promotion commits the identity first).
-            system_id: leader_state.and_then(|s| s.system_id).unwrap_or(0),
+            system_id: leader_system.unwrap_or(0),
             server_system_id: 0,
             held_data: false,
             made_here: 0,
@@ -763,6 +773,22 @@ impl Loop {
                 .copied()
                 .filter(|&m| self.m.peers.last_tags(m).is_some_and(|t| t.nosync))
                 .collect(),
+            reports_pending: self.started.elapsed() < FIRST_REPORTS_WAIT
+                && others.iter().any(|&m| !self.m.peers.ever_heard(m)),
+            clone_sources: match office {
+                Office::Following { leader, .. } => others
+                    .iter()
+                    .copied()
+                    .filter(|&m| {
+                        matches!(self.m.peers.get(m), Some(Some(s)) if s.tags.clonefrom
+                            && s.role == PgRole::Replica
+                            && s.streaming_from == Some(*leader)
+                            && s.system_id.is_some()
+                            && s.system_id == leader_system)
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
         }
     }
 

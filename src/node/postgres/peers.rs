@@ -39,6 +39,12 @@ impl PeerServers {
         (at.elapsed() < FRESH_FOR).then(|| state.clone())
     }
 
+    /// Whether member `id` ever answered since the node started.
+    pub fn ever_heard(&self, id: NodeId) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.contains_key(&id)
+    }
+
     /// Member `id`'s tags as it last reported them, fresh or not (a member's tags are
     /// its file's and change only with a restart).
     pub fn last_tags(&self, id: NodeId) -> Option<Tags> {

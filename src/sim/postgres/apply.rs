@@ -29,6 +29,7 @@ impl World {
         }
         self.check_paused_act(id, &act)?;
         self.check_copy_spacing(id, &act)?;
+        self.check_clone_source(id, &act)?;
         self.check_replaces_only_own(id, &act, cluster)?;
         self.member_mut(id).last_wait = None;
         self.event(Event::Acted {
@@ -173,6 +174,37 @@ impl World {
         if self.spec.sabotage == Some(Sabotage::NoCopyBackoff) {
             self.member_mut(id).engine.sabotage_memory().copy_failed = None;
         }
+    }
+
+    /// A clone from another member than the coordinator's primary (a `clonefrom`
+    /// standby) copies data on the primary's history: the same system, its WAL a
+    /// prefix of the primary's on the primary's timelines. Anything else would give the
+    /// new member data the primary never had.
+    pub(super) fn check_clone_source(&mut self, id: NodeId, act: &Act) -> Result<(), String> {
+        let Act::Clone { from } = *act else {
+            return Ok(());
+        };
+        let Some(leader) = self.office.map(|h| h.leader).filter(|&l| l != from) else {
+            return Ok(());
+        };
+        let (Some(primary), Some(source)) = (
+            self.member(leader).pg.as_ref().filter(|d| d.primary()),
+            self.member(from).pg.as_ref().filter(|d| d.running()),
+        ) else {
+            return Ok(()); // no primary now, or the source does not serve: the copy fails
+        };
+        if source.system_id != primary.system_id || !source.wal.follows(&primary.wal) {
+            return Err(format!(
+                "{id} clones from {from}, whose data is not on the primary's ({leader}) \
+                 history (system {} against {}, {} commits on timeline {})",
+                source.system_id,
+                primary.system_id,
+                source.wal.len(),
+                source.wal.timeline()
+            ));
+        }
+        self.summary.clones_from_a_standby += 1;
+        Ok(())
     }
 
     /// A clone or reinit starts no sooner than the shortest backoff after the last

@@ -212,6 +212,9 @@ pub enum Sabotage {
     /// volume not mounted at the adopted member's first restart reads as a member
     /// that never had data.
     AdoptedUnnoted,
+    /// A member without data clones from any member tagged `clonefrom` with a running
+    /// server, whether or not its standby streams from the coordinator's primary.
+    CloneFromAnyTagged,
     /// The manager before WAL retention was read: a standby's upstream is never asked
     /// whether it still holds the WAL the standby needs, so a standby past retention is
     /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count
@@ -345,6 +348,8 @@ pub struct Summary {
     /// Clones (or reinits) started after one of the same member failed: each waited
     /// its backoff (src/postgres_rules/copy_backoff.rs).
     pub clones_after_backoff: u64,
+    /// Clones begun from a `clonefrom` standby rather than the primary.
+    pub clones_from_a_standby: u64,
     pub reinits: u64,
     pub initdbs: u64,
     /// Maintenance pauses drawn (src/sim/postgres/pause.rs).
@@ -389,6 +394,7 @@ impl Summary {
         self.clones += other.clones;
         self.failed_clones += other.failed_clones;
         self.clones_after_backoff += other.clones_after_backoff;
+        self.clones_from_a_standby += other.clones_from_a_standby;
         self.reinits += other.reinits;
         self.initdbs += other.initdbs;
         self.pauses += other.pauses;

@@ -1,14 +1,16 @@
 //! Members' tags (`[postgres.tags]`, src/postgres_rules/tags.rs), drawn per seed from a
 //! stream of their own (`Spec::tags`), so a seed recorded before keeps its course when
 //! they are off. In half the seeds every member has the defaults; in the rest each data
-//! member's `failover_priority` is drawn from 1 to 3, and one data member may be tagged
-//! `nosync`.
+//! member's `failover_priority` is drawn from 1 to 3, one data member may be tagged
+//! `nosync`, and one `clonefrom`.
 //!
 //! What the checks hold: every acknowledged commit survives as before (a primary leaves
 //! `nosync` members out of its names only while k keeps its full value,
 //! `Cluster::sync_candidates`), and a `nosync` member is never named while the others
 //! suffice. The priority enters each member's estimate (`election_rank`), so it changes
-//! who wins elections between servers alike (tests/postgres_sim.rs counts it).
+//! who wins elections between servers alike (tests/postgres_sim.rs counts it). A member
+//! without data clones from a `clonefrom` standby that streams from the primary, and
+//! the check of each clone's source holds it to the primary's history.
 
 use super::Spec;
 use crate::postgres_rules::Tags;
@@ -29,6 +31,12 @@ pub(super) fn draw(seed: u64, spec: &Spec) -> Vec<Tags> {
         let nosync = rng.gen_range(0..spec.members);
         tags[nosync].nosync = true;
     }
+    // From a stream of its own, so the tags above keep their draws.
+    let mut clonefrom = SmallRng::seed_from_u64(seed ^ 0x3c1f_0e5d_22a7_9b14);
+    if clonefrom.gen_bool(0.5) {
+        let source = clonefrom.gen_range(0..spec.members);
+        tags[source].clonefrom = true;
+    }
     tags
 }
 
@@ -48,6 +56,7 @@ mod tests {
         let drawn: Vec<Tags> = (0..200).flat_map(|s| draw(s, &on)).collect();
         assert!(drawn.iter().any(|t| t.nosync));
         assert!(drawn.iter().any(|t| t.failover_priority == 3));
+        assert!(drawn.iter().any(|t| t.clonefrom));
         assert!(drawn.iter().all(|t| t.problem().is_none()));
     }
 }

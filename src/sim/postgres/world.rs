@@ -1153,7 +1153,37 @@ impl World {
                 .filter(|m| m.id != id && m.tags.nosync)
                 .map(|m| m.id)
                 .collect(),
+            clone_sources: self.clone_sources(id),
+            // The model's reports are there from the first look.
+            reports_pending: false,
         }
+    }
+
+    /// As the runtime's `Cluster::clone_sources` for member `id` following the
+    /// coordinator: the other members tagged `clonefrom` that `id` reaches, whose
+    /// standbys stream from the coordinator's primary (the sabotage
+    /// `CloneFromAnyTagged`: any tagged member with a running server).
+    fn clone_sources(&self, id: NodeId) -> Vec<NodeId> {
+        let Some(leader) = self.office.map(|h| h.leader).filter(|&l| l != id) else {
+            return Vec::new();
+        };
+        let Some(primary) = self.member(leader).pg.as_ref().filter(|d| d.primary()) else {
+            return Vec::new();
+        };
+        let any = self.spec.sabotage == Some(Sabotage::CloneFromAnyTagged);
+        self.data_members()
+            .filter(|m| m.id != id && m.id != leader && m.tags.clonefrom && self.reach(id, m.id))
+            .filter(|m| {
+                m.pg.as_ref().is_some_and(|d| match d.state {
+                    State::Standby {
+                        upstream: Some(u),
+                        streaming: true,
+                    } => u == leader && d.system_id == primary.system_id,
+                    _ => any && d.running(),
+                })
+            })
+            .map(|m| m.id)
+            .collect()
     }
 
     /// What a leading coordinator reads of the synchronous records
