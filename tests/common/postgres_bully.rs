@@ -102,21 +102,22 @@ pub enum Secrets {
 pub struct BullyPg {
     haproxy: Haproxy,
     pub keepers: Keepers,
-    /// Each server as the other hosts reach it (their scripts, replication): through a
-    /// forwarder that can be cut like a partition.
-    pub cuts: BTreeMap<NodeId, CutProxy>,
-    pub pg: PgServers,
-    pub relay: Relay,
-    pub http: BTreeMap<NodeId, SocketAddr>,
-    /// Where clients write: HAProxy's front for the primary.
-    pub front: SocketAddr,
-    /// Where clients read: HAProxy's front for the replicas.
-    pub reads: SocketAddr,
-    /// How the members log in ([`BullyPg::start_with`]).
-    pub secrets: Secrets,
-    /// What a test changes in every node's `[postgres]` ([`BullyPg::start_tuned`]).
-    tune: fn(NodeId, &mut PostgresConfig),
-    pub t: TestCluster,
+    /// The rest, as [`Prepared`] made it (forwarders, servers, relay, temp dir): a
+    /// `BullyPg` reads and changes them as its own fields.
+    parts: Prepared,
+}
+
+impl std::ops::Deref for BullyPg {
+    type Target = Prepared;
+    fn deref(&self) -> &Prepared {
+        &self.parts
+    }
+}
+
+impl std::ops::DerefMut for BullyPg {
+    fn deref_mut(&mut self) -> &mut Prepared {
+        &mut self.parts
+    }
 }
 
 impl BullyPg {
@@ -493,40 +494,26 @@ impl Prepared {
 
     /// Starts HAProxy, the keepers and the nodes (each starts its server as a standby,
     /// or clones, or runs initdb); returns before anyone leads.
-    pub fn start(self) -> BullyPg {
-        let Prepared {
-            cuts,
-            pg,
-            relay,
-            http,
-            front,
-            reads,
-            secrets,
-            tune,
-            mut t,
-        } = self;
-        let fronts = [front, reads];
-        let haproxy =
-            Haproxy::start_fronts(&example_dir(), t.dir.path(), &fronts, &pg.addrs, &http);
+    pub fn start(mut self) -> BullyPg {
+        let fronts = [self.front, self.reads];
+        let haproxy = Haproxy::start_fronts(
+            &example_dir(),
+            self.t.dir.path(),
+            &fronts,
+            &self.pg.addrs,
+            &self.http,
+        );
         let configs = IDS
             .iter()
-            .map(|&id| (id, t.cluster.config_path(id)))
+            .map(|&id| (id, self.t.cluster.config_path(id)))
             .collect();
         // The keepers first, as cluster.sh starts them: each waits for its node's socket.
-        let keepers = Keepers::start(&binary(), &configs, t.dir.path());
-        t.start_all();
+        let keepers = Keepers::start(&binary(), &configs, self.t.dir.path());
+        self.t.start_all();
         BullyPg {
             haproxy,
             keepers,
-            cuts,
-            pg,
-            relay,
-            http,
-            front,
-            reads,
-            secrets,
-            tune,
-            t,
+            parts: self,
         }
     }
 }
