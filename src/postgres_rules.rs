@@ -623,7 +623,7 @@ fn decide_unpaused(
         };
     }
     match server {
-        Server::Absent => absent(office, cluster),
+        Server::Absent => absent(office, cluster, memory),
         Server::Unreachable => Decision {
             act: Act::Wait("the server runs but does not answer".into()),
             eligible: false,
@@ -700,7 +700,7 @@ fn replace_own_initdb(office: Office, server: &Server, cluster: &Cluster) -> Dec
     }
 }
 
-fn absent(office: Office, cluster: &Cluster) -> Decision {
+fn absent(office: Office, cluster: &Cluster, memory: &Memory) -> Decision {
     if cluster.held_data {
         return Decision {
             act: Act::Wait(format!(
@@ -732,14 +732,16 @@ fn absent(office: Office, cluster: &Cluster) -> Decision {
             server: Some(primary),
             ..
         } if cluster.leader_primary => Decision {
+            // After a failed copy the primary serves: a source that cannot (its
+            // walsenders taken, its disk) is not tried for ever.
             act: match cluster.clone_sources.first() {
-                Some(&source) => Act::Clone { from: source },
-                None if cluster.reports_pending => Act::Wait(
+                Some(&source) if memory.copy_failed.is_none() => Act::Clone { from: source },
+                None if cluster.reports_pending && memory.copy_failed.is_none() => Act::Wait(
                     "waits for every member's first report before it clones from the \
                      primary (a clonefrom standby among them would serve the copy)"
                         .into(),
                 ),
-                None => Act::Clone { from: primary },
+                _ => Act::Clone { from: primary },
             },
             eligible: false,
         },
@@ -1488,6 +1490,20 @@ mod tests {
         assert_eq!(clone(vec![2], true), Act::Clone { from: 2 });
         assert!(matches!(clone(vec![], true), Act::Wait(w) if w.contains("first report")));
         assert_eq!(clone(vec![], false), Act::Clone { from: addr(3) });
+        let failed = Memory {
+            copy_failed: Some((1, 0, "no walsender left".into())),
+            ..Memory::default()
+        };
+        let cluster = Cluster {
+            clone_sources: vec![2],
+            ..cluster(&[1, 2, 3, 4])
+        };
+        let d = decide(following(), &Server::Absent, &[], &cluster, &failed, &rules);
+        assert_eq!(
+            d.act,
+            Act::Clone { from: addr(3) },
+            "the primary after a failure"
+        );
     }
 
     #[test]

@@ -55,31 +55,38 @@ pub struct Adopted {
     pub other_slots: Vec<String>,
 }
 
-/// Takes over the data dir of `config`'s `[postgres]`; an error says what is wrong and
-/// changes nothing after the first refusal.
+/// Takes over the data dir of `config`'s `[postgres]`. Everything that can be checked
+/// or read is, before the server is stopped: a refusal leaves it running as it was.
 pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
     let pg = config.postgres.as_ref().ok_or_else(|| {
         "the config has no [postgres] section: there is no server to adopt".to_string()
     })?;
-    node_stopped(&config.data_dir)?;
+    // Held to the end: a node started meanwhile finds its store locked and stops.
+    let _store = node_stopped(&config.data_dir)?;
     let dir = &pg.data_dir;
     let system_id = found_cluster(dir)?;
     same_cluster_as_noted(&config.data_dir, system_id)?;
     let programs = Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref())?;
     same_major(&programs, dir).await?;
     owned_by_the_server_user(&programs, dir)?;
-    let stopped = stop_running(dir).await?;
+    no_owned_settings_altered(dir, pg)?;
     let standby = dir.join("standby.signal").exists();
     let passwords = secrets::Passwords::prepare(pg, &config.data_dir)?;
-    if !standby {
-        let script = role_script(pg, &passwords)?;
-        single_user(&programs, dir, &script).await?;
-    }
+    let script = match standby {
+        false => Some(role_script(pg, &passwords)?),
+        true => None,
+    };
     let hosts: Vec<String> = config.peers.iter().map(|p| p.addr.to_string()).collect();
     let addresses = secrets::addresses_for(pg, &hosts).await?;
     let hba_path = hba_file(&programs, dir).await?;
     let current = std::fs::read_to_string(&hba_path)
         .map_err(|e| format!("cannot read {}: {e}", hba_path.display()))?;
+    crate::storage::create_dir_durably(&config.data_dir)
+        .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
+    let stopped = stop_running(dir).await?;
+    if let Some(script) = script {
+        single_user(&programs, dir, &script).await?;
+    }
     let hba = match secrets::hba_with_members(pg, &addresses, &current) {
         Some(text) => {
             files::write_owned(&hba_path, &text, programs.owner())?;
@@ -87,8 +94,6 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
         }
         None => None,
     };
-    crate::storage::create_dir_durably(&config.data_dir)
-        .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
     IdNote::new(&config.data_dir, HELD_FILE).note(system_id)?;
     Ok(Adopted {
         data_dir: dir.clone(),
@@ -98,6 +103,42 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
         hba,
         other_slots: other_slots(dir),
     })
+}
+
+/// `postgresql.auto.conf` (`ALTER SYSTEM`) is read after bully's include file, so a
+/// setting bully owns there (`primary_conninfo`, `synchronous_standby_names`, ...)
+/// would override what the decisions set: refused, naming each.
+fn no_owned_settings_altered(dir: &Path, pg: &PostgresConfig) -> Result<(), String> {
+    let path = dir.join("postgresql.auto.conf");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let owned = owned_settings_in(&text, pg.tls);
+    match owned.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} sets {} (ALTER SYSTEM), which bully sets itself and which would override \
+             its own: run ALTER SYSTEM RESET for each (or remove the lines), then adopt \
+             again",
+            path.display(),
+            owned.join(", ")
+        )),
+    }
+}
+
+/// The names in a `postgresql.auto.conf` text that bully sets itself.
+fn owned_settings_in(text: &str, tls: crate::config::postgres::TlsMode) -> Vec<String> {
+    use crate::config::postgres::{TlsMode, RESERVED_PARAMETERS, TLS_PARAMETERS};
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['=', ' ', '\t']).next())
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| {
+            RESERVED_PARAMETERS.contains(&name.as_str())
+                || tls == TlsMode::On && TLS_PARAMETERS.contains(&name.as_str())
+        })
+        .collect()
 }
 
 /// The slots in `dir` (`pg_replslot/<name>`) that are not bully's own `bully_<id>`
@@ -117,13 +158,14 @@ fn other_slots(dir: &Path) -> Vec<String> {
 }
 
 /// The node must not run: its manager would act on the data dir meanwhile. Its store
-/// is locked while it does (a node never started has none yet).
-fn node_stopped(node_data_dir: &Path) -> Result<(), String> {
+/// is locked while it does; the store opened here (a node never started has none, and
+/// gets none) is held until adopt ends, so the node cannot start meanwhile.
+fn node_stopped(node_data_dir: &Path) -> Result<Option<Storage>, String> {
     if !node_data_dir.exists() {
-        return Ok(());
+        return Ok(None);
     }
     match Storage::open(node_data_dir) {
-        Ok(_) => Ok(()),
+        Ok(store) => Ok(Some(store)),
         Err(StorageError::Locked { .. }) => Err(format!(
             "the node runs (its store in {} is locked): stop it first (systemctl stop bully \
              bully-run), then adopt",
@@ -315,6 +357,17 @@ async fn single_user(programs: &Programs, dir: &Path, script: &str) -> Result<()
         "synchronous_standby_names=",
         "-c",
         "synchronous_commit=local",
+        // Any ERROR ends the run with a failure (the exit status says it, in any
+        // language), messages in English, literals as `literal` writes them.
+        "-c",
+        "exit_on_error=on",
+        "-c",
+        "lc_messages=C",
+        "-c",
+        "standard_conforming_strings=on",
+        // The error stays among the last lines an error quotes.
+        "-c",
+        "log_checkpoints=off",
         "template1",
     ]
     .iter()
@@ -371,6 +424,19 @@ mod tests {
             std::fs::create_dir_all(dir.path().join("pg_replslot").join(name)).unwrap();
         }
         assert_eq!(other_slots(dir.path()), ["bully_x", "debezium", "node2"]);
+    }
+
+    #[test]
+    fn settings_bully_owns_in_postgresql_auto_conf_are_named() {
+        use crate::config::postgres::TlsMode;
+        let text = "# Do not edit this file manually!\nwork_mem = '64MB'\n\
+                    primary_conninfo = 'host=x'\nSynchronous_Standby_Names='a'\nssl = 'on'\n";
+        assert_eq!(
+            owned_settings_in(text, TlsMode::Off),
+            ["primary_conninfo", "synchronous_standby_names"]
+        );
+        assert_eq!(owned_settings_in(text, TlsMode::On).len(), 3);
+        assert!(owned_settings_in("work_mem = '1MB'\n", TlsMode::Off).is_empty());
     }
 
     #[test]
