@@ -228,38 +228,36 @@ impl Patroni {
     async fn sh(&self, args: &[&str], within: Duration) -> String {
         let mut command =
             tokio::process::Command::new(in_repo("examples/postgres-primary/patroni/patroni.sh"));
-        command.args(args).envs(self.env.clone()).kill_on_drop(true);
-        let out = tokio::time::timeout(within, command.output())
-            .await
-            .unwrap_or_else(|_| panic!("patroni.sh {args:?}: no end within {within:?}"))
-            .expect("run patroni.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "patroni.sh {args:?}: {stdout}{}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-        stdout
+        command.args(args).envs(self.env.clone());
+        self.bounded(command, "patroni.sh", args, within).await
     }
 
     /// Runs `patronictl -c <node id's patroni.yml> ARGS` (bounded); its stdout.
     async fn ctl(&self, id: NodeId, args: &[&str], within: Duration) -> String {
         let program = patroni_program().with_file_name("patronictl");
         let mut command = tokio::process::Command::new(program);
-        command
-            .arg("-c")
-            .arg(self.config(id))
-            .args(args)
-            .kill_on_drop(true);
+        command.arg("-c").arg(self.config(id)).args(args);
+        self.bounded(command, "patronictl", args, within).await
+    }
+
+    /// Runs `command` (`name ARGS`), killed by its PID after `within`; its stdout, or a
+    /// panic with what it said and the node logs.
+    async fn bounded(
+        &self,
+        mut command: tokio::process::Command,
+        name: &str,
+        args: &[&str],
+        within: Duration,
+    ) -> String {
+        command.kill_on_drop(true);
         let out = tokio::time::timeout(within, command.output())
             .await
-            .unwrap_or_else(|_| panic!("patronictl {args:?}: no end within {within:?}"))
-            .expect("run patronictl");
+            .unwrap_or_else(|_| panic!("{name} {args:?}: no end within {within:?}"))
+            .unwrap_or_else(|e| panic!("run {name}: {e}"));
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),
-            "patronictl {args:?}: {stdout}{}\n{}",
+            "{name} {args:?}: {stdout}{}\n{}",
             String::from_utf8_lossy(&out.stderr),
             self.logs()
         );

@@ -72,7 +72,13 @@ async fn the_failover_priority_picks_between_standbys_alike_and_noloadbalance_is
         .await;
         let nosync = code(&c, id, "/replica?tag_nosync=true").await;
         assert_eq!(nosync, 503, "node {id}: no member is tagged nosync");
-        assert_eq!(code(&c, id, "/readiness").await, 200, "node {id}");
+        // A standby that has just been repointed (after its clone from a clonefrom
+        // standby) reads as not streaming for a look.
+        let ready = format!("node {id}'s /readiness answering 200");
+        wait_logged(&c.t, &ready, AGREE, || async {
+            (code(&c, id, "/readiness").await == 200).then_some(())
+        })
+        .await;
     }
 
     phase("kill -9 of the primary's host, the standbys holding the same WAL");
