@@ -392,16 +392,7 @@ async fn a_running_patroni_cluster_moves_under_bully_with_nothing_lost() {
     let under_patroni = load(&client, TRANSACTIONS, PER).await;
     let before = postgres_bully::timeline(&client).await.expect("a timeline");
     let system = postgres_bully::system_identifier(&client).await;
-    let slots: Vec<(String, bool)> = client
-        .query(
-            "SELECT slot_name, active FROM pg_replication_slots ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let slots = slots_of(&client).await;
     eprintln!("=== timeline {before}, system {system}; Patroni's slots: {slots:?}");
 
     phase("1. bully's configs: Patroni's data dirs, listen addresses and users");
@@ -512,16 +503,7 @@ async fn a_running_patroni_cluster_moves_under_bully_with_nothing_lost() {
         .await
         .unwrap()
         .get(0);
-    let slots: Vec<(String, bool)> = client
-        .query(
-            "SELECT slot_name, active FROM pg_replication_slots ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let slots = slots_of(&client).await;
     eprintln!(
         "=== timeline {before} -> {after:?} ({histories} history files); slots now: {slots:?}"
     );
@@ -600,4 +582,18 @@ async fn a_running_patroni_cluster_moves_under_bully_with_nothing_lost() {
     drop(started.take());
     patroni.stop().await;
     eprintln!("wall time {:.1} s", began.elapsed().as_secs_f64());
+}
+
+/// The server's replication slots behind `client`, by name, with whether each is in use.
+async fn slots_of(client: &tokio_postgres::Client) -> Vec<(String, bool)> {
+    client
+        .query(
+            "SELECT slot_name, active FROM pg_replication_slots ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
 }
