@@ -35,7 +35,7 @@ mod tcp_cut;
 use bully::protocol::NodeId;
 use postgres_bully::{adopt, load, wait_tally, BullyPg, Prepared, Secrets, AGREE};
 use postgres_cluster::{connect_as, is_root, is_zombie, role_as};
-use primary::{http_get, phase};
+use primary::{http_get, phase, wait_logged};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -103,19 +103,11 @@ fn member_lines<'a>(text: &'a str, role: &str) -> Vec<&'a str> {
 
 /// Node `id`'s server logged in to with the files' superuser password, within `within`.
 async fn login(c: &BullyPg, id: NodeId, within: Duration) -> tokio_postgres::Client {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(client) = connect_as(c.local(id), Duration::from_secs(2), Some(SUPERUSER)).await
-        {
-            return client;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no login to node {id}'s server within {within:?}\n{}",
-            c.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let what = format!("a login to node {id}'s server");
+    wait_logged(&c.t, &what, within, || {
+        connect_as(c.local(id), Duration::from_secs(2), Some(SUPERUSER))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
