@@ -135,9 +135,11 @@ fn one_change() {
         .iter()
         .position(|a| matches!(a, Action::PersistMembers(_)))
         .unwrap();
+    // Only a round of the lease, under the list held before, goes out ahead of it
+    // (lease_before_list).
     let first_send = asked
         .iter()
-        .position(|a| matches!(a, Action::Send { .. }))
+        .position(|a| matches!(a, Action::Send { msg, .. } if msg.config == confirmed.id))
         .unwrap();
     assert!(persist_at < first_send, "stored before anyone hears of it");
     let again = change(&mut m, add(5), 111);
@@ -166,24 +168,25 @@ fn learner() {
     // epoch under the current list, the coordinator gives it its seat.
     let (mut m, v1) = with_learner_four();
     let before = m.lease_until();
-    // Round 1 goes out; only the learner acks it: no renewal.
-    let round_one = drive::feed(&mut m, Event::Tick, 201);
+    // The next round (after the one sent before v1 was stored, at 112) goes out; only
+    // the learner acks it: no renewal.
+    let round_one = drive::feed(&mut m, Event::Tick, 212);
     assert!(round_one.iter().any(
         |a| matches!(a, Action::Send { msg, .. } if matches!(msg.body, Body::Heartbeat { .. }))
     ));
-    let promoted = deliver_under(&mut m, 4, 1, v1, ack(ep(1, 3), 1), 202);
+    let promoted = deliver_under(&mut m, 4, 1, v1, ack(ep(1, 3), 3), 213);
     assert_eq!(m.lease_until(), before, "a learner's ack holds no lease");
     let v2 = stored(&promoted).expect("the learner is promoted");
     assert_eq!(v2.id.version, 2);
     assert!(v2.get(4).unwrap().may_lead());
     assert_eq!(v2.voters().len(), 4);
     // Now 3 of 4 voters must hold v2 before the next change: node 1 alone is not enough.
-    deliver_under(&mut m, 1, 1, v2.id, ack(ep(1, 3), 1), 203);
+    deliver_under(&mut m, 1, 1, v2.id, ack(ep(1, 3), 3), 214);
     assert!(
         !m.members_committed(),
         "2 of 4 voters is no majority of the new list"
     );
-    let committed = deliver_under(&mut m, 4, 1, v2.id, ack(ep(1, 3), 1), 204);
+    let committed = deliver_under(&mut m, 4, 1, v2.id, ack(ep(1, 3), 3), 215);
     assert!(facts(&committed).contains(&Fact::MembersCommitted { id: v2.id }));
 }
 
@@ -332,4 +335,40 @@ fn removed() {
         50,
     );
     assert!(!m.view().eligible, "a removed node never leads");
+}
+
+#[test]
+fn lease_before_list() {
+    // A round of the lease goes out before the list is stored (docs/design.md#membership):
+    // the followers ack it before their own flush of the list holds their acks up, so
+    // the lease enters the change fresh. Span at the default timing: D - h = 200 ms.
+    let mut m = coordinator_three();
+    let before = m.lease_until().expect("a lease");
+    let asked = change(&mut m, add(4), 250);
+    let round = asked.iter().position(
+        |a| matches!(a, Action::Send { msg, .. } if matches!(msg.body, Body::Heartbeat { .. })),
+    );
+    let persist = asked
+        .iter()
+        .position(|a| matches!(a, Action::PersistMembers(_)));
+    let (Some(round_at), Some(persist_at)) = (round, persist) else {
+        panic!("a round and a stored list: {asked:?}");
+    };
+    assert!(round_at < persist_at, "the round goes out first: {asked:?}");
+    let Action::Send { msg, .. } = &asked[round_at] else {
+        unreachable!()
+    };
+    let Body::Heartbeat { round, .. } = msg.body else {
+        unreachable!()
+    };
+    assert!(
+        before < 450,
+        "the lease of the declaration ends before 450: {before}"
+    );
+    deliver(&mut m, 1, 1, ack(ep(1, 3), round), 260);
+    assert_eq!(
+        m.lease_until(),
+        Some(450),
+        "a span from the round sent at 250"
+    );
 }

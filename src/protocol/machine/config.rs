@@ -203,4 +203,10 @@ pub enum Flaw {
     /// coordinator, is answered by the highest node, and waits for it for ever (quorum
     /// seed 843935 of the simulator).
     WaitsOverLowerLeader,
+    /// Quorum mode: the coordinator stores a new member list without first sending a
+    /// round of its lease (the rule before lease_before_list,
+    /// src/protocol/machine/membership.rs): while the list is flushed, first on the
+    /// coordinator and then on each follower, no ack renews the lease, and with flushes
+    /// of tens of milliseconds a change loses it with every node up.
+    NoRenewBeforeList,
 }

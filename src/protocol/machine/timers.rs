@@ -114,7 +114,6 @@ impl Machine {
     }
 
     fn on_state_deadline(&mut self, now: Millis) {
-        let timing = self.config.timing;
         match self.state {
             State::Starting { .. } | State::Awaiting { .. } | State::Idle { .. } => {
                 self.start_election(now)
@@ -159,19 +158,25 @@ impl Machine {
                     self.start_election(now);
                     return;
                 }
-                let round = match self.quorum.as_mut().and_then(|q| q.lease.as_mut()) {
-                    Some(lease) => lease.next_round(now),
-                    None => 0,
-                };
-                self.broadcast(Body::Heartbeat { epoch, round });
-                self.enter(
-                    State::Coordinator {
-                        epoch,
-                        next_heartbeat: now + timing.heartbeat_ms,
-                    },
-                    now,
-                );
+                self.heartbeat(epoch, now);
             }
         }
+    }
+
+    /// The coordinator of `epoch` sends a heartbeat round now (in quorum mode a new
+    /// round of its lease) and schedules the next one a heartbeat period later.
+    pub(super) fn heartbeat(&mut self, epoch: crate::protocol::epoch::Epoch, now: Millis) {
+        let round = match self.quorum.as_mut().and_then(|q| q.lease.as_mut()) {
+            Some(lease) => lease.next_round(now),
+            None => 0,
+        };
+        self.broadcast(Body::Heartbeat { epoch, round });
+        self.enter(
+            State::Coordinator {
+                epoch,
+                next_heartbeat: now + self.config.timing.heartbeat_ms,
+            },
+            now,
+        );
     }
 }
