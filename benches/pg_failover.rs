@@ -6,16 +6,21 @@
 //! ```text
 //! cargo bench --bench pg_failover
 //! PG_BENCH_RUNS=3                        runs of each fault (default 3)
-//! PG_BENCH_SYSTEMS=bully,patroni-default,patroni-tight,patroni-quorum,pgaf-default
-//!                                        (default: all)
+//! PG_BENCH_SYSTEMS=bully,bully-patroni-haproxy,patroni-default,patroni-tight,
+//!                  patroni-quorum,pgaf-default (default: all)
 //! PG_BENCH_FAULTS=kill,pause,cut,restart (default: kill,pause,cut)
 //! PG_BENCH_HOLD_MS=3000                  how long a pause or cut lasts
 //! ```
 //!
 //! Each system runs in a temp dir of its own, one after the other: bully as
-//! `tests/postgres_failover.rs` sets it up (`tests/common/postgres_bully.rs`); Patroni
-//! 4.1 through `examples/postgres-primary/patroni/patroni.sh` at `--timing default`
-//! (ttl 30, loop_wait 10, retry_timeout 10) and `--timing tight` (ttl 20, loop_wait 1,
+//! `tests/postgres_failover.rs` sets it up (`tests/common/postgres_bully.rs`), and as
+//! `bully-patroni-haproxy` the same cluster written to through Patroni's documented
+//! HAProxy section instead of the example's (`examples/postgres-primary/patroni-haproxy/
+//! haproxy.cfg`, started by `BullyPg::patroni_haproxy` as
+//! `tests/postgres_patroni_routes.rs` starts it: inter 3s fall 3 rise 2, against the
+//! example's 100 ms, fall 1 rise 1; issue 50); Patroni 4.1 through
+//! `examples/postgres-primary/patroni/patroni.sh` at `--timing default` (ttl 30,
+//! loop_wait 10, retry_timeout 10) and `--timing tight` (ttl 20, loop_wait 1,
 //! retry_timeout 3), synchronous_mode on (`pg_failover/patroni.rs` says why), and as
 //! `patroni-quorum` at `--timing tight` with `synchronous_mode: quorum` (`PT_SYNC_MODE=
 //! quorum`, `synchronous_node_count` 1: `ANY 1 (both standbys)`, as bully's servers);

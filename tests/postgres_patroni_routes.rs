@@ -37,12 +37,10 @@ mod resp;
 #[path = "common/tcp_cut.rs"]
 mod tcp_cut;
 
-use bully::ports::free_tcp_addrs;
 use bully::protocol::NodeId;
-use postgres_bully::{BullyPg, AGREE, IDS};
-use postgres_cluster::{example_dir, role};
+use postgres_bully::{BullyPg, AGREE, IDS, PATRONI_SESSIONS};
+use postgres_cluster::role;
 use primary::{http_get, phase};
-use redis_servers::Haproxy;
 use serde::Deserialize;
 use std::net::SocketAddr;
 
@@ -98,11 +96,6 @@ async fn after_timeline(c: &BullyPg, id: NodeId) -> u64 {
     json["timeline"].as_u64().expect("a timeline")
 }
 
-/// Sessions opened through Patroni's HAProxy section, each checked on its own: with a
-/// standby still in HAProxy's round robin, all of them reaching the primary by chance
-/// has a chance of (1/3)^15.
-const SESSIONS: usize = 15;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patronis_haproxy_section_and_status_route_work_unchanged() {
     if postgres_bully::skipped("Patroni's HAProxy section and /patroni") {
@@ -112,33 +105,11 @@ async fn patronis_haproxy_section_and_status_route_work_unchanged() {
     let leader = c.wait_primary(&IDS).await;
 
     phase("Patroni's documented HAProxy section: OPTIONS /, inter 3s fall 3 rise 2");
-    let front = free_tcp_addrs(1).unwrap()[0];
-    let section = example_dir().join("patroni-haproxy");
-    let dir = c.t.dir.path().join("patroni-haproxy");
-    std::fs::create_dir(&dir).unwrap();
-    let _haproxy = Haproxy::start_from(&section, &dir, front, &c.pg.addrs, &c.http);
-    // HAProxy starts with every server up; Patroni's fall 3 at inter 3s takes the
-    // standbys out after about 9 s. Then every session reaches the primary.
-    let started = std::time::Instant::now();
-    let what = format!("{SESSIONS} sessions in a row through it on the primary");
-    let office = primary::wait_logged(&c.t, &what, AGREE, || async {
-        let mut office = None;
-        for _ in 0..SESSIONS {
-            let r = role(front).await?;
-            let primary = !r.standby && !r.read_only && office.map_or(true, |o| o == r.epoch);
-            if !primary {
-                return None;
-            }
-            office = Some(r.epoch);
-        }
-        office
-    })
-    .await;
-    eprintln!(
-        "=== settled {:.1} s after HAProxy started (its first checks)",
-        started.elapsed().as_secs_f64()
-    );
-    for session in 0..SESSIONS {
+    // The section as the bench times it (`bully-patroni-haproxy`): started, and waited
+    // on until every session through it reaches the primary.
+    let (haproxy, office) = c.patroni_haproxy().await;
+    let front = haproxy.front;
+    for session in 0..PATRONI_SESSIONS {
         let r = role(front)
             .await
             .expect("a session through Patroni's section");
@@ -147,7 +118,9 @@ async fn patronis_haproxy_section_and_status_route_work_unchanged() {
             "session {session} reached {r:?}, not the primary of office {office}"
         );
     }
-    eprintln!("=== {SESSIONS} sessions through Patroni's section: the primary (office {office})");
+    eprintln!(
+        "=== {PATRONI_SESSIONS} sessions through Patroni's section: the primary (office {office})"
+    );
 
     phase("/config on any member: the cluster settings in Patroni's shape");
     for id in IDS {

@@ -1,11 +1,13 @@
 //! The systems compared and the faults applied, each the same way to every system:
 //! bully's PostgreSQL example (`postgres_bully::BullyPg`, as `tests/postgres_failover.rs`
-//! runs it), Patroni 4.1 at its defaults or at its tightest supported timing with
+//! runs it), written to through the example's HAProxy or through Patroni's documented
+//! HAProxy section (`BullyPg::patroni_haproxy`), Patroni 4.1 at its defaults or at its tightest supported timing with
 //! `synchronous_mode: on`, and at the tightest with `synchronous_mode: quorum`
 //! (`patroni::spec`), and pg_auto_failover 2.0 at its defaults (`pgaf::spec`), the last
 //! two through their scripts (`scripted::Scripted`).
 
 use crate::postgres_bully::{BullyPg, IDS};
+use crate::redis_servers::Haproxy;
 use crate::scripted::Scripted;
 use crate::{patroni, pgaf};
 use bully::protocol::NodeId;
@@ -17,6 +19,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Bully,
+    /// bully as [`Kind::Bully`], its writers going through Patroni's documented HAProxy
+    /// section (3 s × 3 checks to mark a server down) instead of the example's (100 ms ×
+    /// 1): what a Patroni user who keeps their HAProxy config gets (issue 50).
+    BullyPatroniHaproxy,
     PatroniDefault,
     PatroniTight,
     PatroniQuorum,
@@ -25,8 +31,9 @@ pub enum Kind {
 
 impl Kind {
     /// Every system, in the table's order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Bully,
+        Kind::BullyPatroniHaproxy,
         Kind::PatroniDefault,
         Kind::PatroniTight,
         Kind::PatroniQuorum,
@@ -37,6 +44,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Bully => "bully",
+            Kind::BullyPatroniHaproxy => "bully-patroni-haproxy",
             Kind::PatroniDefault => "patroni-default",
             Kind::PatroniTight => "patroni-tight",
             Kind::PatroniQuorum => "patroni-quorum",
@@ -48,7 +56,7 @@ impl Kind {
     /// by the bench), if it cannot.
     pub fn cannot_run(self) -> Option<String> {
         match self {
-            Kind::Bully => None,
+            Kind::Bully | Kind::BullyPatroniHaproxy => None,
             Kind::PatroniDefault | Kind::PatroniTight | Kind::PatroniQuorum => {
                 patroni::cannot_run()
             }
@@ -105,7 +113,13 @@ impl Fault {
 
 /// A running system.
 pub enum System {
-    Bully(Box<BullyPg>),
+    /// bully's example; with `patroni`, clients write through that HAProxy (Patroni's
+    /// section) instead of the example's. Fields drop in order: that HAProxy before the
+    /// cluster whose temp dir holds its files.
+    Bully {
+        patroni: Option<Haproxy>,
+        b: Box<BullyPg>,
+    },
     /// Patroni or pg_auto_failover.
     Scripted(Box<Scripted>),
 }
@@ -118,12 +132,30 @@ impl System {
     /// Starts `kind`; returns once it runs (not necessarily with a primary yet).
     pub async fn start(kind: Kind) -> Result<System, String> {
         Ok(match kind {
-            Kind::Bully => System::Bully(Box::new(BullyPg::start().await)),
+            Kind::Bully => System::Bully {
+                patroni: None,
+                b: Box::new(BullyPg::start().await),
+            },
+            Kind::BullyPatroniHaproxy => Self::bully_patroni_haproxy().await,
             Kind::PatroniDefault => Self::patroni("default", "on").await?,
             Kind::PatroniTight => Self::patroni("tight", "on").await?,
             Kind::PatroniQuorum => Self::patroni("tight", "quorum").await?,
             Kind::PgafDefault => System::Scripted(Box::new(Scripted::start(pgaf::spec()).await?)),
         })
+    }
+
+    /// bully as [`Kind::Bully`] starts it, plus Patroni's HAProxy section in front of
+    /// its servers, once a primary leads and that HAProxy sends every session to it
+    /// (HAProxy starts with every server up), so no run starts with a standby in its
+    /// round robin.
+    async fn bully_patroni_haproxy() -> System {
+        let b = Box::new(BullyPg::start().await);
+        b.wait_primary(&IDS).await;
+        let (haproxy, _) = b.patroni_haproxy().await;
+        System::Bully {
+            patroni: Some(haproxy),
+            b,
+        }
     }
 
     /// Patroni at `timing` with `synchronous_mode: sync_mode` (`patroni::spec`).
@@ -135,7 +167,7 @@ impl System {
     /// Where clients write (HAProxy).
     pub fn front(&self) -> SocketAddr {
         match self {
-            System::Bully(b) => b.front,
+            System::Bully { patroni, b } => patroni.as_ref().map_or(b.front, |h| h.front),
             System::Scripted(p) => p.front,
         }
     }
@@ -143,7 +175,7 @@ impl System {
     /// Each server, as a client on its own host reaches it.
     pub fn locals(&self) -> BTreeMap<NodeId, SocketAddr> {
         match self {
-            System::Bully(b) => b.pg.addrs.clone(),
+            System::Bully { b, .. } => b.pg.addrs.clone(),
             System::Scripted(p) => p.locals.clone(),
         }
     }
@@ -153,7 +185,7 @@ impl System {
     pub async fn healthy(&self) -> Result<NodeId, String> {
         match self {
             // Bounded by postgres_bully::AGREE (a panic, caught per system by the bench).
-            System::Bully(b) => Ok(b.wait_primary(&IDS).await),
+            System::Bully { b, .. } => Ok(b.wait_primary(&IDS).await),
             System::Scripted(p) => p.healthy(HEALTHY_SECS).await,
         }
     }
@@ -162,13 +194,13 @@ impl System {
     /// node and is over when this returns).
     pub async fn fault(&mut self, fault: Fault, id: NodeId) -> Result<(), String> {
         match (self, fault) {
-            (System::Bully(b), Fault::Kill) => b.kill_host(id),
-            (System::Bully(b), Fault::Pause) => {
+            (System::Bully { b, .. }, Fault::Kill) => b.kill_host(id),
+            (System::Bully { b, .. }, Fault::Pause) => {
                 b.t.cluster.pause(id).map_err(|e| e.to_string())?;
                 b.pg.pause(id);
             }
-            (System::Bully(b), Fault::Cut) => b.cut_off(id, true),
-            (System::Bully(b), Fault::Restart) => {
+            (System::Bully { b, .. }, Fault::Cut) => b.cut_off(id, true),
+            (System::Bully { b, .. }, Fault::Restart) => {
                 b.restart_all();
             }
             (System::Scripted(p), Fault::Kill) => p.node("kill", id).await?,
@@ -184,12 +216,12 @@ impl System {
     pub async fn heal(&mut self, fault: Fault, id: NodeId) -> Result<(), String> {
         match (self, fault) {
             (_, Fault::Restart) => {}
-            (System::Bully(b), Fault::Kill) => b.restart_host(id),
-            (System::Bully(b), Fault::Pause) => {
+            (System::Bully { b, .. }, Fault::Kill) => b.restart_host(id),
+            (System::Bully { b, .. }, Fault::Pause) => {
                 b.pg.resume(id);
                 b.t.cluster.resume(id).map_err(|e| e.to_string())?;
             }
-            (System::Bully(b), Fault::Cut) => b.cut_off(id, false),
+            (System::Bully { b, .. }, Fault::Cut) => b.cut_off(id, false),
             (System::Scripted(p), Fault::Kill) => p.node("restart", id).await?,
             (System::Scripted(p), Fault::Pause) => p.node("resume", id).await?,
             (System::Scripted(p), Fault::Cut) => p.node("heal", id).await?,

@@ -7,8 +7,9 @@
 //! through a `tcp_cut` forwarder (`connect_address`: its replication and the other
 //! managers' round trips can be cut too), one keeper per node (`bully run --config`,
 //! which fences the server) and HAProxy with the example's `haproxy.cfg` (writes on
-//! `/primary`, reads on `/replica`, as Patroni's users write it). Every process is
-//! killed by PID on drop.
+//! `/primary`, reads on `/replica`, as Patroni's users write it); on request a second
+//! HAProxy with Patroni's documented section (`BullyPg::patroni_haproxy`). Every
+//! process is killed by PID on drop.
 //!
 //! Included with `#[path = "common/postgres_bully.rs"] mod postgres_bully;` next to
 //! `common`, `postgres_cluster.rs`, `primary.rs`, `redis_servers.rs` and `tcp_cut.rs`.
@@ -36,6 +37,10 @@ use std::time::{Duration, Instant};
 pub const AGREE: Duration = Duration::from_secs(40);
 /// The nodes (and servers) of the cluster.
 pub const IDS: [NodeId; 3] = [1, 2, 3];
+/// Sessions [`BullyPg::patroni_haproxy`] opens in a row through Patroni's section, each
+/// checked on its own: with a standby still in HAProxy's round robin, all of them
+/// reaching the primary by chance has a chance of (1/3)^15.
+pub const PATRONI_SESSIONS: usize = 15;
 
 /// A superuser password with a quote, a backslash, a space and non-ASCII: what the
 /// tester's quoting broke (issue 49), for the tests that log in with one.
@@ -290,6 +295,47 @@ impl BullyPg {
         .await;
         eprintln!("=== node {leader} leads; its server is the primary");
         leader
+    }
+
+    /// A second HAProxy in front of the servers, running Patroni's documented section
+    /// (`examples/postgres-primary/patroni-haproxy/haproxy.cfg`: `option httpchk`,
+    /// `inter 3s fall 3 rise 2`, only the addresses swapped) on a free port, its files in
+    /// `patroni-haproxy/` of the temp dir. Returns once [`PATRONI_SESSIONS`] sessions in a
+    /// row through it reached the same primary, with that primary's office: HAProxy
+    /// starts with every server up and sends sessions to the standbys until its checks
+    /// took them out (1.2 s after it started in the bench's run of 3 Dec 2026). One
+    /// helper, so `tests/postgres_patroni_routes.rs` (which checks the section works)
+    /// and `benches/pg_failover.rs`'s `bully-patroni-haproxy` (which times a failover
+    /// through it) run the same config. Panics with the logs after
+    /// [`AGREE`]; call it once a primary leads ([`BullyPg::wait_primary`]).
+    pub async fn patroni_haproxy(&self) -> (Haproxy, u64) {
+        let front = free_tcp_addrs(1).unwrap()[0];
+        let section = example_dir().join("patroni-haproxy");
+        let dir = self.t.dir.path().join("patroni-haproxy");
+        std::fs::create_dir_all(&dir).unwrap();
+        let haproxy = Haproxy::start_from(&section, &dir, front, &self.pg.addrs, &self.http);
+        let started = Instant::now();
+        let what = format!(
+            "{PATRONI_SESSIONS} sessions in a row through Patroni's section on the primary"
+        );
+        let office = primary::wait_logged(&self.t, &what, AGREE, || async {
+            let mut office = None;
+            for _ in 0..PATRONI_SESSIONS {
+                let r = role(front).await?;
+                let primary = !r.standby && !r.read_only && office.map_or(true, |o| o == r.epoch);
+                if !primary {
+                    return None;
+                }
+                office = Some(r.epoch);
+            }
+            office
+        })
+        .await;
+        eprintln!(
+            "=== Patroni's HAProxy section settled {:.1} s after it started (its first checks)",
+            started.elapsed().as_secs_f64()
+        );
+        (haproxy, office)
     }
 
     /// Waits until one of `among` is the ready coordinator (/coordinator 200) with a
