@@ -155,6 +155,11 @@ pub struct Cluster {
     pub flushed: Vec<(NodeId, u64)>,
     /// The other data voters tagged `nosync`, as they reported it (src/postgres_rules/tags.rs).
     pub nosync: Vec<NodeId>,
+    /// The data voters tagged `nofailover` (this node by its own file, the others as
+    /// they reported it): never promoted, never named while the others suffice for k,
+    /// and passed over by the promotion check once no committed record lets them hold
+    /// an acknowledged commit ([`Cluster::passed_over`]).
+    pub nofailover: Vec<NodeId>,
     /// The other data voters tagged `clonefrom` whose standbys stream from the
     /// coordinator's primary now (their fresh reports): a member without data clones
     /// from the first of them instead of the primary (Patroni's `clonefrom`: the
@@ -169,25 +174,47 @@ pub struct Cluster {
 
 impl Cluster {
     /// The other data voters a primary on `id` names in `synchronous_standby_names`: all
-    /// but those tagged `nosync`, unless that leaves fewer than [`full_k`]. k keeps its
-    /// full value either way, so every acknowledged commit still meets every majority:
-    /// where the tags would cost that, they yield to the guarantee.
+    /// but those tagged `nosync` or `nofailover`; where that leaves fewer than
+    /// [`full_k`], the `nosync` ones come back first, then the `nofailover` ones. k keeps
+    /// its full value either way, so every acknowledged commit still meets every
+    /// majority: where the tags would cost that, they yield to the guarantee.
     pub fn sync_candidates(&self, id: NodeId) -> Vec<NodeId> {
-        let others: Vec<NodeId> = self
-            .data_voters
+        let others = self.data_voters.iter().copied().filter(|&m| m != id);
+        let wanted = full_k(id, self);
+        let tiers: [&dyn Fn(NodeId) -> bool; 2] = [
+            &|m| !self.nosync.contains(&m) && !self.nofailover.contains(&m),
+            &|m| !self.nofailover.contains(&m),
+        ];
+        tiers
             .iter()
-            .copied()
-            .filter(|&m| m != id)
-            .collect();
-        let syncable: Vec<NodeId> = others
-            .iter()
-            .copied()
-            .filter(|m| !self.nosync.contains(m))
-            .collect();
-        match syncable.len() >= full_k(id, self) {
-            true => syncable,
-            false => others,
-        }
+            .map(|keep| others.clone().filter(|&m| keep(m)).collect::<Vec<_>>())
+            .find(|named| named.len() >= wanted)
+            .unwrap_or_else(|| others.collect())
+    }
+
+    /// Whether this node's own file tags it `nofailover`: it never leads.
+    pub fn never_leads(&self) -> bool {
+        self.nofailover.contains(&self.id)
+    }
+
+    /// Whether the promotion check passes over member `id`'s WAL: it is tagged
+    /// `nofailover` and the newest committed record neither names it among the
+    /// standbys that acknowledge nor as the primary, nor is `alone` (an `alone` record
+    /// is stored before k falls, with no wait: the commits acknowledged before it may
+    /// be on the primary and this member only, which `--accept-loss` does not give up;
+    /// simulator, taken-over start, seed 850). Every acknowledged commit is then
+    /// on the primary and k standbys the record names, all others, and a majority
+    /// meets them without it; WAL ahead on it is WAL no one acknowledged, which it
+    /// gives up on its rewind. (A primary drops such a member from its record only
+    /// once k standbys it still names flushed past where its WAL ended when the names
+    /// left it out, src/postgres_rules.rs `synchronous_act`.)
+    pub fn passed_over(&self, id: NodeId) -> bool {
+        self.nofailover.contains(&id)
+            && match &self.sync {
+                SyncView::Unread => false,
+                SyncView::Read(None) => true,
+                SyncView::Read(Some(r)) => !r.alone && r.primary != id && !r.standbys.contains(&id),
+            }
     }
 }
 
@@ -524,6 +551,7 @@ pub fn may_promote(
         reached_majority(peers.iter().filter(|p| p.wal.is_some()).count(), cluster);
     if let Some(ahead) = peers
         .iter()
+        .filter(|p| !cluster.passed_over(p.id))
         .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
         .filter(|&(_, wal)| wal > own)
         .max_by_key(|&(_, wal)| wal)
@@ -568,9 +596,55 @@ pub fn decide(
     rules: &Rules,
 ) -> Decision {
     let decision = decide_unpaused(office, server, peers, cluster, memory, rules);
+    let decision = never_leading(decision, server, cluster);
     match cluster.paused {
         true => paused(decision, server),
         false => decision,
+    }
+}
+
+/// The member a coordinator behind streams from before it promotes, when every reached
+/// server ahead of `own` (and not passed over) never leads: the freshest of them.
+/// Their WAL may hold acknowledged commits (a record names them) and none of them may
+/// be promoted, so the coordinator's standby fetches it first (pg_auto_failover's
+/// fast-forward), rather than resign to no one.
+fn catch_up_source(own: Position, peers: &[PeerWal], cluster: &Cluster) -> Option<NodeId> {
+    let ahead: Vec<(NodeId, Position)> = peers
+        .iter()
+        .filter(|p| !cluster.passed_over(p.id))
+        .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
+        .filter(|&(_, wal)| wal > own)
+        .collect();
+    let all_never_lead = ahead.iter().all(|(id, _)| cluster.nofailover.contains(id));
+    match all_never_lead {
+        true => ahead.iter().max_by_key(|&&(_, wal)| wal).map(|&(id, _)| id),
+        false => None,
+    }
+}
+
+/// A member tagged `nofailover` is never eligible, and never promotes, commits the
+/// identity record that comes before a promotion, or runs `initdb`, should it hold the
+/// office all the same (its tag just set, before it resigns). A primary it still runs
+/// keeps its synchronous bookkeeping until it stops.
+fn never_leading(decision: Decision, server: &Server, cluster: &Cluster) -> Decision {
+    if !cluster.never_leads() {
+        return decision;
+    }
+    let primary = matches!(server, Server::Running(r) if !r.in_recovery);
+    let refused = match decision.act {
+        Act::Promote | Act::InitDb => true,
+        Act::CommitSync { .. } => !primary,
+        _ => false,
+    };
+    let act = match refused {
+        true => Act::Wait(
+            "tagged nofailover: never promoted (another member leads, or none can)".into(),
+        ),
+        false => decision.act,
+    };
+    Decision {
+        act,
+        eligible: false,
     }
 }
 
@@ -994,7 +1068,9 @@ fn synchronous_act(
         },
         (true, _) => commit(token, cluster, memory, &wanted, true),
         (false, _) if !set => Act::SetSynchronous { names },
-        (false, Some(record)) if !record.alone => Act::Wait("primary".into()),
+        (false, Some(record)) if !record.alone && !drops_nofailover(record, &wanted, cluster) => {
+            Act::Wait("primary".into())
+        }
         // The names are full again (or new with the office): the record follows once
         // k named standbys hold everything this primary acknowledged before.
         (false, _) if caught_up(&wanted, cluster, memory) => {
@@ -1004,6 +1080,16 @@ fn synchronous_act(
             "primary; waits for its standbys to catch up before it records the full set".into(),
         ),
     }
+}
+
+/// Whether `record` names a `nofailover` member that `set` no longer names: the next
+/// record leaves it out (once caught up, [`caught_up`]), so the promotion check may
+/// pass over its WAL ([`Cluster::passed_over`]).
+fn drops_nofailover(record: &SyncRecord, set: &SyncSet, cluster: &Cluster) -> bool {
+    record
+        .standbys
+        .iter()
+        .any(|m| cluster.nofailover.contains(m) && !set.standbys.contains(m))
 }
 
 /// Whether `k` of the standbys `set` names flushed past where the primary's WAL ended
@@ -1052,7 +1138,12 @@ fn promote_act(
     rules: &Rules,
 ) -> Act {
     let holders: Vec<NodeId> = std::iter::once(cluster.id)
-        .chain(peers.iter().filter(|p| p.wal.is_some()).map(|p| p.id))
+        .chain(
+            peers
+                .iter()
+                .filter(|p| p.wal.is_some() && !cluster.passed_over(p.id))
+                .map(|p| p.id),
+        )
         .collect();
     let checked = rules.synchronous != Synchronous::Off
         && !cluster.all_absent
@@ -1132,11 +1223,28 @@ fn standby(
                 act: Act::Wait(format!("waits to promote: {why}")),
                 eligible: true,
             },
-            // Behind: ineligible, the coordinator resigns, and the fresher server's node
-            // wins the next election by its estimate.
-            Err(why) => Decision {
-                act: Act::Wait(format!("refuses to promote: {why}")),
-                eligible: false,
+            // Behind only members that never lead: it fetches their WAL first,
+            // keeping the office.
+            Err(why) => match catch_up_source(running.wal, peers, cluster) {
+                Some(source) if running.upstream != Some(source) => Decision {
+                    act: Act::Repoint {
+                        upstream: Some(source),
+                    },
+                    eligible: true,
+                },
+                Some(source) => Decision {
+                    act: Act::Wait(format!(
+                        "catches up from node {source} (tagged nofailover) before it \
+                         promotes: {why}"
+                    )),
+                    eligible: true,
+                },
+                // Behind: ineligible, the coordinator resigns, and the fresher server's
+                // node wins the next election by its estimate.
+                None => Decision {
+                    act: Act::Wait(format!("refuses to promote: {why}")),
+                    eligible: false,
+                },
             },
         },
         Office::Elected => Decision {
@@ -1586,6 +1694,7 @@ impl Cluster {
             paused: false,
             flushed: Vec::new(),
             nosync: Vec::new(),
+            nofailover: Vec::new(),
             clone_sources: Vec::new(),
             reports_pending: false,
         }

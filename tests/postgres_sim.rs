@@ -42,7 +42,8 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
          ({} on stale estimates), {} faults {:?}, {} commits, {} acknowledged, {} weak, {} \
          destroyed, {} out, {} synchronous records ({} committed), {} pauses, {} elections won \
          on the failover priority, {} clones after a failed one's backoff, {} clones from a \
-         clonefrom standby, settled within {} steps",
+         clonefrom standby, {} promotions past a nofailover member's WAL, {} nofailover \
+         tags the operator removed, settled within {} steps",
         spec.members,
         if spec.witness { " + witness" } else { "" },
         spec.synchronous,
@@ -73,6 +74,8 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         total.won_on_priority,
         total.clones_after_backoff,
         total.clones_from_a_standby,
+        total.promoted_past_nofailover,
+        total.untagged_nofailover,
         total.longest_settle,
     );
     Ok(total)
@@ -93,6 +96,10 @@ fn holds_as(spec: Spec) {
         total.nosync_named, 0,
         "a primary named a nosync member while others were enough"
     );
+    assert_eq!(
+        total.nofailover_named, 0,
+        "a primary named a nofailover member while others were enough"
+    );
     if seeds().len() >= 1000 {
         // `[postgres.tags]`: the priority changed who was elected between servers alike
         // (the machines' elections are the protocol's own: counted where modelled).
@@ -108,6 +115,16 @@ fn holds_as(spec: Spec) {
         assert!(
             spec.members < 3 || total.clones == 0 || total.clones_from_a_standby > 0,
             "no clone came from a clonefrom standby"
+        );
+        // The tags need a third data member for `nofailover` (src/sim/postgres/tags.rs).
+        assert!(
+            spec.members < 3
+                || total
+                    .faults
+                    .get("restart with its tags edited (nofailover)")
+                    .is_some_and(|&n| n > 0),
+            "no member was restarted tagged nofailover: {:?}",
+            total.faults
         );
         for host_fault in [
             "standbys refused streaming",
@@ -281,6 +298,19 @@ fn sabotaged_cloning_from_any_tagged_member_is_caught() {
         run_seed(v.seed, &spec).expect_err("the seed reproduces it"),
         v
     );
+}
+
+/// The promotion check may pass over a `nofailover` member's WAL only while no
+/// committed record names it: by its tag alone, the commits it acknowledged before its
+/// tag (its node restarted with the file edited) are lost. The first seed that shows
+/// it (`PG_SIM_SEEDS=20000`) is 9266: the seed passes as the rules are, and fails with
+/// the sabotage.
+#[test]
+fn sabotaged_passing_over_nofailover_by_its_tag_alone_is_caught() {
+    let spec = Spec::new(3, Synchronous::Quorum);
+    let v = fixed_at(9266, &spec, Sabotage::PassesOverByTagAlone);
+    println!("caught: {v}");
+    assert!(v.what.contains("acknowledged commit"), "{v}");
 }
 
 /// Adopt must note the data as the node's: without the note, the adopted member's
@@ -845,7 +875,11 @@ fn sabotaged_a_synchronous_mode_read_from_the_file_loses_acknowledged_commits() 
 /// office committed); the old rule (`OffPromotesUnread`) fails the same seed.
 #[test]
 fn regression_a_promotion_under_off_needs_the_clusters_identity() {
-    let v = fixed_at(10626, &new_cluster(), Sabotage::OffPromotesUnread);
+    let spec = Spec {
+        nofailover: false,
+        ..new_cluster()
+    };
+    let v = fixed_at(10626, &spec, Sabotage::OffPromotesUnread);
     assert!(v.what.contains("a second system served"), "{v}");
 }
 
@@ -862,6 +896,10 @@ fn regression_a_promotion_under_off_needs_the_clusters_identity() {
 /// it; the old adoption (only a newer branch, `AdoptsOnlyNewer`) fails the same seed.
 #[test]
 fn regression_a_failed_promotions_record_yields_to_the_timeline_streamed_later() {
-    let v = fixed_at(77889, &new_cluster(), Sabotage::AdoptsOnlyNewer);
+    let spec = Spec {
+        nofailover: false,
+        ..new_cluster()
+    };
+    let v = fixed_at(77889, &spec, Sabotage::AdoptsOnlyNewer);
     assert!(v.what.contains("acknowledged commit"), "{v}");
 }

@@ -12,6 +12,11 @@
 //!   with an empty data dir) copies the standby left, not the primary (a tagged member
 //!   too), then streams from the primary and holds a row written before it joined.
 //!
+//! - Node 3 tagged `nofailover` (the highest ID, which the ID order picks between
+//!   servers alike): no primary names it in `synchronous_standby_names`, its node
+//!   reads as ineligible, and when the primary's host is killed the other standby is
+//!   promoted while node 3 follows it.
+//!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, without a `postgres` user) or
 //! HAProxy.
 
@@ -30,6 +35,7 @@ mod resp;
 mod tcp_cut;
 
 use bully::config::postgres::PostgresConfig;
+use bully::postgres_rules::{names_standby, Synchronous};
 use bully::protocol::NodeId;
 use postgres_bully::{BullyPg, AGREE, IDS};
 use postgres_cluster::wal_position;
@@ -178,4 +184,62 @@ async fn the_failover_priority_picks_between_standbys_alike_and_noloadbalance_is
     )
     .await;
     eprintln!("=== node 4 {cloned} (node {source}'s standby) and streams from node {promoted}");
+}
+
+/// Node 3 never leads.
+fn node_3_nofailover(id: NodeId, pg: &mut PostgresConfig) {
+    pg.tags.nofailover = id == 3;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nofailover_member_is_never_named_nor_promoted() {
+    if postgres_bully::skipped("[postgres.tags] nofailover") {
+        return;
+    }
+    let mut c = BullyPg::start_tuned(node_3_nofailover).await;
+    let old = c.wait_all_streaming(&|_| String::new()).await;
+    assert_ne!(old, 3, "node 3 is tagged nofailover: never the primary");
+    let other = if old == 1 { 2 } else { 1 };
+
+    phase(&format!(
+        "the primary names node {other} and never node 3; node 3 reads as nofailover"
+    ));
+    let synchronous = postgres_bully::synchronous() != Synchronous::Off;
+    wait_logged(&c.t, "the primary's names settled", AGREE, || async {
+        let client = postgres_cluster::connect(c.local(old), AGREE).await?;
+        let names: String = client
+            .query_one("SHOW synchronous_standby_names", &[])
+            .await
+            .ok()?
+            .get(0);
+        assert!(!names_standby(&names, 3), "node 3 named: {names}");
+        (names_standby(&names, other) == synchronous).then_some(())
+    })
+    .await;
+    assert_eq!(code(&c, 3, "/replica?tag_nofailover=true").await, 200);
+    assert_eq!(code(&c, other, "/replica?tag_nofailover=true").await, 503);
+    let health = http_get(c.http[&3], "/health").await.expect("/health").1;
+    let health: serde_json::Value = serde_json::from_str(&health).expect("JSON");
+    assert_eq!(health["eligible"], false, "node 3's node: {health}");
+
+    phase(&format!(
+        "kill -9 of the primary's host: node {other} is promoted, node 3 follows it"
+    ));
+    c.kill_host(old);
+    let promoted = c.wait_primary(&[other, 3]).await;
+    assert_eq!(promoted, other, "node 3 is tagged nofailover");
+    let port = c.cuts[&other].addr.port();
+    wait_logged(
+        &c.t,
+        "node 3 streaming from the new primary",
+        AGREE,
+        || async {
+            postgres_cluster::role(c.local(3))
+                .await
+                .filter(|r| r.streams_from(port))
+                .map(|_| ())
+        },
+    )
+    .await;
+    eprintln!("=== node {old} killed: node {other} promoted; node 3 (nofailover) streams from it");
 }

@@ -407,3 +407,137 @@ fn after_a_record_no_majority_kept_the_primary_narrows_only_on_a_newer_one() {
     let d = decide(LEADING, &running(false, FULL), &[], &c, &m, &rules());
     assert_eq!(d.act, Act::SetSynchronous { names: "".into() });
 }
+
+/// Node 3 tagged `nofailover` in [`cluster`].
+fn with_nofailover_3() -> Cluster {
+    Cluster {
+        nofailover: vec![3],
+        ..cluster()
+    }
+}
+
+#[test]
+fn a_nofailover_member_is_named_only_when_the_others_are_too_few_for_k() {
+    let c = with_nofailover_3();
+    assert_eq!(c.sync_candidates(ME), vec![1]);
+    // `nosync` members come back before `nofailover` ones.
+    let c = Cluster {
+        nosync: vec![1],
+        ..with_nofailover_3()
+    };
+    assert_eq!(c.sync_candidates(ME), vec![1]);
+    let c = Cluster {
+        nofailover: vec![1, 3],
+        ..cluster()
+    };
+    assert_eq!(c.sync_candidates(ME), vec![1, 3], "k keeps its full value");
+}
+
+#[test]
+fn the_promotion_check_passes_over_a_nofailover_member_no_record_names() {
+    let ahead = [
+        PeerWal {
+            id: 3,
+            wal: Some(Position { branch: 1, lsn: 90 }),
+        },
+        PeerWal {
+            id: 1,
+            wal: Some(Position { branch: 1, lsn: 10 }),
+        },
+    ];
+    let mut c = with_nofailover_3();
+    let only_1 = SyncRecord {
+        standbys: vec![1],
+        ..record(5, 3, 2, false)
+    };
+    c.sync = SyncView::Read(Some(only_1.clone()));
+    assert!(c.passed_over(3) && !c.passed_over(1));
+    let d = decide_fresh(LEADING, &running(true, ""), &ahead, &c);
+    assert_eq!(d.act, Act::Promote, "its WAL ahead was never acknowledged");
+    // Named by the newest record (it acknowledged before its tag), or the record's
+    // primary: its WAL counts, and the coordinator behind it resigns.
+    for record in [
+        record(5, 3, 2, false),
+        SyncRecord {
+            primary: 3,
+            ..only_1.clone()
+        },
+    ] {
+        c.sync = SyncView::Read(Some(record));
+        assert!(!c.passed_over(3));
+        let d = decide_fresh(LEADING, &running(true, ""), &ahead, &c);
+        assert!(
+            matches!(&d.act, Act::Wait(w) if w.contains("node 3")) && !d.eligible,
+            "{d:?}"
+        );
+    }
+    c.sync = SyncView::Read(Some(SyncRecord {
+        alone: true,
+        ..only_1
+    }));
+    assert!(!c.passed_over(3), "commits before an alone record");
+    c.sync = SyncView::Unread;
+    assert!(!c.passed_over(3), "nothing known");
+    c.sync = SyncView::Read(None);
+    assert!(
+        c.passed_over(3),
+        "no record: never promoted, nothing acknowledged"
+    );
+}
+
+#[test]
+fn a_primary_drops_a_nofailover_member_from_its_record_once_the_others_caught_up() {
+    let mut c = with_nofailover_3();
+    let names = "ANY 1 (bully_1)";
+    // The office's record names node 3 (it acknowledged before its tag).
+    let old = memory(names, 50, Some(record(TOKEN, 1, ME, false)));
+    c.flushed = vec![(1, 49), (3, 60)];
+    let d = decide(LEADING, &running(false, names), &[], &c, &old, &rules());
+    assert!(
+        matches!(&d.act, Act::Wait(w) if w.contains("catch up")),
+        "{d:?}"
+    );
+    c.flushed = vec![(1, 50), (3, 60)];
+    let d = decide(LEADING, &running(false, names), &[], &c, &old, &rules());
+    let Act::CommitSync { record } = d.act else {
+        panic!("a record without node 3: {d:?}");
+    };
+    assert_eq!(
+        (record.seq, record.standbys, record.alone),
+        (2, vec![1], false)
+    );
+    // Names still holding it: set first.
+    let d = decide(LEADING, &running(false, FULL), &[], &c, &old, &rules());
+    assert_eq!(
+        d.act,
+        Act::SetSynchronous {
+            names: names.into()
+        }
+    );
+}
+
+#[test]
+fn a_nofailover_member_never_leads_nor_promotes() {
+    let c = Cluster {
+        nofailover: vec![ME],
+        sync: SyncView::Read(None),
+        ..cluster()
+    };
+    assert!(c.never_leads());
+    let d = decide_fresh(LEADING, &running(true, ""), &reached(&[1, 3]), &c);
+    assert!(
+        matches!(&d.act, Act::Wait(w) if w.contains("nofailover")) && !d.eligible,
+        "{d:?}"
+    );
+    let d = decide_fresh(FOLLOWING_3, &running(true, ""), &[], &c);
+    assert!(!d.eligible && !matches!(d.act, Act::Promote), "{d:?}");
+    let new = Cluster {
+        all_absent: true,
+        system_id: 0,
+        server_system_id: 0,
+        held_data: false,
+        ..c
+    };
+    let d = decide_fresh(LEADING, &Server::Absent, &[], &new);
+    assert!(!d.eligible && d.act != Act::InitDb, "{d:?}");
+}

@@ -267,6 +267,7 @@ mod tests {
             paused: false,
             flushed: Vec::new(),
             nosync: Vec::new(),
+            nofailover: Vec::new(),
             clone_sources: Vec::new(),
             reports_pending: false,
         }

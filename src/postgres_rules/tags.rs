@@ -14,10 +14,10 @@
 //!
 //! - `clonefrom`: a member without data clones from this one's standby, not the
 //!   primary, while it streams from the primary (`Cluster::clone_sources`).
-//!
-//! `nofailover` (and `failover_priority = 0`) is read, so a Patroni file's tags parse,
-//! and refused with the reason: a member that never leads needs its own place in the
-//! durability rule (docs/postgresql.md, "Tags").
+//! - `nofailover` (or `failover_priority = 0`, Patroni's spelling of it): never
+//!   eligible, never promoted, and left out of `synchronous_standby_names` while the
+//!   others suffice for k, so it holds no acknowledged commit alone; the promotion
+//!   check then passes over its WAL (`Cluster::passed_over`).
 
 use super::Position;
 use serde::{Deserialize, Serialize};
@@ -34,14 +34,13 @@ const PRIORITY_BITS: u32 = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tags {
-    /// Patroni's "never lead": parsed so a Patroni file reads, and refused with the
-    /// reason (a member that never leads could hold the only copy of acknowledged
-    /// commits; a witness votes without a server).
+    /// Patroni's "never lead": the node is never eligible and its server never
+    /// promoted (a backup or reporting host that votes).
     #[serde(default)]
     pub nofailover: bool,
     /// 1 to 15: among servers whose WAL ends in the same 16 bytes, the higher priority
-    /// is elected (then the higher ID); the WAL always decides first. 0 (Patroni's
-    /// `nofailover`) is refused, as `nofailover`.
+    /// is elected (then the higher ID); the WAL always decides first. 0 is Patroni's
+    /// `nofailover`.
     #[serde(default = "Tags::default_priority")]
     pub failover_priority: u8,
     /// Not named in `synchronous_standby_names`, so it never acknowledges commits;
@@ -77,16 +76,21 @@ impl Tags {
         1
     }
 
+    /// Whether these tags say the member never leads: `nofailover`, or Patroni's
+    /// `failover_priority = 0`.
+    pub fn never_leads(&self) -> bool {
+        self.nofailover || self.failover_priority == 0
+    }
+
     /// What is wrong with these tags, if anything: a priority past the estimate's bits,
-    /// or a tag bully does not keep yet.
+    /// or `nofailover` beside a priority above the default (they contradict).
     pub fn problem(&self) -> Option<String> {
-        if self.nofailover || self.failover_priority == 0 {
-            return Some(
-                "nofailover (failover_priority = 0) is not supported yet: a member that \
-                 never leads could hold the only copy of acknowledged commits; use a \
-                 witness for a voter without a server"
-                    .into(),
-            );
+        if self.nofailover && self.failover_priority > Tags::default_priority() {
+            return Some(format!(
+                "nofailover = true and failover_priority = {} contradict each other: a \
+                 member that never leads has no priority; drop one of them",
+                self.failover_priority
+            ));
         }
         (self.failover_priority > MAX_FAILOVER_PRIORITY).then(|| {
             format!(
@@ -102,7 +106,7 @@ impl Tags {
     pub fn matches<'a>(&self, filters: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
         filters.into_iter().all(|(name, wanted)| {
             let value = match name {
-                "nofailover" => self.nofailover.to_string(),
+                "nofailover" => self.never_leads().to_string(),
                 "failover_priority" => self.failover_priority.to_string(),
                 "nosync" => self.nosync.to_string(),
                 "noloadbalance" => self.noloadbalance.to_string(),
@@ -187,13 +191,14 @@ mod tests {
         assert!(toml::from_str::<Tags>("nosnyc = true").is_err(), "a typo");
         let clonefrom: Tags = toml::from_str("clonefrom = true").unwrap();
         assert!(clonefrom.clonefrom && clonefrom.problem().is_none());
-        for refused in ["nofailover = true", "failover_priority = 0"] {
-            let tags: Tags = toml::from_str(refused).unwrap();
-            assert!(
-                tags.problem().unwrap().contains("not supported yet"),
-                "{refused}"
-            );
+        for never in ["nofailover = true", "failover_priority = 0"] {
+            let tags: Tags = toml::from_str(never).unwrap();
+            assert!(tags.never_leads() && tags.problem().is_none(), "{never}");
+            assert!(tags.matches([("nofailover", "true")]), "{never}");
         }
+        let both: Tags = toml::from_str("nofailover = true\nfailover_priority = 3").unwrap();
+        assert!(both.problem().unwrap().contains("contradict"));
+        assert!(!Tags::default().never_leads());
         let high = Tags {
             failover_priority: 16,
             ..Tags::default()

@@ -773,6 +773,15 @@ impl Loop {
                 .copied()
                 .filter(|&m| self.m.peers.last_tags(m).is_some_and(|t| t.nosync))
                 .collect(),
+            nofailover: std::iter::once(self.m.id)
+                .filter(|_| self.m.config.tags.never_leads())
+                .chain(
+                    others
+                        .iter()
+                        .copied()
+                        .filter(|&m| self.m.peers.last_tags(m).is_some_and(|t| t.never_leads())),
+                )
+                .collect(),
             reports_pending: self.started.elapsed() < FIRST_REPORTS_WAIT
                 && others.iter().any(|&m| !self.m.peers.ever_heard(m)),
             clone_sources: match office {

@@ -345,6 +345,7 @@ impl World {
             return Ok(());
         };
         let next = next.wal.next_timeline();
+        self.check_nofailover_promotion(id)?;
         let knows_branch: Vec<NodeId> = match self.spec.sabotage {
             Some(Sabotage::NamesIgnoreBranch) => cluster.knows_branch.clone(),
             _ => {

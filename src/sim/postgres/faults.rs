@@ -173,7 +173,11 @@ impl World {
         m.alive = true;
         m.stalled_until = 0;
         m.manager_stalled_until = 0;
+        let edited = m.tags_next.take().inspect(|tags| m.tags = *tags);
         self.fault("restart", id);
+        if edited.is_some() {
+            self.fault("restart with its tags edited (nofailover)", id);
+        }
     }
 
     /// Whether `id`'s data directory may be lost and the cluster still recover: the

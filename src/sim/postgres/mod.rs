@@ -215,6 +215,10 @@ pub enum Sabotage {
     /// A member without data clones from any member tagged `clonefrom` with a running
     /// server, whether or not its standby streams from the coordinator's primary.
     CloneFromAnyTagged,
+    /// The promotion check passes over a `nofailover` member's WAL by its tag alone,
+    /// also while the newest record names it among its standbys (a member tagged after
+    /// it acknowledged).
+    PassesOverByTagAlone,
     /// The manager before WAL retention was read: a standby's upstream is never asked
     /// whether it still holds the WAL the standby needs, so a standby past retention is
     /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count
@@ -300,6 +304,9 @@ pub struct Spec {
     /// Draw the members' tags (src/sim/postgres/tags.rs); off, every member's are the
     /// defaults, as `wal_removal`.
     pub tags: bool,
+    /// Draw a `nofailover` member among the tags (src/sim/postgres/tags.rs); off, as
+    /// `wal_removal`.
+    pub nofailover: bool,
     /// The office from the members' real machines, fenced by their keepers at the
     /// grants' ends (src/sim/postgres/protocol.rs); off, modelled here.
     pub protocol: bool,
@@ -326,6 +333,7 @@ impl Spec {
             standby_grace: true,
             synchronous_changes: true,
             tags: true,
+            nofailover: true,
             protocol: false,
         }
     }
@@ -376,6 +384,15 @@ pub struct Summary {
     /// Names a primary wrote that named a `nosync` member while enough others were left
     /// for k at its full value (must stay 0).
     pub nosync_named: u64,
+    /// Promotions over the WAL of a `nofailover` member that was ahead (its WAL no one
+    /// acknowledged, passed over: src/postgres_rules.rs `Cluster::passed_over`).
+    pub promoted_past_nofailover: u64,
+    /// Names a primary wrote that named a `nofailover` member while the others were
+    /// enough for k at its full value (must stay 0).
+    pub nofailover_named: u64,
+    /// Times the operator removed a `nofailover` tag the coordinator waited on
+    /// (src/sim/postgres/tags.rs).
+    pub untagged_nofailover: u64,
     /// Faults drawn, by kind.
     pub faults: BTreeMap<&'static str, u64>,
 }
@@ -410,6 +427,9 @@ impl Summary {
         self.longest_settle = self.longest_settle.max(other.longest_settle);
         self.won_on_priority += other.won_on_priority;
         self.nosync_named += other.nosync_named;
+        self.promoted_past_nofailover += other.promoted_past_nofailover;
+        self.untagged_nofailover += other.untagged_nofailover;
+        self.nofailover_named += other.nofailover_named;
         for (kind, n) in &other.faults {
             *self.faults.entry(kind).or_default() += n;
         }

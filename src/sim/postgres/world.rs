@@ -94,6 +94,9 @@ pub(super) struct Member {
     pub synchronous_next: Option<(u64, Synchronous)>,
     /// Its tags, as its host's file sets them (src/sim/postgres/tags.rs).
     pub tags: Tags,
+    /// The tags its file says from its node's next restart on: the operator edited
+    /// them (src/sim/postgres/tags.rs, `nofailover`).
+    pub tags_next: Option<Tags>,
 }
 
 impl Member {
@@ -137,6 +140,7 @@ impl Member {
             synchronous,
             synchronous_next: None,
             tags: Tags::default(),
+            tags_next: None,
         }
     }
 
@@ -384,6 +388,7 @@ impl World {
         for (m, tags) in members.iter_mut().zip(super::tags::draw(seed, &spec)) {
             m.tags = tags;
         }
+        super::tags::draw_nofailover(seed, &spec, &mut members);
         if spec.witness {
             members.push(Member::new(
                 spec.members as NodeId + 1,
@@ -1091,6 +1096,10 @@ impl World {
             Office::Leading { .. } => self.sync_view(id),
             _ => SyncView::Unread,
         };
+        let sync = match self.spec.sabotage {
+            Some(Sabotage::PassesOverByTagAlone) => self.without_nofailover(sync),
+            _ => sync,
+        };
         let leader_primary = self.office.and_then(|h| {
             let leader = self.member(h.leader).pg.as_ref().filter(|d| d.primary());
             leader.filter(|_| self.reach(id, h.leader))
@@ -1151,6 +1160,11 @@ impl World {
             nosync: self
                 .data_members()
                 .filter(|m| m.id != id && m.tags.nosync)
+                .map(|m| m.id)
+                .collect(),
+            nofailover: self
+                .data_members()
+                .filter(|m| m.tags.never_leads())
                 .map(|m| m.id)
                 .collect(),
             clone_sources: self.clone_sources(id),
@@ -1326,14 +1340,28 @@ impl World {
     /// The decisions set member `id`'s `synchronous_standby_names` (on a server that has
     /// data): they promise what its node's mode says.
     pub(super) fn write_names(&mut self, id: NodeId, names: String) {
-        let others: Vec<&Member> = self.data_members().filter(|m| m.id != id).collect();
-        let syncable = others.iter().filter(|m| !m.tags.nosync).count();
-        if syncable >= full_k(id, &self.cluster_for(id))
-            && others
-                .iter()
-                .any(|m| m.tags.nosync && names_standby(&names, m.id))
-        {
+        let k = full_k(id, &self.cluster_for(id));
+        let others: Vec<Tags> = self
+            .data_members()
+            .filter(|m| m.id != id)
+            .map(|m| m.tags)
+            .collect();
+        let ids: Vec<NodeId> = self
+            .data_members()
+            .filter(|m| m.id != id)
+            .map(|m| m.id)
+            .collect();
+        let named = |i: usize| names_standby(&names, ids[i]);
+        let plain = others
+            .iter()
+            .filter(|t| !t.nosync && !t.never_leads())
+            .count();
+        if plain >= k && (0..ids.len()).any(|i| others[i].nosync && named(i)) {
             self.summary.nosync_named += 1;
+        }
+        let leading = others.iter().filter(|t| !t.never_leads()).count();
+        if leading >= k && (0..ids.len()).any(|i| others[i].never_leads() && named(i)) {
+            self.summary.nofailover_named += 1;
         }
         let off = self.member(id).synchronous == Synchronous::Off;
         if let Some(d) = self.member_mut(id).pg.as_mut() {
