@@ -55,6 +55,7 @@ mod apply;
 mod faults;
 mod log;
 mod machines;
+mod never_leads;
 mod operator;
 mod pause;
 mod processes;

@@ -12,11 +12,8 @@
 //! without data clones from a `clonefrom` standby that streams from the primary, and
 //! the check of each clone's source holds it to the primary's history.
 
-use super::log::Event;
-use super::world::{Member, World};
 use super::Spec;
-use crate::postgres_rules::{SyncRecord, SyncView, Tags};
-use crate::protocol::NodeId;
+use crate::postgres_rules::Tags;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -43,107 +40,28 @@ pub(super) fn draw(seed: u64, spec: &Spec) -> Vec<Tags> {
     tags
 }
 
-/// One member tagged `nofailover` in half the seeds of three data members or more
-/// (with fewer, the only other one would be the only one to lead), from a stream of its
-/// own: from the start (never member 1, the running cluster's first primary), or from
-/// its node's next restart (`Member::tags_next`: the operator edited its file), which
-/// may come after its standby acknowledged commits under the names that held it.
-pub(super) fn draw_nofailover(seed: u64, spec: &Spec, members: &mut [Member]) {
+/// Where a seed tags a member `nofailover`: the member's index and whether from the
+/// start or from its node's next restart (`Member::tags_next`: the operator edited its
+/// file), in half the seeds of three data members or more (with fewer, the only other
+/// one would be the only one to lead), from a stream of its own. Never member 1 from
+/// the start: the running cluster's first primary. A tag from a restart may come after
+/// the member's standby acknowledged commits under the names that held it.
+pub(super) fn draw_nofailover(seed: u64, spec: &Spec) -> Option<(usize, bool)> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x51d4_8e0b_7c63_a2f9);
     if !spec.tags || !spec.nofailover || spec.members < 3 || rng.gen_bool(0.5) {
-        return;
+        return None;
     }
     let from_start = rng.gen_bool(0.5);
     let first = usize::from(from_start);
-    let m = &mut members[rng.gen_range(first..spec.members)];
-    let tags = Tags {
-        nofailover: true,
-        failover_priority: 1,
-        ..m.tags
-    };
-    match from_start {
-        true => m.tags = tags,
-        false => m.tags_next = Some(tags),
-    }
+    Some((rng.gen_range(first..spec.members), from_start))
 }
 
-/// Steps after the heal the operator lets a coordinator wait to catch up from a
-/// `nofailover` member before removing the tag.
-const UNTAG_AFTER: u64 = 20;
-
-impl World {
-    /// The operator, as docs/postgresql.md says: a cluster without a primary long after
-    /// the faults, while a `nofailover` member holds data, may wait on it for ever (it
-    /// alone holds what the newest record vouches for, on a branch no one can stream
-    /// from it: a coordinator catching up from it does not stream, or no member may
-    /// lead at all); the member's tag is removed from its file and its node restarted.
-    pub(super) fn untag_what_the_coordinator_waits_on(&mut self) {
-        let Some(healed) = self.healed_at else {
-            return;
-        };
-        let primary = self
-            .data_members()
-            .any(|m| m.pg.as_ref().is_some_and(|d| d.primary()));
-        if self.now < healed + UNTAG_AFTER || primary {
-            return;
-        }
-        let Some(id) = self
-            .data_members()
-            .find(|m| m.tags.never_leads() && m.pg.is_some())
-            .map(|m| m.id)
-        else {
-            return;
-        };
-        let m = self.member_mut(id);
-        m.tags.nofailover = false;
-        m.tags.failover_priority = m.tags.failover_priority.max(1);
-        m.fresh_manager();
-        self.summary.untagged_nofailover += 1;
-        self.event(Event::Operator(format!(
-            "nofailover removed from {id}'s file; systemctl restart bully on {id}"
-        )));
-    }
-
-    /// Fails a promotion of a member tagged `nofailover`, and counts one that passes
-    /// over the WAL of such a member ahead of it.
-    pub(super) fn check_nofailover_promotion(&mut self, id: NodeId) -> Result<(), String> {
-        if self.member(id).tags.never_leads() {
-            return Err(format!("node {id}, tagged nofailover, was promoted"));
-        }
-        let reading = self.reading();
-        let own = self.member(id).pg.as_ref().map(|d| d.position(reading));
-        let ahead = self.data_members().any(|m| {
-            m.tags.never_leads()
-                && m.pg
-                    .as_ref()
-                    .is_some_and(|d| d.running() && Some(d.position(reading)) > own)
-        });
-        if ahead {
-            self.summary.promoted_past_nofailover += 1;
-        }
-        Ok(())
-    }
-
-    /// The sabotage `PassesOverByTagAlone`: the record read as if it named no
-    /// `nofailover` member among its standbys, so the promotion check passes over one
-    /// by its tag (and not being the record's primary) alone.
-    pub(super) fn without_nofailover(&self, sync: SyncView) -> SyncView {
-        let never: Vec<NodeId> = self
-            .data_members()
-            .filter(|m| m.tags.never_leads())
-            .map(|m| m.id)
-            .collect();
-        match sync {
-            SyncView::Read(Some(record)) => SyncView::Read(Some(SyncRecord {
-                standbys: record
-                    .standbys
-                    .into_iter()
-                    .filter(|m| !never.contains(m))
-                    .collect(),
-                ..record
-            })),
-            view => view,
-        }
+/// `tags` with `nofailover` set (a priority of its own would contradict it).
+pub(super) fn never_leading(tags: Tags) -> Tags {
+    Tags {
+        nofailover: true,
+        failover_priority: 1,
+        ..tags
     }
 }
 

@@ -388,7 +388,14 @@ impl World {
         for (m, tags) in members.iter_mut().zip(super::tags::draw(seed, &spec)) {
             m.tags = tags;
         }
-        super::tags::draw_nofailover(seed, &spec, &mut members);
+        if let Some((at, from_start)) = super::tags::draw_nofailover(seed, &spec) {
+            let m = &mut members[at];
+            let tags = super::tags::never_leading(m.tags);
+            match from_start {
+                true => m.tags = tags,
+                false => m.tags_next = Some(tags),
+            }
+        }
         if spec.witness {
             members.push(Member::new(
                 spec.members as NodeId + 1,
