@@ -969,8 +969,7 @@ fn bad_postgres_sections_are_named_with_their_key() {
         "under one WAL segment",
     );
     for (tags, why) in [
-        ("nofailover = true", "not supported yet"),
-        ("failover_priority = 0", "not supported yet"),
+        ("nofailover = true\nfailover_priority = 3", "contradict"),
         ("failover_priority = 16", "above 15"),
     ] {
         f.expect_error(
@@ -988,6 +987,12 @@ fn bad_postgres_sections_are_named_with_their_key() {
     let tags = tagged.postgres.unwrap().tags;
     assert_eq!(tags.failover_priority, 3);
     assert!(tags.nosync && tags.noloadbalance && tags.clonefrom);
+    for never in ["nofailover = true", "failover_priority = 0"] {
+        let parsed = f
+            .parse(&with_postgres(&format!("[postgres.tags]\n{never}\n")))
+            .expect("a member that never leads");
+        assert!(parsed.postgres.unwrap().tags.never_leads(), "{never}");
+    }
     let one_segment = f
         .parse(&with_postgres("max_slot_wal_keep_size = \"16MB\"\n"))
         .expect("one segment is the least a slot keeps");

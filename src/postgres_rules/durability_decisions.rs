@@ -455,7 +455,8 @@ fn the_promotion_check_passes_over_a_nofailover_member_no_record_names() {
     let d = decide_fresh(LEADING, &running(true, ""), &ahead, &c);
     assert_eq!(d.act, Act::Promote, "its WAL ahead was never acknowledged");
     // Named by the newest record (it acknowledged before its tag), or the record's
-    // primary: its WAL counts, and the coordinator behind it resigns.
+    // primary: its WAL counts, and the coordinator, behind it only, streams from it
+    // first, keeping the office.
     for record in [
         record(5, 3, 2, false),
         SyncRecord {
@@ -466,8 +467,23 @@ fn the_promotion_check_passes_over_a_nofailover_member_no_record_names() {
         c.sync = SyncView::Read(Some(record));
         assert!(!c.passed_over(3));
         let d = decide_fresh(LEADING, &running(true, ""), &ahead, &c);
+        assert_eq!(d.act, Act::Repoint { upstream: Some(3) });
+        assert!(d.eligible);
+        let mut from_3 = running(true, "");
+        if let Server::Running(r) = &mut from_3 {
+            r.upstream = Some(3);
+        }
+        let d = decide_fresh(LEADING, &from_3, &ahead, &c);
         assert!(
-            matches!(&d.act, Act::Wait(w) if w.contains("node 3")) && !d.eligible,
+            matches!(&d.act, Act::Wait(w) if w.contains("catches up from node 3")) && d.eligible,
+            "{d:?}"
+        );
+        // Behind a member that may lead as well: it resigns to the fresher one.
+        let mut ahead_1 = ahead;
+        ahead_1[1].wal = Some(Position { branch: 1, lsn: 95 });
+        let d = decide_fresh(LEADING, &running(true, ""), &ahead_1, &c);
+        assert!(
+            matches!(&d.act, Act::Wait(w) if w.contains("refuses")) && !d.eligible,
             "{d:?}"
         );
     }
