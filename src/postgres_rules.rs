@@ -156,9 +156,9 @@ pub struct Cluster {
     /// The other data voters tagged `nosync`, as they reported it (src/postgres_rules/tags.rs).
     pub nosync: Vec<NodeId>,
     /// The data voters tagged `nofailover` (this node by its own file, the others as
-    /// they reported it): never promoted, never named while the others suffice for k,
-    /// and passed over by the promotion check once no committed record lets them hold
-    /// an acknowledged commit ([`Cluster::passed_over`]).
+    /// they reported it): never promoted, and never named while the others suffice for
+    /// k. Their WAL is never passed over: a coordinator behind them streams from them
+    /// first ([`catch_up_source`]).
     pub nofailover: Vec<NodeId>,
     /// The other data voters tagged `clonefrom` whose standbys stream from the
     /// coordinator's primary now (their fresh reports): a member without data clones
@@ -195,26 +195,6 @@ impl Cluster {
     /// Whether this node's own file tags it `nofailover`: it never leads.
     pub fn never_leads(&self) -> bool {
         self.nofailover.contains(&self.id)
-    }
-
-    /// Whether the promotion check passes over member `id`'s WAL: it is tagged
-    /// `nofailover` and the newest committed record neither names it among the
-    /// standbys that acknowledge nor as the primary, nor is `alone` (an `alone` record
-    /// is stored before k falls, with no wait: the commits acknowledged before it may
-    /// be on the primary and this member only, which `--accept-loss` does not give up;
-    /// simulator, taken-over start, seed 850). Every acknowledged commit is then
-    /// on the primary and k standbys the record names, all others, and a majority
-    /// meets them without it; WAL ahead on it is WAL no one acknowledged, which it
-    /// gives up on its rewind. (A primary drops such a member from its record only
-    /// once k standbys it still names flushed past where its WAL ended when the names
-    /// left it out, src/postgres_rules.rs `synchronous_act`.)
-    pub fn passed_over(&self, id: NodeId) -> bool {
-        self.nofailover.contains(&id)
-            && match &self.sync {
-                SyncView::Unread => false,
-                SyncView::Read(None) => true,
-                SyncView::Read(Some(r)) => !r.alone && r.primary != id && !r.standbys.contains(&id),
-            }
     }
 }
 
@@ -471,7 +451,7 @@ impl SyncSet {
 }
 
 /// The set a primary on `id` with `streaming` standbys live keeps: every other data
-/// voter not tagged `nosync` ([`Cluster::sync_candidates`]) is named, under its own name once it knows the primary's branch
+/// voter not tagged `nosync` or `nofailover` ([`Cluster::sync_candidates`]) is named, under its own name once it knows the primary's branch
 /// ([`Cluster::knows_branch`]) and under [`unconfirmed_name`] until then; k is
 /// [`full_k`], lowered to the live standbys under `quorum` (never under `strict`), and 0
 /// under `off`.
@@ -551,7 +531,6 @@ pub fn may_promote(
         reached_majority(peers.iter().filter(|p| p.wal.is_some()).count(), cluster);
     if let Some(ahead) = peers
         .iter()
-        .filter(|p| !cluster.passed_over(p.id))
         .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
         .filter(|&(_, wal)| wal > own)
         .max_by_key(|&(_, wal)| wal)
@@ -604,14 +583,15 @@ pub fn decide(
 }
 
 /// The member a coordinator behind streams from before it promotes, when every reached
-/// server ahead of `own` (and not passed over) never leads: the freshest of them.
-/// Their WAL may hold acknowledged commits (a record names them) and none of them may
-/// be promoted, so the coordinator's standby fetches it first (pg_auto_failover's
-/// fast-forward), rather than resign to no one.
+/// server ahead of `own` never leads: the freshest of them. Their WAL may hold
+/// acknowledged commits (one named before its tag, a record's primary, or named where
+/// the others were too few; a primary's record need not say which, as its names widen
+/// without a new record) and none of them may be promoted, so the coordinator's standby
+/// fetches it first (pg_auto_failover's fast-forward) rather than pass over it or
+/// resign to no one.
 fn catch_up_source(own: Position, peers: &[PeerWal], cluster: &Cluster) -> Option<NodeId> {
     let ahead: Vec<(NodeId, Position)> = peers
         .iter()
-        .filter(|p| !cluster.passed_over(p.id))
         .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
         .filter(|&(_, wal)| wal > own)
         .collect();
@@ -1068,9 +1048,7 @@ fn synchronous_act(
         },
         (true, _) => commit(token, cluster, memory, &wanted, true),
         (false, _) if !set => Act::SetSynchronous { names },
-        (false, Some(record)) if !record.alone && !drops_nofailover(record, &wanted, cluster) => {
-            Act::Wait("primary".into())
-        }
+        (false, Some(record)) if !record.alone => Act::Wait("primary".into()),
         // The names are full again (or new with the office): the record follows once
         // k named standbys hold everything this primary acknowledged before.
         (false, _) if caught_up(&wanted, cluster, memory) => {
@@ -1080,16 +1058,6 @@ fn synchronous_act(
             "primary; waits for its standbys to catch up before it records the full set".into(),
         ),
     }
-}
-
-/// Whether `record` names a `nofailover` member that `set` no longer names: the next
-/// record leaves it out (once caught up, [`caught_up`]), so the promotion check may
-/// pass over its WAL ([`Cluster::passed_over`]).
-fn drops_nofailover(record: &SyncRecord, set: &SyncSet, cluster: &Cluster) -> bool {
-    record
-        .standbys
-        .iter()
-        .any(|m| cluster.nofailover.contains(m) && !set.standbys.contains(m))
 }
 
 /// Whether `k` of the standbys `set` names flushed past where the primary's WAL ended
@@ -1138,12 +1106,7 @@ fn promote_act(
     rules: &Rules,
 ) -> Act {
     let holders: Vec<NodeId> = std::iter::once(cluster.id)
-        .chain(
-            peers
-                .iter()
-                .filter(|p| p.wal.is_some() && !cluster.passed_over(p.id))
-                .map(|p| p.id),
-        )
+        .chain(peers.iter().filter(|p| p.wal.is_some()).map(|p| p.id))
         .collect();
     let checked = rules.synchronous != Synchronous::Off
         && !cluster.all_absent

@@ -16,8 +16,8 @@
 //!   primary, while it streams from the primary (`Cluster::clone_sources`).
 //! - `nofailover` (or `failover_priority = 0`, Patroni's spelling of it): never
 //!   eligible, never promoted, and left out of `synchronous_standby_names` while the
-//!   others suffice for k, so it holds no acknowledged commit alone; the promotion
-//!   check then passes over its WAL (`Cluster::passed_over`).
+//!   others suffice for k; a coordinator behind it only streams from it before it
+//!   promotes (src/postgres_rules.rs `catch_up_source`).
 
 use super::Position;
 use serde::{Deserialize, Serialize};

@@ -216,10 +216,10 @@ pub enum Sabotage {
     /// A member without data clones from any member tagged `clonefrom` with a running
     /// server, whether or not its standby streams from the coordinator's primary.
     CloneFromAnyTagged,
-    /// The promotion check passes over a `nofailover` member's WAL by its tag alone,
-    /// also while the newest record names it among its standbys (a member tagged after
-    /// it acknowledged).
-    PassesOverByTagAlone,
+    /// The promotion check passes over a `nofailover` member's WAL ahead (it reads as
+    /// level with the coordinator's) instead of catching up from it: the commits it
+    /// acknowledged before its tag are lost.
+    PassesOverNofailover,
     /// The manager before WAL retention was read: a standby's upstream is never asked
     /// whether it still holds the WAL the standby needs, so a standby past retention is
     /// only ever "a standby that cannot follow", stopped and rewound. Its rewinds count
@@ -385,8 +385,8 @@ pub struct Summary {
     /// Names a primary wrote that named a `nosync` member while enough others were left
     /// for k at its full value (must stay 0).
     pub nosync_named: u64,
-    /// Promotions over the WAL of a `nofailover` member that was ahead (its WAL no one
-    /// acknowledged, passed over: src/postgres_rules.rs `Cluster::passed_over`).
+    /// Promotions while a `nofailover` member's WAL was ahead (one the promotion check
+    /// did not reach: a majority without it holds every acknowledged commit).
     pub promoted_past_nofailover: u64,
     /// Names a primary wrote that named a `nofailover` member while the others were
     /// enough for k at its full value (must stay 0).

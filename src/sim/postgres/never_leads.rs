@@ -1,11 +1,10 @@
 //! `nofailover` in the simulator's world (src/sim/postgres/tags.rs draws it): the
-//! check that such a member is never promoted, the count of promotions past its WAL,
-//! the sabotage `PassesOverByTagAlone`, and the operator's remedy when the cluster
-//! waits on it (docs/postgresql.md, "Tags").
+//! check that such a member is never promoted, the count of promotions past its WAL
+//! (one the promotion check did not reach), and the operator's remedy when the
+//! cluster waits on it (docs/postgresql.md, "Tags").
 
 use super::log::Event;
 use super::world::World;
-use crate::postgres_rules::{SyncRecord, SyncView};
 use crate::protocol::NodeId;
 
 /// Steps after the heal the operator lets a coordinator wait to catch up from a
@@ -63,27 +62,5 @@ impl World {
             self.summary.promoted_past_nofailover += 1;
         }
         Ok(())
-    }
-
-    /// The sabotage `PassesOverByTagAlone`: the record read as if it named no
-    /// `nofailover` member among its standbys, so the promotion check passes over one
-    /// by its tag (and not being the record's primary) alone.
-    pub(super) fn without_nofailover(&self, sync: SyncView) -> SyncView {
-        let never: Vec<NodeId> = self
-            .data_members()
-            .filter(|m| m.tags.never_leads())
-            .map(|m| m.id)
-            .collect();
-        match sync {
-            SyncView::Read(Some(record)) => SyncView::Read(Some(SyncRecord {
-                standbys: record
-                    .standbys
-                    .into_iter()
-                    .filter(|m| !never.contains(m))
-                    .collect(),
-                ..record
-            })),
-            view => view,
-        }
     }
 }

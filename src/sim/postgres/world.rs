@@ -1103,10 +1103,6 @@ impl World {
             Office::Leading { .. } => self.sync_view(id),
             _ => SyncView::Unread,
         };
-        let sync = match self.spec.sabotage {
-            Some(Sabotage::PassesOverByTagAlone) => self.without_nofailover(sync),
-            _ => sync,
-        };
         let leader_primary = self.office.and_then(|h| {
             let leader = self.member(h.leader).pg.as_ref().filter(|d| d.primary());
             leader.filter(|_| self.reach(id, h.leader))
@@ -1297,6 +1293,17 @@ impl World {
             own_system.is_some_and(|own| own != d.system_id)
                 && self.spec.sabotage != Some(Sabotage::StrangerCountsAsReached)
         };
+        // The sabotage `PassesOverNofailover`: such a member's WAL ahead reads as level.
+        let own = self.member(id).pg.as_ref().map(|d| d.position(reading));
+        let passed_over = |m: &Member, wal: Position| match own {
+            Some(own)
+                if self.spec.sabotage == Some(Sabotage::PassesOverNofailover)
+                    && m.tags.never_leads() =>
+            {
+                wal.min(own)
+            }
+            _ => wal,
+        };
         self.data_members()
             .filter(|m| m.id != id)
             .map(|m| PeerWal {
@@ -1307,7 +1314,7 @@ impl World {
                     (Some(d), Some(_))
                         if d.running() && !stranger(d) && !self.server_stalled(m.id) =>
                     {
-                        Some(d.position(reading))
+                        Some(passed_over(m, d.position(reading)))
                     }
                     (Some(_), Some(_)) => None,
                 },
