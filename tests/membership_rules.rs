@@ -3,7 +3,7 @@
 //! `Machine` by hand in quorum mode at `Timing::default()` (h 100, D 300, T 100, T' 300).
 
 use bully::protocol::{
-    Action, Body, Cells, Change, ChangeRefused, ConfigId, Epoch, Event, Fact, Machine,
+    Action, Body, Cells, Change, ChangeRefused, ConfigId, Epoch, Event, Fact, Flaw, Machine,
     MachineConfig, Member, Membership, Message, Millis, Misbehaviour, NodeId, Role, Seat,
 };
 
@@ -91,7 +91,13 @@ fn add(id: NodeId) -> Change {
 
 /// Node 3 of {1, 2, 3}, established at term 1 by node 1's ack.
 fn coordinator_three() -> Machine {
-    let mut m = drive::start_connected(config(3, &[1, 2]), Cells::default(), 0);
+    coordinator_three_with(None)
+}
+
+/// [`coordinator_three`], its machine built with `flaw`.
+fn coordinator_three_with(flaw: Option<Flaw>) -> Machine {
+    let config = config(3, &[1, 2]).with_flaw(flaw);
+    let mut m = drive::start_connected(config, Cells::default(), 0);
     drive::feed(&mut m, Event::Tick, 100);
     deliver(&mut m, 1, 0, Body::Vote { term: 1 }, 101);
     deliver(&mut m, 1, 1, ack(ep(1, 3), 0), 102);
@@ -370,5 +376,14 @@ fn lease_before_list() {
         m.lease_until(),
         Some(450),
         "a span from the round sent at 250"
+    );
+    // The old order (the sabotage): the list is stored with no round before it.
+    let mut old = coordinator_three_with(Some(Flaw::NoRenewBeforeList));
+    let asked = change(&mut old, add(4), 250);
+    assert!(
+        !asked.iter().any(
+            |a| matches!(a, Action::Send { msg, .. } if matches!(msg.body, Body::Heartbeat { .. }))
+        ),
+        "no round before the list under the sabotage: {asked:?}"
     );
 }
