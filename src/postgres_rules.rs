@@ -529,12 +529,7 @@ pub fn may_promote(
 ) -> Result<(), String> {
     let (reached, majority) =
         reached_majority(peers.iter().filter(|p| p.wal.is_some()).count(), cluster);
-    if let Some(ahead) = peers
-        .iter()
-        .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
-        .filter(|&(_, wal)| wal > own)
-        .max_by_key(|&(_, wal)| wal)
-    {
+    if let Some(ahead) = ahead_of(own, peers).max_by_key(|&(_, wal)| wal) {
         if ahead.1.branch != own.branch {
             return Err(format!(
                 "node {} is on a later branch (term {}, this server's: {})",
@@ -582,6 +577,14 @@ pub fn decide(
     }
 }
 
+/// The reached servers whose WAL ends past `own`, with their positions.
+fn ahead_of(own: Position, peers: &[PeerWal]) -> impl Iterator<Item = (NodeId, Position)> + '_ {
+    peers
+        .iter()
+        .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
+        .filter(move |&(_, wal)| wal > own)
+}
+
 /// The member a coordinator behind streams from before it promotes, when every reached
 /// server ahead of `own` never leads: the freshest of them. Their WAL may hold
 /// acknowledged commits (one named before its tag, a record's primary, or named where
@@ -590,11 +593,7 @@ pub fn decide(
 /// fetches it first (pg_auto_failover's fast-forward) rather than pass over it or
 /// resign to no one.
 fn catch_up_source(own: Position, peers: &[PeerWal], cluster: &Cluster) -> Option<NodeId> {
-    let ahead: Vec<(NodeId, Position)> = peers
-        .iter()
-        .filter_map(|p| p.wal.map(|wal| (p.id, wal)))
-        .filter(|&(_, wal)| wal > own)
-        .collect();
+    let ahead: Vec<(NodeId, Position)> = ahead_of(own, peers).collect();
     let all_never_lead = ahead.iter().all(|(id, _)| cluster.nofailover.contains(id));
     match all_never_lead {
         true => ahead.iter().max_by_key(|&&(_, wal)| wal).map(|&(id, _)| id),
