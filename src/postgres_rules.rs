@@ -25,6 +25,7 @@ mod copy_backoff;
 mod durability;
 mod engine;
 mod memory;
+mod replica_method;
 mod tags;
 
 /// The synchronous mode is a cluster setting (src/protocol/settings.rs); the rules read it.
@@ -33,6 +34,7 @@ pub use copy_backoff::FIRST_RETRY_MS;
 pub use durability::{uncovered, SyncRecord, SyncView};
 pub use engine::{Command, Engine, Look, STANDBY_GRACE_MS};
 pub use memory::{Done, Memory, UNANSWERED_LOOKS};
+pub use replica_method::{check_restored, copier, Copier};
 pub use tags::{election_rank, ranks_alike, Tags, MAX_FAILOVER_PRIORITY};
 
 use crate::protocol::membership::majority_of;
@@ -256,6 +258,9 @@ pub struct Rules {
     /// under `quorum`, in ms (the runtime: [`STANDBY_GRACE_MS`]; a new primary counts
     /// every standby that long).
     pub standby_grace_ms: u64,
+    /// `[postgres] replica_method` is set: copies may restore from the operator's
+    /// backups (src/postgres_rules/replica_method.rs).
+    pub replica_method: bool,
 }
 
 #[cfg(test)]
@@ -270,6 +275,7 @@ impl Rules {
             reinit_on_failed_rewind: true,
             stuck_after: 3,
             standby_grace_ms: STANDBY_GRACE_MS,
+            replica_method: false,
         }
     }
 }
@@ -281,8 +287,9 @@ pub enum Act {
     Wait(String),
     /// `initdb`, then start as a standby (the next look promotes).
     InitDb,
-    /// `pg_basebackup` from the coordinator's server (the data dir is empty).
-    Clone { from: NodeId },
+    /// A copy into the (empty) data dir, then a start as a standby of member `from`'s
+    /// server (src/postgres_rules/replica_method.rs says how it is made).
+    Clone { from: NodeId, by: Copier },
     /// Start as a standby of member `upstream`'s server (none: of nobody yet).
     StartStandby { upstream: Option<NodeId> },
     /// Write the new upstream to the owned include file and reload.
@@ -293,8 +300,9 @@ pub enum Act {
     Stop { why: StopReason },
     /// `pg_rewind` from the coordinator's server (the server is stopped cleanly).
     Rewind { from: NodeId },
-    /// Stop the server if it runs, move the data directory aside and clone afresh.
-    Reinit { from: NodeId },
+    /// Stop the server if it runs, move the data directory aside and copy afresh (`by`)
+    /// to stream from member `from`'s server.
+    Reinit { from: NodeId, by: Copier },
     /// Set `synchronous_standby_names` and reload.
     SetSynchronous { names: String },
     /// Store `record` on every voter; it counts once a majority kept it
@@ -737,7 +745,10 @@ fn replace_own_initdb(office: Office, server: &Server, cluster: &Cluster) -> Dec
         Office::Following {
             server: Some(from), ..
         } if cluster.leader_primary => Decision {
-            act: Act::Reinit { from },
+            act: Act::Reinit {
+                from,
+                by: Copier::BaseBackup,
+            },
             eligible: false,
         },
         _ => left_alone(
@@ -788,13 +799,19 @@ fn absent(office: Office, cluster: &Cluster, memory: &Memory) -> Decision {
             // After a failed copy the primary serves: a source that cannot (its
             // walsenders taken, its disk) is not tried for ever.
             act: match cluster.clone_sources.first() {
-                Some(&source) if memory.copy_failed.is_none() => Act::Clone { from: source },
+                Some(&source) if memory.copy_failed.is_none() => Act::Clone {
+                    from: source,
+                    by: Copier::BaseBackup,
+                },
                 None if cluster.reports_pending && memory.copy_failed.is_none() => Act::Wait(
                     "waits for every member's first report before it clones from the \
                      primary (a clonefrom standby among them would serve the copy)"
                         .into(),
                 ),
-                _ => Act::Clone { from: primary },
+                _ => Act::Clone {
+                    from: primary,
+                    by: Copier::BaseBackup,
+                },
             },
             eligible: false,
         },
@@ -885,7 +902,10 @@ fn rejoin(from: NodeId, memory: &Memory, rules: &Rules) -> Decision {
     let act = if may_rewind(memory, rules) {
         Act::Rewind { from }
     } else if rules.reinit_on_failed_rewind {
-        Act::Reinit { from }
+        Act::Reinit {
+            from,
+            by: Copier::BaseBackup,
+        }
     } else {
         Act::Wait("rewinding failed and reinit_on_failed_rewind is off".into())
     };
@@ -927,7 +947,10 @@ fn wal_removed(from: NodeId, removed: WalRemoved, rules: &Rules) -> Decision {
     let gone = format!("node {from}'s server removed the WAL this standby needs");
     let act = match (removed.settled, rules.reinit_on_failed_rewind) {
         (false, _) => Act::Wait(format!("{gone}; replaying its own WAL first")),
-        (true, true) => Act::Reinit { from },
+        (true, true) => Act::Reinit {
+            from,
+            by: Copier::BaseBackup,
+        },
         (true, false) => Act::Wait(format!(
             "{gone}, and reinit_on_failed_rewind is off: `bully pg reinit` clones it"
         )),
@@ -1504,7 +1527,10 @@ mod tests {
         };
         assert_eq!(
             act(following(), &stopped, &[], &memory).act,
-            Act::Reinit { from: addr(3) }
+            Act::Reinit {
+                from: addr(3),
+                by: Copier::BaseBackup
+            }
         );
         let mut no_reinit = rules(Synchronous::Quorum);
         no_reinit.reinit_on_failed_rewind = false;
@@ -1540,7 +1566,13 @@ mod tests {
             "data elsewhere: never initdb"
         );
         let d = act(following(), &Server::Absent, &[], &Memory::default());
-        assert_eq!(d.act, Act::Clone { from: addr(3) });
+        assert_eq!(
+            d.act,
+            Act::Clone {
+                from: addr(3),
+                by: Copier::BaseBackup
+            }
+        );
         assert!(!d.eligible);
     }
 
@@ -1556,10 +1588,28 @@ mod tests {
             let memory = Memory::default();
             decide(following(), &Server::Absent, &[], &cluster, &memory, &rules).act
         };
-        assert_eq!(clone(vec![2, 4], false), Act::Clone { from: 2 });
-        assert_eq!(clone(vec![2], true), Act::Clone { from: 2 });
+        assert_eq!(
+            clone(vec![2, 4], false),
+            Act::Clone {
+                from: 2,
+                by: Copier::BaseBackup
+            }
+        );
+        assert_eq!(
+            clone(vec![2], true),
+            Act::Clone {
+                from: 2,
+                by: Copier::BaseBackup
+            }
+        );
         assert!(matches!(clone(vec![], true), Act::Wait(w) if w.contains("first report")));
-        assert_eq!(clone(vec![], false), Act::Clone { from: addr(3) });
+        assert_eq!(
+            clone(vec![], false),
+            Act::Clone {
+                from: addr(3),
+                by: Copier::BaseBackup
+            }
+        );
         let failed = Memory {
             copy_failed: Some((1, 0, "no walsender left".into())),
             ..Memory::default()
@@ -1571,7 +1621,10 @@ mod tests {
         let d = decide(following(), &Server::Absent, &[], &cluster, &failed, &rules);
         assert_eq!(
             d.act,
-            Act::Clone { from: addr(3) },
+            Act::Clone {
+                from: addr(3),
+                by: Copier::BaseBackup
+            },
             "the primary after a failure"
         );
     }
@@ -1721,7 +1774,13 @@ mod wal_tests {
             )
         };
         let d = decide(&removed(3, true), true);
-        assert_eq!(d.act, Act::Reinit { from: 3 });
+        assert_eq!(
+            d.act,
+            Act::Reinit {
+                from: 3,
+                by: Copier::BaseBackup
+            }
+        );
         assert!(!d.eligible);
         let replaying = decide(&removed(3, false), true);
         assert!(
@@ -1776,7 +1835,13 @@ mod wal_tests {
         };
         let act = |m: &Memory| decide(FOLLOWING, &stopped, &[], &cluster(), m, &rules(true)).act;
         assert_eq!(act(&after(REWIND_ATTEMPTS - 1)), Act::Rewind { from: 3 });
-        assert_eq!(act(&after(REWIND_ATTEMPTS)), Act::Reinit { from: 3 });
+        assert_eq!(
+            act(&after(REWIND_ATTEMPTS)),
+            Act::Reinit {
+                from: 3,
+                by: Copier::BaseBackup
+            }
+        );
     }
 
     fn slot(name: &str, active: bool, reserved: bool, lost: bool) -> Slot {
@@ -1881,7 +1946,13 @@ mod start_tests {
             rewind_failures: REWIND_ATTEMPTS,
             ..stuck
         };
-        assert_eq!(act(&rewinds_failed), Act::Reinit { from: 3 });
+        assert_eq!(
+            act(&rewinds_failed),
+            Act::Reinit {
+                from: 3,
+                by: Copier::BaseBackup
+            }
+        );
     }
 
     #[test]

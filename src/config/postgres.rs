@@ -119,6 +119,22 @@ pub struct PostgresConfig {
     /// dir, the superuser, authentication, the password file) are refused.
     #[serde(default)]
     pub initdb_options: Vec<String>,
+    /// A command that restores the cluster into a member's empty data dir from the
+    /// operator's backups, one word per entry, the program an absolute path (no
+    /// shell): `["/usr/bin/pgbackrest", "--stanza=main", "restore"]`. Tried before
+    /// `pg_basebackup` for a member without data (a new one, a lost volume, a reinit),
+    /// so a big clone does not load the primary. It runs as the server's user with
+    /// `PGDATA` (the empty data dir), `BULLY_PRIMARY_HOST`, `BULLY_PRIMARY_PORT` and
+    /// `BULLY_PRIMARY_CONNINFO` (the server the copy then streams from) and `PGPASSFILE`
+    /// set, for as long as it keeps writing into the data dir
+    /// (`clone_stall_timeout_ms`). What it restores must be this cluster (its system
+    /// identifier is checked) and old enough WAL is then replayed from the upstream, or
+    /// from the archive with a `restore_command` parameter. `pg_basebackup` goes next
+    /// when it fails or its copy cannot reach the upstream's WAL
+    /// (docs/postgresql.md#restoring-replicas-from-backups). Empty: `pg_basebackup`
+    /// only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_method: Vec<String>,
     /// When rewinding fails (after its retries), or when the primary removed the WAL a
     /// standby needs, clone afresh, keeping the old data directory aside
     /// (`<data_dir>.aside`); off: the node stays out, saying why.
@@ -283,7 +299,6 @@ pub const RESERVED_PARAMETERS: &[&str] = &[
     "hot_standby",
     "wal_log_hints",
     "recovery_target_timeline",
-    "restore_command",
 ];
 
 fn yes() -> bool {
@@ -337,6 +352,7 @@ impl PostgresConfig {
             rewind: true,
             data_checksums: true,
             initdb_options: Vec::new(),
+            replica_method: Vec::new(),
             reinit_on_failed_rewind: true,
             action_timeout_ms: Self::default_action_timeout_ms(),
             copy_timeout_ms: Self::default_copy_timeout_ms(),
@@ -415,6 +431,17 @@ impl PostgresConfig {
         }
         if let Some(problem) = self.tags.problem() {
             return Some(("postgres.tags", problem));
+        }
+        if let Some(program) = self.replica_method.first() {
+            if !std::path::Path::new(program).is_absolute() {
+                return Some((
+                    "postgres.replica_method",
+                    format!(
+                        "`{program}` is not an absolute path: the first word is the \
+                         program (run without a shell), e.g. \"/usr/bin/pgbackrest\""
+                    ),
+                ));
+            }
         }
         let timeouts = [
             self.action_timeout_ms,

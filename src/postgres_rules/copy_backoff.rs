@@ -41,6 +41,7 @@ pub fn hold(decision: Decision, memory: &Memory, now_ms: u64) -> Decision {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Copier;
     use super::*;
 
     #[test]
@@ -56,7 +57,10 @@ mod tests {
     #[test]
     fn only_a_copy_is_held_and_only_until_its_time() {
         let clone = Decision {
-            act: Act::Clone { from: 3 },
+            act: Act::Clone {
+                from: 3,
+                by: Copier::BaseBackup,
+            },
             eligible: false,
         };
         let fresh = Memory::default();

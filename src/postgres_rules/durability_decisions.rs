@@ -270,7 +270,13 @@ fn a_missing_or_foreign_data_dir_is_left_for_the_operator() {
     let mut new_member = c.clone();
     new_member.held_data = false;
     let d = decide_fresh(following, &Server::Absent, &[], &new_member);
-    assert_eq!(d.act, Act::Clone { from: 3 });
+    assert_eq!(
+        d.act,
+        Act::Clone {
+            from: 3,
+            by: Copier::BaseBackup
+        }
+    );
     let mut foreign = c.clone();
     foreign.server_system_id = 7;
     for server in [
@@ -299,7 +305,13 @@ fn a_foreign_data_dir_this_nodes_own_initdb_made_is_replaced_by_a_clone() {
     for server in [running(true, ""), stopped.clone()] {
         made.leader_primary = true;
         let d = decide_fresh(following, &server, &[], &made);
-        assert_eq!(d.act, Act::Reinit { from: 3 });
+        assert_eq!(
+            d.act,
+            Act::Reinit {
+                from: 3,
+                by: Copier::BaseBackup
+            }
+        );
         assert!(!d.eligible);
         // No primary to clone from yet: it waits, out, and never leads.
         made.leader_primary = false;

@@ -125,6 +125,7 @@ impl Engine {
                 .push_back(Command::NoteHeld { system_id: own });
         }
         let decision = decide(office, &server, &peers, &cluster, &self.memory, rules);
+        let decision = super::replica_method::choose(decision, &cluster, &self.memory, rules);
         let decision = super::copy_backoff::hold(decision, &self.memory, now_ms);
         (decision, cluster)
     }

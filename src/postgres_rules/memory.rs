@@ -3,7 +3,7 @@
 //! ([`Memory::on_look`]) and how each act ended ([`Memory::on_done`]), as the runtime's
 //! executor and the simulator tell it; neither touches a field itself.
 
-use super::{Office, Rules, Server, StopReason, SyncRecord, WalRemoved, REWIND_ATTEMPTS};
+use super::{Copier, Office, Rules, Server, StopReason, SyncRecord, WalRemoved, REWIND_ATTEMPTS};
 
 /// What the manager remembers between looks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +56,12 @@ pub struct Memory {
     /// the last failed (src/postgres_rules/copy_backoff.rs); `None` since the last
     /// one that worked.
     pub copy_failed: Option<(u32, u64, String)>,
+    /// The replica method failed, or its copy could not reach the WAL its upstream
+    /// keeps: copies go by `pg_basebackup` until one works
+    /// (src/postgres_rules/replica_method.rs).
+    pub method_spent: bool,
+    /// The data dir is the replica method's copy and its standby has not streamed yet.
+    pub method_unproven: bool,
 }
 
 /// Looks in a row a running server may miss before its node is ineligible: a stall
@@ -105,8 +111,14 @@ impl Memory {
                 self.not_streaming = 0;
                 self.rewind_failures = 0;
                 self.could_not_follow = false;
+                self.method_unproven = false;
             }
             None => self.not_streaming = 0,
+        }
+        // The method's copy is older than the WAL its upstream keeps, and no archive
+        // carried its replay past the gap: restoring it again would land there again.
+        if self.method_unproven && removed.is_some_and(|r| r.settled) {
+            self.method_spent = true;
         }
         self.wal_removed = removed;
     }
@@ -141,8 +153,13 @@ impl Memory {
                 self.not_streaming = 0;
                 self.could_not_follow |= why == StopReason::CannotFollow;
             }
-            Done::Copied => {
+            Done::Copied { by } => {
                 self.copy_failed = None;
+                self.method_unproven = matches!(by, Copier::Method { .. });
+                // A repository that was down is tried again after a copy that worked.
+                if by == Copier::BaseBackup {
+                    self.method_spent = false;
+                }
                 self.rejoined();
                 self.rewind_failures = 0;
                 self.could_not_follow = false;
@@ -166,7 +183,12 @@ impl Memory {
                     ));
                 }
             }
-            Done::CopyFailed { why, at_ms } => {
+            // The method failing is no reason to wait: `pg_basebackup` goes next.
+            Done::CopyFailed {
+                by: Copier::Method { .. },
+                ..
+            } => self.method_spent = true,
+            Done::CopyFailed { why, at_ms, .. } => {
                 let failures = self.copy_failed.as_ref().map_or(0, |f| f.0) + 1;
                 let next = at_ms + super::copy_backoff::retry_after_ms(failures);
                 self.copy_failed = Some((failures, next, why));
@@ -199,11 +221,12 @@ pub enum Done {
     Starting,
     /// The server was stopped, for this reason.
     Stopped(StopReason),
-    /// A clone (or a reinit) replaced the data dir with the source's.
-    Copied,
-    /// A clone (or a reinit) failed, saying this, at the engine's clock reading
-    /// (ms): the next waits (src/postgres_rules/copy_backoff.rs).
-    CopyFailed { why: String, at_ms: u64 },
+    /// A clone (or a reinit) made `by` replaced the data dir.
+    Copied { by: Copier },
+    /// A clone (or a reinit) made `by` failed, saying this, at the engine's clock
+    /// reading (ms): after `pg_basebackup` the next waits
+    /// (src/postgres_rules/copy_backoff.rs); after the method, `pg_basebackup` goes.
+    CopyFailed { why: String, at_ms: u64, by: Copier },
     /// `pg_rewind` exited 0.
     Rewound,
     /// `pg_rewind` failed, saying this.
@@ -287,7 +310,12 @@ mod tests {
                 m.on_done(Done::RewindFailed("refused".into()), &rules(reinit));
             }
             assert_eq!(m.out.is_some(), !reinit, "reinit {reinit}");
-            m.on_done(Done::Copied, &rules(reinit));
+            m.on_done(
+                Done::Copied {
+                    by: Copier::BaseBackup,
+                },
+                &rules(reinit),
+            );
             assert_eq!(m.rewind_failures, 0);
         }
     }

@@ -21,8 +21,8 @@ use crate::config::postgres::PostgresConfig;
 use crate::node::commands::health::{Measured, Verdict};
 use crate::node::shared::tasks::NodeTasks;
 use crate::postgres_rules::{
-    self as rules, Act, Cluster, Command, Done, Engine, Look, Office, PeerWal, Position, Rules,
-    Running, Server, SyncRecord, SyncView, Synchronous, WalRemoved,
+    self as rules, Act, Cluster, Command, Copier, Done, Engine, Look, Office, PeerWal, Position,
+    Rules, Running, Server, SyncRecord, SyncView, Synchronous, WalRemoved,
 };
 use crate::postmaster;
 use crate::protocol::membership::ConfigId;
@@ -52,6 +52,13 @@ const STRAGGLERS: Duration = Duration::from_millis(30);
 /// How long a standby with the right upstream may go without streaming before it is
 /// stopped and rewound (its timeline cannot follow).
 const STUCK_FOR: Duration = Duration::from_secs(15);
+
+/// With a `restore_command`, how long a standby whose upstream removed the WAL it
+/// needs must replay nothing before it counts as settled (`WalRemoved::settled`): the
+/// startup process tries the archive, then streaming, then waits
+/// `wal_retrieve_retry_interval` (5 s by default), and a fetch from a remote archive
+/// takes its time; without one, a single look without replay settles it.
+const ARCHIVE_SETTLE: Duration = Duration::from_secs(15);
 
 /// What the manager runs with.
 pub struct Manager {
@@ -123,8 +130,9 @@ struct Loop {
     /// The node's tasks: once they stop, no server is started (a look cut short by the
     /// stop would leave it running without its node).
     tasks: NodeTasks,
-    /// A standby's replayed position at the last look (`WalRemoved::settled`).
-    last_replayed: Option<u64>,
+    /// A standby's replayed position at the last look, and when it last moved
+    /// (`WalRemoved::settled`).
+    last_replayed: (Option<u64>, Instant),
     /// The server's system identifier as the last look read it (0: no data).
     system_id: u64,
     /// The last look found the server's data not the cluster's (`rules::foreign`).
@@ -176,7 +184,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         seen_timeline: None,
         reached: Vec::new(),
         tasks: tasks.clone(),
-        last_replayed: None,
+        last_replayed: (None, Instant::now()),
         system_id: 0,
         other_cluster: false,
         passwords_followed: None,
@@ -293,10 +301,14 @@ impl Loop {
                     return Err("this server is a primary; switch over first".into());
                 }
                 let from = self.server_of(leader)?;
+                let cluster = self.cluster(&status, &office, described.as_ref());
+                let by = rules::copier(&cluster, self.lock_engine().memory(), &self.rules());
                 self.stop_server(timeout).await?;
-                self.reinit_from(from).await?;
+                let by = self.reinit_from(from, by).await?;
                 Ok(format!(
-                    "cloned afresh from node {leader}'s server ({from}); the old data dir is kept aside"
+                    "copied afresh ({}) to stream from node {leader}'s server ({from}); the old \
+                     data dir is kept aside",
+                    by.word()
                 ))
             }
         }
@@ -678,6 +690,7 @@ impl Loop {
             reinit_on_failed_rewind: c.reinit_on_failed_rewind,
             stuck_after: (STUCK_FOR.as_millis() / interval.as_millis().max(1)) as u32,
             standby_grace_ms: rules::STANDBY_GRACE_MS,
+            replica_method: !c.replica_method.is_empty(),
         }
     }
 
@@ -1121,14 +1134,14 @@ impl Loop {
                 self.start_server(None, true).await?;
                 Ok("initdb done; started as a standby".into())
             }
-            Act::Clone { from } => {
+            Act::Clone { from, by } => {
                 let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
-                self.clone_from(from).await?;
+                self.clone_from(from, by).await?;
                 self.note_cloned();
-                self.done(Done::Copied);
+                self.done(Done::Copied { by });
                 self.start_server(Some(from), true).await?;
-                Ok(format!("cloned from {from}; streams from it"))
+                Ok(format!("copied ({}); streams from {from}", by.word()))
             }
             Act::StartStandby { upstream } => {
                 let upstream = upstream.map(|m| self.server_of(m)).transpose()?;
@@ -1205,13 +1218,13 @@ impl Loop {
                 let from = self.server_of(from)?;
                 self.rewind_and_start(from).await
             }
-            Act::Reinit { from } => {
+            Act::Reinit { from, by } => {
                 let _beat = self.heartbeat(None);
                 let from = self.server_of(from)?;
                 // A standby whose upstream removed its WAL is cloned while it runs.
                 let removed = self.lock_engine().memory().wal_removed;
                 self.stop_server(timeout).await?;
-                self.reinit_from(from).await?;
+                self.reinit_from(from, by).await?;
                 let why = match removed {
                     Some(r) => format!(
                         "node {}'s server removed the WAL this standby needs: ",
@@ -1220,7 +1233,9 @@ impl Loop {
                     None => String::new(),
                 };
                 Ok(format!(
-                    "{why}cloned afresh from {from}; the old data dir is kept aside"
+                    "{why}copied afresh ({}) to stream from {from}; the old data dir is kept \
+                     aside",
+                    by.word()
                 ))
             }
         }
@@ -1357,8 +1372,12 @@ impl Loop {
         described: Option<&Described>,
     ) -> Option<WalRemoved> {
         let replayed = described.and_then(|d| d.replayed);
-        let settled = replayed.is_some() && replayed == self.last_replayed;
-        self.last_replayed = replayed;
+        let still = replayed.is_some() && replayed == self.last_replayed.0;
+        if !still {
+            self.last_replayed = (replayed, Instant::now());
+        }
+        let archive = self.m.config.parameters.contains_key("restore_command");
+        let settled = still && (!archive || self.last_replayed.1.elapsed() >= ARCHIVE_SETTLE);
         let (
             Office::Following {
                 server: Some(upstream),
@@ -1508,10 +1527,15 @@ impl Loop {
         Ok(())
     }
 
-    /// A clone from `from` into the (empty or missing) data dir; a failure is told to
-    /// the engine, which holds the next try back (src/postgres_rules/copy_backoff.rs).
-    async fn clone_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
-        let cloned = self.copy_from(from).await;
+    /// A copy (`by`) to stream from `from`, into the (empty or missing) data dir; a
+    /// failure is told to the engine, which holds the next `pg_basebackup` back
+    /// (src/postgres_rules/copy_backoff.rs) or turns from the replica method to it
+    /// (src/postgres_rules/replica_method.rs).
+    async fn clone_from(&self, from: std::net::SocketAddr, by: Copier) -> Result<(), String> {
+        let cloned = match by {
+            Copier::BaseBackup => self.copy_from(from).await,
+            Copier::Method { system_id } => self.restore_for(from, system_id).await,
+        };
         if let Err(why) = &cloned {
             // Dated when it failed, not at the look that started it: a clone can run
             // for hours, and the backoff counts from its end.
@@ -1519,14 +1543,16 @@ impl Loop {
             self.done(Done::CopyFailed {
                 why: why.clone(),
                 at_ms,
+                by,
             });
         }
         cloned
     }
 
-    async fn copy_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
-        let c = &self.m.config;
-        let dir = &c.data_dir;
+    /// Makes the data dir, which must be missing or empty: a copy never writes over
+    /// anything.
+    fn empty_data_dir(&self) -> Result<(), String> {
+        let dir = &self.m.config.data_dir;
         if dir.exists()
             && std::fs::read_dir(dir)
                 .map(|mut d| d.next().is_some())
@@ -1537,7 +1563,65 @@ impl Loop {
                 dir.display()
             ));
         }
-        self.make_data_dir()?;
+        self.make_data_dir()
+    }
+
+    /// Runs `[postgres] replica_method` into the empty data dir for a standby of
+    /// `from`, and checks it restored cluster `system_id`; on any failure the data dir
+    /// is emptied again, so `pg_basebackup` can go next.
+    async fn restore_for(&self, from: std::net::SocketAddr, system_id: u64) -> Result<(), String> {
+        let c = &self.m.config;
+        let dir = &c.data_dir;
+        let (program, args) = c
+            .replica_method
+            .split_first()
+            .ok_or("no [postgres] replica_method is set")?;
+        self.empty_data_dir()?;
+        let passfile = self.passfile()?;
+        let ca = self.install_tls()?.map(|t| t.ca);
+        let conninfo = files::conninfo(
+            from,
+            &c.replication.user,
+            passfile.as_deref(),
+            "bully_restore",
+            ca.as_deref(),
+        );
+        let mut env = secrets::passfile_env(passfile.as_deref());
+        env.extend([
+            ("PGDATA".to_string(), dir.display().to_string()),
+            ("BULLY_PRIMARY_HOST".into(), from.ip().to_string()),
+            ("BULLY_PRIMARY_PORT".into(), from.port().to_string()),
+            ("BULLY_PRIMARY_CONNINFO".into(), conninfo),
+        ]);
+        tracing::info!(%from, %program, "postgres: restoring with the replica method");
+        let quiet = Duration::from_millis(c.clone_stall_timeout_ms);
+        let restored = self
+            .m
+            .programs
+            .run_while_growing(program, args, &env, dir, quiet)
+            .await
+            .and_then(|_| {
+                let restored = control::system_id(dir).unwrap_or(0);
+                rules::check_restored(restored, system_id)
+            });
+        if let Err(e) = restored {
+            tracing::warn!("postgres: the replica method: {e}; pg_basebackup goes next");
+            return Err(match files::empty_dir(dir) {
+                Ok(()) => e,
+                Err(why) => format!("{e}; and what it left stays: {why}"),
+            });
+        }
+        // A backup tool may leave its own recovery settings (pgBackRest writes
+        // `restore_command` and a `recovery.signal`): bully's standby settings and
+        // signal are written at the start that follows.
+        let _ = std::fs::remove_file(dir.join("recovery.signal"));
+        Ok(())
+    }
+
+    async fn copy_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
+        let c = &self.m.config;
+        let dir = &c.data_dir;
+        self.empty_data_dir()?;
         let passfile = self.passfile()?;
         let ca = self.install_tls()?.map(|t| t.ca);
         // The application name is pg_basebackup's own: its WAL stream must not pass for
@@ -1644,9 +1728,13 @@ impl Loop {
     /// A fresh clone from `from` with the old data dir kept aside, then a start as its
     /// standby. If the clone fails the old data comes back: a member without data no
     /// longer counts toward the promotion check's majority (the simulator's seed 55940).
-    async fn reinit_from(&mut self, from: std::net::SocketAddr) -> Result<(), String> {
+    async fn reinit_from(
+        &mut self,
+        from: std::net::SocketAddr,
+        by: Copier,
+    ) -> Result<Copier, String> {
         let aside = self.move_aside()?;
-        if let Err(e) = self.clone_from(from).await {
+        if let Err(e) = self.clone_from(from, by).await {
             let Some(aside) = aside else {
                 return Err(e);
             };
@@ -1654,8 +1742,9 @@ impl Loop {
             return Err(format!("{e}; the old data dir is back in place"));
         }
         self.note_cloned();
-        self.done(Done::Copied);
-        self.start_server(Some(from), true).await
+        self.done(Done::Copied { by });
+        self.start_server(Some(from), true).await?;
+        Ok(by)
     }
 
     /// Renames the data dir to `<data_dir>.aside.<unix seconds>` (a number more if

@@ -3,7 +3,9 @@
 //! for a rewind; a rewind or clone that works clears it; a rewind that fails counts,
 //! and once every attempt failed without reinit allowed the member stays out.
 
-use super::decisions::{identity_record, synchronous_names, Act, Cluster, Done, Office, PeerWal};
+use super::decisions::{
+    identity_record, synchronous_names, Act, Cluster, Copier, Done, Office, PeerWal,
+};
 use super::log::Event;
 use super::server::{Data, State};
 use super::world::World;
@@ -62,8 +64,8 @@ impl World {
                     self.commit_record(id, record);
                 }
             }
-            Act::Clone { from } => self.clone_from(id, from),
-            Act::Reinit { from } => {
+            Act::Clone { from, by } => self.clone_from(id, from, by),
+            Act::Reinit { from, by } => {
                 // The old directory goes aside and comes back if the clone fails
                 // (src/node/postgres/manager.rs, `Act::Reinit`): a failed clone must not
                 // cost the member its data (seed 55940, 5 members: three without data
@@ -74,7 +76,7 @@ impl World {
                 }
                 let aside = self.member_mut(id).pg.take();
                 self.summary.reinits += 1;
-                self.clone_from(id, from);
+                self.clone_from(id, from, by);
                 if self.member(id).pg.is_none()
                     && self.spec.sabotage != Some(Sabotage::ReinitLosesData)
                 {
@@ -181,7 +183,7 @@ impl World {
     /// prefix of the primary's on the primary's timelines. Anything else would give the
     /// new member data the primary never had.
     pub(super) fn check_clone_source(&mut self, id: NodeId, act: &Act) -> Result<(), String> {
-        let Act::Clone { from } = *act else {
+        let Act::Clone { from, .. } = *act else {
             return Ok(());
         };
         let Some(leader) = self.office.map(|h| h.leader).filter(|&l| l != from) else {
@@ -252,7 +254,7 @@ impl World {
     }
 
     /// `pg_basebackup` into an empty directory.
-    fn clone_from(&mut self, id: NodeId, from: NodeId) {
+    fn clone_from(&mut self, id: NodeId, from: NodeId, by: Copier) {
         let source = self.source(id, from);
         let m = self.member_mut(id);
         let failed = std::mem::take(&mut m.fail_clone);
@@ -260,7 +262,7 @@ impl World {
             Some(source) if !failed => {
                 self.copy_from(id, source);
                 self.member_mut(id).clone_failed_at = None;
-                self.done(id, Done::Copied);
+                self.done(id, Done::Copied { by });
                 self.summary.clones += 1;
             }
             _ => {
@@ -269,7 +271,7 @@ impl World {
                 let at_ms = self.member(id).engine.now_ms();
                 self.member_mut(id).clone_failed_at = Some(at_ms);
                 let why = "the clone failed".to_string();
-                self.done(id, Done::CopyFailed { why, at_ms });
+                self.done(id, Done::CopyFailed { why, at_ms, by });
             }
         }
     }

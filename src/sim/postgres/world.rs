@@ -381,6 +381,7 @@ impl World {
             reinit_on_failed_rewind: rng.gen_bool(0.7),
             stuck_after: rng.gen_range(2..5),
             standby_grace_ms: standby_grace(seed, &spec),
+            replica_method: false,
         };
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
             .map(|id| Member::new(id, false, spec.synchronous))
