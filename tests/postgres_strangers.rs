@@ -30,44 +30,13 @@ mod tcp_cut;
 
 use bully::protocol::NodeId;
 use postgres_bully::{BullyPg, AGREE, IDS};
-use postgres_cluster::{connect, is_root};
+use postgres_cluster::{connect, system_id};
 use primary::phase;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long the stranger is watched: many manager looks (every 100 ms at the tests'
 /// timing), any of which would have replaced it under a rule that did.
 const WATCH: Duration = Duration::from_secs(5);
-
-/// The system identifier in `data_dir`'s control file: its first eight bytes
-/// (PostgreSQL's `ControlFileData.system_identifier`, native byte order).
-fn system_id(data_dir: &Path) -> Option<u64> {
-    let bytes = std::fs::read(data_dir.join("global/pg_control")).ok()?;
-    Some(u64::from_ne_bytes(bytes.get(..8)?.try_into().ok()?))
-}
-
-/// A fresh `initdb` of another cluster at `data_dir` (as `postgres` when root, as the
-/// servers run); returns its system identifier.
-fn initdb_stranger(c: &BullyPg, data_dir: &Path) -> u64 {
-    let initdb = c.pg.bin.join("initdb");
-    let mut command = match is_root() {
-        true => {
-            let mut runuser = Command::new("runuser");
-            runuser.args(["-u", "postgres", "--"]).arg(initdb);
-            runuser
-        }
-        false => Command::new(initdb),
-    };
-    let out = command
-        .arg("-D")
-        .arg(data_dir)
-        .args(["-U", "stranger", "--auth=trust", "--no-sync"])
-        .output()
-        .expect("run initdb");
-    assert!(out.status.success(), "initdb: {}", common::text(&out));
-    system_id(data_dir).expect("the stranger's control file")
-}
 
 /// Node `id`'s host goes down, comes back with a fresh `initdb` of another cluster in
 /// place of its server's data dir (the old one removed), and `made` decides whether its
@@ -77,7 +46,7 @@ fn replace_volume(c: &mut BullyPg, id: NodeId, made: bool) -> u64 {
     c.kill_host(id);
     let data_dir = c.pg.data_dir(id);
     std::fs::remove_dir_all(&data_dir).unwrap();
-    let system = initdb_stranger(c, &data_dir);
+    let system = c.pg.initdb_stranger(&data_dir);
     if made {
         let note = c.t.cluster.data_dir(id).join("pg_made");
         std::fs::write(note, format!("{system}\n")).unwrap();

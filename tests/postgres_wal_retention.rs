@@ -29,7 +29,7 @@ mod tcp_cut;
 use bully::config::postgres::PostgresConfig;
 use bully::protocol::NodeId;
 use postgres_bully::{BullyPg, IDS};
-use postgres_cluster::{connect, role, wal_position, PROBE};
+use postgres_cluster::{connect, oldest_wal, role, wal_position, PROBE};
 use primary::phase;
 use std::time::{Duration, Instant};
 
@@ -146,22 +146,6 @@ async fn a_standby_past_wal_retention_is_cloned_afresh_and_streams_again() {
         "node {gone} did not say its WAL was gone: {notes:?}\n{}",
         c.logs()
     );
-}
-
-/// Where the oldest WAL segment the server behind `client` keeps begins.
-async fn oldest_wal(client: &tokio_postgres::Client) -> u64 {
-    let row = client
-        .query_one(
-            "SELECT ('x' || substr(m, 1, 8))::bit(32)::bigint * 4294967296 \
-                    + ('x' || substr(m, 9, 8))::bit(32)::bigint \
-                    * (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') \
-             FROM (SELECT min(substr(name, 9)) AS m FROM pg_ls_waldir() \
-                   WHERE name ~ '^[0-9A-F]{24}$') AS w",
-            &[],
-        )
-        .await
-        .unwrap();
-    row.get::<_, i64>(0) as u64
 }
 
 /// `wal_status` of member `id`'s slot on the server behind `client`, if it has one.

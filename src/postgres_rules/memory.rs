@@ -3,7 +3,8 @@
 //! ([`Memory::on_look`]) and how each act ended ([`Memory::on_done`]), as the runtime's
 //! executor and the simulator tell it; neither touches a field itself.
 
-use super::{Copier, Office, Rules, Server, StopReason, SyncRecord, WalRemoved, REWIND_ATTEMPTS};
+use super::REWIND_ATTEMPTS;
+use super::{Copier, Office, Position, Rules, Server, StopReason, SyncRecord, WalRemoved};
 
 /// What the manager remembers between looks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,8 +20,13 @@ pub struct Memory {
     pub rewind_failures: u32,
     /// A rewind failed every attempt and cloning afresh is not allowed: stay out.
     pub out: Option<String>,
-    /// Looks in a row a standby with the right upstream did not stream.
+    /// Looks in a row a standby with the right upstream neither streamed nor replayed:
+    /// one whose WAL moves (a backlog in its own `pg_wal`, a gap fetched from the
+    /// archive by `restore_command`, which may take hours after an old backup) is not
+    /// stuck.
     pub not_streaming: u32,
+    /// Where the running server's WAL ended at the last look.
+    pub last_wal: Option<Position>,
     /// Starts in a row after which the server was not seen running (a data dir it
     /// cannot start from, e.g. a rewind from a source not yet checkpointed).
     pub failed_starts: u32,
@@ -105,7 +111,14 @@ impl Memory {
             Server::Running(_) => self.failed_starts = 0,
             _ => {}
         }
+        let wal = match server {
+            Server::Running(r) => Some(r.wal),
+            _ => None,
+        };
+        let moved = wal.is_some() && self.last_wal.is_some() && wal != self.last_wal;
+        self.last_wal = wal;
         match on_time(office, server) {
+            Some(false) if moved => self.not_streaming = 0,
             Some(false) => self.not_streaming = self.not_streaming.saturating_add(1),
             Some(true) => {
                 self.not_streaming = 0;
@@ -330,6 +343,27 @@ mod tests {
         assert_eq!(m.not_streaming, 2);
         m.on_look(&Office::Nobody, &standby(false), None);
         assert_eq!(m.not_streaming, 0);
+    }
+
+    /// A standby that does not stream but whose WAL moves (replaying from the archive)
+    /// is not stuck: its count starts over at each look that moved.
+    #[test]
+    fn a_standby_replaying_without_streaming_is_not_stuck() {
+        let mut m = Memory::default();
+        let at = |lsn: u64| match standby(false) {
+            Server::Running(r) => Server::Running(super::super::Running {
+                wal: Position { branch: 1, lsn },
+                ..r
+            }),
+            other => other,
+        };
+        m.on_look(&FOLLOWING, &at(5), None);
+        m.on_look(&FOLLOWING, &at(5), None);
+        assert_eq!(m.not_streaming, 2);
+        m.on_look(&FOLLOWING, &at(9), None);
+        assert_eq!(m.not_streaming, 0, "it replayed");
+        m.on_look(&FOLLOWING, &at(9), None);
+        assert_eq!(m.not_streaming, 1);
     }
 }
 

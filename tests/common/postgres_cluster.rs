@@ -56,6 +56,61 @@ pub fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// As root, hands `path` (and all below it) to `postgres`, the user the servers and
+/// their programs run as; otherwise nothing: they run as this process's user.
+pub fn give_to_servers(path: &Path) {
+    if !is_root() {
+        return;
+    }
+    let status = Command::new("chown")
+        .args(["-R", "postgres"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "chown -R postgres {}", path.display());
+}
+
+/// PostgreSQL's program `name` from `bin` with `args`, run to its end as the servers'
+/// user (`postgres` when root, through `runuser`); its output.
+pub fn run_as_servers(bin: &Path, name: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let program = bin.join(name);
+    let mut command = match is_root() {
+        true => {
+            let mut runuser = Command::new("runuser");
+            runuser.args(["-u", "postgres", "--"]).arg(program);
+            runuser
+        }
+        false => Command::new(program),
+    };
+    command
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {name}: {e}"))
+}
+
+/// The system identifier in the control file of the data dir at `data_dir`
+/// (PostgreSQL's `ControlFileData.system_identifier`, native byte order).
+pub fn system_id(data_dir: &Path) -> Option<u64> {
+    let bytes = std::fs::read(data_dir.join("global/pg_control")).ok()?;
+    Some(u64::from_ne_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+/// Where the oldest WAL segment the server behind `client` keeps begins.
+pub async fn oldest_wal(client: &tokio_postgres::Client) -> u64 {
+    let row = client
+        .query_one(
+            "SELECT ('x' || substr(m, 1, 8))::bit(32)::bigint * 4294967296 \
+                    + ('x' || substr(m, 9, 8))::bit(32)::bigint \
+                    * (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') \
+             FROM (SELECT min(substr(name, 9)) AS m FROM pg_ls_waldir() \
+                   WHERE name ~ '^[0-9A-F]{24}$') AS w",
+            &[],
+        )
+        .await
+        .unwrap();
+    row.get::<_, i64>(0) as u64
+}
+
 /// Why the example cannot run here, if it cannot: PostgreSQL's programs missing, or
 /// running as root without a `postgres` user to run the servers as.
 pub fn cannot_run() -> Option<String> {
@@ -101,19 +156,28 @@ impl PgServers {
         if is_root() {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
-            let status = Command::new("chown")
-                .arg("postgres")
-                .arg(&root)
-                .status()
-                .unwrap();
-            assert!(status.success(), "chown postgres {}", root.display());
         }
+        give_to_servers(&root);
         PgServers {
             root,
             addrs,
             bin: pg_bin().expect("PostgreSQL (check cannot_run first)"),
             moved: BTreeMap::new(),
         }
+    }
+
+    /// A fresh `initdb` of another cluster at `data_dir` (as the servers' user);
+    /// returns its system identifier.
+    pub fn initdb_stranger(&self, data_dir: &Path) -> u64 {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["-D".as_ref(), data_dir.as_os_str()];
+        args.extend(["-U", "stranger", "--auth=trust", "--no-sync"].map(std::ffi::OsStr::new));
+        let out = run_as_servers(&self.bin, "initdb", &args);
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        system_id(data_dir).expect("the stranger's control file")
     }
 
     /// Node `id`'s data directory.

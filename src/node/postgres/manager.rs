@@ -302,9 +302,18 @@ impl Loop {
                 }
                 let from = self.server_of(leader)?;
                 let cluster = self.cluster(&status, &office, described.as_ref());
-                let by = rules::copier(&cluster, self.lock_engine().memory(), &self.rules());
+                let by = self.copier(&cluster);
                 self.stop_server(timeout).await?;
-                let by = self.reinit_from(from, by).await?;
+                // The operator waits for one answer: after the method failed (its copy
+                // refused, the old data dir back in place), pg_basebackup goes at once.
+                let by = match self.reinit_from(from, by).await {
+                    Err(e) if by != self.copier(&cluster) => {
+                        let next = self.copier(&cluster);
+                        tracing::warn!("postgres: reinit: {e}; trying {}", next.word());
+                        self.reinit_from(from, next).await?
+                    }
+                    done => done?,
+                };
                 Ok(format!(
                     "copied afresh ({}) to stream from node {leader}'s server ({from}); the old \
                      data dir is kept aside",
@@ -678,6 +687,11 @@ impl Loop {
             Ok(()) => {}
             Err(e) => tracing::warn!("postgres: {e}"),
         }
+    }
+
+    /// How the engine would copy now (src/postgres_rules/replica_method.rs).
+    fn copier(&self, cluster: &Cluster) -> Copier {
+        rules::copier(cluster, self.lock_engine().memory(), &self.rules())
     }
 
     fn rules(&self) -> Rules {
