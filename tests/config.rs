@@ -931,8 +931,35 @@ fn a_postgres_section_gets_its_defaults_and_sizes_parse() {
         "a new cluster has data checksums by default"
     );
     assert!(pg.initdb_options.is_empty());
+    assert!(
+        pg.replica_method.is_empty(),
+        "pg_basebackup only by default"
+    );
     assert_eq!(pg.reached_at(), pg.listen);
     assert!(config.checks_health(), "the manager gates eligibility");
+}
+
+#[test]
+fn a_replica_method_and_the_archive_settings_are_taken_as_written() {
+    let f = Fixture::new();
+    let text = with_postgres(
+        "replica_method = [\"/usr/bin/pgbackrest\", \"--stanza=main\", \"restore\"]\n\
+         [postgres.parameters]\n\
+         archive_mode = \"on\"\n\
+         archive_command = \"pgbackrest --stanza=main archive-push %p\"\n\
+         restore_command = \"pgbackrest --stanza=main archive-get %f \\\"%p\\\"\"\n",
+    );
+    let config = f.parse(&text).unwrap();
+    let pg = config.postgres.expect("[postgres]");
+    assert_eq!(
+        pg.replica_method,
+        ["/usr/bin/pgbackrest", "--stanza=main", "restore"]
+    );
+    assert_eq!(
+        pg.parameters["restore_command"],
+        "pgbackrest --stanza=main archive-get %f \"%p\""
+    );
+    assert_eq!(pg.parameters["archive_mode"], "on");
 }
 
 #[test]
@@ -962,6 +989,11 @@ fn bad_postgres_sections_are_named_with_their_key() {
         &with_postgres("initdb_options = [\"C.UTF-8\"]\n"),
         "postgres.initdb_options",
         "is not an option",
+    );
+    f.expect_error(
+        &with_postgres("replica_method = [\"pgbackrest\", \"restore\"]\n"),
+        "postgres.replica_method",
+        "not an absolute path",
     );
     f.expect_error(
         &with_postgres("max_slot_wal_keep_size = \"1MB\"\n"),

@@ -131,9 +131,9 @@ pub struct PostgresConfig {
     /// identifier is checked) and old enough WAL is then replayed from the upstream, or
     /// from the archive with a `restore_command` parameter. `pg_basebackup` goes next
     /// when it fails or its copy cannot reach the upstream's WAL
-    /// (docs/postgresql.md#restoring-replicas-from-backups). Empty: `pg_basebackup`
+    /// (docs/postgresql.md#replicas-from-backups-wal-from-an-archive). Empty: `pg_basebackup`
     /// only.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub replica_method: Vec<String>,
     /// When rewinding fails (after its retries), or when the primary removed the WAL a
     /// standby needs, clone afresh, keeping the old data directory aside

@@ -62,11 +62,12 @@ pub struct Memory {
     /// the last failed (src/postgres_rules/copy_backoff.rs); `None` since the last
     /// one that worked.
     pub copy_failed: Option<(u32, u64, String)>,
-    /// The replica method failed, or its copy could not reach the WAL its upstream
-    /// keeps: copies go by `pg_basebackup` until one works
+    /// The replica method failed: copies go by `pg_basebackup` until one works
     /// (src/postgres_rules/replica_method.rs).
     pub method_spent: bool,
-    /// The data dir is the replica method's copy and its standby has not streamed yet.
+    /// The data dir is the replica method's copy and its standby has not streamed yet:
+    /// a copy in its place goes by `pg_basebackup` (the same backup would land where
+    /// this one did).
     pub method_unproven: bool,
 }
 
@@ -127,11 +128,6 @@ impl Memory {
                 self.method_unproven = false;
             }
             None => self.not_streaming = 0,
-        }
-        // The method's copy is older than the WAL its upstream keeps, and no archive
-        // carried its replay past the gap: restoring it again would land there again.
-        if self.method_unproven && removed.is_some_and(|r| r.settled) {
-            self.method_spent = true;
         }
         self.wal_removed = removed;
     }

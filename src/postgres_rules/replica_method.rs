@@ -7,10 +7,11 @@
 //! - the method only when the cluster's system identifier is known: its result is then
 //!   checked ([`check_restored`]) and a backup of another cluster (a wrong stanza, a
 //!   repository shared by two clusters) is never started;
-//! - `pg_basebackup` after the method failed, or after its copy could not reach the
-//!   upstream's WAL: a backup older than what the upstream keeps, with no archive
-//!   (`restore_command`) to bridge the gap, would otherwise be restored again at every
-//!   try, for ever;
+//! - `pg_basebackup` after the method failed, or when the method's copy is replaced
+//!   before it ever streamed: a backup older than what the upstream keeps (with no
+//!   archive, `restore_command`, to bridge the gap), or of a branch the upstream left
+//!   (taken before a failover, when rewinding it fails), would otherwise be restored
+//!   again at every try, for ever;
 //! - the method again after a `pg_basebackup` worked: a repository that was down
 //!   comes back into use.
 //!
@@ -46,7 +47,8 @@ pub fn copier(cluster: &Cluster, memory: &Memory, rules: &Rules) -> Copier {
         0 => cluster.sync.system_id(),
         known => known,
     };
-    match rules.replica_method && !memory.method_spent && system_id != 0 {
+    let usable = !memory.method_spent && !memory.method_unproven;
+    match rules.replica_method && usable && system_id != 0 {
         true => Copier::Method { system_id },
         false => Copier::BaseBackup,
     }
@@ -186,30 +188,28 @@ mod tests {
     }
 
     #[test]
-    fn a_method_copy_short_of_the_upstreams_wal_is_not_restored_again() {
+    fn a_method_copy_replaced_before_it_streamed_is_not_restored_again() {
         let (r, c) = (rules(true), cluster(7));
         let by = Copier::Method { system_id: 7 };
         let gone = WalRemoved {
             upstream: 1,
             settled: true,
         };
+        // Short of the upstream's WAL, or on a branch it cannot follow: whatever
+        // replaces it before it streamed is a pg_basebackup.
         let mut memory = Memory::default();
         memory.on_done(Done::Copied { by }, &r);
-        memory.on_look(
-            &FOLLOWING,
-            &standby(false),
-            Some(WalRemoved {
-                settled: false,
-                ..gone
-            }),
-        );
-        assert_eq!(
-            copier(&c, &memory, &r),
-            by,
-            "still replaying (an archive may bridge the gap)"
-        );
         memory.on_look(&FOLLOWING, &standby(false), Some(gone));
         assert_eq!(copier(&c, &memory, &r), Copier::BaseBackup);
+        memory.on_done(Done::RewindFailed("diverged".into()), &r);
+        assert_eq!(copier(&c, &memory, &r), Copier::BaseBackup);
+        memory.on_done(
+            Done::Copied {
+                by: Copier::BaseBackup,
+            },
+            &r,
+        );
+        assert_eq!(copier(&c, &memory, &r), by, "the method is back");
 
         // A method copy that streamed once is proven: a later loss of WAL (the member
         // was down past the slot's limit) does not spend the method.
