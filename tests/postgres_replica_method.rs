@@ -9,8 +9,9 @@
 //! - **An old backup, bridged by the archive.** The test takes a backup with
 //!   `pg_basebackup`, writes past it until the primary no longer holds the WAL the
 //!   backup needs, then `bully pg reinit` of a standby restores that backup with the
-//!   method: the standby replays the missing WAL from the archive, streams, and holds
-//!   every row.
+//!   method: the standby replays the missing WAL from the archive, streams, holds every
+//!   row, and its mark as a restored copy still filling (`bully.filling`) goes once it
+//!   reached where the primary was when the copy began; no `pg_basebackup` ran.
 //! - **A backup of another cluster.** The backup directory then holds a fresh `initdb`
 //!   (a wrong stanza): `bully pg reinit` of the other standby restores it, bully
 //!   refuses it by its system identifier, and `pg_basebackup` makes the copy instead.
@@ -137,6 +138,11 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
     phase("reinit of a standby restores the old backup and replays from the archive");
     let (first, second) = (standbys[0], standbys[1]);
     let calls = files.calls();
+    let restored_before = restored(&c, first);
+    let node_log =
+        |id: NodeId| std::fs::read_to_string(c.t.cluster.log_path(id)).unwrap_or_default();
+    let clones = |log: &str| log.matches("cloning (pg_basebackup)").count();
+    let clones_before = clones(&node_log(first));
     let out = reinit(&c, first);
     assert!(
         out.contains("the replica method"),
@@ -147,8 +153,24 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
     wait_streaming(&c, first, leader).await;
     wait_tally(&c, first, None, rows).await;
     assert!(
-        restored(&c, first) > 0,
+        restored(&c, first) > restored_before,
         "node {first} replayed nothing from the archive"
+    );
+    // The restored copy counts again once its WAL reached where the primary's was
+    // when it began; it was never replaced by pg_basebackup.
+    let filling = c.pg.data_dir(first).join("bully.filling");
+    common::wait_until("the restored copy's mark removed", AGREE, || async {
+        (!filling.exists()).then_some(())
+    })
+    .await;
+    let log = node_log(first);
+    assert!(log.contains("the restored copy reached where its source was"));
+    assert_eq!(files.calls(), calls + 1, "the method ran once");
+    assert_eq!(asides(&c.pg.data_dir(first)), 1, "one data dir set aside");
+    assert_eq!(
+        clones(&log),
+        clones_before,
+        "node {first}'s copy was replaced by pg_basebackup"
     );
 
     phase("a backup of another cluster is refused; pg_basebackup copies instead");
@@ -166,7 +188,7 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
         calls + 2,
         "the method ran, then pg_basebackup"
     );
-    let log = std::fs::read_to_string(c.t.cluster.log_path(second)).unwrap_or_default();
+    let log = node_log(second);
     assert!(
         log.contains(&format!(
             "restored another cluster (system identifier {stranger}"

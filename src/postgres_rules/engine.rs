@@ -271,6 +271,7 @@ mod tests {
             nofailover: Vec::new(),
             clone_sources: Vec::new(),
             reports_pending: false,
+            filling: false,
         }
     }
 

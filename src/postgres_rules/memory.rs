@@ -264,7 +264,7 @@ pub fn on_time(office: &Office, server: &Server) -> Option<bool> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{Position, Running};
     use super::*;
 
@@ -275,12 +275,14 @@ mod tests {
         }
     }
 
-    const FOLLOWING: Office = Office::Following {
+    /// A standby of member 1, the coordinator (the replica method's tests use it too).
+    pub(in crate::postgres_rules) const FOLLOWING: Office = Office::Following {
         leader: 1,
         server: Some(1),
     };
 
-    fn standby(streaming: bool) -> Server {
+    /// A running standby of member 1 at position 5 on branch 1.
+    pub(in crate::postgres_rules) fn standby(streaming: bool) -> Server {
         Server::Running(Running {
             in_recovery: true,
             timeline: 1,

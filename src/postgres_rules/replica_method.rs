@@ -80,9 +80,10 @@ pub fn check_restored(restored: u64, wanted: u64) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Position, Running, Server, SyncView, WalRemoved};
+    use super::super::memory::tests::{standby, FOLLOWING};
+    use super::super::{SyncView, WalRemoved};
     use super::*;
-    use crate::postgres_rules::{Done, Office};
+    use crate::postgres_rules::Done;
 
     fn rules(method: bool) -> Rules {
         Rules {
@@ -169,22 +170,6 @@ mod tests {
             &r,
         );
         assert_eq!(copier(&c, &memory, &r), Copier::Method { system_id: 7 });
-    }
-
-    const FOLLOWING: Office = Office::Following {
-        leader: 1,
-        server: Some(1),
-    };
-
-    fn standby(streaming: bool) -> Server {
-        Server::Running(Running {
-            in_recovery: true,
-            timeline: 1,
-            wal: Position { branch: 1, lsn: 5 },
-            upstream: Some(1),
-            streaming,
-            synchronous_standby_names: String::new(),
-        })
     }
 
     #[test]

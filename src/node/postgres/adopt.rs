@@ -69,7 +69,7 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
     let programs = Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref())?;
     same_major(&programs, dir).await?;
     owned_by_the_server_user(&programs, dir)?;
-    no_owned_settings_altered(dir, pg)?;
+    no_settings_overriding_bullys(dir, pg.tls)?;
     let standby = dir.join("standby.signal").exists();
     let passwords = secrets::Passwords::prepare(pg, &config.data_dir)?;
     let script = match standby {
@@ -107,26 +107,44 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
 
 /// `postgresql.auto.conf` (`ALTER SYSTEM`) is read after bully's include file, so a
 /// setting bully owns there (`primary_conninfo`, `synchronous_standby_names`, ...)
-/// would override what the decisions set: refused, naming each.
-fn no_owned_settings_altered(dir: &Path, pg: &PostgresConfig) -> Result<(), String> {
+/// would override what the decisions set, and a recovery target would end a standby's
+/// replay short of what it received (a promotion then drops the rest): refused, naming
+/// each. Checked when a server is adopted and when the replica method restored one
+/// (src/node/postgres/manager/copies.rs).
+pub(super) fn no_settings_overriding_bullys(
+    dir: &Path,
+    tls: crate::config::postgres::TlsMode,
+) -> Result<(), String> {
     let path = dir.join("postgresql.auto.conf");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(());
     };
-    let owned = owned_settings_in(&text, pg.tls);
+    let owned = owned_settings_in(&text, tls);
     match owned.is_empty() {
         true => Ok(()),
         false => Err(format!(
-            "{} sets {} (ALTER SYSTEM), which bully sets itself and which would override \
-             its own: run ALTER SYSTEM RESET for each (or remove the lines), then adopt \
-             again",
+            "{} sets {} (ALTER SYSTEM): settings bully sets itself, or recovery targets \
+             that would end a standby's replay early; run ALTER SYSTEM RESET for each (or \
+             remove the lines), then try again",
             path.display(),
             owned.join(", ")
         )),
     }
 }
 
-/// The names in a `postgresql.auto.conf` text that bully sets itself.
+/// Recovery targets: a standby bully keeps replays all it receives.
+const RECOVERY_TARGETS: &[&str] = &[
+    "recovery_target",
+    "recovery_target_lsn",
+    "recovery_target_name",
+    "recovery_target_time",
+    "recovery_target_xid",
+    "recovery_target_action",
+    "recovery_target_inclusive",
+];
+
+/// The names in a `postgresql.auto.conf` text that bully sets itself, or that are
+/// recovery targets.
 fn owned_settings_in(text: &str, tls: crate::config::postgres::TlsMode) -> Vec<String> {
     use crate::config::postgres::{TlsMode, RESERVED_PARAMETERS, TLS_PARAMETERS};
     text.lines()
@@ -136,6 +154,7 @@ fn owned_settings_in(text: &str, tls: crate::config::postgres::TlsMode) -> Vec<S
         .map(|name| name.trim().to_ascii_lowercase())
         .filter(|name| {
             RESERVED_PARAMETERS.contains(&name.as_str())
+                || RECOVERY_TARGETS.contains(&name.as_str())
                 || tls == TlsMode::On && TLS_PARAMETERS.contains(&name.as_str())
         })
         .collect()
@@ -437,6 +456,14 @@ mod tests {
         );
         assert_eq!(owned_settings_in(text, TlsMode::On).len(), 3);
         assert!(owned_settings_in("work_mem = '1MB'\n", TlsMode::Off).is_empty());
+        // pgBackRest leaves restore_command there (an ordinary parameter); a recovery
+        // target would end a standby's replay early.
+        let restored = "restore_command = 'pgbackrest archive-get %f \"%p\"'\n\
+                        recovery_target_action = 'promote'\n";
+        assert_eq!(
+            owned_settings_in(restored, TlsMode::Off),
+            ["recovery_target_action"]
+        );
     }
 
     #[test]

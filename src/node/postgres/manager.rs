@@ -4,6 +4,8 @@
 //! health verdict (eligibility), the estimate (the server's rank) and the record every
 //! reader of the status sees ([`PgState`]).
 
+mod copies;
+
 use super::control;
 use super::files;
 use super::held::IdNote;
@@ -56,8 +58,9 @@ const STUCK_FOR: Duration = Duration::from_secs(15);
 /// With a `restore_command`, how long a standby whose upstream removed the WAL it
 /// needs must replay nothing before it counts as settled (`WalRemoved::settled`): the
 /// startup process tries the archive, then streaming, then waits
-/// `wal_retrieve_retry_interval` (5 s by default), and a fetch from a remote archive
-/// takes its time; without one, a single look without replay settles it.
+/// `wal_retrieve_retry_interval` (bully's default 250 ms; the user may raise it to
+/// PostgreSQL's 5 s), and a fetch of a segment from a remote archive takes its time;
+/// without one, a single look without replay settles it.
 const ARCHIVE_SETTLE: Duration = Duration::from_secs(15);
 
 /// What the manager runs with.
@@ -307,7 +310,10 @@ impl Loop {
                 // The operator waits for one answer: after the method failed (its copy
                 // refused, the old data dir back in place), pg_basebackup goes at once.
                 let by = match self.reinit_from(from, by).await {
-                    Err(e) if by != self.copier(&cluster) => {
+                    // Only the method failing hands the copy to pg_basebackup here.
+                    Err(e)
+                        if by != Copier::BaseBackup && self.lock_engine().memory().method_spent =>
+                    {
                         let next = self.copier(&cluster);
                         tracing::warn!("postgres: reinit: {e}; trying {}", next.word());
                         self.reinit_from(from, next).await?
@@ -532,6 +538,25 @@ impl Loop {
         }
     }
 
+    /// Removes the mark of a restored copy whose WAL reached where its source's was
+    /// when the copy began (`files::FILLING`): it counts again from the next look.
+    fn note_filled(&self, described: Option<&Described>) {
+        let Some(target) = described
+            .filter(|d| !d.filling())
+            .and_then(|d| d.filling_to)
+        else {
+            return;
+        };
+        let path = self.m.config.data_dir.join(files::FILLING);
+        match std::fs::remove_file(&path) {
+            Ok(()) => tracing::info!(
+                target,
+                "postgres: the restored copy reached where its source was: it counts again"
+            ),
+            Err(e) => tracing::warn!("postgres: cannot remove {}: {e}", path.display()),
+        }
+    }
+
     /// Whether this node still holds the office `token` under its lease (a restart in
     /// place goes on only then); else why not, for the operator's answer.
     fn office_kept(&self, token: u64) -> Result<(), String> {
@@ -550,6 +575,7 @@ impl Loop {
         let status = self.m.status.borrow().as_of_now();
         let (mut server, described) = self.observe().await;
         self.adopt_branch(&mut server);
+        self.note_filled(described.as_ref());
         let office = self.office(&status);
         self.follow_parameters(&status, &server, described.as_ref(), &office)
             .await;
@@ -811,6 +837,7 @@ impl Loop {
                 .collect(),
             reports_pending: self.started.elapsed() < FIRST_REPORTS_WAIT
                 && others.iter().any(|&m| !self.m.peers.ever_heard(m)),
+            filling: described.is_some_and(Described::filling),
             clone_sources: match office {
                 Office::Following { leader, .. } => others
                     .iter()
@@ -1390,7 +1417,7 @@ impl Loop {
         if !still {
             self.last_replayed = (replayed, Instant::now());
         }
-        let archive = self.m.config.parameters.contains_key("restore_command");
+        let archive = described.is_some_and(|d| d.archive);
         let settled = still && (!archive || self.last_replayed.1.elapsed() >= ARCHIVE_SETTLE);
         let (
             Office::Following {
@@ -1541,142 +1568,6 @@ impl Loop {
         Ok(())
     }
 
-    /// A copy (`by`) to stream from `from`, into the (empty or missing) data dir; a
-    /// failure is told to the engine, which holds the next `pg_basebackup` back
-    /// (src/postgres_rules/copy_backoff.rs) or turns from the replica method to it
-    /// (src/postgres_rules/replica_method.rs).
-    async fn clone_from(&self, from: std::net::SocketAddr, by: Copier) -> Result<(), String> {
-        let cloned = match by {
-            Copier::BaseBackup => self.copy_from(from).await,
-            Copier::Method { system_id } => self.restore_for(from, system_id).await,
-        };
-        if let Err(why) = &cloned {
-            // Dated when it failed, not at the look that started it: a clone can run
-            // for hours, and the backoff counts from its end.
-            let at_ms = engine_now_ms();
-            self.done(Done::CopyFailed {
-                why: why.clone(),
-                at_ms,
-                by,
-            });
-        }
-        cloned
-    }
-
-    /// Makes the data dir, which must be missing or empty: a copy never writes over
-    /// anything.
-    fn empty_data_dir(&self) -> Result<(), String> {
-        let dir = &self.m.config.data_dir;
-        if dir.exists()
-            && std::fs::read_dir(dir)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            return Err(format!(
-                "{} is not empty and holds no cluster; move it away to let the node clone",
-                dir.display()
-            ));
-        }
-        self.make_data_dir()
-    }
-
-    /// Runs `[postgres] replica_method` into the empty data dir for a standby of
-    /// `from`, and checks it restored cluster `system_id`; on any failure the data dir
-    /// is emptied again, so `pg_basebackup` can go next.
-    async fn restore_for(&self, from: std::net::SocketAddr, system_id: u64) -> Result<(), String> {
-        let c = &self.m.config;
-        let dir = &c.data_dir;
-        let (program, args) = c
-            .replica_method
-            .split_first()
-            .ok_or("no [postgres] replica_method is set")?;
-        self.empty_data_dir()?;
-        let passfile = self.passfile()?;
-        let ca = self.install_tls()?.map(|t| t.ca);
-        let conninfo = files::conninfo(
-            from,
-            &c.replication.user,
-            passfile.as_deref(),
-            "bully_restore",
-            ca.as_deref(),
-        );
-        let mut env = secrets::passfile_env(passfile.as_deref());
-        env.extend([
-            ("PGDATA".to_string(), dir.display().to_string()),
-            ("BULLY_PRIMARY_HOST".into(), from.ip().to_string()),
-            ("BULLY_PRIMARY_PORT".into(), from.port().to_string()),
-            ("BULLY_PRIMARY_CONNINFO".into(), conninfo),
-        ]);
-        tracing::info!(%from, %program, "postgres: restoring with the replica method");
-        let quiet = Duration::from_millis(c.clone_stall_timeout_ms);
-        let restored = self
-            .m
-            .programs
-            .run_while_growing(program, args, &env, dir, quiet)
-            .await
-            .and_then(|_| {
-                let restored = control::system_id(dir).unwrap_or(0);
-                rules::check_restored(restored, system_id)
-            });
-        if let Err(e) = restored {
-            tracing::warn!("postgres: the replica method: {e}; pg_basebackup goes next");
-            return Err(match files::empty_dir(dir) {
-                Ok(()) => e,
-                Err(why) => format!("{e}; and what it left stays: {why}"),
-            });
-        }
-        // A backup tool may leave its own recovery settings (pgBackRest writes
-        // `restore_command` and a `recovery.signal`): bully's standby settings and
-        // signal are written at the start that follows.
-        let _ = std::fs::remove_file(dir.join("recovery.signal"));
-        Ok(())
-    }
-
-    async fn copy_from(&self, from: std::net::SocketAddr) -> Result<(), String> {
-        let c = &self.m.config;
-        let dir = &c.data_dir;
-        self.empty_data_dir()?;
-        let passfile = self.passfile()?;
-        let ca = self.install_tls()?.map(|t| t.ca);
-        // The application name is pg_basebackup's own: its WAL stream must not pass for
-        // a standby (`bully_<id>`) in the primary's pg_stat_replication.
-        let source = files::conninfo(
-            from,
-            &c.replication.user,
-            passfile.as_deref(),
-            "pg_basebackup",
-            ca.as_deref(),
-        );
-        let args = vec![
-            "-D".to_string(),
-            dir.display().to_string(),
-            format!("--dbname={source}"),
-            "-X".into(),
-            "stream".into(),
-            "-c".into(),
-            "fast".into(),
-            "-w".into(),
-        ];
-        let env = secrets::passfile_env(passfile.as_deref());
-        tracing::info!(%from, "postgres: cloning (pg_basebackup)");
-        let quiet = Duration::from_millis(c.clone_stall_timeout_ms);
-        let cloned = self
-            .m
-            .programs
-            .run_while_growing("pg_basebackup", &args, &env, dir, quiet)
-            .await;
-        if let Err(e) = cloned {
-            // pg_basebackup removes what it wrote when it fails, but not when it is
-            // killed (a stall): the dir was empty when it began, so empty it again, or
-            // the next try would take a partial copy for data.
-            return Err(match files::empty_dir(dir) {
-                Ok(()) => e,
-                Err(why) => format!("{e}; and the partial copy stays: {why}"),
-            });
-        }
-        Ok(())
-    }
-
     async fn rewind(&self, from: std::net::SocketAddr) -> Result<(), String> {
         let c = &self.m.config;
         let ca = self.install_tls()?.map(|t| t.ca);
@@ -1737,67 +1628,6 @@ impl Loop {
         };
         let dir = &self.m.config.data_dir;
         super::tls::install(sources, dir, self.m.programs.owner()).map(Some)
-    }
-
-    /// A fresh clone from `from` with the old data dir kept aside, then a start as its
-    /// standby. If the clone fails the old data comes back: a member without data no
-    /// longer counts toward the promotion check's majority (the simulator's seed 55940).
-    async fn reinit_from(
-        &mut self,
-        from: std::net::SocketAddr,
-        by: Copier,
-    ) -> Result<Copier, String> {
-        let aside = self.move_aside()?;
-        if let Err(e) = self.clone_from(from, by).await {
-            let Some(aside) = aside else {
-                return Err(e);
-            };
-            self.put_back(&aside)?;
-            return Err(format!("{e}; the old data dir is back in place"));
-        }
-        self.note_cloned();
-        self.done(Done::Copied { by });
-        self.start_server(Some(from), true).await?;
-        Ok(by)
-    }
-
-    /// Renames the data dir to `<data_dir>.aside.<unix seconds>` (a number more if
-    /// that exists): bully never deletes a data dir set aside. Returns where it went,
-    /// `None` when there was no data dir to set aside.
-    fn move_aside(&self) -> Result<Option<PathBuf>, String> {
-        let dir = &self.m.config.data_dir;
-        if !dir.exists() {
-            return Ok(None);
-        }
-        let seconds = crate::wall_clock::wall_ms() / 1000;
-        let aside = (0..)
-            .map(|n| {
-                let mut aside = dir.clone().into_os_string();
-                match n {
-                    0 => aside.push(format!(".aside.{seconds}")),
-                    n => aside.push(format!(".aside.{seconds}.{n}")),
-                }
-                PathBuf::from(aside)
-            })
-            .find(|aside| !aside.exists())
-            .expect("some name is free");
-        std::fs::rename(dir, &aside)
-            .map_err(|e| format!("cannot move {} aside: {e}", dir.display()))?;
-        tracing::warn!(aside = %aside.display(), "postgres: the old data dir is kept aside");
-        Ok(Some(aside))
-    }
-
-    /// Puts the data dir moved `aside` back in place of what a failed clone left.
-    fn put_back(&self, aside: &std::path::Path) -> Result<(), String> {
-        let dir = &self.m.config.data_dir;
-        if dir.exists() {
-            std::fs::remove_dir_all(dir)
-                .map_err(|e| format!("cannot remove the failed clone {}: {e}", dir.display()))?;
-        }
-        std::fs::rename(aside, dir)
-            .map_err(|e| format!("cannot put {} back: {e}", aside.display()))?;
-        tracing::warn!(dir = %dir.display(), "postgres: the clone failed; the old data dir is back");
-        Ok(())
     }
 
     /// Starts the server (with `standby`, as a standby of `upstream`; without, as its
@@ -2002,6 +1832,13 @@ async fn peer_position(
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
+    if d.filling() {
+        tracing::debug!(
+            listen = %reported.listen,
+            "postgres: a peer's server is a restored copy still filling: not counted as reached"
+        );
+        return None;
+    }
     if own_system != 0 && d.system_id != own_system {
         tracing::debug!(
             listen = %reported.listen,

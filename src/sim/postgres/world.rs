@@ -1174,6 +1174,7 @@ impl World {
             clone_sources: self.clone_sources(id),
             // The model's reports are there from the first look.
             reports_pending: false,
+            filling: false,
         }
     }
 
