@@ -38,12 +38,11 @@ mod tcp_cut;
 
 use bully::protocol::NodeId;
 use postgres_bully::{joined, load, load_more, wait_tally, BullyPg, Secrets, Tally, AGREE};
-use postgres_cluster::{connect, give_to_servers, oldest_wal, role, run_as_servers, system_id};
+use postgres_cluster::{connect, give_to_servers, oldest_wal, run_as_servers, system_id};
 use postgres_cluster::{wal_position, PROBE};
 use primary::phase;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// At most this many rounds of writes, segment switches and checkpoints to push WAL
 /// out of the primary.
@@ -150,7 +149,7 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
         c.logs()
     );
     assert_eq!(files.calls(), calls + 1, "the method ran once");
-    wait_streaming(&c, first, leader).await;
+    c.wait_rejoined(first, leader).await;
     wait_tally(&c, first, None, rows).await;
     assert!(
         restored(&c, first) > restored_before,
@@ -195,7 +194,7 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
         )),
         "node {second} did not say why it refused the backup"
     );
-    wait_streaming(&c, second, leader).await;
+    c.wait_rejoined(second, leader).await;
     assert_eq!(system_id(&c.pg.data_dir(second)), Some(cluster_system));
     rows = joined(rows, load_more(&client, rows.max, 10, 10).await);
     wait_tally(&c, second, None, rows).await;
@@ -207,7 +206,7 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
     c.kill_host(first);
     rows = push_wal_past(&client, position, rows).await;
     c.restart_host(first);
-    wait_streaming(&c, first, leader).await;
+    c.wait_rejoined(first, leader).await;
     wait_tally(&c, first, None, rows).await;
     assert_eq!(
         asides(&c.pg.data_dir(first)),
@@ -285,23 +284,6 @@ fn reinit(c: &BullyPg, id: NodeId) -> String {
         c.logs()
     );
     text
-}
-
-/// Waits (within [`AGREE`]) until node `id`'s server streams from node `leader`'s.
-async fn wait_streaming(c: &BullyPg, id: NodeId, leader: NodeId) {
-    let port = c.cuts[&leader].addr.port();
-    let deadline = Instant::now() + AGREE;
-    while !role(c.local(id))
-        .await
-        .is_some_and(|r| r.streams_from(port))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "node {id} does not stream from node {leader} within {AGREE:?}\n{}",
-            c.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// How many WAL files node `id`'s server restored from the archive (its log says
