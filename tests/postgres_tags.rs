@@ -151,7 +151,10 @@ async fn the_failover_priority_picks_between_standbys_alike_and_noloadbalance_is
     )
     .await;
     c.add_member(4, promoted).await;
-    let cloned = format!("cloned from {}", c.cuts[&source].addr);
+    let cloned = format!(
+        "copied (pg_basebackup); streams from {}",
+        c.cuts[&source].addr
+    );
     let log = c.t.cluster.log_path(4);
     eprintln!("=== waiting for \"{cloned}\" in {}", log.display());
     wait_logged(
