@@ -172,12 +172,6 @@ pub struct Cluster {
     /// few seconds ago: a member without data waits for it before it clones from the
     /// primary, since it may be a `clonefrom` standby.
     pub reports_pending: bool,
-    /// This server is a copy the replica method restored, and its WAL has not reached
-    /// where its source's ended when the copy began: it may hold less than the data it
-    /// replaced (acknowledged commits among them), so it neither leads nor counts as
-    /// reached in another member's promotion check until it gets there
-    /// (src/node/postgres/manager/copies.rs).
-    pub filling: bool,
 }
 
 impl Cluster {
@@ -615,20 +609,14 @@ fn catch_up_source(own: Position, peers: &[PeerWal], cluster: &Cluster) -> Optio
     }
 }
 
-/// A member tagged `nofailover`, or whose server is a restored backup still filling
-/// ([`Cluster::filling`]), is never eligible, and never promotes, commits the identity
-/// record that comes before a promotion, or runs `initdb`, should it hold the office
-/// all the same (its tag just set, before it resigns). A primary it still runs
+/// A member tagged `nofailover` is never eligible, and never promotes, commits the
+/// identity record that comes before a promotion, or runs `initdb`, should it hold the
+/// office all the same (its tag just set, before it resigns). A primary it still runs
 /// keeps its synchronous bookkeeping until it stops.
 fn never_leading(decision: Decision, server: &Server, cluster: &Cluster) -> Decision {
-    let why = match (cluster.never_leads(), cluster.filling) {
-        (true, _) => "tagged nofailover: never promoted (another member leads, or none can)",
-        (false, true) => {
-            "a restored backup still replaying up to where its source was when the copy \
-             began: never promoted before it gets there"
-        }
-        (false, false) => return decision,
-    };
+    if !cluster.never_leads() {
+        return decision;
+    }
     let primary = matches!(server, Server::Running(r) if !r.in_recovery);
     let refused = match decision.act {
         Act::Promote | Act::InitDb => true,
@@ -636,7 +624,9 @@ fn never_leading(decision: Decision, server: &Server, cluster: &Cluster) -> Deci
         _ => false,
     };
     let act = match refused {
-        true => Act::Wait(why.into()),
+        true => Act::Wait(
+            "tagged nofailover: never promoted (another member leads, or none can)".into(),
+        ),
         false => decision.act,
     };
     Decision {
@@ -1722,7 +1712,6 @@ impl Cluster {
             nofailover: Vec::new(),
             clone_sources: Vec::new(),
             reports_pending: false,
-            filling: false,
         }
     }
 }

@@ -271,7 +271,6 @@ mod tests {
             nofailover: Vec::new(),
             clone_sources: Vec::new(),
             reports_pending: false,
-            filling: false,
         }
     }
 

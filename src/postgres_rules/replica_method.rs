@@ -4,6 +4,9 @@
 //! `create_replica_methods`). The decisions (src/postgres_rules.rs) only say *that* a
 //! copy is due and from whose server it then streams; [`choose`] says *how*:
 //!
+//! - the method only fills an empty data dir (a clone); a reinit, which replaces data
+//!   that may hold acknowledged commits, is always `pg_basebackup` from the primary,
+//!   whose copy holds them all at once;
 //! - the method only when the cluster's system identifier is known: its result is then
 //!   checked ([`check_restored`]) and a backup of another cluster (a wrong stanza, a
 //!   repository shared by two clusters) is never started;
@@ -54,12 +57,20 @@ pub fn copier(cluster: &Cluster, memory: &Memory, rules: &Rules) -> Copier {
     }
 }
 
-/// `decision` with its copy (a clone or a reinit) made by [`copier`].
+/// `decision` with its clone made by [`copier`]. A reinit is always `pg_basebackup`:
+/// it replaces data that may hold acknowledged commits, and a backup older than them
+/// would leave them on the source's server alone until the copy caught up (the
+/// simulator lost them when that server failed next, seed 760 of three members).
 pub fn choose(decision: Decision, cluster: &Cluster, memory: &Memory, rules: &Rules) -> Decision {
-    let by = copier(cluster, memory, rules);
     let act = match decision.act {
-        Act::Clone { from, .. } => Act::Clone { from, by },
-        Act::Reinit { from, .. } => Act::Reinit { from, by },
+        Act::Clone { from, .. } => Act::Clone {
+            from,
+            by: copier(cluster, memory, rules),
+        },
+        Act::Reinit { from, .. } => Act::Reinit {
+            from,
+            by: Copier::BaseBackup,
+        },
         other => other,
     };
     Decision { act, ..decision }
@@ -144,6 +155,21 @@ mod tests {
             eligible: true,
         };
         assert_eq!(clone_of(wait), Act::Wait("x".into()));
+        let reinit = Decision {
+            act: Act::Reinit {
+                from: 1,
+                by: Copier::Method { system_id: 7 },
+            },
+            eligible: false,
+        };
+        assert_eq!(
+            clone_of(reinit),
+            Act::Reinit {
+                from: 1,
+                by: Copier::BaseBackup
+            },
+            "a reinit replaces data: never by the method"
+        );
     }
 
     #[test]

@@ -191,22 +191,6 @@ pub fn write_conf(data_dir: &Path, text: &str, owner: Option<(Uid, Gid)>) -> Res
     write_owned(&main, &text, owner)
 }
 
-/// The file in a data dir the replica method restored, holding where its source's WAL
-/// ended when the copy began (a byte position): until its own WAL gets there, it may
-/// hold less than the data it replaced (src/node/postgres/manager/copies.rs). Read by
-/// SQL (`sql::describe`), so peers see it too; removed once reached.
-pub const FILLING: &str = "bully.filling";
-
-/// Marks the data dir `dir` as filling up to `target` ([`FILLING`]).
-pub fn write_filling(dir: &Path, target: u64, owner: Option<(Uid, Gid)>) -> Result<(), String> {
-    write_owned(&dir.join(FILLING), &format!("{target}\n"), owner)
-}
-
-/// The target in a [`FILLING`] file's text, if it holds one.
-pub fn filling_target(text: &str) -> Option<u64> {
-    text.trim().parse().ok()
-}
-
 /// The file in the data dir where bully records which office began each timeline.
 pub const BRANCHES: &str = "bully.branch";
 

@@ -304,26 +304,13 @@ impl Loop {
                     return Err("this server is a primary; switch over first".into());
                 }
                 let from = self.server_of(leader)?;
-                let cluster = self.cluster(&status, &office, described.as_ref());
-                let by = self.copier(&cluster);
                 self.stop_server(timeout).await?;
-                // The operator waits for one answer: after the method failed (its copy
-                // refused, the old data dir back in place), pg_basebackup goes at once.
-                let by = match self.reinit_from(from, by).await {
-                    // Only the method failing hands the copy to pg_basebackup here.
-                    Err(e)
-                        if by != Copier::BaseBackup && self.lock_engine().memory().method_spent =>
-                    {
-                        let next = self.copier(&cluster);
-                        tracing::warn!("postgres: reinit: {e}; trying {}", next.word());
-                        self.reinit_from(from, next).await?
-                    }
-                    done => done?,
-                };
+                // Never the replica method: the data it replaces may hold acknowledged
+                // commits an older backup lacks (src/postgres_rules/replica_method.rs).
+                self.reinit_from(from, Copier::BaseBackup).await?;
                 Ok(format!(
-                    "copied afresh ({}) to stream from node {leader}'s server ({from}); the old \
-                     data dir is kept aside",
-                    by.word()
+                    "copied afresh (pg_basebackup) to stream from node {leader}'s server \
+                     ({from}); the old data dir is kept aside"
                 ))
             }
         }
@@ -538,25 +525,6 @@ impl Loop {
         }
     }
 
-    /// Removes the mark of a restored copy whose WAL reached where its source's was
-    /// when the copy began (`files::FILLING`): it counts again from the next look.
-    fn note_filled(&self, described: Option<&Described>) {
-        let Some(target) = described
-            .filter(|d| !d.filling())
-            .and_then(|d| d.filling_to)
-        else {
-            return;
-        };
-        let path = self.m.config.data_dir.join(files::FILLING);
-        match std::fs::remove_file(&path) {
-            Ok(()) => tracing::info!(
-                target,
-                "postgres: the restored copy reached where its source was: it counts again"
-            ),
-            Err(e) => tracing::warn!("postgres: cannot remove {}: {e}", path.display()),
-        }
-    }
-
     /// Whether this node still holds the office `token` under its lease (a restart in
     /// place goes on only then); else why not, for the operator's answer.
     fn office_kept(&self, token: u64) -> Result<(), String> {
@@ -575,7 +543,6 @@ impl Loop {
         let status = self.m.status.borrow().as_of_now();
         let (mut server, described) = self.observe().await;
         self.adopt_branch(&mut server);
-        self.note_filled(described.as_ref());
         let office = self.office(&status);
         self.follow_parameters(&status, &server, described.as_ref(), &office)
             .await;
@@ -715,11 +682,6 @@ impl Loop {
         }
     }
 
-    /// How the engine would copy now (src/postgres_rules/replica_method.rs).
-    fn copier(&self, cluster: &Cluster) -> Copier {
-        rules::copier(cluster, self.lock_engine().memory(), &self.rules())
-    }
-
     fn rules(&self) -> Rules {
         let c = &self.m.config;
         let interval = Duration::from_millis(c.interval_ms);
@@ -837,7 +799,6 @@ impl Loop {
                 .collect(),
             reports_pending: self.started.elapsed() < FIRST_REPORTS_WAIT
                 && others.iter().any(|&m| !self.m.peers.ever_heard(m)),
-            filling: described.is_some_and(Described::filling),
             clone_sources: match office {
                 Office::Following { leader, .. } => others
                     .iter()
@@ -1832,13 +1793,6 @@ async fn peer_position(
         .await
         .ok()?;
     let d = sql::describe(&client, SQL_TIMEOUT).await.ok()?;
-    if d.filling() {
-        tracing::debug!(
-            listen = %reported.listen,
-            "postgres: a peer's server is a restored copy still filling: not counted as reached"
-        );
-        return None;
-    }
     if own_system != 0 && d.system_id != own_system {
         tracing::debug!(
             listen = %reported.listen,

@@ -32,17 +32,6 @@ pub struct Described {
     /// It runs with a `restore_command` (from any of its files): a standby replays
     /// from the archive what its upstream no longer keeps.
     pub archive: bool,
-    /// The replica method restored it and its WAL must reach this position before it
-    /// counts (`files::FILLING`).
-    pub filling_to: Option<u64>,
-}
-
-impl Described {
-    /// It is a restored copy whose WAL has not reached its [`Described::filling_to`]
-    /// yet: it may hold less than the data it replaced.
-    pub fn filling(&self) -> bool {
-        self.filling_to.is_some_and(|target| self.wal < target)
-    }
 }
 
 /// What a failed round trip says: the server's own message when it sent one (the
@@ -93,8 +82,7 @@ const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
     current_setting('synchronous_standby_names'),
     (SELECT min_recovery_end_timeline FROM pg_control_recovery()),
     (SELECT system_identifier FROM pg_control_system()),
-    current_setting('restore_command') <> '',
-    coalesce(pg_read_file('bully.filling', 0, 64, true), '')";
+    current_setting('restore_command') <> ''";
 
 const STANDBYS: &str = "SELECT application_name, coalesce(flush_lsn::text, '0/0')
     FROM pg_stat_replication WHERE state = 'streaming'";
@@ -141,7 +129,6 @@ pub async fn describe(client: &Client, timeout: Duration) -> Result<Described, S
     Ok(Described {
         system_id: row.get::<_, Option<i64>>(11).unwrap_or(0) as u64,
         archive: row.get::<_, Option<bool>>(12).unwrap_or(false),
-        filling_to: super::files::filling_target(&row.get::<_, String>(13)),
         in_recovery,
         timeline,
         wal,

@@ -33,6 +33,7 @@ impl World {
         self.check_copy_spacing(id, &act)?;
         self.check_clone_source(id, &act)?;
         self.check_replaces_only_own(id, &act, cluster)?;
+        self.check_method_again(id, &act)?;
         self.member_mut(id).last_wait = None;
         self.event(Event::Acted {
             id,
@@ -64,7 +65,7 @@ impl World {
                     self.commit_record(id, record);
                 }
             }
-            Act::Clone { from, by } => self.clone_from(id, from, by),
+            Act::Clone { from, by } => self.clone_from(id, from, by)?,
             Act::Reinit { from, by } => {
                 // The old directory goes aside and comes back if the clone fails
                 // (src/node/postgres/manager.rs, `Act::Reinit`): a failed clone must not
@@ -76,7 +77,7 @@ impl World {
                 }
                 let aside = self.member_mut(id).pg.take();
                 self.summary.reinits += 1;
-                self.clone_from(id, from, by);
+                self.clone_from(id, from, by)?;
                 if self.member(id).pg.is_none()
                     && self.spec.sabotage != Some(Sabotage::ReinitLosesData)
                 {
@@ -241,9 +242,15 @@ impl World {
     /// forgotten, and (as the runtime does) the server started streaming from it.
     fn copy_from(&mut self, id: NodeId, source: NodeId) {
         let src = self.member(source).pg.as_ref().expect("a running source");
-        let mut data = Data::copy_of(src);
+        let data = Data::copy_of(src);
+        self.install(id, data, source);
+    }
+
+    /// A copy (`data`) in member `id`'s data dir, its server started as a standby of
+    /// `upstream`, noted as held: a new copy was never made by this node's `initdb`.
+    pub(super) fn install(&mut self, id: NodeId, mut data: Data, upstream: NodeId) {
         data.state = State::Standby {
-            upstream: Some(source),
+            upstream: Some(upstream),
             streaming: false,
         };
         let m = self.member_mut(id);
@@ -253,8 +260,12 @@ impl World {
         m.held = true;
     }
 
-    /// `pg_basebackup` into an empty directory.
-    fn clone_from(&mut self, id: NodeId, from: NodeId, by: Copier) {
+    /// A copy into an empty directory, made `by` `pg_basebackup` or the replica method
+    /// (src/sim/postgres/backups.rs).
+    fn clone_from(&mut self, id: NodeId, from: NodeId, by: Copier) -> Result<(), String> {
+        if let Copier::Method { system_id } = by {
+            return self.restore_for(id, from, system_id);
+        }
         let source = self.source(id, from);
         let m = self.member_mut(id);
         let failed = std::mem::take(&mut m.fail_clone);
@@ -274,6 +285,7 @@ impl World {
                 self.done(id, Done::CopyFailed { why, at_ms, by });
             }
         }
+        Ok(())
     }
 
     /// `pg_rewind` of a cleanly stopped server: it ends with the source's WAL.

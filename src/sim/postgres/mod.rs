@@ -37,6 +37,10 @@
 //! - WAL retention (`retention`): one slot per member on every server, and a drawn
 //!   removal of the WAL no slot holds; a standby past it must be cloned afresh, not
 //!   rewound for ever.
+//! - The replica method (`backups`, `restored`): no member starts a backup of
+//!   another cluster, and the method is not restored again in place of its own copy that
+//!   never streamed; the WAL archive (`archive`) carries a standby past what its
+//!   upstream keeps.
 //!
 //! Files: `operator` (what a person does after the heal, as the manual says), `server`
 //! (the modelled server, its WAL and branch records), `world` (members,
@@ -52,6 +56,8 @@
 
 mod adopted;
 mod apply;
+mod archive;
+mod backups;
 mod faults;
 mod log;
 mod machines;
@@ -62,6 +68,7 @@ mod processes;
 mod protocol;
 mod replication;
 mod restarts;
+mod restored;
 mod retention;
 mod server;
 mod setting;
@@ -264,6 +271,20 @@ pub enum Sabotage {
     /// No backoff between clones: a failed clone is forgotten at once, so the next
     /// look starts another (src/postgres_rules/copy_backoff.rs).
     NoCopyBackoff,
+    /// The replica method is never spent (`Memory::method_spent` and
+    /// `Memory::method_unproven` read as false): with a wrong stanza for good, a member
+    /// without data restores another cluster's backup again and again and never gets a
+    /// copy (src/sim/postgres/backups.rs).
+    MethodNeverSpent,
+    /// The executor starts what the replica method restored without
+    /// `check_restored`: a backup of another cluster is started
+    /// (src/sim/postgres/backups.rs).
+    RestoredUnchecked,
+    /// A reinit restores with the replica method as a clone does: the older backup
+    /// replacing a standby's data leaves the commits it acknowledged on the source
+    /// alone, and a failure of the source loses them
+    /// (src/postgres_rules/replica_method.rs).
+    ReinitByMethod,
 }
 
 /// What to simulate.
@@ -311,6 +332,10 @@ pub struct Spec {
     /// The office from the members' real machines, fenced by their keepers at the
     /// grants' ends (src/sim/postgres/protocol.rs); off, modelled here.
     pub protocol: bool,
+    /// Draw the replica method with its backup repository (src/sim/postgres/backups.rs)
+    /// and the WAL archive (src/sim/postgres/archive.rs), each from a stream of its
+    /// own; off, neither, as `wal_removal`.
+    pub backups: bool,
 }
 
 impl Spec {
@@ -336,6 +361,7 @@ impl Spec {
             tags: true,
             nofailover: true,
             protocol: false,
+            backups: true,
         }
     }
 }
@@ -394,6 +420,20 @@ pub struct Summary {
     /// Times the operator removed a `nofailover` tag the coordinator waited on
     /// (src/sim/postgres/tags.rs).
     pub untagged_nofailover: u64,
+    /// Copies the replica method made (src/sim/postgres/backups.rs).
+    pub method_copies: u64,
+    /// Copies by the replica method that failed: it exited non-zero, the repository
+    /// held no backup, the source did not say where its WAL ends, or `check_restored`
+    /// refused what it restored.
+    pub method_failures: u64,
+    /// Backups of another cluster `check_restored` refused.
+    pub foreign_backups_refused: u64,
+    /// Method copies that fell short of their upstream's WAL, then replaced by
+    /// `pg_basebackup` (src/sim/postgres/restored.rs).
+    pub short_method_copies_replaced: u64,
+    /// Steps at which a standby replayed from the WAL archive past what its upstream
+    /// keeps (src/sim/postgres/archive.rs).
+    pub archive_replays: u64,
     /// Faults drawn, by kind.
     pub faults: BTreeMap<&'static str, u64>,
 }
@@ -431,6 +471,11 @@ impl Summary {
         self.promoted_past_nofailover += other.promoted_past_nofailover;
         self.untagged_nofailover += other.untagged_nofailover;
         self.nofailover_named += other.nofailover_named;
+        self.method_copies += other.method_copies;
+        self.method_failures += other.method_failures;
+        self.foreign_backups_refused += other.foreign_backups_refused;
+        self.short_method_copies_replaced += other.short_method_copies_replaced;
+        self.archive_replays += other.archive_replays;
         for (kind, n) in &other.faults {
             *self.faults.entry(kind).or_default() += n;
         }

@@ -1,7 +1,8 @@
 //! Commits, streaming and acknowledgements. The primary writes a few commits a step;
 //! each standby streams from its upstream while its WAL is a prefix of the upstream's
 //! and the upstream still holds its next position (a standby on another branch, cut
-//! off, lagging or past the upstream's retention does not); a commit is
+//! off, lagging or past the upstream's retention does not: it may replay from the
+//! archive, src/sim/postgres/archive.rs); a commit is
 //! acknowledged once k of the standbys named in the primary's
 //! `synchronous_standby_names` stream from it and flushed it (k = 0: at once).
 
@@ -69,12 +70,25 @@ impl World {
                 let upto = up.wal.len().min(own + chunk);
                 (up.wal.commits[own..upto].to_vec(), up.wal.forks.clone())
             });
+            // Past what its upstream keeps: what the archive bridges (archive.rs).
+            let replayed = match (&received, upstream) {
+                (None, Some(u)) if !lagging && u != id && self.reach(id, u) => {
+                    let up = self.member(u).pg.as_ref().filter(|d| d.running());
+                    up.zip(self.member(id).pg.as_ref())
+                        .and_then(|(up, own)| self.replay_archived(own, up, chunk))
+                }
+                _ => None,
+            };
+            self.summary.archive_replays += u64::from(replayed.is_some());
             let d = self.member_mut(id).pg.as_mut().expect("a standby");
             d.state = State::Standby {
                 upstream,
                 streaming,
             };
-            if let Some((commits, forks)) = received {
+            if streaming {
+                d.method_copy = None;
+            }
+            if let Some((commits, forks)) = received.or(replayed) {
                 d.wal.receive(&commits, &forks);
             }
         }

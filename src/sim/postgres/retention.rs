@@ -64,11 +64,13 @@ impl World {
             return;
         };
         let max_keep = self.retention.max_keep;
+        // Nothing is recycled before it is archived (src/sim/postgres/archive.rs).
+        let archived = (self.member(leader).pg.as_ref()).map(|d| self.archived_of(&d.wal));
         let Some(d) = self.member_mut(leader).pg.as_mut().filter(|d| d.primary()) else {
             return;
         };
         let end = d.wal.len();
-        let mut floor = end;
+        let mut floor = archived.map_or(end, |a| a.min(end));
         for slot in d.slots.values_mut() {
             let Some(restart) = slot.restart.filter(|_| !slot.lost) else {
                 continue;
@@ -94,13 +96,15 @@ impl World {
 
     /// What member `id`'s manager reads from its upstream when its standby does not
     /// stream ([`WalRemoved`]): the coordinator's primary no longer holds its next
-    /// position. The sabotages that bring back the old manager read nothing.
+    /// position; `settled` as src/sim/postgres/archive.rs computes it. The sabotages
+    /// that bring back the old manager read nothing.
     pub(super) fn wal_removed_seen(
         &self,
         id: NodeId,
         server: &Server,
         office: Office,
         cluster: &Cluster,
+        settled: bool,
     ) -> Option<WalRemoved> {
         if matches!(
             self.spec.sabotage,
@@ -127,7 +131,7 @@ impl World {
         let kept_from = self.member(up).pg.as_ref()?.kept_from;
         (own < kept_from).then_some(WalRemoved {
             upstream: up,
-            settled: true,
+            settled,
         })
     }
 

@@ -64,6 +64,14 @@ impl Wal {
             && upstream.forks.starts_with(&self.forks)
     }
 
+    /// Its first `n` commits, with the timelines it had switched to by then (what an
+    /// archive holds of it: src/sim/postgres/archive.rs).
+    pub fn upto(&self, n: usize) -> Wal {
+        let mut wal = Wal::new();
+        wal.receive(&self.commits[..n.min(self.len())], &self.forks);
+        wal
+    }
+
     /// Appends what it streamed (`commits`, the next of an upstream [`Wal::follows`]
     /// allowed) and takes the upstream's timelines up to where it now is.
     pub fn receive(&mut self, commits: &[u64], upstream_forks: &[(u32, usize)]) {
@@ -83,6 +91,10 @@ impl Wal {
         self.forks.push((next, at));
     }
 }
+
+/// What a standby receives at once: commits, and the timelines of the WAL they came
+/// from (for [`Wal::receive`]).
+pub(super) type Chunk = (Vec<u64>, Vec<(u32, usize)>);
 
 /// How the runtime reads a server's branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +167,21 @@ pub(super) struct Data {
     pub kept_from: usize,
     /// Its replication slots (`pg_replslot`, not copied by a clone or a rewind).
     pub slots: Slots,
+    /// The replica method restored it and its standby has not streamed since
+    /// (src/sim/postgres/restored.rs); a copy of it is no such copy.
+    pub method_copy: Option<MethodCopy>,
+}
+
+/// What the checks know of a data dir the replica method restored, until its standby
+/// streams (src/sim/postgres/restored.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct MethodCopy {
+    /// The manager process that restored it (`Member::managers`): only its memory knows
+    /// the data dir for a method copy.
+    pub by_manager: u64,
+    /// That manager was told the WAL it needs is gone from its upstream, and no archive
+    /// carried its replay past the gap (`WalRemoved::settled`): it fell short.
+    pub fell_short: bool,
 }
 
 impl Data {
@@ -176,6 +203,7 @@ impl Data {
             written: Vec::new(),
             kept_from: 0,
             slots: Default::default(),
+            method_copy: None,
         }
     }
 

@@ -22,6 +22,7 @@ use super::decisions::{foreign, Act, Cluster};
 use super::server::{Data, State};
 use super::world::World;
 use crate::protocol::NodeId;
+use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -80,15 +81,8 @@ impl World {
     /// Another cluster's data: its own system identifier, commits no one here made,
     /// sometimes far ahead on a late branch.
     fn stranger_data(&mut self) -> Data {
-        let mut data = Data::initdb(self.next_system_id);
+        let mut data = another_clusters(self.next_system_id, &mut self.strangers.rng);
         self.next_system_id += 1;
-        let commits = self.strangers.rng.gen_range(0..80);
-        let ids: Vec<u64> = (0..commits).map(|i| u64::MAX - i).collect();
-        data.wal.receive(&ids, &[(1, 0)]);
-        if self.strangers.rng.gen_bool(0.5) {
-            data.wal.fork();
-            data.record_branch(data.wal.timeline(), 1_000_000);
-        }
         // Sometimes its server runs already (started by hand, or by the distribution's
         // own unit), as a standby of nothing.
         if self.strangers.rng.gen_bool(0.5) {
@@ -129,4 +123,19 @@ impl World {
             false => Ok(()),
         }
     }
+}
+
+/// A stopped data dir of another cluster, of system `system_id`: commits no one here
+/// made, sometimes far ahead on a late branch (a stranger's volume, and a backup of
+/// another cluster in the repository: src/sim/postgres/backups.rs).
+pub(super) fn another_clusters(system_id: u64, rng: &mut SmallRng) -> Data {
+    let mut data = Data::initdb(system_id);
+    let commits = rng.gen_range(0..80);
+    let ids: Vec<u64> = (0..commits).map(|i| u64::MAX - i).collect();
+    data.wal.receive(&ids, &[(1, 0)]);
+    if rng.gen_bool(0.5) {
+        data.wal.fork();
+        data.record_branch(data.wal.timeline(), 1_000_000);
+    }
+    data
 }

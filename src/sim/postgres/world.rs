@@ -3,15 +3,15 @@
 //! eligible members a majority of voters can reach, and the checks after each step.
 
 use super::decisions::{
-    branch_to_adopt, election_rank, full_k, left_for_operator, may_promote, names_standby,
+    branch_to_adopt, copier, election_rank, full_k, left_for_operator, may_promote, names_standby,
     ranks_alike, rewind_wanted, synchronous_count, synchronous_names, too_few_reached, Act,
-    Cluster, Command, Decision, Done, Engine, Look, Office, PeerWal, Position, Rules, Server,
-    StopReason, SyncRecord, SyncView, Tags,
+    Cluster, Command, Decision, Done, Engine, Look, Memory, Office, PeerWal, Position, Rules,
+    Server, StopReason, SyncRecord, SyncView, Tags,
 };
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
-use super::server::{Data, Reading, State};
+use super::server::{Data, Reading, State, Wal};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
 use crate::postmaster::PidFile;
@@ -97,6 +97,12 @@ pub(super) struct Member {
     /// The tags its file says from its node's next restart on: the operator edited
     /// them (src/sim/postgres/tags.rs, `nofailover`).
     pub tags_next: Option<Tags>,
+    /// Manager processes started before the current one (a restart forgets the
+    /// memory: src/sim/postgres/restored.rs).
+    pub managers: u64,
+    /// Its standby's replayed position at its manager's last look, and the step it last
+    /// moved (src/sim/postgres/archive.rs, `replay_settled`).
+    pub replayed: (Option<u64>, u64),
 }
 
 impl Member {
@@ -105,6 +111,8 @@ impl Member {
     pub fn fresh_manager(&mut self) {
         self.engine = Engine::default();
         self.clone_failed_at = None;
+        self.managers += 1;
+        self.replayed = (None, 0);
     }
 
     fn new(id: NodeId, witness: bool, synchronous: Synchronous) -> Member {
@@ -141,6 +149,8 @@ impl Member {
             synchronous_next: None,
             tags: Tags::default(),
             tags_next: None,
+            managers: 0,
+            replayed: (None, 0),
         }
     }
 
@@ -283,6 +293,79 @@ impl SettingChanges {
     }
 }
 
+/// The replica method's backup repository and draws (src/sim/postgres/backups.rs), from
+/// a stream of their own.
+#[derive(Debug)]
+pub(super) struct Repository {
+    pub rng: SmallRng,
+    /// `[postgres] replica_method` is set: `Rules::replica_method`.
+    pub method: bool,
+    /// The newest backup: a stopped copy of a data dir.
+    pub newest: Option<Data>,
+    /// The next backup is due at this step (taken at the first one with a primary).
+    pub next_at: u64,
+    /// The chance a backup is of another cluster, in percent (0 in most seeds).
+    pub foreign_percent: u32,
+    /// The chance a restore exits non-zero, in percent.
+    pub fail_percent: u32,
+    /// The method is set up with a wrong stanza for the whole run: every backup it
+    /// restores is of another cluster (one method seed in eight).
+    pub wrong_stanza: bool,
+}
+
+impl Repository {
+    /// The draws of `seed`: the method in about half the seeds, never when
+    /// `spec.backups` is off.
+    pub fn new(seed: u64, spec: &Spec) -> Repository {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x4241_434b_5550_5321);
+        let method = spec.backups && rng.gen_bool(0.5);
+        let foreign_percent = match rng.gen_ratio(1, 3) {
+            true => rng.gen_range(20..60),
+            false => 0,
+        };
+        let fail_percent = rng.gen_range(0..25);
+        let wrong_stanza = method && rng.gen_ratio(1, 8);
+        Repository {
+            rng,
+            method,
+            newest: None,
+            next_at: 0,
+            foreign_percent,
+            fail_percent,
+            wrong_stanza,
+        }
+    }
+}
+
+/// The WAL archive's draws and what it holds (src/sim/postgres/archive.rs), from a
+/// stream of its own.
+#[derive(Debug)]
+pub(super) struct Archive {
+    pub rng: SmallRng,
+    /// `restore_command` is set.
+    pub on: bool,
+    /// The most commits the archive lags behind the primary.
+    pub max_lag: usize,
+    /// The archived WAL and its system identifier.
+    pub held: Option<(u64, Wal)>,
+}
+
+impl Archive {
+    /// The draws of `seed`: an archive in two seeds of five, never when
+    /// `spec.backups` is off.
+    pub fn new(seed: u64, spec: &Spec) -> Archive {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x4152_4348_4956_4521);
+        let on = spec.backups && rng.gen_ratio(2, 5);
+        let max_lag = rng.gen_range(0..4);
+        Archive {
+            rng,
+            on,
+            max_lag,
+            held: None,
+        }
+    }
+}
+
 /// A restart in place of the leading primary (src/sim/postgres/restarts.rs): its
 /// server is stopped until then, and its manager runs no look meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,6 +440,10 @@ pub(super) struct World {
     /// With `Spec::protocol`: the members' real machines, which hold the office
     /// (src/sim/postgres/protocol.rs); `None`: the office is modelled here.
     pub protocol: Option<Protocol>,
+    /// The replica method's backup repository (src/sim/postgres/backups.rs).
+    pub backups: Repository,
+    /// The WAL archive (src/sim/postgres/archive.rs).
+    pub archive: Archive,
 }
 
 /// `Rules::standby_grace_ms` for `seed`: the runtime's is 20 looks; shorter ones (none in
@@ -373,6 +460,7 @@ fn standby_grace(seed: u64, spec: &Spec) -> u64 {
 impl World {
     pub fn new(seed: u64, spec: Spec) -> World {
         let mut rng = SmallRng::seed_from_u64(seed);
+        let backups = Repository::new(seed, &spec);
         let rules = Rules {
             synchronous: spec.synchronous,
             // Up to 3 commits of WAL.
@@ -381,7 +469,7 @@ impl World {
             reinit_on_failed_rewind: rng.gen_bool(0.7),
             stuck_after: rng.gen_range(2..5),
             standby_grace_ms: standby_grace(seed, &spec),
-            replica_method: false,
+            replica_method: backups.method,
         };
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
             .map(|id| Member::new(id, false, spec.synchronous))
@@ -435,6 +523,8 @@ impl World {
             settings: SettingChanges::new(seed, spec.synchronous),
             faults_logged: 0,
             protocol: None,
+            backups,
+            archive: Archive::new(seed, &spec),
         };
         if spec.protocol {
             let ids: Vec<NodeId> = world.members.iter().map(|m| m.id).collect();
@@ -528,7 +618,9 @@ impl World {
         }
         self.heal();
         let healed = self.now;
-        for _ in 0..self.spec.settle_steps {
+        // A standby past its upstream's WAL waits longer with an archive (archive.rs).
+        let bound = self.spec.settle_steps + self.archive_settle_steps();
+        for _ in 0..bound {
             self.step(false)?;
             if self.settled().is_ok() {
                 self.summary.longest_settle = self.now - healed;
@@ -537,8 +629,7 @@ impl World {
         }
         self.settled().map_err(|why| {
             format!(
-                "no progress {} steps after the last fault: {why}; {}",
-                self.spec.settle_steps,
+                "no progress {bound} steps after the last fault: {why}; {}",
                 self.states()
             )
         })?;
@@ -653,6 +744,8 @@ impl World {
             false => self.tell_verdicts(),
         }
         self.commit();
+        self.archive_wal();
+        self.back_up();
         self.replicate();
         self.retain(faults);
         self.acknowledge();
@@ -899,7 +992,6 @@ impl World {
             _ => Vec::new(),
         };
         let cluster = self.cluster_for(id);
-        let removed = self.wal_removed_seen(id, &server, office, &cluster);
         let reported = match self.reading() {
             Reading::TimelineNumbers => Reading::Lineage,
             reading => reading,
@@ -912,6 +1004,9 @@ impl World {
             }
             _ => None,
         });
+        let settled = self.replay_settled(id, &server);
+        let removed = self.wal_removed_seen(id, &server, office, &cluster, settled);
+        self.note_method_copy(id, removed);
         let look = Look {
             now_ms: self.now * STEP_MS,
             office,
@@ -1091,6 +1186,21 @@ impl World {
                 );
                 (Act::SetSynchronous { names }, eligible)
             }
+            // The method never spent: a clone goes by it whatever its last one did.
+            (&Act::Clone { from, .. }, Some(Sabotage::MethodNeverSpent)) => {
+                let unspent = Memory {
+                    method_spent: false,
+                    method_unproven: false,
+                    ..memory.clone()
+                };
+                let by = copier(cluster, &unspent, &self.rules_of(id));
+                (Act::Clone { from, by }, eligible)
+            }
+            // The rule before: a reinit restores a backup as a clone would.
+            (&Act::Reinit { from, .. }, Some(Sabotage::ReinitByMethod)) => {
+                let by = copier(cluster, memory, &self.rules_of(id));
+                (Act::Reinit { from, by }, eligible)
+            }
             _ => (act, eligible),
         };
         Decision { act, eligible }
@@ -1174,7 +1284,6 @@ impl World {
             clone_sources: self.clone_sources(id),
             // The model's reports are there from the first look.
             reports_pending: false,
-            filling: false,
         }
     }
 

@@ -2,16 +2,12 @@
 //! (src/postgres_rules/replica_method.rs): `pg_basebackup` from a running server, or
 //! the operator's `[postgres] replica_method` restoring a backup. Every copy goes into
 //! an empty data dir and leaves it empty again when it fails; a reinit keeps the old
-//! data dir aside and puts it back if the copy fails.
-//!
-//! A backup may be older than the data it replaces, which may hold acknowledged
-//! commits: a restored copy is marked as filling (`bully.filling`,
-//! src/node/postgres/files.rs) up to where its source's WAL ended when the copy began,
-//! and until its WAL gets there it neither leads nor counts in a promotion check
-//! (`Cluster::filling`, src/postgres_rules.rs).
+//! data dir aside and puts it back if the copy fails (always with `pg_basebackup`: a
+//! backup older than the data it replaces would leave its acknowledged commits on the
+//! source alone, src/postgres_rules/replica_method.rs).
 
 use super::super::adopt;
-use super::{control, engine_now_ms, files, rules, secrets, sql, Loop, SQL_TIMEOUT};
+use super::{control, engine_now_ms, files, rules, secrets, Loop};
 use crate::postgres_rules::{Copier, Done};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -107,10 +103,8 @@ impl Loop {
 
     /// Runs `[postgres] replica_method` into the empty data dir for a standby of
     /// `from`, checks it restored cluster `system_id` with no setting that would
-    /// override bully's or end its replay early, and marks it filling up to where
-    /// `from`'s WAL ended before it began (read first: a source that cannot tell fails
-    /// the method). On any failure the data dir is emptied again, so `pg_basebackup`
-    /// can go next.
+    /// override bully's or end its replay early. On any failure the data dir is
+    /// emptied again, so `pg_basebackup` can go next.
     async fn restore_for(&self, from: SocketAddr, system_id: u64) -> Result<(), String> {
         let c = &self.m.config;
         let dir = &c.data_dir;
@@ -119,7 +113,6 @@ impl Loop {
             .split_first()
             .ok_or("no [postgres] replica_method is set")?;
         self.empty_data_dir()?;
-        let target = self.source_position(from).await?;
         let (conninfo, mut env) = self.copy_login(from, "bully_restore")?;
         env.extend([
             ("PGDATA".to_string(), dir.display().to_string()),
@@ -127,7 +120,7 @@ impl Loop {
             ("BULLY_PRIMARY_PORT".into(), from.port().to_string()),
             ("BULLY_PRIMARY_CONNINFO".into(), conninfo),
         ]);
-        tracing::info!(%from, %program, target, "postgres: restoring with the replica method");
+        tracing::info!(%from, %program, "postgres: restoring with the replica method");
         let check = || {
             let restored = control::system_id(dir).unwrap_or(0);
             rules::check_restored(restored, system_id)?;
@@ -140,19 +133,7 @@ impl Loop {
         // A backup tool may leave its own recovery signal (pgBackRest writes one):
         // bully's standby settings and signal are written at the start that follows.
         let _ = std::fs::remove_file(dir.join("recovery.signal"));
-        files::write_filling(dir, target, self.m.programs.owner())
-    }
-
-    /// Where `from`'s WAL ends now (flushed on a primary), asked by SQL.
-    async fn source_position(&self, from: SocketAddr) -> Result<u64, String> {
-        let c = &self.m.config;
-        let password = self.m.superuser_password.as_deref();
-        let connector = &self.m.connector;
-        let client = sql::connect(connector, from, &c.superuser.user, password, SQL_TIMEOUT)
-            .await
-            .map_err(|e| format!("where the source's WAL ends: {e}"))?;
-        let described = sql::describe(&client, SQL_TIMEOUT).await?;
-        Ok(described.wal)
+        Ok(())
     }
 
     /// `pg_basebackup` from `from` into the empty data dir.
