@@ -122,16 +122,16 @@ pub struct PostgresConfig {
     /// A command that restores the cluster into a member's empty data dir from the
     /// operator's backups, one word per entry, the program an absolute path (no
     /// shell): `["/usr/bin/pgbackrest", "--stanza=main", "restore"]`. Tried before
-    /// `pg_basebackup` for a member without data (a new one, a lost volume, a reinit),
-    /// so a big clone does not load the primary. It runs as the server's user with
+    /// `pg_basebackup` for a member that never held data (a new one), so a big clone
+    /// does not load the primary; a reinit, which replaces data that may hold
+    /// acknowledged commits, is always `pg_basebackup`. It runs as the server's user with
     /// `PGDATA` (the empty data dir), `BULLY_PRIMARY_HOST`, `BULLY_PRIMARY_PORT` and
     /// `BULLY_PRIMARY_CONNINFO` (the server the copy then streams from) and `PGPASSFILE`
     /// set, for as long as it keeps writing into the data dir
     /// (`clone_stall_timeout_ms`). What it restores must be this cluster (its system
     /// identifier is checked) and old enough WAL is then replayed from the upstream, or
     /// from the archive with a `restore_command` parameter. `pg_basebackup` goes next
-    /// when it fails or its copy cannot reach the upstream's WAL
-    /// (docs/postgresql.md#replicas-from-backups-wal-from-an-archive). Empty: `pg_basebackup`
+    /// when it fails (docs/postgresql.md#replicas-from-backups-wal-from-an-archive). Empty: `pg_basebackup`
     /// only.
     #[serde(default)]
     pub replica_method: Vec<String>,

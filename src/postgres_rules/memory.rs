@@ -65,10 +65,6 @@ pub struct Memory {
     /// The replica method failed: copies go by `pg_basebackup` until one works
     /// (src/postgres_rules/replica_method.rs).
     pub method_spent: bool,
-    /// The data dir is the replica method's copy and its standby has not streamed yet:
-    /// a copy in its place goes by `pg_basebackup` (the same backup would land where
-    /// this one did).
-    pub method_unproven: bool,
 }
 
 /// Looks in a row a running server may miss before its node is ineligible: a stall
@@ -125,7 +121,6 @@ impl Memory {
                 self.not_streaming = 0;
                 self.rewind_failures = 0;
                 self.could_not_follow = false;
-                self.method_unproven = false;
             }
             None => self.not_streaming = 0,
         }
@@ -164,7 +159,6 @@ impl Memory {
             }
             Done::Copied { by } => {
                 self.copy_failed = None;
-                self.method_unproven = matches!(by, Copier::Method { .. });
                 // A repository that was down is tried again after a copy that worked.
                 if by == Copier::BaseBackup {
                     self.method_spent = false;
@@ -264,7 +258,7 @@ pub fn on_time(office: &Office, server: &Server) -> Option<bool> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::super::{Position, Running};
     use super::*;
 
@@ -275,14 +269,14 @@ pub(super) mod tests {
         }
     }
 
-    /// A standby of member 1, the coordinator (the replica method's tests use it too).
-    pub(in crate::postgres_rules) const FOLLOWING: Office = Office::Following {
+    /// A standby of member 1, the coordinator.
+    const FOLLOWING: Office = Office::Following {
         leader: 1,
         server: Some(1),
     };
 
     /// A running standby of member 1 at position 5 on branch 1.
-    pub(in crate::postgres_rules) fn standby(streaming: bool) -> Server {
+    fn standby(streaming: bool) -> Server {
         Server::Running(Running {
             in_recovery: true,
             timeline: 1,

@@ -10,11 +10,11 @@
 //! - the method only when the cluster's system identifier is known: its result is then
 //!   checked ([`check_restored`]) and a backup of another cluster (a wrong stanza, a
 //!   repository shared by two clusters) is never started;
-//! - `pg_basebackup` after the method failed, or when the method's copy is replaced
-//!   before it ever streamed: a backup older than what the upstream keeps (with no
-//!   archive, `restore_command`, to bridge the gap), or of a branch the upstream left
-//!   (taken before a failover, when rewinding it fails), would otherwise be restored
-//!   again at every try, for ever;
+//! - `pg_basebackup` after the method failed (a wrong stanza would otherwise be
+//!   restored at every try, for ever); a method's copy that cannot follow its upstream
+//!   (a backup older than what the upstream keeps with no archive, `restore_command`,
+//!   to bridge the gap, or of a branch the upstream left) is replaced by a reinit, so
+//!   by `pg_basebackup` too;
 //! - the method again after a `pg_basebackup` worked: a repository that was down
 //!   comes back into use.
 //!
@@ -50,8 +50,7 @@ pub fn copier(cluster: &Cluster, memory: &Memory, rules: &Rules) -> Copier {
         0 => cluster.sync.system_id(),
         known => known,
     };
-    let usable = !memory.method_spent && !memory.method_unproven;
-    match rules.replica_method && usable && system_id != 0 {
+    match rules.replica_method && !memory.method_spent && system_id != 0 {
         true => Copier::Method { system_id },
         false => Copier::BaseBackup,
     }
@@ -91,8 +90,7 @@ pub fn check_restored(restored: u64, wanted: u64) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory::tests::{standby, FOLLOWING};
-    use super::super::{SyncView, WalRemoved};
+    use super::super::SyncView;
     use super::*;
     use crate::postgres_rules::Done;
 
@@ -196,39 +194,6 @@ mod tests {
             &r,
         );
         assert_eq!(copier(&c, &memory, &r), Copier::Method { system_id: 7 });
-    }
-
-    #[test]
-    fn a_method_copy_replaced_before_it_streamed_is_not_restored_again() {
-        let (r, c) = (rules(true), cluster(7));
-        let by = Copier::Method { system_id: 7 };
-        let gone = WalRemoved {
-            upstream: 1,
-            settled: true,
-        };
-        // Short of the upstream's WAL, or on a branch it cannot follow: whatever
-        // replaces it before it streamed is a pg_basebackup.
-        let mut memory = Memory::default();
-        memory.on_done(Done::Copied { by }, &r);
-        memory.on_look(&FOLLOWING, &standby(false), Some(gone));
-        assert_eq!(copier(&c, &memory, &r), Copier::BaseBackup);
-        memory.on_done(Done::RewindFailed("diverged".into()), &r);
-        assert_eq!(copier(&c, &memory, &r), Copier::BaseBackup);
-        memory.on_done(
-            Done::Copied {
-                by: Copier::BaseBackup,
-            },
-            &r,
-        );
-        assert_eq!(copier(&c, &memory, &r), by, "the method is back");
-
-        // A method copy that streamed once is proven: a later loss of WAL (the member
-        // was down past the slot's limit) does not spend the method.
-        let mut memory = Memory::default();
-        memory.on_done(Done::Copied { by }, &r);
-        memory.on_look(&FOLLOWING, &standby(true), None);
-        memory.on_look(&FOLLOWING, &standby(false), Some(gone));
-        assert_eq!(copier(&c, &memory, &r), by);
     }
 
     #[test]

@@ -271,8 +271,7 @@ pub enum Sabotage {
     /// No backoff between clones: a failed clone is forgotten at once, so the next
     /// look starts another (src/postgres_rules/copy_backoff.rs).
     NoCopyBackoff,
-    /// The replica method is never spent (`Memory::method_spent` and
-    /// `Memory::method_unproven` read as false): with a wrong stanza for good, a member
+    /// The replica method is never spent (`Memory::method_spent` reads as false): with a wrong stanza for good, a member
     /// without data restores another cluster's backup again and again and never gets a
     /// copy (src/sim/postgres/backups.rs).
     MethodNeverSpent,

@@ -7,11 +7,8 @@
 //! - the method is not restored again in place of a member's method copy that never
 //!   streamed (src/postgres_rules/replica_method.rs): one that fell short of its
 //!   upstream's WAL (its manager was told the WAL it needs is gone, for good), or that
-//!   is on a branch its upstream left, would land there again, for ever (the sabotage
-//!   `MethodNeverSpent`). Only the manager process that restored the copy knows it for
-//!   one (`Memory::method_unproven`, src/postgres_rules/memory.rs, is not kept across a
-//!   restart), so the check holds for the copies a manager restored itself: a
-//!   restarted manager may restore the method once more.
+//!   is on a branch its upstream left, would land there again, for ever; it is
+//!   replaced by a reinit, always `pg_basebackup` (the sabotage `ReinitByMethod`).
 //!
 //! It also counts the copies that fell short and then went by `pg_basebackup`.
 
@@ -40,9 +37,7 @@ impl World {
             return Ok(());
         };
         let m = self.member(id);
-        let own =
-            (m.pg.as_ref().and_then(|d| d.method_copy)).filter(|c| c.by_manager == m.managers);
-        match (own, by) {
+        match (m.pg.as_ref().and_then(|d| d.method_copy), by) {
             (None, _) => Ok(()),
             (Some(copy), Copier::BaseBackup) => {
                 self.summary.short_method_copies_replaced += u64::from(copy.fell_short);

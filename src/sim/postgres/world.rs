@@ -1190,7 +1190,6 @@ impl World {
             (&Act::Clone { from, .. }, Some(Sabotage::MethodNeverSpent)) => {
                 let unspent = Memory {
                     method_spent: false,
-                    method_unproven: false,
                     ..memory.clone()
                 };
                 let by = copier(cluster, &unspent, &self.rules_of(id));
