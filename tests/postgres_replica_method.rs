@@ -5,16 +5,24 @@
 //! (`restore_command`), retention made small (`wal_keep_size = 0`,
 //! `max_slot_wal_keep_size = "32MB"`), and `[postgres] replica_method` a script that
 //! copies a backup directory into the empty data dir (as pgBackRest's `restore` would).
+//! Members added at runtime get the same settings (`Prepared::tune_more`). The method
+//! only fills the empty data dir of a member that never held data; a reinit is always
+//! `pg_basebackup` (src/postgres_rules/replica_method.rs).
 //!
 //! - **An old backup, bridged by the archive.** The test takes a backup with
 //!   `pg_basebackup`, writes past it until the primary no longer holds the WAL the
-//!   backup needs, then `bully pg reinit` of a standby restores that backup with the
-//!   method: the standby replays the missing WAL from the archive, streams, holds every
-//!   row, and its mark as a restored copy still filling (`bully.filling`) goes once it
-//!   reached where the primary was when the copy began; no `pg_basebackup` ran.
+//!   backup needs, then adds node 4 (`bully member add`): its clone is the method
+//!   restoring that backup (told where the primary is), it replays the missing WAL from
+//!   the archive, streams from the primary and holds every row; no `pg_basebackup` ran
+//!   for it.
+//! - **`bully pg reinit` never uses the method.** With that good backup still in place,
+//!   the reinit of an original standby copies with `pg_basebackup` (its answer says so,
+//!   the method is not called), keeps the old data dir aside, and streams again with
+//!   every row.
 //! - **A backup of another cluster.** The backup directory then holds a fresh `initdb`
-//!   (a wrong stanza): `bully pg reinit` of the other standby restores it, bully
-//!   refuses it by its system identifier, and `pg_basebackup` makes the copy instead.
+//!   (a wrong stanza): node 5 is added, its method restores that, bully refuses it by
+//!   its system identifier, and `pg_basebackup` makes the copy instead: node 5 holds
+//!   the cluster's system identifier and every row.
 //! - **Down past retention, back through the archive.** A standby's host is killed
 //!   while the primary writes past what its slot may keep; back up, it replays from the
 //!   archive and streams again without a copy (no data dir set aside).
@@ -88,6 +96,12 @@ impl Files {
     fn calls(&self) -> usize {
         std::fs::read_to_string(&self.calls).map_or(0, |t| t.lines().count())
     }
+
+    /// The primary (`host:port`) the method's last call was told to restore for.
+    fn last_call(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.calls).ok()?;
+        text.lines().last().map(str::to_string)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,36 +109,31 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
     if postgres_bully::skipped("replicas from backups") {
         return;
     }
-    let prepared = BullyPg::prepare_with(Secrets::Trust, |_, _| {}).await;
-    let files = Files::new(&prepared.pg.data_dir(1).with_file_name(""));
+    let mut prepared = BullyPg::prepare_with(Secrets::Trust, |_, _| {}).await;
+    let files = Files::new(&prepared.pg.root);
     let archive = files.archive.display().to_string();
     let method = [&files.method, &files.backup, &files.calls].map(|p| p.display().to_string());
-    for id in prepared.t.cluster.ids() {
-        prepared
-            .t
-            .cluster
-            .edit_config(id, |c| {
-                let pg = c.postgres.as_mut().expect("[postgres]");
-                let parameters = [
-                    ("archive_mode", "on".to_string()),
-                    (
-                        "archive_command",
-                        format!("test ! -f {archive}/%f && cp %p {archive}/%f"),
-                    ),
-                    ("restore_command", format!("cp {archive}/%f %p")),
-                    ("wal_keep_size", "0".into()),
-                ];
-                for (name, value) in parameters {
-                    pg.parameters.insert(name.into(), value);
-                }
-                pg.max_slot_wal_keep_size = 32 << 20;
-                pg.replica_method = method.to_vec();
-            })
-            .unwrap();
-    }
+    prepared.tune_more(move |_, pg| {
+        let parameters = [
+            ("archive_mode", "on".to_string()),
+            (
+                "archive_command",
+                format!("test ! -f {archive}/%f && cp %p {archive}/%f"),
+            ),
+            ("restore_command", format!("cp {archive}/%f %p")),
+            ("wal_keep_size", "0".into()),
+        ];
+        for (name, value) in parameters {
+            pg.parameters.insert(name.into(), value);
+        }
+        pg.max_slot_wal_keep_size = 32 << 20;
+        pg.replica_method = method.to_vec();
+    });
     let mut c = prepared.start();
     let leader = c.wait_all_streaming(&|_| String::new()).await;
     let standbys: Vec<NodeId> = c.ids().into_iter().filter(|&id| id != leader).collect();
+    let (first, second) = (standbys[0], standbys[1]);
+    let primary_seen = c.cuts[&leader].addr;
     let client = connect(c.local(leader), PROBE * 4)
         .await
         .expect("the primary");
@@ -134,70 +143,101 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
     let backup_from = take_backup(&c, leader, &files.backup);
     rows = push_wal_past(&client, backup_from, rows).await;
 
-    phase("reinit of a standby restores the old backup and replays from the archive");
-    let (first, second) = (standbys[0], standbys[1]);
+    phase("node 4 added: the method restores the old backup; the archive bridges it");
     let calls = files.calls();
-    let restored_before = restored(&c, first);
-    let node_log =
-        |id: NodeId| std::fs::read_to_string(c.t.cluster.log_path(id)).unwrap_or_default();
-    let clones = |log: &str| log.matches("cloning (pg_basebackup)").count();
-    let clones_before = clones(&node_log(first));
-    let out = reinit(&c, first);
-    assert!(
-        out.contains("the replica method"),
-        "node {first}'s reinit: {out}\n{}",
-        c.logs()
-    );
-    assert_eq!(files.calls(), calls + 1, "the method ran once");
-    c.wait_rejoined(first, leader).await;
-    wait_tally(&c, first, None, rows).await;
-    assert!(
-        restored(&c, first) > restored_before,
-        "node {first} replayed nothing from the archive"
-    );
-    // The restored copy counts again once its WAL reached where the primary's was
-    // when it began; it was never replaced by pg_basebackup.
-    let filling = c.pg.data_dir(first).join("bully.filling");
-    common::wait_until("the restored copy's mark removed", AGREE, || async {
-        (!filling.exists()).then_some(())
-    })
+    c.add_member(4, leader).await;
+    wait_log(
+        &c,
+        4,
+        &format!("copied (the replica method); streams from {primary_seen}"),
+    )
     .await;
-    let log = node_log(first);
-    assert!(log.contains("the restored copy reached where its source was"));
-    assert_eq!(files.calls(), calls + 1, "the method ran once");
-    assert_eq!(asides(&c.pg.data_dir(first)), 1, "one data dir set aside");
+    assert_eq!(files.calls(), calls + 1, "the method ran once, for node 4");
     assert_eq!(
-        clones(&log),
-        clones_before,
-        "node {first}'s copy was replaced by pg_basebackup"
+        files.last_call().as_deref(),
+        Some(primary_seen.to_string().as_str()),
+        "the method was told where the primary is"
     );
+    c.wait_rejoined(4, leader).await;
+    wait_tally(&c, 4, None, rows).await;
+    assert!(
+        restored(&c, 4) > 0,
+        "node 4 replayed nothing from the archive"
+    );
+    let log = node_log(&c, 4);
+    assert!(
+        !log.contains("cloning (pg_basebackup)"),
+        "node 4 was copied by pg_basebackup too:\n{log}"
+    );
+    assert_eq!(asides(&c.pg.data_dir(4)), 0, "node 4 set no data dir aside");
+    assert_eq!(files.calls(), calls + 1, "the method ran once, for node 4");
 
-    phase("a backup of another cluster is refused; pg_basebackup copies instead");
-    std::fs::remove_dir_all(&files.backup).unwrap();
-    let stranger = c.pg.initdb_stranger(&files.backup);
-    let cluster_system = system_id(&c.pg.data_dir(leader)).expect("the primary's system");
+    phase("bully pg reinit of a standby is pg_basebackup, the good backup in place");
+    let calls = files.calls();
+    let aside_before = asides(&c.pg.data_dir(second));
+    let methods = |log: &str| log.matches("restoring with the replica method").count();
+    let clones = |log: &str| log.matches("cloning (pg_basebackup)").count();
+    let (methods_before, clones_before) = {
+        let log = node_log(&c, second);
+        (methods(&log), clones(&log))
+    };
     let out = reinit(&c, second);
     assert!(
-        out.contains("pg_basebackup"),
+        out.contains("copied afresh (pg_basebackup)") && out.contains("kept aside"),
         "node {second}'s reinit: {out}\n{}",
         c.logs()
     );
+    assert_eq!(files.calls(), calls, "the reinit ran the method");
+    let log = node_log(&c, second);
     assert_eq!(
-        files.calls(),
-        calls + 2,
-        "the method ran, then pg_basebackup"
+        methods(&log),
+        methods_before,
+        "node {second} restored a backup"
     );
-    let log = node_log(second);
-    assert!(
-        log.contains(&format!(
-            "restored another cluster (system identifier {stranger}"
-        )),
-        "node {second} did not say why it refused the backup"
+    assert_eq!(
+        clones(&log),
+        clones_before + 1,
+        "node {second}: one pg_basebackup"
+    );
+    assert_eq!(
+        asides(&c.pg.data_dir(second)),
+        aside_before + 1,
+        "node {second}'s old data dir set aside"
     );
     c.wait_rejoined(second, leader).await;
-    assert_eq!(system_id(&c.pg.data_dir(second)), Some(cluster_system));
     rows = joined(rows, load_more(&client, rows.max, 10, 10).await);
     wait_tally(&c, second, None, rows).await;
+    assert_eq!(files.calls(), calls, "the method ran after the reinit");
+
+    phase("node 5 added: a backup of another cluster is refused; pg_basebackup copies");
+    std::fs::remove_dir_all(&files.backup).unwrap();
+    let stranger = c.pg.initdb_stranger(&files.backup);
+    let cluster_system = system_id(&c.pg.data_dir(leader)).expect("the primary's system");
+    assert_ne!(stranger, cluster_system, "the stranger is another cluster");
+    let calls = files.calls();
+    c.add_member(5, leader).await;
+    wait_log(
+        &c,
+        5,
+        &format!("copied (pg_basebackup); streams from {primary_seen}"),
+    )
+    .await;
+    assert_eq!(files.calls(), calls + 1, "the method ran once, for node 5");
+    let log = node_log(&c, 5);
+    let refused = format!(
+        "the replica method restored another cluster (system identifier {stranger}; the \
+         cluster's is {cluster_system})"
+    );
+    assert!(
+        log.contains(&refused) && log.contains("pg_basebackup goes next"),
+        "node 5 did not say why it refused the backup:\n{log}"
+    );
+    assert!(log.contains("cloning (pg_basebackup)"), "node 5: {log}");
+    c.wait_rejoined(5, leader).await;
+    assert_eq!(system_id(&c.pg.data_dir(5)), Some(cluster_system));
+    rows = joined(rows, load_more(&client, rows.max, 10, 10).await);
+    wait_tally(&c, 5, None, rows).await;
+    assert_eq!(files.calls(), calls + 1, "the method ran once, for node 5");
 
     phase("a standby down past its slot's retention comes back through the archive");
     let position = wal_position(c.local(first)).await.expect("its position") as u64;
@@ -220,6 +260,21 @@ async fn replicas_restore_from_backups_and_replay_from_the_archive() {
 
     drop(client);
     common::stop_all_and_assert_invariants(&mut c.t);
+}
+
+/// Node `id`'s log (its bully node's), empty while there is none.
+fn node_log(c: &BullyPg, id: NodeId) -> String {
+    std::fs::read_to_string(c.t.cluster.log_path(id)).unwrap_or_default()
+}
+
+/// Waits (within [`AGREE`]) until node `id`'s log holds `line`; panics with the logs.
+async fn wait_log(c: &BullyPg, id: NodeId, line: &str) {
+    eprintln!("=== waiting for \"{line}\" in node {id}'s log");
+    let what = format!("\"{line}\" in node {id}'s log");
+    primary::wait_logged(&c.t, &what, AGREE, || async {
+        node_log(c, id).contains(line).then_some(())
+    })
+    .await
 }
 
 /// `pg_basebackup` of node `id`'s server into `dir` (emptied first), as the servers'

@@ -31,7 +31,12 @@ use bully::protocol::{Mode, NodeId, Preempt, Timing};
 use bully::signals::{self, Signal};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What a test changes in every node's `[postgres]`, given the node's ID
+/// ([`BullyPg::start_tuned`], [`Prepared::tune_more`]).
+pub type Tune = dyn Fn(NodeId, &mut PostgresConfig) + Send + Sync;
 
 /// Every wait for the cluster to settle (generous: CI is a busy 2-core machine).
 pub const AGREE: Duration = Duration::from_secs(40);
@@ -192,7 +197,7 @@ impl BullyPg {
             .map(|&id| (id, CutProxy::start(seen[&id], local[&id])))
             .collect();
         let t = TestCluster { cluster, dir };
-        configure(&t, &pg, &seen, &http, &secrets, tune);
+        configure(&t, &pg, &seen, &http, &secrets, &tune);
         Prepared {
             cuts,
             pg,
@@ -201,7 +206,7 @@ impl BullyPg {
             front,
             reads,
             secrets,
-            tune,
+            tune: Arc::new(tune),
             t,
         }
     }
@@ -232,7 +237,15 @@ impl BullyPg {
             .map(|p| (p, self.t.cluster.addr(p)))
             .collect();
         self.t.cluster.add_member(id, &peers).unwrap();
-        configure_one(&self.t, &self.pg, id, seen, http, &self.secrets, self.tune);
+        configure_one(
+            &self.t,
+            &self.pg,
+            id,
+            seen,
+            http,
+            &self.secrets,
+            &*self.tune,
+        );
         let config = self.t.cluster.config_path(id);
         self.keepers.spawn(&binary(), id, &config);
         self.t.cluster.start(id).unwrap();
@@ -515,7 +528,8 @@ pub struct Prepared {
     pub reads: SocketAddr,
     /// How the members log in.
     pub secrets: Secrets,
-    tune: fn(NodeId, &mut PostgresConfig),
+    /// What every node's `[postgres]` changes, members added later too.
+    tune: Arc<Tune>,
     pub t: TestCluster,
 }
 
@@ -523,6 +537,27 @@ impl Prepared {
     /// Node `id`'s config file (what `bully pg adopt --config` reads).
     pub fn config(&self, id: NodeId) -> std::path::PathBuf {
         self.t.cluster.config_path(id)
+    }
+
+    /// `more` changes every node's `[postgres]` too, after the tune the cluster was
+    /// prepared with: each config now, and each member added later
+    /// ([`BullyPg::add_member`]). For settings known only once the temp dir exists
+    /// (paths in it), before [`Prepared::start`].
+    pub fn tune_more(
+        &mut self,
+        more: impl Fn(NodeId, &mut PostgresConfig) + Send + Sync + 'static,
+    ) {
+        for id in self.t.cluster.ids() {
+            self.t
+                .cluster
+                .edit_config(id, |c| more(id, c.postgres.as_mut().expect("[postgres]")))
+                .unwrap();
+        }
+        let before = Arc::clone(&self.tune);
+        self.tune = Arc::new(move |id, pg| {
+            before(id, pg);
+            more(id, pg);
+        });
     }
 
     /// Node `id` keeps the server whose data dir is `dir` (another manager's, taken
@@ -582,7 +617,7 @@ fn configure(
     seen: &BTreeMap<NodeId, SocketAddr>,
     http: &BTreeMap<NodeId, SocketAddr>,
     secrets: &Secrets,
-    tune: fn(NodeId, &mut PostgresConfig),
+    tune: &Tune,
 ) {
     for id in t.cluster.ids() {
         configure_one(t, pg, id, seen[&id], http[&id], secrets, tune);
@@ -597,7 +632,7 @@ fn configure_one(
     seen: SocketAddr,
     http: SocketAddr,
     secrets: &Secrets,
-    tune: fn(NodeId, &mut PostgresConfig),
+    tune: &Tune,
 ) {
     let mut postgres = PostgresConfig {
         bin_dir: Some(pg.bin.clone()),
