@@ -40,6 +40,12 @@ pub use tags::{election_rank, ranks_alike, Tags, MAX_FAILOVER_PRIORITY};
 use crate::protocol::membership::majority_of;
 use crate::protocol::NodeId;
 
+/// The upstream a standby cluster's standby leader streams from: the remote primary of
+/// `postgres.standby_cluster` (docs/postgresql.md#a-standby-cluster), in every act and
+/// report that names an upstream. No member has ID 0 (src/transport/member_checks.rs),
+/// so it never stands for one; the executors map it to the remote's address.
+pub const REMOTE_PRIMARY: NodeId = 0;
+
 /// How many times a rewind is tried before the manager clones afresh (or gives up).
 pub const REWIND_ATTEMPTS: u32 = 3;
 
@@ -123,7 +129,9 @@ pub struct Cluster {
     /// another server. A member whose volume is not mounted, or was wiped, reports
     /// `missing` (the simulator's seed 73, 3 members, strict, promoted over one).
     pub all_absent: bool,
-    /// The coordinator's server is running as a primary (known from its status).
+    /// The coordinator's server serves the cluster (known from its status): it runs as
+    /// a primary, or, in a standby cluster ([`Rules::standby_cluster`]), as the standby
+    /// leader. Members follow, rewind from and clone from it only then.
     pub leader_primary: bool,
     /// On a primary: how many other data voters' standbys stream from it now, whether or
     /// not they are known to hold its branch (`quorum` lowers k to these; the names
@@ -261,6 +269,10 @@ pub struct Rules {
     /// `[postgres] replica_method` is set: copies may restore from the operator's
     /// backups (src/postgres_rules/replica_method.rs).
     pub replica_method: bool,
+    /// `postgres.standby_cluster` is set: the coordinator's server is the standby
+    /// leader, streaming from [`REMOTE_PRIMARY`]; nothing is promoted, and a new
+    /// cluster is cloned from the remote instead of made by `initdb`.
+    pub standby_cluster: bool,
 }
 
 #[cfg(test)]
@@ -276,6 +288,7 @@ impl Rules {
             stuck_after: 3,
             standby_grace_ms: STANDBY_GRACE_MS,
             replica_method: false,
+            standby_cluster: false,
         }
     }
 }
@@ -683,8 +696,11 @@ fn decide_unpaused(
             false => left_alone(office, server, &why),
         };
     }
+    if let Some(decision) = standby_leader(office, server, memory, rules) {
+        return decision;
+    }
     match server {
-        Server::Absent => absent(office, cluster, memory),
+        Server::Absent => absent(office, cluster, memory, rules),
         Server::Unreachable => Decision {
             act: Act::Wait("the server runs but does not answer".into()),
             eligible: false,
@@ -764,7 +780,43 @@ fn replace_own_initdb(office: Office, server: &Server, cluster: &Cluster) -> Dec
     }
 }
 
-fn absent(office: Office, cluster: &Cluster, memory: &Memory) -> Decision {
+/// The coordinator of a standby cluster with data: its server is the standby leader,
+/// which streams from the remote primary and is never promoted. A stopped one starts as
+/// the remote's standby; a running standby is pointed at the remote. `None` for the
+/// rest, which the usual rules take: a member without data, a follower, and a server
+/// that runs or ran as a primary of this cluster. Such a primary keeps serving, and one
+/// stopped is never rewound onto the remote: the setting never throws away what this
+/// cluster acknowledged (docs/postgresql.md#a-standby-cluster).
+fn standby_leader(
+    office: Office,
+    server: &Server,
+    memory: &Memory,
+    rules: &Rules,
+) -> Option<Decision> {
+    if !rules.standby_cluster || !matches!(office, Office::Leading { .. } | Office::Elected) {
+        return None;
+    }
+    let remote = Some(REMOTE_PRIMARY);
+    match server {
+        Server::Stopped { was_primary, .. } if !rewind_wanted(*was_primary, memory) => {
+            Some(start(remote))
+        }
+        Server::Running(r) if r.in_recovery && r.upstream != remote => Some(Decision {
+            act: Act::Repoint { upstream: remote },
+            eligible: true,
+        }),
+        Server::Running(r) if r.in_recovery => Some(Decision {
+            act: Act::Wait(match r.streaming {
+                true => "the standby leader: streams from the remote primary".into(),
+                false => "the standby leader: not streaming from the remote primary".into(),
+            }),
+            eligible: true,
+        }),
+        _ => None,
+    }
+}
+
+fn absent(office: Office, cluster: &Cluster, memory: &Memory, rules: &Rules) -> Decision {
     if cluster.held_data {
         return Decision {
             act: Act::Wait(format!(
@@ -780,7 +832,13 @@ fn absent(office: Office, cluster: &Cluster, memory: &Memory) -> Decision {
     match office {
         Office::Leading { .. } if cluster.all_absent && !initialized => match cluster.sync {
             SyncView::Read(_) => Decision {
-                act: Act::InitDb,
+                act: match rules.standby_cluster {
+                    true => Act::Clone {
+                        from: REMOTE_PRIMARY,
+                        by: Copier::BaseBackup,
+                    },
+                    false => Act::InitDb,
+                },
                 eligible: true,
             },
             SyncView::Unread => Decision {
@@ -1543,6 +1601,79 @@ mod tests {
             &no_reinit,
         );
         assert!(matches!(d.act, Act::Wait(_)) && !d.eligible, "{d:?}");
+    }
+
+    /// A standby cluster: a new one is cloned from the remote primary, not made by
+    /// initdb; the coordinator's server streams from the remote and is never promoted,
+    /// whatever its peers hold; a member without data clones from the standby leader; a
+    /// primary of the cluster itself keeps serving and one that ran as a primary is
+    /// never started onto the remote. Unset, the same standby leader promotes.
+    #[test]
+    fn a_standby_cluster_follows_the_remote_and_never_promotes() {
+        let standby_cluster = Rules {
+            standby_cluster: true,
+            ..rules(Synchronous::Quorum)
+        };
+        let decide_in = |office, server: &Server, cluster: &Cluster, memory: &Memory| {
+            decide(office, server, &[], cluster, memory, &standby_cluster)
+        };
+        let mut fresh = cluster(&[1, 2, 3]);
+        fresh.all_absent = true;
+        let d = decide_in(LEADING, &Server::Absent, &fresh, &Memory::default());
+        assert_eq!(
+            d.act,
+            Act::Clone {
+                from: REMOTE_PRIMARY,
+                by: Copier::BaseBackup
+            }
+        );
+        let whole = cluster(&[1, 2, 3]);
+        let d = decide_in(LEADING, &standby(5, None), &whole, &Memory::default());
+        assert_eq!(
+            d.act,
+            Act::Repoint {
+                upstream: Some(REMOTE_PRIMARY)
+            }
+        );
+        let leader = standby(5, Some(REMOTE_PRIMARY));
+        let d = decide_in(LEADING, &leader, &whole, &Memory::default());
+        assert!(matches!(d.act, Act::Wait(_)) && d.eligible, "{d:?}");
+        let stopped = Server::Stopped {
+            was_primary: false,
+            clean: true,
+        };
+        let d = decide_in(LEADING, &stopped, &whole, &Memory::default());
+        assert_eq!(
+            d.act,
+            Act::StartStandby {
+                upstream: Some(REMOTE_PRIMARY)
+            }
+        );
+        let was_primary = Server::Stopped {
+            was_primary: true,
+            clean: true,
+        };
+        let d = decide_in(LEADING, &was_primary, &whole, &Memory::default());
+        assert_eq!(d.act, Act::StartStandby { upstream: None });
+        let d = decide_in(LEADING, &primary(""), &whole, &Memory::default());
+        assert!(matches!(d.act, Act::SetSynchronous { .. }), "{d:?}");
+        let d = decide_in(following(), &Server::Absent, &whole, &Memory::default());
+        assert_eq!(
+            d.act,
+            Act::Clone {
+                from: addr(3),
+                by: Copier::BaseBackup
+            }
+        );
+        let peers = [1, 3].map(|id| PeerWal {
+            id,
+            wal: Some(at(4)),
+        });
+        let d = act(LEADING, &leader, &peers, &Memory::default());
+        assert!(
+            matches!(d.act, Act::Promote | Act::CommitSync { .. }),
+            "unset: the standby leader promotes: {d:?}"
+        );
     }
 
     #[test]

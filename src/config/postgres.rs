@@ -84,6 +84,15 @@ pub struct PostgresConfig {
     /// (docs/postgresql.md#changing-the-synchronous-mode).
     #[serde(default)]
     pub synchronous: Synchronous,
+    /// A standby cluster: the remote primary (`HOST:PORT`) the whole cluster follows
+    /// instead of running its own (Patroni's `standby_cluster`; a second site kept for
+    /// disaster recovery). The coordinator's server, the standby leader, streams from it
+    /// as bully's replication user, the other members stream from the standby leader,
+    /// and nothing is promoted or initialized. **Cluster setting**: seeds a new cluster
+    /// only; `bully config set postgres.standby_cluster=` (empty) turns the cluster
+    /// into one with its own primary (docs/postgresql.md#a-standby-cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_cluster: Option<String>,
     /// With `synchronous = "off"`: a standby further behind the last primary position
     /// it saw than this may not be promoted (`16MB`, or a number of bytes).
     #[serde(
@@ -347,6 +356,7 @@ impl PostgresConfig {
             tls_key: None,
             parameters: BTreeMap::new(),
             synchronous: Synchronous::default(),
+            standby_cluster: None,
             maximum_lag_on_failover: Self::default_maximum_lag(),
             max_slot_wal_keep_size: Self::default_max_slot_wal_keep_size(),
             rewind: true,
@@ -431,6 +441,13 @@ impl PostgresConfig {
         }
         if let Some(problem) = self.tags.problem() {
             return Some(("postgres.tags", problem));
+        }
+        if let Some(Err(problem)) = self
+            .standby_cluster
+            .as_deref()
+            .map(crate::protocol::settings::remote_primary)
+        {
+            return Some(("postgres.standby_cluster", problem));
         }
         if let Some(program) = self.replica_method.first() {
             if !std::path::Path::new(program).is_absolute() {

@@ -14,7 +14,7 @@
 //! it, but a node that learns of a new member must know where to dial it.
 
 use super::epoch::{Epoch, NodeId};
-use super::settings::{ClusterSettings, SettingsBeforePg};
+use super::settings::{ClusterSettings, SettingsBeforePg, SettingsBeforeStandbyCluster};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -99,6 +99,25 @@ impl From<ListBeforeSettings> for Membership {
             id: old.id,
             members: old.members,
             settings: None,
+        }
+    }
+}
+
+/// A list as stored before `postgres.standby_cluster` was one of the settings (decoded
+/// only to upgrade a store in place, src/storage/mod.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ListBeforeStandbyCluster {
+    pub id: ConfigId,
+    pub members: Vec<Member>,
+    pub settings: Option<SettingsBeforeStandbyCluster>,
+}
+
+impl From<ListBeforeStandbyCluster> for Membership {
+    fn from(old: ListBeforeStandbyCluster) -> Membership {
+        Membership {
+            id: old.id,
+            members: old.members,
+            settings: old.settings.map(ClusterSettings::from),
         }
     }
 }

@@ -64,6 +64,31 @@ pub struct ClusterSettings {
     /// The PostgreSQL synchronous mode (`[postgres] synchronous` of the seeding file).
     /// `None` as `pg_parameters`, and for a cluster that keeps no PostgreSQL.
     pub pg_synchronous: Option<Synchronous>,
+    /// `postgres.standby_cluster`: the remote primary (`HOST:PORT`) this whole cluster
+    /// follows as a standby cluster (docs/postgresql.md#a-standby-cluster); `None`: the
+    /// cluster runs its own primary. A cluster setting, so every member's manager agrees
+    /// whether the coordinator may promote.
+    pub pg_standby_cluster: Option<String>,
+}
+
+/// The settings as stored before `postgres.standby_cluster` was one of them (decoded
+/// only to upgrade a store in place, src/storage/mod.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SettingsBeforeStandbyCluster {
+    pub timing: Timing,
+    pub preempt: Preempt,
+    pub pg_parameters: Option<PgParameters>,
+    pub pg_synchronous: Option<Synchronous>,
+}
+
+impl From<SettingsBeforeStandbyCluster> for ClusterSettings {
+    fn from(old: SettingsBeforeStandbyCluster) -> ClusterSettings {
+        ClusterSettings {
+            pg_parameters: old.pg_parameters,
+            pg_synchronous: old.pg_synchronous,
+            ..ClusterSettings::new(old.timing, old.preempt)
+        }
+    }
 }
 
 /// The settings as stored before PostgreSQL's parameters were part of them (decoded
@@ -88,6 +113,7 @@ impl ClusterSettings {
             preempt,
             pg_parameters: None,
             pg_synchronous: None,
+            pg_standby_cluster: None,
         }
     }
 
@@ -113,6 +139,9 @@ impl ClusterSettings {
         out.push(("preempt".into(), preempt_word(self.preempt).into()));
         if let Some(mode) = self.pg_synchronous {
             out.push((PG_SYNCHRONOUS_KEY.into(), synchronous_word(mode).into()));
+        }
+        if let Some(remote) = &self.pg_standby_cluster {
+            out.push((PG_STANDBY_CLUSTER_KEY.into(), remote.clone()));
         }
         for (name, value) in self.pg_parameters.iter().flatten() {
             out.push((format!("{PG_PARAMETER_KEY}{name}"), value.clone()));
@@ -176,6 +205,12 @@ impl ClusterSettings {
                 };
                 next.pg_synchronous = Some(mode);
             }
+            PG_STANDBY_CLUSTER_KEY => {
+                next.pg_standby_cluster = match value.is_empty() {
+                    true => None,
+                    false => Some(remote_primary(value).map(|_| value.to_string())?),
+                }
+            }
             _ if key.starts_with(PG_PARAMETER_KEY) => {
                 let name = &key[PG_PARAMETER_KEY.len()..];
                 if let Some(problem) = pg_parameter_syntax(name, value) {
@@ -190,8 +225,8 @@ impl ClusterSettings {
             _ if key.starts_with("postgres.") => {
                 return Err(format!(
                     "`{key}` is a host key, read from each host's file; the PostgreSQL \
-                     cluster keys are postgres.synchronous and postgres.parameters.NAME \
-                     (docs/configuration.md)"
+                     cluster keys are postgres.synchronous, postgres.standby_cluster and \
+                     postgres.parameters.NAME (docs/configuration.md)"
                 ))
             }
             _ => {
@@ -199,11 +234,45 @@ impl ClusterSettings {
                     "unknown cluster key `{key}`; the cluster keys are timing.heartbeat_ms, \
                      timing.suspect_after_ms, timing.answer_timeout_ms, \
                      timing.coordinator_timeout_ms, timing.preempt_delay_ms, preempt, \
-                     postgres.synchronous and postgres.parameters.NAME"
+                     postgres.synchronous, postgres.standby_cluster and \
+                     postgres.parameters.NAME"
                 ))
             }
         }
         Ok(next)
+    }
+}
+
+/// `postgres.standby_cluster`: the remote primary a standby cluster follows.
+pub const PG_STANDBY_CLUSTER_KEY: &str = "postgres.standby_cluster";
+
+/// The host and port of a `postgres.standby_cluster` value (`HOST:PORT`, `[V6]:PORT`),
+/// or what is wrong with it: checked where it is set, so a member's manager never
+/// meets one it cannot connect by.
+pub fn remote_primary(value: &str) -> Result<(&str, u16), String> {
+    let bad = |why: &str| {
+        format!(
+            "{PG_STANDBY_CLUSTER_KEY}: `{value}` {why}; give the remote primary as \
+             HOST:PORT (an empty value: not a standby cluster)"
+        )
+    };
+    let (host, port) = value.rsplit_once(':').ok_or_else(|| bad("has no port"))?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| bad("has no port from 1 to 65535"))?;
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+    match host_ok {
+        true => Ok((host, port)),
+        false => Err(bad("is not a host name or address")),
     }
 }
 
@@ -306,6 +375,25 @@ mod tests {
         assert_eq!(strict.unwrap().pg_synchronous, Some(Synchronous::Strict));
         let err = base.with(PG_SYNCHRONOUS_KEY, "sometimes").unwrap_err();
         assert!(err.contains("none of off, quorum and strict"), "{err}");
+    }
+
+    /// `postgres.standby_cluster` takes HOST:PORT (a bracketed v6 address too), is
+    /// shown, goes with an empty value, and a value no manager could connect by is
+    /// refused naming the key.
+    #[test]
+    fn the_standby_cluster_is_set_checked_and_unset() {
+        let base = ClusterSettings::new(Timing::default(), Preempt::Never);
+        let set = base.with(PG_STANDBY_CLUSTER_KEY, "dr-primary.example:5432").unwrap();
+        assert_eq!(set.pg_standby_cluster.as_deref(), Some("dr-primary.example:5432"));
+        assert!(set
+            .entries()
+            .contains(&(PG_STANDBY_CLUSTER_KEY.into(), "dr-primary.example:5432".into())));
+        assert_eq!(remote_primary("[::1]:6543"), Ok(("::1", 6543)));
+        assert_eq!(set.with(PG_STANDBY_CLUSTER_KEY, "").unwrap(), base);
+        for bad in ["dr-primary", "host:0", "host:99999", ":5432", "a b:5432", "h'x:1"] {
+            let err = base.with(PG_STANDBY_CLUSTER_KEY, bad).unwrap_err();
+            assert!(err.starts_with("postgres.standby_cluster: `"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -45,7 +45,9 @@ pub(crate) use durable::{create_dir_durably, remove_file_durably, write_file_dur
 pub use error::StorageError;
 
 use crate::codec::{decode_value, encode_value};
-use crate::protocol::membership::{ListBeforePgSettings, ListBeforeSettings};
+use crate::protocol::membership::{
+    ListBeforePgSettings, ListBeforeSettings, ListBeforeStandbyCluster,
+};
 use crate::protocol::{Cells, Member, Membership};
 use serde::de::DeserializeOwned;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -247,11 +249,16 @@ impl Storage {
         raw.map(|bytes| {
             decode_value::<Membership>(&bytes)
                 .or_else(|e| {
-                    // A store from before PostgreSQL's parameters were settings, or
-                    // before the settings were part of the list: its holder fills what
-                    // is missing from its file until the next list is written.
-                    decode_value::<ListBeforePgSettings>(&bytes)
+                    // A store from before the standby cluster was a setting (none:
+                    // the cluster ran its own primary), before PostgreSQL's parameters
+                    // were settings, or before the settings were part of the list: its
+                    // holder fills what is missing from its file until the next list
+                    // is written.
+                    decode_value::<ListBeforeStandbyCluster>(&bytes)
                         .map(Membership::from)
+                        .or_else(|_| {
+                            decode_value::<ListBeforePgSettings>(&bytes).map(Membership::from)
+                        })
                         .or_else(|_| {
                             decode_value::<ListBeforeSettings>(&bytes).map(Membership::from)
                         })

@@ -694,7 +694,28 @@ fn a_list_stored_before_the_settings_loads_without_them() {
     );
     let bytes = crate::codec::encode_value(&full).unwrap();
     storage.db.insert(MEMBERS, bytes).unwrap();
-    assert_eq!(storage.load_members().unwrap(), Some(full));
+    assert_eq!(storage.load_members().unwrap(), Some(full.clone()));
+    // Stored before the standby cluster was a setting: everything else loads, and the
+    // cluster is not a standby cluster.
+    let s = full.settings.clone().unwrap();
+    let before_standby = crate::protocol::membership::ListBeforeStandbyCluster {
+        id: full.id,
+        members: full.members.clone(),
+        settings: Some(crate::protocol::settings::SettingsBeforeStandbyCluster {
+            timing: s.timing,
+            preempt: s.preempt,
+            pg_parameters: s.pg_parameters.clone(),
+            pg_synchronous: s.pg_synchronous,
+        }),
+    };
+    let bytes = crate::codec::encode_value(&before_standby).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(full.clone()));
+    let mut standby = full;
+    standby.settings.as_mut().unwrap().pg_standby_cluster = Some("dr:5432".into());
+    let bytes = crate::codec::encode_value(&standby).unwrap();
+    storage.db.insert(MEMBERS, bytes).unwrap();
+    assert_eq!(storage.load_members().unwrap(), Some(standby));
     storage.db.insert(MEMBERS, &[9u8, 9, 9][..]).unwrap();
     let err = storage.load_members().unwrap_err().to_string();
     assert!(err.contains("the member list does not decode"), "{err}");

@@ -43,6 +43,10 @@ pub fn file_settings(config: &NodeConfig) -> ClusterSettings {
     let mut settings =
         ClusterSettings::new(config.timing, config.preempt).with_pg_parameters(parameters);
     settings.pg_synchronous = config.postgres.as_ref().map(|pg| pg.synchronous);
+    settings.pg_standby_cluster = config
+        .postgres
+        .as_ref()
+        .and_then(|pg| pg.standby_cluster.clone());
     settings
 }
 

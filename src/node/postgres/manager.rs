@@ -160,6 +160,10 @@ struct Loop {
     /// The synchronous mode the decisions run by: the list's (a cluster setting), the
     /// file's only while the list holds none (a list stored before it was one).
     synchronous: Synchronous,
+    /// `postgres.standby_cluster` as the list has it, and the remote primary's address
+    /// as last resolved (`None` when the name did not resolve): the decisions' standby
+    /// cluster, and where [`rules::REMOTE_PRIMARY`] is.
+    standby_cluster: Option<(String, Option<std::net::SocketAddr>)>,
     /// When the manager started: for [`FIRST_REPORTS_WAIT`].
     started: Instant,
 }
@@ -198,6 +202,7 @@ pub async fn run(manager: Manager, tasks: NodeTasks) {
         parameters_list: None,
         parameters_refused: None,
         synchronous,
+        standby_cluster: None,
     };
     loop {
         if tasks.until_stopped(state.look()).await.is_none() {
@@ -385,6 +390,37 @@ impl Loop {
         }
     }
 
+    /// A look's part in following `postgres.standby_cluster`: the list's, with the
+    /// remote primary's name resolved afresh each look (a DR site's primary may move to
+    /// another address under one name). A list without settings keeps what was held.
+    async fn follow_standby_cluster(&mut self, status: &Status) {
+        let Some(settings) = status.members.as_ref().and_then(|l| l.settings.as_ref()) else {
+            return;
+        };
+        let wanted = settings.pg_standby_cluster.clone();
+        let held = self.standby_cluster.as_ref().map(|(remote, _)| remote);
+        if wanted.as_ref() != held {
+            tracing::info!(
+                from = held.map_or("none", |r| r.as_str()),
+                to = wanted.as_deref().unwrap_or("none"),
+                "postgres: the cluster's standby_cluster changed"
+            );
+        }
+        self.standby_cluster = match wanted {
+            None => None,
+            Some(remote) => {
+                let addr = match tokio::net::lookup_host(remote.as_str()).await {
+                    Ok(mut found) => found.next(),
+                    Err(e) => {
+                        tracing::warn!(%remote, "postgres: the remote primary does not resolve: {e}");
+                        None
+                    }
+                };
+                Some((remote, addr))
+            }
+        };
+    }
+
     /// Applies `wanted` (from member list `list`) and keeps the outcome for the report:
     /// applied, or refused with why (the parameters before stay).
     async fn take_parameters(
@@ -547,14 +583,16 @@ impl Loop {
         self.follow_parameters(&status, &server, described.as_ref(), &office)
             .await;
         self.follow_synchronous(&status);
+        self.follow_standby_cluster(&status).await;
         let mut cluster = self.cluster(&status, &office, described.as_ref());
         self.identify(&mut cluster, &server).await;
         self.system_id = cluster.server_system_id;
         self.other_cluster = rules::foreign(&cluster).is_some();
         // A coordinator about to promote or run initdb reads the servers' positions and
         // the voters' synchronous records at once.
-        let promoting = matches!((&office, &server),
-            (Office::Leading { .. }, Server::Running(r)) if r.in_recovery);
+        let promoting = self.standby_cluster.is_none()
+            && matches!((&office, &server),
+                (Office::Leading { .. }, Server::Running(r)) if r.in_recovery);
         let founding = matches!((&office, &server), (Office::Leading { .. }, Server::Absent));
         let positions = async {
             match promoting {
@@ -693,6 +731,7 @@ impl Loop {
             stuck_after: (STUCK_FOR.as_millis() / interval.as_millis().max(1)) as u32,
             standby_grace_ms: rules::STANDBY_GRACE_MS,
             replica_method: !c.replica_method.is_empty(),
+            standby_cluster: self.standby_cluster.is_some(),
         }
     }
 
@@ -751,7 +790,7 @@ impl Loop {
                 .peers
                 .get(*leader)
                 .flatten()
-                .filter(|s| s.role == PgRole::Primary),
+                .filter(|s| self.serves(s)),
             _ => None,
         };
         let leader_primary = leader_state.is_some();
@@ -1675,7 +1714,7 @@ impl Loop {
         let coordinator = self.m.status.borrow().coordinator();
         let leader_primary = coordinator
             .and_then(|l| self.m.peers.get(l).flatten())
-            .filter(|s| s.role == PgRole::Primary);
+            .filter(|s| self.serves(s));
         let leader_wal = leader_primary.as_ref().and_then(|s| s.wal_position);
         let streaming_from = described
             .filter(|d| d.streaming)
@@ -1755,6 +1794,15 @@ impl Loop {
 
     /// Where member `id`'s server is reached, from its report.
     fn server_of(&self, id: NodeId) -> Result<std::net::SocketAddr, String> {
+        if id == rules::REMOTE_PRIMARY {
+            return match &self.standby_cluster {
+                Some((_, Some(addr))) => Ok(*addr),
+                Some((remote, None)) => Err(format!(
+                    "the remote primary {remote} (postgres.standby_cluster) does not resolve"
+                )),
+                None => Err("postgres.standby_cluster is not set: no remote primary".into()),
+            };
+        }
         self.m
             .peers
             .get(id)
@@ -1763,8 +1811,20 @@ impl Loop {
             .ok_or_else(|| format!("node {id}'s server address is not known (no fresh report)"))
     }
 
+    /// Whether a member's reported server serves the cluster: a primary, or, in a
+    /// standby cluster, a running standby (the coordinator's is the standby leader).
+    fn serves(&self, state: &PgState) -> bool {
+        match self.standby_cluster {
+            Some(_) => matches!(state.role, PgRole::Primary | PgRole::Replica),
+            None => state.role == PgRole::Primary,
+        }
+    }
+
     /// The member whose server listens at `addr`, from the members' reports.
     fn member_at(&self, addr: std::net::SocketAddr) -> Option<NodeId> {
+        if matches!(&self.standby_cluster, Some((_, Some(remote))) if *remote == addr) {
+            return Some(rules::REMOTE_PRIMARY);
+        }
         let status = self.m.status.borrow();
         status.peers.iter().map(|p| p.id).find(|&id| {
             self.m

@@ -470,6 +470,7 @@ impl World {
             stuck_after: rng.gen_range(2..5),
             standby_grace_ms: standby_grace(seed, &spec),
             replica_method: backups.method,
+            standby_cluster: false,
         };
         let mut members: Vec<Member> = (1..=spec.members as NodeId)
             .map(|id| Member::new(id, false, spec.synchronous))
