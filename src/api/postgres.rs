@@ -70,7 +70,8 @@ pub struct PgState {
     pub replayed: Option<u64>,
     /// How far a standby is behind the primary's last observed WAL position, in bytes.
     pub lag_bytes: Option<u64>,
-    /// The member whose server this standby streams from (its WAL receiver is up).
+    /// The member whose server this standby streams from (its WAL receiver is up); 0
+    /// is a standby cluster's remote primary (`crate::postgres_rules::REMOTE_PRIMARY`).
     pub streaming_from: Option<NodeId>,
     /// On a primary: `synchronous_standby_names` as the server has it now.
     pub synchronous_standby_names: Option<String>,

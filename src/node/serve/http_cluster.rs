@@ -124,7 +124,11 @@ fn member_json(own: &Status, id: NodeId, status: &Status, leader_lsn: Option<u64
         member.insert("state".into(), "running".into());
         return Value::Object(member);
     };
-    let role = if is_leader {
+    // Patroni's word for the coordinator of a standby cluster.
+    let standby_leader = super::http_patroni::standby_cluster(own).is_some();
+    let role = if is_leader && standby_leader && pg.role == PgRole::Replica {
+        "standby_leader"
+    } else if is_leader {
         "leader"
     } else if pg.quorum_standby {
         "quorum_standby"

@@ -15,7 +15,7 @@
 //! | `/quorum`, `/sync`, `/synchronous`            | `/replica`, and the coordinator's primary names this standby in `synchronous_standby_names` (`PgState::quorum_standby`) |
 //! | `/async`, `/asynchronous`                     | `/replica`, and not a quorum standby |
 //! | `/read-only-quorum`, `/read-only-sync`, `/read-only-synchronous` | `/primary`, or `/quorum` |
-//! | `/standby-leader`                             | never: bully runs no standby cluster |
+//! | `/standby-leader`                             | the cluster is a standby cluster (`postgres.standby_cluster`), the node is the ready coordinator and its server a running replica: the standby leader |
 //!
 //! The replica checks (`/replica`, `/read-only`, `/quorum`, `/async`,
 //! `/read-only-quorum`) fail on a replica tagged `noloadbalance`, and pass only where
@@ -275,7 +275,7 @@ pub fn judge(
             judge(Check::Quorum, status, pg, max_lag, now_ns)
                 .map_err(|not_quorum| format!("{not_primary}; and {not_quorum}"))
         }),
-        Check::StandbyLeader => Err(STANDBY_LEADER.into()),
+        Check::StandbyLeader => standby_leader(status, pg),
         Check::ReadOnly => match pg.role {
             PgRole::Primary => Ok(()),
             PgRole::Replica => within_lag(pg, max_lag),
@@ -340,8 +340,26 @@ fn as_tagged(check: Check, pg: &PgState, query: Option<&str>) -> Result<(), Stri
 const FAILSAFE: &str = "bully has no failsafe mode: the members themselves hold the election, \
                         and the coordinator keeps its lease while a majority of them answers\n";
 
-/// Why `/standby-leader` never passes.
-const STANDBY_LEADER: &str = "bully runs no standby cluster: there is no standby leader";
+/// The remote primary a standby cluster follows, from the settings this node holds
+/// (`postgres.standby_cluster`); `None`: the cluster runs its own primary.
+pub fn standby_cluster(status: &Status) -> Option<&str> {
+    let settings = status.members.as_ref()?.settings.as_ref()?;
+    settings.pg_standby_cluster.as_deref()
+}
+
+/// Patroni's `/standby-leader`: in a standby cluster, the ready coordinator whose
+/// server runs as a replica (of the remote primary).
+fn standby_leader(status: &Status, pg: &PgState) -> Result<(), String> {
+    let Some(remote) = standby_cluster(status) else {
+        return Err(
+            "not a standby cluster (postgres.standby_cluster is unset): no standby leader".into(),
+        );
+    };
+    if !status.ready() {
+        return Err(coordinator(status).body.trim_end().to_string());
+    }
+    running_as(pg, PgRole::Replica).map_err(|e| format!("{e} (the remote primary: {remote})"))
+}
 
 /// Patroni's `/replica`: a running replica whose node is not the coordinator, within
 /// `max_lag`.
@@ -754,6 +772,21 @@ mod tests {
         assert_eq!(code("/read-only-quorum", None, &primary), 200);
         assert_eq!(code("/quorum", None, &primary), 503);
         assert_eq!(code("/async", None, &primary), 503);
+        let mut standby_leader = leader(PgRole::Replica);
+        assert_eq!(code("/standby-leader", None, &standby_leader), 503);
+        let settings = crate::protocol::ClusterSettings::new(
+            crate::protocol::Timing::default(),
+            crate::protocol::Preempt::Never,
+        )
+        .with("postgres.standby_cluster", "dr:5432")
+        .unwrap();
+        let list = crate::protocol::Membership::seeded(vec![]).with_settings(settings);
+        standby_leader.members = Some(list.clone());
+        assert_eq!(code("/standby-leader", None, &standby_leader), 200);
+        assert_eq!(code("/primary", None, &standby_leader), 503);
+        let mut in_standby_cluster = named.clone();
+        in_standby_cluster.members = Some(list);
+        assert_eq!(code("/standby-leader", None, &in_standby_cluster), 503);
         for status in [&primary, &named, &unnamed] {
             assert_eq!(code("/standby-leader", None, status), 503);
             assert_eq!(
