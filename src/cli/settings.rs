@@ -30,7 +30,9 @@ pub enum ConfigAction {
     Show(QueryArgs),
     /// Set cluster keys, e.g. `bully config set timing.suspect_after_ms=3000` or
     /// `postgres.parameters.work_mem=64MB` (an empty value removes a parameter) or
-    /// `postgres.synchronous=off`. Every member lives by the new values once the
+    /// `postgres.synchronous=off` or `postgres.standby_cluster=` (empty: a standby
+    /// cluster stops following its remote primary, and its standby leader is promoted;
+    /// HOST:PORT: the remote a new cluster follows). Every member lives by the new values once the
     /// coordinator has committed them; no node restarts. PostgreSQL parameters reach
     /// every server by a reload, the synchronous mode at each manager's next look; `set`
     /// then waits (30 s at most) for each member's server and says what applies now,
