@@ -12,7 +12,8 @@ use crate::config::postgres::{parameter_problem, TlsMode};
 use crate::postgres_rules::Synchronous;
 use crate::protocol::membership::ConfigId;
 use crate::protocol::{
-    Change, ClusterSettings, Role, PG_KEYS, PG_PARAMETER_KEY, PG_SYNCHRONOUS_KEY,
+    Change, ClusterSettings, Role, PG_KEYS, PG_PARAMETER_KEY, PG_STANDBY_CLUSTER_KEY,
+    PG_SYNCHRONOUS_KEY,
 };
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -175,6 +176,10 @@ async fn set(query: &QueryArgs, pairs: &[(String, String)]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(why) = standby_of_a_primary(&from, &wanted, &status) {
+        eprintln!("error: {why}");
+        return ExitCode::from(1);
+    }
     let synchronous = pairs
         .iter()
         .any(|(key, _)| key == PG_SYNCHRONOUS_KEY)
@@ -333,10 +338,61 @@ fn parse_lines(text: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// Why `wanted` may not be set, as seen from the coordinator's `status`: it makes a
+/// cluster whose coordinator runs a primary a standby cluster. bully never demotes that
+/// primary or rewinds it onto the remote (src/postgres_rules.rs, `standby_leader`), so
+/// the setting would only take hold at its next failover, throwing away what it
+/// acknowledged then; the set is refused instead.
+fn standby_of_a_primary(
+    from: &ClusterSettings,
+    wanted: &ClusterSettings,
+    status: &Status,
+) -> Option<String> {
+    let turned_on = from.pg_standby_cluster.is_none() && wanted.pg_standby_cluster.is_some();
+    let primary = status.role == Role::Coordinator
+        && status
+            .postgres
+            .as_ref()
+            .is_some_and(|pg| pg.role == crate::api::postgres::PgRole::Primary);
+    (turned_on && primary).then(|| {
+        format!(
+            "{PG_STANDBY_CLUSTER_KEY}: node {}'s server is this cluster's primary; bully \
+             never turns a cluster with its own primary into a standby cluster (what it \
+             acknowledged would go). Build the standby cluster from empty data dirs \
+             (docs/postgresql.md#a-standby-cluster)",
+            status.id
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{Preempt, Timing};
+
+    /// Turning a cluster whose coordinator runs a primary into a standby cluster is
+    /// refused naming the key; unsetting it, changing the remote, or a coordinator whose
+    /// server is a standby leader are not.
+    #[test]
+    fn a_primary_is_never_made_a_standby_cluster() {
+        use crate::api::postgres::PgRole;
+        let plain = ClusterSettings::new(Timing::default(), Preempt::Always);
+        let standby = plain.with(PG_STANDBY_CLUSTER_KEY, "dr:5432").unwrap();
+        let moved = plain.with(PG_STANDBY_CLUSTER_KEY, "dr2:5432").unwrap();
+        let mut status = Status::starting_candidate(3, &[1, 2]);
+        let epoch = Some(crate::protocol::Epoch { term: 4, leader: 3 });
+        status.set_office(Role::Coordinator, epoch);
+        let addr = "127.0.0.1:5432".parse().unwrap();
+        let mut pg = crate::api::postgres::PgState::bare(addr, PgRole::Primary, String::new(), 0);
+        status.postgres = Some(pg.clone());
+        let why = standby_of_a_primary(&plain, &standby, &status).unwrap();
+        assert!(why.starts_with("postgres.standby_cluster: node 3"), "{why}");
+        assert!(standby_of_a_primary(&standby, &plain, &status).is_none());
+        assert!(standby_of_a_primary(&standby, &moved, &status).is_none());
+        pg.role = PgRole::Replica;
+        status.postgres = Some(pg);
+        assert!(standby_of_a_primary(&plain, &standby, &status).is_none());
+    }
 
     #[test]
     fn pairs_apply_together_and_a_bad_one_is_named() {

@@ -34,7 +34,7 @@ pub use message::{Body, Heard, Message, MessageKind};
 pub use mode::{mode_at_start, Mode, Preempt};
 pub use settings::{
     pg_parameter_syntax, ClusterSettings, PgParameters, PG_KEYS, PG_PARAMETER_KEY,
-    PG_SYNCHRONOUS_KEY,
+    PG_STANDBY_CLUSTER_KEY, PG_SYNCHRONOUS_KEY,
 };
 pub use timing::Timing;
 pub use view::{DemotionReason, Fact, Role, View};

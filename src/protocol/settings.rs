@@ -383,16 +383,32 @@ mod tests {
     #[test]
     fn the_standby_cluster_is_set_checked_and_unset() {
         let base = ClusterSettings::new(Timing::default(), Preempt::Never);
-        let set = base.with(PG_STANDBY_CLUSTER_KEY, "dr-primary.example:5432").unwrap();
-        assert_eq!(set.pg_standby_cluster.as_deref(), Some("dr-primary.example:5432"));
-        assert!(set
-            .entries()
-            .contains(&(PG_STANDBY_CLUSTER_KEY.into(), "dr-primary.example:5432".into())));
+        let set = base
+            .with(PG_STANDBY_CLUSTER_KEY, "dr-primary.example:5432")
+            .unwrap();
+        assert_eq!(
+            set.pg_standby_cluster.as_deref(),
+            Some("dr-primary.example:5432")
+        );
+        assert!(set.entries().contains(&(
+            PG_STANDBY_CLUSTER_KEY.into(),
+            "dr-primary.example:5432".into()
+        )));
         assert_eq!(remote_primary("[::1]:6543"), Ok(("::1", 6543)));
         assert_eq!(set.with(PG_STANDBY_CLUSTER_KEY, "").unwrap(), base);
-        for bad in ["dr-primary", "host:0", "host:99999", ":5432", "a b:5432", "h'x:1"] {
+        for bad in [
+            "dr-primary",
+            "host:0",
+            "host:99999",
+            ":5432",
+            "a b:5432",
+            "h'x:1",
+        ] {
             let err = base.with(PG_STANDBY_CLUSTER_KEY, bad).unwrap_err();
-            assert!(err.starts_with("postgres.standby_cluster: `"), "{bad}: {err}");
+            assert!(
+                err.starts_with("postgres.standby_cluster: `"),
+                "{bad}: {err}"
+            );
         }
     }
 

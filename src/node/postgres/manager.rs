@@ -160,13 +160,24 @@ struct Loop {
     /// The synchronous mode the decisions run by: the list's (a cluster setting), the
     /// file's only while the list holds none (a list stored before it was one).
     synchronous: Synchronous,
-    /// `postgres.standby_cluster` as the list has it, and the remote primary's address
-    /// as last resolved (`None` when the name did not resolve): the decisions' standby
-    /// cluster, and where [`rules::REMOTE_PRIMARY`] is.
-    standby_cluster: Option<(String, Option<std::net::SocketAddr>)>,
+    /// `postgres.standby_cluster` as the list has it: the decisions' standby cluster,
+    /// and where [`rules::REMOTE_PRIMARY`] is.
+    standby_cluster: Option<RemotePrimary>,
     /// When the manager started: for [`FIRST_REPORTS_WAIT`].
     started: Instant,
 }
+
+/// A standby cluster's remote primary (`postgres.standby_cluster`), as last resolved.
+struct RemotePrimary {
+    /// HOST:PORT as the setting names it.
+    name: String,
+    /// Its address (`None`: the name did not resolve).
+    addr: Option<std::net::SocketAddr>,
+    resolved: Instant,
+}
+
+/// How often the remote primary's name is resolved again while it resolves.
+const RESOLVE_REMOTE_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a member without data waits, at most, for every other member's first
 /// report before it clones from the primary (`Cluster::reports_pending`): a
@@ -391,14 +402,15 @@ impl Loop {
     }
 
     /// A look's part in following `postgres.standby_cluster`: the list's, with the
-    /// remote primary's name resolved afresh each look (a DR site's primary may move to
-    /// another address under one name). A list without settings keeps what was held.
+    /// remote primary's name resolved when it changes, while it does not resolve, and
+    /// every [`RESOLVE_REMOTE_EVERY`] (a DR site's primary may move to another address
+    /// under one name). A list without settings keeps what was held.
     async fn follow_standby_cluster(&mut self, status: &Status) {
         let Some(settings) = status.members.as_ref().and_then(|l| l.settings.as_ref()) else {
             return;
         };
         let wanted = settings.pg_standby_cluster.clone();
-        let held = self.standby_cluster.as_ref().map(|(remote, _)| remote);
+        let held = self.standby_cluster.as_ref().map(|r| &r.name);
         if wanted.as_ref() != held {
             tracing::info!(
                 from = held.map_or("none", |r| r.as_str()),
@@ -406,19 +418,28 @@ impl Loop {
                 "postgres: the cluster's standby_cluster changed"
             );
         }
-        self.standby_cluster = match wanted {
-            None => None,
-            Some(remote) => {
-                let addr = match tokio::net::lookup_host(remote.as_str()).await {
-                    Ok(mut found) => found.next(),
-                    Err(e) => {
-                        tracing::warn!(%remote, "postgres: the remote primary does not resolve: {e}");
-                        None
-                    }
-                };
-                Some((remote, addr))
+        let Some(name) = wanted else {
+            self.standby_cluster = None;
+            return;
+        };
+        let fresh = self.standby_cluster.as_ref().filter(|r| {
+            r.name == name && r.addr.is_some() && r.resolved.elapsed() < RESOLVE_REMOTE_EVERY
+        });
+        if fresh.is_some() {
+            return;
+        }
+        let addr = match tokio::net::lookup_host(name.as_str()).await {
+            Ok(mut found) => found.next(),
+            Err(e) => {
+                tracing::warn!(remote = %name, "postgres: the remote primary does not resolve: {e}");
+                None
             }
         };
+        self.standby_cluster = Some(RemotePrimary {
+            name,
+            addr,
+            resolved: Instant::now(),
+        });
     }
 
     /// Applies `wanted` (from member list `list`) and keeps the outcome for the report:
@@ -1796,9 +1817,11 @@ impl Loop {
     fn server_of(&self, id: NodeId) -> Result<std::net::SocketAddr, String> {
         if id == rules::REMOTE_PRIMARY {
             return match &self.standby_cluster {
-                Some((_, Some(addr))) => Ok(*addr),
-                Some((remote, None)) => Err(format!(
-                    "the remote primary {remote} (postgres.standby_cluster) does not resolve"
+                Some(RemotePrimary {
+                    addr: Some(addr), ..
+                }) => Ok(*addr),
+                Some(RemotePrimary { name, .. }) => Err(format!(
+                    "the remote primary {name} (postgres.standby_cluster) does not resolve"
                 )),
                 None => Err("postgres.standby_cluster is not set: no remote primary".into()),
             };
@@ -1822,7 +1845,11 @@ impl Loop {
 
     /// The member whose server listens at `addr`, from the members' reports.
     fn member_at(&self, addr: std::net::SocketAddr) -> Option<NodeId> {
-        if matches!(&self.standby_cluster, Some((_, Some(remote))) if *remote == addr) {
+        if self
+            .standby_cluster
+            .as_ref()
+            .is_some_and(|r| r.addr == Some(addr))
+        {
             return Some(rules::REMOTE_PRIMARY);
         }
         let status = self.m.status.borrow();
