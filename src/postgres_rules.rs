@@ -875,6 +875,9 @@ fn absent(office: Office, cluster: &Cluster, memory: &Memory, rules: &Rules) -> 
         },
         _ => Decision {
             act: Act::Wait(match (cluster.all_absent, initialized) {
+                (true, false) if rules.standby_cluster => "a new standby cluster: the first \
+                     coordinator copies the remote primary"
+                    .into(),
                 (true, false) => "a new cluster: the first coordinator runs initdb".into(),
                 (true, true) => format!(
                     "no member reached holds the cluster's data (system identifier {}): \

@@ -79,11 +79,21 @@ fn conf_string(value: &str) -> String {
     quote::conf_string(&value.replace('\0', "")).unwrap_or_default()
 }
 
+/// The server a standby streams from, as bully's include file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upstream {
+    pub server: SocketAddr,
+    /// It is a member's server, which keeps a slot (`bully_<id>`) for this standby; a
+    /// standby cluster's remote primary keeps none of bully's, and a slot named that
+    /// does not exist would keep the standby from streaming at all.
+    pub member: bool,
+}
+
 /// What bully's include file says for node `id`.
 pub fn owned_conf(
     config: &PostgresConfig,
     id: NodeId,
-    upstream: Option<SocketAddr>,
+    upstream: Option<Upstream>,
     passfile: Option<&Path>,
     synchronous_standby_names: &str,
 ) -> String {
@@ -111,9 +121,9 @@ pub fn owned_conf(
     set("hot_standby", "on".into());
     set("wal_log_hints", "on".into());
     let primary = upstream
-        .map(|server| {
+        .map(|up| {
             conninfo(
-                server,
+                up.server,
                 &config.replication.user,
                 passfile,
                 &application_name(id),
@@ -124,7 +134,10 @@ pub fn owned_conf(
     set("primary_conninfo", conf_string(&primary));
     // Its slot on the upstream holds the WAL it has not streamed yet
     // (`postgres_rules::slot_changes`).
-    let slot = upstream.map(|_| application_name(id)).unwrap_or_default();
+    let slot = upstream
+        .filter(|up| up.member)
+        .map(|_| application_name(id))
+        .unwrap_or_default();
     set("primary_slot_name", conf_string(&slot));
     set(
         "synchronous_standby_names",
@@ -394,10 +407,14 @@ mod tests {
         config
             .parameters
             .insert("bully.note".into(), "it's C:\\tmp\nnext é".into());
+        let member = Upstream {
+            server: "10.0.0.3:5433".parse().unwrap(),
+            member: true,
+        };
         let text = owned_conf(
             &config,
             1,
-            Some("10.0.0.3:5433".parse().unwrap()),
+            Some(member),
             Some(Path::new("/var/lib/pg/n1.pgpass")),
             "ANY 1 (bully_2, bully_3)",
         );
@@ -418,6 +435,16 @@ mod tests {
         let none = owned_conf(&config, 1, None, None, "");
         assert!(none.contains("primary_conninfo = ''\n"), "{none}");
         assert!(none.contains("primary_slot_name = ''\n"), "{none}");
+        let remote = Upstream {
+            member: false,
+            ..member
+        };
+        let remote = owned_conf(&config, 1, Some(remote), None, "");
+        assert!(remote.contains("host=10.0.0.3 port=5433"), "{remote}");
+        assert!(
+            remote.contains("primary_slot_name = ''\n"),
+            "no slot on a standby cluster's remote: {remote}"
+        );
         config.max_slot_wal_keep_size = -1;
         let unlimited = owned_conf(&config, 1, None, None, "");
         assert!(
@@ -430,7 +457,10 @@ mod tests {
     fn with_tls_on_the_server_gets_its_files_and_the_standby_verifies_the_ca() {
         use crate::config::postgres::TlsMode;
         let mut config = PostgresConfig::new("/var/lib/pg/n'1", "10.0.0.1:5432".parse().unwrap());
-        let upstream = Some("10.0.0.3:5433".parse().unwrap());
+        let upstream = Some(Upstream {
+            server: "10.0.0.3:5433".parse().unwrap(),
+            member: true,
+        });
         let off = owned_conf(&config, 1, upstream, None, "");
         assert!(
             !off.contains("ssl"),

@@ -176,6 +176,10 @@ struct RemotePrimary {
     resolved: Instant,
 }
 
+/// How long a copy just started may take to answer before its act ends
+/// ([`Loop::wait_answering`]).
+const COPY_STARTS_WITHIN: Duration = Duration::from_secs(30);
+
 /// How often the remote primary's name is resolved again while it resolves.
 const RESOLVE_REMOTE_EVERY: Duration = Duration::from_secs(10);
 
@@ -1203,6 +1207,7 @@ impl Loop {
                 self.note_cloned();
                 self.done(Done::Copied { by });
                 self.start_server(Some(from), true).await?;
+                self.wait_answering(COPY_STARTS_WITHIN).await;
                 Ok(format!("copied ({}); streams from {from}", by.word()))
             }
             Act::StartStandby { upstream } => {
@@ -1519,6 +1524,10 @@ impl Loop {
     ) -> Result<(), String> {
         let passfile = self.passfile()?;
         self.install_tls()?;
+        let upstream = upstream.map(|server| files::Upstream {
+            server,
+            member: self.member_at(server) != Some(rules::REMOTE_PRIMARY),
+        });
         let mut text = files::owned_conf(
             &self.m.config,
             self.m.id,
@@ -1702,6 +1711,22 @@ impl Loop {
             "postgres did not start; see {}",
             log_path.display()
         ))
+    }
+
+    /// Waits, at most `within`, until the server just started answers SQL. A fresh copy
+    /// replays its WAL before it lets anyone in, and every look until then finds it
+    /// silent: two such looks in quick succession would make a coordinator that copied
+    /// (a standby cluster's first standby leader) resign, its keeper fence the copy, and
+    /// the next coordinator copy the remote again. Past `within` the looks judge it as
+    /// any silent server.
+    async fn wait_answering(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline && !self.tasks.is_stopped() {
+            if self.local_client().await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Fast shutdown; after `timeout`, every process of the server's group is killed.

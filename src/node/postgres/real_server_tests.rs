@@ -78,7 +78,10 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
         .unwrap()
         .unwrap();
     // An upstream (a primary ignores it) so primary_conninfo is written in full.
-    let upstream = "127.0.0.1:1".parse().unwrap();
+    let upstream = files::Upstream {
+        server: "127.0.0.1:1".parse().unwrap(),
+        member: true,
+    };
     let text = files::owned_conf(&config, 7, Some(upstream), Some(&passfile), "");
     files::write_conf(&config.data_dir, &text, owner).unwrap();
 
@@ -100,7 +103,7 @@ async fn bully_conf_values_and_passwords_round_trip_through_a_real_server() {
         .get(0);
     let app = crate::postgres_rules::application_name(7);
     let user = &config.replication.user;
-    let expected = files::conninfo(upstream, user, Some(&passfile), &app, None);
+    let expected = files::conninfo(upstream.server, user, Some(&passfile), &app, None);
     assert_eq!(conninfo, expected);
     assert!(!text.contains("password"), "{text}");
 
