@@ -15,6 +15,16 @@
 //!   refused; `adopt` on a running node is refused. Node 1's host is killed: the new
 //!   primary among 2 and 3 holds every row. bully's invariants hold on the event logs.
 //!
+//! - A second cluster's node 1 takes over a Debian-shaped server: its config in a
+//!   directory of its own (standing for /etc/postgresql/15/main: `data_directory`,
+//!   `hba_file`, `ident_file`, `external_pid_file`, `include_dir = 'conf.d'` with one
+//!   `work_mem`), started with `-c config_file=...`, rows loaded. A refused adopt (the
+//!   wrong `--config-file`; a `postgresql.conf` of the data dir's own) leaves it
+//!   running; then `adopt` finds the config on its command line and brings it into the
+//!   data dir. The nodes start: every server runs with the `conf.d` setting (the
+//!   standbys' clones carry `conf.d`), every row is on each, and the config dir is as
+//!   it was.
+//!
 //! Skips, saying why, without PostgreSQL 15 (or, as root, a `postgres` user) or
 //! HAProxy; `.ci/run` installs both.
 
@@ -74,6 +84,77 @@ fn give_to_server_user(dir: &Path) {
             .unwrap();
         assert!(status.success(), "chown postgres {}", dir.display());
     }
+}
+
+/// A server of node 1's data dir, as an operator ran it before bully: `initdb` as the
+/// servers' user, its own port and a socket in the test dir, started by `pg_ctl` with
+/// `options`, rows loaded over the socket; left running. Its PID, what was loaded and
+/// its system identifier. Killed, if still running, when the cluster drops
+/// (`PgServers` kills every server of a node's data dir by its PID).
+async fn own_server(
+    p: &Prepared,
+    edit: impl FnOnce(&Path, String),
+    options: &str,
+    transactions: i64,
+) -> (u32, postgres_bully::Tally, i64) {
+    let data_dir = p.pg.data_dir(1);
+    let out = as_server_user(p, "initdb")
+        .arg("-D")
+        .arg(&data_dir)
+        .args([
+            "-U",
+            "postgres",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "initdb: {}", common::text(&out));
+    let socket = p.t.dir.path().join("node1-socket");
+    std::fs::create_dir(&socket).unwrap();
+    give_to_server_user(&socket);
+    let port = bully::ports::free_tcp_addr().unwrap().port();
+    edit(
+        &socket,
+        format!(
+            "\n# the server before bully\nlisten_addresses = '127.0.0.1'\nport = {port}\n\
+             unix_socket_directories = '{}'\n",
+            socket.display()
+        ),
+    );
+    let log = p.t.dir.path().join("node1-before-bully.log");
+    std::fs::File::create(&log).unwrap();
+    give_to_server_user(&log);
+    let mut pg_ctl = as_server_user(p, "pg_ctl");
+    pg_ctl.arg("-D").arg(&data_dir).arg("-l").arg(&log);
+    if !options.is_empty() {
+        pg_ctl.args(["-o", options]);
+    }
+    let out = pg_ctl.args(["-w", "-t", "120", "start"]).output().unwrap();
+    assert!(out.status.success(), "pg_ctl start: {}", common::text(&out));
+    let pid = p.pg.pid(1).expect("node 1's own server runs");
+    let (client, connection) = tokio_postgres::Config::new()
+        .host_path(&socket)
+        .port(port)
+        .user("postgres")
+        .dbname("postgres")
+        .connect_timeout(Duration::from_secs(10))
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("a login on node 1's socket");
+    let session = tokio::spawn(connection);
+    let loading = Instant::now();
+    let loaded = load(&client, transactions, PER).await;
+    let system = postgres_bully::system_identifier(&client).await;
+    eprintln!(
+        "=== loaded {loaded:?} in {transactions} commits, {:.1} s; system {system}",
+        loading.elapsed().as_secs_f64()
+    );
+    assert_eq!(postgres_bully::tally(&client).await.unwrap(), loaded);
+    drop(client);
+    let _ = session.await;
+    (pid, loaded, system)
 }
 
 /// Asserts `out` is adopt's refusal: exit 1, `error: ` and `why` on stderr.
@@ -149,64 +230,12 @@ async fn bully_pg_adopt_keeps_every_row_of_a_loaded_database() {
 
     phase("node 1's own server: initdb, its own port and socket, rows loaded, left running");
     let data_dir = p.pg.data_dir(1);
-    let out = as_server_user(&p, "initdb")
-        .arg("-D")
-        .arg(&data_dir)
-        .args([
-            "-U",
-            "postgres",
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-            "--no-sync",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "initdb: {}", common::text(&out));
-    let socket = p.t.dir.path().join("node1-socket");
-    std::fs::create_dir(&socket).unwrap();
-    give_to_server_user(&socket);
-    let port = bully::ports::free_tcp_addr().unwrap().port();
     let conf = data_dir.join("postgresql.conf");
-    let mut text = std::fs::read_to_string(&conf).unwrap();
-    text += &format!(
-        "\n# the server before bully\nlisten_addresses = '127.0.0.1'\nport = {port}\n\
-         unix_socket_directories = '{}'\n",
-        socket.display()
-    );
-    std::fs::write(&conf, text).unwrap();
-    let log = p.t.dir.path().join("node1-before-bully.log");
-    std::fs::File::create(&log).unwrap();
-    give_to_server_user(&log);
-    let out = as_server_user(&p, "pg_ctl")
-        .arg("-D")
-        .arg(&data_dir)
-        .arg("-l")
-        .arg(&log)
-        .args(["-w", "-t", "120", "start"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "pg_ctl start: {}", common::text(&out));
-    let pid = p.pg.pid(1).expect("node 1's own server runs");
-    let (client, connection) = tokio_postgres::Config::new()
-        .host_path(&socket)
-        .port(port)
-        .user("postgres")
-        .dbname("postgres")
-        .connect_timeout(Duration::from_secs(10))
-        .connect(tokio_postgres::NoTls)
-        .await
-        .expect("a login on node 1's socket");
-    let session = tokio::spawn(connection);
-    let loading = Instant::now();
-    let loaded = load(&client, TRANSACTIONS, PER).await;
-    let system = postgres_bully::system_identifier(&client).await;
-    eprintln!(
-        "=== loaded {loaded:?} in {TRANSACTIONS} commits, {:.1} s; system {system}",
-        loading.elapsed().as_secs_f64()
-    );
-    assert_eq!(postgres_bully::tally(&client).await.unwrap(), loaded);
-    drop(client);
-    let _ = session.await;
+    let append = |_: &Path, lines: String| {
+        let text = std::fs::read_to_string(&conf).unwrap() + &lines;
+        std::fs::write(&conf, text).unwrap();
+    };
+    let (pid, loaded, system) = own_server(&p, append, "", TRANSACTIONS).await;
 
     // A synchronous standby named in the file, read by nothing until adopt's
     // single-user run (Patroni's primary has one): its statements must not wait for it.
@@ -303,6 +332,186 @@ async fn bully_pg_adopt_keeps_every_row_of_a_loaded_database() {
     for id in others {
         wait_tally(&c, id, Some(SUPERUSER), loaded).await;
     }
+
+    phase("bully's invariants on the event logs");
+    common::stop_all_and_assert_invariants(&mut c.t);
+    eprintln!("wall time {:.1} s", began.elapsed().as_secs_f64());
+}
+
+/// The server's setting `name`, by `SHOW`, on node `id`'s server.
+async fn show(c: &BullyPg, id: NodeId, name: &str) -> String {
+    let client = connect_as(c.local(id), AGREE, None)
+        .await
+        .unwrap_or_else(|| panic!("a login to node {id}'s server\n{}", c.logs()));
+    let row = client
+        .query_one(&format!("SHOW {name}"), &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+/// Every file under `dir`: its path, mode, owner and bytes.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, u32, u32, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        for entry in std::fs::read_dir(&at).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            match meta.is_dir() {
+                true => todo.push(entry.path()),
+                false => files.push((
+                    entry.path(),
+                    meta.mode(),
+                    meta.uid(),
+                    std::fs::read(entry.path()).unwrap(),
+                )),
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The `work_mem` the Debian-shaped server's `conf.d` sets.
+const CONF_D_WORK_MEM: &str = "7777kB";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bully_pg_adopt_brings_a_debian_config_into_the_data_dir() {
+    if postgres_bully::skipped("bully pg adopt of a Debian-shaped server") {
+        return;
+    }
+    let began = Instant::now();
+    let p = BullyPg::prepare_with(Secrets::Trust, |_, _| {}).await;
+
+    phase("node 1's own server, its config in a dir of its own, started with config_file");
+    let data_dir = p.pg.data_dir(1);
+    let etc = p.t.dir.path().join("etc-postgresql-15-main");
+    let main = etc.join("postgresql.conf");
+    let moved = |socket: &Path, lines: String| {
+        std::fs::create_dir_all(etc.join("conf.d")).unwrap();
+        for name in ["postgresql.conf", "pg_hba.conf", "pg_ident.conf"] {
+            std::fs::rename(data_dir.join(name), etc.join(name)).unwrap();
+        }
+        let text = std::fs::read_to_string(&main).unwrap()
+            + &lines
+            + &format!(
+                "data_directory = '{}'\nhba_file = '{e}/pg_hba.conf'\n\
+                 ident_file = '{e}/pg_ident.conf'\nexternal_pid_file = '{}/15-main.pid'\n\
+                 include_dir = 'conf.d'\n",
+                data_dir.display(),
+                socket.display(),
+                e = etc.display()
+            );
+        std::fs::write(&main, text).unwrap();
+        // The members log in by trust here (`Secrets::Trust`), as the probes do.
+        let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n";
+        std::fs::write(etc.join("pg_hba.conf"), hba).unwrap();
+        let memory = format!("work_mem = '{CONF_D_WORK_MEM}'\n");
+        std::fs::write(etc.join("conf.d/50-memory.conf"), memory).unwrap();
+        let status = Command::new("chown")
+            .args(["-R", "postgres:"])
+            .arg(&etc)
+            .status()
+            .unwrap();
+        assert!(
+            !is_root() || status.success(),
+            "chown -R postgres {}",
+            etc.display()
+        );
+    };
+    let options = format!("-c config_file={}", main.display());
+    let (pid, loaded, system) = own_server(&p, moved, &options, 200).await;
+    let before = snapshot(&etc);
+    let pid_file = p.t.dir.path().join("node1-socket/15-main.pid");
+    assert!(pid_file.exists(), "the server wrote no external_pid_file");
+
+    phase(
+        "adopt refused, the server left running: the wrong --config-file; a stray postgresql.conf",
+    );
+    let config = p.config(1).display().to_string();
+    let other = p.t.dir.path().join("other.conf").display().to_string();
+    let out = common::bully(&["pg", "adopt", "--config", &config, "--config-file", &other]);
+    assert_refused(&out, "reads");
+    let stray = data_dir.join("postgresql.conf");
+    std::fs::write(&stray, "# not the server's\n").unwrap();
+    assert_refused(&adopt(&p.config(1)).await, "does not overwrite it");
+    assert_eq!(
+        std::fs::read_to_string(&stray).unwrap(),
+        "# not the server's\n"
+    );
+    std::fs::remove_file(&stray).unwrap();
+    assert_eq!(p.pg.pid(1), Some(pid), "a refused adopt stopped the server");
+
+    phase("bully pg adopt on node 1: the config found on its command line, brought in");
+    let out = adopt(&p.config(1)).await;
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!("{}", common::text(&out));
+    assert!(out.status.success(), "{}", common::text(&out));
+    assert!(
+        said.contains(&format!("Brought {} into the data dir", main.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("Stopped its server (PID {pid}) cleanly")),
+        "{said}"
+    );
+    assert!(
+        is_zombie(pid),
+        "node 1's server (PID {pid}) still runs after adopt"
+    );
+    let text = std::fs::read_to_string(&stray).unwrap();
+    for line in [
+        "#bully: data_directory",
+        "#bully: hba_file",
+        "#bully: external_pid_file",
+    ] {
+        assert!(
+            text.contains(line),
+            "no {line:?} in the data dir's postgresql.conf: {text}"
+        );
+    }
+    {
+        use std::os::unix::fs::MetadataExt;
+        for name in [
+            "postgresql.conf",
+            "pg_hba.conf",
+            "pg_ident.conf",
+            "conf.d/50-memory.conf",
+        ] {
+            let meta = std::fs::metadata(data_dir.join(name)).unwrap();
+            let owner = std::fs::metadata(&data_dir).unwrap().uid();
+            assert_eq!(meta.uid(), owner, "{name} is not the server user's");
+        }
+    }
+    assert!(
+        !pid_file.exists(),
+        "the clean stop left the external_pid_file"
+    );
+
+    phase("adopt again, with --config-file: nothing more to do");
+    let flag = main.display().to_string();
+    let out = common::bully(&["pg", "adopt", "--config", &config, "--config-file", &flag]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", common::text(&out));
+    assert!(said.contains("No server was running on it"), "{said}");
+    assert!(!said.contains("Brought"), "brought in twice: {said}");
+
+    phase("the nodes start: every server with conf.d's setting and every row");
+    let mut c = p.start();
+    let leader = c.wait_all_streaming(&|_| String::new()).await;
+    assert_eq!(leader, 1, "only node 1 had data\n{}", c.logs());
+    for id in c.ids() {
+        wait_tally(&c, id, None, loaded).await;
+        assert_eq!(show(&c, id, "work_mem").await, CONF_D_WORK_MEM, "node {id}");
+        let client = connect_as(c.local(id), AGREE, None).await.unwrap();
+        assert_eq!(postgres_bully::system_identifier(&client).await, system);
+    }
+    assert!(
+        !pid_file.exists(),
+        "bully's server wrote the external_pid_file of the config left behind"
+    );
+    assert_eq!(snapshot(&etc), before, "adopt changed {}", etc.display());
 
     phase("bully's invariants on the event logs");
     common::stop_all_and_assert_invariants(&mut c.t);

@@ -70,8 +70,10 @@ pub enum PgCommand {
     /// Take over a PostgreSQL server that ran without bully, with its data: run on its
     /// host with this node stopped, before the node first starts. Checks the config's
     /// `[postgres] data_dir` holds a cluster of the configured binaries' version (owned
-    /// by the server's user, its postgresql.conf inside), stops a server running on it
-    /// (fast shutdown), on a primary makes the replication role and sets both roles'
+    /// by the server's user), brings a config kept outside it (Debian's
+    /// /etc/postgresql/<version>/<name>/, found on the running server's command line or
+    /// named by --config-file) into it, stops a server running on it (fast shutdown),
+    /// on a primary makes the replication role and sets both roles'
     /// passwords from `[postgres]` (single-user mode), adds bully's pg_hba.conf lines
     /// for the members, and notes the data as this node's. Then start the node: with
     /// the other members empty (they clone it) or holding standbys of the same cluster,
@@ -81,6 +83,11 @@ pub enum PgCommand {
         /// The node's config file.
         #[arg(long, short = 'c')]
         config: std::path::PathBuf,
+        /// The server's own config file when it is outside the data dir and no server
+        /// runs to say so (Debian: /etc/postgresql/15/main/postgresql.conf); a running
+        /// server's must be this one.
+        #[arg(long, value_name = "FILE")]
+        config_file: Option<std::path::PathBuf>,
     },
 }
 
@@ -106,15 +113,18 @@ pub async fn run(command: &PgCommand) -> ExitCode {
             return ExitCode::from(2);
         }
         PgCommand::Failover { query, to, .. } => (query, *to, PgVerb::AcceptLoss),
-        PgCommand::Adopt { config } => return adopt(config).await,
+        PgCommand::Adopt {
+            config,
+            config_file,
+        } => return adopt(config, config_file.as_deref()).await,
     };
     ask_node(query, node, verb).await
 }
 
-/// `bully pg adopt --config FILE`: exit 0 once the data dir is this node's to start, 1
+/// `bully pg adopt --config FILE [--config-file FILE]`: exit 0 once the data dir is this node's to start, 1
 /// when it refused (saying why, having changed nothing after the refusal), 2 when the
 /// config cannot be read.
-async fn adopt(path: &std::path::Path) -> ExitCode {
+async fn adopt(path: &std::path::Path, config_file: Option<&std::path::Path>) -> ExitCode {
     let config = match crate::config::load(path) {
         Ok(config) => config,
         Err(e) => {
@@ -122,7 +132,7 @@ async fn adopt(path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match crate::node::postgres::adopt::adopt(&config).await {
+    match crate::node::postgres::adopt::adopt(&config, config_file).await {
         Ok(done) => {
             println!("{}", adopted_words(config.id, &done));
             ExitCode::SUCCESS
@@ -149,6 +159,14 @@ fn adopted_words(id: NodeId, done: &crate::node::postgres::adopt::Adopted) -> St
              recovers it at the next start."
         ),
     });
+    if let Some(source) = &done.brought_in {
+        lines.push(format!(
+            "Brought {} into the data dir (as postgresql.conf, with the pg_hba.conf, \
+             pg_ident.conf and relative includes it names); the originals are left as they \
+             were.",
+            source.display()
+        ));
+    }
     lines.push(match done.standby {
         false => "Roles: the replication role exists and both roles' passwords are set.".into(),
         true => {

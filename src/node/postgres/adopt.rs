@@ -2,7 +2,19 @@
 //! node keeps, with its data. Run on the host with the node stopped, before the node
 //! first starts with this `[postgres] data_dir`:
 //! - the data dir must hold a cluster of the configured binaries' major version, owned
-//!   by the user bully runs the server as, with its `postgresql.conf` inside;
+//!   by the user bully runs the server as;
+//! - bully starts the server as `postgres -D <data dir>`, so its config files must be
+//!   inside. A Debian cluster (`pg_createcluster`) keeps them in
+//!   `/etc/postgresql/<version>/<name>/` and its postmaster runs with `-c
+//!   config_file=...`: that config file is found on the running postmaster's command
+//!   line (`/proc/<pid>/cmdline`, the PID `postmaster.pid` names, checked as every stop
+//!   checks it: src/postmaster.rs), or given as `--config-file` when no server runs
+//!   (nothing else says where it is; a guess at `/etc/postgresql` could take another
+//!   cluster's). It must name this data dir (its `data_directory`, as `postgres -C`
+//!   reads it). Copies of it, of the `hba_file` and `ident_file` it names (as
+//!   `pg_hba.conf`, `pg_ident.conf`), and of the files it includes by a relative path
+//!   (a `conf.d` dir) are brought into the data dir (`BringIn`); `/etc` is left as
+//!   it was;
 //! - a node that already noted another cluster's data, or keeps a record naming
 //!   another system, refuses (its data would be a stranger's there);
 //! - a server running on the data dir is stopped cleanly (fast shutdown, checked
@@ -21,6 +33,7 @@
 //! running server").
 
 use super::held::{IdNote, HELD_FILE};
+use super::outside_config::{outside_config, read_text, BringIn, Outside, HBA};
 use super::programs::Programs;
 use super::sync_store::SyncStore;
 use super::{control, files, secrets};
@@ -53,11 +66,16 @@ pub struct Adopted {
     /// Replication slots on the server that bully does not manage (Patroni's, a
     /// user's): each holds WAL back until someone drops it.
     pub other_slots: Vec<String>,
+    /// The config file outside the data dir it brought in (with the files it names),
+    /// `None` when the data dir held the config already.
+    pub brought_in: Option<PathBuf>,
 }
 
-/// Takes over the data dir of `config`'s `[postgres]`. Everything that can be checked
-/// or read is, before the server is stopped: a refusal leaves it running as it was.
-pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
+/// Takes over the data dir of `config`'s `[postgres]`; `config_file` names the server's
+/// config file outside the data dir when no running server says it. Everything that
+/// can be checked or read is, before the server is stopped: a refusal leaves it running
+/// as it was.
+pub async fn adopt(config: &NodeConfig, config_file: Option<&Path>) -> Result<Adopted, String> {
     let pg = config.postgres.as_ref().ok_or_else(|| {
         "the config has no [postgres] section: there is no server to adopt".to_string()
     })?;
@@ -69,6 +87,10 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
     let programs = Programs::find(pg.bin_dir.as_deref(), pg.run_as.as_deref())?;
     same_major(&programs, dir).await?;
     owned_by_the_server_user(&programs, dir)?;
+    let bring_in = match outside_config(dir, config_file)? {
+        Some(outside) => BringIn::plan(&programs, dir, &outside).await?,
+        None => None,
+    };
     no_settings_overriding_bullys(dir, pg.tls)?;
     let standby = dir.join("standby.signal").exists();
     let passwords = secrets::Passwords::prepare(pg, &config.data_dir)?;
@@ -78,12 +100,20 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
     };
     let hosts: Vec<String> = config.peers.iter().map(|p| p.addr.to_string()).collect();
     let addresses = secrets::addresses_for(pg, &hosts).await?;
-    let hba_path = hba_file(&programs, dir).await?;
-    let current = std::fs::read_to_string(&hba_path)
-        .map_err(|e| format!("cannot read {}: {e}", hba_path.display()))?;
+    let (hba_path, current) = match &bring_in {
+        Some(bring_in) => (dir.join(HBA), bring_in.hba().to_string()),
+        None => {
+            let path = file_setting(&programs, dir, None, "hba_file").await?;
+            let text = read_text(&path)?;
+            (path, text)
+        }
+    };
     crate::storage::create_dir_durably(&config.data_dir)
         .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
     let stopped = stop_running(dir).await?;
+    if let Some(bring_in) = &bring_in {
+        bring_in.write(dir, programs.owner())?;
+    }
     if let Some(script) = script {
         single_user(&programs, dir, &script).await?;
     }
@@ -102,6 +132,7 @@ pub async fn adopt(config: &NodeConfig) -> Result<Adopted, String> {
         standby,
         hba,
         other_slots: other_slots(dir),
+        brought_in: bring_in.map(|b| b.source),
     })
 }
 
@@ -194,8 +225,7 @@ fn node_stopped(node_data_dir: &Path) -> Result<Option<Storage>, String> {
     }
 }
 
-/// The system identifier of the cluster in `dir`, which must hold one with its main
-/// config file inside.
+/// The system identifier of the cluster in `dir`, which must hold one.
 fn found_cluster(dir: &Path) -> Result<u64, String> {
     if !dir.is_dir() {
         return Err(format!(
@@ -208,16 +238,6 @@ fn found_cluster(dir: &Path) -> Result<u64, String> {
         return Err(format!(
             "{} holds no PostgreSQL cluster (no PG_VERSION): adopt takes over an existing \
              server's data dir; for a new cluster just start the nodes",
-            dir.display()
-        ));
-    }
-    if !dir.join("postgresql.conf").is_file() {
-        return Err(format!(
-            "{} has no postgresql.conf: bully starts the server from its data dir (`postgres \
-             -D`). Debian keeps it in /etc/postgresql/<version>/<name>/: copy postgresql.conf, \
-             pg_hba.conf and pg_ident.conf into the data dir (owned by the server's user), \
-             remove their data_directory, hba_file, ident_file and external_pid_file lines, \
-             then adopt again",
             dir.display()
         ));
     }
@@ -411,15 +431,24 @@ async fn single_user(programs: &Programs, dir: &Path, script: &str) -> Result<()
     }
 }
 
-/// The `pg_hba.conf` the server reads (`hba_file`, which a config may move out of the
-/// data dir).
-async fn hba_file(programs: &Programs, dir: &Path) -> Result<PathBuf, String> {
-    let args = [
-        "-D".to_string(),
-        dir.display().to_string(),
-        "-C".into(),
-        "hba_file".into(),
-    ];
+/// The file a server of `dir` reads as setting `name` (`hba_file`, `ident_file`,
+/// `data_directory`), as `postgres -C` says it: PostgreSQL's own reading of its config,
+/// includes and all. With `outside`, from that config file and the running server's
+/// command line; a relative path is the data dir's.
+pub(super) async fn file_setting(
+    programs: &Programs,
+    dir: &Path,
+    outside: Option<&Outside>,
+    name: &str,
+) -> Result<PathBuf, String> {
+    let mut args = vec!["-D".to_string(), dir.display().to_string()];
+    if let Some(outside) = outside {
+        args.push(format!("--config-file={}", outside.file.display()));
+        for (setting, value) in &outside.overrides {
+            args.extend(["-c".to_string(), format!("{setting}={value}")]);
+        }
+    }
+    args.extend(["-C".to_string(), name.to_string()]);
     let env = [("LC_ALL".to_string(), "C".to_string())];
     let ran = programs
         .run("postgres", &args, &env, PROGRAM_TIMEOUT)
@@ -431,6 +460,7 @@ async fn hba_file(programs: &Programs, dir: &Path) -> Result<PathBuf, String> {
     })
 }
 
+/// The main config file's name in the data dir: what `postgres -D` reads.
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ mod held;
 mod manager;
 mod order;
 mod owned;
+mod outside_config;
 mod parameters;
 mod peers;
 mod programs;
