@@ -45,7 +45,8 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
          clonefrom standby, {} promotions past a nofailover member's WAL, {} nofailover \
          tags the operator removed, {} copies by the replica method ({} failed, {} backups \
          of another cluster refused), {} method copies short of the upstream's WAL then \
-         copied by pg_basebackup, {} replays from the WAL archive, settled within {} steps",
+         copied by pg_basebackup, {} replays from the WAL archive, {} standby clusters ({} \
+         clones from the remote primary, {} DR promotions), settled within {} steps",
         spec.members,
         if spec.witness { " + witness" } else { "" },
         spec.synchronous,
@@ -83,6 +84,9 @@ fn sweep(spec: &Spec) -> Result<Summary, Violation> {
         total.foreign_backups_refused,
         total.short_method_copies_replaced,
         total.archive_replays,
+        total.standby_clusters,
+        total.clones_from_remote,
+        total.dr_promotions,
         total.longest_settle,
     );
     Ok(total)
@@ -305,6 +309,62 @@ fn a_cluster_taken_over_keeps_every_commit() {
     }
 }
 
+/// A standby cluster (src/sim/postgres/remote.rs): in a third of the seeds of a new
+/// cluster, every data dir empty and `postgres.standby_cluster` set, a remote primary
+/// committing on its own outside the members. No member's server is a primary and all
+/// data is the remote's while the setting is on, the cluster settles with the
+/// coordinator's server streaming from the remote and the others from it, and after the
+/// operator unsets it (in half of those seeds) the first promotion keeps what the remote
+/// had sent a majority; every usual check holds throughout.
+#[test]
+fn a_standby_cluster_follows_its_remote() {
+    for (members, witness, synchronous) in [
+        (3, false, Synchronous::Quorum),
+        (3, false, Synchronous::Strict),
+        (2, true, Synchronous::Strict),
+    ] {
+        let spec = Spec {
+            witness,
+            start: Start::New,
+            ..Spec::new(members, synchronous)
+        };
+        let total = sweep(&spec).unwrap_or_else(|violation| panic!("{violation}"));
+        if seeds().len() >= 100 {
+            assert!(total.standby_clusters > 0, "no seed was a standby cluster");
+            assert!(
+                total.clones_from_remote > 0,
+                "no seed cloned from the remote primary"
+            );
+            assert!(total.dr_promotions > 0, "no DR promotion");
+        }
+    }
+}
+
+/// Under `postgres.standby_cluster` the standby leader is never promoted: decisions
+/// that run the coordinator as a normal cluster's promote it while the setting is on.
+#[test]
+fn sabotaged_a_standby_leader_promoting_is_caught() {
+    let v = caught_as(Spec {
+        sabotage: Some(Sabotage::StandbyLeaderPromotes),
+        ..new_cluster()
+    });
+    assert!(
+        v.what.contains("while postgres.standby_cluster is set"),
+        "{v}"
+    );
+}
+
+/// A new standby cluster is cloned from the remote primary: one made by initdb is a
+/// system of its own, which never streams from the remote.
+#[test]
+fn sabotaged_a_standby_cluster_made_by_initdb_is_caught() {
+    let v = caught_as(Spec {
+        sabotage: Some(Sabotage::StandbyClusterInitDb),
+        ..new_cluster()
+    });
+    assert!(v.what.contains("never made by initdb"), "{v}");
+}
+
 /// `clonefrom` (src/postgres_rules/tags.rs): a member without data copies a tagged
 /// standby only while it streams from the coordinator's primary. The sabotage that
 /// takes any tagged member with a running server (a former primary not rewound yet, a
@@ -395,6 +455,7 @@ fn as_found(spec: Spec) -> Spec {
         synchronous_changes: false,
         tags: false,
         backups: false,
+        standby_cluster: false,
         ..spec
     }
 }

@@ -4,7 +4,7 @@
 //! and once every attempt failed without reinit allowed the member stays out.
 
 use super::decisions::{
-    identity_record, synchronous_names, Act, Cluster, Copier, Done, Office, PeerWal,
+    identity_record, synchronous_names, Act, Cluster, Copier, Done, Office, PeerWal, REMOTE_PRIMARY,
 };
 use super::log::Event;
 use super::server::{Data, State};
@@ -187,11 +187,13 @@ impl World {
         let Act::Clone { from, .. } = *act else {
             return Ok(());
         };
-        let Some(leader) = self.office.map(|h| h.leader).filter(|&l| l != from) else {
+        // The remote primary's history is the standby cluster's (src/sim/postgres/remote.rs).
+        let leader = self.office.map(|h| h.leader).filter(|&l| l != from);
+        let Some(leader) = leader.filter(|_| from != REMOTE_PRIMARY) else {
             return Ok(());
         };
         let (Some(primary), Some(source)) = (
-            self.member(leader).pg.as_ref().filter(|d| d.primary()),
+            (self.member(leader).pg.as_ref()).filter(|d| self.serves(id, d)),
             self.member(from).pg.as_ref().filter(|d| d.running()),
         ) else {
             return Ok(()); // no primary now, or the source does not serve: the copy fails
@@ -272,6 +274,7 @@ impl World {
         match source {
             Some(source) if !failed => {
                 self.copy_from(id, source);
+                self.note_copy_from(source);
                 self.member_mut(id).clone_failed_at = None;
                 self.done(id, Done::Copied { by });
                 self.summary.clones += 1;
@@ -432,6 +435,7 @@ impl World {
             at,
             knows: knows_branch,
         });
+        self.check_dr_promotion(id)?;
         self.check_promotion(id)
     }
 }

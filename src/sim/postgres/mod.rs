@@ -41,6 +41,12 @@
 //!   another cluster, and the method is not restored again in place of its own copy that
 //!   never streamed; the WAL archive (`archive`) carries a standby past what its
 //!   upstream keeps.
+//! - A standby cluster (`remote`): while `postgres.standby_cluster` is set no member's
+//!   server is a primary and every member's data is the remote primary's system; once
+//!   faults stop the coordinator's server streams from the remote and every other member
+//!   from it; after the operator unsets it (a DR promotion) the usual checks, and the
+//!   promoted server holds the remote's WAL that servers enough to meet every majority
+//!   held.
 //!
 //! Files: `operator` (what a person does after the heal, as the manual says), `server`
 //! (the modelled server, its WAL and branch records), `world` (members,
@@ -48,7 +54,8 @@
 //! `Memory` bookkeeping, as src/node/postgres/manager.rs keeps it), `faults` (what each
 //! seed draws), `replication` (commits, streaming, acknowledgements), `log` (the history
 //! a violation carries), `restarts` (the operator's `bully pg reload` and `bully pg
-//! restart N` during the faults).
+//! restart N` during the faults), `remote` (the remote primary of a standby cluster,
+//! and the operator's DR promotion).
 //!
 //! [`Position`]: crate::postgres_rules::Position
 //!
@@ -66,6 +73,7 @@ mod operator;
 mod pause;
 mod processes;
 mod protocol;
+mod remote;
 mod replication;
 mod restarts;
 mod restored;
@@ -284,6 +292,14 @@ pub enum Sabotage {
     /// alone, and a failure of the source loses them
     /// (src/postgres_rules/replica_method.rs).
     ReinitByMethod,
+    /// Under `postgres.standby_cluster`, the coordinator's decisions run as a normal
+    /// cluster's (`Rules::standby_cluster` false for its own look while it holds the
+    /// office with data): its standby leader is promoted (src/sim/postgres/remote.rs).
+    StandbyLeaderPromotes,
+    /// A new standby cluster runs `initdb` instead of cloning from the remote primary: its
+    /// data is a system of its own, which never streams from the remote
+    /// (src/sim/postgres/remote.rs).
+    StandbyClusterInitDb,
 }
 
 /// What to simulate.
@@ -335,6 +351,10 @@ pub struct Spec {
     /// and the WAL archive (src/sim/postgres/archive.rs), each from a stream of its
     /// own; off, neither, as `wal_removal`.
     pub backups: bool,
+    /// Draw a standby cluster (`postgres.standby_cluster` with a remote primary, and the
+    /// operator's DR promotion) in a fraction of the seeds of a new cluster, from a stream
+    /// of its own (src/sim/postgres/remote.rs); off, as `wal_removal`.
+    pub standby_cluster: bool,
 }
 
 impl Spec {
@@ -361,6 +381,7 @@ impl Spec {
             nofailover: true,
             protocol: false,
             backups: true,
+            standby_cluster: true,
         }
     }
 }
@@ -433,6 +454,13 @@ pub struct Summary {
     /// Steps at which a standby replayed from the WAL archive past what its upstream
     /// keeps (src/sim/postgres/archive.rs).
     pub archive_replays: u64,
+    /// Seeds that began as a standby cluster (src/sim/postgres/remote.rs).
+    pub standby_clusters: u64,
+    /// Copies made from the remote primary (a new standby cluster's first data).
+    pub clones_from_remote: u64,
+    /// The first promotion after the operator unset `postgres.standby_cluster`, of a
+    /// server holding the remote's data (a DR promotion).
+    pub dr_promotions: u64,
     /// Faults drawn, by kind.
     pub faults: BTreeMap<&'static str, u64>,
 }
@@ -475,6 +503,9 @@ impl Summary {
         self.foreign_backups_refused += other.foreign_backups_refused;
         self.short_method_copies_replaced += other.short_method_copies_replaced;
         self.archive_replays += other.archive_replays;
+        self.standby_clusters += other.standby_clusters;
+        self.clones_from_remote += other.clones_from_remote;
+        self.dr_promotions += other.dr_promotions;
         for (kind, n) in &other.faults {
             *self.faults.entry(kind).or_default() += n;
         }

@@ -31,7 +31,7 @@ use rand::Rng;
 /// The chance a fault step draws a change, in percent.
 const CHANGE_PERCENT: u32 = 2;
 /// The most steps the changed list takes to reach a member other than the coordinator.
-const LONGEST_SPREAD: u64 = 4;
+pub(super) const LONGEST_SPREAD: u64 = 4;
 
 /// The other mode a change sets: `off` from a synchronous one, back to the seed's own
 /// (or `quorum` for a seed that started `off`).
@@ -86,7 +86,8 @@ impl World {
     }
 
     /// The rules member `id`'s decisions run by: the mode its node holds, or the seed's
-    /// first under the sabotage `SynchronousFromFile`.
+    /// first under the sabotage `SynchronousFromFile`; `postgres.standby_cluster` as its
+    /// node holds it (src/sim/postgres/remote.rs).
     pub(super) fn rules_of(&self, id: NodeId) -> Rules {
         let synchronous = match self.spec.sabotage {
             Some(Sabotage::SynchronousFromFile) => self.spec.synchronous,
@@ -94,6 +95,7 @@ impl World {
         };
         Rules {
             synchronous,
+            standby_cluster: self.standby_cluster_of(id),
             ..self.rules
         }
     }

@@ -6,11 +6,12 @@ use super::decisions::{
     branch_to_adopt, copier, election_rank, full_k, left_for_operator, may_promote, names_standby,
     ranks_alike, rewind_wanted, synchronous_count, synchronous_names, too_few_reached, Act,
     Cluster, Command, Decision, Done, Engine, Look, Memory, Office, PeerWal, Position, Rules,
-    Server, StopReason, SyncRecord, SyncView, Tags,
+    Server, StopReason, SyncRecord, SyncView, Tags, REMOTE_PRIMARY,
 };
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
+use super::remote::Remote;
 use super::server::{Data, Reading, State, Wal};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
@@ -25,6 +26,8 @@ use std::collections::VecDeque;
 pub(super) const LEASE: u64 = 3;
 /// How many past estimates a member keeps (stale elections read one of them).
 const EST_KEPT: usize = 5;
+/// `REMOTE_PRIMARY` named outside a standby cluster.
+const NO_REMOTE: &str = "the remote primary named outside a standby cluster";
 
 /// One member: its node (alive, stalled, cut off) and its server (`None`: no data).
 #[derive(Debug)]
@@ -115,7 +118,7 @@ impl Member {
         self.replayed = (None, 0);
     }
 
-    fn new(id: NodeId, witness: bool, synchronous: Synchronous) -> Member {
+    pub(super) fn new(id: NodeId, witness: bool, synchronous: Synchronous) -> Member {
         Member {
             id,
             witness,
@@ -444,6 +447,9 @@ pub(super) struct World {
     pub backups: Repository,
     /// The WAL archive (src/sim/postgres/archive.rs).
     pub archive: Archive,
+    /// A standby cluster's remote primary and draws (src/sim/postgres/remote.rs);
+    /// `None`: the cluster is no standby cluster.
+    pub remote: Option<Remote>,
 }
 
 /// `Rules::standby_grace_ms` for `seed`: the runtime's is 20 looks; shorter ones (none in
@@ -526,6 +532,7 @@ impl World {
             protocol: None,
             backups,
             archive: Archive::new(seed, &spec),
+            remote: Remote::draw(seed, &spec),
         };
         if spec.protocol {
             let ids: Vec<NodeId> = world.members.iter().map(|m| m.id).collect();
@@ -536,6 +543,7 @@ impl World {
             Start::Running => world.bootstrapped(),
             start => world.adopted(start),
         }
+        world.start_standby_cluster();
         world
     }
 
@@ -674,12 +682,20 @@ impl World {
         self.members.iter().filter(|m| !m.witness)
     }
 
+    /// Member `id`, or for `REMOTE_PRIMARY` a standby cluster's remote primary
+    /// (src/sim/postgres/remote.rs): an upstream or a copy source resolves as a member.
     pub fn member(&self, id: NodeId) -> &Member {
-        &self.members[id as usize - 1]
+        match id {
+            REMOTE_PRIMARY => &self.remote.as_ref().expect(NO_REMOTE).server,
+            _ => &self.members[id as usize - 1],
+        }
     }
 
     pub fn member_mut(&mut self, id: NodeId) -> &mut Member {
-        &mut self.members[id as usize - 1]
+        match id {
+            REMOTE_PRIMARY => &mut self.remote.as_mut().expect(NO_REMOTE).server,
+            _ => &mut self.members[id as usize - 1],
+        }
     }
 
     pub fn voters(&self) -> usize {
@@ -723,6 +739,7 @@ impl World {
         self.draw_server_stall(faults);
         self.draw_order(faults);
         self.draw_setting_change(faults);
+        self.draw_standby_cluster(faults);
         match self.protocol.is_some() {
             true => self.run_protocol()?,
             false => self.end_office_if_due()?,
@@ -739,18 +756,21 @@ impl World {
         for id in order {
             self.look(id)?;
             self.check_one_primary()?;
+            self.check_standby_cluster()?;
         }
         match modelled {
             true => self.renew_office()?,
             false => self.tell_verdicts(),
         }
         self.commit();
+        self.remote_commit();
         self.archive_wal();
         self.back_up();
         self.replicate();
         self.retain(faults);
         self.acknowledge();
         self.check_one_primary()?;
+        self.check_standby_cluster()?;
         let reading = self.reading();
         for m in &mut self.members {
             let est = m.est(reading);
@@ -1196,6 +1216,12 @@ impl World {
                 let by = copier(cluster, &unspent, &self.rules_of(id));
                 (Act::Clone { from, by }, eligible)
             }
+            // A new standby cluster made by initdb rather than cloned from the remote.
+            (&Act::Clone { from, .. }, Some(Sabotage::StandbyClusterInitDb))
+                if from == REMOTE_PRIMARY =>
+            {
+                (Act::InitDb, eligible)
+            }
             // The rule before: a reinit restores a backup as a clone would.
             (&Act::Reinit { from, .. }, Some(Sabotage::ReinitByMethod)) => {
                 let by = copier(cluster, memory, &self.rules_of(id));
@@ -1214,9 +1240,10 @@ impl World {
             Office::Leading { .. } => self.sync_view(id),
             _ => SyncView::Unread,
         };
+        // Its server serves the cluster (src/sim/postgres/remote.rs, `serves`).
         let leader_primary = self.office.and_then(|h| {
-            let leader = self.member(h.leader).pg.as_ref().filter(|d| d.primary());
-            leader.filter(|_| self.reach(id, h.leader))
+            let leader = self.member(h.leader).pg.as_ref();
+            leader.filter(|d| self.serves(id, d) && self.reach(id, h.leader))
         });
         // The records' identity, else (as the runtime: src/node/postgres/manager.rs,
         // `cluster`) the coordinator's primary's as its report shows it.
@@ -1289,13 +1316,14 @@ impl World {
 
     /// As the runtime's `Cluster::clone_sources` for member `id` following the
     /// coordinator: the other members tagged `clonefrom` that `id` reaches, whose
-    /// standbys stream from the coordinator's primary (the sabotage
-    /// `CloneFromAnyTagged`: any tagged member with a running server).
+    /// standbys stream from the coordinator's server that serves (a primary, or a
+    /// standby cluster's standby leader; the sabotage `CloneFromAnyTagged`: any tagged
+    /// member with a running server).
     fn clone_sources(&self, id: NodeId) -> Vec<NodeId> {
         let Some(leader) = self.office.map(|h| h.leader).filter(|&l| l != id) else {
             return Vec::new();
         };
-        let Some(primary) = self.member(leader).pg.as_ref().filter(|d| d.primary()) else {
+        let Some(primary) = (self.member(leader).pg.as_ref()).filter(|d| self.serves(id, d)) else {
             return Vec::new();
         };
         let any = self.spec.sabotage == Some(Sabotage::CloneFromAnyTagged);
@@ -1575,8 +1603,9 @@ impl World {
         left_for_operator(was_primary, memory, &self.rules_of(m.id))
     }
 
-    /// Settled: a ready leader with a primary, every other data member streaming from
-    /// it (or out as allowed).
+    /// Settled: a ready leader with a primary (in a standby cluster, its standby leader
+    /// streaming from the remote), every other data member streaming from it (or out
+    /// as allowed).
     fn settled(&self) -> Result<(), String> {
         let Some(h) = self.office else {
             return Err("no one holds the office".into());
@@ -1584,8 +1613,15 @@ impl World {
         if self.now < h.leading_from {
             return Err(format!("{} is elected, not ready", h.leader));
         }
-        let Some(primary) = self.member(h.leader).pg.as_ref().filter(|d| d.primary()) else {
-            return Err(format!("the leader {}'s server is not a primary", h.leader));
+        let Some(primary) = (self.member(h.leader).pg.as_ref()).filter(|d| self.serves_settled(d))
+        else {
+            return Err(match self.standby_cluster_set() {
+                true => format!(
+                    "the leader {}'s server does not stream from the remote primary",
+                    h.leader
+                ),
+                false => format!("the leader {}'s server is not a primary", h.leader),
+            });
         };
         for m in self.data_members().filter(|m| m.id != h.leader) {
             if self.legitimately_out(m) {
