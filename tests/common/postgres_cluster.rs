@@ -379,10 +379,16 @@ impl Role {
     }
 }
 
-/// The role query [`role`] runs.
+/// The role query [`role`] runs. The receiver's status is `streaming` only once it
+/// heard from its upstream or ran 3 s, as the manager reads it (src/node/postgres/sql.rs,
+/// `DESCRIBE`): PostgreSQL shows `streaming` from the walreceiver's start, before the
+/// upstream accepted it, so one refused again and again would pass between refusals.
 pub const ROLE_SQL: &str = "SELECT pg_is_in_recovery(), \
      current_setting('default_transaction_read_only') = 'on', \
-     (SELECT status FROM pg_stat_wal_receiver), \
+     (SELECT CASE WHEN r.status = 'streaming' \
+         AND r.last_msg_send_time IS NOT DISTINCT FROM r.last_msg_receipt_time \
+         AND a.backend_start >= now() - interval '3 s' THEN 'starting' ELSE r.status END \
+      FROM pg_stat_wal_receiver r LEFT JOIN pg_stat_activity a ON a.pid = r.pid), \
      (SELECT sender_port FROM pg_stat_wal_receiver), \
      coalesce(nullif(current_setting('bully.epoch', true), ''), '0')";
 

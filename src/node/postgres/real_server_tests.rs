@@ -322,3 +322,92 @@ async fn wait_for_text(log: &Path, probe: &str) -> String {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A standby whose walreceiver connects but cannot start streaming (its slot is missing
+/// on the upstream: what a standby cluster's standby leader met when bully named a slot
+/// on the remote) never reads as streaming, however often it is asked: PostgreSQL
+/// shows the walreceiver's status as `streaming` from the moment the process starts,
+/// before the upstream accepted anything. Once the slot exists it does stream.
+#[tokio::test]
+async fn a_standby_that_cannot_start_streaming_never_reads_as_streaming() {
+    let Some((programs, _dir, root)) = scratch() else {
+        return;
+    };
+    let [primary_at, standby_at] = crate::ports::free_tcp_addrs(2).unwrap()[..] else {
+        panic!("two ports");
+    };
+    let primary = PostgresConfig::new(root.join("primary"), primary_at);
+    initdb(&programs, &primary, "--auth-host=trust").await;
+    let text = files::owned_conf(&primary, 1, None, None, "");
+    files::write_conf(&primary.data_dir, &text, programs.owner()).unwrap();
+    let primary_log = root.join("primary.log");
+    let _primary = start(&programs, &primary, &primary_log);
+    let on_primary = let_in(&Connector::Plain, primary_at, None, &primary_log).await;
+
+    let mut standby = PostgresConfig::new(root.join("standby"), standby_at);
+    standby.replication.user = "postgres".into();
+    let args: Vec<String> = [
+        "-D",
+        &standby.data_dir.display().to_string(),
+        "-h",
+        &primary_at.ip().to_string(),
+        "-p",
+        &primary_at.port().to_string(),
+        "-U",
+        "postgres",
+        "-X",
+        "stream",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    programs
+        .run("pg_basebackup", &args, &[], Duration::from_secs(120))
+        .await
+        .expect("pg_basebackup");
+    let upstream = files::Upstream {
+        server: primary_at,
+        member: true,
+    };
+    let text = files::owned_conf(&standby, 7, Some(upstream), None, "");
+    files::write_conf(&standby.data_dir, &text, programs.owner()).unwrap();
+    files::standby_signal(&standby.data_dir, programs.owner()).unwrap();
+    let standby_log = root.join("standby.log");
+    let _standby = start(&programs, &standby, &standby_log);
+    let on_standby = let_in(&Connector::Plain, standby_at, None, &standby_log).await;
+
+    let refused = "replication slot \"bully_7\" does not exist";
+    wait_for_text(&standby_log, refused).await;
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut asked = 0;
+    while Instant::now() < until {
+        let seen = sql::describe(&on_standby, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(
+            !seen.streaming,
+            "read as streaming at ask {asked} while its upstream refuses it ({refused})"
+        );
+        asked += 1;
+    }
+    assert!(asked > 100, "asked only {asked} times");
+    on_primary
+        .execute("SELECT pg_create_physical_replication_slot('bully_7')", &[])
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = sql::describe(&on_standby, Duration::from_secs(5))
+            .await
+            .unwrap();
+        if seen.streaming {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "never streaming once its slot exists:\n{}",
+            std::fs::read_to_string(&standby_log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

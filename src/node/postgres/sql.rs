@@ -69,6 +69,15 @@ pub async fn connect(
         .map_err(|e| format!("{server}: {}", why(&e)))
 }
 
+/// What a look reads of its server. A standby streams when its walreceiver's status is
+/// `streaming` *and* it heard from its upstream (the send and receipt times of the last
+/// message differ: PostgreSQL sets both to the same instant when the process starts) or
+/// has run 3 s (an idle upstream sends nothing until a keepalive): PostgreSQL shows
+/// `streaming` from the process's start, before the upstream accepted anything, so a
+/// walreceiver refused again and again (a missing slot, WAL the upstream no longer
+/// has) would otherwise read as streaming between refusals and the manager's count of
+/// looks without streaming would keep starting over
+/// (src/node/postgres/real_server_tests.rs).
 const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
     CASE WHEN pg_is_in_recovery() THEN NULL
          ELSE pg_walfile_name(pg_current_wal_flush_lsn()) END,
@@ -77,7 +86,10 @@ const DESCRIBE: &str = "SELECT pg_is_in_recovery(),
     CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_flush_lsn()::text END,
     pg_last_wal_receive_lsn()::text,
     pg_last_wal_replay_lsn()::text,
-    coalesce((SELECT status = 'streaming' FROM pg_stat_wal_receiver), false),
+    coalesce((SELECT r.status = 'streaming'
+        AND (r.last_msg_send_time IS DISTINCT FROM r.last_msg_receipt_time
+             OR a.backend_start < now() - interval '3 s')
+        FROM pg_stat_wal_receiver r LEFT JOIN pg_stat_activity a ON a.pid = r.pid), false),
     current_setting('primary_conninfo'),
     current_setting('synchronous_standby_names'),
     (SELECT min_recovery_end_timeline FROM pg_control_recovery()),
