@@ -284,20 +284,47 @@ impl BullyPg {
     /// that node. Panics with the logs after [`AGREE`].
     pub async fn wait_primary(&self, live: &[NodeId]) -> NodeId {
         let what = format!("a primary among {live:?} with the others streaming from it");
-        let leader = primary::wait_logged(&self.t, &what, AGREE, || async {
+        let writable = |id| async move { role(self.local(id)).await.is_some_and(|r| r.writable()) };
+        let follows = |other, id| async move {
+            let port = self.cuts[&id].addr.port();
+            (role(self.local(other)).await).is_some_and(|r| r.streams_from(port))
+        };
+        let leader = self
+            .wait_leading(live, &what, AGREE, writable, follows)
+            .await;
+        eprintln!("=== node {leader} leads; its server is the primary");
+        leader
+    }
+
+    /// Waits (within `within`) until one of `live` is the ready coordinator
+    /// (/coordinator 200) whose server passes `serves`, and every other member `other`
+    /// of `live` passes `follows(other, leader)`; returns the leader. Panics with the
+    /// logs after `within`. The one wait behind [`BullyPg::wait_primary`] and the tests'
+    /// own heads (a standby cluster's standby leader, a login with a password).
+    pub async fn wait_leading<S, SF, F, FF>(
+        &self,
+        live: &[NodeId],
+        what: &str,
+        within: Duration,
+        serves: S,
+        follows: F,
+    ) -> NodeId
+    where
+        S: Fn(NodeId) -> SF,
+        SF: std::future::Future<Output = bool>,
+        F: Fn(NodeId, NodeId) -> FF,
+        FF: std::future::Future<Output = bool>,
+    {
+        primary::wait_logged(&self.t, what, within, || async {
             for &id in live {
                 if !matches!(http_get(self.http[&id], "/coordinator").await, Ok((200, _))) {
                     continue;
                 }
-                if !role(self.local(id)).await.is_some_and(|r| r.writable()) {
+                if !serves(id).await {
                     return None;
                 }
                 for &other in live.iter().filter(|&&o| o != id) {
-                    let port = self.cuts[&id].addr.port();
-                    if !role(self.local(other))
-                        .await
-                        .is_some_and(|r| r.streams_from(port))
-                    {
+                    if !follows(other, id).await {
                         return None;
                     }
                 }
@@ -305,9 +332,7 @@ impl BullyPg {
             }
             None
         })
-        .await;
-        eprintln!("=== node {leader} leads; its server is the primary");
-        leader
+        .await
     }
 
     /// A second HAProxy in front of the servers, running Patroni's documented section
