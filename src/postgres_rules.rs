@@ -1207,8 +1207,12 @@ fn promote_act(
     // known: a coordinator that reads the records of a minority only (cut off right
     // after its election) could take a stranger's data dir, or its own raced `initdb`,
     // for the cluster's (PostgreSQL simulator, new cluster, seed 10626 with
-    // `postgres.synchronous` changed to `off`).
-    if !read && !identity_kept && !cluster.all_absent {
+    // `postgres.synchronous` changed to `off`). A new cluster too: a coordinator cut off
+    // right after its own `initdb` (whose identity record was refused), the other
+    // member's raced `initdb` counted absent, promoted with no identity anywhere, and
+    // the other then committed its own and served a second system (two members and a
+    // witness, new cluster, seed 9677).
+    if !read && !identity_kept {
         return Act::Wait(format!(
             "waits to promote: {} (the cluster's identity)",
             uncovered(&SyncView::Unread, &holders).unwrap_or_default()

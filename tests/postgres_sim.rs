@@ -562,6 +562,26 @@ fn regression_of(seed: u64, spec: &Spec) {
     }
 }
 
+/// Two members and a witness, `strict`, a new cluster: both members' `initdb` raced and
+/// neither identity record was kept; the coordinator cut off right after promoted with
+/// the other counted absent and no identity anywhere, and the other later committed
+/// its own system and served it. The identity now comes first there too.
+#[test]
+fn regression_a_new_cluster_promotes_only_with_its_identity_kept() {
+    let spec = Spec {
+        witness: true,
+        ..Spec {
+            start: Start::New,
+            ..Spec::new(2, Synchronous::Strict)
+        }
+    };
+    let violation = fixed_at(9677, &spec, Sabotage::PromotesWithoutIdentity);
+    assert!(
+        violation.to_string().contains("second system"),
+        "{violation}"
+    );
+}
+
 #[test]
 fn regression_members_waiting_to_rewind_no_longer_starve_the_majority() {
     regression(7, 3, Synchronous::Quorum);

@@ -116,6 +116,11 @@ pub enum Start {
 pub enum Sabotage {
     /// A coordinator refused for want of a majority promotes anyway.
     SkipMajority,
+    /// The old identity wait: a new cluster's coordinator (every other member absent)
+    /// promotes without the cluster's identity in any record it could read or commit,
+    /// so a raced `initdb` elsewhere later commits its own (seed 9677, two members and
+    /// a witness, new cluster).
+    PromotesWithoutIdentity,
     /// The primary applies `synchronous_standby_names` with k one lower than decided.
     KMinusOne,
     /// The keeper does not fence the primary of a node whose lease ended.

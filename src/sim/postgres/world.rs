@@ -1146,6 +1146,15 @@ impl World {
             {
                 (Act::Promote, true)
             }
+            (Act::Wait(_), Some(Sabotage::PromotesWithoutIdentity))
+                if standby.is_some_and(|r| {
+                    may_promote(r.wal, peers, cluster, &self.rules_of(id)).is_ok()
+                }) && matches!(office, Office::Leading { .. })
+                    && cluster.all_absent
+                    && cluster.sync == SyncView::Unread =>
+            {
+                (Act::Promote, true)
+            }
             // The old decisions: a standby to be rewound stopped as soon as it followed
             // anyone, primary or not.
             (Act::Wait(_), Some(Sabotage::RewindWaits))
