@@ -10,6 +10,7 @@
 //! At the heal the operator mounts the volumes back and runs `bully pg reinit`
 //! for a member whose data dir is gone.
 
+use super::decisions::SyncRecord;
 use super::log::Event;
 use super::world::World;
 use crate::protocol::NodeId;
@@ -183,9 +184,15 @@ impl World {
     /// Whether `id`'s data directory may be lost and the cluster still recover: the
     /// other members keeping the cluster's data (a stranger's volume keeps none), with
     /// the witnesses, must remain a majority (beyond that the decisions rightly refuse
-    /// to promote for ever).
+    /// to promote for ever). The cluster's system is the one served, else the one a
+    /// record names: a raced `initdb` of another system is not the cluster's data once
+    /// an identity is recorded (seed 3401, two members and a witness, new cluster: the
+    /// only holder of the recorded system was wiped beside such a raced `initdb`).
     pub(super) fn may_wipe(&self, id: NodeId) -> bool {
-        let cluster = self.served_system;
+        let recorded = SyncRecord::newest(self.members.iter().filter_map(|m| m.record.as_ref()))
+            .map(|r| r.system_id)
+            .filter(|&s| s != 0);
+        let cluster = self.served_system.or(recorded);
         let kept = self
             .data_members()
             .filter(|m| m.id != id)
