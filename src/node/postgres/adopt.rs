@@ -33,7 +33,7 @@
 //! running server").
 
 use super::held::{IdNote, HELD_FILE};
-use super::outside_config::{outside_config, read_text, BringIn, Outside, HBA};
+use super::outside_config::{file_setting, outside_config, read_text, BringIn, HBA};
 use super::programs::Programs;
 use super::sync_store::SyncStore;
 use super::{control, files, secrets};
@@ -431,36 +431,6 @@ async fn single_user(programs: &Programs, dir: &Path, script: &str) -> Result<()
     }
 }
 
-/// The file a server of `dir` reads as setting `name` (`hba_file`, `ident_file`,
-/// `data_directory`), as `postgres -C` says it: PostgreSQL's own reading of its config,
-/// includes and all. With `outside`, from that config file and the running server's
-/// command line; a relative path is the data dir's.
-pub(super) async fn file_setting(
-    programs: &Programs,
-    dir: &Path,
-    outside: Option<&Outside>,
-    name: &str,
-) -> Result<PathBuf, String> {
-    let mut args = vec!["-D".to_string(), dir.display().to_string()];
-    if let Some(outside) = outside {
-        args.push(format!("--config-file={}", outside.file.display()));
-        for (setting, value) in &outside.overrides {
-            args.extend(["-c".to_string(), format!("{setting}={value}")]);
-        }
-    }
-    args.extend(["-C".to_string(), name.to_string()]);
-    let env = [("LC_ALL".to_string(), "C".to_string())];
-    let ran = programs
-        .run("postgres", &args, &env, PROGRAM_TIMEOUT)
-        .await?;
-    let path = PathBuf::from(ran.stdout.trim());
-    Ok(match path.is_absolute() {
-        true => path,
-        false => dir.join(path),
-    })
-}
-
-/// The main config file's name in the data dir: what `postgres -D` reads.
 #[cfg(test)]
 mod tests {
     use super::*;

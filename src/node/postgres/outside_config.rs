@@ -7,13 +7,46 @@
 //! whole config, and the standbys bully clones from it get it too. The source is left
 //! as it was.
 
-use super::adopt::file_setting;
 use super::owned;
 use super::programs::Programs;
 use crate::postmaster;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
+/// How long `postgres -C` may take to read a config.
+const SETTING_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The file a server of `dir` reads as setting `name` (`hba_file`, `ident_file`,
+/// `data_directory`), as `postgres -C` says it: PostgreSQL's own reading of its config,
+/// includes and all. With `outside`, from that config file and the running server's
+/// command line; a relative path is the data dir's.
+pub(super) async fn file_setting(
+    programs: &Programs,
+    dir: &Path,
+    outside: Option<&Outside>,
+    name: &str,
+) -> Result<PathBuf, String> {
+    let mut args = vec!["-D".to_string(), dir.display().to_string()];
+    if let Some(outside) = outside {
+        args.push(format!("--config-file={}", outside.file.display()));
+        for (setting, value) in &outside.overrides {
+            args.extend(["-c".to_string(), format!("{setting}={value}")]);
+        }
+    }
+    args.extend(["-C".to_string(), name.to_string()]);
+    let env = [("LC_ALL".to_string(), "C".to_string())];
+    let ran = programs
+        .run("postgres", &args, &env, SETTING_TIMEOUT)
+        .await?;
+    let path = PathBuf::from(ran.stdout.trim());
+    Ok(match path.is_absolute() {
+        true => path,
+        false => dir.join(path),
+    })
+}
+
+/// The main config file's name in the data dir: what `postgres -D` reads.
 const MAIN: &str = "postgresql.conf";
 /// The names the `hba_file` and `ident_file` copies get (PostgreSQL's defaults there).
 pub(super) const HBA: &str = "pg_hba.conf";

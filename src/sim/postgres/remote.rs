@@ -31,7 +31,7 @@
 use super::decisions::{Office, REMOTE_PRIMARY};
 use super::log::Event;
 use super::server::{Data, State};
-use super::world::{Member, World};
+use super::world::{Member, Remote, World};
 use super::{Sabotage, Spec, Start};
 use crate::config::postgres::Synchronous;
 use crate::protocol::NodeId;
@@ -44,22 +44,6 @@ const ONE_IN: u32 = 3;
 const OUTAGE_PERCENT: u32 = 3;
 /// The first step at which the operator may unset the setting.
 const EARLIEST_UNSET: u64 = 10;
-
-/// The remote primary and the standby cluster's draws.
-pub(super) struct Remote {
-    rng: SmallRng,
-    /// The remote primary's node and server (ID [`REMOTE_PRIMARY`], no member).
-    pub server: Member,
-    /// The operator unsets `postgres.standby_cluster` at this step (during the faults).
-    unset_at: Option<u64>,
-    /// The operator did: the cluster's setting is off from then on.
-    pub unset: bool,
-    /// The step from which each member's node holds the list without the setting
-    /// (by index; `u64::MAX` while it holds the setting).
-    reaches: Vec<u64>,
-    /// The first promotion after the unset was checked.
-    promoted: bool,
-}
 
 impl Remote {
     /// The draws of `seed`: a standby cluster in one seed of [`ONE_IN`] of a new

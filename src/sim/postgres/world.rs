@@ -11,7 +11,6 @@ use super::decisions::{
 use super::log::{Event, Log};
 use super::machines::{Protocol, STEP_MS};
 use super::processes::{Claim, Processes};
-use super::remote::Remote;
 use super::server::{Data, Reading, State, Wal};
 use super::{Sabotage, Spec, Start, Summary, Violation};
 use crate::config::postgres::Synchronous;
@@ -28,6 +27,24 @@ pub(super) const LEASE: u64 = 3;
 const EST_KEPT: usize = 5;
 /// `REMOTE_PRIMARY` named outside a standby cluster.
 const NO_REMOTE: &str = "the remote primary named outside a standby cluster";
+
+/// A standby cluster's remote primary and its draws: defined here, beside the world
+/// that holds it, and drawn and run by src/sim/postgres/remote.rs (so that module
+/// depends on the world, not the other way round).
+pub(super) struct Remote {
+    pub(super) rng: SmallRng,
+    /// The remote primary's node and server (ID `REMOTE_PRIMARY`, no member).
+    pub server: Member,
+    /// The operator unsets `postgres.standby_cluster` at this step (during the faults).
+    pub(super) unset_at: Option<u64>,
+    /// The operator did: the cluster's setting is off from then on.
+    pub unset: bool,
+    /// The step from which each member's node holds the list without the setting
+    /// (by index; `u64::MAX` while it holds the setting).
+    pub(super) reaches: Vec<u64>,
+    /// The first promotion after the unset was checked.
+    pub(super) promoted: bool,
+}
 
 /// One member: its node (alive, stalled, cut off) and its server (`None`: no data).
 #[derive(Debug)]
