@@ -432,10 +432,17 @@ impl Loop {
         if fresh.is_some() {
             return;
         }
+        // Said once per failure, not at every look that tries again.
+        let said = self
+            .standby_cluster
+            .as_ref()
+            .is_some_and(|r| r.name == name && r.addr.is_none());
         let addr = match tokio::net::lookup_host(name.as_str()).await {
             Ok(mut found) => found.next(),
             Err(e) => {
-                tracing::warn!(remote = %name, "postgres: the remote primary does not resolve: {e}");
+                if !said {
+                    tracing::warn!(remote = %name, "postgres: the remote primary does not resolve: {e}");
+                }
                 None
             }
         };
